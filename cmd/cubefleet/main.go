@@ -1,0 +1,20 @@
+// Command cubefleet is the fleet control plane for Cube sandbox hosts: `cubefleet server` runs
+// the control plane, `cubefleet agent` runs on each compute host, and the other sub-commands are
+// operator tools. See the README.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/cubefleet/cubefleet/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Run(ctx, os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	stop()
+	os.Exit(code)
+}
