@@ -115,6 +115,16 @@ type Module struct {
 	FS   fs.FS
 }
 
+// EmbeddedModule returns the module name whose migrations are the files of fsys's
+// "migrations" directory (a module embeds them with `//go:embed migrations/*.sql`).
+func EmbeddedModule(name string, fsys fs.FS) Module {
+	sub, err := fs.Sub(fsys, "migrations")
+	if err != nil {
+		panic(fmt.Sprintf("store: module %s: %v", name, err)) // fs.Sub fails only for an invalid path literal
+	}
+	return Module{Name: name, FS: sub}
+}
+
 // Migrate runs every module's pending migrations, in the order given. On PostgreSQL it holds a
 // session advisory lock so several servers starting together migrate once.
 func (db *DB) Migrate(ctx context.Context, modules ...Module) error {

@@ -1,0 +1,378 @@
+// Package compute holds the compute objects a fleet is made of: sites, provider accounts, pools,
+// owner quotas, offers, flavors and sandbox templates (fleet spec; ../shared/DESIGN.md). Every
+// operation takes a store.Querier, so it runs alone or inside a caller's transaction (fleet
+// apply runs a whole plan in one). Permission decisions and audit rows belong to the API layer.
+package compute
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/strictjson"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Module is the compute module's migrations (`compute/0001_objects`).
+var Module = store.EmbeddedModule("compute", migrations)
+
+// FleetNamer gives sites and pools the names fleet as code keeps for them (table fleet_names).
+type FleetNamer interface {
+	// FleetNames returns id -> fleet name for those of ids that have one.
+	FleetNames(ctx context.Context, q store.Querier, ids []string) (map[string]string, error)
+}
+
+// Service runs the compute operations. The zero value serves every module and names nothing.
+type Service struct {
+	// Disabled lists the modules this deployment leaves out (ModuleVPS, ModuleTemplates).
+	Disabled map[string]bool
+	// Names adds fleet names to sites and pools; nil adds none.
+	Names FleetNamer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Serves reports whether this deployment serves kind.
+func (s *Service) Serves(kind string) bool {
+	info, ok := Info(kind)
+	if !ok {
+		return false
+	}
+	if info.Module == "" {
+		return true
+	}
+	if s.Disabled[ModuleVPS] {
+		return false
+	}
+	return !(info.Module == ModuleTemplates && s.Disabled[ModuleTemplates])
+}
+
+func (s *Service) served(kind string) error {
+	if !s.Serves(kind) {
+		return cubefleet.Errorf(cubefleet.CodeUnsupported, "this deployment does not run sandboxes: %ss need the vps module", kind)
+	}
+	return nil
+}
+
+// Ref is the input that names one object: {"tenantId", "id", "revision"}. Revision, when set,
+// must be the object's current revision (CONFLICT otherwise).
+type Ref struct {
+	TenantID string `json:"tenantId"`
+	ID       string `json:"id"`
+	Revision *int64 `json:"revision,omitempty"`
+}
+
+// Create creates an object of kind from the API input in: `tenantId`, an optional
+// `idempotencyKey` (1-255 characters; the id then derives from it and callerID, and a repeated
+// create returns the object it made), `name` for named kinds, and the spec's fields. Reference
+// fields take an id or `key:<idempotency key>`. Errors: INVALID_INPUT (with details.path),
+// CONFLICT (name taken, or the key's object is archived), UNSUPPORTED (module off).
+func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID string, in json.RawMessage) (Object, error) {
+	if err := s.served(kind); err != nil {
+		return Object{}, err
+	}
+	info, _ := Info(kind)
+	fields, err := splitObject(in)
+	if err != nil {
+		return Object{}, err
+	}
+	var tenantID, key, name string
+	if err := takeString(fields, "tenantId", &tenantID, true); err != nil {
+		return Object{}, err
+	}
+	if err := takeString(fields, "idempotencyKey", &key, false); err != nil {
+		return Object{}, err
+	}
+	if len(key) > 255 {
+		return Object{}, cubefleet.Invalid("idempotencyKey", "idempotencyKey is at most 255 characters")
+	}
+	if info.Named {
+		if err := takeString(fields, "name", &name, true); err != nil {
+			return Object{}, err
+		}
+		if !ValidName(name) {
+			return Object{}, cubefleet.Invalid("name", "name must be 1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit")
+		}
+	}
+	sp := newSpec(kind)
+	if err := strictjson.Decode(joinObject(fields), sp); err != nil {
+		return Object{}, err
+	}
+	if err := s.checkSpec(ctx, q, sp, tenantID, callerID); err != nil {
+		return Object{}, err
+	}
+	now := s.now().UnixMilli()
+	o := Object{TenantID: tenantID, Kind: kind, ParentID: sp.parent(), Refs: refsOf(sp), Name: sp.uniqueName(name),
+		Revision: 1, IdempotencyKey: key, CreatedBy: callerID, CreatedAt: now, UpdatedAt: now}
+	if key != "" {
+		o.ID = cubefleet.DerivedID(info.Prefix, key, callerID)
+		if prior, err := Load(ctx, q, o.ID); err == nil {
+			if prior.Archived() || prior.TenantID != tenantID || prior.Kind != kind {
+				return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "idempotency key %q already made %s", key, describe(prior))
+			}
+			return s.named(ctx, q, prior)
+		}
+	} else {
+		o.ID = cubefleet.NewID(info.Prefix)
+	}
+	if o.Spec, err = json.Marshal(sp); err != nil {
+		return Object{}, err
+	}
+	if err := insertObject(ctx, q, o); err != nil {
+		return Object{}, err
+	}
+	return s.named(ctx, q, o)
+}
+
+func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenantID, callerID string) error {
+	var p problems
+	sp.validate(&p)
+	if len(p) > 0 {
+		return cubefleet.InvalidAll(p)
+	}
+	if err := resolveRefs(ctx, q, sp, tenantID, callerID); err != nil {
+		return err
+	}
+	return sp.check(ctx, q, tenantID)
+}
+
+// Get returns object id of kind in tenantID, or NOT_FOUND.
+func (s *Service) Get(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
+	if err := s.served(kind); err != nil {
+		return Object{}, err
+	}
+	o, err := s.load(ctx, q, kind, ref)
+	if err != nil {
+		return Object{}, err
+	}
+	return s.named(ctx, q, o)
+}
+
+func (s *Service) load(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
+	o, err := Load(ctx, q, ref.ID)
+	if err != nil || o.Kind != kind || o.TenantID != ref.TenantID {
+		if err == nil || cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			return Object{}, cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s has no %s %s", ref.TenantID, kind, ref.ID)
+		}
+		return Object{}, err
+	}
+	if ref.Revision != nil && *ref.Revision != o.Revision {
+		return Object{}, revisionConflict(o.ID, *ref.Revision)
+	}
+	return o, nil
+}
+
+// ListInput selects a page of objects: Limit 1-1000 (default 100), Cursor the nextCursor of
+// the previous page, PoolID to keep only a pool's objects, IncludeArchived for archived pools.
+type ListInput struct {
+	TenantID        string `json:"tenantId"`
+	Limit           int    `json:"limit,omitempty"`
+	Cursor          string `json:"cursor,omitempty"`
+	PoolID          string `json:"poolId,omitempty"`
+	IncludeArchived bool   `json:"includeArchived,omitempty"`
+}
+
+// ListOutput is a page of objects, ordered by id; NextCursor is "" on the last page.
+type ListOutput struct {
+	Items      []Object `json:"items"`
+	NextCursor string   `json:"nextCursor,omitempty"`
+}
+
+// List returns a page of tenantID's objects of kind.
+func (s *Service) List(ctx context.Context, q store.Querier, kind string, in ListInput) (ListOutput, error) {
+	if err := s.served(kind); err != nil {
+		return ListOutput{}, err
+	}
+	if in.Limit < 0 || in.Limit > 1000 {
+		return ListOutput{}, cubefleet.Invalid("limit", "limit is 1 to 1000")
+	}
+	if in.Limit == 0 {
+		in.Limit = 100
+	}
+	where := `tenant_id = $1 AND kind = $2 AND id > $3`
+	args := []any{in.TenantID, kind, in.Cursor}
+	if in.PoolID != "" {
+		where += ` AND (parent_id = $4 OR ref_a = $4)`
+		args = append(args, in.PoolID)
+	}
+	if !in.IncludeArchived {
+		where += ` AND archived_at IS NULL`
+	}
+	items, err := queryObjects(ctx, q, fmt.Sprintf(`%s ORDER BY id LIMIT %d`, where, in.Limit+1), args...)
+	if err != nil {
+		return ListOutput{}, err
+	}
+	out := ListOutput{Items: items}
+	if len(items) > in.Limit {
+		out.Items = items[:in.Limit]
+		out.NextCursor = out.Items[in.Limit-1].ID
+	}
+	if out.Items == nil {
+		out.Items = []Object{}
+	}
+	if err := s.addNames(ctx, q, out.Items); err != nil {
+		return ListOutput{}, err
+	}
+	return out, nil
+}
+
+// Update changes the updatable fields of an object: the input is `tenantId`, `id`, optional
+// `revision`, and the fields to change (null removes an optional field). Changing a fixed field
+// is INVALID_INPUT naming the field and saying to create a new object instead; a stale revision
+// is CONFLICT (wrapping ErrRevision).
+func (s *Service) Update(ctx context.Context, q store.Querier, kind, callerID string, in json.RawMessage) (Object, error) {
+	if err := s.served(kind); err != nil {
+		return Object{}, err
+	}
+	info, _ := Info(kind)
+	fields, err := splitObject(in)
+	if err != nil {
+		return Object{}, err
+	}
+	ref, err := takeRef(fields)
+	if err != nil {
+		return Object{}, err
+	}
+	o, err := s.load(ctx, q, kind, ref)
+	if err != nil {
+		return Object{}, err
+	}
+	if o.Archived() {
+		return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "%s is archived", describe(o))
+	}
+	current, err := splitObject(o.Spec)
+	if err != nil {
+		return Object{}, err
+	}
+	for _, k := range sortedKeys(fields) {
+		if !slices.Contains(info.Updatable, k) {
+			if k == "name" || slices.Contains(specFields(kind), k) {
+				return Object{}, cubefleet.Invalid(k, "%s of a %s cannot change: create a new %s instead", k, kind, kind)
+			}
+			return Object{}, cubefleet.Invalid(k, "unknown field %s; a %s update takes %s", k, kind, strings.Join(info.Updatable, ", "))
+		}
+		if bytes.Equal(bytes.TrimSpace(fields[k]), []byte("null")) {
+			delete(current, k)
+		} else {
+			current[k] = fields[k]
+		}
+	}
+	sp := newSpec(kind)
+	if err := strictjson.Decode(joinObject(current), sp); err != nil {
+		return Object{}, err
+	}
+	if err := s.checkSpec(ctx, q, sp, o.TenantID, callerID); err != nil {
+		return Object{}, err
+	}
+	if o.Spec, err = json.Marshal(sp); err != nil {
+		return Object{}, err
+	}
+	o.Refs = refsOf(sp)
+	o.Revision++
+	o.UpdatedAt = s.now().UnixMilli()
+	if err := updateObject(ctx, q, o); err != nil {
+		return Object{}, err
+	}
+	return s.named(ctx, q, o)
+}
+
+// Remove deletes an object, or archives it for pools. It refuses (CONFLICT, naming up to five)
+// while live objects still reference it.
+func (s *Service) Remove(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
+	if err := s.served(kind); err != nil {
+		return Object{}, err
+	}
+	o, err := s.load(ctx, q, kind, ref)
+	if err != nil {
+		return Object{}, err
+	}
+	if o.Archived() {
+		return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "%s is already archived", describe(o))
+	}
+	users, err := referrers(ctx, q, o.ID)
+	if err != nil {
+		return Object{}, err
+	}
+	if len(users) > 0 {
+		var names []string
+		for i, u := range users {
+			if i == 5 {
+				names = append(names, fmt.Sprintf("and %d more", len(users)-5))
+				break
+			}
+			names = append(names, describe(u))
+		}
+		return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "%s is still used by %s", describe(o), strings.Join(names, ", "))
+	}
+	o, err = s.named(ctx, q, o)
+	if err != nil {
+		return Object{}, err
+	}
+	if kind == KindPool {
+		now := s.now().UnixMilli()
+		o.ArchivedAt = &now
+		o.Revision++
+		o.UpdatedAt = now
+		return o, updateObject(ctx, q, o)
+	}
+	return o, deleteObject(ctx, q, o)
+}
+
+func (s *Service) named(ctx context.Context, q store.Querier, o Object) (Object, error) {
+	one := []Object{o}
+	err := s.addNames(ctx, q, one)
+	return one[0], err
+}
+
+func (s *Service) addNames(ctx context.Context, q store.Querier, objs []Object) error {
+	if s.Names == nil {
+		return nil
+	}
+	var ids []string
+	for _, o := range objs {
+		if o.Kind == KindSite || o.Kind == KindPool {
+			ids = append(ids, o.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	names, err := s.Names.FleetNames(ctx, q, ids)
+	if err != nil {
+		return err
+	}
+	for i := range objs {
+		if n, ok := names[objs[i].ID]; ok {
+			objs[i].Name = n
+		}
+	}
+	return nil
+}
+
+// specFields lists the JSON field names of kind's spec.
+func specFields(kind string) []string {
+	t := reflect.TypeOf(newSpec(kind)).Elem()
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}

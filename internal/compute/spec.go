@@ -1,0 +1,195 @@
+package compute
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+// spec is what every kind's spec type does.
+type spec interface {
+	validate(p *problems)
+	// refFields lists the fields that hold ids of other objects, in Refs order.
+	refFields() []refField
+	// parent is the pool that scopes the object's unique name ("" for tenant scope).
+	parent() string
+	// uniqueName is the name unique within (tenant, kind, parent), "" for none.
+	uniqueName(name string) string
+	// check runs the kind's own rules against stored state (beyond reference existence).
+	check(ctx context.Context, q store.Querier, tenantID string) error
+}
+
+// refField is one reference field: its JSON name, a pointer to its value, the kind it names,
+// and whether the referenced object may belong to another tenant that offers it.
+type refField struct {
+	name    string
+	id      *string
+	kind    string
+	offered bool
+}
+
+func newSpec(kind string) spec {
+	switch kind {
+	case KindSite:
+		return &SiteSpec{}
+	case KindProviderAccount:
+		return &ProviderAccountSpec{}
+	case KindPool:
+		return &PoolSpec{}
+	case KindOwnerQuota:
+		return &OwnerQuotaSpec{}
+	case KindOffer:
+		return &OfferSpec{}
+	case KindFlavor:
+		return &FlavorSpec{}
+	case KindSandboxTemplate:
+		return &SandboxTemplateSpec{}
+	}
+	panic("compute: unknown kind " + kind) // kinds come from the method table, never from input
+}
+
+func (s *SiteSpec) refFields() []refField                              { return nil }
+func (s *SiteSpec) parent() string                                     { return "" }
+func (s *SiteSpec) uniqueName(string) string                           { return "" }
+func (s *SiteSpec) check(context.Context, store.Querier, string) error { return nil }
+
+func (s *ProviderAccountSpec) refFields() []refField                              { return nil }
+func (s *ProviderAccountSpec) parent() string                                     { return "" }
+func (s *ProviderAccountSpec) uniqueName(name string) string                      { return name }
+func (s *ProviderAccountSpec) check(context.Context, store.Querier, string) error { return nil }
+
+func (s *PoolSpec) refFields() []refField {
+	f := []refField{{name: "siteId", id: &s.SiteID, kind: KindSite}}
+	if s.ProviderAccountID != "" {
+		f = append(f, refField{name: "providerAccountId", id: &s.ProviderAccountID, kind: KindProviderAccount})
+	}
+	return f
+}
+func (s *PoolSpec) parent() string                                     { return "" }
+func (s *PoolSpec) uniqueName(string) string                           { return "" }
+func (s *PoolSpec) check(context.Context, store.Querier, string) error { return nil }
+
+func (s *OwnerQuotaSpec) refFields() []refField {
+	return []refField{{name: "poolId", id: &s.PoolID, kind: KindPool}}
+}
+func (s *OwnerQuotaSpec) parent() string                                     { return s.PoolID }
+func (s *OwnerQuotaSpec) uniqueName(string) string                           { return s.Resource }
+func (s *OwnerQuotaSpec) check(context.Context, store.Querier, string) error { return nil }
+
+func (s *OfferSpec) refFields() []refField {
+	return []refField{{name: "poolId", id: &s.PoolID, kind: KindPool}}
+}
+func (s *OfferSpec) parent() string           { return s.PoolID }
+func (s *OfferSpec) uniqueName(string) string { return s.ToTenantID }
+func (s *OfferSpec) check(ctx context.Context, q store.Querier, tenantID string) error {
+	if s.ToTenantID == tenantID {
+		return cubefleet.Invalid("toTenantId", "a pool cannot be offered to its own owner (%s)", tenantID)
+	}
+	ok, err := iam.TenantExists(ctx, q, s.ToTenantID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return cubefleet.Invalid("toTenantId", "tenant %s does not exist", s.ToTenantID)
+	}
+	return nil
+}
+
+func (s *FlavorSpec) refFields() []refField {
+	return []refField{{name: "poolId", id: &s.PoolID, kind: KindPool}}
+}
+func (s *FlavorSpec) parent() string                                     { return s.PoolID }
+func (s *FlavorSpec) uniqueName(name string) string                      { return name }
+func (s *FlavorSpec) check(context.Context, store.Querier, string) error { return nil }
+
+func (s *SandboxTemplateSpec) refFields() []refField {
+	return []refField{
+		{name: "poolId", id: &s.PoolID, kind: KindPool, offered: true},
+		{name: "flavorId", id: &s.FlavorID, kind: KindFlavor, offered: true},
+	}
+}
+func (s *SandboxTemplateSpec) parent() string                { return "" }
+func (s *SandboxTemplateSpec) uniqueName(name string) string { return name }
+func (s *SandboxTemplateSpec) check(ctx context.Context, q store.Querier, tenantID string) error {
+	flavor, err := Load(ctx, q, s.FlavorID)
+	if err != nil {
+		return err
+	}
+	if flavor.ParentID != s.PoolID {
+		return cubefleet.Invalid("flavorId", "flavor %s is not sold on pool %s", s.FlavorID, s.PoolID)
+	}
+	return nil
+}
+
+// resolveRefs turns `key:<idempotency key>` references into the ids that key derives for
+// caller, then checks that every referenced object exists, is of the right kind, is live, and
+// belongs to tenantID (or, where allowed, to a tenant that offers its pool to tenantID).
+func resolveRefs(ctx context.Context, q store.Querier, sp spec, tenantID, callerID string) error {
+	for _, f := range sp.refFields() {
+		info, _ := Info(f.kind)
+		if key, ok := cutKeyRef(*f.id); ok {
+			*f.id = cubefleet.DerivedID(info.Prefix, key, callerID)
+		}
+		if !cubefleet.IsID(*f.id, info.Prefix) {
+			return cubefleet.Invalid(f.name, "%s must be a %s id (%s_...) or key:<idempotency key>", f.name, f.kind, info.Prefix)
+		}
+		o, err := Load(ctx, q, *f.id)
+		if cubefleet.IsCode(err, cubefleet.CodeNotFound) || (err == nil && o.Kind != f.kind) {
+			return cubefleet.Invalid(f.name, "no %s %s", f.kind, *f.id)
+		}
+		if err != nil {
+			return err
+		}
+		if o.Archived() {
+			return cubefleet.Invalid(f.name, "%s %s is archived", f.kind, *f.id)
+		}
+		if o.TenantID == tenantID {
+			continue
+		}
+		poolID := o.ID
+		if f.kind != KindPool {
+			poolID = o.ParentID
+		}
+		if !f.offered || !offered(ctx, q, poolID, tenantID) {
+			return cubefleet.Invalid(f.name, "no %s %s in tenant %s", f.kind, *f.id, tenantID)
+		}
+	}
+	return nil
+}
+
+func offered(ctx context.Context, q store.Querier, poolID, tenantID string) bool {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM compute_objects WHERE kind = $1 AND parent_id = $2 AND unique_name = $3`, KindOffer, poolID, tenantID).Scan(&n)
+	return err == nil && n > 0
+}
+
+// KeyRef returns the reference form of an idempotency key, `key:<key>`: a reference field
+// holding it names the object that key created for the calling principal.
+func KeyRef(key string) string { return "key:" + key }
+
+func cutKeyRef(s string) (string, bool) {
+	if len(s) > 4 && s[:4] == "key:" {
+		return s[4:], true
+	}
+	return "", false
+}
+
+func refsOf(sp spec) [2]string {
+	var r [2]string
+	for i, f := range sp.refFields() {
+		if i < 2 {
+			r[i] = *f.id
+		}
+	}
+	return r
+}
+
+func describe(o Object) string {
+	if o.Name != "" {
+		return fmt.Sprintf("%s %s (%s)", o.Kind, o.Name, o.ID)
+	}
+	return o.Kind + " " + o.ID
+}

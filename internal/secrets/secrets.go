@@ -1,0 +1,156 @@
+// Package secrets is the control plane's secret store: values sealed with AES-256-GCM under a
+// key file in the data directory, stored per tenant by name, never returned by any API. Documents
+// refer to them as secret://NAME (package secretref).
+package secrets
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/privatefile"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Module is the secrets module's migrations (`secrets/0001_store`).
+var Module = store.EmbeddedModule("secrets", migrations)
+
+// Box seals and opens secret values. It is safe for concurrent use.
+type Box struct{ aead cipher.AEAD }
+
+// OpenKeyFile loads the 32-byte key at path, creating it (mode 0600) when missing. An existing
+// key file must be a regular file owned by the caller with mode 0600.
+func OpenKeyFile(path string) (*Box, error) {
+	key, err := privatefile.Read(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key = make([]byte, 32)
+		if _, err := io.ReadFull(rand.Reader, key); err != nil {
+			return nil, err
+		}
+		if err := privatefile.Write(path, key); err != nil {
+			return nil, fmt.Errorf("secret key: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("secret key %s: want 32 bytes, found %d", path, len(key))
+	}
+	return NewBox(key)
+}
+
+// NewBox returns a Box for a 32-byte key.
+func NewBox(key []byte) (*Box, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Box{aead: aead}, nil
+}
+
+func (b *Box) seal(plain []byte, id string) (string, error) {
+	nonce := make([]byte, b.aead.NonceSize())
+	if _, err := io.ReadFull(rand.Reader, nonce); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b.aead.Seal(nonce, nonce, plain, []byte(id))), nil
+}
+
+// Secret is a secret as listings show it: never its value.
+type Secret struct {
+	ID        string `json:"id"`
+	TenantID  string `json:"tenantId"`
+	Name      string `json:"name"`
+	CreatedBy string `json:"createdBy"`
+	CreatedAt int64  `json:"createdAt"` // Unix ms
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
+
+// MaxValueBytes is the largest secret value accepted (64 KiB).
+const MaxValueBytes = 64 << 10
+
+// Create seals value and stores it as name in tenantID. Errors: INVALID_INPUT (bad name, empty
+// or oversized value; the message never contains the value), CONFLICT (name taken).
+func (b *Box) Create(ctx context.Context, q store.Querier, tenantID, name, value, createdBy string, now time.Time) (Secret, error) {
+	if !namePattern.MatchString(name) {
+		return Secret{}, cubefleet.Invalid("name", "secret names are 1-63 of letters, digits, '.', '_', '-'")
+	}
+	if value == "" || len(value) > MaxValueBytes {
+		return Secret{}, cubefleet.Invalid("value", "a secret value is 1 byte to 64 KiB")
+	}
+	s := Secret{ID: cubefleet.NewID("sec"), TenantID: tenantID, Name: name, CreatedBy: createdBy, CreatedAt: now.UnixMilli()}
+	sealed, err := b.seal([]byte(value), s.ID)
+	if err != nil {
+		return Secret{}, err
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO secrets (id, tenant_id, name, sealed, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		s.ID, s.TenantID, s.Name, sealed, s.CreatedBy, s.CreatedAt)
+	if store.IsUniqueViolation(err) {
+		return Secret{}, cubefleet.Errorf(cubefleet.CodeConflict, "tenant %s already has a secret %s", tenantID, name)
+	}
+	if err != nil {
+		return Secret{}, fmt.Errorf("create secret: %w", err)
+	}
+	return s, nil
+}
+
+// List returns tenantID's secrets by name, without values.
+func List(ctx context.Context, q store.Querier, tenantID string) ([]Secret, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, tenant_id, name, created_by, created_at FROM secrets WHERE tenant_id = $1 ORDER BY name`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	defer rows.Close()
+	out := []Secret{}
+	for rows.Next() {
+		var s Secret
+		if err := rows.Scan(&s.ID, &s.TenantID, &s.Name, &s.CreatedBy, &s.CreatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// Exists reports whether tenantID has a secret whose name or id is nameOrID.
+func Exists(ctx context.Context, q store.Querier, tenantID, nameOrID string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM secrets WHERE tenant_id = $1 AND (name = $2 OR id = $2)`, tenantID, nameOrID).Scan(&n)
+	return n > 0, err
+}
+
+// Delete removes tenantID's secret whose name or id is nameOrID, or returns NOT_FOUND.
+func Delete(ctx context.Context, q store.Querier, tenantID, nameOrID string) (Secret, error) {
+	var s Secret
+	err := q.QueryRowContext(ctx, `SELECT id, tenant_id, name, created_by, created_at FROM secrets WHERE tenant_id = $1 AND (name = $2 OR id = $2)`, tenantID, nameOrID).
+		Scan(&s.ID, &s.TenantID, &s.Name, &s.CreatedBy, &s.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Secret{}, cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s has no secret %s", tenantID, nameOrID)
+	}
+	if err != nil {
+		return Secret{}, err
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM secrets WHERE id = $1`, s.ID); err != nil {
+		return Secret{}, fmt.Errorf("delete secret: %w", err)
+	}
+	return s, nil
+}
