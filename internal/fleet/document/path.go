@@ -1,0 +1,114 @@
+package document
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Paths name a place in the document the way details.path does (DESIGN.md, "Public API
+// conventions"): `pools[0].offers[1].quota.gpu`. A key that is empty or holds characters other
+// than letters, digits, '_' and '-' is written quoted in brackets, `quota["gpu.l40s"]`, so every
+// path reads back unambiguously (see offsetOf).
+
+// join returns the path of key inside the object at path.
+func join(path, key string) string {
+	if needsQuote(key) {
+		return path + "[" + quoteKey(key) + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// index returns the path of element i of the array at path.
+func index(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+func needsQuote(key string) bool {
+	if key == "" {
+		return true
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return true
+		}
+	}
+	return false
+}
+
+// quoteKey returns key as a JSON string.
+func quoteKey(key string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(key) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// offsetOf returns where the problem at path sits in the tree rooted at root, for sorting
+// problems into document order: the offset of the value at path, or, when the path ends in a
+// key the object does not have, the offset of that object's closing brace (a missing field is
+// noticed at the end of its object). A path that does not read back gives the offset of the
+// deepest value it reached.
+func offsetOf(root *node, path string) int64 {
+	n := root
+	for i := 0; i < len(path); {
+		var key string
+		switch {
+		case path[i] == '[' && i+1 < len(path) && path[i+1] == '"':
+			j := closingQuote(path, i+1)
+			if j < 0 || json.Unmarshal([]byte(path[i+1:j+1]), &key) != nil {
+				return n.off
+			}
+			i = j + 2 // past `"]`
+		case path[i] == '[':
+			j := strings.IndexByte(path[i:], ']')
+			if j < 0 {
+				return n.off
+			}
+			k, err := strconv.Atoi(path[i+1 : i+j])
+			if err != nil || n.kind != kindArray || k < 0 || k >= len(n.elems) {
+				return n.off
+			}
+			n = n.elems[k]
+			i += j + 1
+			continue
+		default:
+			if path[i] == '.' {
+				i++
+			}
+			j := strings.IndexAny(path[i:], ".[")
+			if j < 0 {
+				j = len(path) - i
+			}
+			key = path[i : i+j]
+			i += j
+		}
+		if n.kind != kindObject {
+			return n.off
+		}
+		v := n.lookup(key)
+		if v == nil {
+			return n.end - 1
+		}
+		n = v
+	}
+	return n.off
+}
+
+// closingQuote returns the index of the quote that closes the JSON string opening at path[open].
+func closingQuote(path string, open int) int {
+	for i := open + 1; i < len(path); i++ {
+		switch path[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
