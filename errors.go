@@ -25,6 +25,7 @@ const (
 	CodeResourceExhausted Code = "RESOURCE_EXHAUSTED" // 429
 	CodeUnsupported       Code = "UNSUPPORTED"        // 501
 	CodeInternal          Code = "INTERNAL"           // 500, never with internal details
+	CodeFleetDrifted      Code = "FLEET_DRIFTED"      // CLI only: --fail-on-drift found drift (exit 1)
 )
 
 // FieldError is one problem with one input field: Path is a JSON path in the style

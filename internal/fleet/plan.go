@@ -1,0 +1,374 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fleet/document"
+	"github.com/cubefleet/cubefleet/internal/secretref"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+// Actions of a change.
+const (
+	ActionCreate    = "create"
+	ActionUpdate    = "update"
+	ActionDelete    = "delete"
+	ActionUnchanged = "unchanged"
+)
+
+// Change is one item of a plan: an item of the document or, with prune, an object the document
+// leaves out. Fields lists the fields an update changes; Blocked says the change cannot be
+// applied, and Note says why (or notes something harmless, e.g. an unenforced quota key).
+type Change struct {
+	Kind    string   `json:"kind"`
+	Name    string   `json:"name"`
+	Action  string   `json:"action"`
+	Fields  []string `json:"fields,omitempty"`
+	Blocked bool     `json:"blocked,omitempty"`
+	Note    string   `json:"note,omitempty"`
+}
+
+// Call is one API call fleet.apply makes: Method (e.g. "compute.pools.create") and its Input
+// exactly as the API takes it. Kind and Name say which change it belongs to. A create carries
+// its idempotency key (`fleet:<tenant>:<kind>:<name>`), never the id derived from it, and
+// references objects the same plan creates as `key:<idempotency key>`; updates and deletes
+// carry the object's current revision.
+type Call struct {
+	Method string         `json:"method"`
+	Kind   string         `json:"kind"`
+	Name   string         `json:"name"`
+	Input  map[string]any `json:"input"`
+}
+
+// Summary counts a plan's changes by action; Blocked is true when any change is blocked.
+type Summary struct {
+	Create    int  `json:"create"`
+	Update    int  `json:"update"`
+	Delete    int  `json:"delete"`
+	Unchanged int  `json:"unchanged"`
+	Blocked   bool `json:"blocked"`
+}
+
+// Plan is the result of fleet.plan (fleet spec, "Plan"). PlanHash is the hex SHA-256 of the
+// RFC 8785 canonical JSON of Calls: the same document against the same fleet gives the same
+// hash in every process and for every caller.
+type Plan struct {
+	TenantID string   `json:"tenantId"`
+	Prune    bool     `json:"prune"`
+	Changes  []Change `json:"changes"`
+	Calls    []Call   `json:"calls"`
+	Summary  Summary  `json:"summary"`
+	PlanHash string   `json:"planHash"`
+}
+
+// Planner diffs documents against the stored fleet.
+type Planner struct {
+	// Compute says which kinds this deployment serves (its Disabled modules).
+	Compute *compute.Service
+	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
+	// vault:// references block the plan.
+	VaultConfigured bool
+}
+
+// call groups, in the order fleet.apply runs them (fleet spec, "Plan": dependency order).
+const (
+	grpAccountWrite = iota
+	grpSiteCreate
+	grpPoolCreate
+	grpPoolUpdateQuota
+	grpOfferWrite
+	grpFlavorWrite
+	grpTemplateWrite
+	grpTemplateDelete
+	grpFlavorDelete
+	grpOfferDelete
+	grpPoolArchive
+	grpAccountDelete
+	numGroups
+)
+
+// Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
+// nothing. doc must have passed document validation.
+func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
+	st, err := loadState(ctx, q, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	b := &builder{ctx: ctx, q: q, p: p, st: st, tenant: tenantID, prune: prune,
+		siteRef: map[string]string{}, poolRef: map[string]string{}, accountRef: map[string]string{}, flavorRef: map[string]string{},
+		matched: map[string]bool{}, desiredRefs: map[string]bool{}}
+	if err := b.build(doc); err != nil {
+		return nil, err
+	}
+	return b.finish()
+}
+
+// builder holds one plan's working state.
+type builder struct {
+	ctx    context.Context
+	q      store.Querier
+	p      *Planner
+	st     *state
+	tenant string
+	prune  bool
+
+	changes []Change
+	groups  [numGroups][]Call
+
+	siteRef, poolRef, accountRef map[string]string // document name -> id, or key:... for new objects
+	flavorRef                    map[string]string // poolRef + "/" + name -> id or key:...
+	matched                      map[string]bool   // existing ids the document names
+	desiredRefs                  map[string]bool   // existing ids the document's items reference
+	deleted                      map[string]bool
+}
+
+func (b *builder) key(kind, name string) string {
+	return "fleet:" + b.tenant + ":" + kind + ":" + name
+}
+
+func (b *builder) newRef(kind, name string) string { return compute.KeyRef(b.key(kind, name)) }
+
+func (b *builder) build(doc *document.Document) error {
+	steps := []func(*document.Document) error{b.accounts, b.sites, b.pools, b.flavors, b.templates}
+	for _, step := range steps {
+		if err := step(doc); err != nil {
+			return err
+		}
+	}
+	if b.prune {
+		b.pruneUnnamed()
+	}
+	return nil
+}
+
+// change records a change and, unless it is blocked or unchanged, its call.
+func (b *builder) change(c Change, group int, method string, input map[string]any) {
+	b.changes = append(b.changes, c)
+	if c.Blocked || c.Action == ActionUnchanged || method == "" {
+		return
+	}
+	b.groups[group] = append(b.groups[group], Call{Method: method, Kind: c.Kind, Name: c.Name, Input: input})
+}
+
+func (b *builder) createInput(kind, name string) map[string]any {
+	return map[string]any{"tenantId": b.tenant, "idempotencyKey": b.key(kind, name)}
+}
+
+func refInput(tenant string, o compute.Object) map[string]any {
+	return map[string]any{"tenantId": tenant, "id": o.ID, "revision": o.Revision}
+}
+
+func method(kind, verb string) string {
+	info, _ := compute.Info(kind)
+	return "compute." + info.API + "." + verb
+}
+
+// notes collects a change's notes; blocked notes block it.
+type notes struct {
+	text    []string
+	blocked bool
+}
+
+func (n *notes) block(format string, args ...any) {
+	n.blocked = true
+	n.text = append(n.text, fmt.Sprintf(format, args...))
+}
+
+func (n *notes) note(format string, args ...any) {
+	n.text = append(n.text, fmt.Sprintf(format, args...))
+}
+
+func (n *notes) apply(c Change) Change {
+	c.Blocked = n.blocked
+	c.Note = strings.Join(n.text, "; ")
+	return c
+}
+
+const noSandboxes = "this deployment does not run sandboxes"
+
+// served blocks n when this deployment does not serve kind.
+func (b *builder) served(kind string, n *notes) {
+	if b.p.Compute != nil && !b.p.Compute.Serves(kind) {
+		if kind == compute.KindSandboxTemplate {
+			n.block("%s (vps v0.5)", noSandboxes)
+		} else {
+			n.block("%s", noSandboxes)
+		}
+	}
+}
+
+// checkSecrets blocks n for each secret:// reference the secret store lacks and each vault://
+// reference when no Vault is configured.
+func (b *builder) checkSecrets(values map[string]string, n *notes) error {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		ref, ok := secretref.Parse(values[k])
+		if !ok {
+			continue
+		}
+		switch ref.Scheme {
+		case secretref.SchemeSecret:
+			tenant := ref.Tenant
+			if tenant == "" {
+				tenant = b.tenant
+			}
+			ok, err := b.st.hasSecret(b.ctx, b.q, tenant, ref.Name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				n.block("%s: tenant %s has no secret %s; create it with `cubefleet secrets create %s --tenant %s`", k, tenant, ref.Name, ref.Name, tenant)
+			}
+		case secretref.SchemeVault:
+			if !b.p.VaultConfigured {
+				n.block("%s: vault:// references need a Vault server (start the server with --vault-addr)", k)
+			}
+		}
+	}
+	return nil
+}
+
+// diff compares desired with current field by field (JSON equality) and returns the names of
+// the fields that differ, in the order given.
+func diff(fields []string, desired, current map[string]any) []string {
+	var out []string
+	for _, f := range fields {
+		if !jsonEqual(desired[f], current[f]) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func jsonEqual(a, b any) bool {
+	if isEmpty(a) && isEmpty(b) {
+		return true
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	var va, vb any
+	json.Unmarshal(ja, &va)
+	json.Unmarshal(jb, &vb)
+	return reflect.DeepEqual(va, vb)
+}
+
+func isEmpty(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Map, reflect.Slice, reflect.String:
+		return rv.Len() == 0
+	case reflect.Pointer:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// asMap renders a spec as a map of its JSON fields.
+func asMap(v any) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m
+}
+
+// update records an update (or unchanged) change of existing object o: fields lists the
+// updatable fields to compare, desired their new values.
+func (b *builder) update(o compute.Object, name string, group int, fields []string, desired map[string]any, current map[string]any, n notes) {
+	changed := diff(fields, desired, current)
+	c := Change{Kind: o.Kind, Name: name, Action: ActionUnchanged}
+	if len(changed) > 0 {
+		c.Action = ActionUpdate
+		c.Fields = changed
+	}
+	input := refInput(b.tenant, o)
+	for _, f := range changed {
+		if isEmpty(desired[f]) {
+			input[f] = nil
+		} else {
+			input[f] = desired[f]
+		}
+	}
+	if n.blocked && c.Action == ActionUnchanged {
+		c.Action = ActionUpdate
+	}
+	b.change(n.apply(c), group, method(o.Kind, "update"), input)
+}
+
+func (b *builder) finish() (*Plan, error) {
+	pl := &Plan{TenantID: b.tenant, Prune: b.prune, Changes: b.changes, Calls: []Call{}}
+	for _, g := range b.groups {
+		pl.Calls = append(pl.Calls, g...)
+	}
+	if pl.Changes == nil {
+		pl.Changes = []Change{}
+	}
+	for _, c := range pl.Changes {
+		switch c.Action {
+		case ActionCreate:
+			pl.Summary.Create++
+		case ActionUpdate:
+			pl.Summary.Update++
+		case ActionDelete:
+			pl.Summary.Delete++
+		default:
+			pl.Summary.Unchanged++
+		}
+		if c.Blocked {
+			pl.Summary.Blocked = true
+		}
+	}
+	h, err := HashCalls(pl.Calls)
+	if err != nil {
+		return nil, err
+	}
+	pl.PlanHash = h
+	return pl, nil
+}
+
+// HashCalls returns the hex SHA-256 of the RFC 8785 canonical JSON of calls.
+func HashCalls(calls []Call) (string, error) {
+	raw, err := json.Marshal(calls)
+	if err != nil {
+		return "", fmt.Errorf("plan hash: %w", err)
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", fmt.Errorf("plan hash: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// blockedError is the PLAN_BLOCKED error for a blocked plan: it names the first blocked changes.
+func blockedError(pl *Plan) error {
+	var lines []string
+	for _, c := range pl.Changes {
+		if c.Blocked {
+			lines = append(lines, fmt.Sprintf("%s %s: %s", c.Kind, c.Name, c.Note))
+		}
+	}
+	sort.Strings(lines)
+	msg := "the plan is blocked"
+	if len(lines) > 0 {
+		msg += ": " + lines[0]
+		if len(lines) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(lines)-1)
+		}
+	}
+	return &cubefleet.Error{Code: cubefleet.CodePlanBlocked, Message: msg, Details: map[string]any{"blocked": lines}}
+}

@@ -1,0 +1,156 @@
+package fleet_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fleet"
+	"github.com/cubefleet/cubefleet/internal/fleet/document"
+	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/secrets"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+var modules = []store.Module{iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module}
+
+// seed creates the tenants root, acme and globex and root's secrets hetzner and pip-index.
+func seed(t testing.TB, db *store.DB) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	for _, id := range []string{"root", "acme", "globex"} {
+		if _, err := iam.CreateTenant(ctx, db, id, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box, err := secrets.NewBox(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hetzner", "pip-index"} {
+		if _, err := box.Create(ctx, db, "root", name, "value-of-"+name, "svc_test", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func exampleDoc(t testing.TB) *document.Document {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := document.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func decode(t testing.TB, s string) *document.Document {
+	t.Helper()
+	doc, err := document.Decode([]byte(s))
+	if err != nil {
+		t.Fatalf("decode %s: %v", s, err)
+	}
+	return doc
+}
+
+func TestPlanExampleOnEmptyFleet(t *testing.T) {
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		seed(t, db)
+		ctx := context.Background()
+		p := &fleet.Planner{Compute: &compute.Service{}}
+		pl, err := p.Plan(ctx, db, "root", exampleDoc(t), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Summary.Blocked {
+			t.Fatalf("blocked: %+v", pl.Changes)
+		}
+		var methods []string
+		for _, c := range pl.Calls {
+			methods = append(methods, c.Method+" "+c.Name)
+		}
+		want := []string{
+			"compute.providerAccounts.create cloud",
+			"compute.sites.create fra",
+			"compute.pools.create vps-fra",
+			"compute.pools.create burst",
+			"compute.ownerQuotas.create vps-fra:gpu",
+			"compute.offers.create vps-fra -> acme",
+			"compute.flavors.create vps-fra/g1.small",
+			"compute.sandboxTemplates.create py-small",
+		}
+		if !slices.Equal(methods, want) {
+			t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(methods, "\n"), strings.Join(want, "\n"))
+		}
+		if pl.Summary.Create != 8 || pl.Summary.Update != 0 || pl.Summary.Delete != 0 {
+			t.Errorf("summary = %+v", pl.Summary)
+		}
+		// Creates carry the idempotency key and reference new objects by key, never by id.
+		pool := pl.Calls[2].Input
+		if pool["idempotencyKey"] != "fleet:root:pool:vps-fra" || pool["siteId"] != "key:fleet:root:site:fra" {
+			t.Errorf("pool create input = %v", pool)
+		}
+		again, err := p.Plan(ctx, db, "root", exampleDoc(t), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.PlanHash != pl.PlanHash || len(pl.PlanHash) != 64 {
+			t.Errorf("planHash %q then %q", pl.PlanHash, again.PlanHash)
+		}
+	})
+}
+
+func TestPlanBlocked(t *testing.T) {
+	cases := []struct {
+		name     string
+		doc      string
+		disabled map[string]bool
+		kind     string
+		note     string
+	}{
+		{"offer to owner", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host","offers":[{"tenant":"root"}]}]}`, nil, "offer", "own owner"},
+		{"offer to unknown tenant", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host","offers":[{"tenant":"nobody"}]}]}`, nil, "offer", "does not exist"},
+		{"unknown site", `{"version":1,"pools":[{"name":"p","site":"nowhere","class":"vps-host"}]}`, nil, "pool", "unknown site"},
+		{"unknown provider account", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"provider","providerAccount":"x"}]}`, nil, "pool", "unknown provider account"},
+		{"unknown pool of a flavor", `{"version":1,"flavors":[{"pool":"nope","name":"f","vcpu":1,"memoryGiB":1,"diskGiB":1}]}`, nil, "flavor", "unknown pool"},
+		{"unknown flavor of a template", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host"}],"sandboxTemplates":[{"name":"t","pool":"p","flavor":"nope","imageId":"img","network":"private"}]}`, nil, "sandboxTemplate", "unknown flavor"},
+		{"missing secret", `{"version":1,"providerAccounts":[{"name":"a","provider":"ionos-cloud","config":{"token":"secret://nope"}}]}`, nil, "providerAccount", "no secret nope"},
+		{"vault without a server", `{"version":1,"providerAccounts":[{"name":"a","provider":"ionos-cloud","config":{"token":"vault://kv/ionos#token"}}]}`, nil, "providerAccount", "--vault-addr"},
+		{"unknown pool id", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"pool_01JAAAAAAAAAAAAAAAAAAAAAAA","site":"fra","class":"vps-host"}]}`, nil, "pool", "no pool"},
+		{"flavors without vps", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host"}],"flavors":[{"pool":"p","name":"f","vcpu":1,"memoryGiB":1,"diskGiB":1}]}`, map[string]bool{compute.ModuleVPS: true}, "flavor", "this deployment does not run sandboxes"},
+		{"templates without template support", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host"}],"flavors":[{"pool":"p","name":"f","vcpu":1,"memoryGiB":1,"diskGiB":1}],"sandboxTemplates":[{"name":"t","pool":"p","flavor":"f","imageId":"img","network":"private"}]}`, map[string]bool{compute.ModuleTemplates: true}, "sandboxTemplate", "this deployment does not run sandboxes (vps v0.5)"},
+	}
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		seed(t, db)
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				p := &fleet.Planner{Compute: &compute.Service{Disabled: tc.disabled}}
+				pl, err := p.Plan(context.Background(), db, "root", decode(t, tc.doc), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !pl.Summary.Blocked {
+					t.Fatalf("plan not blocked: %+v", pl.Changes)
+				}
+				for _, c := range pl.Changes {
+					if c.Blocked && c.Kind == tc.kind && strings.Contains(c.Note, tc.note) {
+						return
+					}
+				}
+				t.Fatalf("no blocked %s change noting %q in %+v", tc.kind, tc.note, pl.Changes)
+			})
+		}
+	})
+}

@@ -1,0 +1,482 @@
+package fleet
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fleet/document"
+)
+
+func (b *builder) ownByName(kind, name string) (compute.Object, bool) {
+	for _, o := range b.st.own[kind] {
+		if o.Name == name {
+			return o, true
+		}
+	}
+	return compute.Object{}, false
+}
+
+// ownByFleetName finds the tenant's live site or pool called name: by fleet name, or by id when
+// name is one.
+func (b *builder) ownByFleetName(kind, name string) (compute.Object, bool) {
+	id, ok := b.st.names[kind][name]
+	if !ok && cubefleet.IsID(name, kind) {
+		id = name
+	}
+	o, found := b.st.byID[id]
+	if !found || o.Kind != kind || o.TenantID != b.tenant || o.Archived() {
+		return compute.Object{}, false
+	}
+	return o, true
+}
+
+func (b *builder) accounts(doc *document.Document) error {
+	for _, d := range doc.ProviderAccounts {
+		var n notes
+		b.served(compute.KindProviderAccount, &n)
+		if err := b.checkSecrets(d.Config, &n); err != nil {
+			return err
+		}
+		desired := asMap(compute.ProviderAccountSpec{Provider: d.Provider, Config: d.Config})
+		if o, ok := b.ownByName(compute.KindProviderAccount, d.Name); ok {
+			b.matched[o.ID] = true
+			b.accountRef[d.Name] = o.ID
+			var cur compute.ProviderAccountSpec
+			if err := o.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			if cur.Provider != d.Provider {
+				n.block("provider cannot change (%s to %s): create a provider account with a new name", cur.Provider, d.Provider)
+			}
+			b.update(o, d.Name, grpAccountWrite, []string{"config"}, desired, asMap(cur), n)
+			continue
+		}
+		b.accountRef[d.Name] = b.newRef(compute.KindProviderAccount, d.Name)
+		in := b.createInput(compute.KindProviderAccount, d.Name)
+		in["name"] = d.Name
+		in["provider"] = d.Provider
+		if len(d.Config) > 0 {
+			in["config"] = d.Config
+		}
+		b.change(n.apply(Change{Kind: compute.KindProviderAccount, Name: d.Name, Action: ActionCreate}), grpAccountWrite, method(compute.KindProviderAccount, "create"), in)
+	}
+	return nil
+}
+
+func (b *builder) sites(doc *document.Document) error {
+	for _, d := range doc.Sites {
+		var n notes
+		if o, ok := b.ownByFleetName(compute.KindSite, d.Name); ok {
+			b.matched[o.ID] = true
+			b.siteRef[d.Name] = o.ID
+			var cur compute.SiteSpec
+			if err := o.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			c := Change{Kind: compute.KindSite, Name: d.Name, Action: ActionUnchanged}
+			if changed := diff([]string{"kind", "region"}, asMap(compute.SiteSpec{Kind: d.Kind, Region: d.Region}), asMap(cur)); len(changed) > 0 {
+				c.Action, c.Fields = ActionUpdate, changed
+				n.block("a site's kind and region cannot change: add a site with a new name")
+			}
+			b.change(n.apply(c), grpSiteCreate, "", nil)
+			continue
+		}
+		if cubefleet.IsID(d.Name, "site") {
+			n.block("no site %s in tenant %s", d.Name, b.tenant)
+		}
+		b.siteRef[d.Name] = b.newRef(compute.KindSite, d.Name)
+		in := b.createInput(compute.KindSite, d.Name)
+		in["kind"], in["region"] = d.Kind, d.Region
+		b.change(n.apply(Change{Kind: compute.KindSite, Name: d.Name, Action: ActionCreate}), grpSiteCreate, method(compute.KindSite, "create"), in)
+	}
+	return nil
+}
+
+// resolveSite returns the id or key reference of the site a document names.
+func (b *builder) resolveSite(name string) (string, bool) {
+	if ref, ok := b.siteRef[name]; ok {
+		return ref, true
+	}
+	if o, ok := b.ownByFleetName(compute.KindSite, name); ok {
+		b.desiredRefs[o.ID] = true
+		return o.ID, true
+	}
+	return "", false
+}
+
+func (b *builder) resolveAccount(name string) (string, bool) {
+	if ref, ok := b.accountRef[name]; ok {
+		return ref, true
+	}
+	if o, ok := b.ownByName(compute.KindProviderAccount, name); ok {
+		b.desiredRefs[o.ID] = true
+		return o.ID, true
+	}
+	return "", false
+}
+
+// resolveOwnPool returns the id or key reference of a pool of the tenant's a document names.
+func (b *builder) resolveOwnPool(name string) (string, bool) {
+	if ref, ok := b.poolRef[name]; ok {
+		return ref, true
+	}
+	if o, ok := b.ownByFleetName(compute.KindPool, name); ok {
+		b.desiredRefs[o.ID] = true
+		return o.ID, true
+	}
+	return "", false
+}
+
+func (b *builder) pools(doc *document.Document) error {
+	for _, d := range doc.Pools {
+		var n notes
+		siteID, ok := b.resolveSite(d.Site)
+		if !ok {
+			n.block("unknown site %s: add it to sites", d.Site)
+		}
+		accountID := ""
+		if d.ProviderAccount != "" {
+			if accountID, ok = b.resolveAccount(d.ProviderAccount); !ok {
+				n.block("unknown provider account %s: add it to providerAccounts", d.ProviderAccount)
+			}
+		}
+		var policy *compute.Policy
+		if d.Policy != nil {
+			policy = &compute.Policy{DisruptionBudget: d.Policy.DisruptionBudget}
+		}
+		desired := compute.PoolSpec{SiteID: siteID, Class: d.Class, GPUModel: d.GPUModel, Policy: policy, ProviderAccountID: accountID}
+		poolID := ""
+		if o, found := b.ownByFleetName(compute.KindPool, d.Name); found {
+			b.matched[o.ID] = true
+			poolID = o.ID
+			b.poolRef[d.Name] = o.ID
+			var cur compute.PoolSpec
+			if err := o.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			if siteID != "" && cur.SiteID != siteID {
+				n.block("a pool's site cannot change: create a pool with a new name")
+			}
+			if cur.Class != d.Class {
+				n.block("a pool's class cannot change: create a pool with a new name")
+			}
+			if d.ProviderAccount == "" && cur.ProviderAccountID != "" || accountID != "" && cur.ProviderAccountID != accountID {
+				n.block("a pool's provider account cannot change: create a pool with a new name")
+			}
+			b.update(o, d.Name, grpPoolUpdateQuota, []string{"gpuModel", "policy"}, asMap(desired), asMap(cur), n)
+		} else {
+			if cubefleet.IsID(d.Name, "pool") {
+				n.block("no pool %s in tenant %s", d.Name, b.tenant)
+			}
+			b.poolRef[d.Name] = b.newRef(compute.KindPool, d.Name)
+			in := b.createInput(compute.KindPool, d.Name)
+			for k, v := range asMap(desired) {
+				in[k] = v
+			}
+			b.change(n.apply(Change{Kind: compute.KindPool, Name: d.Name, Action: ActionCreate}), grpPoolCreate, method(compute.KindPool, "create"), in)
+		}
+		if err := b.quotas(d, poolID); err != nil {
+			return err
+		}
+		if err := b.offers(d, poolID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// children returns the tenant's live objects of kind under poolID, by unique name.
+func (b *builder) children(kind, poolID string, name func(compute.Object) string) map[string]compute.Object {
+	out := map[string]compute.Object{}
+	if poolID == "" {
+		return out
+	}
+	for _, o := range b.st.own[kind] {
+		if o.ParentID == poolID {
+			out[name(o)] = o
+		}
+	}
+	return out
+}
+
+func unenforced(n *notes, quota map[string]int64) {
+	var keys []string
+	for k := range quota {
+		if !compute.EnforcedResources[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		n.note("nothing enforces quota key %s (only vcpu, memoryGiB, diskGiB, gpu, sandboxes are enforced)", k)
+	}
+}
+
+func (b *builder) quotas(d document.Pool, poolID string) error {
+	existing := b.children(compute.KindOwnerQuota, poolID, func(o compute.Object) string {
+		var s compute.OwnerQuotaSpec
+		o.DecodeSpec(&s)
+		return s.Resource
+	})
+	resources := make([]string, 0, len(d.OwnerQuota))
+	for r := range d.OwnerQuota {
+		resources = append(resources, r)
+	}
+	sort.Strings(resources)
+	for _, r := range resources {
+		name := d.Name + ":" + r
+		var n notes
+		unenforced(&n, map[string]int64{r: 0})
+		if o, ok := existing[r]; ok {
+			b.matched[o.ID] = true
+			var cur compute.OwnerQuotaSpec
+			if err := o.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			b.update(o, name, grpPoolUpdateQuota, []string{"max"}, map[string]any{"max": d.OwnerQuota[r]}, map[string]any{"max": cur.Max}, n)
+			continue
+		}
+		in := b.createInput(compute.KindOwnerQuota, name)
+		in["poolId"], in["resource"], in["max"] = b.poolRef[d.Name], r, d.OwnerQuota[r]
+		b.change(n.apply(Change{Kind: compute.KindOwnerQuota, Name: name, Action: ActionCreate}), grpPoolUpdateQuota, method(compute.KindOwnerQuota, "create"), in)
+	}
+	return nil
+}
+
+func (b *builder) offers(d document.Pool, poolID string) error {
+	existing := b.children(compute.KindOffer, poolID, func(o compute.Object) string {
+		var s compute.OfferSpec
+		o.DecodeSpec(&s)
+		return s.ToTenantID
+	})
+	for _, off := range d.Offers {
+		name := d.Name + " -> " + off.Tenant
+		var n notes
+		if off.Tenant == b.tenant {
+			n.block("a pool cannot be offered to its own owner (%s)", b.tenant)
+		} else if !b.st.tenants[off.Tenant] {
+			n.block("tenant %s does not exist: create it with `cubefleet tenants create %s`", off.Tenant, off.Tenant)
+		}
+		unenforced(&n, off.Quota)
+		desired := map[string]any{"quota": off.Quota, "priority": off.Priority}
+		if o, ok := existing[off.Tenant]; ok {
+			b.matched[o.ID] = true
+			var cur compute.OfferSpec
+			if err := o.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			b.update(o, name, grpOfferWrite, []string{"quota", "priority"}, desired, map[string]any{"quota": cur.Quota, "priority": cur.Priority}, n)
+			continue
+		}
+		in := b.createInput(compute.KindOffer, name)
+		in["poolId"], in["toTenantId"], in["priority"] = b.poolRef[d.Name], off.Tenant, off.Priority
+		if len(off.Quota) > 0 {
+			in["quota"] = off.Quota
+		}
+		b.change(n.apply(Change{Kind: compute.KindOffer, Name: name, Action: ActionCreate}), grpOfferWrite, method(compute.KindOffer, "create"), in)
+	}
+	return nil
+}
+
+func (b *builder) flavors(doc *document.Document) error {
+	for _, d := range doc.Flavors {
+		name := d.Pool + "/" + d.Name
+		var n notes
+		b.served(compute.KindFlavor, &n)
+		poolRef, ok := b.resolveOwnPool(d.Pool)
+		if !ok {
+			n.block("unknown pool %s: flavors are sold on the tenant's own pools", d.Pool)
+		}
+		desired := compute.FlavorSpec{PoolID: poolRef, VCPU: d.VCPU, MemoryGiB: d.MemoryGiB, DiskGiB: d.DiskGiB, GPU: d.GPU}
+		var existing compute.Object
+		found := false
+		if ok && cubefleet.IsID(poolRef, "pool") {
+			for _, o := range b.st.own[compute.KindFlavor] {
+				if o.ParentID == poolRef && o.Name == d.Name {
+					existing, found = o, true
+				}
+			}
+		}
+		if found {
+			b.matched[existing.ID] = true
+			b.flavorRef[poolRef+"/"+d.Name] = existing.ID
+			var cur compute.FlavorSpec
+			if err := existing.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			if cur.GPU != d.GPU {
+				n.block("a flavor's gpu count cannot change: create a flavor with a new name")
+			}
+			b.update(existing, name, grpFlavorWrite, []string{"vcpu", "memoryGiB", "diskGiB"}, asMap(desired), asMap(cur), n)
+			continue
+		}
+		b.flavorRef[poolRef+"/"+d.Name] = b.newRef(compute.KindFlavor, name)
+		in := b.createInput(compute.KindFlavor, name)
+		for k, v := range asMap(desired) {
+			in[k] = v
+		}
+		in["name"] = d.Name
+		b.change(n.apply(Change{Kind: compute.KindFlavor, Name: name, Action: ActionCreate}), grpFlavorWrite, method(compute.KindFlavor, "create"), in)
+	}
+	return nil
+}
+
+// resolveTemplatePool returns the reference of a template's pool: one of the tenant's own, or
+// (by id) a pool offered to the tenant.
+func (b *builder) resolveTemplatePool(name string) (string, bool) {
+	if ref, ok := b.resolveOwnPool(name); ok {
+		return ref, true
+	}
+	for _, o := range b.st.related.OfferedPools {
+		if o.ID == name && !o.Archived() {
+			b.desiredRefs[o.ID] = true
+			return o.ID, true
+		}
+	}
+	return "", false
+}
+
+func (b *builder) resolveFlavor(poolRef, name string) (string, bool) {
+	if ref, ok := b.flavorRef[poolRef+"/"+name]; ok {
+		return ref, true
+	}
+	for _, list := range [][]compute.Object{b.st.own[compute.KindFlavor], b.st.related.OfferedFlavors} {
+		for _, o := range list {
+			if o.ParentID == poolRef && o.Name == name {
+				b.desiredRefs[o.ID] = true
+				return o.ID, true
+			}
+		}
+	}
+	return "", false
+}
+
+func (b *builder) templates(doc *document.Document) error {
+	for _, d := range doc.SandboxTemplates {
+		var n notes
+		b.served(compute.KindSandboxTemplate, &n)
+		if err := b.checkSecrets(d.Env, &n); err != nil {
+			return err
+		}
+		poolRef, ok := b.resolveTemplatePool(d.Pool)
+		flavorRef := ""
+		if !ok {
+			n.block("unknown pool %s: name one of the tenant's pools, or the id of a pool offered to it", d.Pool)
+		} else if flavorRef, ok = b.resolveFlavor(poolRef, d.Flavor); !ok {
+			n.block("unknown flavor %s on pool %s: add it to flavors", d.Flavor, d.Pool)
+		}
+		var warm *compute.Warm
+		if d.Warm != nil {
+			warm = &compute.Warm{Min: d.Warm.Min, Max: d.Warm.Max}
+		}
+		desired := compute.SandboxTemplateSpec{PoolID: poolRef, FlavorID: flavorRef, ImageID: d.ImageID, Env: d.Env, Network: d.Network, Warm: warm}
+		if o, found := b.ownByName(compute.KindSandboxTemplate, d.Name); found {
+			b.matched[o.ID] = true
+			var cur compute.SandboxTemplateSpec
+			if err := o.DecodeSpec(&cur); err != nil {
+				return err
+			}
+			if poolRef != "" && cur.PoolID != poolRef {
+				n.block("a template's pool cannot change: create a template with a new name")
+			}
+			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm"}, asMap(desired), asMap(cur), n)
+			continue
+		}
+		in := b.createInput(compute.KindSandboxTemplate, d.Name)
+		for k, v := range asMap(desired) {
+			in[k] = v
+		}
+		in["name"] = d.Name
+		b.change(n.apply(Change{Kind: compute.KindSandboxTemplate, Name: d.Name, Action: ActionCreate}), grpTemplateWrite, method(compute.KindSandboxTemplate, "create"), in)
+	}
+	return nil
+}
+
+// pruneUnnamed plans the removal of the tenant's objects the document leaves out: sites are
+// never removed (a note says so); every other kind is deleted (pools archived) unless a kept
+// object still references it.
+func (b *builder) pruneUnnamed() {
+	b.deleted = map[string]bool{}
+	var gone []compute.Object
+	for _, k := range compute.Kinds {
+		for _, o := range b.st.own[k.Kind] {
+			if b.matched[o.ID] || k.Kind == compute.KindSite || (b.p.Compute != nil && !b.p.Compute.Serves(k.Kind)) {
+				continue
+			}
+			b.deleted[o.ID] = true
+			gone = append(gone, o)
+		}
+	}
+	kept := map[string][]string{} // referenced id -> names of kept referrers
+	for _, list := range b.st.own {
+		for _, o := range list {
+			if b.deleted[o.ID] {
+				continue
+			}
+			for _, r := range o.Refs {
+				if r != "" {
+					kept[r] = append(kept[r], o.Kind+" "+b.st.nameOf(o))
+				}
+			}
+		}
+	}
+	for _, o := range b.st.related.ForeignTemplates {
+		for _, r := range o.Refs {
+			kept[r] = append(kept[r], "tenant "+o.TenantID+"'s sandboxTemplate "+o.Name)
+		}
+	}
+	for id := range b.desiredRefs {
+		kept[id] = append(kept[id], "an item of the document")
+	}
+	for _, o := range b.st.own[compute.KindSite] {
+		if !b.matched[o.ID] {
+			b.changes = append(b.changes, Change{Kind: compute.KindSite, Name: b.st.nameOf(o), Action: ActionUnchanged,
+				Note: "not in the document; fleet never deletes a site"})
+		}
+	}
+	sort.SliceStable(gone, func(i, j int) bool { return b.st.nameOf(gone[i]) < b.st.nameOf(gone[j]) })
+	for _, o := range gone {
+		name := b.st.nameOf(o)
+		var n notes
+		if users := kept[o.ID]; len(users) > 0 {
+			slices.Sort(users)
+			n.block("still used by %s", users[0])
+		}
+		if o.Kind == compute.KindOffer {
+			b.blockUnofferInUse(o, &n)
+		}
+		info, _ := compute.Info(o.Kind)
+		b.change(n.apply(Change{Kind: o.Kind, Name: name, Action: ActionDelete}), deleteGroup(o.Kind), method(o.Kind, info.RemoveVerb), refInput(b.tenant, o))
+	}
+}
+
+// blockUnofferInUse blocks withdrawing an offer while the offered tenant has templates on the
+// pool.
+func (b *builder) blockUnofferInUse(offer compute.Object, n *notes) {
+	var s compute.OfferSpec
+	offer.DecodeSpec(&s)
+	for _, t := range b.st.related.ForeignTemplates {
+		if t.TenantID == s.ToTenantID && t.Refs[0] == offer.ParentID {
+			n.block("tenant %s still has sandboxTemplate %s on this pool", t.TenantID, t.Name)
+			return
+		}
+	}
+}
+
+func deleteGroup(kind string) int {
+	switch kind {
+	case compute.KindSandboxTemplate:
+		return grpTemplateDelete
+	case compute.KindFlavor:
+		return grpFlavorDelete
+	case compute.KindOffer:
+		return grpOfferDelete
+	case compute.KindPool:
+		return grpPoolArchive
+	case compute.KindProviderAccount:
+		return grpAccountDelete
+	}
+	return grpPoolUpdateQuota // owner quotas go with pool updates and quotas
+}

@@ -1,0 +1,109 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/secrets"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+// state is everything a plan or export of one tenant reads, loaded in a handful of queries.
+type state struct {
+	tenantID string
+	own      map[string][]compute.Object // kind -> the tenant's live objects, by id
+	byID     map[string]compute.Object   // every loaded object, by id
+	names    map[string]map[string]string
+	idName   map[string]string // site/pool id -> fleet name
+	tenants  map[string]bool
+	secrets  map[string]map[string]bool // tenant -> secret names and ids
+	related  compute.Related
+}
+
+func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, error) {
+	st := &state{tenantID: tenantID, own: map[string][]compute.Object{}, byID: map[string]compute.Object{}, idName: map[string]string{}, secrets: map[string]map[string]bool{}}
+	objs, err := compute.LoadTenant(ctx, q, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		st.byID[o.ID] = o
+		if !o.Archived() {
+			st.own[o.Kind] = append(st.own[o.Kind], o)
+		}
+	}
+	if st.names, err = tenantNames(ctx, q, tenantID); err != nil {
+		return nil, err
+	}
+	for _, byName := range st.names {
+		for name, id := range byName {
+			st.idName[id] = name
+		}
+	}
+	if st.related, err = compute.LoadRelated(ctx, q, tenantID); err != nil {
+		return nil, err
+	}
+	for _, list := range [][]compute.Object{st.related.Offers, st.related.OfferedPools, st.related.OfferedFlavors, st.related.ForeignTemplates} {
+		for _, o := range list {
+			st.byID[o.ID] = o
+		}
+	}
+	tenants, err := iam.ListTenants(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	st.tenants = make(map[string]bool, len(tenants))
+	for _, t := range tenants {
+		st.tenants[t.ID] = true
+	}
+	return st, nil
+}
+
+// hasSecret reports whether tenantID's secret store holds nameOrID, loading the tenant's
+// secrets on first use.
+func (st *state) hasSecret(ctx context.Context, q store.Querier, tenantID, nameOrID string) (bool, error) {
+	set, ok := st.secrets[tenantID]
+	if !ok {
+		list, err := secrets.List(ctx, q, tenantID)
+		if err != nil {
+			return false, fmt.Errorf("load secrets: %w", err)
+		}
+		set = map[string]bool{}
+		for _, s := range list {
+			set[s.Name] = true
+			set[s.ID] = true
+		}
+		st.secrets[tenantID] = set
+	}
+	return set[nameOrID], nil
+}
+
+// fleetName is the name a site or pool goes by in documents: its fleet name, else its id.
+func (st *state) fleetName(id string) string {
+	if n, ok := st.idName[id]; ok {
+		return n
+	}
+	return id
+}
+
+// nameOf is the composite fleet name of any object: `<pool>/<flavor>`, `<pool> -> <tenant>`,
+// `<pool>:<resource>`, or the object's own or fleet name.
+func (st *state) nameOf(o compute.Object) string {
+	switch o.Kind {
+	case compute.KindSite, compute.KindPool:
+		return st.fleetName(o.ID)
+	case compute.KindFlavor:
+		return st.fleetName(o.ParentID) + "/" + o.Name
+	case compute.KindOffer:
+		var s compute.OfferSpec
+		o.DecodeSpec(&s)
+		return st.fleetName(o.ParentID) + " -> " + s.ToTenantID
+	case compute.KindOwnerQuota:
+		var s compute.OwnerQuotaSpec
+		o.DecodeSpec(&s)
+		return st.fleetName(o.ParentID) + ":" + s.Resource
+	}
+	return o.Name
+}
