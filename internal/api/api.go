@@ -153,9 +153,9 @@ func (r *Registry) decide(ctx context.Context, m *Method, p *iam.Principal, requ
 	return d, nil
 }
 
-// Check decides method name's permission for input in as p, without running it or auditing;
-// it returns the FORBIDDEN error Call would return.
-func (r *Registry) Check(p *iam.Principal, name string, in json.RawMessage) error {
+// Check decides method name's permission for input in as p, without running it; a refusal is
+// FORBIDDEN and is audited, as Call's is.
+func (r *Registry) Check(ctx context.Context, p *iam.Principal, requestID, name string, in json.RawMessage) error {
 	m, err := r.method(name)
 	if err != nil {
 		return err
@@ -163,11 +163,8 @@ func (r *Registry) Check(p *iam.Principal, name string, in json.RawMessage) erro
 	if m.Composite || !m.Write {
 		return cubefleet.Errorf(cubefleet.CodeInvalidInput, "%s cannot run inside another method", name)
 	}
-	d, err := m.Decide(in)
-	if err != nil {
-		return err
-	}
-	return iam.Decide(p, d.Permission, d.Scope)
+	_, err = r.decide(ctx, m, p, requestID, in)
+	return err
 }
 
 // Invoke runs write method name inside the caller's transaction tx, with its audit row, as p.

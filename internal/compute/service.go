@@ -122,9 +122,21 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	o := Object{TenantID: tenantID, Kind: kind, ParentID: sp.parent(), Refs: refsOf(sp), Name: sp.uniqueName(name),
 		Revision: 1, IdempotencyKey: key, CreatedBy: callerID, CreatedAt: now, UpdatedAt: now}
 	if key != "" {
-		o.ID = cubefleet.DerivedID(info.Prefix, key, callerID)
-		if prior, err := Load(ctx, q, o.ID); err == nil {
-			if prior.Archived() || prior.TenantID != tenantID || prior.Kind != kind {
+		// An archived object keeps its id, so a key reused after an archive derives the next
+		// generation's id: still deterministic, since it depends only on stored state.
+		for gen := 0; ; gen++ {
+			o.ID = cubefleet.DerivedID(info.Prefix, generation(key, gen), callerID)
+			prior, err := Load(ctx, q, o.ID)
+			if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				break
+			}
+			if err != nil {
+				return Object{}, err
+			}
+			if prior.Archived() && prior.Kind == kind && prior.TenantID == tenantID {
+				continue
+			}
+			if prior.TenantID != tenantID || prior.Kind != kind {
 				return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "idempotency key %q already made %s", key, describe(prior))
 			}
 			return s.named(ctx, q, prior)
@@ -375,4 +387,11 @@ func specFields(kind string) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+func generation(key string, gen int) string {
+	if gen == 0 {
+		return key
+	}
+	return fmt.Sprintf("%s#%d", key, gen)
 }

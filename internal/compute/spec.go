@@ -131,7 +131,11 @@ func resolveRefs(ctx context.Context, q store.Querier, sp spec, tenantID, caller
 	for _, f := range sp.refFields() {
 		info, _ := Info(f.kind)
 		if key, ok := cutKeyRef(*f.id); ok {
-			*f.id = cubefleet.DerivedID(info.Prefix, key, callerID)
+			id, err := liveDerivedID(ctx, q, info.Prefix, key, callerID)
+			if err != nil {
+				return err
+			}
+			*f.id = id
 		}
 		if !cubefleet.IsID(*f.id, info.Prefix) {
 			return cubefleet.Invalid(f.name, "%s must be a %s id (%s_...) or key:<idempotency key>", f.name, f.kind, info.Prefix)
@@ -192,4 +196,19 @@ func describe(o Object) string {
 		return fmt.Sprintf("%s %s (%s)", o.Kind, o.Name, o.ID)
 	}
 	return o.Kind + " " + o.ID
+}
+
+// liveDerivedID returns the id key derives for caller, skipping archived generations (see
+// Service.Create).
+func liveDerivedID(ctx context.Context, q store.Querier, prefix, key, callerID string) (string, error) {
+	for gen := 0; ; gen++ {
+		id := cubefleet.DerivedID(prefix, generation(key, gen), callerID)
+		o, err := Load(ctx, q, id)
+		if cubefleet.IsCode(err, cubefleet.CodeNotFound) || (err == nil && !o.Archived()) {
+			return id, nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 }

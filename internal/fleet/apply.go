@@ -17,8 +17,8 @@ import (
 
 // Invoker runs API calls: the API's method table implements it.
 type Invoker interface {
-	// Check decides the permission of one call for p, without running it.
-	Check(p *iam.Principal, method string, in json.RawMessage) error
+	// Check decides the permission of one call for p, without running it; it audits a refusal.
+	Check(ctx context.Context, p *iam.Principal, requestID, method string, in json.RawMessage) error
 	// Invoke runs one call inside tx as p, with its audit row.
 	Invoke(ctx context.Context, tx store.Querier, p *iam.Principal, requestID, method string, in json.RawMessage) (any, error)
 }
@@ -35,6 +35,9 @@ type Applier struct {
 	// BeforeCall, when set, runs before call i inside the transaction; an error it returns fails
 	// the apply there. Tests use it to inject faults at every call index.
 	BeforeCall func(i int) error
+	// OnApplied, when set, runs inside the transaction after every call succeeded; the API
+	// layer writes the apply's own audit row there. An error it returns rolls the apply back.
+	OnApplied func(ctx context.Context, tx store.Querier, res *ApplyResult) error
 }
 
 // ApplyInput is fleet.apply's input: the plan's input plus an optional PlanHash (refuse with
@@ -76,7 +79,7 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 		if err != nil {
 			return nil, err
 		}
-		if err := a.Calls.Check(p, c.Method, raw); err != nil {
+		if err := a.Calls.Check(ctx, p, in.RequestID, c.Method, raw); err != nil {
 			return nil, err
 		}
 	}
@@ -119,6 +122,9 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 			return err
 		}
 		result = &ApplyResult{Plan: pl, Applied: len(pl.Calls)}
+		if a.OnApplied != nil {
+			return a.OnApplied(ctx, tx, result)
+		}
 		return nil
 	})
 	if err != nil {
@@ -144,15 +150,19 @@ func (a *Applier) run(ctx context.Context, tx store.Querier, p *iam.Principal, i
 	if err != nil {
 		return err
 	}
-	o, ok := out.(compute.Object)
-	if !ok || (c.Kind != compute.KindSite && c.Kind != compute.KindPool) {
+	if c.Kind != compute.KindSite && c.Kind != compute.KindPool {
 		return nil
+	}
+	// The API's outputs name the object they acted on (api.Targeted).
+	target, ok := out.(interface{ AuditTarget() string })
+	if !ok {
+		return fmt.Errorf("%s returned no object id", c.Method)
 	}
 	switch c.Method {
 	case method(c.Kind, "create"):
-		return setName(ctx, tx, in.TenantID, c.Kind, c.Name, o.ID)
+		return setName(ctx, tx, in.TenantID, c.Kind, c.Name, target.AuditTarget())
 	case method(c.Kind, "archive"):
-		return dropName(ctx, tx, o.ID)
+		return dropName(ctx, tx, target.AuditTarget())
 	}
 	return nil
 }

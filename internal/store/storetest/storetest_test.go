@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -47,6 +48,35 @@ func TestEachMigratesAndRollsBack(t *testing.T) {
 		// Migrating again is a no-op.
 		if err := db.Migrate(ctx, demo); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+func TestLease(t *testing.T) {
+	storetest.Each(t, []store.Module{store.LeaseModule}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_790_000_000_000)
+		take := func(holder string, at time.Time) bool {
+			ok, err := db.TryLease(ctx, "drift", holder, 10*time.Second, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !take("a", now) {
+			t.Fatal("a could not take a free lease")
+		}
+		if take("b", now.Add(5*time.Second)) {
+			t.Fatal("b took a's live lease")
+		}
+		if !take("a", now.Add(9*time.Second)) {
+			t.Fatal("a could not renew")
+		}
+		if take("b", now.Add(18*time.Second)) {
+			t.Fatal("b took the lease a renewed")
+		}
+		if !take("b", now.Add(20*time.Second)) {
+			t.Fatal("b could not take the expired lease")
 		}
 	})
 }
