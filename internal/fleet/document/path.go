@@ -9,10 +9,19 @@ import (
 // Paths name a place in the document the way details.path does (DESIGN.md, "Public API
 // conventions"): `pools[0].offers[1].quota.gpu`. A key that is empty or holds characters other
 // than letters, digits, '_' and '-' is written quoted in brackets, `quota["gpu.l40s"]`, so every
-// path reads back unambiguously (see offsetOf).
+// path reads back unambiguously (see offsetOf). A key longer than any valid key (256 bytes) is
+// cut to its first 64 bytes and "…", so an error never carries megabytes of input.
+
+const (
+	maxPathKey = 256
+	cutPathKey = 64
+)
 
 // join returns the path of key inside the object at path.
 func join(path, key string) string {
+	if len(key) > maxPathKey {
+		key = strings.ToValidUTF8(key[:cutPathKey], "") + "…"
+	}
 	if needsQuote(key) {
 		return path + "[" + quoteKey(key) + "]"
 	}

@@ -53,16 +53,62 @@ const (
 		`|[Kk][Ee][Yy]|[Cc][Rr][Ee][Dd][Ee][Nn][Tt][Ii][Aa][Ll]`
 )
 
+// The simple patterns run without the regexp engine (Validate matches thousands of strings per
+// document); TestPatternsMatchTheirRegexps proves each equals its pattern above.
 var (
-	nameRE      = regexp.MustCompile(namePattern)
-	regionRE    = regexp.MustCompile(regionPattern)
-	gpuModelRE  = regexp.MustCompile(gpuModelPattern)
-	configKeyRE = regexp.MustCompile(configKeyPattern)
-	resourceRE  = regexp.MustCompile(resourcePattern)
-	envNameRE   = regexp.MustCompile(envNamePattern)
+	nameMatcher      = newASCII("a-z0-9", "a-z0-9._-", 63)
+	regionMatcher    = newASCII("a-z0-9", "a-z0-9-", 63)
+	gpuModelMatcher  = newASCII("A-Za-z0-9._-", "A-Za-z0-9._-", 63)
+	configKeyMatcher = newASCII("A-Za-z0-9_.-", "A-Za-z0-9_.-", 63)
+	resourceMatcher  = newASCII("A-Za-z", "A-Za-z0-9._-", 64)
+	envNameMatcher   = newASCII("A-Za-z_", "A-Za-z0-9_", 255)
+
 	imageIDRE   = regexp.MustCompile(imageIDPattern)
 	secretRefRE = regexp.MustCompile(secretRefPattern)
 )
+
+// asciiPattern matches ^[first][rest]{0,max-1}$ for classes of ASCII characters.
+type asciiPattern struct {
+	first, rest [256]bool
+	max         int // length in bytes, the first included
+}
+
+// newASCII builds an asciiPattern from classes written as in a regexp: "a-z0-9._-".
+func newASCII(first, rest string, max int) *asciiPattern {
+	return &asciiPattern{first: asciiClass(first), rest: asciiClass(rest), max: max}
+}
+
+func asciiClass(spec string) (set [256]bool) {
+	for i := 0; i < len(spec); i++ {
+		if i+2 < len(spec) && spec[i+1] == '-' {
+			for c := int(spec[i]); c <= int(spec[i+2]); c++ {
+				set[c] = true
+			}
+			i += 2
+			continue
+		}
+		set[spec[i]] = true
+	}
+	return set
+}
+
+func (p *asciiPattern) match(s string) bool {
+	if len(s) == 0 || len(s) > p.max || !p.first[s[0]] {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !p.rest[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+func isRegion(s string) bool    { return regionMatcher.match(s) }
+func isGPUModel(s string) bool  { return gpuModelMatcher.match(s) }
+func isConfigKey(s string) bool { return configKeyMatcher.match(s) }
+func isResource(s string) bool  { return resourceMatcher.match(s) }
+func isEnvName(s string) bool   { return envNameMatcher.match(s) }
 
 // The enumerations of the document.
 var (
@@ -128,7 +174,7 @@ func hasLowerPrefixFold(s, prefix string) bool {
 }
 
 // isName reports whether s is a document name.
-func isName(s string) bool { return nameRE.MatchString(s) }
+func isName(s string) bool { return nameMatcher.match(s) }
 
 // isSiteRef reports whether s names a site: a name or a site id.
 func isSiteRef(s string) bool { return isName(s) || cubefleet.IsID(s, "site") }

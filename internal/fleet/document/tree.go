@@ -49,6 +49,7 @@ type node struct {
 	text    string // a string's value, or a number's literal
 	elems   []*node
 	members []member
+	index   map[string]int // first member per key, built by lookup for large objects
 }
 
 // member is one key of an object, in document order; repeated keys are all kept.
@@ -68,6 +69,9 @@ func (e *parseError) Error() string { return e.msg }
 func parse(data []byte) (*node, error) {
 	if i := invalidUTF8(data); i >= 0 {
 		return nil, &parseError{fmt.Sprintf("the document is not valid UTF-8 at byte offset %d; save it as UTF-8", i)}
+	}
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return nil, &parseError{"the document starts with a byte order mark; save it as UTF-8 without one"}
 	}
 	if skipBlank(data, 0) == int64(len(data)) {
 		return nil, &parseError{"the document is empty; it must be a JSON object such as {\"version\": 1}"}
@@ -89,6 +93,16 @@ func parse(data []byte) (*node, error) {
 type parser struct {
 	dec  *json.Decoder
 	size int64
+	slab []node // nodes are carved from here, a chunk at a time
+}
+
+// node returns a new node, allocating nodes in chunks rather than one by one.
+func (p *parser) node(k kind, off int64) *node {
+	if len(p.slab) == cap(p.slab) {
+		p.slab = make([]node, 0, 256)
+	}
+	p.slab = append(p.slab, node{kind: k, off: off})
+	return &p.slab[len(p.slab)-1]
 }
 
 // value reads the next value; depth is the nesting it would have if it is a container.
@@ -111,23 +125,27 @@ func (p *parser) value(depth int) (*node, error) {
 		}
 		return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d: unexpected %q", off, rune(t))}
 	case string:
-		return &node{kind: kindString, off: off, text: t}, nil
+		n := p.node(kindString, off)
+		n.text = t
+		return n, nil
 	case json.Number:
-		return &node{kind: kindNumber, off: off, text: string(t)}, nil
+		n := p.node(kindNumber, off)
+		n.text = string(t)
+		return n, nil
 	case bool:
-		n := &node{kind: kindBool, off: off}
+		n := p.node(kindBool, off)
 		if t {
 			n.text = "true"
 		}
 		return n, nil
 	case nil:
-		return &node{kind: kindNull, off: off}, nil
+		return p.node(kindNull, off), nil
 	}
 	return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d", off)}
 }
 
 func (p *parser) object(off int64, depth int) (*node, error) {
-	n := &node{kind: kindObject, off: off}
+	n := p.node(kindObject, off)
 	for p.dec.More() {
 		koff := p.dec.InputOffset()
 		tok, err := p.dec.Token()
@@ -152,7 +170,7 @@ func (p *parser) object(off int64, depth int) (*node, error) {
 }
 
 func (p *parser) array(off int64, depth int) (*node, error) {
-	n := &node{kind: kindArray, off: off}
+	n := p.node(kindArray, off)
 	for p.dec.More() {
 		val, err := p.value(depth + 1)
 		if err != nil {
@@ -211,12 +229,25 @@ func skipBlank(data []byte, off int64) int64 {
 	return off
 }
 
-// lookup returns the value of the first member named key, or nil.
+// lookup returns the value of the first member named key, or nil. Large objects get an index on
+// first use, so reporting a problem at each key of a huge map stays linear.
 func (n *node) lookup(key string) *node {
-	for i := range n.members {
-		if n.members[i].key == key {
-			return n.members[i].val
+	if len(n.members) <= 16 {
+		for i := range n.members {
+			if n.members[i].key == key {
+				return n.members[i].val
+			}
 		}
+		return nil
+	}
+	if n.index == nil {
+		n.index = make(map[string]int, len(n.members))
+		for i := len(n.members) - 1; i >= 0; i-- {
+			n.index[n.members[i].key] = i
+		}
+	}
+	if i, ok := n.index[key]; ok {
+		return n.members[i].val
 	}
 	return nil
 }

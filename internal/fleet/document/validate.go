@@ -11,7 +11,7 @@ import (
 
 // The rules in words, shared by the messages of Validate and Decode.
 const (
-	nameNoun    = "a name of " + nameRule
+	nameNoun    = nameRule
 	siteRefNoun = "a site name (" + nameRule + ") or a site id (site_ and 26 upper-case Crockford base32 characters)"
 	poolRefNoun = "a pool name (" + nameRule + ") or a pool id (pool_ and 26 upper-case Crockford base32 characters)"
 	regionNoun  = "1-63 lower-case letters, digits or '-', starting with a letter or digit, e.g. eu-central"
@@ -29,11 +29,14 @@ const (
 // each item on its own and names unique within their list; it does not check that references
 // (a pool's site, a flavor's pool, ...) resolve, since they may name objects fleet already manages:
 // the planner does.
-func (d *Document) Validate() []cubefleet.FieldError {
-	var c checker
+func (d *Document) Validate() []cubefleet.FieldError { return d.check().errs }
+
+// check runs every rule on d.
+func (d *Document) check() *checker {
+	c := &checker{}
 	if d == nil {
 		c.add("", "the document is missing; it must be an object with version 1")
-		return c.errs
+		return c
 	}
 	if d.Version != version {
 		c.add("version", "version must be 1, the only format of the fleet document")
@@ -63,10 +66,16 @@ func (d *Document) Validate() []cubefleet.FieldError {
 	for i := range d.SandboxTemplates {
 		c.template(&d.SandboxTemplates[i], index("sandboxTemplates", i), u, i)
 	}
-	return c.errs
+	return c
 }
 
-type checker struct{ errs []cubefleet.FieldError }
+// checker collects problems. deps[i], when set, is another field problem i depends on: Decode
+// drops the problem when it could not map that field (warm.min > warm.max means nothing when max
+// was missing).
+type checker struct {
+	errs []cubefleet.FieldError
+	deps map[int]string
+}
 
 func (c *checker) add(path, msg string) {
 	c.errs = append(c.errs, cubefleet.FieldError{Path: path, Message: msg})
@@ -88,7 +97,7 @@ func (c *checker) mapLen(path, key string, n int) {
 func (c *checker) need(path, key, v string, ok func(string) bool, rule string) {
 	switch {
 	case v == "":
-		c.add(join(path, key), key+" is required; set it to "+rule)
+		c.add(join(path, key), key+" is required: "+rule)
 	case !ok(v):
 		c.add(join(path, key), key+" must be "+rule)
 	}
@@ -114,14 +123,14 @@ func newUnique(list, rule string, n int) *unique {
 	return &unique{list: list, rule: rule, first: make(map[string]int, n)}
 }
 
-// check records key, the what ("name", "tenant", ...) of item i, and reports a repeat at path.
-// An empty key is missing, not repeated.
-func (u *unique) check(c *checker, key string, i int, path, what string) {
+// check records key, the what ("name", "tenant", ...) of item i at path, and reports a repeat
+// at its field. An empty key is missing, not repeated.
+func (u *unique) check(c *checker, key string, i int, path, field, what string) {
 	if key == "" {
 		return
 	}
 	if j, ok := u.first[key]; ok {
-		c.add(path, fmt.Sprintf("repeats the %s of %s; %s", what, index(u.list, j), u.rule))
+		c.add(join(path, field), fmt.Sprintf("repeats the %s of %s; %s", what, index(u.list, j), u.rule))
 		return
 	}
 	u.first[key] = i
@@ -129,49 +138,50 @@ func (u *unique) check(c *checker, key string, i int, path, what string) {
 
 func (c *checker) site(s *Site, p string, u *unique, i int) {
 	c.need(p, "name", s.Name, isSiteRef, siteRefNoun)
-	u.check(c, s.Name, i, join(p, "name"), "name")
+	u.check(c, s.Name, i, p, "name", "name")
 	c.enum(p, "kind", s.Kind, siteKinds)
-	c.need(p, "region", s.Region, regionRE.MatchString, regionNoun)
+	c.need(p, "region", s.Region, isRegion, regionNoun)
 }
 
 func (c *checker) providerAccount(a *ProviderAccount, p string, u *unique, i int) {
 	c.need(p, "name", a.Name, isName, nameNoun)
-	u.check(c, a.Name, i, join(p, "name"), "name")
+	u.check(c, a.Name, i, p, "name", "name")
 	c.enum(p, "provider", a.Provider, providers)
 	c.mapLen(p, "config", len(a.Config))
-	cp := join(p, "config")
 	for _, k := range sortedKeys(a.Config) {
-		kp := join(cp, k)
-		if !configKeyRE.MatchString(k) {
-			c.add(kp, "config keys must be 1-63 letters, digits, '_', '.' or '-'")
+		if !isConfigKey(k) {
+			c.add(join(join(p, "config"), k), "config keys must be 1-63 letters, digits, '_', '.' or '-'")
 		}
-		c.secretValue(kp, k, a.Config[k], SecretBearingConfigKey(k))
+		c.secretValue(p, "config", k, a.Config[k], SecretBearingConfigKey(k))
 	}
 }
 
-// secretValue checks one config or env value. It never puts the value in a message.
-func (c *checker) secretValue(path, key, v string, secretBearing bool) {
-	if n := utf8.RuneCountInString(v); n > maxValueLen {
-		c.add(path, fmt.Sprintf("the value is %d characters long; at most %d are allowed", n, maxValueLen))
+// secretValue checks the value v of key in the map field of the object at path (config or
+// env). It never puts the value in a message.
+func (c *checker) secretValue(path, field, key, v string, secretBearing bool) {
+	if len(v) > maxValueLen { // more bytes than allowed characters: count them
+		if n := utf8.RuneCountInString(v); n > maxValueLen {
+			c.add(join(join(path, field), key), fmt.Sprintf("the value is %d characters long; at most %d are allowed", n, maxValueLen))
+		}
 	}
 	if !secretBearing || IsSecretRef(v) {
 		return
 	}
 	for _, scheme := range []string{"secret:", "vault:", "env:"} {
 		if strings.HasPrefix(v, scheme) {
-			c.add(path, key+" is not a well-formed secret reference; write it as "+secretRefRule)
+			c.add(join(join(path, field), key), key+" is not a well-formed secret reference; write it as "+secretRefRule)
 			return
 		}
 	}
-	c.add(path, key+" names a credential, so its value must be a secret reference, not a literal secret: "+storeSecret)
+	c.add(join(join(path, field), key), key+" names a credential, so its value must be a secret reference, not a literal secret: "+storeSecret)
 }
 
 func (c *checker) pool(pl *Pool, p string, u *unique, i int) {
 	c.need(p, "name", pl.Name, isPoolRef, poolRefNoun)
-	u.check(c, pl.Name, i, join(p, "name"), "name")
+	u.check(c, pl.Name, i, p, "name", "name")
 	c.need(p, "site", pl.Site, isSiteRef, siteRefNoun)
 	c.enum(p, "class", pl.Class, poolClass)
-	if pl.GPUModel != "" && !gpuModelRE.MatchString(pl.GPUModel) {
+	if pl.GPUModel != "" && !isGPUModel(pl.GPUModel) {
 		c.add(join(p, "gpuModel"), "gpuModel must be "+gpuNoun)
 	}
 	if pl.Policy != nil && pl.Policy.DisruptionBudget != nil {
@@ -198,21 +208,19 @@ func (c *checker) pool(pl *Pool, p string, u *unique, i int) {
 
 func (c *checker) quota(path, key string, q map[string]int64) {
 	c.mapLen(path, key, len(q))
-	qp := join(path, key)
 	for _, k := range sortedKeys(q) {
-		kp := join(qp, k)
-		if !resourceRE.MatchString(k) {
-			c.add(kp, key+" keys must be resource names: a letter, then up to 63 letters, digits, '.', '_' or '-' (vcpu, memoryGiB, diskGiB, gpu, sandboxes)")
+		if !isResource(k) {
+			c.add(join(join(path, key), k), key+" keys must be resource names: a letter, then up to 63 letters, digits, '.', '_' or '-' (vcpu, memoryGiB, diskGiB, gpu, sandboxes)")
 		}
 		if v := q[k]; v < 0 || v > maxQuota {
-			c.add(kp, key+" values must be "+quotaNoun)
+			c.add(join(join(path, key), k), key+" values must be "+quotaNoun)
 		}
 	}
 }
 
 func (c *checker) offer(o *Offer, p string, u *unique, i int) {
-	c.need(p, "tenant", o.Tenant, isName, "a tenant id, "+nameNoun)
-	u.check(c, o.Tenant, i, join(p, "tenant"), "tenant")
+	c.need(p, "tenant", o.Tenant, isName, "a tenant id of "+nameNoun)
+	u.check(c, o.Tenant, i, p, "tenant", "tenant")
 	c.quota(p, "quota", o.Quota)
 	c.intRange(p, "priority", int64(o.Priority), 0, maxPriority, "0 when left out")
 }
@@ -221,7 +229,7 @@ func (c *checker) flavor(f *Flavor, p string, u *unique, i int) {
 	c.need(p, "pool", f.Pool, isPoolRef, poolRefNoun)
 	c.need(p, "name", f.Name, isName, nameNoun)
 	if f.Pool != "" && f.Name != "" {
-		u.check(c, f.Pool+"\x00"+f.Name, i, join(p, "name"), "pool and name")
+		u.check(c, f.Pool+"\x00"+f.Name, i, p, "name", "pool and name")
 	}
 	c.intRange(p, "vcpu", int64(f.VCPU), 1, maxVCPU, "virtual CPUs")
 	c.intRange(p, "memoryGiB", int64(f.MemoryGiB), 1, maxMemoryGiB, "GiB")
@@ -231,26 +239,28 @@ func (c *checker) flavor(f *Flavor, p string, u *unique, i int) {
 
 func (c *checker) template(t *SandboxTemplate, p string, u *unique, i int) {
 	c.need(p, "name", t.Name, isName, nameNoun)
-	u.check(c, t.Name, i, join(p, "name"), "name")
+	u.check(c, t.Name, i, p, "name", "name")
 	c.need(p, "pool", t.Pool, isPoolRef, poolRefNoun)
-	c.need(p, "flavor", t.Flavor, isName, "the name of a flavor of the pool, "+nameNoun)
+	c.need(p, "flavor", t.Flavor, isName, "the name of a flavor of the pool: "+nameNoun)
 	c.need(p, "imageId", t.ImageID, imageIDRE.MatchString, imageNoun)
 	c.mapLen(p, "env", len(t.Env))
-	ep := join(p, "env")
 	for _, k := range sortedKeys(t.Env) {
-		kp := join(ep, k)
-		if !envNameRE.MatchString(k) {
-			c.add(kp, "env names must be a letter or '_', then up to 254 letters, digits or '_'")
+		if !isEnvName(k) {
+			c.add(join(join(p, "env"), k), "env names must be a letter or '_', then up to 254 letters, digits or '_'")
 		}
-		c.secretValue(kp, k, t.Env[k], SecretBearingEnvName(k))
+		c.secretValue(p, "env", k, t.Env[k], SecretBearingEnvName(k))
 	}
 	c.enum(p, "network", t.Network, networks)
 	if t.Warm != nil {
-		wp := join(p, "warm")
+		wp := p + ".warm"
 		c.intRange(wp, "min", int64(t.Warm.Min), 0, maxWarm, "warm sandboxes")
 		c.intRange(wp, "max", int64(t.Warm.Max), 0, maxWarm, "warm sandboxes")
 		if t.Warm.Min > t.Warm.Max && t.Warm.Min <= maxWarm && t.Warm.Max >= 0 {
 			c.add(join(wp, "min"), "min must not exceed max; raise max or lower min")
+			if c.deps == nil {
+				c.deps = make(map[int]string)
+			}
+			c.deps[len(c.errs)-1] = join(wp, "max")
 		}
 	}
 }
