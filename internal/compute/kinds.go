@@ -175,7 +175,7 @@ func (s ProviderAccountSpec) validate(p *problems) {
 			p.add("config."+k, "config keys are 1-63 of letters, digits, '_', '.', '-'")
 		case len(v) > 4096:
 			p.add("config."+k, "config values are at most 4096 characters")
-		case secretref.CredentialConfigKey(k) && !secretref.IsRef(v):
+		case secretref.IsCredentialName(k) && !secretref.IsRef(v):
 			p.add("config."+k, "%s holds a credential: store it with `cubefleet secrets create` and write secret://NAME (or vault://, env://) here", k)
 		}
 	}
@@ -282,7 +282,7 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 			p.add("env."+k, "variable names are a letter or '_', then letters, digits, '_'")
 		case len(v) > 4096:
 			p.add("env."+k, "values are at most 4096 characters")
-		case secretref.CredentialEnvName(k) && !secretref.IsRef(v):
+		case secretref.IsCredentialName(k) && !secretref.IsRef(v):
 			p.add("env."+k, "%s holds a credential: store it with `cubefleet secrets create` and write secret://NAME (or vault://, env://) here", k)
 		}
 	}

@@ -2,7 +2,8 @@
 // secret values: `secret://NAME` or `secret://TENANT/NAME` (the control plane's secret store),
 // `vault://PATH[#FIELD]` (a Vault server, when one is configured) and `env://NAME` (the
 // server's environment). It also says which config keys and environment variable names hold
-// credentials and so must be references (fleet spec, "The document").
+// credentials and so must be references (fleet spec, "The document"). The fleet document's
+// JSON Schema uses the same patterns.
 package secretref
 
 import (
@@ -17,6 +18,22 @@ const (
 	SchemeEnv    = "env"
 )
 
+// Pattern is the regular expression (RE2 and ECMA-262 alike) of a well-formed reference:
+// secret://NAME or secret://TENANT/NAME (each 1-63 of A-Z, a-z, 0-9, '.', '_', '-', so an id
+// such as sec_01... fits), vault://PATH with an optional #field (printable ASCII without space
+// or '#'), or env://NAME (a letter or '_', then letters, digits or '_').
+const Pattern = `^(?:secret://(?:[A-Za-z0-9._-]{1,63}/)?[A-Za-z0-9._-]{1,63}` +
+	`|vault://[!-"$-~]+(?:#[!-"$-~]+)?` +
+	`|env://[A-Za-z_][A-Za-z0-9_]*)$`
+
+// CredentialPattern matches (unanchored, in any ASCII case) a config key or variable name that
+// names a credential: one containing token, password, secret, key or credential. It is spelled
+// without flags so that ECMA-262 reads it the same.
+const CredentialPattern = `[Tt][Oo][Kk][Ee][Nn]|[Pp][Aa][Ss][Ss][Ww][Oo][Rr][Dd]|[Ss][Ee][Cc][Rr][Ee][Tt]` +
+	`|[Kk][Ee][Yy]|[Cc][Rr][Ee][Dd][Ee][Nn][Tt][Ii][Aa][Ll]`
+
+var refRE = regexp.MustCompile(Pattern)
+
 // Ref is a parsed reference. For SchemeSecret, Tenant is "" when the reference names the
 // document's own tenant; Name is the secret's name or id. For SchemeVault, Name is the path
 // (with any #field). For SchemeEnv, Name is the variable.
@@ -26,69 +43,31 @@ type Ref struct {
 	Name   string
 }
 
-var (
-	secretName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
-	tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	vaultPath  = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,255}(#[A-Za-z0-9._-]{1,63})?$`)
-	envVar     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
-)
-
-// Parse parses s; ok is false when s is not a well-formed reference.
+// Parse parses s; ok is false when s is not a well-formed reference (see Pattern).
 func Parse(s string) (ref Ref, ok bool) {
-	scheme, rest, found := strings.Cut(s, "://")
-	if !found {
+	if !refRE.MatchString(s) {
 		return Ref{}, false
 	}
-	switch scheme {
-	case SchemeSecret:
-		tenant, name, two := strings.Cut(rest, "/")
-		if !two {
-			tenant, name = "", rest
-		} else if !tenantName.MatchString(tenant) {
-			return Ref{}, false
+	scheme, rest, _ := strings.Cut(s, "://")
+	if scheme == SchemeSecret {
+		if tenant, name, two := strings.Cut(rest, "/"); two {
+			return Ref{Scheme: scheme, Tenant: tenant, Name: name}, true
 		}
-		if !secretName.MatchString(name) {
-			return Ref{}, false
-		}
-		return Ref{Scheme: scheme, Tenant: tenant, Name: name}, true
-	case SchemeVault:
-		if !vaultPath.MatchString(rest) {
-			return Ref{}, false
-		}
-		return Ref{Scheme: scheme, Name: rest}, true
-	case SchemeEnv:
-		if !envVar.MatchString(rest) {
-			return Ref{}, false
-		}
-		return Ref{Scheme: scheme, Name: rest}, true
 	}
-	return Ref{}, false
+	return Ref{Scheme: scheme, Name: rest}, true
 }
 
 // IsRef reports whether s is a well-formed reference.
-func IsRef(s string) bool {
-	_, ok := Parse(s)
-	return ok
-}
+func IsRef(s string) bool { return refRE.MatchString(s) }
 
-// CredentialConfigKey reports whether a provider account config key names a credential: it
-// contains, in any case, token, password, secret, key or credentials.
-func CredentialConfigKey(key string) bool {
-	k := strings.ToLower(key)
-	for _, w := range []string{"token", "password", "secret", "key", "credentials"} {
-		if strings.Contains(k, w) {
-			return true
-		}
-	}
-	return false
-}
+var credentialWords = []string{"token", "password", "secret", "key", "credential"}
 
-// CredentialEnvName reports whether an environment variable name names a credential: it
-// contains, in any case, TOKEN, PASSWORD, SECRET, KEY or CREDENTIAL.
-func CredentialEnvName(name string) bool {
-	n := strings.ToUpper(name)
-	for _, w := range []string{"TOKEN", "PASSWORD", "SECRET", "KEY", "CREDENTIAL"} {
-		if strings.Contains(n, w) {
+// IsCredentialName reports whether a provider account config key or a template environment
+// variable name names a credential (see CredentialPattern), so its value must be a reference.
+func IsCredentialName(name string) bool {
+	lower := strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(lower, w) {
 			return true
 		}
 	}

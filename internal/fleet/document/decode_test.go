@@ -233,33 +233,6 @@ func TestValidateBuiltInCode(t *testing.T) {
 	}
 }
 
-func TestSecretRefs(t *testing.T) {
-	good := []string{"secret://hetzner", "secret://root/sec_01JQ3ZK4Y6M8N9P0Q1R2S3T4V5", "secret://a.b-c_d",
-		"vault://kv/data/x", "vault://kv/data/x#token", "vault://a", "env://TOKEN", "env://_x1"}
-	bad := []string{"", "hetzner", "secret://", "secret:///x", "secret://a/b/c", "secret://" + strings.Repeat("a", 64),
-		"secret://a b", "vault://", "vault://#f", "vault://a#", "vault://a#b#c", "vault://a b", "vault://a\tb",
-		"env://", "env://1X", "env://A-B", "SECRET://x", " secret://x", "secret://x\n"}
-	for _, s := range good {
-		if !IsSecretRef(s) {
-			t.Errorf("IsSecretRef(%q) = false, want true", s)
-		}
-	}
-	for _, s := range bad {
-		if IsSecretRef(s) {
-			t.Errorf("IsSecretRef(%q) = true, want false", s)
-		}
-	}
-	for key, want := range map[string]bool{"token": true, "apiToken": true, "PASSWORD": true, "clientSecret": true, "apiKey": true,
-		"KEYID": true, "credentials": true, "Credential": true, "location": false, "endpoint": false, "region": false, "": false} {
-		if got := SecretBearingConfigKey(key); got != want {
-			t.Errorf("SecretBearingConfigKey(%q) = %v, want %v", key, got, want)
-		}
-		if got := SecretBearingEnvName(key); got != want {
-			t.Errorf("SecretBearingEnvName(%q) = %v, want %v", key, got, want)
-		}
-	}
-}
-
 func TestNumbers(t *testing.T) {
 	ints := []struct {
 		lit  string

@@ -42,7 +42,7 @@ type Site struct {
 
 // ProviderAccount is a cloud account that provider pools buy servers from (specs/fleet-config.md,
 // "The document"). Config holds provider settings as strings; a value whose key names a
-// credential (see SecretBearingConfigKey) is a secret reference, never the secret itself.
+// credential (see secretref.IsCredentialName) is a secret reference, never the secret itself.
 type ProviderAccount struct {
 	// Name identifies the account in the document.
 	Name string `json:"name"`
@@ -114,7 +114,7 @@ type Flavor struct {
 }
 
 // SandboxTemplate is a sandbox shape (specs/fleet-config.md, "The document"; vps v0.5). Env
-// values whose variable name names a credential (see SecretBearingEnvName) are secret references.
+// values whose variable name names a credential (see secretref.IsCredentialName) are secret references.
 type SandboxTemplate struct {
 	// Name identifies the template in the document.
 	Name string `json:"name"`

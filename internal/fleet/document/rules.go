@@ -4,6 +4,7 @@ import (
 	"regexp"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/secretref"
 )
 
 // The limits of a version 1 document (specs/fleet-config.md, "The document"). Schema() and
@@ -42,15 +43,10 @@ const (
 	resourcePattern  = `^[A-Za-z][A-Za-z0-9._-]{0,63}$`
 	envNamePattern   = `^[A-Za-z_][A-Za-z0-9_]{0,254}$`
 	imageIDPattern   = `^[^\p{Cc}\p{Z}]{1,255}$`
-	// secretRefPattern: secret://NAME, secret://TENANT/NAME, vault://PATH[#field], env://NAME.
-	// A vault path and field are printable ASCII without space or '#'.
-	secretRefPattern = `^(?:secret://(?:[A-Za-z0-9._-]{1,63}/)?[A-Za-z0-9._-]{1,63}` +
-		`|vault://[!-"$-~]+(?:#[!-"$-~]+)?` +
-		`|env://[A-Za-z_][A-Za-z0-9_]*)$`
-	// secretKeyPattern matches a config key or env name that names a credential, in any case.
-	// It is spelled without flags so that ECMA-262 reads it the same.
-	secretKeyPattern = `[Tt][Oo][Kk][Ee][Nn]|[Pp][Aa][Ss][Ss][Ww][Oo][Rr][Dd]|[Ss][Ee][Cc][Rr][Ee][Tt]` +
-		`|[Kk][Ee][Yy]|[Cc][Rr][Ee][Dd][Ee][Nn][Tt][Ii][Aa][Ll]`
+	// secretRefPattern and secretKeyPattern come from package secretref, so the document, the
+	// schema and the compute API agree on what a reference and a credential name are.
+	secretRefPattern = secretref.Pattern
+	secretKeyPattern = secretref.CredentialPattern
 )
 
 // The simple patterns run without the regexp engine (Validate matches thousands of strings per
@@ -63,8 +59,7 @@ var (
 	resourceMatcher  = newASCII("A-Za-z", "A-Za-z0-9._-", 64)
 	envNameMatcher   = newASCII("A-Za-z_", "A-Za-z0-9_", 255)
 
-	imageIDRE   = regexp.MustCompile(imageIDPattern)
-	secretRefRE = regexp.MustCompile(secretRefPattern)
+	imageIDRE = regexp.MustCompile(imageIDPattern)
 )
 
 // asciiPattern matches ^[first][rest]{0,max-1}$ for classes of ASCII characters.
@@ -112,11 +107,10 @@ func isEnvName(s string) bool   { return envNameMatcher.match(s) }
 
 // The enumerations of the document.
 var (
-	siteKinds  = []string{"shared", "dedicated"}
-	providers  = []string{"hetzner-cloud", "ionos-cloud"}
-	poolClass  = []string{"vps-host", "provider"}
-	networks   = []string{"private", "public"}
-	secretWord = []string{"token", "password", "secret", "key", "credential"}
+	siteKinds = []string{"shared", "dedicated"}
+	providers = []string{"hetzner-cloud", "ionos-cloud"}
+	poolClass = []string{"vps-host", "provider"}
+	networks  = []string{"private", "public"}
 )
 
 // The fixes the messages suggest, shared so that every message says the same thing.
@@ -125,53 +119,6 @@ const (
 	storeSecret   = "store it with `cubefleet secrets create` and reference it as secret://NAME (or vault://PATH#field, env://NAME)"
 	secretRefRule = "secret://NAME, secret://TENANT/NAME, vault://PATH[#field] or env://NAME"
 )
-
-// IsSecretRef reports whether s is a well-formed secret reference (specs/fleet-config.md,
-// "The document"; DESIGN.md, "Secrets and private files"): `secret://NAME` or
-// `secret://TENANT/NAME` (each 1-63 of A-Z, a-z, 0-9, '.', '_', '-', so an id such as sec_01...
-// fits), `vault://PATH` with an optional `#field` (printable ASCII without spaces or '#'), or
-// `env://NAME` (a letter or '_', then letters, digits or '_').
-func IsSecretRef(s string) bool { return secretRefRE.MatchString(s) }
-
-// SecretBearingConfigKey reports whether a provider account config key names a credential: it
-// contains, in any case, token, password, secret, key or credential. The value of such a key must
-// be a secret reference (see IsSecretRef); the planner also uses it to mask values it shows.
-func SecretBearingConfigKey(key string) bool { return containsSecretWord(key) }
-
-// SecretBearingEnvName reports whether a sandbox template env variable names a credential: its
-// name contains, in any case, TOKEN, PASSWORD, SECRET, KEY or CREDENTIAL. The value of such a
-// variable must be a secret reference (see IsSecretRef).
-func SecretBearingEnvName(name string) bool { return containsSecretWord(name) }
-
-// containsSecretWord folds ASCII letters only, as secretKeyPattern does.
-func containsSecretWord(s string) bool {
-	for i := 0; i < len(s); i++ {
-		for _, w := range secretWord {
-			if hasLowerPrefixFold(s[i:], w) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// hasLowerPrefixFold reports whether s starts with prefix (lower-case ASCII), ignoring the case
-// of ASCII letters in s.
-func hasLowerPrefixFold(s, prefix string) bool {
-	if len(s) < len(prefix) {
-		return false
-	}
-	for j := 0; j < len(prefix); j++ {
-		c := s[j]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != prefix[j] {
-			return false
-		}
-	}
-	return true
-}
 
 // isName reports whether s is a document name.
 func isName(s string) bool { return nameMatcher.match(s) }

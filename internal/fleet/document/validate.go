@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/secretref"
 )
 
 // The rules in words, shared by the messages of Validate and Decode.
@@ -152,7 +153,7 @@ func (c *checker) providerAccount(a *ProviderAccount, p string, u *unique, i int
 		if !isConfigKey(k) {
 			c.add(join(join(p, "config"), k), "config keys must be 1-63 letters, digits, '_', '.' or '-'")
 		}
-		c.secretValue(p, "config", k, a.Config[k], SecretBearingConfigKey(k))
+		c.secretValue(p, "config", k, a.Config[k], secretref.IsCredentialName(k))
 	}
 }
 
@@ -164,7 +165,7 @@ func (c *checker) secretValue(path, field, key, v string, secretBearing bool) {
 			c.add(join(join(path, field), key), fmt.Sprintf("the value is %d characters long; at most %d are allowed", n, maxValueLen))
 		}
 	}
-	if !secretBearing || IsSecretRef(v) {
+	if !secretBearing || secretref.IsRef(v) {
 		return
 	}
 	for _, scheme := range []string{"secret:", "vault:", "env:"} {
@@ -248,7 +249,7 @@ func (c *checker) template(t *SandboxTemplate, p string, u *unique, i int) {
 		if !isEnvName(k) {
 			c.add(join(join(p, "env"), k), "env names must be a letter or '_', then up to 254 letters, digits or '_'")
 		}
-		c.secretValue(p, "env", k, t.Env[k], SecretBearingEnvName(k))
+		c.secretValue(p, "env", k, t.Env[k], secretref.IsCredentialName(k))
 	}
 	c.enum(p, "network", t.Network, networks)
 	if t.Warm != nil {
