@@ -1,14 +1,13 @@
 package fleet
 
 import (
-	"context"
+		"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
-	"slices"
+		"slices"
 	"sort"
 	"strings"
 
@@ -240,56 +239,10 @@ func (b *builder) checkSecrets(values map[string]string, n *notes) error {
 	return nil
 }
 
-// diff compares desired with current field by field (JSON equality) and returns the names of
-// the fields that differ, in the order given.
-func diff(fields []string, desired, current map[string]any) []string {
-	var out []string
-	for _, f := range fields {
-		if !jsonEqual(desired[f], current[f]) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func jsonEqual(a, b any) bool {
-	if isEmpty(a) && isEmpty(b) {
-		return true
-	}
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	var va, vb any
-	json.Unmarshal(ja, &va)
-	json.Unmarshal(jb, &vb)
-	return reflect.DeepEqual(va, vb)
-}
-
-func isEmpty(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Map, reflect.Slice, reflect.String:
-		return rv.Len() == 0
-	case reflect.Pointer:
-		return rv.IsNil()
-	}
-	return false
-}
-
-// asMap renders a spec as a map of its JSON fields.
-func asMap(v any) map[string]any {
-	b, _ := json.Marshal(v)
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	return m
-}
-
-// update records an update (or unchanged) change of existing object o: fields lists the
-// updatable fields to compare, desired their new values.
-func (b *builder) update(o compute.Object, name string, group int, fields []string, desired map[string]any, current map[string]any, n notes) {
-	changed := diff(fields, desired, current)
+// update records an update (or unchanged) change of existing object o: names lists the
+// updatable fields to compare between the desired and current specs (structs of one type).
+func (b *builder) update(o compute.Object, name string, group int, names []string, desired, current any, n notes) {
+	changed := diff(names, desired, current)
 	c := Change{Kind: o.Kind, Name: name, Action: ActionUnchanged}
 	if len(changed) > 0 {
 		c.Action = ActionUpdate
@@ -297,11 +250,7 @@ func (b *builder) update(o compute.Object, name string, group int, fields []stri
 	}
 	input := refInput(b.tenant, o)
 	for _, f := range changed {
-		if isEmpty(desired[f]) {
-			input[f] = nil
-		} else {
-			input[f] = desired[f]
-		}
+		input[f] = value(desired, f)
 	}
 	if n.blocked && c.Action == ActionUnchanged {
 		c.Action = ActionUpdate

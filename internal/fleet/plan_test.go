@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -98,7 +99,9 @@ func TestPlanExampleOnEmptyFleet(t *testing.T) {
 			t.Errorf("summary = %+v", pl.Summary)
 		}
 		// Creates carry the idempotency key and reference new objects by key, never by id.
-		pool := pl.Calls[2].Input
+		var pool map[string]any
+		raw, _ := json.Marshal(pl.Calls[2].Input)
+		json.Unmarshal(raw, &pool)
 		if pool["idempotencyKey"] != "fleet:root:pool:vps-fra" || pool["siteId"] != "key:fleet:root:site:fra" {
 			t.Errorf("pool create input = %v", pool)
 		}

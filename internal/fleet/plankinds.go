@@ -39,7 +39,7 @@ func (b *builder) accounts(doc *document.Document) error {
 		if err := b.checkSecrets(d.Config, &n); err != nil {
 			return err
 		}
-		desired := asMap(compute.ProviderAccountSpec{Provider: d.Provider, Config: d.Config})
+		desired := compute.ProviderAccountSpec{Provider: d.Provider, Config: d.Config}
 		if o, ok := b.ownByName(compute.KindProviderAccount, d.Name); ok {
 			b.matched[o.ID] = true
 			b.accountRef[d.Name] = o.ID
@@ -50,7 +50,7 @@ func (b *builder) accounts(doc *document.Document) error {
 			if cur.Provider != d.Provider {
 				n.block("provider cannot change (%s to %s): create a provider account with a new name", cur.Provider, d.Provider)
 			}
-			b.update(o, d.Name, grpAccountWrite, []string{"config"}, desired, asMap(cur), n)
+			b.update(o, d.Name, grpAccountWrite, []string{"config"}, desired, cur, n)
 			continue
 		}
 		b.accountRef[d.Name] = b.newRef(compute.KindProviderAccount, d.Name)
@@ -76,7 +76,7 @@ func (b *builder) sites(doc *document.Document) error {
 				return err
 			}
 			c := Change{Kind: compute.KindSite, Name: d.Name, Action: ActionUnchanged}
-			if changed := diff([]string{"kind", "region"}, asMap(compute.SiteSpec{Kind: d.Kind, Region: d.Region}), asMap(cur)); len(changed) > 0 {
+			if changed := diff([]string{"kind", "region"}, compute.SiteSpec{Kind: d.Kind, Region: d.Region}, cur); len(changed) > 0 {
 				c.Action, c.Fields = ActionUpdate, changed
 				n.block("a site's kind and region cannot change: add a site with a new name")
 			}
@@ -165,16 +165,14 @@ func (b *builder) pools(doc *document.Document) error {
 			if d.ProviderAccount == "" && cur.ProviderAccountID != "" || accountID != "" && cur.ProviderAccountID != accountID {
 				n.block("a pool's provider account cannot change: create a pool with a new name")
 			}
-			b.update(o, d.Name, grpPoolUpdateQuota, []string{"gpuModel", "policy"}, asMap(desired), asMap(cur), n)
+			b.update(o, d.Name, grpPoolUpdateQuota, []string{"gpuModel", "policy"}, desired, cur, n)
 		} else {
 			if cubefleet.IsID(d.Name, "pool") {
 				n.block("no pool %s in tenant %s", d.Name, b.tenant)
 			}
 			b.poolRef[d.Name] = b.newRef(compute.KindPool, d.Name)
 			in := b.createInput(compute.KindPool, d.Name)
-			for k, v := range asMap(desired) {
-				in[k] = v
-			}
+			copyFields(in, desired)
 			b.change(n.apply(Change{Kind: compute.KindPool, Name: d.Name, Action: ActionCreate}), grpPoolCreate, method(compute.KindPool, "create"), in)
 		}
 		if err := b.quotas(d, poolID); err != nil {
@@ -235,7 +233,7 @@ func (b *builder) quotas(d document.Pool, poolID string) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
-			b.update(o, name, grpPoolUpdateQuota, []string{"max"}, map[string]any{"max": d.OwnerQuota[r]}, map[string]any{"max": cur.Max}, n)
+			b.update(o, name, grpPoolUpdateQuota, []string{"max"}, compute.OwnerQuotaSpec{Max: d.OwnerQuota[r]}, compute.OwnerQuotaSpec{Max: cur.Max}, n)
 			continue
 		}
 		in := b.createInput(compute.KindOwnerQuota, name)
@@ -260,14 +258,14 @@ func (b *builder) offers(d document.Pool, poolID string) error {
 			n.block("tenant %s does not exist: create it with `cubefleet tenants create %s`", off.Tenant, off.Tenant)
 		}
 		unenforced(&n, off.Quota)
-		desired := map[string]any{"quota": off.Quota, "priority": off.Priority}
+		desired := compute.OfferSpec{Quota: off.Quota, Priority: off.Priority}
 		if o, ok := existing[off.Tenant]; ok {
 			b.matched[o.ID] = true
 			var cur compute.OfferSpec
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
-			b.update(o, name, grpOfferWrite, []string{"quota", "priority"}, desired, map[string]any{"quota": cur.Quota, "priority": cur.Priority}, n)
+			b.update(o, name, grpOfferWrite, []string{"quota", "priority"}, desired, cur, n)
 			continue
 		}
 		in := b.createInput(compute.KindOffer, name)
@@ -309,14 +307,12 @@ func (b *builder) flavors(doc *document.Document) error {
 			if cur.GPU != d.GPU {
 				n.block("a flavor's gpu count cannot change: create a flavor with a new name")
 			}
-			b.update(existing, name, grpFlavorWrite, []string{"vcpu", "memoryGiB", "diskGiB"}, asMap(desired), asMap(cur), n)
+			b.update(existing, name, grpFlavorWrite, []string{"vcpu", "memoryGiB", "diskGiB"}, desired, cur, n)
 			continue
 		}
 		b.flavorRef[poolRef+"/"+d.Name] = b.newRef(compute.KindFlavor, name)
 		in := b.createInput(compute.KindFlavor, name)
-		for k, v := range asMap(desired) {
-			in[k] = v
-		}
+		copyFields(in, desired)
 		in["name"] = d.Name
 		b.change(n.apply(Change{Kind: compute.KindFlavor, Name: name, Action: ActionCreate}), grpFlavorWrite, method(compute.KindFlavor, "create"), in)
 	}
@@ -381,13 +377,11 @@ func (b *builder) templates(doc *document.Document) error {
 			if poolRef != "" && cur.PoolID != poolRef {
 				n.block("a template's pool cannot change: create a template with a new name")
 			}
-			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm"}, asMap(desired), asMap(cur), n)
+			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm"}, desired, cur, n)
 			continue
 		}
 		in := b.createInput(compute.KindSandboxTemplate, d.Name)
-		for k, v := range asMap(desired) {
-			in[k] = v
-		}
+		copyFields(in, desired)
 		in["name"] = d.Name
 		b.change(n.apply(Change{Kind: compute.KindSandboxTemplate, Name: d.Name, Action: ActionCreate}), grpTemplateWrite, method(compute.KindSandboxTemplate, "create"), in)
 	}
