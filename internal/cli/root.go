@@ -48,6 +48,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		stdio.Getenv = os.Getenv
 	}
 	root := newRootCmd(stdio)
+	ctx = context.WithValue(ctx, stdioKey{}, stdio)
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
@@ -81,8 +82,17 @@ func newRootCmd(stdio IO) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	addGlobalFlags(root)
 	root.AddCommand(
-	// Each top-level command is built by its own file's constructor.
+		// Each top-level command is built by its own file's constructor.
+		newServerCmd(stdio),
+		newTenantsCmd(stdio),
+		newKeysCmd(stdio),
+		newAuditCmd(stdio),
+		newSecretsCmd(stdio),
+		newAPICmd(stdio),
+		newFleetCmd(stdio),
+		newIonosCmd(stdio),
 	)
 	return root
 }
@@ -90,7 +100,13 @@ func newRootCmd(stdio IO) *cobra.Command {
 // isCobraUsage reports whether err is one of cobra's own usage errors (unknown command or
 // sub-command); flag and argument errors are wrapped in usageError where they are made.
 func isCobraUsage(err error) bool {
-	return strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown shorthand flag") || strings.HasPrefix(err.Error(), "unknown flag")
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown shorthand flag", "unknown flag", "required flag(s)", "if any flags in the group", "invalid argument"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // exactArgs is cobra.ExactArgs with a usage error.
@@ -109,6 +125,23 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return usageError{err}
 	}
 	return nil
+}
+
+// groupCmd returns a command that only holds sub-commands: alone it prints its help; with an
+// unknown sub-command it is a usage error (cobra would print the help and exit 0).
+func groupCmd(use, short, long string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
 }
 
 func fieldErrors(e *cubefleet.Error) []cubefleet.FieldError {

@@ -40,7 +40,7 @@ func Catalogue() []PermissionInfo {
 		{Permission: PermFleetAdmin, Scope: ScopeFleet, RootOnly: true, Methods: []string{"fleet.export", "fleet.plan", "fleet.apply", "fleet.status"}},
 		{Permission: "iam:tenants:create", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"iam.tenants.create"}},
 		{Permission: "iam:tenants:list", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"iam.tenants.list"}},
-		{Permission: "iam:keys:create", Scope: scopeKindTenant, Methods: []string{"iam.keys.create"}},
+		{Permission: "iam:keys:create", Scope: scopeKindTenant, Methods: []string{"iam.keys.create", "iam.permissions.list"}},
 		{Permission: "iam:keys:list", Scope: scopeKindTenant, Methods: []string{"iam.keys.list"}},
 		{Permission: "iam:keys:revoke", Scope: scopeKindTenant, Methods: []string{"iam.keys.revoke"}},
 		{Permission: "audit:read", Scope: scopeKindTenant, Methods: []string{"audit.list"}},
@@ -54,6 +54,9 @@ func Catalogue() []PermissionInfo {
 			last = "archive"
 		}
 		for _, verb := range []string{"create", "get", "list", "update", last} {
+			if kind == "sites" && verb == "update" {
+				continue // a site has nothing to change (kind and region are fixed)
+			}
 			out = append(out, PermissionInfo{
 				Permission: "compute:" + kind + ":" + verb,
 				Scope:      scopeKindTenant,

@@ -264,8 +264,28 @@ func checkGrant(tenantID string, g Grant) error {
 	return nil
 }
 
-// holds reports whether p's grants cover g entirely (used to refuse escalation).
+// holds reports whether p's grants cover g entirely (used to refuse escalation). A wildcard
+// grant ("compute:pools:*") is held when p holds it, or every catalogued permission it covers.
 func holds(p *Principal, g Grant) bool {
+	if holdsExactly(p, g) {
+		return true
+	}
+	if !strings.HasSuffix(g.Permission, ":*") {
+		return false
+	}
+	covered := 0
+	for _, c := range Catalogue() {
+		if permMatches(g.Permission, c.Permission) {
+			covered++
+			if !holdsExactly(p, Grant{Permission: c.Permission, Scope: g.Scope}) {
+				return false
+			}
+		}
+	}
+	return covered > 0
+}
+
+func holdsExactly(p *Principal, g Grant) bool {
 	for _, h := range p.Grants {
 		permOK := permMatches(h.Permission, g.Permission) || h.Permission == g.Permission
 		scopeOK := scopeMatches(h.Scope, g.Scope) || h.Scope == g.Scope

@@ -2,11 +2,11 @@ package document
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // kind is the JSON type of a node.
@@ -66,6 +66,10 @@ func (e *parseError) Error() string { return e.msg }
 
 // parse reads data, a single JSON value, into a tree. It rejects invalid UTF-8, malformed JSON,
 // nesting deeper than maxDepth and trailing data, each with the byte offset of the problem.
+//
+// The tree is read with jsontext, which hands out tokens and values without allocating. When it
+// finds data is not one JSON value, syntaxError (syntax.go) reads data again with encoding/json
+// to describe the first problem: Decode's messages name the problem as encoding/json does.
 func parse(data []byte) (*node, error) {
 	if i := invalidUTF8(data); i >= 0 {
 		return nil, &parseError{fmt.Sprintf("the document is not valid UTF-8 at byte offset %d; save it as UTF-8", i)}
@@ -76,129 +80,182 @@ func parse(data []byte) (*node, error) {
 	if skipBlank(data, 0) == int64(len(data)) {
 		return nil, &parseError{"the document is empty; it must be a JSON object such as {\"version\": 1}"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	p := parser{dec: dec, size: int64(len(data))}
-	root, err := p.value(1)
+	// Repeated keys are kept (the mapper reports them with their paths), and escaped lone
+	// surrogates (\ud800) read as U+FFFD, as encoding/json reads them. Raw invalid UTF-8 never
+	// gets this far.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	p := parser{dec: dec, data: data, text: string(data)}
+	root, err := p.value(0, 1)
 	if err != nil {
-		return nil, p.describe(err)
+		if pe := syntaxError(data); pe != nil {
+			return nil, pe
+		}
+		// Not reached: encoding/json rejects everything jsontext does here (FuzzParseMatchesReference).
+		return nil, &parseError{fmt.Sprintf("malformed JSON near byte offset %d", dec.InputOffset())}
 	}
-	end := dec.InputOffset()
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &parseError{fmt.Sprintf("unexpected data after the document at byte offset %d; a file holds exactly one JSON object", skipBlank(data, end))}
+	if end := dec.InputOffset(); skipBlank(data, end) < int64(len(data)) {
+		return nil, trailingData(data, end)
 	}
 	return root, nil
 }
 
+// trailingData is the problem of data that goes on after its first value, which ends at end.
+func trailingData(data []byte, end int64) *parseError {
+	return &parseError{fmt.Sprintf("unexpected data after the document at byte offset %d; a file holds exactly one JSON object", skipBlank(data, end))}
+}
+
+// errTooDeep stops parse at nesting deeper than maxDepth; syntaxError describes it.
+var errTooDeep = errors.New("nesting too deep")
+
+// parser builds the tree. Nodes, members and elements are carved from slabs a chunk at a time;
+// an object's members and an array's elements are gathered on a stack shared by every level and
+// copied out, at their final length, when the container closes.
 type parser struct {
-	dec  *json.Decoder
-	size int64
-	slab []node // nodes are carved from here, a chunk at a time
+	dec  *jsontext.Decoder
+	data []byte
+	text string // data, once: strings and numbers without escapes are substrings of it
+
+	nodes   []node
+	members []member
+	elems   []*node
+
+	memberStack []member
+	elemStack   []*node
 }
 
-// node returns a new node, allocating nodes in chunks rather than one by one.
+// node returns a new node.
 func (p *parser) node(k kind, off int64) *node {
-	if len(p.slab) == cap(p.slab) {
-		p.slab = make([]node, 0, 256)
+	if len(p.nodes) == cap(p.nodes) {
+		p.nodes = make([]node, 0, 512)
 	}
-	p.slab = append(p.slab, node{kind: k, off: off})
-	return &p.slab[len(p.slab)-1]
+	p.nodes = append(p.nodes, node{kind: k, off: off})
+	return &p.nodes[len(p.nodes)-1]
 }
 
-// value reads the next value; depth is the nesting it would have if it is a container.
-func (p *parser) value(depth int) (*node, error) {
-	off := p.dec.InputOffset()
-	tok, err := p.dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
+// value reads the next value, whose node offset is off (see node); depth is the nesting it would
+// have if it is a container.
+func (p *parser) value(off int64, depth int) (*node, error) {
+	switch k := p.dec.PeekKind(); k {
+	case '{', '[':
 		if depth > maxDepth {
-			return nil, &parseError{fmt.Sprintf("the document nests arrays and objects deeper than %d levels at byte offset %d", maxDepth, off)}
+			return nil, errTooDeep
 		}
-		if t == '{' {
+		if _, err := p.dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		if k == '{' {
 			return p.object(off, depth)
 		}
-		if t == '[' {
-			return p.array(off, depth)
+		return p.array(off, depth)
+	case '"', '0', 't', 'f', 'n':
+		v, err := p.dec.ReadValue()
+		if err != nil {
+			return nil, err
 		}
-		return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d: unexpected %q", off, rune(t))}
-	case string:
-		n := p.node(kindString, off)
-		n.text = t
-		return n, nil
-	case json.Number:
-		n := p.node(kindNumber, off)
-		n.text = string(t)
-		return n, nil
-	case bool:
-		n := p.node(kindBool, off)
-		if t {
+		switch k {
+		case '"':
+			n := p.node(kindString, off)
+			n.text = p.str(v)
+			return n, nil
+		case '0':
+			n := p.node(kindNumber, off)
+			end := int(p.dec.InputOffset())
+			n.text = p.text[end-len(v) : end]
+			return n, nil
+		case 't':
+			n := p.node(kindBool, off)
 			n.text = "true"
+			return n, nil
+		case 'f':
+			return p.node(kindBool, off), nil
 		}
-		return n, nil
-	case nil:
 		return p.node(kindNull, off), nil
 	}
-	return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d", off)}
+	_, err := p.dec.ReadToken() // the error PeekKind saw
+	if err == nil {
+		err = errors.New("unexpected token") // not reached: PeekKind reports every other kind
+	}
+	return nil, err
 }
 
+// object reads the members of the object that opened at off, up to its closing brace. A key's
+// offset is where its member starts (its comma for all but the first) and a value's is just after
+// its key, as encoding/json's Decoder.InputOffset gave them before this parser used jsontext; the
+// offsets only sort problems, so what matters is that they increase through the document.
 func (p *parser) object(off int64, depth int) (*node, error) {
+	base := len(p.memberStack)
+	for {
+		koff := skipBlank(p.data, p.dec.InputOffset())
+		if p.dec.PeekKind() == '}' {
+			break
+		}
+		k, err := p.dec.ReadValue() // jsontext accepts only a string here
+		if err != nil {
+			return nil, err
+		}
+		key := p.str(k)
+		val, err := p.value(p.dec.InputOffset(), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		p.memberStack = append(p.memberStack, member{key: key, off: koff, val: val})
+	}
+	if _, err := p.dec.ReadToken(); err != nil { // the closing '}'
+		return nil, err
+	}
 	n := p.node(kindObject, off)
-	for p.dec.More() {
-		koff := p.dec.InputOffset()
-		tok, err := p.dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d: an object key must be a string", koff)}
-		}
-		val, err := p.value(depth + 1)
-		if err != nil {
-			return nil, err
-		}
-		n.members = append(n.members, member{key: key, off: koff, val: val})
-	}
-	if _, err := p.dec.Token(); err != nil { // the closing '}'
-		return nil, err
-	}
 	n.end = p.dec.InputOffset()
+	if m := len(p.memberStack) - base; m > 0 {
+		if cap(p.members)-len(p.members) < m {
+			p.members = make([]member, 0, max(m, 1024))
+		}
+		p.members = append(p.members, p.memberStack[base:]...)
+		n.members = p.members[len(p.members)-m : len(p.members) : len(p.members)]
+		p.memberStack = p.memberStack[:base]
+	}
 	return n, nil
 }
 
+// array reads the elements of the array that opened at off, up to its closing bracket. An
+// element's offset is where it starts, or its comma for all but the first (see object).
 func (p *parser) array(off int64, depth int) (*node, error) {
-	n := p.node(kindArray, off)
-	for p.dec.More() {
-		val, err := p.value(depth + 1)
+	base := len(p.elemStack)
+	for {
+		eoff := skipBlank(p.data, p.dec.InputOffset())
+		if p.dec.PeekKind() == ']' {
+			break
+		}
+		val, err := p.value(eoff, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		n.elems = append(n.elems, val)
+		p.elemStack = append(p.elemStack, val)
 	}
-	if _, err := p.dec.Token(); err != nil { // the closing ']'
+	if _, err := p.dec.ReadToken(); err != nil { // the closing ']'
 		return nil, err
 	}
+	n := p.node(kindArray, off)
 	n.end = p.dec.InputOffset()
+	if m := len(p.elemStack) - base; m > 0 {
+		if cap(p.elems)-len(p.elems) < m {
+			p.elems = make([]*node, 0, max(m, 1024))
+		}
+		p.elems = append(p.elems, p.elemStack[base:]...)
+		n.elems = p.elems[len(p.elems)-m : len(p.elems) : len(p.elems)]
+		p.elemStack = p.elemStack[:base]
+	}
 	return n, nil
 }
 
-// describe turns a decoder error into a parseError with the byte offset of the problem.
-func (p *parser) describe(err error) error {
-	var pe *parseError
-	if errors.As(err, &pe) {
-		return pe
+// str returns the value of the JSON string v, which the decoder has just read and checked. A
+// string without escapes is a substring of p.text, so reading it does not allocate.
+func (p *parser) str(v jsontext.Value) string {
+	if bytes.IndexByte(v, '\\') < 0 {
+		end := int(p.dec.InputOffset()) - 1 // v ends just before InputOffset, with its quote
+		return p.text[end-(len(v)-2) : end]
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return &parseError{fmt.Sprintf("malformed JSON at byte offset %d: %s", se.Offset, se.Error())}
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &parseError{fmt.Sprintf("malformed JSON: the document ends early at byte offset %d; close every string, array and object", p.size)}
-	}
-	return &parseError{fmt.Sprintf("malformed JSON near byte offset %d", p.dec.InputOffset())}
+	b, _ := jsontext.AppendUnquote(nil, v) // only an escaped lone surrogate errs; it reads as U+FFFD
+	return string(b)
 }
 
 // invalidUTF8 returns the offset of the first byte that is not UTF-8, or -1.

@@ -1,0 +1,227 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+// binary builds cubefleet once per test binary.
+var binary = func() func(t *testing.T) string {
+	var path string
+	var err error
+	built := false
+	return func(t *testing.T) string {
+		t.Helper()
+		if !built {
+			built = true
+			dir, derr := os.MkdirTemp("", "cubefleet-e2e-")
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			path = filepath.Join(dir, "cubefleet")
+			out, berr := exec.Command("go", "build", "-o", path, ".").CombinedOutput()
+			if berr != nil {
+				err = fmt.Errorf("go build: %v: %s", berr, out)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+}()
+
+// cluster is a running `cubefleet server --dev` child process.
+type cluster struct {
+	t       *testing.T
+	bin     string
+	url     string
+	dataDir string
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startServer(t *testing.T, database string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: binary(t), dataDir: filepath.Join(t.TempDir(), "data")}
+	addr := freeAddr(t)
+	c.url = "http://" + addr
+	args := []string{"server", "--dev", "--data-dir", c.dataDir, "--listen", addr, "--log-format", "json"}
+	if database != "" {
+		args = append(args, "--database", database)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+			if ee := new(exec.ExitError); !errors.As(err, &ee) || ee.ExitCode() != 0 {
+				t.Logf("server exit: %v\n%s", err, logs.String())
+			}
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(c.url + "/readyz")
+		if err == nil && resp.StatusCode == 200 {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return c
+}
+
+// run runs the CLI against the server with the admin key (or tokenFile) and returns stdout,
+// stderr and the exit code.
+func (c *cluster) run(tokenFile, stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	if tokenFile == "" {
+		tokenFile = filepath.Join(c.dataDir, "admin.token")
+	}
+	cmd := exec.Command(c.bin, append([]string{"--url", c.url, "--token-file", tokenFile}, args...)...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+c.t.TempDir())
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee := new(exec.ExitError); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func (c *cluster) ok(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run("", "", args...)
+	if code != 0 {
+		c.t.Fatalf("cubefleet %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func databases(t *testing.T) map[string]func(t *testing.T) string {
+	return map[string]func(t *testing.T) string{
+		"sqlite":   func(*testing.T) string { return "" },
+		"postgres": func(t *testing.T) string { return storetest.PostgresURL(t) },
+	}
+}
+
+// TestExportEditPlanApply drives the built binary: apply the example, export it, edit the export,
+// plan and apply the edit, and plan again to see nothing left to do.
+func TestExportEditPlanApply(t *testing.T) {
+	for name, dsn := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			c := startServer(t, dsn(t))
+			for _, s := range []string{"hetzner", "pip-index"} {
+				if out, errOut, code := c.run("", "value-of-"+s, "secrets", "create", s, "--tenant", "root"); code != 0 {
+					t.Fatalf("secrets create: %d %s %s", code, out, errOut)
+				}
+			}
+			c.ok("fleet", "apply", "../../examples/fleet.json", "--tenant", "root", "--yes")
+			exported := filepath.Join(t.TempDir(), "fleet.json")
+			c.ok("fleet", "export", "--tenant", "root", "--out", exported)
+			if _, errOut, code := c.run("", "", "fleet", "export", "--tenant", "root", "--out", exported); code != 1 || !strings.Contains(errOut, "never overwrites") {
+				t.Fatalf("export over an existing file: exit %d, %s", code, errOut)
+			}
+			data, err := os.ReadFile(exported)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := strings.Replace(string(data), `"vcpu": 2`, `"vcpu": 3`, 1)
+			if edited == string(data) {
+				t.Fatalf("export has no flavor vcpu to edit:\n%s", data)
+			}
+			if err := os.WriteFile(exported, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			plan := c.ok("fleet", "plan", exported, "--tenant", "root")
+			if plan != "~ flavor vps-fra/g1.small (vcpu)\n0 to create, 1 to update, 0 to delete, 7 unchanged.\n" {
+				t.Fatalf("plan of the edit:\n%s", plan)
+			}
+			if _, _, code := c.run("", "", "fleet", "plan", exported, "--tenant", "root", "--fail-on-drift"); code != 1 {
+				t.Fatalf("plan --fail-on-drift with a change: exit %d, want 1", code)
+			}
+			c.ok("fleet", "apply", exported, "--tenant", "root", "--yes")
+			if again := c.ok("fleet", "plan", exported, "--tenant", "root", "--fail-on-drift"); again != "0 to create, 0 to update, 0 to delete, 8 unchanged.\n" {
+				t.Fatalf("plan after apply:\n%s", again)
+			}
+		})
+	}
+}
+
+// TestPlanHashAcrossProcessesAndKeys plans in separate processes under two keys and applies
+// the reviewed hash with the second key.
+func TestPlanHashAcrossProcessesAndKeys(t *testing.T) {
+	c := startServer(t, "")
+	for _, s := range []string{"hetzner", "pip-index"} {
+		c.run("", "v", "secrets", "create", s, "--tenant", "root")
+	}
+	args := []string{"keys", "create", "--tenant", "root", "--name", "ci", "--grant", "compute:fleet:admin@compute-fleet/global"}
+	for _, kind := range []string{"sites", "providerAccounts", "pools", "ownerQuotas", "offers", "flavors", "sandboxTemplates"} {
+		args = append(args, "--grant", "compute:"+kind+":*@tenant/root")
+	}
+	token := strings.TrimSpace(c.ok(args...))
+	ciToken := filepath.Join(t.TempDir(), "ci.token")
+	if err := os.WriteFile(ciToken, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hash := func(tokenFile string) string {
+		out, errOut, code := c.run(tokenFile, "", "fleet", "plan", "../../examples/fleet.json", "--tenant", "root", "--output", "json")
+		if code != 0 {
+			t.Fatalf("plan: %d %s", code, errOut)
+		}
+		var p struct{ PlanHash string }
+		if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.PlanHash) != 64 {
+			t.Fatalf("plan output %q: %v", out, err)
+		}
+		return p.PlanHash
+	}
+	reviewed := hash("")
+	if h := hash(ciToken); h != reviewed {
+		t.Fatalf("planHash under the CI key %s, under the admin key %s", h, reviewed)
+	}
+	out, errOut, code := c.run(ciToken, "", "fleet", "apply", "../../examples/fleet.json", "--tenant", "root", "--plan-hash", reviewed)
+	if code != 0 || !strings.Contains(out, "Applied 8 calls") {
+		t.Fatalf("apply of the reviewed plan with the CI key: exit %d\n%s%s", code, out, errOut)
+	}
+	// The same hash is now stale.
+	_, errOut, code = c.run(ciToken, "", "fleet", "apply", "../../examples/fleet.json", "--tenant", "root", "--plan-hash", reviewed)
+	if code != 1 || !strings.Contains(errOut, "CONFIG_DRIFT") {
+		t.Fatalf("apply of a stale hash: exit %d, %s", code, errOut)
+	}
+}

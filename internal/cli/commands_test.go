@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/privatefile"
+)
+
+func TestGoldenTables(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		golden(t, "keys_permissions", c.admin("keys", "permissions"))
+		golden(t, "keys_permissions_acme", c.admin("keys", "permissions", "--tenant", "acme"))
+		golden(t, "tenants_list", c.admin("tenants", "list"))
+		golden(t, "tenants_list_json", c.admin("tenants", "list", "--output", "json"))
+	})
+}
+
+// TestGoldenErrors records the exit code, stdout and stderr of failing command lines: coded
+// failures exit 1 with `error: CODE: message`, usage errors exit 2.
+func TestGoldenErrors(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		loose := filepath.Join(c.dir, "loose.token")
+		os.WriteFile(loose, []byte("cfk_whatever\n"), 0o644)
+		weak := strings.TrimSpace(c.admin("keys", "create", "--tenant", "root", "--name", "weak", "--grant", "audit:read@tenant/acme"))
+		weakFile := filepath.Join(c.dir, "weak.token")
+		if err := privatefile.Write(weakFile, []byte(weak)); err != nil {
+			t.Fatal(err)
+		}
+		tf := []string{"--token-file", c.tokenFile}
+		cases := [][]string{
+			append([]string{"tenants", "create", "Bad Name"}, tf...),
+			append([]string{"api", "compute.sites.create", `{"tenantId":"root","kind":"x","region":"EU"}`}, tf...),
+			append([]string{"api", "no.such.method"}, tf...),
+			append([]string{"keys", "create", "--tenant", "root", "--name", "ci", "--grant", "bogus"}, tf...),
+			{"bogus"},
+			{"tenants", "list"},
+			{"tenants", "list", "--token-file", weakFile},
+			{"tenants", "list", "--token-file", loose},
+			{"tenants", "list", "--token-file", filepath.Join(c.dir, "missing.token")},
+			{"tenants", "list", "--url", "localhost:3010"},
+			{"keys", "create", "--tenant", "acme"},
+			{"keys", "create", "--tenant", "acme", "--name", "x", "--grant", "audit:read@tenant/acme", "--expires", "soon"},
+			{"tenants", "bogus"},
+			{"tenants", "list", "--output", "yaml"},
+			{"api"},
+			{"api", "iam.tenants.list", "not json"},
+			{"audit", "list", "--since", "yesterday"},
+		}
+		var b strings.Builder
+		for _, args := range cases {
+			code, out, errOut := c.run("", args...)
+			fmt.Fprintf(&b, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
+			if out != "" {
+				fmt.Fprintf(&b, "stdout:\n%s", out)
+			}
+			if errOut != "" {
+				fmt.Fprintf(&b, "stderr:\n%s", errOut)
+			}
+			b.WriteString("\n")
+		}
+		golden(t, "errors", c.normalize(b.String()))
+	})
+}
+
+func TestKeysLifecycle(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		code, out, errOut := c.run("", "keys", "create", "--tenant", "root", "--name", "ci", "--expires", "90d",
+			"--grant", "compute:fleet:admin@compute-fleet/global", "--grant", "compute:pools:*@tenant/root", "--token-file", c.tokenFile)
+		if code != ExitOK {
+			t.Fatalf("keys create: %d %s %s", code, out, errOut)
+		}
+		token := strings.TrimSpace(out)
+		if !regexp.MustCompile(`^cfk_[A-Za-z0-9_-]{43}$`).MatchString(token) || strings.Count(out, "\n") != 1 {
+			t.Fatalf("stdout %q: want the key alone on one line", out)
+		}
+		if !strings.Contains(errOut, "shown only this once") || strings.Contains(errOut, token) {
+			t.Errorf("stderr %q: want the warning, without the key", errOut)
+		}
+		ciFile := filepath.Join(c.dir, "ci.token")
+		privatefile.Write(ciFile, []byte(token+"\n"))
+
+		// The key works through CUBEFLEET_TOKEN, holds only what it was given.
+		c.env["CUBEFLEET_TOKEN"] = token
+		code, _, errOut = c.run("", "api", "compute.pools.list", `{"tenantId":"root"}`)
+		if code != ExitOK {
+			t.Errorf("pools list with the CI key: %d %s", code, errOut)
+		}
+		code, _, errOut = c.run("", "tenants", "list")
+		if code != ExitFailure || !strings.Contains(errOut, "error: FORBIDDEN:") {
+			t.Errorf("tenants list with the CI key: %d %s", code, errOut)
+		}
+		delete(c.env, "CUBEFLEET_TOKEN")
+
+		list := c.admin("keys", "list", "--tenant", "root")
+		if !strings.Contains(list, " ci ") || strings.Contains(list, token) || !strings.Contains(list, "compute:fleet:admin@compute-fleet/global") {
+			t.Errorf("keys list:\n%s", list)
+		}
+		var keys struct {
+			Items []struct {
+				ID, PrincipalName string
+				ExpiresAt         *int64
+			}
+		}
+		json.Unmarshal([]byte(c.admin("keys", "list", "--tenant", "root", "-o", "json")), &keys)
+		var id string
+		for _, k := range keys.Items {
+			if k.PrincipalName == "ci" {
+				id = k.ID
+				if k.ExpiresAt == nil || *k.ExpiresAt != testNow().Add(90*24*time.Hour).UnixMilli() {
+					t.Errorf("expiresAt = %v, want 90 days after creation", k.ExpiresAt)
+				}
+			}
+		}
+		if out := c.admin("keys", "revoke", id, "--tenant", "root"); !strings.Contains(out, "Revoked key "+id) {
+			t.Errorf("revoke: %s", out)
+		}
+		code, _, errOut = c.run("", "api", "compute.pools.list", `{"tenantId":"root"}`, "--token-file", ciFile)
+		if code != ExitFailure || !strings.Contains(errOut, "error: UNAUTHENTICATED: API key "+id+" was revoked") {
+			t.Errorf("revoked key: %d %s", code, errOut)
+		}
+	})
+}
+
+func TestSecretsCommands(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		const value = "hz-0123456789-secret"
+		code, out, errOut := c.run(value+"\n", "secrets", "create", "hetzner", "--tenant", "acme", "--token-file", c.tokenFile)
+		if code != ExitOK || !strings.Contains(out, "secret://hetzner") || strings.Contains(out+errOut, value) {
+			t.Fatalf("create from stdin: %d %q %q", code, out, errOut)
+		}
+		file := filepath.Join(c.dir, "ionos.secret")
+		privatefile.Write(file, []byte("ionos-password\n"))
+		c.admin("secrets", "create", "ionos", "--tenant", "acme", "--from-file", file)
+		loose := filepath.Join(c.dir, "loose.secret")
+		os.WriteFile(loose, []byte("x"), 0o644)
+		code, _, errOut = c.run("", "secrets", "create", "loose", "--tenant", "acme", "--from-file", loose, "--token-file", c.tokenFile)
+		if code != ExitFailure || !strings.Contains(errOut, "chmod 600") {
+			t.Errorf("loose file: %d %s", code, errOut)
+		}
+		code, _, errOut = c.run("", "secrets", "create", "empty", "--tenant", "acme", "--token-file", c.tokenFile)
+		if code != ExitUsage {
+			t.Errorf("no value: %d %s", code, errOut)
+		}
+		list := c.admin("secrets", "list", "--tenant", "acme")
+		if !strings.Contains(list, "hetzner") || !strings.Contains(list, "ionos") || strings.Contains(list, value) || strings.Contains(list, "ionos-password") {
+			t.Errorf("list:\n%s", list)
+		}
+		js := c.admin("secrets", "list", "--tenant", "acme", "-o", "json")
+		if strings.Contains(js, value) || !json.Valid([]byte(js)) {
+			t.Errorf("list json: %s", js)
+		}
+		c.admin("secrets", "delete", "hetzner", "--tenant", "acme")
+		if list := c.admin("secrets", "list", "--tenant", "acme"); strings.Contains(list, "hetzner") {
+			t.Errorf("after delete:\n%s", list)
+		}
+	})
+}
+
+func TestAuditAndAPICommands(t *testing.T) {
+	c := mustServe(t, "")
+	c.admin("tenants", "create", "initech")
+	out := c.admin("api", "iam.tenants.list")
+	var tenants struct{ Items []struct{ ID string } }
+	if err := json.Unmarshal([]byte(out), &tenants); err != nil || len(tenants.Items) != 4 {
+		t.Errorf("api iam.tenants.list: %s %v", out, err)
+	}
+	code, out, _ := c.run(`{"tenantId":"root","kind":"shared","region":"eu"}`, "api", "compute.sites.create", "-", "--token-file", c.tokenFile)
+	if code != ExitOK || !strings.Contains(out, `"region": "eu"`) {
+		t.Errorf("api with stdin: %d %s", code, out)
+	}
+	audit := c.admin("audit", "list", "--tenant", "root", "--since", "2025-12-31T00:00:00Z")
+	for _, want := range []string{"iam.tenants.create", "compute.sites.create", "ok"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit list lacks %s:\n%s", want, audit)
+		}
+	}
+	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1"); strings.Count(out, "\n") != 3 || !strings.Contains(out, "first 1 rows") {
+		t.Errorf("audit list --limit 1:\n%s", out)
+	}
+	if out := c.admin("audit", "list", "--tenant", "acme"); strings.TrimSpace(out) != "TIME  METHOD  OUTCOME  PRINCIPAL  TARGET  REQUEST" {
+		t.Errorf("empty audit list:\n%q", out)
+	}
+}
+
+// TestServerDevCommand runs `cubefleet server --dev` as a user would: it prints the token file's
+// path and never the key, on stdout or in its log, serves the CLI, and stops on cancel.
+func TestServerDevCommand(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"server", "--dev", "--listen", "127.0.0.1:0", "--log-format", "json"},
+			IO{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	}()
+	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+	var url string
+	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("server exited %d: %s %s", code, out.String(), errOut.String())
+		default:
+		}
+	}
+	if url == "" {
+		t.Fatalf("no listening line: %s %s", out.String(), errOut.String())
+	}
+	path := filepath.Join(".cubefleet", "admin.token")
+	if err := privatefile.Check(path); err != nil {
+		t.Fatalf("admin.token: %v", err)
+	}
+	if fi, err := os.Stat(".cubefleet"); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf(".cubefleet: %v %v, want mode 0700", fi.Mode().Perm(), err)
+	}
+	token, _ := os.ReadFile(path)
+	tok := strings.TrimSpace(string(token))
+	if !strings.Contains(out.String(), "written to "+path) {
+		t.Errorf("stdout does not name %s: %q", path, out.String())
+	}
+	// The CLI finds ./.cubefleet/admin.token by default.
+	c := &cliEnv{t: t, url: url, dir: dir, env: map[string]string{"CUBEFLEET_URL": url, "XDG_CONFIG_HOME": filepath.Join(dir, "xdg")}}
+	if code, list, errs := c.run("", "tenants", "list"); code != ExitOK || !strings.Contains(list, "globex") {
+		t.Errorf("tenants list against the dev server: %d %s %s", code, list, errs)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Errorf("exit %d after cancel: %s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	for name, s := range map[string]string{"stdout": out.String(), "log": errOut.String()} {
+		if strings.Contains(s, tok) || strings.Contains(s, tok[4:16]) {
+			t.Errorf("%s contains the admin key", name)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("--log-format json wrote %q", line)
+		}
+	}
+}
+
+func TestServerInitCommand(t *testing.T) {
+	dir := t.TempDir()
+	c := &cliEnv{t: t, dir: dir, env: map[string]string{}}
+	data, tok := filepath.Join(dir, "data"), filepath.Join(dir, "admin.key")
+	code, out, errOut := c.run("", "server", "init", "--data-dir", data, "--token-out", tok)
+	if code != ExitOK || !strings.Contains(out, "written to "+tok) {
+		t.Fatalf("init: %d %s %s", code, out, errOut)
+	}
+	if err := privatefile.Check(tok); err != nil {
+		t.Errorf("token file: %v", err)
+	}
+	key, _ := os.ReadFile(tok)
+	if strings.Contains(out+errOut, strings.TrimSpace(string(key))) {
+		t.Error("init printed the key")
+	}
+	again := filepath.Join(dir, "again.key")
+	code, _, errOut = c.run("", "server", "init", "--data-dir", data, "--token-out", again)
+	if code != ExitFailure || !strings.Contains(errOut, "error: CONFLICT: this control plane is already initialized") {
+		t.Errorf("second init: %d %s", code, errOut)
+	}
+	if _, err := os.Stat(again); !os.IsNotExist(err) {
+		t.Errorf("second init wrote %s", again)
+	}
+	code, _, errOut = c.run("", "server", "init", "--data-dir", data, "--token-out", tok)
+	if code != ExitFailure || !strings.Contains(errOut, "refusing to overwrite") {
+		t.Errorf("init onto an existing file: %d %s", code, errOut)
+	}
+	code, _, errOut = c.run("", "server", "init", "--data-dir", data)
+	if code != ExitUsage {
+		t.Errorf("init without --token-out: %d %s", code, errOut)
+	}
+	code, _, errOut = c.run("", "server", "--modules", "core,gpu")
+	if code != ExitUsage || !strings.Contains(errOut, "unknown module") {
+		t.Errorf("server --modules core,gpu: %d %s", code, errOut)
+	}
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/client"
+)
+
+// Global flag names (persistent on the root command, so every sub-command has them).
+const (
+	flagURL       = "url"
+	flagTokenFile = "token-file"
+	flagOutput    = "output"
+)
+
+// stdioKey is the context key under which Run stores the IO, so helpers that get only the
+// command (connect) reach the environment the caller passed.
+type stdioKey struct{}
+
+// stdioOf returns the IO Run was given (with a non-nil Getenv).
+func stdioOf(cmd *cobra.Command) IO {
+	stdio, _ := cmd.Context().Value(stdioKey{}).(IO)
+	if stdio.Getenv == nil {
+		stdio.Getenv = func(string) string { return "" }
+	}
+	return stdio
+}
+
+func addGlobalFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.String(flagURL, "", "control plane URL (default: $"+client.EnvURL+", url in the config file, "+client.DefaultURL+")")
+	f.String(flagTokenFile, "", "file holding the API key, mode 0600 (default: $"+client.EnvToken+", token_file in the config file, "+client.DefaultTokenFile+")")
+	f.StringP(flagOutput, "o", outputTable, "output format: table or json")
+}
+
+// connect returns an API client for cmd (and refuses a bad --output first, exit 2): URL from --url > CUBEFLEET_URL > url in
+// $XDG_CONFIG_HOME/cubefleet/config.json > http://127.0.0.1:3010; key from --token-file >
+// CUBEFLEET_TOKEN > token_file in the config file > ./.cubefleet/admin.token. A token file that
+// is not a private file (regular, owned by the caller, mode 0600) is refused with an error
+// naming the problem; the error never contains the key.
+func connect(cmd *cobra.Command) (*client.Client, error) {
+	if _, err := outputFormat(cmd); err != nil {
+		return nil, err // a bad --output is a usage error before anything is called
+	}
+	url, _ := cmd.Flags().GetString(flagURL)
+	tokenFile, _ := cmd.Flags().GetString(flagTokenFile)
+	return client.Connect(client.Options{URL: url, TokenFile: tokenFile, Getenv: stdioOf(cmd).Getenv}, nil)
+}
+
+// call connects (see connect) and runs API method with input in, decoding the result into out.
+func call(cmd *cobra.Command, method string, in, out any) error {
+	c, err := connect(cmd)
+	if err != nil {
+		return err
+	}
+	return c.Call(cmd.Context(), method, in, out)
+}

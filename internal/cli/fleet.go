@@ -1,0 +1,373 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/fleet"
+	"github.com/cubefleet/cubefleet/internal/fleet/document"
+)
+
+// apiCaller is what the fleet commands need of the API client.
+type apiCaller interface {
+	Call(ctx context.Context, method string, in, out any) error
+}
+
+func newFleetCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Fleet as code: export, plan, apply and watch the fleet document",
+	}
+	cmd.AddCommand(newFleetExportCmd(stdio), newFleetPlanCmd(stdio), newFleetApplyCmd(stdio), newFleetStatusCmd(stdio), newFleetSchemaCmd(stdio))
+	return cmd
+}
+
+func newFleetSchemaCmd(stdio IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the fleet document",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := stdio.Out.Write(document.Schema())
+			return err
+		},
+	}
+}
+
+func newFleetExportCmd(stdio IO) *cobra.Command {
+	var tenant, out string
+	cmd := &cobra.Command{
+		Use:   "export --tenant T [--out FILE]",
+		Short: "Export a tenant's fleet as a document (refuses to overwrite FILE)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			var res fleet.Export
+			if err := c.Call(cmd.Context(), "fleet.export", map[string]any{"tenantId": tenant}, &res); err != nil {
+				return err
+			}
+			doc, err := json.MarshalIndent(res.Config, "", "  ")
+			if err != nil {
+				return err
+			}
+			doc = append(doc, '\n')
+			for _, m := range res.Missing {
+				fmt.Fprintf(stdio.Err, "left out: %s %s (%s)\n", m.Kind, m.Name, m.Reason)
+			}
+			if out == "" || out == "-" {
+				if wantJSON(cmd) {
+					return writeJSON(stdio.Out, res)
+				}
+				_, err := stdio.Out.Write(doc)
+				return err
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if errors.Is(err, os.ErrExist) {
+				return cubefleet.Errorf(cubefleet.CodeConflict, "%s exists; fleet export never overwrites a file: choose another --out", out)
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := f.Write(doc); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdio.Err, "wrote %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose fleet to export (required)")
+	cmd.Flags().StringVar(&out, "out", "", "file to write (default: standard output)")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// readDocument reads a document file ("-" is standard input) as raw JSON for the server to
+// validate.
+func readDocument(stdio IO, path string) (json.RawMessage, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(io.LimitReader(stdio.In, 64<<20))
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usagef("read %s: %v", path, err)
+	}
+	if !json.Valid(data) {
+		// Let the validator report where: it gives the byte offset.
+		if _, derr := document.Decode(data); derr != nil {
+			return nil, derr
+		}
+	}
+	return json.RawMessage(data), nil
+}
+
+type planFlags struct {
+	tenant      string
+	prune       bool
+	calls       bool
+	failOnDrift bool
+}
+
+func (f *planFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.tenant, "tenant", "", "tenant whose fleet the document describes (required)")
+	cmd.Flags().BoolVar(&f.prune, "prune", false, "also delete (archive, for pools) objects the document leaves out")
+	cmd.Flags().BoolVar(&f.calls, "calls", false, "also print the API calls the plan would make")
+	cmd.MarkFlagRequired("tenant")
+}
+
+func newFleetPlanCmd(stdio IO) *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan FILE --tenant T [--prune] [--calls] [--fail-on-drift]",
+		Short: "Show what applying a document would change",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			pl, err := planDocument(cmd.Context(), c, stdio, args[0], f)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				if err := writeJSON(stdio.Out, pl); err != nil {
+					return err
+				}
+			} else {
+				printFleetPlan(stdio.Out, pl, f.calls)
+			}
+			if pl.Summary.Blocked {
+				return blockedPlanError(pl)
+			}
+			if f.failOnDrift && len(pl.Calls) > 0 {
+				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %d calls would run", args[0], len(pl.Calls))
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&f.failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED (1) when any call would run")
+	return cmd
+}
+
+func planDocument(ctx context.Context, c apiCaller, stdio IO, path string, f planFlags) (*fleet.Plan, error) {
+	doc, err := readDocument(stdio, path)
+	if err != nil {
+		return nil, err
+	}
+	var pl fleet.Plan
+	err = c.Call(ctx, "fleet.plan", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune}, &pl)
+	return &pl, err
+}
+
+func blockedPlanError(pl *fleet.Plan) error {
+	n := 0
+	for _, c := range pl.Changes {
+		if c.Blocked {
+			n++
+		}
+	}
+	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%d changes are blocked; fix the document (each blocked line says why)", n)
+}
+
+// printFleetPlan prints one line per change that does something, then the counts (fleet spec,
+// "From the CLI").
+func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
+	for _, c := range pl.Changes {
+		var line string
+		switch c.Action {
+		case fleet.ActionCreate:
+			line = fmt.Sprintf("+ %s %s", c.Kind, c.Name)
+		case fleet.ActionUpdate:
+			line = fmt.Sprintf("~ %s %s", c.Kind, c.Name)
+			if len(c.Fields) > 0 {
+				line += " (" + joinFields(c.Fields) + ")"
+			}
+		case fleet.ActionDelete:
+			line = fmt.Sprintf("- %s %s", c.Kind, c.Name)
+		default:
+			continue
+		}
+		if c.Blocked {
+			line = "! " + line[2:] + ": blocked: " + c.Note
+		} else if c.Note != "" {
+			line += "  # " + c.Note
+		}
+		fmt.Fprintln(w, line)
+	}
+	s := pl.Summary
+	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged.\n", s.Create, s.Update, s.Delete, s.Unchanged)
+	if calls {
+		for i, c := range pl.Calls {
+			in, _ := json.Marshal(c.Input)
+			fmt.Fprintf(w, "%3d %s %s\n", i+1, c.Method, in)
+		}
+	}
+}
+
+func joinFields(fields []string) string {
+	out := ""
+	for i, f := range fields {
+		if i > 0 {
+			out += ", "
+		}
+		out += f
+	}
+	return out
+}
+
+func newFleetApplyCmd(stdio IO) *cobra.Command {
+	var f planFlags
+	var yes, denyDelete bool
+	var planHash string
+	cmd := &cobra.Command{
+		Use:   "apply FILE --tenant T [--prune] [--yes | --plan-hash H] [--deny-delete]",
+		Short: "Apply a document in one transaction",
+		Long: "Plans the document and prints the plan. Without --yes it stops there and prints the --plan-hash\n" +
+			"that applies exactly that plan later. With --yes it applies what it printed; with --plan-hash it\n" +
+			"applies a plan reviewed earlier. Either fails CONFIG_DRIFT if the fleet moved in between.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if yes && planHash != "" {
+				return usagef("use --yes or --plan-hash, not both")
+			}
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			pl, err := planDocument(cmd.Context(), c, stdio, args[0], f)
+			if err != nil {
+				return err
+			}
+			human := !wantJSON(cmd)
+			if human {
+				printFleetPlan(stdio.Out, pl, f.calls)
+			}
+			if pl.Summary.Blocked {
+				if !human {
+					writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+				}
+				return blockedPlanError(pl)
+			}
+			if !yes && planHash == "" {
+				if human {
+					prune := ""
+					if f.prune {
+						prune = " --prune"
+					}
+					fmt.Fprintf(stdio.Out, "\nTo apply exactly this plan:\n  cubefleet fleet apply %s --tenant %s%s --plan-hash %s\n", args[0], f.tenant, prune, pl.PlanHash)
+					return nil
+				}
+				return writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+			}
+			if yes && len(pl.Calls) == 0 {
+				if human {
+					fmt.Fprintln(stdio.Out, "Nothing to apply.")
+					return nil
+				}
+				return writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+			}
+			hash := planHash
+			if yes {
+				hash = pl.PlanHash
+			}
+			doc, err := readDocument(stdio, args[0])
+			if err != nil {
+				return err
+			}
+			var res fleet.ApplyResult
+			err = c.Call(cmd.Context(), "fleet.apply", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune, "planHash": hash, "denyDelete": denyDelete}, &res)
+			if err != nil {
+				return err
+			}
+			if !human {
+				return writeJSON(stdio.Out, res)
+			}
+			fmt.Fprintf(stdio.Out, "Applied %d calls (plan %s).\n", res.Applied, res.Plan.PlanHash)
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&yes, "yes", false, "apply the plan just printed without asking")
+	cmd.Flags().StringVar(&planHash, "plan-hash", "", "apply only if the plan still has this hash (from an earlier plan)")
+	cmd.Flags().BoolVar(&denyDelete, "deny-delete", false, "refuse a plan that deletes or archives anything")
+	return cmd
+}
+
+func newFleetStatusCmd(stdio IO) *cobra.Command {
+	var tenant string
+	var failOnDrift bool
+	cmd := &cobra.Command{
+		Use:   "status --tenant T [--fail-on-drift]",
+		Short: "Show the last applied document and the drift found since",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			var st fleet.Status
+			if err := c.Call(cmd.Context(), "fleet.status", map[string]any{"tenantId": tenant}, &st); err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				if err := writeJSON(stdio.Out, st); err != nil {
+					return err
+				}
+			} else {
+				printStatus(stdio.Out, &st)
+			}
+			if failOnDrift && st.Drift != nil {
+				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "tenant %s has drifted from its applied document", tenant)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (required)")
+	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED (1) while drift is recorded")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *fleet.Status) {
+	if st.Applied == nil {
+		fmt.Fprintf(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
+		return
+	}
+	a := st.Applied
+	fmt.Fprintf(w, "Tenant:     %s\n", st.TenantID)
+	fmt.Fprintf(w, "Applied:    %s by %s (plan %s, prune %v)\n", formatTime(a.AppliedAt), a.AppliedBy, a.PlanHash, a.Prune)
+	if a.CheckedAt != nil {
+		fmt.Fprintf(w, "Checked:    %s\n", formatTime(*a.CheckedAt))
+	}
+	if st.Drift == nil {
+		fmt.Fprintln(w, "Drift:      none")
+		return
+	}
+	fmt.Fprintln(w, "Drift:")
+	printFleetPlan(w, &fleet.Plan{Changes: st.Drift.Changes, Summary: st.Drift.Summary}, false)
+}
+
+// wantJSON reports whether --output json was given (outputFormat has already refused other
+// values in PersistentPreRunE).
+func wantJSON(cmd *cobra.Command) bool {
+	f, _ := outputFormat(cmd)
+	return f == "json"
+}

@@ -1,0 +1,370 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/cubes"
+	"github.com/cubefleet/cubefleet/internal/ionos"
+	"github.com/cubefleet/cubefleet/internal/ionos/ionossim"
+)
+
+// newIonosCmd builds `cubefleet ionos`: the IONOS Cloud tools that talk to the provider's API
+// directly (inventory, plan) and the loopback API simulator (simulate). See docs/ionos.md.
+func newIonosCmd(stdio IO) *cobra.Command {
+	cmd := groupCmd("ionos", "IONOS Cloud: inventory, Cube slot planning, API simulator",
+		"Read an IONOS data center's inventory, plan the Cube fleet's slots against the private\n"+
+			"configuration, or run a loopback IONOS Cloud API v6 simulator. See docs/ionos.md.")
+	cmd.AddCommand(newIonosInventoryCmd(stdio), newIonosPlanCmd(stdio), newIonosSimulateCmd(stdio))
+	return cmd
+}
+
+// ---- inventory ----
+
+func newIonosInventoryCmd(stdio IO) *cobra.Command {
+	var (
+		datacenter, tokenFile, apiURL, out string
+		timeout                            time.Duration
+		verbose                            bool
+	)
+	cmd := &cobra.Command{
+		Use:   "inventory --datacenter ID [--token-file F] [--out FILE]",
+		Short: "Write one data center's inventory as JSON (at most 10 API requests)",
+		Long: "Reads the data center's servers, NICs, LANs, security groups, NAT gateways, load balancers,\n" +
+			"target groups, CUBE templates and pending requests, and writes one JSON document: to --out\n" +
+			"(mode 0600) or to stdout (tightened to 0600 when it is a file). The token file must be a\n" +
+			"regular file owned by you with mode 0600. The API URL comes from --api-url, else $" + ionos.EnvAPIURL + ",\n" +
+			"else " + ionos.DefaultAPIURL + "; plain http is accepted only for a loopback simulator.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !ionos.IsUUID(datacenter) {
+				return usagef("--datacenter %q: want the data center's UUID", datacenter)
+			}
+			if timeout <= 0 {
+				return usagef("--timeout must be positive")
+			}
+			if apiURL == "" {
+				apiURL = stdio.Getenv(ionos.EnvAPIURL)
+			}
+			tok, err := ionos.ReadTokenFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			client, err := ionos.New(ionos.Config{APIURL: apiURL, Token: tok, Timeout: timeout,
+				PinnedCertSHA256: stdio.Getenv("IONOS_PINNED_CERT")})
+			if err != nil {
+				return err
+			}
+			inv, err := client.Inventory(cmd.Context(), datacenter)
+			if err != nil {
+				return err
+			}
+			if verbose {
+				fmt.Fprintf(stdio.Err, "inventory of %s: %d servers, %d pending requests; %d HTTP requests to %s\n",
+					inv.Datacenter.ID, len(inv.Servers), len(inv.PendingRequests), client.HTTPRequests(), client.APIURL())
+			}
+			if out == "" {
+				if err := tightenIfFile(stdio.Out); err != nil {
+					return err
+				}
+				return ionos.EncodeInventory(stdio.Out, inv)
+			}
+			if err := ionos.WriteInventoryFile(out, inv); err != nil {
+				return err
+			}
+			return render(cmd, inventorySummary{Out: out, FetchedAt: inv.FetchedAt, Datacenter: inv.Datacenter.ID,
+				Servers: len(inv.Servers), PendingRequests: len(inv.PendingRequests), HTTPRequests: client.HTTPRequests()},
+				func(w io.Writer) error { return printInventory(w, out, inv) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&datacenter, "datacenter", "", "data center UUID (required)")
+	f.StringVar(&tokenFile, "token-file", ionos.DefaultTokenFile, "file holding the IONOS API token: a regular file you own, mode 0600")
+	f.StringVar(&apiURL, "api-url", "", "IONOS API base URL (default $"+ionos.EnvAPIURL+", else "+ionos.DefaultAPIURL+")")
+	f.StringVar(&out, "out", "", "write the inventory to this file (mode 0600) instead of stdout")
+	f.DurationVar(&timeout, "timeout", ionos.DefaultTimeout, "limit for each API call, retries included")
+	f.BoolVarP(&verbose, "verbose", "v", false, "report the number of HTTP requests on stderr")
+	_ = cmd.MarkFlagRequired("datacenter")
+	return cmd
+}
+
+// inventorySummary is what `ionos inventory --out FILE --output json` prints.
+type inventorySummary struct {
+	Out             string `json:"out"`
+	FetchedAt       int64  `json:"fetchedAt"`
+	Datacenter      string `json:"datacenterId"`
+	Servers         int    `json:"servers"`
+	PendingRequests int    `json:"pendingRequests"`
+	HTTPRequests    int64  `json:"httpRequests"`
+}
+
+// tightenIfFile sets mode 0600 on w when it is a regular file (stdout redirected to a file):
+// an inventory is a private operator file.
+func tightenIfFile(w io.Writer) error {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() == 0o600 {
+		return nil //nolint:nilerr // not a file we can tighten: a terminal or pipe
+	}
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("make the inventory file private (chmod 600): %w", err)
+	}
+	return nil
+}
+
+func printInventory(w io.Writer, path string, inv *ionos.Inventory) error {
+	dc := inv.Datacenter
+	fmt.Fprintf(w, "Wrote the inventory of data center %s (%s, %s, version %d) to %s, fetched %s.\n\n",
+		dc.ID, orDash(dc.Name), orDash(dc.Location), dc.Version, path, formatTime(inv.FetchedAt))
+	rows := make([][]string, 0, len(inv.Servers))
+	for _, s := range inv.Servers {
+		var ips []string
+		for _, n := range s.NICs {
+			for _, ip := range n.IPs {
+				ips = append(ips, fmt.Sprintf("%s (LAN %d)", ip, n.LANID))
+			}
+		}
+		rows = append(rows, []string{s.Name, s.ID, s.Type, strconv.Itoa(s.Cores), strconv.Itoa(s.RAMMiB), orDash(s.VMState), orDash(s.State), orDash(strings.Join(ips, ", "))})
+	}
+	if err := printTable(w, []string{"NAME", "ID", "TYPE", "CORES", "RAM MiB", "VMSTATE", "STATE", "ADDRESSES"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d servers, %d LANs, %d security groups, %d NAT gateways, %d load balancers, %d target groups, %d CUBE templates, %d pending requests.\n",
+		len(inv.Servers), len(inv.LANs), len(inv.SecurityGroups), len(inv.NATGateways), len(inv.ApplicationLoadBalancers),
+		len(inv.TargetGroups), len(inv.CubeTemplates), len(inv.PendingRequests))
+	if !inv.Consistent {
+		fmt.Fprintf(w, "The data center changed while it was read (version %d, then %d): run the inventory again before planning.\n", dc.Version, dc.VersionAtEnd)
+	}
+	return nil
+}
+
+// ---- plan ----
+
+func newIonosPlanCmd(stdio IO) *cobra.Command {
+	var (
+		configPath, inventoryPath string
+		target                    int
+		maxAge                    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "plan --config F --inventory F --target N",
+		Short: "Plan the Cube slots for a target count (read-only; exit 1 when rejected)",
+		Long: "Checks the private configuration against an inventory and prints, per slot, retain, create,\n" +
+			"remove or empty, the capacity each yields and why. Every broken rule is reported at once,\n" +
+			"naming the slot or server; a rejected plan exits 1. The plan changes nothing: it is not a\n" +
+			"mutation transaction, so refresh the inventory before every plan.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if target < 0 {
+				return usagef("--target must not be negative")
+			}
+			if maxAge <= 0 {
+				return usagef("--max-inventory-age must be positive")
+			}
+			if _, err := outputFormat(cmd); err != nil {
+				return err
+			}
+			cfg, err := readFile(configPath, "--config", cubes.DecodeConfig)
+			if err != nil {
+				return err
+			}
+			inv, err := readFile(inventoryPath, "--inventory", ionos.DecodeInventory)
+			if err != nil {
+				return err
+			}
+			plan := cubes.PlanSlots(cfg, inv, cubes.PlanOptions{Target: target, MaxInventoryAge: maxAge})
+			if err := render(cmd, plan, func(w io.Writer) error { return printPlan(w, plan) }); err != nil {
+				return err
+			}
+			if !plan.Accepted {
+				return cubefleet.Errorf(cubefleet.CodePlanBlocked, "plan rejected: %d problem(s); nothing was changed", len(plan.Problems))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "the private fleet configuration (JSON; required)")
+	f.StringVar(&inventoryPath, "inventory", "", "an inventory from `cubefleet ionos inventory` (required)")
+	f.IntVar(&target, "target", 0, "number of Cubes wanted (required)")
+	f.DurationVar(&maxAge, "max-inventory-age", cubes.DefaultMaxInventoryAge, "refuse an older inventory")
+	for _, name := range []string{"config", "inventory", "target"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// readFile opens path and decodes it; errors name the flag.
+func readFile[T any](path, flag string, decode func(io.Reader) (T, error)) (T, error) {
+	var zero T
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return zero, cubefleet.Invalid(flag, "cannot read %s: %v", path, err)
+	}
+	defer f.Close()
+	v, err := decode(f)
+	if err != nil {
+		var e *cubefleet.Error
+		if errors.As(err, &e) {
+			e.Message = fmt.Sprintf("%s %s: %s", flag, path, e.Message)
+		}
+		return zero, err
+	}
+	return v, nil
+}
+
+func printPlan(w io.Writer, p *cubes.Plan) error {
+	fmt.Fprintf(w, "Plan for data center %s: target %d Cubes (inventory %s old).\n\n", p.DatacenterID, p.Target,
+		time.Duration(p.InventoryAge*int64(time.Millisecond)).Round(time.Second))
+	rows := make([][]string, 0, len(p.Slots))
+	for _, s := range p.Slots {
+		rows = append(rows, []string{strconv.Itoa(s.Index), s.Name, s.PrivateIP, orDash(s.ServerID), string(s.Action),
+			strconv.Itoa(s.Cores), strconv.Itoa(s.RAMMiB), strconv.Itoa(s.WorkerSlots), orDash(s.Status), s.Reason})
+	}
+	if err := printTable(w, []string{"SLOT", "NAME", "PRIVATE IP", "SERVER", "ACTION", "CORES", "RAM MiB", "WORKERS", "STATUS", "REASON"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if c := p.Capacity; c != nil {
+		fmt.Fprintf(w, "Capacity: %d Cubes, %d cores, %d MiB RAM, %d worker slots.\n", c.Cubes, c.Cores, c.RAMMiB, c.WorkerSlots)
+	} else {
+		fmt.Fprintf(w, "Capacity: %s.\n", p.CapacityNote)
+	}
+	if t := p.Template; t != nil {
+		fmt.Fprintf(w, "New Cubes: template %q (%s): %d cores, %d MiB RAM, %d GB storage.\n", t.Name, t.ID, t.Cores, t.RAMMiB, t.StorageGB)
+	} else {
+		fmt.Fprintln(w, "New Cubes: no CUBE template meets the minimums.")
+	}
+	if p.Accepted {
+		fmt.Fprintln(w, "\nPlan accepted. It changed nothing; running Cubes are not proven ready.")
+		return nil
+	}
+	fmt.Fprintf(w, "\nProblems (%d):\n", len(p.Problems))
+	for _, pr := range p.Problems {
+		where := ""
+		if pr.SlotIndex >= 0 {
+			where = fmt.Sprintf(" slot %d (%s)", pr.SlotIndex, pr.Slot)
+		}
+		fmt.Fprintf(w, "  %s%s: %s\n", pr.Rule, where, pr.Message)
+	}
+	return nil
+}
+
+// ---- simulate ----
+
+func newIonosSimulateCmd(stdio IO) *cobra.Command {
+	var (
+		listen, statePath, tokenFile string
+		sample                       int
+		runFor                       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate [--listen 127.0.0.1:PORT] [--state FILE]",
+		Short: "Serve a loopback IONOS Cloud API v6 simulator until interrupted",
+		Long: "Serves /cloudapi/v6 on a loopback address with the official SDK's JSON shapes, asynchronous\n" +
+			"requests, BUSY states and CUBE rules. --state loads a JSON fixture when the file exists and\n" +
+			"saves the world there (mode 0600) on exit; --sample-cubes starts from a sample data center\n" +
+			"instead. Point the tools at it with --api-url or " + ionos.EnvAPIURL + ".",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sample < 0 || runFor < 0 {
+				return usagef("--sample-cubes and --request-duration must not be negative")
+			}
+			opts := ionossim.Options{RunDuration: runFor}
+			if tokenFile != "" {
+				tok, err := ionos.ReadTokenFile(tokenFile)
+				if err != nil {
+					return err
+				}
+				opts.Authorize = tok.Matches
+			}
+			sim := ionossim.New(opts)
+			loaded := false
+			if statePath != "" {
+				f, err := os.Open(statePath)
+				switch {
+				case err == nil:
+					err = sim.LoadState(f)
+					f.Close()
+					if err != nil {
+						return cubefleet.Invalid("--state", "%s: %v", statePath, err)
+					}
+					loaded = true
+				case !errors.Is(err, fs.ErrNotExist):
+					return cubefleet.Invalid("--state", "cannot read %s: %v", statePath, err)
+				}
+			}
+			if !loaded && sample > 0 {
+				if err := sim.Load(ionossim.SampleFleet(sample)); err != nil {
+					return err
+				}
+			}
+			l, err := ionossim.Listen(listen, sim)
+			if err != nil {
+				if errors.Is(err, ionossim.ErrNotLoopback) {
+					return usagef("--listen %s: %v", listen, ionossim.ErrNotLoopback)
+				}
+				return err
+			}
+			st := sim.Snapshot()
+			fmt.Fprintf(stdio.Out, "IONOS API simulator listening on %s (%d data centers)\n", l.URL, len(st.Datacenters))
+			for _, dc := range st.Datacenters {
+				fmt.Fprintf(stdio.Out, "  data center %s (%s, %s): %d servers\n", dc.ID, dc.Name, dc.Location, len(dc.Servers))
+			}
+			fmt.Fprintf(stdio.Out, "Use it with: export %s=%s\n", ionos.EnvAPIURL, l.URL)
+			<-cmd.Context().Done()
+			closeErr := l.Close()
+			if statePath != "" {
+				if err := saveState(statePath, sim); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdio.Out, "Saved the simulator's state to %s\n", statePath)
+			}
+			return closeErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8443", "loopback address to serve on (port 0 picks a free one)")
+	f.StringVar(&statePath, "state", "", "JSON fixture loaded at start when it exists and saved on exit")
+	f.IntVar(&sample, "sample-cubes", 0, "start from a sample data center with this many running Cubes (when --state is absent)")
+	f.StringVar(&tokenFile, "token-file", "", "accept only the token in this file (default: any bearer token)")
+	f.DurationVar(&runFor, "request-duration", time.Second, "how long an asynchronous request stays RUNNING")
+	return cmd
+}
+
+// saveState writes the simulator's world to path with mode 0600, atomically.
+func saveState(path string, sim *ionossim.Sim) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("save simulator state: %w", err)
+	}
+	if err := sim.SaveState(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("save simulator state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save simulator state: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/privatefile"
+	"github.com/cubefleet/cubefleet/internal/secrets"
+)
+
+func newSecretsCmd(stdio IO) *cobra.Command {
+	cmd := groupCmd("secrets", "Store, list and delete a tenant's secrets (values are never shown)", `A tenant's secrets are sealed at rest with the control plane's key file and never returned by
+any command or API. Fleet documents refer to them as secret://NAME.`)
+	cmd.AddCommand(newSecretsCreateCmd(stdio), newSecretsListCmd(), newSecretsDeleteCmd())
+	return cmd
+}
+
+func newSecretsCreateCmd(stdio IO) *cobra.Command {
+	var tenant, fromFile string
+	cmd := &cobra.Command{
+		Use:   "create NAME --tenant T [--from-file F]",
+		Short: "Store a secret value read from a private file or from stdin",
+		Long: `Store a secret: its value comes from --from-file (a regular file owned by you with mode 0600)
+or, without it, from stdin. One trailing newline is dropped. The value is never printed.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var value []byte
+			var err error
+			if fromFile != "" {
+				if value, err = privatefile.Read(fromFile); err != nil {
+					return fmt.Errorf("--from-file: %w", err)
+				}
+			} else {
+				if value, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), secrets.MaxValueBytes+2)); err != nil {
+					return fmt.Errorf("read the value from stdin: %w", err)
+				}
+			}
+			v := strings.TrimSuffix(strings.TrimSuffix(string(value), "\n"), "\r")
+			if v == "" {
+				return usagef("no secret value: pass --from-file FILE or pipe the value on stdin")
+			}
+			var s secrets.Secret
+			if err := call(cmd, "secrets.create", map[string]any{"tenantId": tenant, "name": args[0], "value": v}, &s); err != nil {
+				return err
+			}
+			return render(cmd, s, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "Stored secret %s (%s) in tenant %s; refer to it as secret://%s.\n", s.Name, s.ID, s.TenantID, s.Name)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the secret belongs to")
+	cmd.Flags().StringVar(&fromFile, "from-file", "", "read the value from this private file (mode 0600) instead of stdin")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func newSecretsListCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "list --tenant T",
+		Short: "List a tenant's secrets (names only)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Items []secrets.Secret `json:"items"`
+			}
+			if err := call(cmd, "secrets.list", map[string]any{"tenantId": tenant}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, s := range out.Items {
+					rows = append(rows, []string{s.Name, s.ID, s.CreatedBy, formatTime(s.CreatedAt)})
+				}
+				return printTable(w, []string{"NAME", "ID", "CREATED BY", "CREATED"}, rows)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose secrets to list")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func newSecretsDeleteCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "delete NAME --tenant T",
+		Short: "Delete a secret (by name or id)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var s secrets.Secret
+			if err := call(cmd, "secrets.delete", map[string]any{"tenantId": tenant, "name": args[0]}, &s); err != nil {
+				return err
+			}
+			return render(cmd, s, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "Deleted secret %s (%s).\n", s.Name, s.ID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the secret belongs to")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}

@@ -1,0 +1,195 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cubefleet/cubefleet/internal/privatefile"
+)
+
+// Defaults of the connection (../shared/DESIGN.md, "Ports and defaults").
+const (
+	DefaultURL       = "http://127.0.0.1:3010"
+	DefaultTokenFile = ".cubefleet/admin.token" // relative to the working directory; written by `cubefleet server --dev`
+	EnvURL           = "CUBEFLEET_URL"
+	EnvToken         = "CUBEFLEET_TOKEN"
+)
+
+// Options are the connection settings of a command line; "" means not given.
+type Options struct {
+	URL       string // --url
+	TokenFile string // --token-file
+	// Getenv reads the environment (CUBEFLEET_URL, CUBEFLEET_TOKEN, XDG_CONFIG_HOME, HOME);
+	// nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Config is the CLI's config file, $XDG_CONFIG_HOME/cubefleet/config.json (XDG_CONFIG_HOME
+// defaults to ~/.config): {"url": "...", "token_file": "..."}. A relative token_file is relative
+// to the config file's directory; "~/" is the home directory. Unknown fields are ignored.
+type Config struct {
+	URL       string `json:"url,omitempty"`
+	TokenFile string `json:"token_file,omitempty"`
+}
+
+// Settings are a resolved connection: where to call and with which key, and where each came
+// from (a flag, an environment variable, the config file or the default), for messages.
+type Settings struct {
+	URL         string
+	URLSource   string
+	Token       string // "" when no key was found (the default token file is missing)
+	TokenSource string
+}
+
+// ConfigPath returns the config file's path ("" when neither XDG_CONFIG_HOME nor HOME is set).
+func ConfigPath(getenv func(string) string) string {
+	if dir := getenv("XDG_CONFIG_HOME"); dir != "" {
+		return filepath.Join(dir, "cubefleet", "config.json")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".config", "cubefleet", "config.json")
+	}
+	return ""
+}
+
+// LoadConfig reads the config file at path; a missing file is an empty Config.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	if path == "" {
+		return c, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("config file: %w", err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("config file %s is not a JSON object with url and token_file: %w", path, err)
+	}
+	return c, nil
+}
+
+// Resolve finds the URL (--url > CUBEFLEET_URL > url in the config file > DefaultURL) and the
+// key (--token-file > CUBEFLEET_TOKEN > token_file in the config file > DefaultTokenFile). A
+// token file must be a regular file owned by the caller with mode 0600; a refusal names the
+// file and the problem, never the key. Only the default token file may be missing (Token is
+// then "").
+func Resolve(o Options) (Settings, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfgPath := ConfigPath(getenv)
+	var cfg Config
+	needCfg := (o.URL == "" && getenv(EnvURL) == "") || (o.TokenFile == "" && getenv(EnvToken) == "")
+	if needCfg {
+		var err error
+		if cfg, err = LoadConfig(cfgPath); err != nil {
+			return Settings{}, err
+		}
+	}
+	var s Settings
+	switch {
+	case o.URL != "":
+		s.URL, s.URLSource = o.URL, "--url"
+	case getenv(EnvURL) != "":
+		s.URL, s.URLSource = getenv(EnvURL), EnvURL
+	case cfg.URL != "":
+		s.URL, s.URLSource = cfg.URL, "url in "+cfgPath
+	default:
+		s.URL, s.URLSource = DefaultURL, "the default"
+	}
+	if err := checkURL(s.URL); err != nil {
+		return Settings{}, fmt.Errorf("control plane URL from %s: %w", s.URLSource, err)
+	}
+	switch {
+	case o.TokenFile != "":
+		tok, err := readToken(o.TokenFile)
+		if err != nil {
+			return Settings{}, fmt.Errorf("--token-file: %w", err)
+		}
+		s.Token, s.TokenSource = tok, "--token-file "+o.TokenFile
+	case getenv(EnvToken) != "":
+		s.Token, s.TokenSource = strings.TrimSpace(getenv(EnvToken)), EnvToken
+	case cfg.TokenFile != "":
+		path := expandPath(cfg.TokenFile, filepath.Dir(cfgPath), getenv)
+		tok, err := readToken(path)
+		if err != nil {
+			return Settings{}, fmt.Errorf("token_file in %s: %w", cfgPath, err)
+		}
+		s.Token, s.TokenSource = tok, path
+	default:
+		tok, err := readToken(DefaultTokenFile)
+		if errors.Is(err, os.ErrNotExist) {
+			s.TokenSource = "none"
+			break
+		}
+		if err != nil {
+			return Settings{}, fmt.Errorf("default token file: %w", err)
+		}
+		s.Token, s.TokenSource = tok, DefaultTokenFile
+	}
+	return s, nil
+}
+
+// Connect resolves o and returns a client for it (httpClient as in New).
+func Connect(o Options, httpClient *http.Client) (*Client, error) {
+	s, err := Resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	return New(s.URL, s.Token, httpClient), nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", s)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want http://HOST:PORT or https://HOST:PORT", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("the URL must not carry credentials; use a token file")
+	}
+	return nil
+}
+
+// readToken reads a key from a private file (privatefile.Check), trimming white space.
+func readToken(path string) (string, error) {
+	data, err := privatefile.Read(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("token file %s: %w", path, os.ErrNotExist)
+		}
+		return "", err
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("token file %s holds more than one line; it must hold only the API key", path)
+	}
+	return tok, nil
+}
+
+func expandPath(p, base string, getenv func(string) string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home := getenv("HOME"); home != "" {
+			return filepath.Join(home, rest)
+		}
+	}
+	if !filepath.IsAbs(p) && base != "" {
+		return filepath.Join(base, p)
+	}
+	return p
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/secrets"
+)
+
+// SecretCreateInput is the input of secrets.create. Value is sealed at rest and never returned,
+// logged or audited.
+type SecretCreateInput struct {
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`  // 1-63 of letters, digits, '.', '_', '-'
+	Value    string `json:"value"` // 1 byte to 64 KiB
+}
+
+// SecretOutput is a secret's metadata (never its value), as secrets.create and secrets.delete
+// return it.
+type SecretOutput struct{ secrets.Secret }
+
+// AuditTarget names the secret in the audit row.
+func (s SecretOutput) AuditTarget() string { return s.ID }
+
+// SecretList is the output of secrets.list, by name.
+type SecretList struct {
+	Items []secrets.Secret `json:"items"`
+}
+
+// SecretDeleteInput is the input of secrets.delete: the secret's name or id.
+type SecretDeleteInput struct {
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`
+}
+
+func registerSecretsMethods(r *api.Registry, d *deps) {
+	r.Register(api.Method{
+		Name: "secrets.create", Summary: "Store a secret value (sealed at rest, never returned); documents refer to it as secret://NAME", Write: true,
+		Decide: api.OnTenant("compute:secrets:create"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretCreateInput) (any, error) {
+			s, err := d.secrets.Create(ctx, c.Q, in.TenantID, in.Name, in.Value, c.Principal.ID, d.now())
+			return SecretOutput{s}, err
+		}),
+		Input: SecretCreateInput{}, Output: secrets.Secret{},
+	})
+	r.Register(api.Method{
+		Name: "secrets.list", Summary: "List a tenant's secrets (names and metadata, never values)",
+		Decide: api.OnTenant("compute:secrets:list"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in TenantRef) (any, error) {
+			items, err := secrets.List(ctx, c.Q, in.TenantID)
+			return SecretList{Items: items}, err
+		}),
+		Input: TenantRef{}, Output: SecretList{},
+	})
+	r.Register(api.Method{
+		Name: "secrets.delete", Summary: "Delete a secret by name or id", Write: true,
+		Decide: api.OnTenant("compute:secrets:delete"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretDeleteInput) (any, error) {
+			if in.Name == "" {
+				return nil, cubefleet.Invalid("name", "name (or the secret's id) is required")
+			}
+			s, err := secrets.Delete(ctx, c.Q, in.TenantID, in.Name)
+			return SecretOutput{s}, err
+		}),
+		Input: SecretDeleteInput{}, Output: secrets.Secret{},
+	})
+}

@@ -1,0 +1,341 @@
+// Package server is the control plane's HTTP wiring: it opens the store and runs every module's
+// migrations, registers the API methods (one file per domain: methods_iam.go, methods_audit.go,
+// methods_compute.go, methods_secrets.go, methods_fleet.go), and serves `POST /api/v1/<method>`
+// with bearer authentication, the error-to-status table, request ids, logs and metrics, plus
+// /healthz, /readyz, /metrics and /api/v1/openapi.json (../shared/DESIGN.md).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fleet"
+	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/secrets"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+// Defaults of Config (../shared/DESIGN.md, "Ports and defaults").
+const (
+	DefaultListen  = "127.0.0.1:3010"
+	DefaultDataDir = ".cubefleet"
+	// DefaultModules is the --modules value that runs everything.
+	DefaultModules = ModuleCore + "," + compute.ModuleVPS + "," + compute.ModuleTemplates
+	// ModuleCore is IAM, audit, secrets, sites, pools, owner quotas, offers and fleet as code:
+	// always on.
+	ModuleCore = "core"
+	// MaxBodyBytes is the largest request body accepted (8 MiB); a larger one is
+	// PAYLOAD_TOO_LARGE (413).
+	MaxBodyBytes = 8 << 20
+	// AdminTokenFile is the file, in the data directory, where --dev writes the bootstrap
+	// administrator's API key.
+	AdminTokenFile = "admin.token"
+	// SecretsKeyFile is the file, in the data directory, holding the 32-byte key that seals
+	// secret values (created with mode 0600 on first start). Replicas sharing one PostgreSQL
+	// need the same file.
+	SecretsKeyFile = "secrets.key"
+	// DBFile is the SQLite database's file name in the data directory.
+	DBFile = "cubefleet.db"
+	// shutdownGrace bounds how long Serve waits for requests in flight after its context ends.
+	shutdownGrace = 15 * time.Second
+)
+
+// Config configures a Server. The zero value is usable: it serves on DefaultListen from
+// DefaultDataDir with SQLite, text logs, every module, no Vault.
+type Config struct {
+	// Listen is the TCP address to serve on. Defaults to DefaultListen (loopback); use port 0
+	// for a free port (Addr reports it).
+	Listen string
+	// DataDir holds the SQLite database, secrets.key and (with Dev) admin.token. Created with
+	// mode 0700 when missing. Defaults to DefaultDataDir in the working directory.
+	DataDir string
+	// Database is a postgres:// (or postgresql://) URL, or a SQLite file path. Defaults to
+	// <DataDir>/cubefleet.db.
+	Database string
+	// DB, when set, is an open database used instead of Database (tests); New migrates it and
+	// never closes it.
+	DB *store.DB
+	// Dev bootstraps the root tenant and an administrator key on first start, writes the key to
+	// <DataDir>/admin.token (mode 0600) and seeds DevTenants. Never for production.
+	Dev bool
+	// LogFormat is "text" (default) or "json". New uses it only when it is given no logger.
+	LogFormat string
+	// Disabled lists the modules this deployment leaves out: compute.ModuleVPS (flavors,
+	// provider accounts, templates) and/or compute.ModuleTemplates (templates). ParseModules
+	// turns a --modules value into it.
+	Disabled map[string]bool
+	// VaultAddr is the Vault server vault:// references resolve against; "" means no Vault is
+	// configured, so plans block on vault:// references.
+	VaultAddr string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// ParseModules turns a --modules value (a comma-separated list of core, vps, vps-templates;
+// core is always on) into Config.Disabled. "" means DefaultModules. vps-templates needs vps.
+func ParseModules(s string) (map[string]bool, error) {
+	if strings.TrimSpace(s) == "" {
+		s = DefaultModules
+	}
+	on := map[string]bool{}
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		switch m {
+		case ModuleCore, compute.ModuleVPS, compute.ModuleTemplates:
+			on[m] = true
+		case "":
+		default:
+			return nil, fmt.Errorf("unknown module %q: modules are %s", m, DefaultModules)
+		}
+	}
+	if on[compute.ModuleTemplates] && !on[compute.ModuleVPS] {
+		return nil, fmt.Errorf("module %s needs module %s", compute.ModuleTemplates, compute.ModuleVPS)
+	}
+	disabled := map[string]bool{}
+	for _, m := range []string{compute.ModuleVPS, compute.ModuleTemplates} {
+		if !on[m] {
+			disabled[m] = true
+		}
+	}
+	return disabled, nil
+}
+
+// NewLogger returns a slog logger writing to w in format "text" or "json" ("" is text).
+func NewLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}
+
+func (c *Config) setDefaults() error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Database == "" {
+		c.Database = filepath.Join(c.DataDir, DBFile)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("log format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// Modules are the migration modules every server runs, in order.
+func Modules() []store.Module {
+	return []store.Module{iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module}
+}
+
+// deps is what the method registrations need. Every field is set by New before any
+// register*Methods function runs, and is read-only afterwards.
+type deps struct {
+	db        *store.DB        // the database (the registry runs write methods in its transactions)
+	registry  *api.Registry    // the method table; composite methods call Check/Invoke/Audit on it
+	compute   *compute.Service // compute objects, with fleet names and the disabled modules
+	secrets   *secrets.Box     // seals secret values
+	now       func() time.Time // the clock
+	log       *slog.Logger     // logs with the request id of ctx
+	vaultAddr string           // "" when no Vault is configured
+	disabled  map[string]bool  // modules this deployment leaves out (compute.ModuleVPS, compute.ModuleTemplates)
+
+	// Test hooks of fleet.apply (nil in production): afterCheck runs between the permission
+	// checks and the transaction, beforeCall before each call inside it.
+	afterCheck func()
+	beforeCall func(i int) error
+}
+
+// Server is a running control plane: store, method table and HTTP listener. Create it with New,
+// run it with Serve.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	db        *store.DB
+	ownsDB    bool
+	deps      *deps
+	ln        net.Listener
+	http      *http.Server
+	metrics   *metrics
+	openapi   []byte
+	tokenPath string
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the store, runs the migrations of iam, audit, compute, secrets and fleet, opens
+// <DataDir>/secrets.key (creating it), registers every API method, bootstraps when cfg.Dev and
+// the database is new, and listens on cfg.Listen. log receives every log line (nil: a logger
+// in cfg.LogFormat on stderr); lines logged during a request carry its request_id. The caller
+// must call Serve or Close.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		var err error
+		if log, err = NewLogger(os.Stderr, cfg.LogFormat); err != nil {
+			return nil, err
+		}
+	}
+	log = slog.New(requestIDHandler{log.Handler()})
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the data dir is open to other users; run chmod 700 on it", "data_dir", cfg.DataDir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+	s := &Server{cfg: cfg, log: log, db: cfg.DB}
+	if s.db == nil {
+		db, err := store.Open(ctx, cfg.Database)
+		if err != nil {
+			return nil, err
+		}
+		s.db, s.ownsDB = db, true
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := s.db.Migrate(ctx, Modules()...); err != nil {
+		return nil, err
+	}
+	box, err := secrets.OpenKeyFile(filepath.Join(cfg.DataDir, SecretsKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	d := &deps{
+		db:        s.db,
+		registry:  api.NewRegistry(s.db, cfg.Now, log),
+		compute:   &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now},
+		secrets:   box,
+		now:       cfg.Now,
+		log:       log,
+		vaultAddr: cfg.VaultAddr,
+		disabled:  cfg.Disabled,
+	}
+	s.deps = d
+	registerIAMMethods(d.registry, d)
+	registerAuditMethods(d.registry, d)
+	registerComputeMethods(d.registry, d)
+	registerSecretsMethods(d.registry, d)
+	registerFleetMethods(d.registry, d)
+	if s.openapi, err = openAPIDocument(d.registry); err != nil {
+		return nil, err
+	}
+	if cfg.Dev {
+		if err := s.bootstrapDev(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.metrics = newMetrics(s.db)
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.Dev && !isLoopback(s.ln.Addr()) {
+		log.Warn("--dev on a non-loopback address: dev mode is meant for loopback only", "addr", s.ln.Addr().String())
+	}
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	var disabled []string
+	for m := range cfg.Disabled {
+		disabled = append(disabled, m)
+	}
+	sort.Strings(disabled)
+	log.Info("control plane ready", "addr", s.ln.Addr().String(), "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
+		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev)
+	ok = true
+	return s, nil
+}
+
+// Addr returns the address the server listens on (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// URL returns the base URL of the server, e.g. http://127.0.0.1:3010.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// AdminTokenPath returns the file --dev wrote the bootstrap administrator's key to during this
+// New, or "" when this start did not bootstrap (the database was initialized before).
+func (s *Server) AdminTokenPath() string { return s.tokenPath }
+
+// Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Serve serves HTTP until ctx ends, then shuts down gracefully (requests in flight get up to
+// 15 s) and closes the store. It returns nil after a shutdown caused by ctx.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.ln) }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		s.log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		err = s.http.Shutdown(sctx)
+		cancel()
+		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// Close stops listening and closes the store if New opened it. It is safe to call more than
+// once and after Serve.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		if s.ownsDB && s.db != nil {
+			s.closeErr = s.db.Close()
+		}
+	})
+	return s.closeErr
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
