@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -216,8 +217,11 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged.\n", s.Create, s.Update, s.Delete, s.Unchanged)
 	if calls {
 		for i, c := range pl.Calls {
-			in, _ := json.Marshal(c.Input)
-			fmt.Fprintf(w, "%3d %s %s\n", i+1, c.Method, in)
+			var in bytes.Buffer
+			enc := json.NewEncoder(&in)
+			enc.SetEscapeHTML(false)
+			enc.Encode(c.Input) // inputs are plain data decoded from JSON
+			fmt.Fprintf(w, "%3d %s %s", i+1, c.Method, in.String())
 		}
 	}
 }
@@ -365,8 +369,8 @@ func printStatus(w io.Writer, st *fleet.Status) {
 	printFleetPlan(w, &fleet.Plan{Changes: st.Drift.Changes, Summary: st.Drift.Summary}, false)
 }
 
-// wantJSON reports whether --output json was given (outputFormat has already refused other
-// values in PersistentPreRunE).
+// wantJSON reports whether --output json was given (the root's PersistentPreRunE has already
+// refused other values).
 func wantJSON(cmd *cobra.Command) bool {
 	f, _ := outputFormat(cmd)
 	return f == "json"

@@ -314,7 +314,7 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 					return err
 				}
 			}
-			l, err := ionossim.Listen(listen, sim)
+			l, err := ionossim.Listen(cmd.Context(), listen, sim)
 			if err != nil {
 				if errors.Is(err, ionossim.ErrNotLoopback) {
 					return usagef("--listen %s: %v", listen, ionossim.ErrNotLoopback)

@@ -33,7 +33,7 @@ func newIonosEnv(t *testing.T, cubeCount int) ionosEnv {
 	if err := sim.Load(ionossim.SampleFleet(cubeCount)); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ionossim.Listen("127.0.0.1:0", sim)
+	l, err := ionossim.Listen(context.Background(), "127.0.0.1:0", sim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,9 @@ func TestIonosSimulate(t *testing.T) {
 		var out, errb syncBuffer
 		done := make(chan int, 1)
 		args := append([]string{"ionos", "simulate", "--listen", "127.0.0.1:0", "--state", state}, extra...)
-		go func() { done <- Run(ctx, args, IO{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }}) }()
+		go func() {
+			done <- Run(ctx, args, IO{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+		}()
 		re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {

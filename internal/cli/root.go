@@ -80,6 +80,11 @@ func newRootCmd(stdio IO) *cobra.Command {
 		Short:         "Fleet control plane for Cube sandbox hosts",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Refuse a bad --output before any command does work (exit 2).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := outputFormat(cmd)
+			return err
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	addGlobalFlags(root)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
@@ -64,6 +65,7 @@ methods answer UNSUPPORTED, fleet export reports them as missing and plans block
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&modules, "modules", server.DefaultModules, "modules to run: core, vps, vps-templates (comma-separated; core is always on)")
 	f.StringVar(&cfg.VaultAddr, "vault-addr", "", "Vault address for vault:// references (none: plans block on them)")
+	f.DurationVar(&cfg.DriftEvery, "drift-every", fleet.DefaultDriftEvery, "how often the drift reconciler re-plans applied documents (a negative value turns it off)")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }

@@ -124,13 +124,13 @@ func (p *Planner) CheckDrift(ctx context.Context, db *store.DB, tenantID string,
 				}
 			}
 		}
-		var driftJSON any
+		var driftJSON sql.NullString
 		if drift != nil {
 			b, err := json.Marshal(drift)
 			if err != nil {
 				return err
 			}
-			driftJSON = string(b)
+			driftJSON = sql.NullString{String: string(b), Valid: true}
 		}
 		at := now.UnixMilli()
 		if _, err := tx.ExecContext(ctx, `UPDATE fleet_applied SET checked_at = $1, drift = $2 WHERE tenant_id = $3`, at, driftJSON, tenantID); err != nil {

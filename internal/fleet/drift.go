@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -48,30 +50,33 @@ func (r *Reconciler) Run(ctx context.Context) {
 				continue
 			}
 			if ok {
-				r.CheckAll(ctx)
+				if _, err := r.CheckAll(ctx); err != nil {
+					r.log().ErrorContext(ctx, "drift check", "err", err)
+				}
 			}
 		}
 	}
 }
 
 // CheckAll runs one pass over every tenant with an applied document and returns how many
-// tenants drifted. Failures are logged per tenant.
-func (r *Reconciler) CheckAll(ctx context.Context) int {
+// tenants drifted. A tenant whose check fails does not stop the others; the failures are
+// returned joined.
+func (r *Reconciler) CheckAll(ctx context.Context) (int, error) {
 	tenants, err := AppliedTenants(ctx, r.DB)
 	if err != nil {
-		r.log().ErrorContext(ctx, "drift: list tenants", "err", err)
-		return 0
+		return 0, fmt.Errorf("drift: list tenants: %w", err)
 	}
 	drifted := 0
+	var errs []error
 	for _, tenant := range tenants {
 		before, err := LoadStatus(ctx, r.DB, tenant)
 		if err != nil {
-			r.log().ErrorContext(ctx, "drift check", "tenant", tenant, "err", err)
+			errs = append(errs, fmt.Errorf("drift check of %s: %w", tenant, err))
 			continue
 		}
 		after, err := r.Planner.CheckDrift(ctx, r.DB, tenant, r.now())
 		if err != nil {
-			r.log().ErrorContext(ctx, "drift check", "tenant", tenant, "err", err)
+			errs = append(errs, fmt.Errorf("drift check of %s: %w", tenant, err))
 			continue
 		}
 		if after.Drift != nil {
@@ -88,7 +93,7 @@ func (r *Reconciler) CheckAll(ctx context.Context) int {
 			r.OnCheck(ctx, before, after)
 		}
 	}
-	return drifted
+	return drifted, errors.Join(errs...)
 }
 
 func (r *Reconciler) now() time.Time {

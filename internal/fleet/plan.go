@@ -1,13 +1,13 @@
 package fleet
 
 import (
-		"context"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
-		"slices"
+	"slices"
 	"sort"
 	"strings"
 

@@ -192,22 +192,7 @@ func TestFleetApplyRefusesAHandEditBetweenCheckAndCommit(t *testing.T) {
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)
 		}
-		var pools struct {
-			Items []struct {
-				ID   string `json:"id"`
-				Name string `json:"name"`
-			} `json:"items"`
-		}
-		e.mustCall(e.admin, "compute.pools.list", map[string]any{"tenantId": "root"}, &pools)
-		poolID := ""
-		for _, p := range pools.Items {
-			if p.Name == "vps-fra" {
-				poolID = p.ID
-			}
-		}
-		if poolID == "" {
-			t.Fatalf("no pool vps-fra in %+v", pools)
-		}
+		poolID := e.poolID("vps-fra")
 		p := e.plan(e.admin, raw(docV2), false)
 		e.srv.deps.afterCheck = func() {
 			e.mustCall(e.admin, "compute.pools.update", map[string]any{"tenantId": "root", "id": poolID, "gpuModel": "A100"}, nil)

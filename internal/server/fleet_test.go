@@ -32,8 +32,16 @@ type fleetEnv struct {
 
 func newFleetEnv(t testing.TB, db *store.DB) *fleetEnv {
 	t.Helper()
+	return newFleetEnvConfig(t, Config{DB: db})
+}
+
+// newFleetEnvConfig is newFleetEnv with more configuration (cfg.DB must be set).
+func newFleetEnvConfig(t testing.TB, cfg Config) *fleetEnv {
+	t.Helper()
+	db := cfg.DB
+	cfg.DataDir, cfg.Listen = t.TempDir(), "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := New(ctx, Config{DB: db, DataDir: t.TempDir(), Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	srv, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

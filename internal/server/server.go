@@ -81,6 +81,9 @@ type Config struct {
 	// VaultAddr is the Vault server vault:// references resolve against; "" means no Vault is
 	// configured, so plans block on vault:// references.
 	VaultAddr string
+	// DriftEvery is how often the drift reconciler re-plans applied documents. Zero means
+	// fleet.DefaultDriftEvery (15 minutes); a negative value turns the reconciler off.
+	DriftEvery time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -146,7 +149,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module}
 }
 
 // deps is what the method registrations need. Every field is set by New before any
@@ -296,6 +299,19 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.ln) }()
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	if s.cfg.DriftEvery >= 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.drift().Run(loops)
+		}()
+	}
+	defer func() {
+		stopLoops()
+		wg.Wait()
+	}()
 	var err error
 	select {
 	case err = <-errc:
@@ -320,6 +336,23 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.log.Info("stopped")
 	return nil
 }
+
+// drift returns the fleet.drift reconciler of this server.
+func (s *Server) drift() *fleet.Reconciler {
+	host, _ := os.Hostname()
+	return &fleet.Reconciler{
+		DB:      s.db,
+		Planner: &fleet.Planner{Compute: s.deps.compute, VaultConfigured: s.cfg.VaultAddr != ""},
+		Every:   s.cfg.DriftEvery,
+		Holder:  fmt.Sprintf("%s/%d/%s", host, os.Getpid(), s.ln.Addr()),
+		Now:     s.cfg.Now,
+		Log:     s.log,
+	}
+}
+
+// CheckDrift runs one drift pass now (what the reconciler does every DriftEvery) and returns
+// how many tenants have drifted, and the failures of tenants it could not check.
+func (s *Server) CheckDrift(ctx context.Context) (int, error) { return s.drift().CheckAll(ctx) }
 
 // Close stops listening and closes the store if New opened it. It is safe to call more than
 // once and after Serve.

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// fleetEnv is a --dev server on SQLite with root's secrets hetzner and pip-index, and a copy of
+// examples/fleet.json in the working directory as fleet.json.
+func fleetEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	c := mustServe(t, "")
+	for _, s := range []string{"hetzner", "pip-index"} {
+		if code, out, errOut := c.run("value-of-"+s, "secrets", "create", s, "--tenant", "root", "--token-file", c.tokenFile); code != 0 {
+			t.Fatalf("secrets create: %d %s %s", code, out, errOut)
+		}
+	}
+	example, err := os.ReadFile(filepath.Join(pkgDir, "..", "..", "examples", "fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, "fleet.json", string(example))
+	return c
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// transcript runs each command line as the administrator and records it, its exit code, stdout
+// and stderr, normalized, for a golden file.
+func (c *cliEnv) transcript(lines ...string) string {
+	c.t.Helper()
+	var b strings.Builder
+	for _, line := range lines {
+		args := strings.Fields(line)
+		code, out, errOut := c.run("", append(args, "--token-file", c.tokenFile)...)
+		fmt.Fprintf(&b, "$ cubefleet %s\n%s", line, out)
+		if errOut != "" {
+			fmt.Fprintf(&b, "[stderr]\n%s", errOut)
+		}
+		fmt.Fprintf(&b, "[exit %d]\n\n", code)
+	}
+	return c.normalize(b.String())
+}
+
+func TestFleetCommandsGolden(t *testing.T) {
+	c := fleetEnv(t)
+	golden(t, "fleet_lifecycle", c.transcript(
+		"fleet status --tenant root",
+		"fleet plan fleet.json --tenant root",
+		"fleet plan fleet.json --tenant root --calls",
+		"fleet apply fleet.json --tenant root",
+		"fleet apply fleet.json --tenant root --yes",
+		"fleet plan fleet.json --tenant root --fail-on-drift",
+		"fleet apply fleet.json --tenant root --yes",
+		"fleet status --tenant root --fail-on-drift",
+		"fleet export --tenant root",
+	))
+
+	edited, _ := os.ReadFile("fleet.json")
+	doc := strings.Replace(string(edited), `"disruptionBudget": 0.1`, `"disruptionBudget": 0.25`, 1)
+	doc = strings.Replace(doc, `{ "name": "burst", "site": "fra", "class": "provider", "providerAccount": "cloud" }`,
+		`{ "name": "burst", "site": "fra", "class": "vps-host" }`, 1)
+	doc = strings.Replace(doc, `"tenant": "acme"`, `"tenant": "nobody"`, 1)
+	writeFile(t, "edited.json", doc)
+	// Deletes carry ids, which derive from the administrator's principal id (new each run).
+	hash := regexp.MustCompile(`"planHash": "[0-9a-f]{64}"`)
+	golden(t, "fleet_blocked", hash.ReplaceAllString(c.transcript(
+		"fleet plan edited.json --tenant root",
+		"fleet apply edited.json --tenant root --yes",
+		"fleet plan edited.json --tenant root --prune --output json",
+	), `"planHash": "<hash>"`))
+
+	writeFile(t, "bad.json", `{"version": 2, "sites": [{"name": "Fra", "kind": "shared", "region": "eu"}],
+ "pools": [{"name": "p", "site": "fra", "class": "vps-host", "offers": [{"tenant": "acme", "quota": {"gpu": -1}}]}],
+ "providerAccounts": [{"name": "a", "provider": "hetzner-cloud", "config": {"token": "hunter2-literal"}}]}`)
+	writeFile(t, "notjson.json", `{"version": 1,`)
+	out := c.transcript(
+		"fleet plan bad.json --tenant root",
+		"fleet plan notjson.json --tenant root",
+		"fleet plan missing.json --tenant root",
+		"fleet plan fleet.json",
+		"fleet apply fleet.json --tenant root --yes --plan-hash abc",
+		"fleet plan fleet.json --tenant acme",
+	)
+	if strings.Contains(out, "hunter2") {
+		t.Fatal("an error repeated a literal secret")
+	}
+	golden(t, "fleet_errors", out)
+}
