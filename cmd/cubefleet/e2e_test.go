@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +22,11 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 // binary builds cubefleet once per test binary.
-var binary = func() func(t *testing.T) string {
+var binary = func() func(t testing.TB) string {
 	var path string
 	var err error
 	built := false
-	return func(t *testing.T) string {
+	return func(t testing.TB) string {
 		t.Helper()
 		if !built {
 			built = true
@@ -48,13 +49,15 @@ var binary = func() func(t *testing.T) string {
 
 // cluster is a running `cubefleet server --dev` child process.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	bin     string
 	url     string
 	dataDir string
+	pid     int
+	stop    func() // stops the server (also run at cleanup)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +66,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startServer(t *testing.T, database string) *cluster {
+func startServer(t *testing.T, database string) *cluster { return startServerB(t, database) }
+
+// startServerB starts `cubefleet server --dev` on database ("" for SQLite) on a free port and
+// waits until it is ready.
+func startServerB(t testing.TB, database string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: binary(t), dataDir: filepath.Join(t.TempDir(), "data")}
 	addr := freeAddr(t)
@@ -80,14 +87,19 @@ func startServer(t *testing.T, database string) *cluster {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-			if ee := new(exec.ExitError); !errors.As(err, &ee) || ee.ExitCode() != 0 {
-				t.Logf("server exit: %v\n%s", err, logs.String())
+	c.pid = cmd.Process.Pid
+	var once sync.Once
+	c.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+				if ee := new(exec.ExitError); !errors.As(err, &ee) || ee.ExitCode() != 0 {
+					t.Logf("server exit: %v\n%s", err, logs.String())
+				}
 			}
-		}
-	})
+		})
+	}
+	t.Cleanup(c.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(c.url + "/readyz")

@@ -116,7 +116,7 @@ func tightenIfFile(w io.Writer) error {
 	}
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() == 0o600 {
-		return nil //nolint:nilerr // not a file we can tighten: a terminal or pipe
+		return nil // not a file we can tighten: a terminal or a pipe
 	}
 	if err := f.Chmod(0o600); err != nil {
 		return fmt.Errorf("make the inventory file private (chmod 600): %w", err)

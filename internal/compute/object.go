@@ -139,20 +139,23 @@ func LoadOfferedTo(ctx context.Context, q store.Querier, tenantID string) (offer
 	return offers, pools, nil
 }
 
-func insertObject(ctx context.Context, q store.Querier, o Object) error {
+// insertObject inserts o unless an object with its id exists; inserted is false then.
+func insertObject(ctx context.Context, q store.Querier, o Object) (inserted bool, err error) {
 	var name any
 	if o.Name != "" {
 		name = o.Name
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO compute_objects (`+objectColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)`,
+	res, err := q.ExecContext(ctx, `INSERT INTO compute_objects (`+objectColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL)
+		ON CONFLICT (id) DO NOTHING`,
 		o.ID, o.TenantID, o.Kind, o.ParentID, o.Refs[0], o.Refs[1], name, string(o.Spec), o.Revision, o.IdempotencyKey, o.CreatedBy, o.CreatedAt, o.UpdatedAt)
 	if store.IsUniqueViolation(err) {
-		return cubefleet.Errorf(cubefleet.CodeConflict, "a %s with this name already exists", o.Kind)
+		return false, cubefleet.Errorf(cubefleet.CodeConflict, "a %s with this name already exists", o.Kind)
 	}
 	if err != nil {
-		return fmt.Errorf("insert %s: %w", o.Kind, err)
+		return false, fmt.Errorf("insert %s: %w", o.Kind, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // updateObject writes o's spec and archive time if its revision is still o.Revision-1.

@@ -121,36 +121,36 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	now := s.now().UnixMilli()
 	o := Object{TenantID: tenantID, Kind: kind, ParentID: sp.parent(), Refs: refsOf(sp), Name: sp.uniqueName(name),
 		Revision: 1, IdempotencyKey: key, CreatedBy: callerID, CreatedAt: now, UpdatedAt: now}
-	if key != "" {
-		// An archived object keeps its id, so a key reused after an archive derives the next
-		// generation's id: still deterministic, since it depends only on stored state.
-		for gen := 0; ; gen++ {
-			o.ID = cubefleet.DerivedID(info.Prefix, generation(key, gen), callerID)
-			prior, err := Load(ctx, q, o.ID)
-			if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
-				break
-			}
-			if err != nil {
-				return Object{}, err
-			}
-			if prior.Archived() && prior.Kind == kind && prior.TenantID == tenantID {
-				continue
-			}
-			if prior.TenantID != tenantID || prior.Kind != kind {
-				return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "idempotency key %q already made %s", key, describe(prior))
-			}
-			return s.named(ctx, q, prior)
-		}
-	} else {
-		o.ID = cubefleet.NewID(info.Prefix)
-	}
 	if o.Spec, err = json.Marshal(sp); err != nil {
 		return Object{}, err
 	}
-	if err := insertObject(ctx, q, o); err != nil {
-		return Object{}, err
+	if key == "" {
+		o.ID = cubefleet.NewID(info.Prefix)
+		if _, err := insertObject(ctx, q, o); err != nil {
+			return Object{}, err
+		}
+		return o, nil // a new id has no fleet name yet
 	}
-	return s.named(ctx, q, o)
+	// The id derives from the key and the caller. An archived object keeps its id, so a key
+	// reused after an archive derives the next generation's id: still deterministic, since it
+	// depends only on stored state. A retried create returns what the first one made.
+	for gen := 0; ; gen++ {
+		o.ID = cubefleet.DerivedID(info.Prefix, generation(key, gen), callerID)
+		inserted, err := insertObject(ctx, q, o)
+		if err != nil || inserted {
+			return o, err
+		}
+		prior, err := Load(ctx, q, o.ID)
+		if err != nil {
+			return Object{}, err
+		}
+		if prior.TenantID != tenantID || prior.Kind != kind {
+			return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "idempotency key %q already made %s", key, describe(prior))
+		}
+		if !prior.Archived() {
+			return s.named(ctx, q, prior)
+		}
+	}
 }
 
 func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenantID, callerID string) error {
@@ -159,10 +159,11 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	if len(p) > 0 {
 		return cubefleet.InvalidAll(p)
 	}
-	if err := resolveRefs(ctx, q, sp, tenantID, callerID); err != nil {
+	refs, err := resolveRefs(ctx, q, sp, tenantID, callerID)
+	if err != nil {
 		return err
 	}
-	return sp.check(ctx, q, tenantID)
+	return sp.check(ctx, q, tenantID, refs)
 }
 
 // Get returns object id of kind in tenantID, or NOT_FOUND.

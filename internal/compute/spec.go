@@ -18,8 +18,9 @@ type spec interface {
 	parent() string
 	// uniqueName is the name unique within (tenant, kind, parent), "" for none.
 	uniqueName(name string) string
-	// check runs the kind's own rules against stored state (beyond reference existence).
-	check(ctx context.Context, q store.Querier, tenantID string) error
+	// check runs the kind's own rules against stored state (beyond reference existence);
+	// refs holds the objects the reference fields name, by id.
+	check(ctx context.Context, q store.Querier, tenantID string, refs map[string]Object) error
 }
 
 // refField is one reference field: its JSON name, a pointer to its value, the kind it names,
@@ -51,15 +52,17 @@ func newSpec(kind string) spec {
 	panic("compute: unknown kind " + kind) // kinds come from the method table, never from input
 }
 
-func (s *SiteSpec) refFields() []refField                              { return nil }
-func (s *SiteSpec) parent() string                                     { return "" }
-func (s *SiteSpec) uniqueName(string) string                           { return "" }
-func (s *SiteSpec) check(context.Context, store.Querier, string) error { return nil }
+func (s *SiteSpec) refFields() []refField                                                 { return nil }
+func (s *SiteSpec) parent() string                                                        { return "" }
+func (s *SiteSpec) uniqueName(string) string                                              { return "" }
+func (s *SiteSpec) check(context.Context, store.Querier, string, map[string]Object) error { return nil }
 
-func (s *ProviderAccountSpec) refFields() []refField                              { return nil }
-func (s *ProviderAccountSpec) parent() string                                     { return "" }
-func (s *ProviderAccountSpec) uniqueName(name string) string                      { return name }
-func (s *ProviderAccountSpec) check(context.Context, store.Querier, string) error { return nil }
+func (s *ProviderAccountSpec) refFields() []refField         { return nil }
+func (s *ProviderAccountSpec) parent() string                { return "" }
+func (s *ProviderAccountSpec) uniqueName(name string) string { return name }
+func (s *ProviderAccountSpec) check(context.Context, store.Querier, string, map[string]Object) error {
+	return nil
+}
 
 func (s *PoolSpec) refFields() []refField {
 	f := []refField{{name: "siteId", id: &s.SiteID, kind: KindSite}}
@@ -68,23 +71,25 @@ func (s *PoolSpec) refFields() []refField {
 	}
 	return f
 }
-func (s *PoolSpec) parent() string                                     { return "" }
-func (s *PoolSpec) uniqueName(string) string                           { return "" }
-func (s *PoolSpec) check(context.Context, store.Querier, string) error { return nil }
+func (s *PoolSpec) parent() string                                                        { return "" }
+func (s *PoolSpec) uniqueName(string) string                                              { return "" }
+func (s *PoolSpec) check(context.Context, store.Querier, string, map[string]Object) error { return nil }
 
 func (s *OwnerQuotaSpec) refFields() []refField {
 	return []refField{{name: "poolId", id: &s.PoolID, kind: KindPool}}
 }
-func (s *OwnerQuotaSpec) parent() string                                     { return s.PoolID }
-func (s *OwnerQuotaSpec) uniqueName(string) string                           { return s.Resource }
-func (s *OwnerQuotaSpec) check(context.Context, store.Querier, string) error { return nil }
+func (s *OwnerQuotaSpec) parent() string           { return s.PoolID }
+func (s *OwnerQuotaSpec) uniqueName(string) string { return s.Resource }
+func (s *OwnerQuotaSpec) check(context.Context, store.Querier, string, map[string]Object) error {
+	return nil
+}
 
 func (s *OfferSpec) refFields() []refField {
 	return []refField{{name: "poolId", id: &s.PoolID, kind: KindPool}}
 }
 func (s *OfferSpec) parent() string           { return s.PoolID }
 func (s *OfferSpec) uniqueName(string) string { return s.ToTenantID }
-func (s *OfferSpec) check(ctx context.Context, q store.Querier, tenantID string) error {
+func (s *OfferSpec) check(ctx context.Context, q store.Querier, tenantID string, _ map[string]Object) error {
 	if s.ToTenantID == tenantID {
 		return cubefleet.Invalid("toTenantId", "a pool cannot be offered to its own owner (%s)", tenantID)
 	}
@@ -101,9 +106,11 @@ func (s *OfferSpec) check(ctx context.Context, q store.Querier, tenantID string)
 func (s *FlavorSpec) refFields() []refField {
 	return []refField{{name: "poolId", id: &s.PoolID, kind: KindPool}}
 }
-func (s *FlavorSpec) parent() string                                     { return s.PoolID }
-func (s *FlavorSpec) uniqueName(name string) string                      { return name }
-func (s *FlavorSpec) check(context.Context, store.Querier, string) error { return nil }
+func (s *FlavorSpec) parent() string                { return s.PoolID }
+func (s *FlavorSpec) uniqueName(name string) string { return name }
+func (s *FlavorSpec) check(context.Context, store.Querier, string, map[string]Object) error {
+	return nil
+}
 
 func (s *SandboxTemplateSpec) refFields() []refField {
 	return []refField{
@@ -113,12 +120,8 @@ func (s *SandboxTemplateSpec) refFields() []refField {
 }
 func (s *SandboxTemplateSpec) parent() string                { return "" }
 func (s *SandboxTemplateSpec) uniqueName(name string) string { return name }
-func (s *SandboxTemplateSpec) check(ctx context.Context, q store.Querier, tenantID string) error {
-	flavor, err := Load(ctx, q, s.FlavorID)
-	if err != nil {
-		return err
-	}
-	if flavor.ParentID != s.PoolID {
+func (s *SandboxTemplateSpec) check(_ context.Context, _ store.Querier, _ string, refs map[string]Object) error {
+	if refs[s.FlavorID].ParentID != s.PoolID {
 		return cubefleet.Invalid("flavorId", "flavor %s is not sold on pool %s", s.FlavorID, s.PoolID)
 	}
 	return nil
@@ -126,30 +129,32 @@ func (s *SandboxTemplateSpec) check(ctx context.Context, q store.Querier, tenant
 
 // resolveRefs turns `key:<idempotency key>` references into the ids that key derives for
 // caller, then checks that every referenced object exists, is of the right kind, is live, and
-// belongs to tenantID (or, where allowed, to a tenant that offers its pool to tenantID).
-func resolveRefs(ctx context.Context, q store.Querier, sp spec, tenantID, callerID string) error {
+// belongs to tenantID (or, where allowed, to a tenant that offers its pool to tenantID). It
+// returns the referenced objects by id.
+func resolveRefs(ctx context.Context, q store.Querier, sp spec, tenantID, callerID string) (map[string]Object, error) {
+	refs := map[string]Object{}
 	for _, f := range sp.refFields() {
 		info, _ := Info(f.kind)
+		var o Object
+		var err error
 		if key, ok := cutKeyRef(*f.id); ok {
-			id, err := liveDerivedID(ctx, q, info.Prefix, key, callerID)
-			if err != nil {
-				return err
-			}
-			*f.id = id
+			o, err = loadKeyRef(ctx, q, info.Prefix, key, callerID)
+			*f.id = o.ID
+		} else if !cubefleet.IsID(*f.id, info.Prefix) {
+			return nil, cubefleet.Invalid(f.name, "%s must be a %s id (%s_...) or key:<idempotency key>", f.name, f.kind, info.Prefix)
+		} else {
+			o, err = Load(ctx, q, *f.id)
 		}
-		if !cubefleet.IsID(*f.id, info.Prefix) {
-			return cubefleet.Invalid(f.name, "%s must be a %s id (%s_...) or key:<idempotency key>", f.name, f.kind, info.Prefix)
-		}
-		o, err := Load(ctx, q, *f.id)
 		if cubefleet.IsCode(err, cubefleet.CodeNotFound) || (err == nil && o.Kind != f.kind) {
-			return cubefleet.Invalid(f.name, "no %s %s", f.kind, *f.id)
+			return nil, cubefleet.Invalid(f.name, "no %s %s", f.kind, *f.id)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if o.Archived() {
-			return cubefleet.Invalid(f.name, "%s %s is archived", f.kind, *f.id)
+			return nil, cubefleet.Invalid(f.name, "%s %s is archived", f.kind, *f.id)
 		}
+		refs[o.ID] = o
 		if o.TenantID == tenantID {
 			continue
 		}
@@ -158,10 +163,26 @@ func resolveRefs(ctx context.Context, q store.Querier, sp spec, tenantID, caller
 			poolID = o.ParentID
 		}
 		if !f.offered || !offered(ctx, q, poolID, tenantID) {
-			return cubefleet.Invalid(f.name, "no %s %s in tenant %s", f.kind, *f.id, tenantID)
+			return nil, cubefleet.Invalid(f.name, "no %s %s in tenant %s", f.kind, *f.id, tenantID)
 		}
 	}
-	return nil
+	return refs, nil
+}
+
+// loadKeyRef loads the live object key made for caller, skipping archived generations (see
+// Service.Create). When there is none, the error is NOT_FOUND and the returned object carries
+// the id the next create with key would get.
+func loadKeyRef(ctx context.Context, q store.Querier, prefix, key, callerID string) (Object, error) {
+	for gen := 0; ; gen++ {
+		id := cubefleet.DerivedID(prefix, generation(key, gen), callerID)
+		o, err := Load(ctx, q, id)
+		if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			return Object{ID: id}, err
+		}
+		if err != nil || !o.Archived() {
+			return o, err
+		}
+	}
 }
 
 func offered(ctx context.Context, q store.Querier, poolID, tenantID string) bool {
@@ -196,19 +217,4 @@ func describe(o Object) string {
 		return fmt.Sprintf("%s %s (%s)", o.Kind, o.Name, o.ID)
 	}
 	return o.Kind + " " + o.ID
-}
-
-// liveDerivedID returns the id key derives for caller, skipping archived generations (see
-// Service.Create).
-func liveDerivedID(ctx context.Context, q store.Querier, prefix, key, callerID string) (string, error) {
-	for gen := 0; ; gen++ {
-		id := cubefleet.DerivedID(prefix, generation(key, gen), callerID)
-		o, err := Load(ctx, q, id)
-		if cubefleet.IsCode(err, cubefleet.CodeNotFound) || (err == nil && !o.Archived()) {
-			return id, nil
-		}
-		if err != nil {
-			return "", err
-		}
-	}
 }

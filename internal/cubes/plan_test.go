@@ -12,7 +12,7 @@ import (
 )
 
 // now is the planning time of every test.
-var now = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC) //nolint:gochecknoglobals // read-only test fixture
+var now = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 func id(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
 

@@ -39,7 +39,7 @@ func setup(tb testing.TB, world *ionossim.State, edit func(*ionos.Config)) bundl
 			tb.Fatal(err)
 		}
 	}
-	l, err := ionossim.Listen("127.0.0.1:0", sim)
+	l, err := ionossim.Listen(context.Background(), "127.0.0.1:0", sim)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -386,5 +386,24 @@ func TestTokenNeverLeaks(t *testing.T) {
 	}
 	if !strings.Contains(b.logs.String(), "retrying") {
 		t.Errorf("expected retry logs to have been produced")
+	}
+}
+
+func TestInventoryPagesLongLists(t *testing.T) {
+	world := ionossim.SampleFleet(1)
+	for i := range 1500 {
+		world.TargetGroups = append(world.TargetGroups, &ionossim.TargetGroup{ID: fmt.Sprintf("7a000000-0000-4000-8000-%012d", i),
+			Name: fmt.Sprintf("tg-%d", i), Algorithm: "ROUND_ROBIN", Protocol: "HTTP"})
+	}
+	b := setup(t, world, nil)
+	inv, err := b.client.Inventory(testCtx(t), ionossim.SampleDatacenterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.TargetGroups) != 1501 {
+		t.Errorf("%d target groups, want 1501", len(inv.TargetGroups))
+	}
+	if n := b.sim.Sim.Count("GET", "/cloudapi/v6/targetgroups"); n != 2 {
+		t.Errorf("GET targetgroups counted %d, want 2 pages", n)
 	}
 }

@@ -229,41 +229,36 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 	}
 	inv.Datacenter = convertDatacenter(dc)
 
-	for offset := int32(0); ; offset += serverPageSize {
-		var page ionoscloud.Servers
-		if _, err := c.Do(ctx, "list servers", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
-			page, r, err = api.ServersApi.DatacentersServersGet(ctx, datacenterID).Depth(3).Offset(offset).Limit(serverPageSize).Execute()
-			return r, err
-		}); err != nil {
-			return nil, err
-		}
-		for _, s := range ionoscloud.ToValueDefault(page.Items) {
-			inv.Servers = append(inv.Servers, convertServer(s))
-		}
-		if !hasNext(page.Links, len(ionoscloud.ToValueDefault(page.Items)), serverPageSize) {
-			break
-		}
-	}
-
-	var lans ionoscloud.Lans
-	if _, err := c.Do(ctx, "list LANs", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
-		lans, r, err = api.LANsApi.DatacentersLansGet(ctx, datacenterID).Depth(1).Limit(listPageSize).Execute()
-		return r, err
-	}); err != nil {
+	servers, err := pages(ctx, c, "list servers", serverPageSize, func(ctx context.Context, off int32) ([]ionoscloud.Server, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := api.ServersApi.DatacentersServersGet(ctx, datacenterID).Depth(3).Offset(off).Limit(serverPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	for _, l := range ionoscloud.ToValueDefault(lans.Items) {
+	for _, s := range servers {
+		inv.Servers = append(inv.Servers, convertServer(s))
+	}
+
+	lans, err := pages(ctx, c, "list LANs", listPageSize, func(ctx context.Context, off int32) ([]ionoscloud.Lan, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := api.LANsApi.DatacentersLansGet(ctx, datacenterID).Depth(1).Offset(off).Limit(listPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lans {
 		inv.LANs = append(inv.LANs, convertLAN(l))
 	}
 
-	var sgs ionoscloud.SecurityGroups
-	if _, err := c.Do(ctx, "list security groups", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
-		sgs, r, err = api.SecurityGroupsApi.DatacentersSecuritygroupsGet(ctx, datacenterID).Depth(1).Limit(listPageSize).Execute()
-		return r, err
-	}); err != nil {
+	sgs, err := pages(ctx, c, "list security groups", listPageSize, func(ctx context.Context, off int32) ([]ionoscloud.SecurityGroup, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := api.SecurityGroupsApi.DatacentersSecuritygroupsGet(ctx, datacenterID).Depth(1).Offset(off).Limit(listPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	for _, sg := range ionoscloud.ToValueDefault(sgs.Items) {
+	for _, sg := range sgs {
 		g := SecurityGroup{ID: str(sg.Id), State: state(sg.Metadata)}
 		if p := sg.Properties; p != nil {
 			g.Name, g.Description = str(p.Name), str(p.Description)
@@ -272,6 +267,7 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 		inv.SecurityGroups = append(inv.SecurityGroups, g)
 	}
 
+	// The SDK pages no NAT gateway list (ionos-api.md §2.3): one request returns them all.
 	var ngs ionoscloud.NatGateways
 	if _, err := c.Do(ctx, "list NAT gateways", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
 		ngs, r, err = api.NATGatewaysApi.DatacentersNatgatewaysGet(ctx, datacenterID).Depth(1).Execute()
@@ -283,31 +279,26 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 		inv.NATGateways = append(inv.NATGateways, convertNAT(ng))
 	}
 
-	var albs ionoscloud.ApplicationLoadBalancers
-	if _, err := c.Do(ctx, "list application load balancers", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
-		albs, r, err = api.ApplicationLoadBalancersApi.DatacentersApplicationloadbalancersGet(ctx, datacenterID).Depth(3).Limit(listPageSize).Execute()
-		return r, err
-	}); err != nil {
+	albs, err := pages(ctx, c, "list application load balancers", listPageSize, func(ctx context.Context, off int32) ([]ionoscloud.ApplicationLoadBalancer, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := api.ApplicationLoadBalancersApi.DatacentersApplicationloadbalancersGet(ctx, datacenterID).Depth(3).Offset(off).Limit(listPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	for _, a := range ionoscloud.ToValueDefault(albs.Items) {
+	for _, a := range albs {
 		inv.ApplicationLoadBalancers = append(inv.ApplicationLoadBalancers, convertALB(a))
 	}
 
-	for offset := int32(0); ; offset += listPageSize {
-		var tgs ionoscloud.TargetGroups
-		if _, err := c.Do(ctx, "list target groups", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
-			tgs, r, err = api.TargetGroupsApi.TargetgroupsGet(ctx).Depth(1).Offset(offset).Limit(listPageSize).Execute()
-			return r, err
-		}); err != nil {
-			return nil, err
-		}
-		for _, tg := range ionoscloud.ToValueDefault(tgs.Items) {
-			inv.TargetGroups = append(inv.TargetGroups, convertTargetGroup(tg))
-		}
-		if !hasNext(tgs.Links, len(ionoscloud.ToValueDefault(tgs.Items)), listPageSize) {
-			break
-		}
+	tgs, err := pages(ctx, c, "list target groups", listPageSize, func(ctx context.Context, off int32) ([]ionoscloud.TargetGroup, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := api.TargetGroupsApi.TargetgroupsGet(ctx).Depth(1).Offset(off).Limit(listPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, tg := range tgs {
+		inv.TargetGroups = append(inv.TargetGroups, convertTargetGroup(tg))
 	}
 
 	var tpls ionoscloud.Templates
@@ -327,22 +318,16 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 	}
 
 	since := start.Add(-24 * time.Hour).Format(time.DateTime)
-	for offset := int32(0); ; offset += listPageSize {
-		var rqs ionoscloud.Requests
-		if _, err := c.Do(ctx, "list requests", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
-			rqs, r, err = api.RequestsApi.RequestsGet(ctx).Depth(2).FilterUrl(datacenterID).FilterCreatedAfter(since).
-				Offset(offset).Limit(listPageSize).Execute()
-			return r, err
-		}); err != nil {
-			return nil, err
-		}
-		for _, rq := range ionoscloud.ToValueDefault(rqs.Items) {
-			if p, ok := convertRequest(rq); ok {
-				inv.PendingRequests = append(inv.PendingRequests, p)
-			}
-		}
-		if !hasNext(rqs.Links, len(ionoscloud.ToValueDefault(rqs.Items)), listPageSize) {
-			break
+	rqs, err := pages(ctx, c, "list requests", listPageSize, func(ctx context.Context, off int32) ([]ionoscloud.Request, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := api.RequestsApi.RequestsGet(ctx).Depth(2).FilterUrl(datacenterID).FilterCreatedAfter(since).Offset(off).Limit(listPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, rq := range rqs {
+		if p, ok := convertRequest(rq); ok {
+			inv.PendingRequests = append(inv.PendingRequests, p)
 		}
 	}
 
@@ -361,12 +346,31 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 	return inv, nil
 }
 
-// hasNext reports whether a list has another page: a next link, or a full page.
-func hasNext(links *ionoscloud.PaginationLinks, n, limit int) bool {
-	if links != nil && links.Next != nil {
-		return true
+// pages fetches every page of a list through Do, limit items at a time, until a page has no
+// next link (or, without links, comes back short).
+func pages[T any](ctx context.Context, c *Client, op string, limit int32,
+	fetch func(ctx context.Context, offset int32) ([]T, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error)) ([]T, error) {
+	var all []T
+	for offset := int32(0); ; offset += limit {
+		var (
+			page  []T
+			links *ionoscloud.PaginationLinks
+		)
+		if _, err := c.Do(ctx, op, func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
+			page, links, r, err = fetch(ctx, offset)
+			return r, err
+		}); err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		more := len(page) >= int(limit)
+		if links != nil {
+			more = links.Next != nil
+		}
+		if !more || len(page) == 0 {
+			return all, nil
+		}
 	}
-	return links == nil && n >= limit
 }
 
 func str(p *string) string { return ionoscloud.ToValueDefault(p) }

@@ -3,32 +3,16 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/fleet/fleettest"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
-
-// limitsDocument is a document at the limits: 1000 items in every list (1000 sites, provider
-// accounts, pools, flavors and templates: 5,000 objects).
-func limitsDocument() json.RawMessage {
-	type m = map[string]any
-	var sites, accounts, pools, flavors, templates []m
-	for i := range 1000 {
-		sites = append(sites, m{"name": fmt.Sprintf("site-%04d", i), "kind": "shared", "region": "eu-central"})
-		accounts = append(accounts, m{"name": fmt.Sprintf("acct-%04d", i), "provider": "ionos-cloud", "config": m{"location": "de/fra", "token": "env://IONOS_TOKEN"}})
-		pools = append(pools, m{"name": fmt.Sprintf("pool-%04d", i), "site": fmt.Sprintf("site-%04d", i), "class": "vps-host", "gpuModel": "L40S", "policy": m{"disruptionBudget": 0.1}})
-		flavors = append(flavors, m{"pool": fmt.Sprintf("pool-%04d", i), "name": "g1.small", "vcpu": 2, "memoryGiB": 4, "diskGiB": 40})
-		templates = append(templates, m{"name": fmt.Sprintf("tpl-%04d", i), "pool": fmt.Sprintf("pool-%04d", i), "flavor": "g1.small", "imageId": "ubuntu-24.04", "network": "private", "warm": m{"min": 0, "max": 2}})
-	}
-	doc, _ := json.Marshal(m{"version": 1, "sites": sites, "providerAccounts": accounts, "pools": pools, "flavors": flavors, "sandboxTemplates": templates})
-	return doc
-}
 
 type benchEnv struct {
 	srv   *Server
@@ -72,7 +56,7 @@ func benchDatabases(b *testing.B, fn func(b *testing.B, open func() *store.DB)) 
 // BenchmarkFleetPlan plans the limits document against an empty fleet (5,000 creates) and
 // against the fleet it made (5,000 unchanged). Target: p95 <= 100 ms.
 func BenchmarkFleetPlan(b *testing.B) {
-	doc := limitsDocument()
+	doc := json.RawMessage(fleettest.LimitsDocument())
 	benchDatabases(b, func(b *testing.B, open func() *store.DB) {
 		e := newBenchEnv(b, open())
 		in := map[string]any{"tenantId": "root", "config": doc}
@@ -85,7 +69,7 @@ func BenchmarkFleetPlan(b *testing.B) {
 // BenchmarkFleetApply applies the limits document to an empty fleet in one transaction: 5,000
 // calls with their audit rows. Target: <= 2 s.
 func BenchmarkFleetApply(b *testing.B) {
-	doc := limitsDocument()
+	doc := json.RawMessage(fleettest.LimitsDocument())
 	benchDatabases(b, func(b *testing.B, open func() *store.DB) {
 		for range b.N {
 			b.StopTimer()

@@ -128,8 +128,10 @@ func (p *parser) node(k kind, off int64) *node {
 	if len(p.nodes) == cap(p.nodes) {
 		p.nodes = make([]node, 0, 512)
 	}
-	p.nodes = append(p.nodes, node{kind: k, off: off})
-	return &p.nodes[len(p.nodes)-1]
+	p.nodes = p.nodes[:len(p.nodes)+1]
+	n := &p.nodes[len(p.nodes)-1]
+	n.kind, n.off = k, off // field by field: the new slot is zero, and storing zero pointers is no work
+	return n
 }
 
 // value reads the next value, whose node offset is off (see node); depth is the nesting it would

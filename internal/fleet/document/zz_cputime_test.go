@@ -1,7 +1,9 @@
 package document
 
 import (
+	"bytes"
 	"encoding/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"os"
 	"runtime"
 	"strconv"
@@ -37,4 +39,44 @@ func TestZZCPUTime(t *testing.T) {
 	c1, w1 := cpuNow(), time.Now()
 	runtime.ReadMemStats(&ms1)
 	t.Logf("cpu/op %v wall/op %v allocs/op %d bytes/op %d", (c1-c0)/time.Duration(n), w1.Sub(w0)/time.Duration(n), (ms1.Mallocs-ms0.Mallocs)/uint64(n), (ms1.TotalAlloc-ms0.TotalAlloc)/uint64(n))
+}
+
+func BenchmarkZZParse(b *testing.B) {
+	raw, _ := json.Marshal(limitsDocument())
+	b.ReportAllocs()
+	for b.Loop() {
+		parse(raw)
+	}
+}
+
+func BenchmarkZZMapCheck(b *testing.B) {
+	raw, _ := json.Marshal(limitsDocument())
+	root, _ := parse(raw)
+	b.ReportAllocs()
+	for b.Loop() {
+		m := mapper{bad: make(map[string]struct{})}
+		doc := m.document(root)
+		doc.check()
+	}
+}
+
+func BenchmarkZZValidate(b *testing.B) {
+	d := limitsDocument()
+	b.ReportAllocs()
+	for b.Loop() {
+		d.check()
+	}
+}
+
+func BenchmarkZZJsontextOnly(b *testing.B) {
+	raw, _ := json.Marshal(limitsDocument())
+	b.ReportAllocs()
+	for b.Loop() {
+		dec := jsontext.NewDecoder(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+		for {
+			if _, err := dec.ReadToken(); err != nil {
+				break
+			}
+		}
+	}
 }

@@ -27,9 +27,9 @@ type Listener struct {
 var ErrNotLoopback = errors.New("the simulator listens only on a loopback address (127.0.0.0/8 or ::1)")
 
 // Listen serves sim on addr ("127.0.0.1:0" picks a free port) until Close, and advances its
-// asynchronous requests every 10 ms. It returns ErrNotLoopback for a non-loopback address and
-// the listener's error when the port is taken.
-func Listen(addr string, sim *Sim) (*Listener, error) {
+// asynchronous requests every 10 ms. ctx bounds only the opening of the listener. It returns
+// ErrNotLoopback for a non-loopback address and the listener's error when the port is taken.
+func Listen(ctx context.Context, addr string, sim *Sim) (*Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen address %q: %w", addr, err)
@@ -37,11 +37,12 @@ func Listen(addr string, sim *Sim) (*Listener, error) {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return nil, fmt.Errorf("listen address %q: %w", addr, ErrNotLoopback)
 	}
-	ln, err := net.Listen("tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	tick, stop := context.WithCancel(context.Background())
 	s := &Listener{
 		URL: "http://" + ln.Addr().String(), Sim: sim, stop: stop,
 		srv: &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second},
@@ -57,7 +58,7 @@ func Listen(addr string, sim *Sim) (*Listener, error) {
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-tick.Done():
 				return
 			case <-t.C:
 				sim.Advance()

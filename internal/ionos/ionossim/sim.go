@@ -357,6 +357,7 @@ type statusWriter struct {
 	status int
 }
 
+// WriteHeader records the first status written.
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
@@ -364,6 +365,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write records an implicit 200.
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -374,6 +376,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // discardWriter swallows a response (Fault.Applied).
 type discardWriter struct{ h http.Header }
 
+// Header, Write and WriteHeader implement http.ResponseWriter by discarding.
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}

@@ -29,7 +29,7 @@ func mustStart(tb testing.TB, opts ionossim.Options) (*ionossim.Listener, *ionos
 	if opts.RunDuration == 0 {
 		opts.RunDuration = 20 * time.Millisecond
 	}
-	l, err := ionossim.Listen("127.0.0.1:0", ionossim.New(opts))
+	l, err := ionossim.Listen(context.Background(), "127.0.0.1:0", ionossim.New(opts))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -580,7 +580,7 @@ func TestStateRoundTrip(t *testing.T) {
 }
 
 func TestListenRefusesNonLoopback(t *testing.T) {
-	if _, err := ionossim.Listen("0.0.0.0:0", ionossim.New(ionossim.Options{})); !errors.Is(err, ionossim.ErrNotLoopback) {
+	if _, err := ionossim.Listen(context.Background(), "0.0.0.0:0", ionossim.New(ionossim.Options{})); !errors.Is(err, ionossim.ErrNotLoopback) {
 		t.Errorf("Listen on 0.0.0.0: %v, want ErrNotLoopback", err)
 	}
 }
