@@ -167,9 +167,10 @@ func (r *Registry) Check(ctx context.Context, p *iam.Principal, requestID, name 
 	return err
 }
 
-// Invoke runs write method name inside the caller's transaction tx, with its audit row, as p.
-// The caller has decided the permission with Check.
-func (r *Registry) Invoke(ctx context.Context, tx store.Querier, p *iam.Principal, requestID, name string, in json.RawMessage) (any, error) {
+// Invoke runs write method name inside the caller's transaction tx, as p, and queues its audit
+// row in batch; the caller flushes the batch in the same transaction. The caller has decided the
+// permission with Check.
+func (r *Registry) Invoke(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, requestID, name string, in json.RawMessage) (any, error) {
 	m, err := r.method(name)
 	if err != nil {
 		return nil, err
@@ -186,7 +187,8 @@ func (r *Registry) Invoke(ctx context.Context, tx store.Querier, p *iam.Principa
 	if err != nil {
 		return nil, err
 	}
-	return out, r.audit(ctx, tx, c, m, d, audit.OutcomeOK, out)
+	batch.Add(r.entry(c, m, d, audit.OutcomeOK, out))
+	return out, nil
 }
 
 // Audit writes an audit row for a composite method's own success, inside its transaction.
@@ -201,14 +203,18 @@ func (r *Registry) Audit(ctx context.Context, tx store.Querier, c *Call, name st
 type Targeted interface{ AuditTarget() string }
 
 func (r *Registry) audit(ctx context.Context, q store.Querier, c *Call, m *Method, d Decision, outcome string, out any) error {
+	return audit.Record(ctx, q, r.entry(c, m, d, outcome, out))
+}
+
+func (r *Registry) entry(c *Call, m *Method, d Decision, outcome string, out any) audit.Entry {
 	target := ""
 	if t, ok := out.(Targeted); ok {
 		target = t.AuditTarget()
 	}
-	return audit.Record(ctx, q, audit.Entry{
+	return audit.Entry{
 		At: r.now().UnixMilli(), TenantID: d.TenantID, PrincipalID: c.Principal.ID, Method: m.Name,
 		Permission: d.Permission, Scope: d.Scope, Outcome: outcome, Target: target, RequestID: c.RequestID,
-	})
+	}
 }
 
 // TenantInput is the part of every tenant-scoped input that names the tenant.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 	"github.com/cubefleet/cubefleet/internal/iam"
@@ -19,8 +20,8 @@ import (
 type Invoker interface {
 	// Check decides the permission of one call for p, without running it; it audits a refusal.
 	Check(ctx context.Context, p *iam.Principal, requestID, method string, in json.RawMessage) error
-	// Invoke runs one call inside tx as p, with its audit row.
-	Invoke(ctx context.Context, tx store.Querier, p *iam.Principal, requestID, method string, in json.RawMessage) (any, error)
+	// Invoke runs one call inside tx as p and queues its audit row in batch.
+	Invoke(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, requestID, method string, in json.RawMessage) (any, error)
 }
 
 // Applier applies plans (fleet spec, "Apply").
@@ -105,18 +106,22 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 		if err := refuse(pl, in.DenyDelete); err != nil {
 			return err
 		}
+		var batch audit.Batch
 		for i, c := range pl.Calls {
 			if a.BeforeCall != nil {
 				if err := a.BeforeCall(i); err != nil {
 					return fmt.Errorf("call %d (%s %s): %w", i, c.Method, c.Name, err)
 				}
 			}
-			if err := a.run(ctx, tx, p, in, c); err != nil {
+			if err := a.run(ctx, tx, &batch, p, in, c); err != nil {
 				if errors.Is(err, compute.ErrRevision) {
 					return driftError(checked.PlanHash, "")
 				}
 				return fmt.Errorf("call %d (%s %s): %w", i, c.Method, c.Name, err)
 			}
+		}
+		if err := batch.Flush(ctx, tx); err != nil {
+			return err
 		}
 		if err := recordApplied(ctx, tx, in.TenantID, canonical, pl.PlanHash, p.ID, in.Prune, a.now()); err != nil {
 			return err
@@ -141,12 +146,12 @@ func (a *Applier) now() time.Time {
 }
 
 // run invokes one call and keeps fleet_names in step with it.
-func (a *Applier) run(ctx context.Context, tx store.Querier, p *iam.Principal, in ApplyInput, c Call) error {
+func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, in ApplyInput, c Call) error {
 	raw, err := json.Marshal(c.Input)
 	if err != nil {
 		return err
 	}
-	out, err := a.Calls.Invoke(ctx, tx, p, in.RequestID, c.Method, raw)
+	out, err := a.Calls.Invoke(ctx, tx, batch, p, in.RequestID, c.Method, raw)
 	if err != nil {
 		return err
 	}
