@@ -49,12 +49,8 @@ func newFleetExportCmd(stdio IO) *cobra.Command {
 		Short: "Export a tenant's fleet as a document (refuses to overwrite FILE)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(cmd)
-			if err != nil {
-				return err
-			}
 			var res fleet.Export
-			if err := c.Call(cmd.Context(), "fleet.export", map[string]any{"tenantId": tenant}, &res); err != nil {
+			if err := call(cmd, "fleet.export", map[string]any{"tenantId": tenant}, &res); err != nil {
 				return err
 			}
 			doc, err := json.MarshalIndent(res.Config, "", "  ")
@@ -215,6 +211,11 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	}
 	s := pl.Summary
 	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged.\n", s.Create, s.Update, s.Delete, s.Unchanged)
+	for _, c := range pl.Changes {
+		if c.Action == fleet.ActionUnchanged && c.Note != "" {
+			fmt.Fprintf(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
+		}
+	}
 	if calls {
 		for i, c := range pl.Calls {
 			var in bytes.Buffer
@@ -323,12 +324,8 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 		Short: "Show the last applied document and the drift found since",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(cmd)
-			if err != nil {
-				return err
-			}
 			var st fleet.Status
-			if err := c.Call(cmd.Context(), "fleet.status", map[string]any{"tenantId": tenant}, &st); err != nil {
+			if err := call(cmd, "fleet.status", map[string]any{"tenantId": tenant}, &st); err != nil {
 				return err
 			}
 			if wantJSON(cmd) {

@@ -137,6 +137,19 @@ func TestFleetEveryActionOfEveryKind(t *testing.T) {
 		if _, err := e.apply(e.admin, raw(noFlavor), true, ""); !cubefleet.IsCode(err, cubefleet.CodePlanBlocked) {
 			t.Fatalf("apply of a blocked plan = %v, want PLAN_BLOCKED", err)
 		}
+		// Pruning never deletes a site: the change is a note.
+		noMuc := strings.Replace(docV3, `,{"name":"muc","kind":"dedicated","region":"eu-south"}`, "", 1)
+		pm := e.plan(e.admin, raw(noMuc), true)
+		if len(pm.Calls) != 0 || pm.Summary.Blocked {
+			t.Fatalf("pruning a site planned calls: %v", pm.lines())
+		}
+		noted := false
+		for _, c := range pm.Changes {
+			noted = noted || (c.Kind == "site" && c.Name == "muc" && c.Action == "unchanged" && strings.Contains(c.Note, "never deletes a site"))
+		}
+		if !noted {
+			t.Fatalf("no note for the site the document leaves out: %+v", pm.Changes)
+		}
 		// A fixed field cannot change.
 		moved := strings.Replace(docV3, `"region":"eu-south"`, `"region":"eu-west"`, 1)
 		if p := e.plan(e.admin, raw(moved), false); !p.Summary.Blocked || !slices.Contains(p.lines(), "! site muc (region)") {
