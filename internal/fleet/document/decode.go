@@ -25,16 +25,27 @@ import (
 // decode as nil, so Decode, json.Marshal and Decode again give the same Document. Decode never
 // panics; the caller bounds the size of data.
 func Decode(data []byte) (*Document, error) {
-	root, err := parse(data)
-	if err != nil {
-		return nil, cubefleet.InvalidAll([]cubefleet.FieldError{{Path: "", Message: err.Error()}})
+	if pe := precheck(data); pe != nil {
+		return nil, cubefleet.InvalidAll([]cubefleet.FieldError{{Path: "", Message: pe.Error()}})
 	}
-	m := mapper{bad: make(map[string]struct{})}
-	doc := m.document(root)
+	r := newReader(data)
+	m := mapper{r: r, bad: make(map[string]struct{})}
+	v := r.root()
+	doc := m.document(v)
+	if pe := r.finish(v); pe != nil {
+		return nil, cubefleet.InvalidAll([]cubefleet.FieldError{{Path: "", Message: pe.Error()}})
+	}
 	c := doc.check()
+	var root *node // the tree, built only to place a problem Validate found
 	for i, fe := range c.errs {
 		if dep, ok := c.deps[i]; m.suppressed(fe.Path) || ok && m.suppressed(dep) {
 			continue
+		}
+		if root == nil {
+			var err error
+			if root, err = parse(data); err != nil { // not reached: the mapper read data already
+				return nil, cubefleet.InvalidAll([]cubefleet.FieldError{{Path: "", Message: err.Error()}})
+			}
 		}
 		m.errs = append(m.errs, located{off: offsetOf(root, fe.Path), fe: fe})
 	}
@@ -60,10 +71,12 @@ type located struct {
 	fe  cubefleet.FieldError
 }
 
-// mapper turns the tree into a Document, reporting what the types cannot hold. bad holds the
-// paths whose value it could not map (wrong type, missing, unknown): Validate's complaints at or
-// below them are about zero values the document never had, and are dropped.
+// mapper turns the document into a Document as its reader reads it, reporting what the types
+// cannot hold. bad holds the paths whose value it could not map (wrong type, missing, unknown):
+// Validate's complaints at or below them are about zero values the document never had, and are
+// dropped.
 type mapper struct {
+	r    *reader
 	errs []located
 	bad  map[string]struct{}
 }
@@ -117,30 +130,30 @@ func spec(what string, fields ...fieldSpec) *objSpec {
 	return &objSpec{what: what, fields: fields, allowed: strings.Join(names, ", ")}
 }
 
-// object walks the fields of the object n at path, calling each for every known field once (the
-// first occurrence), and reports unknown, repeated and missing fields. label names n in a
-// wrong-type message. It returns false when n is not an object.
-func (m *mapper) object(n *node, path, label string, s *objSpec, each func(key string, v *node)) bool {
-	if n.kind != kindObject {
-		m.failBad(n.off, path, label+" must be an object, not "+n.kind.article())
+// object walks the fields of the object v at at, calling each for every known field once (the
+// first occurrence), and reports unknown, repeated and missing fields. label names v in a
+// wrong-type message. It returns false when v is not an object.
+func (m *mapper) object(v value, at *path, label string, s *objSpec, each func(key string, v value)) bool {
+	if v.kind != kindObject {
+		m.failBad(v.off, at.String(), label+" must be an object, not "+v.kind.article())
 		return false
 	}
 	var seen uint64
-	for _, mem := range n.members {
-		i := s.find(mem.key)
+	end := m.r.members(v, func(key string, koff int64, val value) {
+		i := s.find(key)
 		switch {
 		case i < 0:
-			m.failBad(mem.off, join(path, mem.key), "unknown field; "+s.what+" has the fields "+s.allowed)
+			m.failBad(koff, at.member(key), "unknown field; "+s.what+" has the fields "+s.allowed)
 		case seen&(1<<i) != 0:
-			m.fail(mem.off, join(path, mem.key), mem.key+" appears twice in the same object; keep one")
+			m.fail(koff, at.member(key), key+" appears twice in the same object; keep one")
 		default:
 			seen |= 1 << i
-			each(mem.key, mem.val)
+			each(key, val)
 		}
-	}
+	})
 	for i, f := range s.fields {
 		if f.fix != "" && seen&(1<<i) == 0 {
-			m.failBad(n.end-1, join(path, f.name), f.name+" is required; "+f.fix)
+			m.failBad(end-1, at.member(f.name), f.name+" is required; "+f.fix)
 		}
 	}
 	return true
@@ -155,21 +168,29 @@ func (s *objSpec) find(key string) int {
 	return -1
 }
 
-// list calls each for every element of the array n at path, a list field.
-func (m *mapper) list(n *node, path string, each func(i int, el *node, path string)) {
-	if n.kind != kindArray {
-		m.failBad(n.off, path, path[strings.LastIndexAny(path, ".]")+1:]+" must be an array, not "+n.kind.article())
-		return
+// mapList maps the array v at at, a list field, with item, and returns the items; nil for an
+// empty list or one that is not an array. An item's path comes by value: a pointer passed through
+// the func value item would move to the heap, for every item.
+func mapList[T any](m *mapper, v value, at *path, item func(el value, at path) T) []T {
+	if v.kind != kindArray {
+		p := at.String()
+		m.failBad(v.off, p, p[strings.LastIndexAny(p, ".]")+1:]+" must be an array, not "+v.kind.article())
+		return nil
 	}
-	for i, el := range n.elems {
-		each(i, el, index(path, i))
-	}
+	var items []T
+	m.r.elements(v, func(i int, el value) {
+		if items == nil {
+			items = make([]T, 0, 4) // most lists of an item (offers) are short
+		}
+		items = append(items, item(el, path{up: at.up, key: at.key, i: i}))
+	})
+	return items
 }
 
-// str returns the string at v, the value of key in the object at path.
-func (m *mapper) str(v *node, path, key string) string {
+// str returns the string at v, the value of key in the object at at.
+func (m *mapper) str(v value, at *path, key string) string {
 	if v.kind != kindString {
-		m.failBad(v.off, join(path, key), key+" must be a string, not "+v.kind.article())
+		m.failBad(v.off, at.member(key), key+" must be a string, not "+v.kind.article())
 		return ""
 	}
 	return v.text
@@ -177,74 +198,81 @@ func (m *mapper) str(v *node, path, key string) string {
 
 // optStr is str for an optional field, which may be left out but not empty: an empty string
 // would vanish on re-encoding (omitempty).
-func (m *mapper) optStr(v *node, path, key, rule string) string {
-	s := m.str(v, path, key)
+func (m *mapper) optStr(v value, at *path, key, rule string) string {
+	s := m.str(v, at, key)
 	if v.kind == kindString && s == "" {
-		m.failBad(v.off, join(path, key), key+" must not be empty; leave it out or set it to "+rule)
+		m.failBad(v.off, at.member(key), key+" must not be empty; leave it out or set it to "+rule)
 	}
 	return s
 }
 
 // integer returns the whole number at v, clamped to ±bigInt (see intValue).
-func (m *mapper) integer(v *node, path, key string) int64 {
+func (m *mapper) integer(v value, at *path, key string) int64 {
 	if v.kind != kindNumber {
-		m.failBad(v.off, join(path, key), key+" must be a whole number, not "+v.kind.article())
+		m.failBad(v.off, at.member(key), key+" must be a whole number, not "+v.kind.article())
 		return 0
 	}
 	n, ok := intValue(v.text)
 	if !ok {
-		m.failBad(v.off, join(path, key), key+" must be a whole number, not a fraction")
+		m.failBad(v.off, at.member(key), key+" must be a whole number, not a fraction")
 	}
 	return n
 }
 
-// strMap returns the object under key at path as a map of strings.
-func (m *mapper) strMap(n *node, path, key string) map[string]string {
-	if !m.isMap(n, path, key) || len(n.members) == 0 {
+// strMap returns the object under key at at as a map of strings; nil when it is empty.
+func (m *mapper) strMap(v value, at *path, key string) map[string]string {
+	if !m.isMap(v, at, key) {
 		return nil
 	}
-	out := make(map[string]string, len(n.members))
-	for _, mem := range n.members {
-		if _, dup := out[mem.key]; dup {
-			m.fail(mem.off, join(join(path, key), mem.key), "the key appears twice in "+key+"; keep one")
-			continue
+	var out map[string]string
+	m.r.members(v, func(k string, koff int64, val value) {
+		if out == nil {
+			out = make(map[string]string)
 		}
-		if mem.val.kind != kindString {
-			m.failBad(mem.val.off, join(join(path, key), mem.key), key+" values must be strings, not "+mem.val.kind.article())
-			out[mem.key] = "" // marks the key as seen
-			continue
+		if _, dup := out[k]; dup {
+			m.fail(koff, join(at.member(key), k), "the key appears twice in "+key+"; keep one")
+			return
 		}
-		out[mem.key] = mem.val.text
-	}
+		if val.kind != kindString {
+			m.failBad(val.off, join(at.member(key), k), key+" values must be strings, not "+val.kind.article())
+			out[k] = "" // marks the key as seen
+			return
+		}
+		out[k] = val.text
+	})
 	return out
 }
 
-// quotaMap returns the object under key at path as a map of resource name to whole number.
-func (m *mapper) quotaMap(n *node, path, key string) map[string]int64 {
-	if !m.isMap(n, path, key) || len(n.members) == 0 {
+// quotaMap returns the object under key at at as a map of resource name to whole number; nil
+// when it is empty.
+func (m *mapper) quotaMap(v value, at *path, key string) map[string]int64 {
+	if !m.isMap(v, at, key) {
 		return nil
 	}
-	out := make(map[string]int64, len(n.members))
-	for _, mem := range n.members {
-		if _, dup := out[mem.key]; dup {
-			m.fail(mem.off, join(join(path, key), mem.key), "the resource appears twice in "+key+"; keep one")
-			continue
+	var out map[string]int64
+	m.r.members(v, func(k string, koff int64, val value) {
+		if out == nil {
+			out = make(map[string]int64)
 		}
-		v, ok := int64(0), false
-		if mem.val.kind == kindNumber {
-			v, ok = intValue(mem.val.text)
+		if _, dup := out[k]; dup {
+			m.fail(koff, join(at.member(key), k), "the resource appears twice in "+key+"; keep one")
+			return
+		}
+		n, ok := int64(0), false
+		if val.kind == kindNumber {
+			n, ok = intValue(val.text)
 		}
 		if !ok {
-			m.failBad(mem.val.off, join(join(path, key), mem.key), key+" values must be "+quotaNoun)
+			m.failBad(val.off, join(at.member(key), k), key+" values must be "+quotaNoun)
 		}
-		out[mem.key] = v
-	}
+		out[k] = n
+	})
 	return out
 }
 
-func (m *mapper) isMap(n *node, path, key string) bool {
-	if n.kind != kindObject {
-		m.failBad(n.off, join(path, key), key+" must be an object, not "+n.kind.article())
+func (m *mapper) isMap(v value, at *path, key string) bool {
+	if v.kind != kindObject {
+		m.failBad(v.off, at.member(key), key+" must be an object, not "+v.kind.article())
 		return false
 	}
 	return true

@@ -47,109 +47,94 @@ var (
 		fieldSpec{"max", "give the most number of warm sandboxes, 0 to 1000"})
 )
 
-func (m *mapper) document(n *node) *Document {
+func (m *mapper) document(n value) *Document {
 	d := &Document{}
-	m.object(n, "", "the document", documentSpec, func(key string, v *node) {
-		p := join("", key)
+	m.object(n, nil, "the document", documentSpec, func(key string, v value) {
+		list := &path{key: key, i: -1}
 		switch key {
 		case "version":
-			d.Version = toInt(m.integer(v, "", key))
+			d.Version = toInt(m.integer(v, nil, key))
 		case "sites":
-			d.Sites = make([]Site, len(v.elems))
-			m.list(v, p, func(i int, el *node, p string) { d.Sites[i] = m.site(el, p) })
+			d.Sites = mapList(m, v, list, m.site)
 		case "providerAccounts":
-			d.ProviderAccounts = make([]ProviderAccount, len(v.elems))
-			m.list(v, p, func(i int, el *node, p string) { d.ProviderAccounts[i] = m.providerAccount(el, p) })
+			d.ProviderAccounts = mapList(m, v, list, m.providerAccount)
 		case "pools":
-			d.Pools = make([]Pool, len(v.elems))
-			m.list(v, p, func(i int, el *node, p string) { d.Pools[i] = m.pool(el, p) })
+			d.Pools = mapList(m, v, list, m.pool)
 		case "flavors":
-			d.Flavors = make([]Flavor, len(v.elems))
-			m.list(v, p, func(i int, el *node, p string) { d.Flavors[i] = m.flavor(el, p) })
+			d.Flavors = mapList(m, v, list, m.flavor)
 		case "sandboxTemplates":
-			d.SandboxTemplates = make([]SandboxTemplate, len(v.elems))
-			m.list(v, p, func(i int, el *node, p string) { d.SandboxTemplates[i] = m.template(el, p) })
+			d.SandboxTemplates = mapList(m, v, list, m.template)
 		}
 	})
-	d.Sites = nilIfEmpty(d.Sites)
-	d.ProviderAccounts = nilIfEmpty(d.ProviderAccounts)
-	d.Pools = nilIfEmpty(d.Pools)
-	d.Flavors = nilIfEmpty(d.Flavors)
-	d.SandboxTemplates = nilIfEmpty(d.SandboxTemplates)
 	return d
 }
 
-func nilIfEmpty[T any](s []T) []T {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-}
+// The items of lists come by value (see mapList).
 
-func (m *mapper) site(n *node, path string) (s Site) {
-	m.object(n, path, "each site", siteSpec, func(key string, v *node) {
+func (m *mapper) site(n value, item path) (s Site) {
+	at := &item
+	m.object(n, at, "each site", siteSpec, func(key string, v value) {
 		switch key {
 		case "name":
-			s.Name = m.str(v, path, key)
+			s.Name = m.str(v, at, key)
 		case "kind":
-			s.Kind = m.str(v, path, key)
+			s.Kind = m.str(v, at, key)
 		case "region":
-			s.Region = m.str(v, path, key)
+			s.Region = m.str(v, at, key)
 		}
 	})
 	return s
 }
 
-func (m *mapper) providerAccount(n *node, path string) (a ProviderAccount) {
-	m.object(n, path, "each provider account", providerAccountSpec, func(key string, v *node) {
+func (m *mapper) providerAccount(n value, item path) (a ProviderAccount) {
+	at := &item
+	m.object(n, at, "each provider account", providerAccountSpec, func(key string, v value) {
 		switch key {
 		case "name":
-			a.Name = m.str(v, path, key)
+			a.Name = m.str(v, at, key)
 		case "provider":
-			a.Provider = m.str(v, path, key)
+			a.Provider = m.str(v, at, key)
 		case "config":
-			a.Config = m.strMap(v, path, key)
+			a.Config = m.strMap(v, at, key)
 		}
 	})
 	return a
 }
 
-func (m *mapper) pool(n *node, path string) (p Pool) {
-	m.object(n, path, "each pool", poolSpec, func(key string, v *node) {
+func (m *mapper) pool(n value, item path) (p Pool) {
+	at := &item
+	m.object(n, at, "each pool", poolSpec, func(key string, v value) {
 		switch key {
 		case "name":
-			p.Name = m.str(v, path, key)
+			p.Name = m.str(v, at, key)
 		case "site":
-			p.Site = m.str(v, path, key)
+			p.Site = m.str(v, at, key)
 		case "class":
-			p.Class = m.str(v, path, key)
+			p.Class = m.str(v, at, key)
 		case "gpuModel":
-			p.GPUModel = m.optStr(v, path, key, "the GPU model, e.g. L40S")
+			p.GPUModel = m.optStr(v, at, key, "the GPU model, e.g. L40S")
 		case "policy":
-			p.Policy = m.policy(v, join(path, key))
+			p.Policy = m.policy(v, &path{up: at, key: key, i: -1})
 		case "providerAccount":
-			p.ProviderAccount = m.optStr(v, path, key, "the name of a provider account")
+			p.ProviderAccount = m.optStr(v, at, key, "the name of a provider account")
 		case "ownerQuota":
-			p.OwnerQuota = m.quotaMap(v, path, key)
+			p.OwnerQuota = m.quotaMap(v, at, key)
 		case "offers":
-			op := join(path, key)
-			p.Offers = make([]Offer, len(v.elems))
-			m.list(v, op, func(i int, el *node, ep string) { p.Offers[i] = m.offer(el, ep) })
-			p.Offers = nilIfEmpty(p.Offers)
+			p.Offers = mapList(m, v, &path{up: at, key: key, i: -1}, m.offer)
 		}
 	})
 	return p
 }
 
-func (m *mapper) policy(n *node, path string) *Policy {
+func (m *mapper) policy(n value, at *path) *Policy {
 	pol := &Policy{}
-	ok := m.object(n, path, "policy", policySpec, func(key string, v *node) {
+	ok := m.object(n, at, "policy", policySpec, func(key string, v value) {
 		if v.kind != kindNumber {
-			m.failBad(v.off, join(path, key), key+" must be a number, not "+v.kind.article())
+			m.failBad(v.off, at.member(key), key+" must be a number, not "+v.kind.article())
 			return
 		}
 		if !inUnitInterval(v.text) {
-			m.failBad(v.off, join(path, key), disruptionBudgetRule)
+			m.failBad(v.off, at.member(key), disruptionBudgetRule)
 		}
 		f, _ := strconv.ParseFloat(v.text, 64) // in range it is finite
 		pol.DisruptionBudget = &f
@@ -160,70 +145,73 @@ func (m *mapper) policy(n *node, path string) *Policy {
 	return pol
 }
 
-func (m *mapper) offer(n *node, path string) (o Offer) {
-	m.object(n, path, "each offer", offerSpec, func(key string, v *node) {
+func (m *mapper) offer(n value, item path) (o Offer) {
+	at := &item
+	m.object(n, at, "each offer", offerSpec, func(key string, v value) {
 		switch key {
 		case "tenant":
-			o.Tenant = m.str(v, path, key)
+			o.Tenant = m.str(v, at, key)
 		case "quota":
-			o.Quota = m.quotaMap(v, path, key)
+			o.Quota = m.quotaMap(v, at, key)
 		case "priority":
-			o.Priority = toInt(m.integer(v, path, key))
+			o.Priority = toInt(m.integer(v, at, key))
 		}
 	})
 	return o
 }
 
-func (m *mapper) flavor(n *node, path string) (f Flavor) {
-	m.object(n, path, "each flavor", flavorSpec, func(key string, v *node) {
+func (m *mapper) flavor(n value, item path) (f Flavor) {
+	at := &item
+	m.object(n, at, "each flavor", flavorSpec, func(key string, v value) {
 		switch key {
 		case "pool":
-			f.Pool = m.str(v, path, key)
+			f.Pool = m.str(v, at, key)
 		case "name":
-			f.Name = m.str(v, path, key)
+			f.Name = m.str(v, at, key)
 		case "vcpu":
-			f.VCPU = toInt(m.integer(v, path, key))
+			f.VCPU = toInt(m.integer(v, at, key))
 		case "memoryGiB":
-			f.MemoryGiB = toInt(m.integer(v, path, key))
+			f.MemoryGiB = toInt(m.integer(v, at, key))
 		case "diskGiB":
-			f.DiskGiB = toInt(m.integer(v, path, key))
+			f.DiskGiB = toInt(m.integer(v, at, key))
 		case "gpu":
-			f.GPU = toInt(m.integer(v, path, key))
+			f.GPU = toInt(m.integer(v, at, key))
 		}
 	})
 	return f
 }
 
-func (m *mapper) template(n *node, path string) (t SandboxTemplate) {
-	m.object(n, path, "each sandbox template", templateSpec, func(key string, v *node) {
+func (m *mapper) template(n value, item path) (t SandboxTemplate) {
+	at := &item
+	m.object(n, at, "each sandbox template", templateSpec, func(key string, v value) {
 		switch key {
 		case "name":
-			t.Name = m.str(v, path, key)
+			t.Name = m.str(v, at, key)
 		case "pool":
-			t.Pool = m.str(v, path, key)
+			t.Pool = m.str(v, at, key)
 		case "flavor":
-			t.Flavor = m.str(v, path, key)
+			t.Flavor = m.str(v, at, key)
 		case "imageId":
-			t.ImageID = m.str(v, path, key)
+			t.ImageID = m.str(v, at, key)
 		case "env":
-			t.Env = m.strMap(v, path, key)
+			t.Env = m.strMap(v, at, key)
 		case "network":
-			t.Network = m.str(v, path, key)
+			t.Network = m.str(v, at, key)
 		case "warm":
-			t.Warm = m.warm(v, join(path, key))
+			t.Warm = m.warm(v, &path{up: at, key: key, i: -1})
 		}
 	})
 	return t
 }
 
-func (m *mapper) warm(n *node, path string) *Warm {
+func (m *mapper) warm(n value, at *path) *Warm {
 	w := &Warm{}
-	ok := m.object(n, path, "warm", warmSpec, func(key string, v *node) {
+	ok := m.object(n, at, "warm", warmSpec, func(key string, v value) {
 		switch key {
 		case "min":
-			w.Min = toInt(m.integer(v, path, key))
+			w.Min = toInt(m.integer(v, at, key))
 		case "max":
-			w.Max = toInt(m.integer(v, path, key))
+			w.Max = toInt(m.integer(v, at, key))
 		}
 	})
 	if !ok {

@@ -31,6 +31,32 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// A path is where a value sits in the document, kept as the steps that lead there, so that
+// building one costs nothing: only a problem writes it out (String), and most values have none.
+// The nil *path is the document itself.
+type path struct {
+	up  *path  // the object with the member; nil for the document
+	key string // the member
+	i   int    // the element of the member's array, or -1 for the member itself
+}
+
+// String writes p out: pools[0].offers[1].
+func (p *path) String() string {
+	if p == nil {
+		return ""
+	}
+	// A copy of the key, so that the compiler sees nothing of p escape: a path that points to
+	// another keeps both on the stack.
+	s := join(p.up.String(), strings.Clone(p.key))
+	if p.i >= 0 {
+		s = index(s, p.i)
+	}
+	return s
+}
+
+// member returns the path of key in the object at p, written out.
+func (p *path) member(key string) string { return join(p.String(), key) }
+
 // index returns the path of element i of the array at path.
 func index(path string, i int) string {
 	return path + "[" + strconv.Itoa(i) + "]"

@@ -1,7 +1,7 @@
 package document
 
 import (
-	"regexp"
+	"unicode"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/secretref"
@@ -58,8 +58,6 @@ var (
 	configKeyMatcher = newASCII("A-Za-z0-9_.-", "A-Za-z0-9_.-", 63)
 	resourceMatcher  = newASCII("A-Za-z", "A-Za-z0-9._-", 64)
 	envNameMatcher   = newASCII("A-Za-z_", "A-Za-z0-9_", 255)
-
-	imageIDRE = regexp.MustCompile(imageIDPattern)
 )
 
 // asciiPattern matches ^[first][rest]{0,max-1}$ for classes of ASCII characters.
@@ -104,6 +102,19 @@ func isGPUModel(s string) bool  { return gpuModelMatcher.match(s) }
 func isConfigKey(s string) bool { return configKeyMatcher.match(s) }
 func isResource(s string) bool  { return resourceMatcher.match(s) }
 func isEnvName(s string) bool   { return envNameMatcher.match(s) }
+
+// isImageID matches imageIDPattern, ^[^\p{Cc}\p{Z}]{1,255}$: 1-255 characters, none a control
+// character or a Unicode space separator. Like the regexp, it reads a byte that is not UTF-8 as
+// one character, U+FFFD.
+func isImageID(s string) bool {
+	n := 0
+	for _, r := range s {
+		if n++; n > 255 || unicode.In(r, unicode.Cc, unicode.Z) {
+			return false
+		}
+	}
+	return n > 0
+}
 
 // The enumerations of the document.
 var (
