@@ -120,18 +120,28 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 		return nil, err
 	}
 	c := &Call{Principal: p, RequestID: requestID, Q: r.db}
-	if !m.Write || m.Composite {
-		return m.Handle(ctx, c, in)
-	}
 	var out any
-	err = r.db.InTx(ctx, func(tx *sql.Tx) error {
-		c.Q = tx
-		var err error
-		if out, err = m.Handle(ctx, c, in); err != nil {
-			return err
-		}
-		return r.audit(ctx, tx, c, m, d, audit.OutcomeOK, out)
-	})
+	if !m.Write || m.Composite {
+		out, err = m.Handle(ctx, c, in)
+	} else {
+		err = r.db.InTx(ctx, func(tx *sql.Tx) error {
+			c.Q = tx
+			var err error
+			if out, err = m.Handle(ctx, c, in); err != nil {
+				return err
+			}
+			return r.audit(ctx, tx, c, m, d, audit.OutcomeOK, out)
+		})
+	}
+	if cubefleet.IsCode(err, cubefleet.CodeForbidden) {
+		// A refusal the handler made itself (granting what the caller does not hold, say) is
+		// audited like one the method table made.
+		r.auditRefusal(ctx, m, p, requestID, d)
+	}
+	if store.IsBusy(err) {
+		return nil, &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Err: err,
+			Message: "the database is busy with another write (a large fleet apply, say): retry shortly; PostgreSQL serves concurrent writes better than SQLite"}
+	}
 	return out, err
 }
 
@@ -144,13 +154,29 @@ func (r *Registry) decide(ctx context.Context, m *Method, p *iam.Principal, requ
 		return Decision{}, err
 	}
 	if err := iam.Decide(p, d.Permission, d.Scope); err != nil {
-		c := &Call{Principal: p, RequestID: requestID, Q: r.db}
-		if aerr := r.audit(ctx, r.db, c, m, d, audit.OutcomeForbidden, nil); aerr != nil {
-			r.log.ErrorContext(ctx, "audit refusal", "method", m.Name, "err", aerr)
-		}
+		r.auditRefusal(ctx, m, p, requestID, d)
 		return Decision{}, err
 	}
+	// Only a caller allowed to act on the tenant learns whether it exists.
+	if d.TenantID != "" {
+		ok, err := iam.TenantExists(ctx, r.db, d.TenantID)
+		if err != nil {
+			return Decision{}, err
+		}
+		if !ok {
+			return Decision{}, cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s does not exist; `cubefleet tenants list` shows the tenants", d.TenantID)
+		}
+	}
 	return d, nil
+}
+
+// auditRefusal writes a forbidden row in its own transaction; a failure is logged, not
+// returned, so the caller still gets its FORBIDDEN.
+func (r *Registry) auditRefusal(ctx context.Context, m *Method, p *iam.Principal, requestID string, d Decision) {
+	c := &Call{Principal: p, RequestID: requestID, Q: r.db}
+	if err := r.audit(ctx, r.db, c, m, d, audit.OutcomeForbidden, nil); err != nil {
+		r.log.ErrorContext(ctx, "audit refusal", "method", m.Name, "err", err)
+	}
 }
 
 // Check decides method name's permission for input in as p, without running it; a refusal is

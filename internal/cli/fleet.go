@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,10 +23,7 @@ type apiCaller interface {
 }
 
 func newFleetCmd(stdio IO) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "fleet",
-		Short: "Fleet as code: export, plan, apply and watch the fleet document",
-	}
+	cmd := groupCmd("fleet", "Fleet as code: export, plan, apply and watch the fleet document", "")
 	cmd.AddCommand(newFleetExportCmd(stdio), newFleetPlanCmd(stdio), newFleetApplyCmd(stdio), newFleetStatusCmd(stdio), newFleetSchemaCmd(stdio))
 	return cmd
 }
@@ -154,7 +152,7 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 				return blockedPlanError(pl)
 			}
 			if f.failOnDrift && len(pl.Calls) > 0 {
-				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %d calls would run", args[0], len(pl.Calls))
+				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %s would run", args[0], plural(len(pl.Calls), "call", "calls"))
 			}
 			return nil
 		},
@@ -181,7 +179,7 @@ func blockedPlanError(pl *fleet.Plan) error {
 			n++
 		}
 	}
-	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%d changes are blocked; fix the document (each blocked line says why)", n)
+	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%s blocked; fix the document (each blocked line says why)", plural(n, "change is", "changes are"))
 }
 
 // printFleetPlan prints one line per change that does something, then the counts (fleet spec,
@@ -189,16 +187,18 @@ func blockedPlanError(pl *fleet.Plan) error {
 func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	for _, c := range pl.Changes {
 		var line string
-		switch c.Action {
-		case fleet.ActionCreate:
+		switch {
+		case c.Action == fleet.ActionCreate:
 			line = fmt.Sprintf("+ %s %s", c.Kind, c.Name)
-		case fleet.ActionUpdate:
+		case c.Action == fleet.ActionUpdate:
 			line = fmt.Sprintf("~ %s %s", c.Kind, c.Name)
 			if len(c.Fields) > 0 {
-				line += " (" + joinFields(c.Fields) + ")"
+				line += " (" + strings.Join(c.Fields, ", ") + ")"
 			}
-		case fleet.ActionDelete:
+		case c.Action == fleet.ActionDelete:
 			line = fmt.Sprintf("- %s %s", c.Kind, c.Name)
+		case c.Blocked:
+			line = fmt.Sprintf("= %s %s", c.Kind, c.Name)
 		default:
 			continue
 		}
@@ -212,7 +212,7 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	s := pl.Summary
 	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged.\n", s.Create, s.Update, s.Delete, s.Unchanged)
 	for _, c := range pl.Changes {
-		if c.Action == fleet.ActionUnchanged && c.Note != "" {
+		if c.Action == fleet.ActionUnchanged && c.Note != "" && !c.Blocked {
 			fmt.Fprintf(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
 		}
 	}
@@ -225,17 +225,6 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 			fmt.Fprintf(w, "%3d %s %s", i+1, c.Method, in.String())
 		}
 	}
-}
-
-func joinFields(fields []string) string {
-	out := ""
-	for i, f := range fields {
-		if i > 0 {
-			out += ", "
-		}
-		out += f
-	}
-	return out
 }
 
 func newFleetApplyCmd(stdio IO) *cobra.Command {
@@ -299,13 +288,16 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			}
 			var res fleet.ApplyResult
 			err = c.Call(cmd.Context(), "fleet.apply", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune, "planHash": hash, "denyDelete": denyDelete}, &res)
+			if e := (*cubefleet.Error)(nil); err != nil && !errors.As(err, &e) {
+				return fmt.Errorf("the apply's outcome is unknown (%w): run `cubefleet fleet plan %s --tenant %s` to see whether it landed", err, args[0], f.tenant)
+			}
 			if err != nil {
 				return err
 			}
 			if !human {
 				return writeJSON(stdio.Out, res)
 			}
-			fmt.Fprintf(stdio.Out, "Applied %d calls (plan %s).\n", res.Applied, res.Plan.PlanHash)
+			fmt.Fprintf(stdio.Out, "Applied %s (plan %s).\n", plural(res.Applied, "call", "calls"), res.Plan.PlanHash)
 			return nil
 		},
 	}
@@ -318,14 +310,14 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 
 func newFleetStatusCmd(stdio IO) *cobra.Command {
 	var tenant string
-	var failOnDrift bool
+	var failOnDrift, check bool
 	cmd := &cobra.Command{
-		Use:   "status --tenant T [--fail-on-drift]",
+		Use:   "status --tenant T [--check] [--fail-on-drift]",
 		Short: "Show the last applied document and the drift found since",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st fleet.Status
-			if err := call(cmd, "fleet.status", map[string]any{"tenantId": tenant}, &st); err != nil {
+			if err := call(cmd, "fleet.status", map[string]any{"tenantId": tenant, "check": check}, &st); err != nil {
 				return err
 			}
 			if wantJSON(cmd) {
@@ -343,6 +335,7 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (required)")
 	cmd.Flags().BoolVar(&failOnDrift, "fail-on-drift", false, "exit FLEET_DRIFTED (1) while drift is recorded")
+	cmd.Flags().BoolVar(&check, "check", false, "check for drift now instead of showing the reconciler's last check")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
@@ -371,4 +364,12 @@ func printStatus(w io.Writer, st *fleet.Status) {
 func wantJSON(cmd *cobra.Command) bool {
 	f, _ := outputFormat(cmd)
 	return f == "json"
+}
+
+// plural renders n with the singular or plural form: "1 call", "3 calls".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

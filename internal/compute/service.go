@@ -10,12 +10,14 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/secretref"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
@@ -158,6 +160,9 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	sp.validate(&p)
 	if len(p) > 0 {
 		return cubefleet.InvalidAll(p)
+	}
+	if err := ownSecretsOnly(sp, tenantID); err != nil {
+		return err
 	}
 	refs, err := resolveRefs(ctx, q, sp, tenantID, callerID)
 	if err != nil {
@@ -395,4 +400,26 @@ func generation(key string, gen int) string {
 		return key
 	}
 	return fmt.Sprintf("%s#%d", key, gen)
+}
+
+// ownSecretsOnly refuses a secret://TENANT/NAME reference to another tenant's secret store: an
+// object may use only its own tenant's secrets.
+func ownSecretsOnly(sp spec, tenantID string) error {
+	var field string
+	var values map[string]string
+	switch s := sp.(type) {
+	case *ProviderAccountSpec:
+		field, values = "config", s.Config
+	case *SandboxTemplateSpec:
+		field, values = "env", s.Env
+	default:
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		ref, ok := secretref.Parse(values[k])
+		if ok && ref.Scheme == secretref.SchemeSecret && ref.Tenant != "" && ref.Tenant != tenantID {
+			return cubefleet.Invalid(field+"."+k, "%s names tenant %s's secrets; an object may use only its own tenant's: store the secret in tenant %s and write secret://%s", k, ref.Tenant, tenantID, ref.Name)
+		}
+	}
+	return nil
 }

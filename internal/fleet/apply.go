@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
@@ -53,6 +54,8 @@ type ApplyInput struct {
 	RequestID  string
 }
 
+var planHashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 // ApplyResult is fleet.apply's result: the plan that ran and the number of calls applied.
 type ApplyResult struct {
 	Plan    *Plan `json:"plan"`
@@ -65,6 +68,9 @@ type ApplyResult struct {
 // plan fails PLAN_BLOCKED; a plan that deletes with DenyDelete fails PLAN_BLOCKED. On success
 // it records the applied document. Any failure leaves the database as it was.
 func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*ApplyResult, error) {
+	if in.PlanHash != "" && !planHashPattern.MatchString(in.PlanHash) {
+		return nil, cubefleet.Invalid("planHash", "planHash is the 64 hex digits `fleet plan` prints, not %q", in.PlanHash)
+	}
 	checked, err := a.Planner.Plan(ctx, a.DB, in.TenantID, in.Document, in.Prune)
 	if err != nil {
 		return nil, err

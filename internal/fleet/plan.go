@@ -108,7 +108,7 @@ func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, do
 	}
 	b := &builder{ctx: ctx, q: q, p: p, st: st, tenant: tenantID, prune: prune,
 		siteRef: map[string]string{}, poolRef: map[string]string{}, accountRef: map[string]string{}, flavorRef: map[string]string{},
-		matched: map[string]bool{}, desiredRefs: map[string]bool{}}
+		matched: map[string]bool{}, desiredRefs: map[string][]string{}}
 	if err := b.build(doc); err != nil {
 		return nil, err
 	}
@@ -127,10 +127,10 @@ type builder struct {
 	changes []Change
 	groups  [numGroups][]Call
 
-	siteRef, poolRef, accountRef map[string]string // document name -> id, or key:... for new objects
-	flavorRef                    map[string]string // poolRef + "/" + name -> id or key:...
-	matched                      map[string]bool   // existing ids the document names
-	desiredRefs                  map[string]bool   // existing ids the document's items reference
+	siteRef, poolRef, accountRef map[string]string   // document name -> id, or key:... for new objects
+	flavorRef                    map[string]string   // poolRef + "/" + name -> id or key:...
+	matched                      map[string]bool     // existing ids the document names
+	desiredRefs                  map[string][]string // existing id -> the document's items that reference it
 	deleted                      map[string]bool
 }
 
@@ -223,6 +223,10 @@ func (b *builder) checkSecrets(values map[string]string, n *notes) error {
 			if tenant == "" {
 				tenant = b.tenant
 			}
+			if tenant != b.tenant {
+				n.block("%s: names tenant %s's secrets; an object may use only its own tenant's: store it in tenant %s and write secret://%s", k, tenant, b.tenant, ref.Name)
+				continue
+			}
 			ok, err := b.st.hasSecret(b.ctx, b.q, tenant, ref.Name)
 			if err != nil {
 				return err
@@ -241,19 +245,17 @@ func (b *builder) checkSecrets(values map[string]string, n *notes) error {
 
 // update records an update (or unchanged) change of existing object o: names lists the
 // updatable fields to compare between the desired and current specs (structs of one type).
-func (b *builder) update(o compute.Object, name string, group int, names []string, desired, current any, n notes) {
+// fixed names the fixed fields the document would change (each already blocks n).
+func (b *builder) update(o compute.Object, name string, group int, names []string, desired, current any, fixed []string, n notes) {
 	changed := diff(names, desired, current)
 	c := Change{Kind: o.Kind, Name: name, Action: ActionUnchanged}
-	if len(changed) > 0 {
+	if all := append(slices.Clone(fixed), changed...); len(all) > 0 {
 		c.Action = ActionUpdate
-		c.Fields = changed
+		c.Fields = all
 	}
 	input := refInput(b.tenant, o)
 	for _, f := range changed {
 		input[f] = value(desired, f)
-	}
-	if n.blocked && c.Action == ActionUnchanged {
-		c.Action = ActionUpdate
 	}
 	b.change(n.apply(c), group, method(o.Kind, "update"), input)
 }

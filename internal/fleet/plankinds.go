@@ -3,6 +3,7 @@ package fleet
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
@@ -47,10 +48,12 @@ func (b *builder) accounts(doc *document.Document) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
+			var fixed []string
 			if cur.Provider != d.Provider {
+				fixed = append(fixed, "provider")
 				n.block("provider cannot change (%s to %s): create a provider account with a new name", cur.Provider, d.Provider)
 			}
-			b.update(o, d.Name, grpAccountWrite, []string{"config"}, desired, cur, n)
+			b.update(o, d.Name, grpAccountWrite, []string{"config"}, desired, cur, fixed, n)
 			continue
 		}
 		b.accountRef[d.Name] = b.newRef(compute.KindProviderAccount, d.Name)
@@ -94,36 +97,42 @@ func (b *builder) sites(doc *document.Document) error {
 	return nil
 }
 
+// usedBy records that the document's item who references the existing object id, so a prune
+// never removes it.
+func (b *builder) usedBy(id, who string) {
+	b.desiredRefs[id] = append(b.desiredRefs[id], who)
+}
+
 // resolveSite returns the id or key reference of the site a document names.
-func (b *builder) resolveSite(name string) (string, bool) {
+func (b *builder) resolveSite(name, who string) (string, bool) {
 	if ref, ok := b.siteRef[name]; ok {
 		return ref, true
 	}
 	if o, ok := b.ownByFleetName(compute.KindSite, name); ok {
-		b.desiredRefs[o.ID] = true
+		b.usedBy(o.ID, who)
 		return o.ID, true
 	}
 	return "", false
 }
 
-func (b *builder) resolveAccount(name string) (string, bool) {
+func (b *builder) resolveAccount(name, who string) (string, bool) {
 	if ref, ok := b.accountRef[name]; ok {
 		return ref, true
 	}
 	if o, ok := b.ownByName(compute.KindProviderAccount, name); ok {
-		b.desiredRefs[o.ID] = true
+		b.usedBy(o.ID, who)
 		return o.ID, true
 	}
 	return "", false
 }
 
 // resolveOwnPool returns the id or key reference of a pool of the tenant's a document names.
-func (b *builder) resolveOwnPool(name string) (string, bool) {
+func (b *builder) resolveOwnPool(name, who string) (string, bool) {
 	if ref, ok := b.poolRef[name]; ok {
 		return ref, true
 	}
 	if o, ok := b.ownByFleetName(compute.KindPool, name); ok {
-		b.desiredRefs[o.ID] = true
+		b.usedBy(o.ID, who)
 		return o.ID, true
 	}
 	return "", false
@@ -132,13 +141,13 @@ func (b *builder) resolveOwnPool(name string) (string, bool) {
 func (b *builder) pools(doc *document.Document) error {
 	for _, d := range doc.Pools {
 		var n notes
-		siteID, ok := b.resolveSite(d.Site)
+		siteID, ok := b.resolveSite(d.Site, "pool "+d.Name)
 		if !ok {
 			n.block("unknown site %s: add it to sites", d.Site)
 		}
 		accountID := ""
 		if d.ProviderAccount != "" {
-			if accountID, ok = b.resolveAccount(d.ProviderAccount); !ok {
+			if accountID, ok = b.resolveAccount(d.ProviderAccount, "pool "+d.Name); !ok {
 				n.block("unknown provider account %s: add it to providerAccounts", d.ProviderAccount)
 			}
 		}
@@ -156,16 +165,20 @@ func (b *builder) pools(doc *document.Document) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
+			var fixed []string
 			if siteID != "" && cur.SiteID != siteID {
-				n.block("a pool's site cannot change: create a pool with a new name")
+				fixed = append(fixed, "site")
 			}
 			if cur.Class != d.Class {
-				n.block("a pool's class cannot change: create a pool with a new name")
+				fixed = append(fixed, "class")
 			}
 			if d.ProviderAccount == "" && cur.ProviderAccountID != "" || accountID != "" && cur.ProviderAccountID != accountID {
-				n.block("a pool's provider account cannot change: create a pool with a new name")
+				fixed = append(fixed, "providerAccount")
 			}
-			b.update(o, d.Name, grpPoolUpdateQuota, []string{"gpuModel", "policy"}, desired, cur, n)
+			if len(fixed) > 0 {
+				n.block("a pool's %s cannot change: create a pool with a new name", strings.Join(fixed, ", "))
+			}
+			b.update(o, d.Name, grpPoolUpdateQuota, []string{"gpuModel", "policy"}, desired, cur, fixed, n)
 		} else {
 			if cubefleet.IsID(d.Name, "pool") {
 				n.block("no pool %s in tenant %s", d.Name, b.tenant)
@@ -233,7 +246,7 @@ func (b *builder) quotas(d document.Pool, poolID string) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
-			b.update(o, name, grpPoolUpdateQuota, []string{"max"}, compute.OwnerQuotaSpec{Max: d.OwnerQuota[r]}, compute.OwnerQuotaSpec{Max: cur.Max}, n)
+			b.update(o, name, grpPoolUpdateQuota, []string{"max"}, compute.OwnerQuotaSpec{Max: d.OwnerQuota[r]}, compute.OwnerQuotaSpec{Max: cur.Max}, nil, n)
 			continue
 		}
 		in := b.createInput(compute.KindOwnerQuota, name)
@@ -265,7 +278,7 @@ func (b *builder) offers(d document.Pool, poolID string) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
-			b.update(o, name, grpOfferWrite, []string{"quota", "priority"}, desired, cur, n)
+			b.update(o, name, grpOfferWrite, []string{"quota", "priority"}, desired, cur, nil, n)
 			continue
 		}
 		in := b.createInput(compute.KindOffer, name)
@@ -283,7 +296,7 @@ func (b *builder) flavors(doc *document.Document) error {
 		name := d.Pool + "/" + d.Name
 		var n notes
 		b.served(compute.KindFlavor, &n)
-		poolRef, ok := b.resolveOwnPool(d.Pool)
+		poolRef, ok := b.resolveOwnPool(d.Pool, "flavor "+name)
 		if !ok {
 			n.block("unknown pool %s: flavors are sold on the tenant's own pools", d.Pool)
 		}
@@ -304,10 +317,12 @@ func (b *builder) flavors(doc *document.Document) error {
 			if err := existing.DecodeSpec(&cur); err != nil {
 				return err
 			}
+			var fixed []string
 			if cur.GPU != d.GPU {
+				fixed = append(fixed, "gpu")
 				n.block("a flavor's gpu count cannot change: create a flavor with a new name")
 			}
-			b.update(existing, name, grpFlavorWrite, []string{"vcpu", "memoryGiB", "diskGiB"}, desired, cur, n)
+			b.update(existing, name, grpFlavorWrite, []string{"vcpu", "memoryGiB", "diskGiB"}, desired, cur, fixed, n)
 			continue
 		}
 		b.flavorRef[poolRef+"/"+d.Name] = b.newRef(compute.KindFlavor, name)
@@ -321,27 +336,27 @@ func (b *builder) flavors(doc *document.Document) error {
 
 // resolveTemplatePool returns the reference of a template's pool: one of the tenant's own, or
 // (by id) a pool offered to the tenant.
-func (b *builder) resolveTemplatePool(name string) (string, bool) {
-	if ref, ok := b.resolveOwnPool(name); ok {
+func (b *builder) resolveTemplatePool(name, who string) (string, bool) {
+	if ref, ok := b.resolveOwnPool(name, who); ok {
 		return ref, true
 	}
 	for _, o := range b.st.related.OfferedPools {
 		if o.ID == name && !o.Archived() {
-			b.desiredRefs[o.ID] = true
+			b.usedBy(o.ID, who)
 			return o.ID, true
 		}
 	}
 	return "", false
 }
 
-func (b *builder) resolveFlavor(poolRef, name string) (string, bool) {
+func (b *builder) resolveFlavor(poolRef, name, who string) (string, bool) {
 	if ref, ok := b.flavorRef[poolRef+"/"+name]; ok {
 		return ref, true
 	}
 	for _, list := range [][]compute.Object{b.st.own[compute.KindFlavor], b.st.related.OfferedFlavors} {
 		for _, o := range list {
 			if o.ParentID == poolRef && o.Name == name {
-				b.desiredRefs[o.ID] = true
+				b.usedBy(o.ID, who)
 				return o.ID, true
 			}
 		}
@@ -356,11 +371,12 @@ func (b *builder) templates(doc *document.Document) error {
 		if err := b.checkSecrets(d.Env, &n); err != nil {
 			return err
 		}
-		poolRef, ok := b.resolveTemplatePool(d.Pool)
+		who := "sandboxTemplate " + d.Name
+		poolRef, ok := b.resolveTemplatePool(d.Pool, who)
 		flavorRef := ""
 		if !ok {
 			n.block("unknown pool %s: name one of the tenant's pools, or the id of a pool offered to it", d.Pool)
-		} else if flavorRef, ok = b.resolveFlavor(poolRef, d.Flavor); !ok {
+		} else if flavorRef, ok = b.resolveFlavor(poolRef, d.Flavor, who); !ok {
 			n.block("unknown flavor %s on pool %s: add it to flavors", d.Flavor, d.Pool)
 		}
 		var warm *compute.Warm
@@ -374,10 +390,12 @@ func (b *builder) templates(doc *document.Document) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
+			var fixed []string
 			if poolRef != "" && cur.PoolID != poolRef {
+				fixed = append(fixed, "pool")
 				n.block("a template's pool cannot change: create a template with a new name")
 			}
-			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm"}, desired, cur, n)
+			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm"}, desired, cur, fixed, n)
 			continue
 		}
 		in := b.createInput(compute.KindSandboxTemplate, d.Name)
@@ -421,8 +439,8 @@ func (b *builder) pruneUnnamed() {
 			kept[r] = append(kept[r], "tenant "+o.TenantID+"'s sandboxTemplate "+o.Name)
 		}
 	}
-	for id := range b.desiredRefs {
-		kept[id] = append(kept[id], "an item of the document")
+	for id, users := range b.desiredRefs {
+		kept[id] = append(kept[id], users...)
 	}
 	for _, o := range b.st.own[compute.KindSite] {
 		if !b.matched[o.ID] {

@@ -87,6 +87,24 @@ func TestDriftReconcilerRunsOnItsOwn(t *testing.T) {
 	})
 }
 
+func TestStatusCheckChecksNow(t *testing.T) {
+	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+		e := newFleetEnv(t, db)
+		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
+			t.Fatal(err)
+		}
+		e.mustCall(e.admin, "compute.pools.update", map[string]any{"tenantId": "root", "id": e.poolID("vps-fra"), "gpuModel": "A100"}, nil)
+		if e.status().Drift != nil {
+			t.Fatal("drift recorded before any check")
+		}
+		var st statusOut
+		e.mustCall(e.admin, "fleet.status", map[string]any{"tenantId": "root", "check": true}, &st)
+		if st.Drift == nil || e.status().Drift == nil {
+			t.Fatalf("status with check = %+v; the drift must be found and recorded", st)
+		}
+	})
+}
+
 // poolID returns the id of root's pool with fleet name name.
 func (e *fleetEnv) poolID(name string) string {
 	e.t.Helper()

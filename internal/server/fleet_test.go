@@ -128,7 +128,7 @@ func (p planOut) lines() []string {
 	var out []string
 	for _, c := range p.Changes {
 		sign := map[string]string{"create": "+", "update": "~", "delete": "-"}[c.Action]
-		if sign == "" {
+		if sign == "" && !c.Blocked {
 			continue
 		}
 		if c.Blocked {

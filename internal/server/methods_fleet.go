@@ -29,6 +29,13 @@ func (in fleetInput) document() (*document.Document, error) {
 	return document.Decode(in.Config)
 }
 
+// statusInput is fleet.status's input: Check runs a drift check now (as the reconciler does
+// every --drift-every) and records it before answering.
+type statusInput struct {
+	TenantID string `json:"tenantId"`
+	Check    bool   `json:"check,omitempty"`
+}
+
 // registerFleetMethods adds fleet.export, fleet.plan, fleet.apply and fleet.status. Each decides
 // compute:fleet:admin on compute-fleet/global; fleet.apply then decides every call of its plan.
 func registerFleetMethods(r *api.Registry, d *deps) {
@@ -85,8 +92,11 @@ func registerFleetMethods(r *api.Registry, d *deps) {
 	})
 	r.Register(api.Method{
 		Name: "fleet.status", Summary: "The last applied document and the drift found since", Decide: decide,
-		Input: api.TenantInput{}, Output: fleet.Status{},
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in api.TenantInput) (any, error) {
+		Input: statusInput{}, Output: fleet.Status{},
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in statusInput) (any, error) {
+			if in.Check {
+				return planner.CheckDrift(ctx, d.db, in.TenantID, d.now())
+			}
 			return fleet.LoadStatus(ctx, c.Q, in.TenantID)
 		}),
 	})

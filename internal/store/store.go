@@ -224,6 +224,12 @@ func (db *DB) Ping(ctx context.Context) error {
 	return db.QueryRowContext(ctx, `SELECT 1`).Scan(&one)
 }
 
+// IsBusy reports whether err is SQLite's "database is locked" (SQLITE_BUSY): another writer
+// held the database for longer than the busy timeout. The caller may retry.
+func IsBusy(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY"))
+}
+
 // IsUniqueViolation reports whether err is a unique-constraint violation on either database.
 func IsUniqueViolation(err error) bool {
 	if err == nil {

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+func TestUnknownTenantIsNotFound(t *testing.T) {
+	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+		e := newFleetEnv(t, db)
+		for _, c := range []struct {
+			method string
+			in     map[string]any
+		}{
+			{"compute.sites.create", map[string]any{"tenantId": "nosuch", "kind": "shared", "region": "eu"}},
+			{"compute.pools.list", map[string]any{"tenantId": "nosuch"}},
+			{"secrets.create", map[string]any{"tenantId": "nosuch", "name": "s", "value": "v"}},
+			{"fleet.plan", map[string]any{"tenantId": "nosuch", "config": raw(`{"version":1}`)}},
+			{"fleet.apply", map[string]any{"tenantId": "nosuch", "config": raw(docV1)}},
+			{"fleet.export", map[string]any{"tenantId": "nosuch"}},
+		} {
+			if err := e.call(e.admin, c.method, c.in, nil); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				t.Errorf("%s on an unknown tenant = %v, want NOT_FOUND", c.method, err)
+			}
+		}
+		var n int
+		db.QueryRow(`SELECT count(*) FROM compute_objects WHERE tenant_id = 'nosuch'`).Scan(&n)
+		if n != 0 {
+			t.Fatalf("%d objects were created in an unknown tenant", n)
+		}
+	})
+}
+
+func TestRefusedEscalationIsAudited(t *testing.T) {
+	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+		e := newFleetEnv(t, db)
+		var key struct {
+			Token string `json:"token"`
+		}
+		e.mustCall(e.admin, "iam.keys.create", map[string]any{"tenantId": "root", "name": "keys-only", "grants": []string{"iam:keys:create@tenant/root"}}, &key)
+		err := e.call(key.Token, "iam.keys.create", map[string]any{"tenantId": "root", "name": "esc", "grants": []string{"compute:fleet:admin@compute-fleet/global"}}, nil)
+		if !cubefleet.IsCode(err, cubefleet.CodeForbidden) {
+			t.Fatalf("granting what one does not hold = %v, want FORBIDDEN", err)
+		}
+		var rows int
+		db.QueryRow(`SELECT count(*) FROM audit_log WHERE method = 'iam.keys.create' AND outcome = 'forbidden'`).Scan(&rows)
+		if rows != 1 {
+			t.Fatalf("forbidden audit rows = %d, want 1", rows)
+		}
+	})
+}
+
+func TestAnObjectUsesOnlyItsOwnTenantsSecrets(t *testing.T) {
+	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+		e := newFleetEnv(t, db)
+		err := e.call(e.admin, "compute.providerAccounts.create", map[string]any{"tenantId": "acme", "name": "stolen", "provider": "hetzner-cloud",
+			"config": map[string]string{"token": "secret://root/hetzner"}}, nil)
+		if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), "own tenant") {
+			t.Fatalf("referencing another tenant's secret = %v, want INVALID_INPUT", err)
+		}
+		e.mustCall(e.admin, "compute.providerAccounts.create", map[string]any{"tenantId": "root", "name": "mine", "provider": "hetzner-cloud",
+			"config": map[string]string{"token": "secret://root/hetzner"}}, nil)
+	})
+}
