@@ -82,6 +82,19 @@ type Planner struct {
 	VaultConfigured bool
 }
 
+// MaxObjects bounds the objects one document describes (every list item, owner quota key and
+// offer), so a plan, its response and its apply stay bounded: each list holds at most 1000
+// items, but 1000 pools with 256 quota keys each would be 256,000 objects.
+const MaxObjects = 20000
+
+func objectCount(d *document.Document) int {
+	n := len(d.Sites) + len(d.ProviderAccounts) + len(d.Pools) + len(d.Flavors) + len(d.SandboxTemplates)
+	for _, p := range d.Pools {
+		n += len(p.OwnerQuota) + len(p.Offers)
+	}
+	return n
+}
+
 // call groups, in the order fleet.apply runs them (fleet spec, "Plan": dependency order).
 const (
 	grpAccountWrite = iota
@@ -102,6 +115,9 @@ const (
 // Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
 // nothing. doc must have passed document validation.
 func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
+	if n := objectCount(doc); n > MaxObjects {
+		return nil, cubefleet.Invalid("", "the document describes %d objects (owner quotas and offers included); one document holds at most %d: split the fleet across documents of different tenants, or trim quota keys and offers", n, MaxObjects)
+	}
 	st, err := loadState(ctx, q, tenantID)
 	if err != nil {
 		return nil, err

@@ -3,12 +3,14 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/fleet"
@@ -157,4 +159,21 @@ func TestPlanBlocked(t *testing.T) {
 			})
 		}
 	})
+}
+
+func TestPlanRefusesADocumentOverTheObjectLimit(t *testing.T) {
+	db := storetest.SQLite(t, modules...)
+	seed(t, db)
+	doc := &document.Document{Version: 1}
+	for i := range 100 {
+		quota := map[string]int64{}
+		for k := range 201 {
+			quota[fmt.Sprintf("r%d", k)] = 1
+		}
+		doc.Pools = append(doc.Pools, document.Pool{Name: fmt.Sprintf("p%d", i), Site: "fra", Class: "vps-host", OwnerQuota: quota})
+	}
+	_, err := (&fleet.Planner{}).Plan(context.Background(), db, "root", doc, false)
+	if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), "20200 objects") {
+		t.Fatalf("plan of 20,200 objects = %v, want INVALID_INPUT naming the count", err)
+	}
 }
