@@ -14,18 +14,29 @@ import (
 func newSecretsCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("secrets", "Store, list and delete a tenant's secrets (values are never shown)", `A tenant's secrets are sealed at rest with the control plane's key file and never returned by
 any command or API. Fleet documents refer to them as secret://NAME.`)
-	cmd.AddCommand(newSecretsCreateCmd(stdio), newSecretsListCmd(), newSecretsDeleteCmd())
+	cmd.AddCommand(newSecretsValueCmd("create"), newSecretsValueCmd("update"), newSecretsListCmd(), newSecretsDeleteCmd())
 	return cmd
 }
 
-func newSecretsCreateCmd(stdio IO) *cobra.Command {
+// newSecretsValueCmd builds `secrets create` (store a new secret) or `secrets update` (replace
+// a secret's value: rotation).
+func newSecretsValueCmd(verb string) *cobra.Command {
 	var tenant, fromFile string
+	short, long, done := "Store a secret value read from a private file or from stdin",
+		"Store a secret: its value comes from --from-file (a regular file owned by you with mode 0600)\n"+
+			"or, without it, from stdin. One trailing newline is dropped. The value is never printed.",
+		"Stored secret %s (%s) in tenant %s; refer to it as secret://%s.\n"
+	if verb == "update" {
+		short, long, done = "Replace a secret's value (rotation), read from a private file or from stdin",
+			"Replace a secret's value: objects that refer to it keep their reference and get the new value\n"+
+				"where it is used. The value comes from --from-file (mode 0600) or stdin, and is never printed.",
+			"Replaced the value of secret %s (%s) in tenant %s (secret://%s).\n"
+	}
 	cmd := &cobra.Command{
-		Use:   "create NAME --tenant T [--from-file F]",
-		Short: "Store a secret value read from a private file or from stdin",
-		Long: `Store a secret: its value comes from --from-file (a regular file owned by you with mode 0600)
-or, without it, from stdin. One trailing newline is dropped. The value is never printed.`,
-		Args: exactArgs(1),
+		Use:   verb + " NAME --tenant T [--from-file F]",
+		Short: short,
+		Long:  long,
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var value []byte
 			var err error
@@ -40,14 +51,14 @@ or, without it, from stdin. One trailing newline is dropped. The value is never 
 			}
 			v := strings.TrimSuffix(strings.TrimSuffix(string(value), "\n"), "\r")
 			if v == "" {
-				return usagef("no secret value: pass --from-file FILE or pipe the value on stdin")
+				return usagef("the secret value is empty: pipe it on stdin or name a non-empty --from-file")
 			}
 			var s secrets.Secret
-			if err := call(cmd, "secrets.create", map[string]any{"tenantId": tenant, "name": args[0], "value": v}, &s); err != nil {
+			if err := call(cmd, "secrets."+verb, map[string]any{"tenantId": tenant, "name": args[0], "value": v}, &s); err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "Stored secret %s (%s) in tenant %s; refer to it as secret://%s.\n", s.Name, s.ID, s.TenantID, s.Name)
+				_, err := fmt.Fprintf(w, done, s.Name, s.ID, s.TenantID, s.Name)
 				return err
 			})
 		},

@@ -2,6 +2,7 @@ package compute
 
 import (
 	"context"
+	"strings"
 
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -31,4 +32,21 @@ func LoadRelated(ctx context.Context, q store.Querier, tenantID string) (Related
 	r.ForeignTemplates, err = queryObjects(ctx, q, `kind = $1 AND tenant_id <> $2 AND ref_a IN (SELECT id FROM compute_objects WHERE tenant_id = $2 AND kind = $3) ORDER BY id`,
 		KindSandboxTemplate, tenantID, KindPool)
 	return r, err
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// SecretUsers returns tenantID's objects whose spec holds one of refs as a value (provider
+// account config, template env), so a secret in use is not deleted from under them.
+func SecretUsers(ctx context.Context, q store.Querier, tenantID string, refs []string) ([]Object, error) {
+	var out []Object
+	for _, ref := range refs {
+		pattern := `%:"` + likeEscaper.Replace(ref) + `"%`
+		objs, err := queryObjects(ctx, q, `tenant_id = $1 AND spec LIKE $2 ESCAPE '\' ORDER BY kind, id`, tenantID, pattern)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
 }

@@ -45,8 +45,23 @@ func Catalogue() []PermissionInfo {
 		{Permission: "iam:keys:revoke", Scope: scopeKindTenant, Methods: []string{"iam.keys.revoke"}},
 		{Permission: "audit:read", Scope: scopeKindTenant, Methods: []string{"audit.list"}},
 		{Permission: "compute:secrets:create", Scope: scopeKindTenant, Methods: []string{"secrets.create"}},
+		{Permission: "compute:secrets:update", Scope: scopeKindTenant, Methods: []string{"secrets.update"}},
 		{Permission: "compute:secrets:list", Scope: scopeKindTenant, Methods: []string{"secrets.list"}},
 		{Permission: "compute:secrets:delete", Scope: scopeKindTenant, Methods: []string{"secrets.delete"}},
+		{Permission: "events:read", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"events.list"}},
+	}
+	// The node registry's permissions (nodes:<verb> on tenant/root): platform operators only.
+	// drain has no method yet; the internal nodes routes decide the same permissions for API
+	// keys (GET list/one, isolation, labels, delete).
+	for _, n := range []struct{ verb, method string }{
+		{"list", "nodes.list"}, {"get", "nodes.get"}, {"cordon", "nodes.cordon"}, {"uncordon", "nodes.uncordon"},
+		{"label", "nodes.label"}, {"drain", ""}, {"delete", "nodes.delete"}, {"join-token", "nodes.joinTokens.create"},
+	} {
+		methods := []string{}
+		if n.method != "" {
+			methods = append(methods, n.method)
+		}
+		out = append(out, PermissionInfo{Permission: "nodes:" + n.verb, Scope: TenantScope(RootTenant), RootOnly: true, Methods: methods})
 	}
 	for _, kind := range computeKinds {
 		last := "delete"

@@ -7,10 +7,13 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +33,10 @@ var migrations embed.FS
 var Module = store.EmbeddedModule("secrets", migrations)
 
 // Box seals and opens secret values. It is safe for concurrent use.
-type Box struct{ aead cipher.AEAD }
+type Box struct {
+	aead        cipher.AEAD
+	fingerprint string // hex HMAC-SHA256 of a fixed label under the key
+}
 
 // OpenKeyFile loads the 32-byte key at path, creating it (mode 0600) when missing. An existing
 // key file must be a regular file owned by the caller with mode 0600.
@@ -63,7 +69,29 @@ func NewBox(key []byte) (*Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Box{aead: aead}, nil
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("cubefleet secrets.key check v1"))
+	return &Box{aead: aead, fingerprint: hex.EncodeToString(mac.Sum(nil))}, nil
+}
+
+// ErrWrongKey is returned by CheckKey when the database's secrets were sealed with another key.
+var ErrWrongKey = errors.New("secrets.key is not the key this database's secrets are sealed with")
+
+// CheckKey records b's key fingerprint in a new database, and otherwise checks that it is the
+// recorded one: replicas sharing one PostgreSQL need the same secrets.key. It returns an error
+// wrapping ErrWrongKey on a mismatch; the fingerprint reveals nothing of the key.
+func (b *Box) CheckKey(ctx context.Context, q store.Querier) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO secrets_key_check (id, fingerprint) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, b.fingerprint); err != nil {
+		return fmt.Errorf("secret key check: %w", err)
+	}
+	var recorded string
+	if err := q.QueryRowContext(ctx, `SELECT fingerprint FROM secrets_key_check WHERE id = 1`).Scan(&recorded); err != nil {
+		return fmt.Errorf("secret key check: %w", err)
+	}
+	if !hmac.Equal([]byte(recorded), []byte(b.fingerprint)) {
+		return fmt.Errorf("%w: copy the secrets.key of the data directory that first served this database (every replica needs the same one)", ErrWrongKey)
+	}
+	return nil
 }
 
 func (b *Box) seal(plain []byte, id string) (string, error) {
@@ -113,6 +141,36 @@ func (b *Box) Create(ctx context.Context, q store.Querier, tenantID, name, value
 	return s, nil
 }
 
+// Update seals value as the new value of tenantID's secret nameOrID (rotation). Errors:
+// INVALID_INPUT (empty or oversized value; never echoed), NOT_FOUND.
+func (b *Box) Update(ctx context.Context, q store.Querier, tenantID, nameOrID, value string) (Secret, error) {
+	if value == "" || len(value) > MaxValueBytes {
+		return Secret{}, cubefleet.Invalid("value", "a secret value is 1 byte to 64 KiB")
+	}
+	s, err := get(ctx, q, tenantID, nameOrID)
+	if err != nil {
+		return Secret{}, err
+	}
+	sealed, err := b.seal([]byte(value), s.ID)
+	if err != nil {
+		return Secret{}, err
+	}
+	if _, err := q.ExecContext(ctx, `UPDATE secrets SET sealed = $1 WHERE id = $2`, sealed, s.ID); err != nil {
+		return Secret{}, fmt.Errorf("update secret: %w", err)
+	}
+	return s, nil
+}
+
+func get(ctx context.Context, q store.Querier, tenantID, nameOrID string) (Secret, error) {
+	var s Secret
+	err := q.QueryRowContext(ctx, `SELECT id, tenant_id, name, created_by, created_at FROM secrets WHERE tenant_id = $1 AND (name = $2 OR id = $2)`, tenantID, nameOrID).
+		Scan(&s.ID, &s.TenantID, &s.Name, &s.CreatedBy, &s.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Secret{}, cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s has no secret %s", tenantID, nameOrID)
+	}
+	return s, err
+}
+
 // List returns tenantID's secrets by name, without values.
 func List(ctx context.Context, q store.Querier, tenantID string) ([]Secret, error) {
 	rows, err := q.QueryContext(ctx, `SELECT id, tenant_id, name, created_by, created_at FROM secrets WHERE tenant_id = $1 ORDER BY name`, tenantID)
@@ -140,12 +198,7 @@ func Exists(ctx context.Context, q store.Querier, tenantID, nameOrID string) (bo
 
 // Delete removes tenantID's secret whose name or id is nameOrID, or returns NOT_FOUND.
 func Delete(ctx context.Context, q store.Querier, tenantID, nameOrID string) (Secret, error) {
-	var s Secret
-	err := q.QueryRowContext(ctx, `SELECT id, tenant_id, name, created_by, created_at FROM secrets WHERE tenant_id = $1 AND (name = $2 OR id = $2)`, tenantID, nameOrID).
-		Scan(&s.ID, &s.TenantID, &s.Name, &s.CreatedBy, &s.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Secret{}, cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s has no secret %s", tenantID, nameOrID)
-	}
+	s, err := get(ctx, q, tenantID, nameOrID)
 	if err != nil {
 		return Secret{}, err
 	}
@@ -153,4 +206,15 @@ func Delete(ctx context.Context, q store.Querier, tenantID, nameOrID string) (Se
 		return Secret{}, fmt.Errorf("delete secret: %w", err)
 	}
 	return s, nil
+}
+
+// Get returns the metadata of tenantID's secret nameOrID, or NOT_FOUND.
+func Get(ctx context.Context, q store.Querier, tenantID, nameOrID string) (Secret, error) {
+	return get(ctx, q, tenantID, nameOrID)
+}
+
+// Refs returns the reference forms that name s: secret://NAME, secret://ID and the same with
+// the tenant (secret://TENANT/NAME, secret://TENANT/ID).
+func (s Secret) Refs() []string {
+	return []string{"secret://" + s.Name, "secret://" + s.ID, "secret://" + s.TenantID + "/" + s.Name, "secret://" + s.TenantID + "/" + s.ID}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
+	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -116,6 +117,15 @@ func Init(ctx context.Context, cfg InitConfig) (iam.Key, error) {
 	}
 	defer db.Close()
 	if err := db.Migrate(ctx, Modules()...); err != nil {
+		return iam.Key{}, err
+	}
+	// The key that seals secrets is made now, with the database, so replicas can copy it
+	// before any of them starts.
+	box, err := secrets.OpenKeyFile(filepath.Join(cfg.DataDir, SecretsKeyFile))
+	if err != nil {
+		return iam.Key{}, err
+	}
+	if err := box.CheckKey(ctx, db); err != nil {
 		return iam.Key{}, err
 	}
 	var key iam.Key

@@ -49,6 +49,18 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
+	if s.inLn == nil {
+		s.nodes.Routes(mux)
+	}
+	return s.withRequestID(mux)
+}
+
+// internalRoutes are the routes of --internal-listen: the node registry's node-agent and
+// internal nodes routes, and /healthz.
+func (s *Server) internalRoutes() http.Handler {
+	mux := http.NewServeMux()
+	s.nodes.Routes(mux)
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	return s.withRequestID(mux)
 }
 
@@ -68,6 +80,9 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 func (s *Server) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
+		if id == "" {
+			id = r.Header.Get("X-RequestID") // CubeOps' other spelling (node-agent callers)
+		}
 		if !requestIDPattern.MatchString(id) {
 			id = cubefleet.NewID("req")
 		}

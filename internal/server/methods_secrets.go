@@ -5,6 +5,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 )
 
@@ -45,6 +46,18 @@ func registerSecretsMethods(r *api.Registry, d *deps) {
 		Input: SecretCreateInput{}, Output: secrets.Secret{},
 	})
 	r.Register(api.Method{
+		Name: "secrets.update", Summary: "Replace a secret's value (rotation); objects referring to it keep their reference", Write: true,
+		Decide: api.OnTenant("compute:secrets:update"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretCreateInput) (any, error) {
+			if in.Name == "" {
+				return nil, cubefleet.Invalid("name", "name (or the secret's id) is required")
+			}
+			s, err := d.secrets.Update(ctx, c.Q, in.TenantID, in.Name, in.Value)
+			return SecretOutput{s}, err
+		}),
+		Input: SecretCreateInput{}, Output: secrets.Secret{},
+	})
+	r.Register(api.Method{
 		Name: "secrets.list", Summary: "List a tenant's secrets (names and metadata, never values)",
 		Decide: api.OnTenant("compute:secrets:list"),
 		Handle: api.Typed(func(ctx context.Context, c *api.Call, in TenantRef) (any, error) {
@@ -54,13 +67,25 @@ func registerSecretsMethods(r *api.Registry, d *deps) {
 		Input: TenantRef{}, Output: SecretList{},
 	})
 	r.Register(api.Method{
-		Name: "secrets.delete", Summary: "Delete a secret by name or id", Write: true,
+		Name: "secrets.delete", Summary: "Delete a secret by name or id (refused while an object refers to it)", Write: true,
 		Decide: api.OnTenant("compute:secrets:delete"),
 		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretDeleteInput) (any, error) {
 			if in.Name == "" {
 				return nil, cubefleet.Invalid("name", "name (or the secret's id) is required")
 			}
-			s, err := secrets.Delete(ctx, c.Q, in.TenantID, in.Name)
+			s, err := secrets.Get(ctx, c.Q, in.TenantID, in.Name)
+			if err != nil {
+				return nil, err
+			}
+			users, err := compute.SecretUsers(ctx, c.Q, in.TenantID, s.Refs())
+			if err != nil {
+				return nil, err
+			}
+			if len(users) > 0 {
+				return nil, cubefleet.Errorf(cubefleet.CodeConflict, "secret %s is still used by %s %s (%s); change that first, or rotate the value with secrets update",
+					s.Name, users[0].Kind, users[0].Name, users[0].ID)
+			}
+			s, err = secrets.Delete(ctx, c.Q, in.TenantID, in.Name)
 			return SecretOutput{s}, err
 		}),
 		Input: SecretDeleteInput{}, Output: secrets.Secret{},

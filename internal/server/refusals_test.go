@@ -66,3 +66,35 @@ func TestAnObjectUsesOnlyItsOwnTenantsSecrets(t *testing.T) {
 			"config": map[string]string{"token": "secret://root/hetzner"}}, nil)
 	})
 }
+
+func TestSecretsRotateAndRefuseDeletingOneInUse(t *testing.T) {
+	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+		e := newFleetEnv(t, db)
+		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
+			t.Fatal(err)
+		}
+		var before string
+		db.QueryRow(`SELECT sealed FROM secrets WHERE name = 'pip-index'`).Scan(&before)
+		e.mustCall(e.admin, "secrets.update", map[string]any{"tenantId": "root", "name": "pip-index", "value": "rotated"}, nil)
+		var after string
+		db.QueryRow(`SELECT sealed FROM secrets WHERE name = 'pip-index'`).Scan(&after)
+		if after == before || strings.Contains(after, "rotated") {
+			t.Fatal("the update did not reseal the value")
+		}
+		err := e.call(e.admin, "secrets.delete", map[string]any{"tenantId": "root", "name": "pip-index"}, nil)
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "py-small") {
+			t.Fatalf("deleting a secret a template uses = %v, want CONFLICT naming it", err)
+		}
+		e.mustCall(e.admin, "secrets.create", map[string]any{"tenantId": "root", "name": "unused_1", "value": "v"}, nil)
+		e.mustCall(e.admin, "secrets.delete", map[string]any{"tenantId": "root", "name": "unused_1"}, nil)
+	})
+}
+
+func TestAnotherSecretsKeyIsRefused(t *testing.T) {
+	db := storetest.SQLite(t, Modules()...)
+	newFleetEnv(t, db) // seals with the key of its own data directory
+	_, err := New(t.Context(), Config{DB: db, DataDir: t.TempDir(), Listen: "127.0.0.1:0"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "secrets.key") {
+		t.Fatalf("a second data directory's key = %v, want a refusal naming secrets.key", err)
+	}
+}

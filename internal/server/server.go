@@ -1,8 +1,10 @@
 // Package server is the control plane's HTTP wiring: it opens the store and runs every module's
 // migrations, registers the API methods (one file per domain: methods_iam.go, methods_audit.go,
-// methods_compute.go, methods_secrets.go, methods_fleet.go), and serves `POST /api/v1/<method>`
-// with bearer authentication, the error-to-status table, request ids, logs and metrics, plus
-// /healthz, /readyz, /metrics and /api/v1/openapi.json (../shared/DESIGN.md).
+// methods_compute.go, methods_secrets.go, methods_fleet.go, methods_nodes.go), and serves
+// `POST /api/v1/<method>` with bearer authentication, the error-to-status table, request ids,
+// logs and metrics, plus /healthz, /readyz, /metrics and /api/v1/openapi.json, and the node
+// registry's node-agent and internal nodes routes (on --internal-listen when it is set)
+// (../shared/DESIGN.md).
 package server
 
 import (
@@ -13,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,8 +26,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -84,6 +89,20 @@ type Config struct {
 	// DriftEvery is how often the drift reconciler re-plans applied documents. Zero means
 	// fleet.DefaultDriftEvery (15 minutes); a negative value turns the reconciler off.
 	DriftEvery time.Duration
+	// InternalListen, when set, is the TCP address (the worker network) that serves the
+	// node-agent routes (/internal/v1/node-agent/..., with the /internal/node-agent/v1 and
+	// /internal/meta aliases) and the internal nodes routes (/internal/v1/nodes...); they are
+	// then not served on Listen. "" serves them on Listen.
+	InternalListen string
+	// NodeHeartbeatTimeout is --node-heartbeat-timeout: a node whose last report is older is
+	// no longer Ready. Zero means nodes.DefaultHeartbeatTimeout (15 s).
+	NodeHeartbeatTimeout time.Duration
+	// NodeLostAfter is --node-lost-after: a node silent this long is Lost; it must exceed
+	// twice NodeHeartbeatTimeout. Zero means nodes.DefaultLostAfter (5 min).
+	NodeLostAfter time.Duration
+	// NodeAgentAllowUnauthenticated lists the networks from which node-agent and internal
+	// nodes calls without credentials (stock Cubelets) are accepted. Empty: none.
+	NodeAgentAllowUnauthenticated []netip.Prefix
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -149,7 +168,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module}
 }
 
 // deps is what the method registrations need. Every field is set by New before any
@@ -163,6 +182,7 @@ type deps struct {
 	log       *slog.Logger     // logs with the request id of ctx
 	vaultAddr string           // "" when no Vault is configured
 	disabled  map[string]bool  // modules this deployment leaves out (compute.ModuleVPS, compute.ModuleTemplates)
+	nodes     *nodes.Registry  // the node registry
 
 	// Test hooks of fleet.apply (nil in production): afterCheck runs between the permission
 	// checks and the transaction, beforeCall before each call inside it.
@@ -180,6 +200,9 @@ type Server struct {
 	deps      *deps
 	ln        net.Listener
 	http      *http.Server
+	nodes     *nodes.Registry
+	inLn      net.Listener // --internal-listen, or nil
+	inHTTP    *http.Server // serves inLn
 	metrics   *metrics
 	openapi   []byte
 	tokenPath string
@@ -230,6 +253,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := box.CheckKey(ctx, s.db); err != nil {
+		return nil, err
+	}
 	d := &deps{
 		db:        s.db,
 		registry:  api.NewRegistry(s.db, cfg.Now, log),
@@ -240,12 +266,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		vaultAddr: cfg.VaultAddr,
 		disabled:  cfg.Disabled,
 	}
+	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
+		return nil, err
+	}
+	d.nodes = s.nodes
 	s.deps = d
 	registerIAMMethods(d.registry, d)
 	registerAuditMethods(d.registry, d)
 	registerComputeMethods(d.registry, d)
 	registerSecretsMethods(d.registry, d)
 	registerFleetMethods(d.registry, d)
+	registerNodesMethods(d.registry, d)
 	if s.openapi, err = openAPIDocument(d.registry); err != nil {
 		return nil, err
 	}
@@ -255,9 +286,23 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}
 	s.metrics = newMetrics(s.db)
+	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
 	s.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.InternalListen != "" {
+		if s.inLn, err = net.Listen("tcp", cfg.InternalListen); err != nil {
+			return nil, fmt.Errorf("internal listen: %w", err)
+		}
+		s.inHTTP = &http.Server{
+			Handler:           s.internalRoutes(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       time.Minute,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
 	}
 	if cfg.Dev && !isLoopback(s.ln.Addr()) {
 		log.Warn("--dev on a non-loopback address: dev mode is meant for loopback only", "addr", s.ln.Addr().String())
@@ -275,8 +320,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		disabled = append(disabled, m)
 	}
 	sort.Strings(disabled)
-	log.Info("control plane ready", "addr", s.ln.Addr().String(), "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
-		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev)
+	internal := s.ln.Addr().String()
+	if s.inLn != nil {
+		internal = s.inLn.Addr().String()
+	}
+	log.Info("control plane ready", "addr", s.ln.Addr().String(), "internal_addr", internal, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
+		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len())
 	ok = true
 	return s, nil
 }
@@ -291,14 +340,35 @@ func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 // New, or "" when this start did not bootstrap (the database was initialized before).
 func (s *Server) AdminTokenPath() string { return s.tokenPath }
 
+// InternalURL returns the base URL of the node-agent and internal nodes routes: the
+// --internal-listen address when set, else the same as URL.
+func (s *Server) InternalURL() string {
+	if s.inLn != nil {
+		return "http://" + s.inLn.Addr().String()
+	}
+	return s.URL()
+}
+
+// Nodes returns the server's node registry.
+func (s *Server) Nodes() *nodes.Registry { return s.nodes }
+
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Serve serves HTTP until ctx ends, then shuts down gracefully (requests in flight get up to
 // 15 s) and closes the store. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- s.http.Serve(s.ln) }()
+	if s.inHTTP != nil {
+		go func() { errc <- s.inHTTP.Serve(s.inLn) }()
+	}
+	// The node registry stops after the HTTP servers (no report arrives any more) and before
+	// the store closes, so its last flush writes everything it holds.
+	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
+	nodesDone := make(chan error, 1)
+	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	defer stopNodes()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	if s.cfg.DriftEvery >= 0 {
@@ -315,17 +385,35 @@ func (s *Server) Serve(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-errc:
+		s.http.Close()
+		if s.inHTTP != nil {
+			s.inHTTP.Close()
+		}
 	case <-ctx.Done():
 		s.log.Info("shutting down")
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 		err = s.http.Shutdown(sctx)
+		if s.inHTTP != nil {
+			if ierr := s.inHTTP.Shutdown(sctx); err == nil {
+				err = ierr
+			}
+		}
 		cancel()
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
 		}
+		if s.inHTTP != nil {
+			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+				err = serr
+			}
+		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	stopNodes()
+	if nerr := <-nodesDone; err == nil {
+		err = nerr
 	}
 	if cerr := s.Close(); err == nil {
 		err = cerr
@@ -360,6 +448,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.ln != nil {
 			s.ln.Close()
+		}
+		if s.inLn != nil {
+			s.inLn.Close()
 		}
 		if s.ownsDB && s.db != nil {
 			s.closeErr = s.db.Close()

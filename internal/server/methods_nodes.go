@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+)
+
+// NodeListInput is the input of nodes.list: Pool (a pool id or fleet name) and State (Ready,
+// NotReady, Suspect, Down, Lost) narrow the list; empty means every node.
+type NodeListInput struct {
+	Pool  string `json:"pool,omitempty"`
+	State string `json:"state,omitempty"`
+}
+
+// NodeList is the output of nodes.list: the nodes sorted by id, the server's clock when it
+// answered (Now, Unix ms: a report's age is Now - lastReportAt) and the health settings in
+// milliseconds.
+type NodeList struct {
+	Items            []nodes.View `json:"items"`
+	Now              int64        `json:"now"`
+	HeartbeatTimeout int64        `json:"heartbeatTimeoutMs"`
+	LostAfter        int64        `json:"lostAfterMs"`
+}
+
+// NodeRef names one node by its id (a Cubelet's is its IP address).
+type NodeRef struct {
+	NodeID string `json:"nodeId"`
+}
+
+// NodeOutput is one node as nodes.get, nodes.cordon, nodes.uncordon, nodes.label and
+// nodes.delete return it, with the server's clock (Now, Unix ms).
+type NodeOutput struct {
+	nodes.View
+	Now int64 `json:"now"`
+}
+
+// AuditTarget names the node in the audit row.
+func (n NodeOutput) AuditTarget() string { return n.ID }
+
+// NodeCordonInput is the input of nodes.cordon: Detail (at most 200 characters) says why.
+type NodeCordonInput struct {
+	NodeID string `json:"nodeId"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// NodeLabelInput is the input of nodes.label: Set is merged into the node's labels, then the
+// keys in Remove are removed. Labels follow Kubernetes' rules (key [prefix/]name, value at most
+// 63 characters, at most 64 labels); the isolation label is refused (FORBIDDEN).
+type NodeLabelInput struct {
+	NodeID string            `json:"nodeId"`
+	Set    map[string]string `json:"set,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// NodeDeleteInput is the input of nodes.delete: the node must be cordoned; without Force it
+// must also be Ready and run no sandboxes.
+type NodeDeleteInput struct {
+	NodeID string `json:"nodeId"`
+	Force  bool   `json:"force,omitempty"`
+}
+
+// JoinTokenCreateInput is the input of nodes.joinTokens.create: the pool the node joins (id or
+// fleet name), how many registrations the token allows (default 1), its lifetime in seconds
+// (default 3600, at most 7 days), and the address it is accepted from (IP; without it the
+// token binds itself to the address of its first use, unless AnyIP).
+type JoinTokenCreateInput struct {
+	Pool       string `json:"pool"`
+	Uses       int    `json:"uses,omitempty"`
+	TTLSeconds int64  `json:"ttlSeconds,omitempty"`
+	IP         string `json:"ip,omitempty"`
+	AnyIP      bool   `json:"anyIp,omitempty"`
+}
+
+// JoinTokenCreated is the output of nodes.joinTokens.create: the token's metadata and the
+// token itself, shown only here.
+type JoinTokenCreated struct {
+	JoinToken nodes.JoinToken `json:"joinToken"`
+	Token     string          `json:"token"`
+}
+
+// AuditTarget names the join token (never its secret) in the audit row.
+func (j JoinTokenCreated) AuditTarget() string { return j.JoinToken.ID }
+
+// EventListInput is the input of events.list: Type is exact (node.lost) or a prefix ending in a
+// dot (node.); Subject an exact subject (a node id); Since Unix ms; Limit 1-1000 (default 100);
+// Cursor the previous page's nextCursor.
+type EventListInput struct {
+	Type    string `json:"type,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Since   int64  `json:"since,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+	Cursor  string `json:"cursor,omitempty"`
+}
+
+// EventList is a page of events, oldest first; NextCursor is absent on the last page.
+type EventList struct {
+	Items      []events.Event `json:"items"`
+	NextCursor string         `json:"nextCursor,omitempty"`
+}
+
+func needNode(id string) error {
+	if id == "" {
+		return cubefleet.Invalid("nodeId", "nodeId is required")
+	}
+	return nil
+}
+
+// registerNodesMethods registers nodes.* (permission nodes:<verb> on tenant/root) and
+// events.list (events:read on tenant/root).
+func registerNodesMethods(r *api.Registry, d *deps) {
+	reg := d.nodes
+	out := func(v nodes.View, err error) (any, error) {
+		if err != nil {
+			return nil, err
+		}
+		return NodeOutput{View: v, Now: d.now().UnixMilli()}, nil
+	}
+	r.Register(api.Method{
+		Name: "nodes.list", Summary: "List the registered compute nodes with their health, pool and usage",
+		Decide: onRoot("nodes:list"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeListInput) (any, error) {
+			items, err := reg.List(ctx, nodes.ListFilter{Pool: in.Pool, State: nodes.State(in.State)})
+			if err != nil {
+				return nil, err
+			}
+			return NodeList{Items: items, Now: d.now().UnixMilli(), HeartbeatTimeout: reg.HeartbeatTimeout().Milliseconds(),
+				LostAfter: reg.LostAfter().Milliseconds()}, nil
+		}),
+		Input: NodeListInput{}, Output: NodeList{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.get", Summary: "Get one compute node",
+		Decide: onRoot("nodes:get"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeRef) (any, error) {
+			if err := needNode(in.NodeID); err != nil {
+				return nil, err
+			}
+			return out(reg.Get(ctx, in.NodeID))
+		}),
+		Input: NodeRef{}, Output: NodeOutput{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.cordon", Summary: "Cordon a node: it keeps running what it has but receives no new work (idempotent)", Write: true,
+		Decide: onRoot("nodes:cordon"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeCordonInput) (any, error) {
+			if err := needNode(in.NodeID); err != nil {
+				return nil, err
+			}
+			return out(reg.Cordon(ctx, in.NodeID, in.Detail, nodes.Actor(c.Principal.ID)))
+		}),
+		Input: NodeCordonInput{}, Output: NodeOutput{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.uncordon", Summary: "Uncordon a node (idempotent)", Write: true,
+		Decide: onRoot("nodes:uncordon"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeRef) (any, error) {
+			if err := needNode(in.NodeID); err != nil {
+				return nil, err
+			}
+			return out(reg.Uncordon(ctx, in.NodeID, nodes.Actor(c.Principal.ID)))
+		}),
+		Input: NodeRef{}, Output: NodeOutput{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.label", Summary: "Set (merge) and remove a node's labels", Write: true,
+		Decide: onRoot("nodes:label"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeLabelInput) (any, error) {
+			if err := needNode(in.NodeID); err != nil {
+				return nil, err
+			}
+			if len(in.Set) == 0 && len(in.Remove) == 0 {
+				return nil, cubefleet.Invalid("set", "give labels to set or keys to remove")
+			}
+			return out(reg.Label(ctx, in.NodeID, in.Set, in.Remove))
+		}),
+		Input: NodeLabelInput{}, Output: NodeOutput{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.delete", Summary: "Delete a cordoned node and revoke its credential (force: even while it is not Ready or runs sandboxes)", Write: true,
+		Decide: onRoot("nodes:delete"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeDeleteInput) (any, error) {
+			if err := needNode(in.NodeID); err != nil {
+				return nil, err
+			}
+			return out(reg.Delete(ctx, in.NodeID, in.Force, nodes.Actor(c.Principal.ID)))
+		}),
+		Input: NodeDeleteInput{}, Output: NodeOutput{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.joinTokens.create", Summary: "Create a join token for `cubefleet agent` (single-use, short-lived, bound to an address by default; shown once)", Write: true,
+		Decide: onRoot("nodes:join-token"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in JoinTokenCreateInput) (any, error) {
+			if in.TTLSeconds < 0 || in.TTLSeconds > int64(nodes.MaxJoinTokenTTL/time.Second) {
+				return nil, cubefleet.Invalid("ttlSeconds", "ttlSeconds is 1 to %d", int64(nodes.MaxJoinTokenTTL/time.Second))
+			}
+			t, secret, err := reg.CreateJoinToken(ctx, c.Q, nodes.JoinTokenInput{
+				Pool: in.Pool, Uses: in.Uses, TTL: time.Duration(in.TTLSeconds) * time.Second, IP: in.IP, AnyIP: in.AnyIP,
+			}, c.Principal.ID)
+			if err != nil {
+				return nil, err
+			}
+			return JoinTokenCreated{JoinToken: t, Token: secret}, nil
+		}),
+		Input: JoinTokenCreateInput{}, Output: JoinTokenCreated{},
+	})
+	r.Register(api.Method{
+		Name: "events.list", Summary: "Read the event log (node lifecycle: joined, suspect, down, lost, recovered, cordoned, uncordoned, deleted), oldest first",
+		Decide: onRoot("events:read"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in EventListInput) (any, error) {
+			if in.Limit < 0 || in.Limit > 1000 {
+				return nil, cubefleet.Invalid("limit", "limit is 1 to 1000")
+			}
+			if in.Since < 0 {
+				return nil, cubefleet.Invalid("since", "since is a Unix time in milliseconds")
+			}
+			items, next, err := events.List(ctx, c.Q, events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject,
+				Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
+			return EventList{Items: items, NextCursor: next}, err
+		}),
+		Input: EventListInput{}, Output: EventList{},
+	})
+}

@@ -1,0 +1,265 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+// registerBody is a stock Cubelet's register body for node id in cluster label.
+func registerBody(t *testing.T, id, label string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "nodes", "testdata", "register.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.ReplaceAll(b, []byte("10.0.0.7"), []byte(id))
+	return bytes.ReplaceAll(b, []byte(`"default-cluster"`), []byte(`"`+label+`"`))
+}
+
+// nodeCall sends a node-agent or internal call to base with an optional bearer token.
+func nodeCall(t *testing.T, method, url, token string, body []byte, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, out
+}
+
+// makePool creates a site and a pool of root and gives the pool a fleet name.
+func (e *testEnv) makePool(name string) string {
+	e.t.Helper()
+	var site, pool obj
+	e.must(e.admin, "compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &site)
+	e.must(e.admin, "compute.pools.create", map[string]any{"tenantId": "root", "siteId": site.id(), "class": "vps-host"}, &pool)
+	if _, err := e.db.Exec(`INSERT INTO fleet_names (tenant_id, kind, name, object_id) VALUES ('root', 'pool', $1, $2)`, name, pool.id()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.srv.Nodes().RefreshPools(context.Background())
+	return pool.id()
+}
+
+func allowLoopback(c *Config) {
+	c.NodeAgentAllowUnauthenticated = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+}
+
+// TestNodesAPI drives the public nodes.* methods and events.list over a stock Cubelet and a
+// joined agent: listing with pools from join tokens and cluster labels, cordon, labels,
+// delete, and the events and audit rows they leave.
+func TestNodesAPI(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		e := mustStart(t, db, allowLoopback)
+		ctx := context.Background()
+		poolID := e.makePool("fra-cubes")
+		agentURL := e.srv.InternalURL() + "/internal/v1/node-agent/nodes/"
+		// A stock Cubelet whose cluster_label names the pool, one whose label names none.
+		for id, label := range map[string]string{"10.0.0.7": "fra-cubes", "10.0.0.8": "nowhere"} {
+			if code, _, out := nodeCall(t, "POST", agentURL+"register", "", registerBody(t, id, label)); code != 200 {
+				t.Fatalf("register %s: %d %s", id, code, out)
+			}
+		}
+		// A cubefleet agent that joins with a token for the pool.
+		var jt JoinTokenCreated
+		e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "fra-cubes", "ip": "127.0.0.1"}, &jt)
+		if !strings.HasPrefix(jt.Token, nodes.JoinTokenPrefix) || jt.JoinToken.PoolID != poolID || jt.JoinToken.Uses != 1 {
+			t.Fatalf("join token: %+v", jt)
+		}
+		code, _, out := nodeCall(t, "POST", agentURL+"register", jt.Token, registerBody(t, "10.0.0.9", "ignored"))
+		if code != 200 || !bytes.Contains(out, []byte(`"node_credential":"cfn_`)) {
+			t.Fatalf("join: %d %s", code, out)
+		}
+		var joined struct {
+			Credential string `json:"node_credential"`
+		}
+		json.Unmarshal(out, &joined)
+		status, _ := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
+		for _, c := range []struct{ id, token string }{{"10.0.0.7", ""}, {"10.0.0.8", ""}, {"10.0.0.9", joined.Credential}} {
+			if code, _, out := nodeCall(t, "POST", agentURL+c.id+"/status", c.token, status); code != 200 {
+				t.Fatalf("status %s: %d %s", c.id, code, out)
+			}
+		}
+		e.srv.Nodes().CheckHealth(ctx)
+
+		var list NodeList
+		e.must(e.admin, "nodes.list", map[string]any{}, &list)
+		if len(list.Items) != 3 || list.HeartbeatTimeout != 15000 || list.LostAfter != 300000 {
+			t.Fatalf("list: %+v", list)
+		}
+		byID := map[string]nodes.View{}
+		for _, v := range list.Items {
+			byID[v.ID] = v
+		}
+		if v := byID["10.0.0.7"]; v.Pool != "fra-cubes" || v.PoolID != poolID || v.Schedulable || !v.RegistryOnly || v.State != nodes.StateReady {
+			t.Errorf("stock node in a known pool: %+v", v)
+		}
+		if v := byID["10.0.0.8"]; v.PoolID != "" || v.Schedulable || !slices.ContainsFunc(v.UnschedulableReasons, func(r string) bool { return strings.HasPrefix(r, "unknown pool") }) {
+			t.Errorf("stock node in an unknown pool: %+v", v)
+		}
+		if v := byID["10.0.0.9"]; v.Agent != nodes.AgentCubefleet || v.PoolID != poolID || !v.Schedulable || v.Allocated == nil || v.Allocated.Mvm != 4 {
+			t.Errorf("joined node: %+v", v)
+		}
+		e.must(e.admin, "nodes.list", map[string]any{"pool": "fra-cubes"}, &list)
+		if len(list.Items) != 2 {
+			t.Errorf("list --pool fra-cubes: %d nodes, want 2", len(list.Items))
+		}
+		e.mustFail(e.admin, "nodes.list", map[string]any{"state": "Sleeping"}, cubefleet.CodeInvalidInput)
+		e.mustFail(e.admin, "nodes.get", map[string]any{"nodeId": "10.9.9.9"}, cubefleet.CodeNotFound)
+		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "no-such-pool"}, cubefleet.CodeInvalidInput)
+		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": poolID, "ip": "not-an-ip"}, cubefleet.CodeInvalidInput)
+		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": poolID, "uses": -1}, cubefleet.CodeInvalidInput)
+
+		// Cordon, label, delete through the API.
+		var got NodeOutput
+		e.must(e.admin, "nodes.cordon", map[string]any{"nodeId": "10.0.0.9", "detail": "kernel update"}, &got)
+		if !got.Cordoned || got.CordonDetail != "kernel update" || got.Schedulable {
+			t.Errorf("cordon: %+v", got.View)
+		}
+		got = NodeOutput{}
+		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &got)
+		if got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodes.ReservedLabel] != "true" {
+			t.Errorf("label: %v", got.Labels)
+		}
+		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{nodes.ReservedLabel: "false"}}, cubefleet.CodeForbidden)
+		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"bad key": "x"}}, cubefleet.CodeInvalidInput)
+		e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.7"}, cubefleet.CodeConflict) // not cordoned
+		ce := e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.9"}, cubefleet.CodeConflict)
+		if !strings.Contains(ce.Message, "still runs 4 sandboxes") {
+			t.Errorf("delete with sandboxes: %s", ce.Message)
+		}
+		e.must(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.9", "force": true}, &got)
+		if got.ID != "10.0.0.9" {
+			t.Errorf("delete answered %+v", got.View)
+		}
+		// The deleted agent is refused; the internal route agrees the node is gone.
+		if code, _, _ := nodeCall(t, "POST", agentURL+"10.0.0.9/status", joined.Credential, status); code != 401 {
+			t.Errorf("status of the deleted agent: %d, want 401", code)
+		}
+		if code, _, _ := nodeCall(t, "GET", e.srv.InternalURL()+"/internal/v1/nodes/10.0.0.9", "", nil); code != 404 {
+			t.Errorf("GET the deleted node: %d, want 404", code)
+		}
+		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
+
+		if err := e.srv.Nodes().Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var evs EventList
+		e.must(e.admin, "events.list", map[string]any{"subject": "10.0.0.9"}, &evs)
+		var types []string
+		for _, ev := range evs.Items {
+			types = append(types, ev.Type)
+		}
+		if !slices.Equal(types, []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDeleted}) {
+			t.Errorf("events of 10.0.0.9: %v", types)
+		}
+		e.must(e.admin, "events.list", map[string]any{"type": "node.joined"}, &evs)
+		if len(evs.Items) != 3 {
+			t.Errorf("%d node.joined events, want 3", len(evs.Items))
+		}
+		var n int
+		db.QueryRow(`SELECT count(*) FROM audit_log WHERE method IN ('nodes.cordon', 'nodes.label', 'nodes.delete', 'nodes.joinTokens.create') AND outcome = 'ok'`).Scan(&n)
+		if n != 4 {
+			t.Errorf("%d audit rows for the node changes, want 4", n)
+		}
+		// The join token's secret never reached the log.
+		if strings.Contains(e.log.String(), jt.Token) || strings.Contains(e.log.String(), joined.Credential) {
+			t.Errorf("a token reached the log")
+		}
+		// Metrics count reports and events.
+		code, _, metrics := nodeCall(t, "GET", e.url+"/metrics", "", nil)
+		for _, want := range []string{`cubefleet_node_reports_total{result="ok"} 3`, `cubefleet_node_events_total{type="node.deleted"} 1`, `cubefleet_nodes{state="Ready"} 2`} {
+			if code != 200 || !bytes.Contains(metrics, []byte(want)) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
+}
+
+// TestInternalListen: with --internal-listen the node routes are served there and not on
+// --listen, and the API is not served on the internal listener.
+func TestInternalListen(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		e := mustStart(t, db, func(c *Config) {
+			allowLoopback(c)
+			c.InternalListen = "127.0.0.1:0"
+		})
+		in := e.srv.InternalURL()
+		if in == e.url {
+			t.Fatalf("InternalURL = URL = %s", in)
+		}
+		body := registerBody(t, "10.0.0.7", "x")
+		if code, _, out := nodeCall(t, "POST", in+"/internal/v1/node-agent/nodes/register", "", body); code != 200 {
+			t.Errorf("register on the internal listener: %d %s", code, out)
+		}
+		if code, _, _ := nodeCall(t, "POST", e.url+"/internal/v1/node-agent/nodes/register", "", body); code != 404 {
+			t.Errorf("register on the public listener: %d, want 404", code)
+		}
+		if code, _, _ := nodeCall(t, "GET", e.url+"/internal/v1/nodes", "", nil); code != 404 {
+			t.Errorf("nodes on the public listener: %d, want 404", code)
+		}
+		if code, _, out := nodeCall(t, "GET", in+"/internal/v1/nodes", "", nil); code != 200 || !bytes.Contains(out, []byte(`"IP":"10.0.0.7"`)) {
+			t.Errorf("nodes on the internal listener: %d %s", code, out)
+		}
+		if code, _, _ := nodeCall(t, "POST", in+"/api/v1/nodes.list", e.admin, []byte(`{}`)); code != 404 {
+			t.Errorf("the API on the internal listener: %d, want 404", code)
+		}
+		if code, _, _ := nodeCall(t, "GET", in+"/healthz", "", nil); code != 200 {
+			t.Errorf("healthz on the internal listener: %d", code)
+		}
+		var list NodeList
+		e.must(e.admin, "nodes.list", map[string]any{}, &list)
+		if len(list.Items) != 1 {
+			t.Errorf("nodes.list: %d nodes", len(list.Items))
+		}
+	})
+}
+
+// TestNodeAgentRequestID: the request id of a node-agent call is the caller's X-Request-Id
+// or X-RequestID when it is at most 128 of [A-Za-z0-9._:-], a fresh one otherwise, and is
+// echoed back.
+func TestNodeAgentRequestID(t *testing.T) {
+	e := mustStart(t, storetest.SQLite(t), allowLoopback)
+	url := e.url + "/internal/v1/node-agent/readyz"
+	for _, c := range []struct {
+		header, value string
+		echoed        bool
+	}{
+		{"X-Request-Id", "abc-123", true},
+		{"X-RequestID", "cubelet.7_1", true},
+		{"X-Request-Id", strings.Repeat("a", 128), true},
+		{"X-Request-Id", strings.Repeat("a", 129), false},
+		{"X-Request-Id", "has space", false},
+		{"X-RequestID", "semi;colon", false},
+	} {
+		code, h, body := nodeCall(t, "GET", url, "", nil, c.header, c.value)
+		got := h.Get(RequestIDHeader)
+		if code != 200 || string(body) != `{"ret":{"ret_code":200,"ret_msg":"ok"}}` || (got == c.value) != c.echoed || got == "" {
+			t.Errorf("%s: %q: %d %s, id %q", c.header, c.value, code, body, got)
+		}
+	}
+}
