@@ -82,12 +82,21 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		sqldb.SetMaxOpenConns(8)
 		db = &DB{DB: sqldb, dialect: SQLite}
+
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s database %s: %w", db.dialect, redact(dsn), err)
+	}
+	if db.dialect == SQLite {
+		// The database holds sealed secrets and key hashes: owner only. SQLite gives its -wal
+		// and -shm files the database file's mode.
+		if err := os.Chmod(dsn, 0o600); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", dsn, err)
+		}
 	}
 	return db, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -79,4 +81,20 @@ func TestLease(t *testing.T) {
 			t.Fatal("b could not take the expired lease")
 		}
 	})
+}
+
+func TestSQLiteFileIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cubefleet.db")
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("database file mode %04o, want 0600", fi.Mode().Perm())
+	}
 }
