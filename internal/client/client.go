@@ -111,7 +111,11 @@ func (c *Client) decodeError(method string, resp *http.Response, data []byte) er
 		if len(snippet) > 200 {
 			snippet = snippet[:200] + "..."
 		}
-		return &cubefleet.Error{Code: cubefleet.CodeInternal, Message: fmt.Sprintf("%s: HTTP %d from %s: %s", method, resp.StatusCode, c.baseURL, snippet)}
+		if resp.StatusCode/100 == 3 {
+			return fmt.Errorf("%s: %s answered with a redirect (HTTP %d to %q), which cubefleet never follows so the key goes nowhere else: point --url at the control plane itself",
+				method, c.baseURL, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		return fmt.Errorf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane (is --url right?): %q", method, resp.StatusCode, c.baseURL, snippet)
 	}
 	e := &cubefleet.Error{Code: w.Error.Code, Message: w.Error.Message}
 	if len(w.Error.Details) > 0 && string(w.Error.Details) != "null" {
