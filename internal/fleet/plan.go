@@ -235,20 +235,16 @@ func (b *builder) checkSecrets(values map[string]string, n *notes) error {
 		}
 		switch ref.Scheme {
 		case secretref.SchemeSecret:
-			tenant := ref.Tenant
-			if tenant == "" {
-				tenant = b.tenant
-			}
-			if tenant != b.tenant {
-				n.block("%s: names tenant %s's secrets; an object may use only its own tenant's: store it in tenant %s and write secret://%s", k, tenant, b.tenant, ref.Name)
+			if ref.Tenant != "" && ref.Tenant != b.tenant {
+				n.block("%s: names tenant %s's secrets; an object may use only its own tenant's: store it in tenant %s and write secret://%s", k, ref.Tenant, b.tenant, ref.Name)
 				continue
 			}
-			ok, err := b.st.hasSecret(b.ctx, b.q, tenant, ref.Name)
+			ok, err := b.st.hasSecret(b.ctx, b.q, ref.Name)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				n.block("%s: tenant %s has no secret %s; create it with `cubefleet secrets create %s --tenant %s`", k, tenant, ref.Name, ref.Name, tenant)
+				n.block("%s: tenant %s has no secret %s; create it with `cubefleet secrets create %s --tenant %s`", k, b.tenant, ref.Name, ref.Name, b.tenant)
 			}
 		case secretref.SchemeVault:
 			if !b.p.VaultConfigured {

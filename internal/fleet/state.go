@@ -18,12 +18,12 @@ type state struct {
 	names    map[string]map[string]string
 	idName   map[string]string // site/pool id -> fleet name
 	tenants  map[string]bool
-	secrets  map[string]map[string]bool // tenant -> secret names and ids
+	secrets  map[string]bool // the tenant's secret names and ids, loaded on first use
 	related  compute.Related
 }
 
 func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, error) {
-	st := &state{tenantID: tenantID, own: map[string][]compute.Object{}, byID: map[string]compute.Object{}, idName: map[string]string{}, secrets: map[string]map[string]bool{}}
+	st := &state{tenantID: tenantID, own: map[string][]compute.Object{}, byID: map[string]compute.Object{}, idName: map[string]string{}}
 	objs, err := compute.LoadTenant(ctx, q, tenantID)
 	if err != nil {
 		return nil, err
@@ -61,23 +61,21 @@ func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, e
 	return st, nil
 }
 
-// hasSecret reports whether tenantID's secret store holds nameOrID, loading the tenant's
+// hasSecret reports whether the tenant's secret store holds nameOrID, loading the tenant's
 // secrets on first use.
-func (st *state) hasSecret(ctx context.Context, q store.Querier, tenantID, nameOrID string) (bool, error) {
-	set, ok := st.secrets[tenantID]
-	if !ok {
-		list, err := secrets.List(ctx, q, tenantID)
+func (st *state) hasSecret(ctx context.Context, q store.Querier, nameOrID string) (bool, error) {
+	if st.secrets == nil {
+		list, err := secrets.List(ctx, q, st.tenantID)
 		if err != nil {
 			return false, fmt.Errorf("load secrets: %w", err)
 		}
-		set = map[string]bool{}
+		st.secrets = map[string]bool{}
 		for _, s := range list {
-			set[s.Name] = true
-			set[s.ID] = true
+			st.secrets[s.Name] = true
+			st.secrets[s.ID] = true
 		}
-		st.secrets[tenantID] = set
 	}
-	return set[nameOrID], nil
+	return st.secrets[nameOrID], nil
 }
 
 // fleetName is the name a site or pool goes by in documents: its fleet name, else its id.
