@@ -68,9 +68,9 @@ func freeAddr(t testing.TB) string {
 
 func startServer(t *testing.T, database string) *cluster { return startServerB(t, database) }
 
-// startServerB starts `cubefleet server --dev` on database ("" for SQLite) on a free port and
-// waits until it is ready.
-func startServerB(t testing.TB, database string) *cluster {
+// startServerB starts `cubefleet server --dev` on database ("" for SQLite) on a free port, with
+// extra flags, and waits until it is ready.
+func startServerB(t testing.TB, database string, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: binary(t), dataDir: filepath.Join(t.TempDir(), "data")}
 	addr := freeAddr(t)
@@ -79,6 +79,7 @@ func startServerB(t testing.TB, database string) *cluster {
 	if database != "" {
 		args = append(args, "--database", database)
 	}
+	args = append(args, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	var logs bytes.Buffer

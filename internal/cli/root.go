@@ -98,6 +98,8 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newAPICmd(stdio),
 		newFleetCmd(stdio),
 		newIonosCmd(stdio),
+		newNodesCmd(stdio),
+		newAgentCmd(stdio),
 	)
 	return root
 }

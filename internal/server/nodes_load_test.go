@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,7 +110,11 @@ func startServerProc(t *testing.T, bin, dsn string) *serverProc {
 	if dsn != "" {
 		args = append(args, "--database", dsn)
 	}
-	logFile, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	logPath := filepath.Join(t.TempDir(), "server.log")
+	if keep := os.Getenv("CUBEFLEET_NODES_LOAD_LOG"); keep != "" {
+		logPath = keep
+	}
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +254,8 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	var peakRSS float64
 	var lists []time.Duration
 	var listSize, listed int
+	mem := map[string]float64{}
+	memAt := time.Now().Add(duration / 2)
 	wg.Go(func() {
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
@@ -258,6 +266,12 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 			case <-tick.C:
 				now, _ := rss(p.pid)
 				peakRSS = max(peakRSS, now)
+				if len(mem) == 0 && time.Now().After(memAt) { // the Go runtime's view, half-way through
+					for _, m := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes",
+						"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_goroutines", "go_memstats_next_gc_bytes"} {
+						mem[m] = metricValue(t, p.url, m)
+					}
+				}
 			}
 		}
 	})
@@ -285,7 +299,9 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 			listSize, listed = len(out), bytes.Count(out, []byte(`"IP":"`))
 		}
 	})
+	serverCPU0, clientCPU0 := procCPU(p.pid), selfCPU()
 	res, err := nodesim.Run(ctx, nodesim.Config{Addr: p.addr, Nodes: nodes, Period: time.Second, Duration: duration, Body: nodesim.StatusBody(stBody)})
+	serverCPU, clientCPU := procCPU(p.pid)-serverCPU0, selfCPU()-clientCPU0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -293,6 +309,7 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	}
 	runEnd := time.Now()
 	serverOK := metricValue(t, p.url, `cubefleet_node_reports_total{result="ok"}`) - okBefore
+	listBuild := metricValue(t, p.url, "cubefleet_node_list_duration_seconds_sum") / max(1, metricValue(t, p.url, "cubefleet_node_list_duration_seconds_count"))
 
 	// Every node's last report reaches the database within the flush interval.
 	time.Sleep(2 * time.Second)
@@ -327,12 +344,15 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
   reports: sent %d, ok %d (server counted %d), lost %d (of which missed ticks %d), persisted last reports %d/%d
   latency: p50 %s, p99 %s, p99.9 %s, max %s
   server RSS: idle %.0f MB, peak during the run %.0f MB, VmHWM %.0f MB
-  GET /internal/v1/nodes (%d nodes, %.1f MB) under load: median %s, max %s over %d calls
+  GET /internal/v1/nodes (%d nodes, %.1f MB) under load: median %s, max %s over %d calls (server build: mean %s)
   ingestion ceiling: %.0f reports/s (64 connections, %s, %d failed)
+  CPU during the run: server %.2f cores, load generator %.2f cores (of %d); server Go memory half-way: heap in use %.0f MB (next GC at %.0f MB), stacks %.0f MB, from the OS %.0f MB (%.0f MB idle, %.0f MB released), %.0f goroutines
 `, kind, count, joined.Round(time.Millisecond), duration, res.Sent, res.OK, int64(serverOK), res.Lost, res.Missed, persisted, count,
 		res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond), res.P999.Round(10*time.Microsecond), res.Max.Round(time.Millisecond),
-		idle, peakRSS, hwm, listed, float64(listSize)/1e6, listMed.Round(time.Millisecond), listMax.Round(time.Millisecond), len(lists),
-		ceiling, flood, failed)
+		idle, peakRSS, hwm, listed, float64(listSize)/1e6, listMed.Round(time.Millisecond), listMax.Round(time.Millisecond), len(lists), time.Duration(listBuild*float64(time.Second)).Round(time.Millisecond),
+		ceiling, flood, failed, serverCPU/res.Elapsed.Seconds(), clientCPU/res.Elapsed.Seconds(), runtime.NumCPU(),
+		mem["go_memstats_heap_inuse_bytes"]/1e6, mem["go_memstats_next_gc_bytes"]/1e6, mem["go_memstats_stack_inuse_bytes"]/1e6, mem["go_memstats_sys_bytes"]/1e6,
+		mem["go_memstats_heap_idle_bytes"]/1e6, mem["go_memstats_heap_released_bytes"]/1e6, mem["go_goroutines"])
 	t.Log(report)
 	if out := os.Getenv("CUBEFLEET_NODES_LOAD_OUT"); out != "" {
 		f, err := os.OpenFile(out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -359,6 +379,31 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	if ceiling < 20000 {
 		t.Errorf("ingestion ceiling %.0f reports/s < 20,000", ceiling)
 	}
+}
+
+// procCPU is a process's user and system CPU time in seconds, from /proc.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) start after the last ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks (USER_HZ is 100 on Linux)
+}
+
+// selfCPU is this process's user and system CPU time in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // openDSN opens the server's database for checks (its SQLite file when dsn is "").

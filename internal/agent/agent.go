@@ -1,0 +1,569 @@
+// Package agent is `cubefleet agent`, the node agent on every compute host: its configuration
+// (Cube Sandbox's .env variables, CUBEFLEET_* equivalents and flags), the register and status
+// loop that speaks a stock Cubelet's node-agent contract to the control plane
+// (../shared/specs/cubesandbox-node-agent.md §1) with a per-node credential, its local health
+// endpoint, and the install, check and down steps of Cube's install-compute.sh, quickcheck.sh
+// and down.sh (§5). See docs/agent.md.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Backoff of registration: the first retry waits RegisterBackoffMin, each next one twice as
+// long, up to RegisterBackoffMax, forever (as Cubelet does).
+const (
+	RegisterBackoffMin = 100 * time.Millisecond
+	RegisterBackoffMax = 7 * time.Second
+)
+
+// JoinTimeout is the HTTP timeout of a registration that sends a join token (at least the
+// report period). Every other call times out after the report period, as Cubelet's do; a join
+// token is single-use, so a reply lost to a short timeout would cost the node its credential.
+const JoinTimeout = 10 * time.Second
+
+// The labels the agent adds to Cubelet's to report its sandbox settings (label values allow
+// only [A-Za-z0-9._-], so "/" in the network becomes "_": 192.168.0.0_18).
+const (
+	LabelRole        = "cubefleet.io/role"         // control or compute
+	LabelRuntime     = "cubefleet.io/runtime"      // microvm or process
+	LabelNetworkCIDR = "cubefleet.io/network-cidr" // CUBE_SANDBOX_NETWORK_CIDR, e.g. 192.168.0.0_18
+	LabelS3Scheme    = "cubefleet.io/s3-scheme"    // CUBE_S3_ENDPOINT's scheme: http or https
+	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host
+	LabelS3Port      = "cubefleet.io/s3-port"      // CUBE_S3_ENDPOINT's port (80/443 when absent)
+	LabelS3Bucket    = "cubefleet.io/s3-bucket"    // CUBE_S3_BUCKET
+)
+
+// Health states of the agent, as GET /healthz reports them.
+const (
+	StateRegistering = "registering" // registering (first start, or again after a 404)
+	StateReporting   = "reporting"   // registered, and the last status report (if any yet) succeeded
+	StateFailing     = "failing"     // registered, but the last status report failed
+	StateRevoked     = "revoked"     // the control plane revoked the node's credential: needs a new join token
+)
+
+// Health is the body of GET /healthz: 200 in every state but StateRevoked, which is 503.
+type Health struct {
+	State        string `json:"state"`                    // StateRegistering, StateReporting, StateFailing or StateRevoked
+	NodeID       string `json:"node_id"`                  // the node IP
+	Version      string `json:"version"`                  // cubefleet's version
+	RegisteredAt string `json:"registered_at,omitempty"`  // RFC 3339, last successful registration
+	LastReportAt string `json:"last_report_at,omitempty"` // RFC 3339, last successful status report
+	Error        string `json:"error,omitempty"`          // the last failure, or what to do when revoked
+}
+
+// Options are the agent's collaborators; the zero value of each is usable.
+type Options struct {
+	Log        *slog.Logger     // nil discards
+	Now        func() time.Time // nil: time.Now
+	HTTPClient *http.Client     // nil: redirects refused (every call has its own deadline)
+}
+
+// Agent registers the node with the control plane and reports its status every period, like a
+// Cubelet; see Run. Its methods are safe for concurrent use.
+type Agent struct {
+	cfg   *Config
+	log   *slog.Logger
+	now   func() time.Time
+	wire  *wireClient
+	facts Facts
+	quota StatusQuota
+	ver   ComponentVersion
+	// sleep waits between registration attempts; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+
+	mu         sync.Mutex
+	state      State
+	health     Health
+	ready      bool
+	transition time.Time // when the Ready condition last changed
+}
+
+// errRevoked means the control plane answered 401 to the node's credential.
+var errRevoked = errors.New("the control plane refused this node's credential (HTTP 401): the node was deleted")
+
+// New returns an agent for cfg. It reads the host's facts (cfg.Host) to compute the quota
+// defaults: CPU 2000 millicores per logical CPU, memory ceil(1.25 x MemTotal) MiB, max_mvm_num
+// memory/512 (at least 1). It errors when /proc/meminfo cannot be read.
+func New(cfg *Config, opt Options) (*Agent, error) {
+	facts, err := cfg.Host.Facts()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: opt.Log, now: opt.Now, facts: facts, ver: BuildVersion(), sleep: sleepCtx}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	hc := opt.HTTPClient
+	if hc == nil {
+		// Each call carries its own deadline (the report period, or JoinTimeout).
+		hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	a.wire = newWireClient(cfg.ControlPlane, hc)
+	a.quota = StatusQuota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}
+	if a.quota.MilliCPU == 0 {
+		a.quota.MilliCPU = facts.CPUCount * 1000 * 2
+	}
+	if a.quota.MemMB == 0 {
+		a.quota.MemMB = (facts.MemTotalKB*5 + 4*1024 - 1) / (4 * 1024) // ceil(MemTotal MiB x 5/4)
+	}
+	if a.quota.MaxMVMNum == 0 {
+		a.quota.MaxMVMNum = max(1, a.quota.MemMB/512)
+	}
+	a.health = Health{State: StateRegistering, NodeID: cfg.NodeID(), Version: a.ver.Version}
+	return a, nil
+}
+
+// Quota returns the quota the agent reports: CPU in millicores, memory in MiB.
+func (a *Agent) Quota() StatusQuota { return a.quota }
+
+// Health returns the agent's current health, as GET /healthz answers it.
+func (a *Agent) Health() Health {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.health
+}
+
+// Run listens on cfg.Listen and calls Serve.
+func (a *Agent) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("serve the agent's health endpoint on %s (--listen, CUBEFLEET_AGENT_LISTEN): %w", a.cfg.Listen, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+// Serve serves GET /healthz on ln and reports to the control plane until ctx is done: it
+// registers (retrying with backoff from RegisterBackoffMin to RegisterBackoffMax, forever),
+// then sends a status report every cfg.ReportPeriod (+ up to 4% jitter). A 404 to a status
+// report registers again. A 401 to the node's credential means the node was deleted: the
+// agent records the revocation in its state file, stops reporting, answers 503 on /healthz,
+// and does not come back until it is given a new join token. Serve writes cfg.PIDFile while it
+// runs. It returns nil when ctx is done, or an error when the state directory, the state file
+// or the PID file cannot be used.
+func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
+	defer ln.Close()
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): %w", err)
+	}
+	st, err := ReadState(a.cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	if a.cfg.PIDFile != "" {
+		if err := writeFileAtomic(a.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			return fmt.Errorf("PID file (--pid-file, CUBEFLEET_AGENT_PID_FILE): %w", err)
+		}
+		defer os.Remove(a.cfg.PIDFile)
+	}
+	if st.NodeID != "" && st.NodeID != a.cfg.NodeID() {
+		a.log.Warn("the state file belongs to another node ID; registering as a new node", "state_node_id", st.NodeID, "node_id", a.cfg.NodeID())
+		st = State{}
+	}
+	a.mu.Lock()
+	a.state = st
+	a.mu.Unlock()
+
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	a.log.Info("agent started", "node_id", a.cfg.NodeID(), "role", a.cfg.Role, "control_plane", strings.Join(a.cfg.ControlPlane, ","),
+		"health", "http://"+ln.Addr().String()+"/healthz", "version", a.ver.Version, "quota_cpu_millicores", a.quota.MilliCPU, "quota_mem_mb", a.quota.MemMB)
+
+	a.report(ctx)
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	a.log.Info("agent stopped", "node_id", a.cfg.NodeID())
+	return err
+}
+
+func (a *Agent) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		h := a.Health()
+		w.Header().Set("Content-Type", "application/json")
+		if h.State == StateRevoked {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(h)
+	})
+	return mux
+}
+
+// report runs the register and status loop until ctx is done or the credential is revoked.
+func (a *Agent) report(ctx context.Context) {
+	a.mu.Lock()
+	st := a.state
+	a.mu.Unlock()
+	if st.Revoked && (a.cfg.JoinToken == "" || tokenHash(a.cfg.JoinToken) == st.JoinTokenSHA256) {
+		a.setRevoked(st.RevokedAt)
+		<-ctx.Done()
+		return
+	}
+	for {
+		if err := a.registerLoop(ctx); err != nil {
+			if errors.Is(err, errRevoked) {
+				<-ctx.Done()
+			}
+			return
+		}
+		switch err := a.statusLoop(ctx); {
+		case errors.Is(err, errRevoked):
+			<-ctx.Done()
+			return
+		case ctx.Err() != nil:
+			return
+		}
+		// Anything else: register again.
+	}
+}
+
+func (a *Agent) registerLoop(ctx context.Context) error {
+	backoff := RegisterBackoffMin
+	for attempt := 1; ; attempt++ {
+		err := a.register(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errRevoked) {
+			return err
+		}
+		a.setHealth(func(h *Health) { h.State, h.Error = StateRegistering, err.Error() })
+		a.log.Warn("registration failed; retrying", "node_id", a.cfg.NodeID(), "attempt", attempt, "retry_in", backoff.String(), "error", err.Error())
+		if a.sleep(ctx, backoff) != nil {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, RegisterBackoffMax)
+	}
+}
+
+// credential returns the token for the next call and whether it is the node credential.
+func (a *Agent) credential() (Secret, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state.NodeCredential != "" {
+		return Secret(a.state.NodeCredential), true
+	}
+	return a.cfg.JoinToken, false
+}
+
+// register makes one registration attempt (with failover across the endpoints).
+func (a *Agent) register(ctx context.Context) error {
+	token, isCredential := a.credential()
+	if !isCredential && token == "" {
+		a.log.Warn("no join token: registering without credentials, which the control plane accepts only from the CIDRs it lists in --node-agent-allow-unauthenticated", "node_id", a.cfg.NodeID())
+	}
+	timeout := a.cfg.ReportPeriod
+	if !isCredential && token != "" {
+		timeout = max(timeout, JoinTimeout)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	reply, err := a.wire.post(cctx, PathRegister, token, a.RegisterRequest())
+	if err != nil {
+		if statusCode(err) == http.StatusUnauthorized {
+			if isCredential {
+				return a.revoke(err)
+			}
+			if token != "" {
+				return fmt.Errorf("%w (the join token was refused: it may be used, expired, bound to another IP or mistyped; create a new one with `cubefleet nodes join-token create`)", err)
+			}
+		}
+		return err
+	}
+	var cred string
+	if raw, ok := reply["node_credential"]; ok {
+		_ = json.Unmarshal(raw, &cred)
+	}
+	a.mu.Lock()
+	st := a.state
+	st.NodeID = a.cfg.NodeID()
+	if cred != "" {
+		st.NodeCredential = cred
+	}
+	if !isCredential {
+		st.JoinTokenSHA256, st.Revoked, st.RevokedAt = tokenHash(token), false, ""
+	}
+	changed := st != a.state
+	a.state = st
+	a.mu.Unlock()
+	if changed {
+		if err := WriteState(a.cfg.StateDir, st); err != nil {
+			// Keep going with the credential in memory: the join token may be single-use.
+			a.log.Error("cannot store the node credential; it is kept in memory only, so a restart will need a new join token", "error", err.Error())
+		}
+	}
+	if !isCredential && token != "" && cred == "" {
+		a.log.Warn("the control plane issued no node credential; reporting without one", "node_id", a.cfg.NodeID())
+	}
+	now := a.now().UTC().Format(time.RFC3339)
+	a.setHealth(func(h *Health) { h.State, h.RegisteredAt, h.Error = StateReporting, now, "" })
+	a.log.Info("registered", "node_id", a.cfg.NodeID(), "credential", cred != "" || isCredential)
+	return nil
+}
+
+// revoke records that the control plane refused the node credential.
+func (a *Agent) revoke(cause error) error {
+	now := a.now().UTC().Format(time.RFC3339)
+	a.mu.Lock()
+	a.state.NodeCredential, a.state.Revoked, a.state.RevokedAt = "", true, now
+	st := a.state
+	a.mu.Unlock()
+	if err := WriteState(a.cfg.StateDir, st); err != nil {
+		a.log.Error("cannot record the revocation in the state file", "error", err.Error())
+	}
+	a.setRevoked(now)
+	a.log.Error("the control plane refused this node's credential: the node was deleted. The agent stopped reporting and will not register again until it is given a new join token (cubefleet nodes join-token create, then CUBEFLEET_JOIN_TOKEN or --join-token-file, and restart the agent)",
+		"node_id", a.cfg.NodeID(), "error", cause.Error())
+	return errRevoked
+}
+
+func (a *Agent) setRevoked(at string) {
+	a.setHealth(func(h *Health) {
+		h.State = StateRevoked
+		h.Error = "the control plane revoked this node's credential (the node was deleted" + ifNotEmpty(" at ", at) + "); give the agent a new join token (cubefleet nodes join-token create) and restart it"
+	})
+}
+
+func ifNotEmpty(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+// statusLoop reports every period until ctx is done (nil), the node is unknown (404: an error
+// to register again) or the credential is revoked (errRevoked).
+func (a *Agent) statusLoop(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		err := a.sendStatus(ctx)
+		switch code := statusCode(err); {
+		case err == nil:
+			now := a.now().UTC().Format(time.RFC3339)
+			a.setHealth(func(h *Health) { h.State, h.LastReportAt, h.Error = StateReporting, now, "" })
+			if lastErr != "" {
+				a.log.Info("status reports succeed again", "node_id", a.cfg.NodeID())
+				lastErr = ""
+			}
+		case ctx.Err() != nil:
+			return nil
+		case code == http.StatusNotFound:
+			a.log.Warn("the control plane does not know this node (HTTP 404); registering again", "node_id", a.cfg.NodeID())
+			a.setHealth(func(h *Health) { h.State, h.Error = StateRegistering, err.Error() })
+			return err
+		case code == http.StatusUnauthorized:
+			if _, isCredential := a.credential(); isCredential {
+				return a.revoke(err)
+			}
+			a.log.Warn("the control plane refused an unauthenticated status report (HTTP 401); registering again", "node_id", a.cfg.NodeID())
+			return err
+		default:
+			a.setHealth(func(h *Health) { h.State, h.Error = StateFailing, err.Error() })
+			if msg := err.Error(); msg != lastErr {
+				a.log.Warn("status report failed", "node_id", a.cfg.NodeID(), "error", msg)
+				lastErr = msg
+			}
+		}
+		timer.Reset(a.cfg.ReportPeriod + rand.N(a.cfg.ReportPeriod/25+1))
+	}
+}
+
+func (a *Agent) sendStatus(ctx context.Context) error {
+	token, _ := a.credential()
+	cctx, cancel := context.WithTimeout(ctx, a.cfg.ReportPeriod)
+	defer cancel()
+	_, err := a.wire.post(cctx, PathStatus(a.cfg.NodeID()), token, a.StatusRequest())
+	return err
+}
+
+func (a *Agent) setHealth(f func(h *Health)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(&a.health)
+}
+
+// Labels returns the labels the agent registers with: a Cubelet's (hostname and metadata name
+// = the node IP, instance type, OS and architecture) plus cubefleet's (role, runtime, sandbox
+// network and S3 store; see the Label* constants).
+func (a *Agent) Labels() map[string]string {
+	ip := a.cfg.NodeID()
+	arch := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[a.facts.Arch]
+	if arch == "" {
+		arch = labelValue(a.facts.Arch)
+	}
+	l := map[string]string{
+		"kubernetes.io/hostname":                    ip,
+		"kubernetes.io/metadata.name":               ip,
+		"cube.cloud.tencentcloud.com/instance-type": InstanceType,
+		"beta.kubernetes.io/instance-type":          InstanceType,
+		"kubernetes.io/os":                          "linux",
+		"beta.kubernetes.io/os":                     "linux",
+		"kubernetes.io/arch":                        arch,
+		"beta.kubernetes.io/arch":                   arch,
+		LabelRole:                                   string(a.cfg.Role),
+		LabelRuntime:                                string(a.cfg.Runtime),
+		LabelNetworkCIDR:                            labelValue(a.cfg.NetworkCIDR.String()),
+	}
+	if hp := a.cfg.S3.HostPort(); hp != "" {
+		host, port, _ := net.SplitHostPort(hp)
+		l[LabelS3Scheme] = strings.SplitN(a.cfg.S3.Endpoint, ":", 2)[0]
+		l[LabelS3Host] = labelValue(host)
+		l[LabelS3Port] = port
+		if a.cfg.S3.Bucket != "" {
+			l[LabelS3Bucket] = labelValue(a.cfg.S3.Bucket)
+		}
+	}
+	for k, v := range l {
+		if v == "" {
+			delete(l, k)
+		}
+	}
+	return l
+}
+
+// RegisterRequest returns the body of the next registration.
+func (a *Agent) RegisterRequest() *RegisterRequest {
+	res := &Resources{MilliCPU: a.quota.MilliCPU, MemoryMB: a.quota.MemMB}
+	alloc := *res
+	return &RegisterRequest{
+		RequestID:           newRequestID(),
+		NodeID:              a.cfg.NodeID(),
+		HostIP:              a.cfg.NodeID(),
+		Labels:              a.Labels(),
+		Capacity:            res,
+		Allocatable:         &alloc,
+		InstanceType:        InstanceType,
+		ClusterLabel:        a.cfg.ClusterLabel,
+		QuotaCPU:            a.quota.MilliCPU,
+		QuotaMemMB:          a.quota.MemMB,
+		CreateConcurrentNum: a.quota.CreateConcurrentNum,
+		MaxMVMNum:           a.quota.MaxMVMNum,
+		Versions:            []ComponentVersion{a.ver},
+		HostFacts:           a.hostFacts(),
+	}
+}
+
+func (a *Agent) hostFacts() *HostFacts {
+	f := a.facts
+	return &HostFacts{
+		CPUVendor:             f.CPUVendor,
+		CPUModel:              f.CPUModel,
+		CPUIDHash:             f.CPUIDHash(),
+		HostKernelRelease:     f.KernelRelease,
+		HostKernelFingerprint: f.KernelFingerprint(),
+		KVMAPIVersion:         f.KVMAPIVersion,
+		CPUCount:              f.CPUCount,
+		MemTotalMB:            f.MemTotalMiB(),
+	}
+}
+
+// readiness returns the Ready condition's status, reason and message: not ready when the
+// microvm runtime has no /dev/kvm.
+func (a *Agent) readiness() (bool, string, string) {
+	if a.cfg.Runtime == RuntimeMicroVM {
+		if _, err := os.Stat(a.cfg.Host.path("/dev/kvm")); err != nil {
+			return false, "KVMUnavailable", "the microvm runtime needs /dev/kvm, which this host does not have"
+		}
+	}
+	return true, "AgentReady", "cubefleet agent is posting ready status"
+}
+
+// StatusRequest returns the body of the next status report: one Ready condition, no local
+// templates yet ([]), nothing allocated, the disk usage of the state directory's file system
+// (data and storage) and of the root file system (sys), the quota, versions and host facts.
+func (a *Agent) StatusRequest() *StatusRequest {
+	now := a.now().UTC()
+	ts := now.Format(time.RFC3339)
+	ready, reason, msg := a.readiness()
+	a.mu.Lock()
+	if a.transition.IsZero() || ready != a.ready {
+		a.ready, a.transition = ready, now
+	}
+	transition := a.transition.Format(time.RFC3339)
+	a.mu.Unlock()
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	quota := a.quota
+	req := &StatusRequest{
+		RequestID:      newRequestID(),
+		Conditions:     []Condition{{Type: "Ready", Status: status, LastHeartbeatTime: ts, LastTransitionTime: transition, Reason: reason, Message: msg}},
+		LocalTemplates: []LocalTemplate{},
+		HeartbeatTime:  ts,
+		Allocated:      &Allocated{},
+		MetricTime:     ts,
+		Quota:          &quota,
+		Versions:       []ComponentVersion{a.ver},
+		HostFacts:      a.hostFacts(),
+	}
+	data, err1 := diskUsedPercent(a.cfg.StateDir)
+	sys, err2 := diskUsedPercent(a.cfg.Host.path("/"))
+	if err1 == nil && err2 == nil {
+		req.DiskUsage = &DiskUsage{DataDiskUsagePer: data, StorageDiskUsagePer: data, SysDiskUsagePer: sys}
+	}
+	return req
+}
+
+// labelValue makes s a valid label value: characters other than [A-Za-z0-9._-] become "_",
+// leading and trailing non-alphanumerics are dropped, and it is cut to 63 characters.
+func labelValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return strings.TrimFunc(string(b), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+}
+
+// validLabelValue reports whether s is a valid label value (at most 63 characters of
+// [A-Za-z0-9._-], starting and ending with a letter or digit).
+func validLabelValue(s string) bool { return s == "" || labelValue(s) == s }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,603 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden with the current output")
+
+const testPeriod = 100 * time.Millisecond
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testConfig is a compute node on 127.0.0.1 (fake host "compute") reporting to endpoints every
+// testPeriod, with its state in stateDir.
+func testConfig(stateDir string, join string, endpoints ...string) *Config {
+	return &Config{
+		Role: RoleCompute, ControlPlane: endpoints, NodeIP: netip.MustParseAddr("127.0.0.1"), AllowLoopback: true,
+		S3:          S3{Endpoint: "http://127.0.0.1:9000", Bucket: DefaultS3Bucket},
+		NetworkCIDR: netip.MustParsePrefix(DefaultNetworkCIDR), JoinToken: Secret(join),
+		Listen: "127.0.0.1:0", StateDir: stateDir, ReportPeriod: testPeriod, ClusterLabel: DefaultClusterLabel,
+		Runtime: RuntimeProcess, Host: testHost("compute"),
+	}
+}
+
+// running is an agent serving on 127.0.0.1 until the test ends (or stop is called).
+type running struct {
+	a      *Agent
+	url    string // the health endpoint
+	logs   *syncBuffer
+	stop   func()
+	sleeps func() []time.Duration // the registration backoffs so far
+}
+
+// startAgent runs an agent for cfg; its registration backoff is recorded and shortened to 1 ms.
+func startAgent(t *testing.T, cfg *Config) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	a, err := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var sleeps []time.Duration
+	a.sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		sleeps = append(sleeps, d)
+		mu.Unlock()
+		return sleepCtx(ctx, time.Millisecond)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	var once sync.Once
+	r := &running{a: a, url: "http://" + ln.Addr().String() + "/healthz", logs: logs}
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Error("Serve did not return within 5 s of cancel")
+			}
+		})
+	}
+	r.sleeps = func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), sleeps...)
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func getHealth(t *testing.T, url string) (int, Health) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, h
+}
+
+func TestReportLoop(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	dir := filepath.Join(t.TempDir(), "state")
+	cfg := testConfig(dir, "cfj_join1", cp.srv.URL)
+	r := startAgent(t, cfg)
+	waitFor(t, "4 status reports", func() bool { return len(cp.callsTo("/status")) >= 4 })
+
+	regs := cp.callsTo("/register")
+	if len(regs) != 1 || regs[0].Auth != "Bearer cfj_join1" {
+		t.Fatalf("registrations %+v, want one with the join token", regs)
+	}
+	statuses := cp.callsTo("/status")
+	for i, s := range statuses {
+		if s.Path != "/internal/v1/node-agent/nodes/127.0.0.1/status" || s.Auth != "Bearer cfn_node1_secret" {
+			t.Errorf("status %d: %s with %q, want the node credential", i, s.Path, s.Auth)
+		}
+		if i > 0 {
+			if gap := s.At.Sub(statuses[i-1].At); gap < testPeriod*9/10 || gap > 20*testPeriod {
+				t.Errorf("status %d came %s after the previous one, want about %s", i, gap, testPeriod)
+			}
+		}
+	}
+	if len(statuses) > 0 && statuses[0].At.Sub(regs[0].At) > testPeriod {
+		t.Errorf("the first status came %s after the registration, want at once", statuses[0].At.Sub(regs[0].At))
+	}
+	// The credential is stored 0600 in a 0700 directory.
+	fi, err := os.Stat(filepath.Join(dir, StateFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("state file: %v, %v", fi, err)
+	}
+	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o700 {
+		t.Errorf("state directory mode %04o", di.Mode().Perm())
+	}
+	st, err := ReadState(dir)
+	if err != nil || st.NodeID != "127.0.0.1" || st.NodeCredential != "cfn_node1_secret" || st.JoinTokenSHA256 != tokenHash("cfj_join1") || st.Revoked {
+		t.Errorf("state %+v, %v", st, err)
+	}
+	waitFor(t, "healthz reporting", func() bool {
+		code, h := getHealth(t, r.url)
+		return code == 200 && h.State == StateReporting && h.NodeID == "127.0.0.1" && h.LastReportAt != "" && h.RegisteredAt != ""
+	})
+	r.stop()
+
+	// A restart registers with the stored credential; the join token was used up.
+	r = startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	waitFor(t, "registration after the restart", func() bool { return len(cp.callsTo("/register")) >= 2 })
+	waitFor(t, "a status report after the restart", func() bool { return r.a.Health().State == StateReporting })
+	if got := cp.callsTo("/register")[1].Auth; got != "Bearer cfn_node1_secret" {
+		t.Errorf("registration after a restart sent %q, want the node credential", got)
+	}
+	r.stop()
+	for _, secret := range []string{"cfj_join1", "cfn_node1_secret"} {
+		if strings.Contains(r.logs.String(), secret) {
+			t.Errorf("the log shows a token:\n%s", r.logs.String())
+		}
+	}
+}
+
+func TestRegisterBackoff(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	var mu sync.Mutex
+	fails := 10
+	cp.setHook(func(r *http.Request) (int, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/register") && fails > 0 {
+			fails--
+			return http.StatusServiceUnavailable, `{"error":"starting"}`
+		}
+		return 0, ""
+	})
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.srv.URL))
+	waitFor(t, "a status report", func() bool { return len(cp.callsTo("/status")) > 0 })
+	ms := time.Millisecond
+	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms, 7000 * ms, 7000 * ms, 7000 * ms}
+	if got := r.sleeps(); !reflect.DeepEqual(got, want) {
+		t.Errorf("backoffs %v, want %v", got, want)
+	}
+	if n := len(cp.callsTo("/register")); n != len(want)+1 {
+		t.Errorf("%d registrations, want %d", n, len(want)+1)
+	}
+	if !strings.Contains(r.logs.String(), `"msg":"registration failed; retrying"`) {
+		t.Errorf("no retry in the log:\n%s", r.logs.String())
+	}
+}
+
+func TestFailoverTransportError(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t), cp.srv.URL))
+	waitFor(t, "3 status reports", func() bool { return len(cp.callsTo("/status")) >= 3 })
+	if n := len(cp.callsTo("/register")); n != 1 {
+		t.Errorf("%d registrations, want 1 (the refused endpoint failed over at once)", n)
+	}
+	if len(r.sleeps()) != 0 {
+		t.Errorf("backoffs %v, want none", r.sleeps())
+	}
+}
+
+func TestFailover5xx(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	a, b := cp.srv.URL, cp.replica()
+	var mu sync.Mutex
+	failing := strings.TrimPrefix(a, "http://")
+	cp.setHook(func(r *http.Request) (int, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Host == failing {
+			return http.StatusBadGateway, "<html>bad gateway</html>"
+		}
+		return 0, ""
+	})
+	hostCalls := countByHost(cp)
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
+	waitFor(t, "3 status reports", func() bool { return len(cp.callsTo("/status")) >= 3 })
+	if got := hostCalls(a); got != 1 {
+		t.Errorf("%d calls to the failing endpoint, want 1 (the agent stays on the one that answers)", got)
+	}
+	// Now the second one fails and the first recovers: the agent fails over back.
+	mu.Lock()
+	failing = strings.TrimPrefix(b, "http://")
+	mu.Unlock()
+	before := hostCalls(a)
+	waitFor(t, "status reports to the first endpoint", func() bool { return hostCalls(a) >= before+3 })
+	if h := r.a.Health(); h.State != StateReporting {
+		t.Errorf("health %+v, want reporting", h)
+	}
+}
+
+// TestFailoverHangingEndpoint: an endpoint that accepts and never answers costs one report
+// period; the next report goes to the next endpoint.
+func TestFailoverHangingEndpoint(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	a, b := cp.srv.URL, cp.replica()
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
+	waitFor(t, "2 status reports", func() bool { return len(cp.callsTo("/status")) >= 2 })
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // runs before the servers close
+	cp.setHook(func(r *http.Request) (int, string) {
+		if r.Host == strings.TrimPrefix(a, "http://") {
+			io.Copy(io.Discard, r.Body) // the server notices a hang-up only after the body
+			select {                    // hang until the agent gives up
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return http.StatusGatewayTimeout, ""
+		}
+		return 0, ""
+	})
+	before := countByHost(cp)(b)
+	waitFor(t, "3 status reports to the second endpoint", func() bool { return countByHost(cp)(b) >= before+3 })
+	waitFor(t, "reporting", func() bool { return r.a.Health().State == StateReporting })
+}
+
+// countByHost returns a function counting the fake's calls that reached the server at url.
+func countByHost(cp *fakeCP) func(url string) int {
+	return func(url string) int {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		n := 0
+		for _, c := range cp.calls {
+			if c.Host == strings.TrimPrefix(url, "http://") {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+func TestNoFailoverOn4xx(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	a, b := cp.srv.URL, cp.replica()
+	cp.setHook(func(r *http.Request) (int, string) {
+		if r.Host == strings.TrimPrefix(a, "http://") && strings.HasSuffix(r.URL.Path, "/register") {
+			return http.StatusBadRequest, `{"error":"label kubernetes.io/hostname: invalid value"}`
+		}
+		return 0, ""
+	})
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
+	waitFor(t, "3 registration attempts", func() bool { return len(cp.callsTo("/register")) >= 3 })
+	if n := countByHost(cp)(b); n != 0 {
+		t.Errorf("%d calls to the second endpoint after a 400, want none", n)
+	}
+	waitFor(t, "the 400 in the health", func() bool {
+		h := r.a.Health()
+		return h.State == StateRegistering && strings.Contains(h.Error, "HTTP 400: label kubernetes.io/hostname: invalid value")
+	})
+}
+
+func TestReplyAcceptance(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{}`, true},
+		{`{"node_id":"10.0.0.5","healthy":true}`, true},
+		{`{"ret":{"ret_code":200,"ret_msg":"ok"}}`, true},
+		{`{"ret":{"ret_msg":"no code"}}`, true},
+		{`{"ret":{"ret_code":500,"ret_msg":"boom"}}`, false},
+		{`{"ret":{"ret_code":0}}`, false},
+		{``, false},
+		{`OK`, false},
+		{`[]`, false},
+		{`null`, false},
+		{`"x"`, false},
+	} {
+		if _, err := decodeReply([]byte(tc.body)); (err == nil) != tc.ok {
+			t.Errorf("decodeReply(%q) = %v, want ok=%v", tc.body, err, tc.ok)
+		}
+	}
+	// A 2xx that breaks the rule is a failure, without failover.
+	cp := newFakeCP(t, "cfj_join1")
+	a, b := cp.srv.URL, cp.replica()
+	cp.setHook(func(r *http.Request) (int, string) {
+		if r.Host == strings.TrimPrefix(a, "http://") {
+			return http.StatusOK, `{"ret":{"ret_code":500,"ret_msg":"store down"}}`
+		}
+		return 0, ""
+	})
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
+	waitFor(t, "2 registration attempts", func() bool { return len(cp.callsTo("/register")) >= 2 })
+	waitFor(t, "the ret_code in the health", func() bool { return strings.Contains(r.a.Health().Error, "HTTP 200: ret_code 500: store down") })
+	if n := countByHost(cp)(b); n != 0 {
+		t.Errorf("%d calls to the second endpoint, want none", n)
+	}
+}
+
+func TestReregisterOn404(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.srv.URL))
+	waitFor(t, "2 status reports", func() bool { return len(cp.callsTo("/status")) >= 2 })
+	cp.forget("127.0.0.1")
+	waitFor(t, "a second registration", func() bool { return len(cp.callsTo("/register")) >= 2 })
+	n := len(cp.callsTo("/status"))
+	waitFor(t, "status reports after it", func() bool { return len(cp.callsTo("/status")) >= n+2 })
+	if got := cp.callsTo("/register")[1].Auth; got != "Bearer cfn_node1_secret" {
+		t.Errorf("re-registration sent %q, want the node credential", got)
+	}
+	if !strings.Contains(r.logs.String(), "HTTP 404") {
+		t.Errorf("the log does not mention the 404:\n%s", r.logs.String())
+	}
+}
+
+func TestStopOn401AfterDeletion(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
+	dir := t.TempDir()
+	r := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	waitFor(t, "2 status reports", func() bool { return len(cp.callsTo("/status")) >= 2 })
+	cp.deleteNode("127.0.0.1")
+	waitFor(t, "the revocation", func() bool { return r.a.Health().State == StateRevoked })
+	calls := len(cp.callsTo(""))
+	time.Sleep(6 * testPeriod)
+	if n := len(cp.callsTo("")); n != calls {
+		t.Errorf("%d calls after the revocation, want none", n-calls)
+	}
+	code, h := getHealth(t, r.url)
+	if code != http.StatusServiceUnavailable || !strings.Contains(h.Error, "give the agent a new join token") {
+		t.Errorf("healthz %d %+v", code, h)
+	}
+	st, err := ReadState(dir)
+	if err != nil || !st.Revoked || st.NodeCredential != "" || st.RevokedAt == "" {
+		t.Errorf("state %+v, %v", st, err)
+	}
+	if !strings.Contains(r.logs.String(), "will not register again until it is given a new join token") {
+		t.Errorf("log:\n%s", r.logs.String())
+	}
+	r.stop()
+
+	// Restarted with the same join token, it stays down without calling.
+	r = startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	time.Sleep(6 * testPeriod)
+	if n := len(cp.callsTo("")); n != calls || r.a.Health().State != StateRevoked {
+		t.Errorf("a restart with the old join token: %d calls, health %+v", n-calls, r.a.Health())
+	}
+	r.stop()
+
+	// A new join token brings it back.
+	r = startAgent(t, testConfig(dir, "cfj_join2", cp.srv.URL))
+	waitFor(t, "reporting again", func() bool { return r.a.Health().State == StateReporting })
+	regs := cp.callsTo("/register")
+	if last := regs[len(regs)-1]; last.Auth != "Bearer cfj_join2" {
+		t.Errorf("rejoin sent %q", last.Auth)
+	}
+	if st, _ := ReadState(dir); st.Revoked || st.NodeCredential != "cfn_node2_secret" {
+		t.Errorf("state after rejoining %+v", st)
+	}
+	for _, secret := range []string{"cfj_join1", "cfj_join2", "cfn_node1_secret", "cfn_node2_secret"} {
+		if strings.Contains(r.logs.String(), secret) {
+			t.Errorf("the log shows a token")
+		}
+	}
+}
+
+func TestJoinTokenRefused(t *testing.T) {
+	cp := newFakeCP(t) // knows no join token
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_unknown", cp.srv.URL))
+	waitFor(t, "3 registration attempts", func() bool { return len(cp.callsTo("/register")) >= 3 })
+	waitFor(t, "the refusal in the health", func() bool {
+		h := r.a.Health()
+		return h.State == StateRegistering && strings.Contains(h.Error, "the join token was refused")
+	})
+}
+
+func TestServeErrors(t *testing.T) {
+	cp := newFakeCP(t)
+	cfg := testConfig(t.TempDir(), "", cp.srv.URL)
+	cfg.Listen = closedAddr(t) + "x"
+	a, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "(--listen, CUBEFLEET_AGENT_LISTEN)") {
+		t.Errorf("Run with a bad listen address: %v", err)
+	}
+	// A state file others can read is refused.
+	cfg = testConfig(t.TempDir(), "", cp.srv.URL)
+	os.WriteFile(filepath.Join(cfg.StateDir, StateFile), []byte(`{}`), 0o644)
+	a, _ = New(cfg, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("Run with a readable state file: %v", err)
+	}
+}
+
+// TestPayloads compares the register and status bodies with golden files built from the
+// upstream field lists, and checks that every key is one of them.
+func TestPayloads(t *testing.T) {
+	cfg := testConfig(t.TempDir(), "", "http://127.0.0.1:1")
+	cfg.NodeIP = netip.MustParseAddr("10.0.0.5")
+	cfg.S3.Endpoint = "https://s3.example.internal:9000"
+	cfg.Runtime = RuntimeMicroVM
+	now := time.Date(2026, 5, 4, 3, 2, 1, 0, time.UTC)
+	a, err := New(cfg, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ver = ComponentVersion{Component: Component, Version: "v1.2.3", Commit: "abc123", BuildTime: "2026-05-01T00:00:00Z", Source: "binary"}
+	if q := a.Quota(); q != (StatusQuota{MilliCPU: 16000, MemMB: 20000, MaxMVMNum: 39}) {
+		t.Errorf("quota %+v: want 2 x 8 cores, 1.25 x 16000 MiB, 20000/512", q)
+	}
+	reg := a.RegisterRequest()
+	if len(reg.RequestID) != 32 {
+		t.Errorf("requestID %q", reg.RequestID)
+	}
+	reg.RequestID = "REQUEST-ID"
+	st := a.StatusRequest()
+	st.RequestID = "REQUEST-ID"
+	if st.DiskUsage == nil {
+		t.Error("no disk usage")
+	}
+	st.DiskUsage = &DiskUsage{DataDiskUsagePer: 12.5, StorageDiskUsagePer: 12.5, SysDiskUsagePer: 40}
+	golden(t, "register.golden", reg)
+	golden(t, "status.golden", st)
+
+	// Every key is one of the upstream fields (cubesandbox-node-agent.md §1.3, §1.4).
+	upstream := map[string]string{
+		"register":   "requestID node_id host_ip grpc_port labels capacity allocatable instance_type cluster_label quota_cpu quota_mem_mb create_concurrent_num max_mvm_num paused_release_ratio versions inventory_incomplete host_facts",
+		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts",
+		"host_facts": "cpu_vendor cpu_model cpuid_hash host_kernel_release host_kernel_fingerprint kvm_api_version kvm_module_fingerprint kvm_module_taint kvm_module_scanned cpu_count mem_total_mb",
+		"allocated":  "milli_cpu memory_mb mvm_num mvm_running_num nic_queues data_disk_mb storage_disk_mb",
+		"disk_usage": "data_disk_usage_per storage_disk_usage_per sys_disk_usage_per",
+		"quota":      "milli_cpu mem_mb max_mvm_num create_concurrent_num paused_release_ratio",
+		"conditions": "type status lastHeartbeatTime lastTransitionTime reason message",
+		"versions":   "component version commit build_time source variant",
+		"capacity":   "milli_cpu memory_mb",
+	}
+	var checkKeys func(kind string, v any)
+	checkKeys = func(kind string, v any) {
+		m := map[string]any{}
+		b, _ := json.Marshal(v)
+		json.Unmarshal(b, &m)
+		allowed := strings.Fields(upstream[kind])
+		for k, sub := range m {
+			if !contains(allowed, k) {
+				t.Errorf("%s: key %q is not an upstream field", kind, k)
+			}
+			switch s := sub.(type) {
+			case map[string]any:
+				if k == "allocatable" {
+					k = "capacity"
+				}
+				if _, ok := upstream[k]; ok {
+					checkKeys(k, s)
+				}
+			case []any:
+				if _, ok := upstream[k]; ok && len(s) > 0 {
+					checkKeys(k, s[0])
+				}
+			}
+		}
+	}
+	checkKeys("register", reg)
+	checkKeys("status", st)
+	if b, _ := json.Marshal(st); !strings.Contains(string(b), `"local_templates":[]`) {
+		t.Errorf("local_templates must always be sent, [] when empty: %s", b)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// golden compares v, as indented JSON, with testdata/name (rewritten with -update).
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenBytes(t, name, append(got, '\n'))
+}
+
+func goldenBytes(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	cfg := testConfig(t.TempDir(), "", "http://127.0.0.1:1")
+	cfg.S3.Endpoint = "http://[fd00::9]:9000"
+	a, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := a.Labels()
+	var keys []string
+	for k, v := range l {
+		keys = append(keys, k)
+		if !validLabelValue(v) {
+			t.Errorf("label %s=%q is not a valid value", k, v)
+		}
+	}
+	sort.Strings(keys)
+	if l[LabelNetworkCIDR] != "192.168.0.0_18" || l[LabelS3Host] != "fd00__9" || l[LabelS3Port] != "9000" || l[LabelS3Scheme] != "http" || l[LabelRuntime] != "process" {
+		t.Errorf("labels %v", l)
+	}
+	if _, ok := l["cube.cloud.tencentcloud.com/scheduling-disabled"]; ok {
+		t.Error("the reserved label is sent")
+	}
+	for in, want := range map[string]string{"a/b": "a_b", "-x-": "x", strings.Repeat("a", 70): strings.Repeat("a", 63), "": ""} {
+		if got := labelValue(in); got != want {
+			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

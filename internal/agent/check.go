@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// DefaultCheckInterval is how often Check probes again while a check fails (quickcheck's 2 s).
+const DefaultCheckInterval = 2 * time.Second
+
+// The checks' names, in the order Check runs and reports them.
+const (
+	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200
+	CheckControlPlane = "control plane" // GET <endpoint>/internal/v1/node-agent/readyz answers ret_code 200
+	CheckNodeListed   = "node listed"   // GET <endpoint>/internal/v1/nodes/<node id> contains "IP":"<node ip>"
+	CheckS3           = "S3 endpoint"   // CUBE_S3_ENDPOINT accepts a TCP connection
+)
+
+// Outcomes of a check.
+const (
+	CheckOK   = "ok"
+	CheckFail = "FAIL"
+	CheckSkip = "skip"
+)
+
+// CheckOptions tune Check; the zero value is usable.
+type CheckOptions struct {
+	// Timeout is how long Check keeps probing until every check passes; 0 probes once.
+	Timeout time.Duration
+	// Interval is the pause between rounds; 0 means DefaultCheckInterval.
+	Interval time.Duration
+	// HTTPClient makes the probes; nil: 5 s to connect, 10 s per request, no redirects.
+	HTTPClient *http.Client
+	// StateDir is where the node credential is read from (it is sent with the node listing
+	// when present); "" means cfg.StateDir.
+	StateDir string
+}
+
+// CheckResult is the outcome of one check.
+type CheckResult struct {
+	Name   string `json:"name"`   // CheckLocalAgent, CheckControlPlane, CheckNodeListed or CheckS3
+	Status string `json:"status"` // CheckOK, CheckFail or CheckSkip
+	Detail string `json:"detail"` // what was probed and what answered, or how to fix it
+}
+
+// String renders r as one line: "ok    local agent: http://10.0.0.5:9999/healthz: reporting".
+func (r CheckResult) String() string {
+	return fmt.Sprintf("%-5s %s: %s", r.Status, r.Name, r.Detail)
+}
+
+// Check is `cubefleet agent check` (Cube's quickcheck.sh in compute mode): the local agent is
+// healthy, the control plane is reachable, this node is listed under
+// /internal/v1/nodes/{node_id} with "IP":"<node ip>", and the S3 endpoint answers on TCP
+// (skipped when none is configured). It probes every Interval until all pass or Timeout passes
+// (or ctx is done), and returns the last result of each check and whether all passed.
+func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, bool) {
+	if opt.Interval <= 0 {
+		opt.Interval = DefaultCheckInterval
+	}
+	hc := opt.HTTPClient
+	if hc == nil {
+		hc = &http.Client{
+			Timeout:       10 * time.Second,
+			Transport:     &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		defer hc.CloseIdleConnections()
+	}
+	stateDir := opt.StateDir
+	if stateDir == "" {
+		stateDir = cfg.StateDir
+	}
+	probes := []func(context.Context) CheckResult{
+		func(ctx context.Context) CheckResult { return checkLocal(ctx, hc, cfg) },
+		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg) },
+		func(ctx context.Context) CheckResult { return checkListed(ctx, hc, cfg, stateDir) },
+		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
+	}
+	results := make([]CheckResult, len(probes))
+	deadline := time.Now().Add(opt.Timeout)
+	for {
+		all := true
+		for i, p := range probes {
+			if results[i].Status == CheckOK || results[i].Status == CheckSkip {
+				continue
+			}
+			results[i] = p(ctx)
+			if results[i].Status == CheckFail {
+				all = false
+			}
+		}
+		if all {
+			return results, true
+		}
+		if time.Until(deadline) < opt.Interval || sleepCtx(ctx, opt.Interval) != nil {
+			return results, false
+		}
+	}
+}
+
+// HealthURL returns the URL of the agent's health endpoint; an unspecified listen host means
+// the node IP.
+func (c *Config) HealthURL() string {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "http://" + c.Listen + "/healthz"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = c.NodeID()
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz"
+}
+
+func get(ctx context.Context, hc *http.Client, url string, token Secret) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token.Reveal())
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, scrubURLError(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	return resp.StatusCode, body, err
+}
+
+func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
+	r := CheckResult{Name: CheckLocalAgent, Status: CheckFail}
+	url := cfg.HealthURL()
+	code, body, err := get(ctx, hc, url, "")
+	var h Health
+	switch {
+	case err != nil:
+		r.Detail = fmt.Sprintf("%s: %v (is the agent running? systemctl status %s)", url, err, UnitName)
+	case json.Unmarshal(body, &h) != nil || h.State == "":
+		r.Detail = fmt.Sprintf("%s: HTTP %d, not a cubefleet agent's health answer", url, code)
+	case code != http.StatusOK:
+		r.Detail = fmt.Sprintf("%s: %s: %s", url, h.State, h.Error)
+	case h.NodeID != cfg.NodeID():
+		r.Detail = fmt.Sprintf("%s: the agent there reports node %s, not %s", url, h.NodeID, cfg.NodeID())
+	default:
+		r.Status, r.Detail = CheckOK, url+": "+h.State
+		if h.Error != "" {
+			r.Detail += " (" + h.Error + ")"
+		}
+	}
+	return r
+}
+
+func checkReady(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
+	r := CheckResult{Name: CheckControlPlane, Status: CheckFail}
+	var fails []string
+	for _, ep := range cfg.ControlPlane {
+		url := ep + PathReadyz
+		code, body, err := get(ctx, hc, url, "")
+		switch {
+		case err != nil:
+			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+		case code < 200 || code >= 300:
+			fails = append(fails, fmt.Sprintf("%s: HTTP %d %s", url, code, errorMessage(body)))
+		default:
+			if _, err := decodeReply(body); err != nil {
+				fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+				continue
+			}
+			r.Status, r.Detail = CheckOK, url+": ready"
+			return r
+		}
+	}
+	r.Detail = strings.Join(fails, "; ") + " (check the firewall: TCP " + portsOf(cfg.ControlPlane) + " to the control plane)"
+	return r
+}
+
+func portsOf(eps []string) string {
+	seen := map[string]bool{}
+	var ports []string
+	for _, ep := range eps {
+		if i := strings.LastIndex(ep, ":"); i >= 0 && !seen[ep[i+1:]] {
+			seen[ep[i+1:]] = true
+			ports = append(ports, ep[i+1:])
+		}
+	}
+	return strings.Join(ports, ",")
+}
+
+func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string) CheckResult {
+	r := CheckResult{Name: CheckNodeListed, Status: CheckFail}
+	var token Secret
+	if st, err := ReadState(stateDir); err == nil && st.NodeID == cfg.NodeID() {
+		token = Secret(st.NodeCredential)
+	}
+	want := `"IP":"` + cfg.NodeID() + `"`
+	var fails []string
+	for _, ep := range cfg.ControlPlane {
+		url := ep + PathNodes + "/" + cfg.NodeID()
+		code, body, err := get(ctx, hc, url, token)
+		switch {
+		case err != nil:
+			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+		case code == http.StatusNotFound:
+			fails = append(fails, url+": HTTP 404, the control plane does not list this node (see the agent's log: journalctl -u "+UnitName+")")
+		case code != http.StatusOK:
+			fails = append(fails, fmt.Sprintf("%s: HTTP %d %s", url, code, errorMessage(body)))
+		case !strings.Contains(string(body), want):
+			fails = append(fails, fmt.Sprintf("%s: the answer does not contain %s", url, want))
+		default:
+			r.Status, r.Detail = CheckOK, url+" lists "+want
+			return r
+		}
+	}
+	r.Detail = strings.Join(fails, "; ")
+	return r
+}
+
+func checkS3(ctx context.Context, cfg *Config) CheckResult {
+	r := CheckResult{Name: CheckS3, Status: CheckSkip, Detail: "CUBE_S3_ENDPOINT is not set"}
+	hp := cfg.S3.HostPort()
+	if hp == "" {
+		return r
+	}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", hp)
+	if err != nil {
+		r.Status, r.Detail = CheckFail, fmt.Sprintf("%s (%s): %v (allow TCP %s from this node to the S3 store)", cfg.S3.Endpoint, hp, err, hp)
+		return r
+	}
+	conn.Close()
+	r.Status, r.Detail = CheckOK, hp+" answers on TCP"
+	return r
+}

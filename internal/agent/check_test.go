@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func names(results []CheckResult) []string {
+	var out []string
+	for _, r := range results {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t), cp.srv.URL)
+	cfg.Listen = closedAddr(t)
+	cfg.S3.Endpoint = "http://" + listen(t)
+	startAgent(t, cfg)
+	results, ok := Check(context.Background(), cfg, CheckOptions{Timeout: 10 * time.Second, Interval: 20 * time.Millisecond})
+	if !ok {
+		t.Fatalf("Check failed: %v", results)
+	}
+	if want := []string{CheckLocalAgent, CheckControlPlane, CheckNodeListed, CheckS3}; !reflect.DeepEqual(names(results), want) {
+		t.Errorf("checks %v, want %v", names(results), want)
+	}
+	for _, r := range results {
+		if r.Status != CheckOK {
+			t.Errorf("%s", r)
+		}
+	}
+	// The first endpoint refuses connections; the check names the one that answered.
+	if !strings.Contains(results[1].Detail, cp.srv.URL+"/internal/v1/node-agent/readyz: ready") {
+		t.Errorf("control plane: %s", results[1])
+	}
+}
+
+func TestCheckFails(t *testing.T) {
+	cp := newFakeCP(t) // the node never registers
+	cfg := testConfig(t.TempDir(), "", cp.srv.URL)
+	cfg.Listen = closedAddr(t)
+	cfg.S3.Endpoint = "http://" + closedAddr(t)
+	start := time.Now()
+	results, ok := Check(context.Background(), cfg, CheckOptions{})
+	if ok || time.Since(start) > 5*time.Second {
+		t.Fatalf("Check = %v after %s, want a single failed round", ok, time.Since(start))
+	}
+	want := []struct{ status, detail string }{
+		{CheckFail, "connect: connection refused (is the agent running? systemctl status cubefleet-agent.service)"},
+		{CheckOK, "readyz: ready"},
+		{CheckFail, "/internal/v1/nodes/127.0.0.1: HTTP 404, the control plane does not list this node"},
+		{CheckFail, "connection refused (allow TCP"},
+	}
+	for i, w := range want {
+		if results[i].Status != w.status || !strings.Contains(results[i].Detail, w.detail) {
+			t.Errorf("%s\nwant %s containing %q", results[i], w.status, w.detail)
+		}
+	}
+	if s := results[0].String(); !strings.HasPrefix(s, "FAIL  local agent: http://") {
+		t.Errorf("line %q", s)
+	}
+	// No control plane at all; no S3 configured.
+	cfg.ControlPlane = []string{"http://" + closedAddr(t)}
+	cfg.S3.Endpoint = ""
+	results, _ = Check(context.Background(), cfg, CheckOptions{})
+	if results[1].Status != CheckFail || !strings.Contains(results[1].Detail, "(check the firewall: TCP ") || results[3].Status != CheckSkip {
+		t.Errorf("results %v", results)
+	}
+}
+
+// TestCheckWaits starts the check before the agent: it polls until the agent has registered.
+func TestCheckWaits(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	cfg := testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
+	cfg.Listen = closedAddr(t)
+	cfg.S3.Endpoint = ""
+	done := make(chan struct{})
+	var results []CheckResult
+	var ok bool
+	go func() {
+		results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond})
+		close(done)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if len(cp.callsTo("/readyz")) == 0 {
+		t.Error("the check has not probed the control plane yet")
+	}
+	r := startAgent(t, cfg)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Check did not return")
+	}
+	if !ok {
+		t.Errorf("Check: %v", results)
+	}
+	if n := len(cp.callsTo("/internal/v1/nodes/127.0.0.1")); n < 2 {
+		t.Errorf("%d probes of the node listing, want it to have polled", n)
+	}
+	// A revoked agent fails the local check with its reason.
+	cp.deleteNode("127.0.0.1")
+	waitFor(t, "the revocation", func() bool { return r.a.Health().State == StateRevoked })
+	results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 5 * time.Second, Interval: 50 * time.Millisecond})
+	if ok || !strings.Contains(results[0].Detail, "revoked: the control plane revoked this node's credential") {
+		t.Errorf("Check after the deletion: %v", results)
+	}
+}

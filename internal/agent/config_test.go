@@ -1,0 +1,393 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+)
+
+// computeEnv is a valid compute node's .env on the "compute" test host.
+const computeEnv = `# copied from env.example
+ONE_CLICK_DEPLOY_ROLE=compute
+CUBE_SANDBOX_NODE_IP=10.0.0.5
+ONE_CLICK_CONTROL_PLANE_IP=10.0.0.1
+CUBE_S3_ENDPOINT=http://10.0.0.1:9000
+CUBE_S3_ACCESS_KEY_ID=minio
+CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'
+CUBE_S3_BUCKET=cube-volumes
+CUBE_S3_S3FS_EXTRA_OPTS=-ouse_path_request_style
+`
+
+// loadTest loads a configuration from an env file with content file (mode 0600), env as the
+// process environment and flags, on the fake host named host.
+func loadTest(t *testing.T, host, file string, env, flags map[string]string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".env")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := map[string]string{"env-file": path}
+	for k, v := range flags {
+		f[k] = v
+	}
+	return Load(Sources{Flags: f, Getenv: func(k string) string { return env[k] }, Host: testHost(host)})
+}
+
+// errPath returns the variable an INVALID_INPUT error names ("" for nil, "?" for another error).
+func errPath(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *cubefleet.Error
+	if !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput {
+		return "?"
+	}
+	p, _ := e.Details["path"].(string)
+	return p
+}
+
+func TestLoadCompute(t *testing.T) {
+	cfg, err := loadTest(t, "compute", computeEnv, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Role: RoleCompute, ControlPlane: []string{"http://10.0.0.1:3010"}, NodeIP: mustAddr("10.0.0.5"),
+		S3:          S3{Endpoint: "http://10.0.0.1:9000", AccessKeyID: "minio", SecretAccessKey: "s3cr3t$", Bucket: "cube-volumes", S3FSExtraOpts: "-ouse_path_request_style"},
+		NetworkCIDR: mustPrefix("192.168.0.0/18"), Listen: "10.0.0.5:9999", StateDir: DefaultStateDir, ReportPeriod: time.Second,
+		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true,
+		CheckTimeout: 120 * time.Second, EnvFile: cfg.EnvFile, Host: testHost("compute"),
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Load:\n got %+v\nwant %+v", cfg, want)
+	}
+	if s := fmt.Sprintf("%v %+v %#v", cfg.S3, cfg, cfg.S3.SecretAccessKey); strings.Contains(s, "s3cr3t") {
+		t.Errorf("a formatted config shows the secret: %s", s)
+	}
+}
+
+func TestLoadRules(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		host  string // default "compute"
+		file  string // default computeEnv; "-" for an empty file
+		env   map[string]string
+		flags map[string]string
+		check func(t *testing.T, c *Config)
+		path  string // the variable the error names; "" when Load succeeds
+		msg   string // part of the error message
+	}{
+		{name: "role defaults to control, reporting to the local server", file: "CUBE_SANDBOX_NODE_IP=10.0.0.5",
+			check: func(t *testing.T, c *Config) {
+				if c.Role != RoleControl || !reflect.DeepEqual(c.ControlPlane, []string{"http://127.0.0.1:3010"}) {
+					t.Errorf("role %s, control plane %v", c.Role, c.ControlPlane)
+				}
+				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "CUBE_S3_ENDPOINT is not set") {
+					t.Errorf("warnings %q", c.Warnings)
+				}
+			}},
+		{name: "role is case-insensitive", env: map[string]string{"ONE_CLICK_DEPLOY_ROLE": "Compute"},
+			check: func(t *testing.T, c *Config) {
+				if c.Role != RoleCompute {
+					t.Errorf("role %s", c.Role)
+				}
+			}},
+		{name: "unknown role", env: map[string]string{"ONE_CLICK_DEPLOY_ROLE": "worker"}, path: "ONE_CLICK_DEPLOY_ROLE", msg: `"worker" is not a role; set it to compute`},
+		{name: "compute without a control plane", file: "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_S3_ENDPOINT=http://x:9000\n",
+			path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP="},
+		{name: "control-plane IP not IPv4", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "cp.example"}, path: "ONE_CLICK_CONTROL_PLANE_IP", msg: `"cp.example" is not an IPv4 address`},
+		{name: "CUBEOPS_ADDR beats the IP", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.9:4000"},
+			check: func(t *testing.T, c *Config) {
+				if !reflect.DeepEqual(c.ControlPlane, []string{"http://10.0.0.9:4000"}) {
+					t.Errorf("control plane %v", c.ControlPlane)
+				}
+			}},
+		{name: "a flag IP beats an ADDR from the env file", file: computeEnv + "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=10.0.0.9:4000\n", flags: map[string]string{"control-plane-ip": "10.0.0.7"},
+			check: func(t *testing.T, c *Config) {
+				if !reflect.DeepEqual(c.ControlPlane, []string{"http://10.0.0.7:3010"}) {
+					t.Errorf("control plane %v", c.ControlPlane)
+				}
+			}},
+		{name: "several endpoints each get http://", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010, https://cp2.example:443,http://10.0.0.3:3010/"},
+			check: func(t *testing.T, c *Config) {
+				want := []string{"http://10.0.0.1:3010", "https://cp2.example:443", "http://10.0.0.3:3010"}
+				if !reflect.DeepEqual(c.ControlPlane, want) {
+					t.Errorf("control plane %v, want %v", c.ControlPlane, want)
+				}
+			}},
+		{name: "endpoint without a port", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1"}, path: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR", msg: `"10.0.0.1" is not host:port`},
+		{name: "empty endpoint entry", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010,,"}, path: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR", msg: "has an empty entry"},
+		{name: "endpoint with a path", flags: map[string]string{"control-plane": "10.0.0.1:3010/api"}, path: "--control-plane", msg: "is not host:port"},
+		{name: "endpoint port out of range", flags: map[string]string{"control-plane": "10.0.0.1:70000"}, path: "--control-plane", msg: "port \"70000\""},
+		{name: "endpoint scheme", flags: map[string]string{"control-plane": "ftp://10.0.0.1:21"}, path: "--control-plane", msg: "scheme ftp"},
+		{name: "S3 missing on compute", file: "ONE_CLICK_DEPLOY_ROLE=compute\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=\n",
+			path: "CUBE_S3_ENDPOINT", msg: "copy the CUBE_S3_* lines"},
+		{name: "S3 endpoint not a URL", env: map[string]string{"CUBE_S3_ENDPOINT": "10.0.0.1:9000"}, path: "CUBE_S3_ENDPOINT", msg: "is not an http or https URL"},
+		{name: "S3 endpoint with credentials", env: map[string]string{"CUBE_S3_ENDPOINT": "http://user:pw@10.0.0.1:9000"}, path: "CUBE_S3_ENDPOINT", msg: "holds credentials"},
+		{name: "S3 without keys warns", env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": ""}, file: strings.Replace(computeEnv, "CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'", "", 1),
+			check: func(t *testing.T, c *Config) {
+				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "CUBE_S3_SECRET_ACCESS_KEY is empty") {
+					t.Errorf("warnings %q", c.Warnings)
+				}
+			}},
+		{name: "node IP not IPv4", env: map[string]string{"CUBE_SANDBOX_NODE_IP": "fd00::5"}, path: "CUBE_SANDBOX_NODE_IP", msg: "is not an IPv4 address"},
+		{name: "node IP loopback", env: map[string]string{"CUBE_SANDBOX_NODE_IP": "127.0.0.1"}, path: "CUBE_SANDBOX_NODE_IP", msg: "127.0.0.1 is a loopback address, which other hosts cannot reach"},
+		{name: "node IP loopback allowed", env: map[string]string{"CUBE_SANDBOX_NODE_IP": "127.0.0.2"}, flags: map[string]string{"allow-loopback": "1"},
+			check: func(t *testing.T, c *Config) {
+				if c.NodeID() != "127.0.0.2" || c.Listen != "127.0.0.2:9999" {
+					t.Errorf("node %s listen %s", c.NodeID(), c.Listen)
+				}
+			}},
+		{name: "node IP link-local", env: map[string]string{"CUBE_SANDBOX_NODE_IP": "169.254.1.1"}, path: "CUBE_SANDBOX_NODE_IP", msg: "is not a routable unicast address"},
+		{name: "node IP unspecified", flags: map[string]string{"node-ip": "0.0.0.0"}, path: "--node-ip", msg: "is not a routable unicast address"},
+		{name: "node IP broadcast", env: map[string]string{"CUBEFLEET_NODE_IP": "255.255.255.255"}, path: "CUBEFLEET_NODE_IP", msg: "not a routable"},
+		{name: "node IP detected from the default route", file: strings.Replace(computeEnv, "CUBE_SANDBOX_NODE_IP=10.0.0.5", "CUBE_SANDBOX_NODE_IP=", 1),
+			check: func(t *testing.T, c *Config) {
+				if c.NodeID() != "10.0.0.5" || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "using 10.0.0.5 from the default route") {
+					t.Errorf("node %s, warnings %q", c.NodeID(), c.Warnings)
+				}
+			}},
+		{name: "node IP not detectable", host: "isolated", file: strings.Replace(computeEnv, "CUBE_SANDBOX_NODE_IP=10.0.0.5", "", 1),
+			flags: map[string]string{"skip-cidr-conflict-check": "1"}, path: "CUBE_SANDBOX_NODE_IP", msg: "is not set and no address was found"},
+		{name: "CIDR format", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "192.168.0/18"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "is not an IPv4 network like 192.168.0.0/18"},
+		{name: "CIDR mask", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "10.0.0.0/12"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "mask /12 is out of range"},
+		{name: "CIDR alignment", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "192.168.64.1/18"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "not aligned to its network; use 192.168.64.0/18"},
+		{name: "CIDR conflicts with the host", host: "conflicts", file: strings.Replace(computeEnv, "10.0.0.5", "192.168.10.5", 1),
+			path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "192.168.0.0/18 overlaps the host's address 192.168.10.5 on eth0, route 192.168.10.0/24 dev eth0, nameserver 192.168.1.1 (/etc/resolv.conf): choose a network that overlaps none of them, e.g. 172.20.0.0/18 (or set CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1"},
+		{name: "CIDR conflicts with a leftover cube-dev", host: "conflicts", file: strings.Replace(computeEnv, "10.0.0.5", "192.168.10.5", 1) + "CUBE_SANDBOX_NETWORK_CIDR=10.200.0.0/18\n",
+			path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "a leftover cube-dev holding 10.200.0.0/20: choose a network that overlaps none of them, e.g. 172.20.0.0/18; or remove the leftover device (ip link delete cube-dev)"},
+		{name: "CIDR conflict check skipped", host: "conflicts", file: strings.Replace(computeEnv, "10.0.0.5", "192.168.10.5", 1) + "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1\n",
+			check: func(t *testing.T, c *Config) {
+				if !c.SkipCIDRConflictCheck {
+					t.Error("SkipCIDRConflictCheck not set")
+				}
+			}},
+		{name: "skip switch not 0/1", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK": "maybe"}, path: "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK", msg: `"maybe" is not 0 or 1`},
+		{name: "a valid CIDR of the host", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "10.100.0.0/16"},
+			check: func(t *testing.T, c *Config) {
+				if c.NetworkCIDR.String() != "10.100.0.0/16" {
+					t.Errorf("network %s", c.NetworkCIDR)
+				}
+			}},
+		{name: "flag beats environment beats file", file: computeEnv + "CUBEFLEET_CLUSTER_LABEL=from-file\nCUBEFLEET_RUNTIME=process\nCUBEFLEET_REPORT_PERIOD=3s\n",
+			env:   map[string]string{"CUBEFLEET_CLUSTER_LABEL": "from-env", "CUBEFLEET_RUNTIME": "microvm"},
+			flags: map[string]string{"cluster-label": "from-flag"},
+			check: func(t *testing.T, c *Config) {
+				if c.ClusterLabel != "from-flag" || c.Runtime != RuntimeMicroVM || c.ReportPeriod != 3*time.Second {
+					t.Errorf("cluster label %s, runtime %s, period %s", c.ClusterLabel, c.Runtime, c.ReportPeriod)
+				}
+			}},
+		{name: "CUBEFLEET_ name beats Cube's name at the same level", env: map[string]string{"CUBEFLEET_NODE_IP": "10.0.0.6", "CUBE_SANDBOX_NODE_IP": "10.0.0.7"},
+			check: func(t *testing.T, c *Config) {
+				if c.NodeID() != "10.0.0.6" {
+					t.Errorf("node %s", c.NodeID())
+				}
+			}},
+		{name: "an empty environment variable is unset", env: map[string]string{"CUBE_SANDBOX_NODE_IP": "", "ONE_CLICK_DEPLOY_ROLE": ""},
+			check: func(t *testing.T, c *Config) {
+				if c.NodeID() != "10.0.0.5" || c.Role != RoleCompute {
+					t.Errorf("node %s role %s", c.NodeID(), c.Role)
+				}
+			}},
+		{name: "listen", flags: map[string]string{"listen": "0.0.0.0:19999"},
+			check: func(t *testing.T, c *Config) {
+				if c.Listen != "0.0.0.0:19999" || c.HealthURL() != "http://10.0.0.5:19999/healthz" {
+					t.Errorf("listen %s, health %s", c.Listen, c.HealthURL())
+				}
+			}},
+		{name: "listen not host:port", flags: map[string]string{"listen": "9999"}, path: "--listen", msg: "is not host:port"},
+		{name: "report period", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0s"}, path: "CUBEFLEET_REPORT_PERIOD", msg: "is not a positive duration"},
+		{name: "report period in seconds", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "10"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != 10*time.Second {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "runtime", flags: map[string]string{"runtime": "docker"}, path: "--runtime", msg: `"docker" is not a runtime driver; use microvm`},
+		{name: "quota", env: map[string]string{"CUBEFLEET_QUOTA_CPU": "-1"}, path: "CUBEFLEET_QUOTA_CPU", msg: "is not a whole number >= 0"},
+		{name: "quotas", file: computeEnv + "CUBEFLEET_QUOTA_CPU=4000\nCUBEFLEET_QUOTA_MEM_MB=8192\nCUBEFLEET_MAX_MVM_NUM=10\nCUBEFLEET_CREATE_CONCURRENT_NUM=3\n",
+			check: func(t *testing.T, c *Config) {
+				if c.QuotaCPU != 4000 || c.QuotaMemMB != 8192 || c.MaxMVMNum != 10 || c.CreateConcurrentNum != 3 {
+					t.Errorf("quotas %d %d %d %d", c.QuotaCPU, c.QuotaMemMB, c.MaxMVMNum, c.CreateConcurrentNum)
+				}
+			}},
+		{name: "cluster label", flags: map[string]string{"cluster-label": "pool/a"}, path: "--cluster-label", msg: "must be at most 63 letters"},
+		{name: "memory floor only rises", env: map[string]string{"CUBE_MIN_MEMORY_KB": "1000"},
+			check: func(t *testing.T, c *Config) {
+				if c.MinMemoryKB != DefaultMinMemoryKB || len(c.Warnings) != 1 {
+					t.Errorf("floor %d, warnings %q", c.MinMemoryKB, c.Warnings)
+				}
+			}},
+		{name: "memory floor raised", env: map[string]string{"CUBE_MIN_MEMORY_KB": "9000000"},
+			check: func(t *testing.T, c *Config) {
+				if c.MinMemoryKB != 9000000 {
+					t.Errorf("floor %d", c.MinMemoryKB)
+				}
+			}},
+		{name: "quickcheck off and timeout in seconds", env: map[string]string{"ONE_CLICK_RUN_QUICKCHECK": "0", "CUBE_QUICKCHECK_READY_TIMEOUT": "30"},
+			check: func(t *testing.T, c *Config) {
+				if c.RunCheck || c.CheckTimeout != 30*time.Second {
+					t.Errorf("run check %v timeout %s", c.RunCheck, c.CheckTimeout)
+				}
+			}},
+		{name: "check timeout too long", flags: map[string]string{"timeout": "2h"}, path: "--timeout", msg: "is not a duration from 0 to 1h"},
+		{name: "join token", flags: map[string]string{"join-token": "cfj_abc"},
+			check: func(t *testing.T, c *Config) {
+				if c.JoinToken.Reveal() != "cfj_abc" {
+					t.Errorf("join token %q", c.JoinToken.Reveal())
+				}
+			}},
+		{name: "a node credential is not a join token", env: map[string]string{"CUBEFLEET_JOIN_TOKEN": "cfn_abc"}, path: "CUBEFLEET_JOIN_TOKEN", msg: "holds a node credential (cfn_...), not a join token"},
+		{name: "not a join token", env: map[string]string{"CUBEFLEET_JOIN_TOKEN": "hunter2"}, path: "CUBEFLEET_JOIN_TOKEN", msg: "is not a join token (cfj_...)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host, file := tc.host, tc.file
+			if host == "" {
+				host = "compute"
+			}
+			switch file {
+			case "":
+				file = computeEnv
+			case "-":
+				file = ""
+			}
+			cfg, err := loadTest(t, host, file, tc.env, tc.flags)
+			if got := errPath(err); got != tc.path {
+				t.Fatalf("error %v names %q, want %q", err, got, tc.path)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.msg) {
+					t.Errorf("error %q\nwant it to contain %q", err, tc.msg)
+				}
+				return
+			}
+			if tc.check != nil {
+				tc.check(t, cfg)
+			}
+		})
+	}
+}
+
+// TestLoadOrder breaks all four groups and fixes them one at a time: the error always names
+// the earliest broken group, in Cube Sandbox's order.
+func TestLoadOrder(t *testing.T) {
+	env := map[string]string{
+		"ONE_CLICK_DEPLOY_ROLE":     "compute",
+		"CUBE_S3_ENDPOINT":          "",
+		"CUBE_SANDBOX_NODE_IP":      "127.0.0.1",
+		"CUBE_SANDBOX_NETWORK_CIDR": "10.0.0.0/30",
+	}
+	steps := []struct {
+		path string
+		fix  func()
+	}{
+		{"ONE_CLICK_CONTROL_PLANE_IP", func() { env["ONE_CLICK_CONTROL_PLANE_IP"] = "10.0.0.1" }},
+		{"CUBE_S3_ENDPOINT", func() { env["CUBE_S3_ENDPOINT"] = "http://10.0.0.1:9000" }},
+		{"CUBE_SANDBOX_NODE_IP", func() { env["CUBE_SANDBOX_NODE_IP"] = "10.0.0.5" }},
+		{"CUBE_SANDBOX_NETWORK_CIDR", func() { env["CUBE_SANDBOX_NETWORK_CIDR"] = "10.0.0.0/16" }},
+		{"CUBE_SANDBOX_NETWORK_CIDR", func() { env["CUBE_SANDBOX_NETWORK_CIDR"] = "10.100.0.0/16" }}, // the conflict with eth0
+		{"", nil},
+	}
+	// The role comes first of all.
+	env["ONE_CLICK_DEPLOY_ROLE"] = "bogus"
+	if _, err := loadTest(t, "compute", "", env, nil); errPath(err) != "ONE_CLICK_DEPLOY_ROLE" {
+		t.Fatalf("with everything broken: %v", err)
+	}
+	env["ONE_CLICK_DEPLOY_ROLE"] = "compute"
+	for i, s := range steps {
+		_, err := loadTest(t, "compute", "", env, nil)
+		if got := errPath(err); got != s.path {
+			t.Fatalf("step %d: error %v names %q, want %q", i, err, got, s.path)
+		}
+		if s.fix != nil {
+			s.fix()
+		}
+	}
+}
+
+func TestLoadEnvFile(t *testing.T) {
+	host := testHost("compute")
+	host.Root, _ = filepath.Abs(host.Root)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	// ./.env is read when nothing names a file.
+	if err := os.WriteFile(".env", []byte(computeEnv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(Sources{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.EnvFile != ".env" || cfg.Role != RoleCompute {
+		t.Errorf("env file %q, role %s", cfg.EnvFile, cfg.Role)
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], ".env holds secrets and others can read it (mode 0644): run chmod 600 .env") {
+		t.Errorf("warnings %q", cfg.Warnings)
+	}
+	// ONE_CLICK_ENV_FILE names another; a missing one is an error naming the variable.
+	other := filepath.Join(dir, "other.env")
+	os.WriteFile(other, []byte("ONE_CLICK_DEPLOY_ROLE=control\nCUBE_SANDBOX_NODE_IP=10.0.0.5\n"), 0o600)
+	env := map[string]string{"ONE_CLICK_ENV_FILE": other}
+	cfg, err = Load(Sources{Getenv: func(k string) string { return env[k] }, Host: host})
+	if err != nil || cfg.Role != RoleControl || cfg.EnvFile != other {
+		t.Fatalf("ONE_CLICK_ENV_FILE: %+v, %v", cfg, err)
+	}
+	env["ONE_CLICK_ENV_FILE"] = filepath.Join(dir, "missing.env")
+	if _, err := Load(Sources{Getenv: func(k string) string { return env[k] }, Host: host}); errPath(err) != "ONE_CLICK_ENV_FILE" || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("missing env file: %v", err)
+	}
+	// A syntax error names the file and the line.
+	os.WriteFile(other, []byte("A=1\nB=$HOME\n"), 0o600)
+	env["ONE_CLICK_ENV_FILE"] = other
+	if _, err := Load(Sources{Getenv: func(k string) string { return env[k] }, Host: host}); err == nil || !strings.Contains(err.Error(), "line 2: the value of B uses '$'") {
+		t.Errorf("bad env file: %v", err)
+	}
+	// Errors about a value from the file say where it is.
+	os.WriteFile(other, []byte("\nONE_CLICK_DEPLOY_ROLE=worker\n"), 0o600)
+	if _, err := Load(Sources{Getenv: func(k string) string { return env[k] }, Host: host}); err == nil || !strings.Contains(err.Error(), "(line 2 of "+other+")") {
+		t.Errorf("error from the file: %v", err)
+	}
+}
+
+func TestLoadJoinTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "join.token")
+	os.WriteFile(tok, []byte("cfj_fromfile\n"), 0o600)
+	cfg, err := loadTest(t, "compute", computeEnv, map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": tok}, nil)
+	if err != nil || cfg.JoinToken.Reveal() != "cfj_fromfile" || cfg.JoinTokenFile != tok {
+		t.Fatalf("join token file: %v, %v", cfg, err)
+	}
+	os.Chmod(tok, 0o644)
+	if _, err := loadTest(t, "compute", computeEnv, nil, map[string]string{"join-token-file": tok}); errPath(err) != "--join-token-file" || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("readable join token file: %v", err)
+	}
+}
+
+func TestSettingsTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Settings() {
+		if s.Key == "" || len(s.Env) == 0 || s.Usage == "" || seen[s.Key] {
+			t.Errorf("setting %+v: empty key, env or usage, or a repeated key", s)
+		}
+		seen[s.Key] = true
+		for _, e := range s.Env {
+			if !validEnvName(e) {
+				t.Errorf("setting %s: %q is not a variable name", s.Key, e)
+			}
+		}
+		if !strings.HasPrefix(s.Env[0], "CUBEFLEET_") {
+			t.Errorf("setting %s: the first variable %s is not a CUBEFLEET_ one", s.Key, s.Env[0])
+		}
+	}
+}
+
+func mustAddr(s string) netip.Addr     { return netip.MustParseAddr(s) }
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }

@@ -1,0 +1,287 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// EnvVar is one assignment of an env file: Name=Value, from line Line (1-based; 0 for a value
+// that was not read from a file).
+type EnvVar struct {
+	Name  string // [A-Za-z_][A-Za-z0-9_]*; "" in WriteEnv for a comment
+	Value string // unquoted
+	Line  int    // where the assignment starts
+}
+
+// ParseEnv parses an env file (Cube Sandbox's `.env`) in the subset of POSIX shell syntax that
+// `. ./.env` runs without executing anything: one or more `NAME=VALUE` assignments per line,
+// optionally preceded by `export `; blank lines and `#` comments; values unquoted (a backslash
+// escapes the next character), in single quotes (literal) or in double quotes (`\"`, `\\`, `\$`
+// and "\`" escaped), or a concatenation of those, as in
+//
+//	A='it'\''s'
+//
+// Quoted values may span lines. A CR before a newline is ignored.
+//
+// It refuses what the shell would expand or execute, instead of guessing: `$` and backquotes
+// outside single quotes, an unquoted `~` at the start of a value, the operators `;&|<>()`, and
+// any word that is not an assignment. Names are `[A-Za-z_][A-Za-z0-9_]*`. Assignments are
+// returned in file order; when a name repeats, the last one wins (as in the shell). Errors name
+// the line and say how to fix it.
+func ParseEnv(data []byte) ([]EnvVar, error) {
+	p := &envParser{s: string(data), line: 1}
+	var out []EnvVar
+	for {
+		p.skipBlank()
+		if p.eof() {
+			return out, nil
+		}
+		switch c := p.peek(); {
+		case c == '\n':
+			p.next()
+			continue
+		case c == '#':
+			p.skipComment()
+			continue
+		}
+		v, err := p.assignment()
+		if err != nil {
+			return nil, err
+		}
+		// A value ends at a blank or a newline; what follows on the line must be a comment or
+		// another assignment, which the next round reads.
+		out = append(out, v)
+	}
+}
+
+// EnvMap returns vars as a map; for a repeated name the last assignment wins.
+func EnvMap(vars []EnvVar) map[string]EnvVar {
+	m := make(map[string]EnvVar, len(vars))
+	for _, v := range vars {
+		m[v.Name] = v
+	}
+	return m
+}
+
+// WriteEnv writes vars as an env file that both ParseEnv and a POSIX shell read back to the same
+// values: `NAME=value` when value holds only characters that need no quoting, else
+// `NAME='value'`, where a single quote is written as quote, backslash, quote, quote (the
+// shell's idiom for ending the quoted string, adding a literal quote and opening a new one). A
+// var with an empty Name writes its Value as a comment line (`# ...`); an empty comment writes a
+// blank line. Names must be valid (see ParseEnv); an invalid one is an error.
+func WriteEnv(w io.Writer, vars []EnvVar) error {
+	var b strings.Builder
+	for _, v := range vars {
+		if v.Name == "" {
+			if v.Value == "" {
+				b.WriteString("\n")
+				continue
+			}
+			for _, l := range strings.Split(v.Value, "\n") {
+				b.WriteString(strings.TrimRight("# "+l, " "))
+				b.WriteString("\n")
+			}
+			continue
+		}
+		if !validEnvName(v.Name) {
+			return fmt.Errorf("env file: %q is not a valid variable name", v.Name)
+		}
+		b.WriteString(v.Name)
+		b.WriteByte('=')
+		b.WriteString(quoteEnvValue(v.Value))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// quoteEnvValue returns value as a shell word.
+func quoteEnvValue(value string) string {
+	safe := true
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("_./:,@%+=-", c) >= 0) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return value
+	}
+	return "'" + strings.ReplaceAll(value, "'", `'\''`) + "'"
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+type envParser struct {
+	s    string
+	i    int
+	line int
+}
+
+func (p *envParser) eof() bool  { return p.i >= len(p.s) }
+func (p *envParser) peek() byte { return p.s[p.i] }
+
+func (p *envParser) next() byte {
+	c := p.s[p.i]
+	p.i++
+	if c == '\n' {
+		p.line++
+	}
+	return c
+}
+
+func (p *envParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("line %d: %s", p.line, fmt.Sprintf(format, args...))
+}
+
+// skipBlank skips spaces, tabs and a CR that ends a line.
+func (p *envParser) skipBlank() {
+	for !p.eof() {
+		switch p.peek() {
+		case ' ', '\t':
+			p.i++
+		case '\r':
+			if p.i+1 < len(p.s) && p.s[p.i+1] != '\n' {
+				return
+			}
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *envParser) skipComment() {
+	for !p.eof() && p.peek() != '\n' {
+		p.i++
+	}
+}
+
+// assignment reads `[export ]NAME=VALUE` and the blanks and comment after it.
+func (p *envParser) assignment() (EnvVar, error) {
+	line := p.line
+	start := p.i
+	for !p.eof() && isNameByte(p.peek(), p.i > start) {
+		p.i++
+	}
+	name := p.s[start:p.i]
+	if name == "export" && !p.eof() && (p.peek() == ' ' || p.peek() == '\t') {
+		p.skipBlank()
+		return p.assignment()
+	}
+	if name == "" || p.eof() || p.peek() != '=' {
+		word := name
+		if word == "" && !p.eof() {
+			word = string(p.peek())
+		}
+		return EnvVar{}, p.errorf("want NAME=VALUE, found %q (names are letters, digits and _, with no spaces around =)", word)
+	}
+	p.i++ // '='
+	value, err := p.value(name)
+	if err != nil {
+		return EnvVar{}, err
+	}
+	p.skipBlank()
+	if !p.eof() && p.peek() == '#' {
+		p.skipComment()
+	}
+	return EnvVar{Name: name, Value: value, Line: line}, nil
+}
+
+func isNameByte(c byte, notFirst bool) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || notFirst && c >= '0' && c <= '9'
+}
+
+// value reads one shell word: unquoted, '...' and "..." parts up to an unquoted blank or newline.
+func (p *envParser) value(name string) (string, error) {
+	var b strings.Builder
+	first := true
+	for !p.eof() {
+		c := p.peek()
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			return b.String(), nil
+		case c == '\r' && (p.i+1 == len(p.s) || p.s[p.i+1] == '\n'):
+			return b.String(), nil
+		case c == '\'':
+			p.next()
+			closed := false
+			for !p.eof() {
+				c := p.next()
+				if c == '\'' {
+					closed = true
+					break
+				}
+				b.WriteByte(c)
+			}
+			if !closed {
+				return "", p.errorf("the value of %s has no closing single quote", name)
+			}
+		case c == '"':
+			p.next()
+			if err := p.doubleQuoted(name, &b); err != nil {
+				return "", err
+			}
+		case c == '\\':
+			p.next()
+			if p.eof() {
+				b.WriteByte('\\')
+				break
+			}
+			if e := p.next(); e != '\n' { // backslash-newline continues the line
+				b.WriteByte(e)
+			}
+		case c == '$' || c == '`':
+			return "", p.errorf("the value of %s uses %q, which the shell would expand; put the value in single quotes to keep it literal", name, c)
+		case c == '~' && first:
+			return "", p.errorf("the value of %s starts with ~, which the shell would expand; write the full path or quote it", name)
+		case strings.IndexByte(";&|<>()", c) >= 0:
+			return "", p.errorf("the value of %s contains %q, a shell operator; put the value in single quotes", name, c)
+		default:
+			b.WriteByte(p.next())
+		}
+		first = false
+	}
+	return b.String(), nil
+}
+
+func (p *envParser) doubleQuoted(name string, b *strings.Builder) error {
+	for !p.eof() {
+		c := p.next()
+		switch c {
+		case '"':
+			return nil
+		case '\\':
+			if p.eof() {
+				return p.errorf("the value of %s has no closing double quote", name)
+			}
+			switch e := p.next(); e {
+			case '"', '\\', '$', '`':
+				b.WriteByte(e)
+			case '\n': // line continuation
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(e)
+			}
+		case '$', '`':
+			return p.errorf("the value of %s uses %q inside double quotes, which the shell would expand; use single quotes to keep it literal", name, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return p.errorf("the value of %s has no closing double quote", name)
+}

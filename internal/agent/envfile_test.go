@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []EnvVar
+	}{
+		{"empty", "", nil},
+		{"comments and blanks", "# a comment\n\n   \n\t# indented\n", nil},
+		{"plain", "A=1\nB=two\n", []EnvVar{{"A", "1", 1}, {"B", "two", 2}}},
+		{"export", "export A=1\nexport\tB=2", []EnvVar{{"A", "1", 1}, {"B", "2", 2}}},
+		{"empty value", "A=\nB=''\nC=\"\"", []EnvVar{{"A", "", 1}, {"B", "", 2}, {"C", "", 3}}},
+		{"trailing comment", "A=1 # the first\nB='x y' # two words", []EnvVar{{"A", "1", 1}, {"B", "x y", 2}}},
+		{"hash inside a word", "A=a#b\nB=#c", []EnvVar{{"A", "a#b", 1}, {"B", "#c", 2}}},
+		{"single quotes", `A='$HOME \n "x"'`, []EnvVar{{"A", `$HOME \n "x"`, 1}}},
+		{"double quotes", `A="a \"b\" \\ \$c d\e"`, []EnvVar{{"A", `a "b" \ $c d\e`, 1}}},
+		{"concatenation", `A='it'\''s'"!"x`, []EnvVar{{"A", `it's!x`, 1}}},
+		{"backslash unquoted", `A=a\ b\$c`, []EnvVar{{"A", `a b$c`, 1}}},
+		{"multi-line quoted", "A='one\ntwo'\nB=3", []EnvVar{{"A", "one\ntwo", 1}, {"B", "3", 3}}},
+		{"line continuation", "A=one\\\ntwo\nB=\"x\\\ny\"", []EnvVar{{"A", "onetwo", 1}, {"B", "xy", 3}}},
+		{"CRLF", "A=1\r\nB='2'\r\n", []EnvVar{{"A", "1", 1}, {"B", "2", 2}}},
+		{"two on a line", "A=1 B=2", []EnvVar{{"A", "1", 1}, {"B", "2", 1}}},
+		{"repeat", "A=1\nA=2", []EnvVar{{"A", "1", 1}, {"A", "2", 2}}},
+		{"url and options", "CUBE_S3_ENDPOINT=http://10.0.0.1:9000\nCUBE_S3_S3FS_EXTRA_OPTS=-ouse_path_request_style",
+			[]EnvVar{{"CUBE_S3_ENDPOINT", "http://10.0.0.1:9000", 1}, {"CUBE_S3_S3FS_EXTRA_OPTS", "-ouse_path_request_style", 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseEnv([]byte(tc.in))
+			if err != nil {
+				t.Fatalf("ParseEnv(%q): %v", tc.in, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ParseEnv(%q)\n got %#v\nwant %#v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseEnvRefuses(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"A", `line 1: want NAME=VALUE, found "A"`},
+		{"A = 1", `line 1: want NAME=VALUE`},
+		{"1A=2", `line 1: want NAME=VALUE, found "1"`},
+		{"A=1 rm -rf /", `line 1: want NAME=VALUE, found "rm"`},
+		{"A=$HOME", "line 1: the value of A uses '$', which the shell would expand; put the value in single quotes"},
+		{"\nA=`id`", "line 2: the value of A uses '`'"},
+		{`A="x$y"`, "the value of A uses '$' inside double quotes"},
+		{"A=~/x", "starts with ~"},
+		{"A=x;y", "the value of A contains ';', a shell operator"},
+		{"A=x|y", "shell operator"},
+		{"A='open", "no closing single quote"},
+		{`A="open`, "no closing double quote"},
+		{"A=1\n\nB=\"x\\", "line 3: the value of B has no closing double quote"},
+	} {
+		_, err := ParseEnv([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseEnv(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestWriteEnvShellRoundTrip(t *testing.T) {
+	vars := []EnvVar{
+		{Value: "a comment\non two lines"},
+		{},
+		{Name: "PLAIN", Value: "http://10.0.0.1:9000"},
+		{Name: "SPACES", Value: "a b  c"},
+		{Name: "QUOTES", Value: `it's "quoted" $HOME \n`},
+		{Name: "NEWLINE", Value: "one\ntwo"},
+		{Name: "EMPTY", Value: ""},
+		{Name: "TILDE", Value: "~/x"},
+	}
+	var buf bytes.Buffer
+	if err := WriteEnv(&buf, vars); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := ParseEnv(buf.Bytes())
+	if err != nil {
+		t.Fatalf("ParseEnv(WriteEnv(...)): %v\n%s", err, buf.String())
+	}
+	m := EnvMap(parsed)
+	for _, v := range vars[2:] {
+		if m[v.Name].Value != v.Value {
+			t.Errorf("%s: got %q, want %q", v.Name, m[v.Name].Value, v.Value)
+		}
+	}
+	// The shell reads the same values.
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	f := t.TempDir() + "/env"
+	if err := os.WriteFile(f, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vars[2:] {
+		out, err := exec.Command(sh, "-c", `. "$1"; printf %s "$`+v.Name+`"`, "sh", f).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != v.Value {
+			t.Errorf("sh: %s = %q, want %q", v.Name, out, v.Value)
+		}
+	}
+	if err := WriteEnv(&buf, []EnvVar{{Name: "BAD-NAME", Value: "x"}}); err == nil {
+		t.Error("WriteEnv accepted an invalid name")
+	}
+}
+
+// FuzzParseEnv checks that ParseEnv never panics and that what it accepts survives a round trip
+// through WriteEnv.
+func FuzzParseEnv(f *testing.F) {
+	for _, s := range []string{
+		"A=1\nB='two words'\n# c\nexport C=\"x\\\"y\"\n",
+		"ONE_CLICK_DEPLOY_ROLE=compute\r\nCUBE_SANDBOX_NODE_IP=10.0.0.5 # node\r\n",
+		`A='it'\''s'`, "A=a\\\nb", "A=\"multi\nline\"", "A=$x", "=", "A=\\", "export  A=1 B=2",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		vars, err := ParseEnv(data)
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteEnv(&buf, vars); err != nil {
+			t.Fatalf("WriteEnv of parsed vars: %v", err)
+		}
+		again, err := ParseEnv(buf.Bytes())
+		if err != nil {
+			t.Fatalf("ParseEnv(WriteEnv(vars)): %v\n%q", err, buf.String())
+		}
+		if len(again) != len(vars) {
+			t.Fatalf("round trip: %d vars, want %d", len(again), len(vars))
+		}
+		for i := range vars {
+			if again[i].Name != vars[i].Name || again[i].Value != vars[i].Value {
+				t.Fatalf("round trip: %#v, want %#v", again[i], vars[i])
+			}
+		}
+	})
+}

@@ -1,0 +1,385 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Paths of an installation (under InstallOptions.Root / DownOptions.Root when set).
+const (
+	UnitName    = "cubefleet-agent.service"
+	UnitPath    = "/etc/systemd/system/" + UnitName
+	PIDFilePath = "/run/cubefleet-agent.pid" // the installed agent's PID file
+)
+
+// Systemctl runs `systemctl args...`; tests replace it.
+type Systemctl func(ctx context.Context, args ...string) error
+
+// runSystemctl runs the real systemctl.
+func runSystemctl(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// InstallOptions tune Install.
+type InstallOptions struct {
+	// Root, when set and not "/", is a directory the files are written under instead of /
+	// (for tests and image builds): systemctl is not run, root is not required, and an existing
+	// agent is stopped through Root/run/cubefleet-agent.pid. The files' contents name the
+	// final paths (/etc/cubefleet/agent.env, ...), as with DESTDIR.
+	Root string
+	// Binary is the absolute path of the cubefleet binary the unit runs.
+	Binary string
+	// Out receives one line per step; nil discards.
+	Out io.Writer
+	// Systemctl runs systemctl; nil runs the real one.
+	Systemctl Systemctl
+	// Check tunes the check after the install (its Timeout is cfg.CheckTimeout).
+	Check CheckOptions
+	// Geteuid returns the effective user ID; nil is os.Geteuid.
+	Geteuid func() int
+}
+
+func (o InstallOptions) real() bool { return o.Root == "" || o.Root == "/" }
+
+func rooted(root, p string) string {
+	if root == "" || root == "/" {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// Install is `cubefleet agent install`, the install-compute.sh step, for a validated cfg (see
+// Load): it checks the prerequisites (see Prerequisites), stops an existing install
+// (reinstall), writes the env file InstalledEnvFile (mode 0600) and the systemd unit UnitPath,
+// creates the state directory (0700), enables and starts the unit with systemctl (not under
+// Root), and runs Check unless cfg.RunCheck is false. It returns an error for unmet
+// prerequisites (all of them at once), a file or systemctl failure, or a failed check.
+func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
+	out := opt.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if opt.Systemctl == nil {
+		opt.Systemctl = runSystemctl
+	}
+	if opt.Geteuid == nil {
+		opt.Geteuid = os.Geteuid
+	}
+	if !filepath.IsAbs(opt.Binary) {
+		return fmt.Errorf("the cubefleet binary path %q is not absolute (--binary)", opt.Binary)
+	}
+	facts, err := cfg.Host.Facts()
+	if err != nil {
+		return err
+	}
+	var problems []string
+	if opt.real() && opt.Geteuid() != 0 {
+		problems = append(problems, "run it as root (sudo cubefleet agent install), or pass --root DIR to write the files under DIR")
+	}
+	problems = append(problems, Prerequisites(cfg, facts)...)
+	if opt.real() {
+		if _, err := exec.LookPath("systemctl"); err != nil {
+			problems = append(problems, "systemctl was not found: the agent installs as a systemd service")
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("prerequisites not met:\n  - %s", strings.Join(problems, "\n  - "))
+	}
+	kvm := "no KVM needed"
+	if cfg.Runtime == RuntimeMicroVM {
+		kvm = "/dev/kvm present, not a virtual machine"
+	}
+	fmt.Fprintf(out, "Prerequisites: ok (%s, cgroup v2 with the cpu controller, %d MiB of memory (floor %d MiB), runtime %s: %s)\n",
+		facts.Arch, facts.MemTotalMiB(), cfg.MinMemoryKB/1024, cfg.Runtime, kvm)
+
+	unit := rooted(opt.Root, UnitPath)
+	if _, err := os.Stat(unit); err == nil {
+		fmt.Fprintln(out, "Found an existing install: stopping it first (reinstall)")
+		if err := Down(ctx, DownOptions{Root: opt.Root, Out: out, Systemctl: opt.Systemctl}); err != nil {
+			return fmt.Errorf("stop the existing install: %w", err)
+		}
+	}
+
+	var env bytes.Buffer
+	if err := WriteEnv(&env, EnvFileVars(cfg)); err != nil {
+		return err
+	}
+	envPath := rooted(opt.Root, InstalledEnvFile)
+	if err := writeFileAtomic(envPath, env.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("write the env file: %w", err)
+	}
+	fmt.Fprintf(out, "Wrote %s (mode 0600)\n", envPath)
+	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(unit, RenderUnit(opt.Binary), 0o644); err != nil {
+		return fmt.Errorf("write the systemd unit: %w", err)
+	}
+	fmt.Fprintf(out, "Wrote %s\n", unit)
+	stateDir := rooted(opt.Root, cfg.StateDir)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("create the state directory: %w", err)
+	}
+
+	if opt.real() {
+		for _, args := range [][]string{{"daemon-reload"}, {"enable", UnitName}, {"restart", UnitName}} {
+			if err := opt.Systemctl(ctx, args...); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "Enabled and started %s\n", UnitName)
+	} else {
+		fmt.Fprintf(out, "Skipped systemctl under --root: %s was neither enabled nor started\n", UnitName)
+	}
+
+	if !cfg.RunCheck {
+		fmt.Fprintln(out, "Skipped agent check (ONE_CLICK_RUN_QUICKCHECK=0)")
+		return nil
+	}
+	copt := opt.Check
+	copt.Timeout = cfg.CheckTimeout
+	if copt.StateDir == "" {
+		copt.StateDir = stateDir
+	}
+	fmt.Fprintf(out, "Running agent check (up to %s)\n", cfg.CheckTimeout)
+	results, ok := Check(ctx, cfg, copt)
+	for _, r := range results {
+		fmt.Fprintln(out, r.String())
+	}
+	if !ok {
+		return errors.New("agent check failed: see the lines above and docs/agent.md, \"Troubleshooting\"")
+	}
+	return nil
+}
+
+// Prerequisites returns what keeps this host from running the agent, each with its fix; none
+// when it is ready: the architecture (x86_64 or aarch64), cgroup v2 with the cpu controller,
+// the memory floor (cfg.MinMemoryKB of MemTotal) and, for the microvm runtime only, /dev/kvm
+// and a host that is not itself a virtual machine.
+func Prerequisites(cfg *Config, f Facts) []string {
+	var p []string
+	if f.Arch != "x86_64" && f.Arch != "aarch64" {
+		p = append(p, fmt.Sprintf("this host's architecture is %q; the agent runs on x86_64 or aarch64", f.Arch))
+	}
+	switch {
+	case !f.Cgroup2:
+		p = append(p, "cgroup v2 is required, and /sys/fs/cgroup is not a cgroup v2 mount (cgroup v1 or hybrid): add systemd.unified_cgroup_hierarchy=1 to the kernel command line and reboot")
+	case !f.CgroupCPU:
+		p = append(p, "the cgroup v2 cpu controller is not available (it is missing from /sys/fs/cgroup/cgroup.controllers): enable it with `echo +cpu > /sys/fs/cgroup/cgroup.subtree_control` or use a kernel built with CONFIG_CGROUP_SCHED")
+	}
+	if f.MemTotalKB < cfg.MinMemoryKB {
+		p = append(p, fmt.Sprintf("this host has %d kB of memory (MemTotal) and the floor is %d kB: use a host with more memory", f.MemTotalKB, cfg.MinMemoryKB))
+	}
+	if cfg.Runtime == RuntimeMicroVM {
+		if !f.KVM {
+			p = append(p, "the microvm runtime needs KVM and /dev/kvm is missing: enable virtualization (VT-x/AMD-V) in the firmware and load kvm_intel or kvm_amd, or use --runtime process")
+		}
+		if f.Hypervisor {
+			p = append(p, "this host is a virtual machine (CPU flag \"hypervisor\"): the microvm runtime needs a physical or bare-metal server (nested virtualization is not supported); use --runtime process on virtual machines")
+		}
+	}
+	return p
+}
+
+// EnvFileVars returns the env file Install writes for cfg: every setting, resolved (the
+// detected node IP, the listen address, the control-plane endpoints, the join token's value
+// even when it came from a file), under Cube Sandbox's variable names where they exist and
+// CUBEFLEET_* otherwise. It holds the S3 secret and the join token, so it is written with mode
+// 0600.
+func EnvFileVars(cfg *Config) []EnvVar {
+	var eps []string
+	for _, ep := range cfg.ControlPlane {
+		eps = append(eps, strings.TrimPrefix(ep, "http://"))
+	}
+	b01 := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
+	vars := []EnvVar{
+		{Value: "cubefleet agent configuration, written by `cubefleet agent install` (see docs/agent.md).\nMode 0600: it holds the S3 secret access key and the join token. Reinstalling rewrites it."},
+		{},
+		{Name: "ONE_CLICK_DEPLOY_ROLE", Value: string(cfg.Role)},
+		{Name: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR", Value: strings.Join(eps, ",")},
+		{Name: "CUBE_SANDBOX_NODE_IP", Value: cfg.NodeID()},
+		{Name: "CUBE_SANDBOX_NETWORK_CIDR", Value: cfg.NetworkCIDR.String()},
+		{Name: "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK", Value: b01(cfg.SkipCIDRConflictCheck)},
+		{},
+		{Name: "CUBE_S3_ENDPOINT", Value: cfg.S3.Endpoint},
+		{Name: "CUBE_S3_ACCESS_KEY_ID", Value: cfg.S3.AccessKeyID},
+		{Name: "CUBE_S3_SECRET_ACCESS_KEY", Value: cfg.S3.SecretAccessKey.Reveal()},
+		{Name: "CUBE_S3_BUCKET", Value: cfg.S3.Bucket},
+		{Name: "CUBE_S3_S3FS_EXTRA_OPTS", Value: cfg.S3.S3FSExtraOpts},
+		{},
+	}
+	if cfg.JoinToken != "" {
+		// The value, not the file it came from: the operator may delete that file once the
+		// node has joined, and the service must still start.
+		vars = append(vars, EnvVar{Name: "CUBEFLEET_JOIN_TOKEN", Value: cfg.JoinToken.Reveal()})
+	}
+	return append(vars,
+		EnvVar{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
+		EnvVar{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
+		EnvVar{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
+		EnvVar{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
+		EnvVar{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
+		EnvVar{Name: "CUBEFLEET_AGENT_PID_FILE", Value: PIDFilePath},
+		EnvVar{Name: "CUBEFLEET_REPORT_PERIOD", Value: cfg.ReportPeriod.String()},
+		EnvVar{Name: "CUBEFLEET_QUOTA_CPU", Value: i64(cfg.QuotaCPU)},
+		EnvVar{Name: "CUBEFLEET_QUOTA_MEM_MB", Value: i64(cfg.QuotaMemMB)},
+		EnvVar{Name: "CUBEFLEET_MAX_MVM_NUM", Value: i64(cfg.MaxMVMNum)},
+		EnvVar{Name: "CUBEFLEET_CREATE_CONCURRENT_NUM", Value: i64(cfg.CreateConcurrentNum)},
+		EnvVar{Name: "CUBE_MIN_MEMORY_KB", Value: i64(cfg.MinMemoryKB)},
+		EnvVar{Name: "ONE_CLICK_RUN_QUICKCHECK", Value: b01(cfg.RunCheck)},
+		EnvVar{Name: "CUBE_QUICKCHECK_READY_TIMEOUT", Value: strconv.FormatInt(int64(cfg.CheckTimeout/time.Second), 10)},
+	)
+}
+
+// RenderUnit returns the systemd unit that runs binary as the agent with the installed env file.
+func RenderUnit(binary string) []byte {
+	return []byte(`# Written by ` + "`cubefleet agent install`" + `; reinstalling rewrites it. See docs/agent.md.
+[Unit]
+Description=cubefleet agent: registers this node with the control plane and reports its status
+Documentation=https://github.com/cubefleet/cubefleet/blob/main/docs/agent.md
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=exec
+ExecStart=` + systemdQuote(binary) + ` agent run --env-file ` + InstalledEnvFile + `
+Restart=always
+RestartSec=2
+KillSignal=SIGTERM
+TimeoutStopSec=15
+UMask=0077
+
+[Install]
+WantedBy=multi-user.target
+`)
+}
+
+// systemdQuote quotes a path for ExecStart when it holds blanks, quotes or backslashes.
+func systemdQuote(s string) string {
+	if !strings.ContainsAny(s, " \t\"'\\") {
+		return s
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// DownOptions tune Down.
+type DownOptions struct {
+	// Root, when set and not "/", stops the agent whose PID is in Root/run/cubefleet-agent.pid
+	// instead of running systemctl.
+	Root string
+	// Out receives one line per step; nil discards.
+	Out io.Writer
+	// Systemctl runs systemctl; nil runs the real one.
+	Systemctl Systemctl
+	// Wait is how long to wait for a signalled agent to exit; 0 means 15 s.
+	Wait time.Duration
+}
+
+// Down is `cubefleet agent down`: it stops only this node's agent (the control plane and the
+// other nodes are not affected) and deletes no state. On the real system it runs
+// `systemctl stop cubefleet-agent.service` when the unit is installed, else it signals the PID
+// in /run/cubefleet-agent.pid; under Root it signals the PID in Root/run/cubefleet-agent.pid.
+// An agent that is not running is not an error.
+func Down(ctx context.Context, opt DownOptions) error {
+	out := opt.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if opt.Systemctl == nil {
+		opt.Systemctl = runSystemctl
+	}
+	if opt.Wait <= 0 {
+		opt.Wait = 15 * time.Second
+	}
+	real := opt.Root == "" || opt.Root == "/"
+	if real {
+		if _, err := os.Stat(UnitPath); err == nil {
+			if err := opt.Systemctl(ctx, "stop", UnitName); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "Stopped %s (only this node's agent)\n", UnitName)
+			return nil
+		}
+	}
+	return stopPIDFile(ctx, rooted(opt.Root, PIDFilePath), opt.Wait, out)
+}
+
+// stopPIDFile sends SIGTERM to the agent whose PID is in path and waits for it to exit.
+func stopPIDFile(ctx context.Context, path string, wait time.Duration, out io.Writer) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(out, "The agent is not running (no %s)\n", path)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 1 {
+		return fmt.Errorf("%s does not hold a process ID; remove it", path)
+	}
+	if !isAgentProcess(pid) {
+		fmt.Fprintf(out, "The agent is not running (process %d from %s is gone or is not a cubefleet agent); removed the stale PID file\n", pid, path)
+		os.Remove(path)
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop process %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(wait)
+	for isAgentProcess(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent (process %d) did not stop within %s of SIGTERM", pid, wait)
+		}
+		if sleepCtx(ctx, 50*time.Millisecond) != nil {
+			return ctx.Err()
+		}
+	}
+	os.Remove(path)
+	fmt.Fprintf(out, "Stopped the agent (process %d; only this node's agent)\n", pid)
+	return nil
+}
+
+// isAgentProcess reports whether pid is a live (not zombie) process whose command line runs
+// `agent`.
+func isAgentProcess(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "pid (comm) S ...".
+	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	for _, arg := range bytes.Split(cmdline, []byte{0}) {
+		if string(arg) == "agent" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/cubefleet/cubefleet/internal/privatefile"
+)
+
+// StateFile is the name of the agent's state file in its state directory (mode 0600): the
+// node credential the control plane issued at registration, and whether it was revoked.
+const StateFile = "node.json"
+
+// State is the content of StateFile.
+type State struct {
+	// NodeID is the node the credential belongs to; a credential for another node ID (the
+	// node's address changed) is not used.
+	NodeID string `json:"node_id"`
+	// NodeCredential is the per-node credential (cfn_...) sent on every call after the first
+	// registration; "" when the control plane issued none or it was revoked.
+	NodeCredential string `json:"node_credential,omitempty"`
+	// JoinTokenSHA256 is the hex SHA-256 of the join token the node joined with. After a
+	// revocation the agent refuses to join again with the same token.
+	JoinTokenSHA256 string `json:"join_token_sha256,omitempty"`
+	// Revoked is set when the control plane answered 401 to the credential (the node was
+	// deleted); the agent then needs a new join token.
+	Revoked bool `json:"revoked,omitempty"`
+	// RevokedAt is when that happened, RFC 3339.
+	RevokedAt string `json:"revoked_at,omitempty"`
+}
+
+// ReadState reads dir/StateFile. A missing file is a zero State and no error; a file that is
+// not private (see privatefile.Check) is an error.
+func ReadState(dir string) (State, error) {
+	var st State
+	data, err := privatefile.Read(filepath.Join(dir, StateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return st, nil
+}
+
+// WriteState replaces dir/StateFile atomically with st (mode 0600), creating dir with mode
+// 0700 when it is missing.
+func WriteState(dir string, st State) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
+}
+
+// writeFileAtomic writes data to a new file beside path with mode perm, syncs it and renames it
+// over path; the directory is created with mode 0700 when missing.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// tokenHash returns the hex SHA-256 of a token ("" for none).
+func tokenHash(t Secret) string {
+	if t == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(t.Reveal()))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,340 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// The node-agent routes (../shared/specs/cubesandbox-node-agent.md §1), relative to a control
+// plane's base URL.
+const (
+	PathReadyz   = "/internal/v1/node-agent/readyz"
+	PathRegister = "/internal/v1/node-agent/nodes/register"
+	PathNodes    = "/internal/v1/nodes" // GET PathNodes + "/" + node ID: the node, CubeMaster's shape
+)
+
+// PathStatus returns the status route of nodeID.
+func PathStatus(nodeID string) string {
+	return "/internal/v1/node-agent/nodes/" + nodeID + "/status"
+}
+
+// InstanceType is what every Cubelet and our agent report as instance_type.
+const InstanceType = "cubebox"
+
+// Resources is capacity or allocatable: CPU in millicores, memory in MiB.
+type Resources struct {
+	MilliCPU int64 `json:"milli_cpu"` // CPU, millicores
+	MemoryMB int64 `json:"memory_mb"` // memory, MiB
+}
+
+// ComponentVersion is one entry of versions: a component's version and where it was read
+// (source: manifest, binary, file or component-json).
+type ComponentVersion struct {
+	Component string `json:"component"`            // e.g. "cubefleet-agent", "guest-image"
+	Version   string `json:"version,omitempty"`    // e.g. "v1.2.3", "(devel)"
+	Commit    string `json:"commit,omitempty"`     // VCS revision
+	BuildTime string `json:"build_time,omitempty"` // RFC 3339
+	Source    string `json:"source,omitempty"`     // manifest, binary, file or component-json
+	Variant   string `json:"variant,omitempty"`    // bm or pvm for the guest kernel
+}
+
+// HostFacts is host_facts: the host's CPU, kernel and KVM identity and its physical size
+// (cpu_count logical CPUs, mem_total_mb MiB, before any overcommit).
+type HostFacts struct {
+	CPUVendor             string `json:"cpu_vendor,omitempty"`              // /proc/cpuinfo vendor_id (x86) or CPU implementer (arm64)
+	CPUModel              string `json:"cpu_model,omitempty"`               // /proc/cpuinfo model name (x86) or CPU part (arm64)
+	CPUIDHash             string `json:"cpuid_hash,omitempty"`              // Facts.CPUIDHash: 16 hex digits
+	HostKernelRelease     string `json:"host_kernel_release,omitempty"`     // /proc/sys/kernel/osrelease
+	HostKernelFingerprint string `json:"host_kernel_fingerprint,omitempty"` // Facts.KernelFingerprint: 16 hex digits
+	KVMAPIVersion         int    `json:"kvm_api_version,omitempty"`         // KVM_GET_API_VERSION of /dev/kvm; 0 unknown
+	KVMModuleFingerprint  string `json:"kvm_module_fingerprint,omitempty"`  // not reported by the agent yet
+	KVMModuleTaint        string `json:"kvm_module_taint,omitempty"`        // not reported by the agent yet
+	KVMModuleScanned      bool   `json:"kvm_module_scanned,omitempty"`      // false: the two above were not scanned
+	CPUCount              int64  `json:"cpu_count,omitempty"`               // logical CPUs of the host, before overcommit
+	MemTotalMB            int64  `json:"mem_total_mb,omitempty"`            // MemTotal of the host, MiB, before overcommit
+}
+
+// RegisterRequest is the body of POST PathRegister, Cubelet's RegisterNodeRequest. NodeID is
+// the node's IPv4 address; QuotaCPU is in millicores, QuotaMemMB in MiB; Capacity and
+// Allocatable both equal the quota.
+type RegisterRequest struct {
+	RequestID           string             `json:"requestID,omitempty"`             // 32 hex digits, also sent as X-Request-ID
+	NodeID              string             `json:"node_id"`                         // the node's IPv4 address
+	HostIP              string             `json:"host_ip,omitempty"`               // the same address
+	Labels              map[string]string  `json:"labels,omitempty"`                // Agent.Labels
+	Capacity            *Resources         `json:"capacity,omitempty"`              // the quota
+	Allocatable         *Resources         `json:"allocatable,omitempty"`           // the quota
+	InstanceType        string             `json:"instance_type,omitempty"`         // InstanceType
+	ClusterLabel        string             `json:"cluster_label,omitempty"`         // Config.ClusterLabel
+	QuotaCPU            int64              `json:"quota_cpu,omitempty"`             // millicores
+	QuotaMemMB          int64              `json:"quota_mem_mb,omitempty"`          // MiB
+	CreateConcurrentNum int64              `json:"create_concurrent_num,omitempty"` // concurrent creations; 0 = the scheduler's limit
+	MaxMVMNum           int64              `json:"max_mvm_num,omitempty"`           // sandboxes
+	Versions            []ComponentVersion `json:"versions,omitempty"`              // BuildVersion
+	InventoryIncomplete bool               `json:"inventory_incomplete,omitempty"`  // versions is a partial list
+	HostFacts           *HostFacts         `json:"host_facts,omitempty"`            // the host's identity and size
+}
+
+// Condition is a Kubernetes-style node condition (camelCase keys, RFC 3339 times). The agent
+// sends one, Type "Ready", Status "True" or "False".
+type Condition struct {
+	Type               string `json:"type"`                         // "Ready"
+	Status             string `json:"status"`                       // "True" or "False"
+	LastHeartbeatTime  string `json:"lastHeartbeatTime,omitempty"`  // RFC 3339
+	LastTransitionTime string `json:"lastTransitionTime,omitempty"` // RFC 3339, when Status last changed
+	Reason             string `json:"reason,omitempty"`             // AgentReady, KVMUnavailable
+	Message            string `json:"message,omitempty"`            // for people
+}
+
+// LocalTemplate is one sandbox template held on the node.
+type LocalTemplate struct {
+	TemplateID string `json:"template_id"`         // the template's ID
+	ID         string `json:"id,omitempty"`        // the local copy's ID
+	Media      string `json:"media,omitempty"`     // its media type
+	Path       string `json:"path,omitempty"`      // where it is on the node
+	Namespace  string `json:"namespace,omitempty"` // its image namespace
+}
+
+// Allocated is what good-state sandboxes hold: CPU in millicores, memory and disks in MiB.
+type Allocated struct {
+	MilliCPU      int64 `json:"milli_cpu"`       // millicores
+	MemoryMB      int64 `json:"memory_mb"`       // MiB
+	MVMNum        int64 `json:"mvm_num"`         // sandboxes
+	MVMRunningNum int64 `json:"mvm_running_num"` // running sandboxes
+	NICQueues     int64 `json:"nic_queues"`      // NIC queues in use
+	DataDiskMB    int64 `json:"data_disk_mb"`    // MiB
+	StorageDiskMB int64 `json:"storage_disk_mb"` // MiB
+}
+
+// DiskUsage is how full the node's disks are, each a percentage from 0 to 100.
+type DiskUsage struct {
+	DataDiskUsagePer    float64 `json:"data_disk_usage_per"`    // the state directory's file system
+	StorageDiskUsagePer float64 `json:"storage_disk_usage_per"` // the same (one data disk)
+	SysDiskUsagePer     float64 `json:"sys_disk_usage_per"`     // the root file system
+}
+
+// StatusQuota is the quota branch's quota object of a status report (CPU in millicores,
+// memory in MiB).
+type StatusQuota struct {
+	MilliCPU            int64 `json:"milli_cpu"`             // millicores
+	MemMB               int64 `json:"mem_mb"`                // MiB
+	MaxMVMNum           int64 `json:"max_mvm_num"`           // sandboxes
+	CreateConcurrentNum int64 `json:"create_concurrent_num"` // concurrent creations; 0 = the scheduler's limit
+}
+
+// StatusRequest is the body of POST PathStatus(node), Cubelet's UpdateNodeStatusRequest. Times
+// are RFC 3339 (UTC). LocalTemplates is always sent, [] when empty, as Cubelet does.
+type StatusRequest struct {
+	RequestID           string             `json:"requestID,omitempty"`            // 32 hex digits, also sent as X-Request-ID
+	Conditions          []Condition        `json:"conditions,omitempty"`           // one: Ready
+	LocalTemplates      []LocalTemplate    `json:"local_templates"`                // [] until the runtime holds templates
+	HeartbeatTime       string             `json:"heartbeat_time,omitempty"`       // RFC 3339, UTC
+	Allocated           *Allocated         `json:"allocated,omitempty"`            // what sandboxes hold
+	DiskUsage           *DiskUsage         `json:"disk_usage,omitempty"`           // nil when statfs fails
+	MetricTime          string             `json:"metric_time,omitempty"`          // RFC 3339, UTC
+	Quota               *StatusQuota       `json:"quota,omitempty"`                // the quota (the quota branch's object)
+	Versions            []ComponentVersion `json:"versions,omitempty"`             // BuildVersion
+	InventoryIncomplete bool               `json:"inventory_incomplete,omitempty"` // versions is a partial list
+	HostFacts           *HostFacts         `json:"host_facts,omitempty"`           // the host's identity and size
+}
+
+// maxResponse caps how much of a response the agent reads.
+const maxResponse = 1 << 20
+
+// StatusError is a control plane's answer that is not a success: an HTTP status of 300 or
+// more, or a 2xx whose body breaks Cubelet's rule (Code 200 then; see decodeReply).
+type StatusError struct {
+	Endpoint string // base URL of the control plane that answered
+	Code     int    // HTTP status
+	Message  string // the body's error message, or the start of the body
+}
+
+// Error implements error.
+func (e *StatusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("%s: HTTP %d", e.Endpoint, e.Code)
+	}
+	return fmt.Sprintf("%s: HTTP %d: %s", e.Endpoint, e.Code, e.Message)
+}
+
+// statusCode returns the HTTP status of a *StatusError in err's chain, 0 for any other error.
+func statusCode(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0
+}
+
+// wireClient posts to the control plane's endpoints with failover: on a transport error or a
+// 5xx it tries the next endpoint; a 4xx (or a 2xx with a bad body) is the answer. It keeps
+// using the endpoint that last answered; after a call that no endpoint answered, the next call
+// starts with the endpoint after the last one tried. Safe for concurrent use.
+type wireClient struct {
+	endpoints []string
+	http      *http.Client
+
+	mu  sync.Mutex
+	cur int
+}
+
+func newWireClient(endpoints []string, hc *http.Client) *wireClient {
+	return &wireClient{endpoints: endpoints, http: hc}
+}
+
+// post sends body as JSON to path with `Authorization: Bearer token` (none when token is
+// empty) and returns the decoded reply object.
+func (c *wireClient) post(ctx context.Context, path string, token Secret, body any) (map[string]json.RawMessage, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	rid := requestID(body)
+	c.mu.Lock()
+	start := c.cur
+	c.mu.Unlock()
+	var errs []error
+	idx := start
+	for i := range c.endpoints {
+		idx = (start + i) % len(c.endpoints)
+		ep := c.endpoints[idx]
+		reply, err := c.postOne(ctx, ep, path, token, rid, data)
+		if err == nil || (statusCode(err) != 0 && statusCode(err) < 500) {
+			c.mu.Lock()
+			c.cur = idx
+			c.mu.Unlock()
+			return reply, err
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	// Start the next call after the last endpoint tried, so that one that hangs until the
+	// deadline does not take every call's whole time.
+	c.mu.Lock()
+	c.cur = (idx + 1) % len(c.endpoints)
+	c.mu.Unlock()
+	return nil, errors.Join(errs...)
+}
+
+func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret, rid string, data []byte) (map[string]json.RawMessage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep+path, bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if rid != "" {
+		req.Header.Set("X-Request-ID", rid)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token.Reveal())
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep, scrubURLError(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the reply: %w", ep, err)
+	}
+	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
+		return nil, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw)}
+	}
+	reply, err := decodeReply(raw)
+	if err != nil {
+		return nil, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: err.Error()}
+	}
+	return reply, nil
+}
+
+// decodeReply applies Cubelet's acceptance rule to a 2xx body: it must decode as a JSON object,
+// and a "ret" object in it must carry ret_code 200.
+func decodeReply(raw []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, errors.New("the reply is not a JSON object")
+	}
+	if r, ok := m["ret"]; ok {
+		var ret struct {
+			Code *int   `json:"ret_code"`
+			Msg  string `json:"ret_msg"`
+		}
+		if err := json.Unmarshal(r, &ret); err == nil && ret.Code != nil && *ret.Code != 200 {
+			return nil, fmt.Errorf("ret_code %d: %s", *ret.Code, ret.Msg)
+		}
+	}
+	return m, nil
+}
+
+// errorMessage extracts a short message from an error body: {"error":"msg"},
+// {"error":{"message":"msg"}}, {"ret":{"ret_msg":"msg"}} or the start of the text.
+func errorMessage(raw []byte) string {
+	var m struct {
+		Error json.RawMessage `json:"error"`
+		Ret   struct {
+			Msg string `json:"ret_msg"`
+		} `json:"ret"`
+	}
+	if json.Unmarshal(raw, &m) == nil {
+		var s string
+		var o struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		switch {
+		case json.Unmarshal(m.Error, &s) == nil && s != "":
+			return s
+		case json.Unmarshal(m.Error, &o) == nil && o.Message != "":
+			if o.Code != "" {
+				return o.Code + ": " + o.Message
+			}
+			return o.Message
+		case m.Ret.Msg != "":
+			return m.Ret.Msg
+		}
+	}
+	s := strings.Join(strings.Fields(string(raw)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// scrubURLError drops the method and URL from a *url.Error (the endpoint is already named).
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// requestID returns the requestID of a request body.
+func requestID(body any) string {
+	switch b := body.(type) {
+	case *RegisterRequest:
+		return b.RequestID
+	case *StatusRequest:
+		return b.RequestID
+	}
+	return ""
+}
+
+// newRequestID returns 32 random hex digits (fits the 64-rune requestID and X-Request-ID rules).
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

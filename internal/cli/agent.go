@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/server"
+)
+
+// newAgentCmd builds `cubefleet agent`: the node agent (run, the default) and the
+// install-compute.sh, quickcheck.sh and down.sh steps (install, check, down). See docs/agent.md.
+func newAgentCmd(stdio IO) *cobra.Command {
+	var logFormat, hostRoot string
+	cmd := &cobra.Command{
+		Use:   "agent [run|install|check|down]",
+		Short: "Node agent: register this host with the control plane and report its status",
+		Long: `The node agent of a compute host (a "Cube"). "cubefleet agent" alone is "cubefleet agent run".
+
+Settings come from flags, then the environment (CUBEFLEET_* names first, then Cube Sandbox's
+names such as CUBE_SANDBOX_NODE_IP), then the env file (--env-file, $ONE_CLICK_ENV_FILE, ./.env,
+else ` + agent.InstalledEnvFile + `), then the defaults. They are validated before anything is
+touched: the role and the control-plane address, CUBE_S3_ENDPOINT, the node IP, the sandbox
+network. See docs/agent.md for every setting.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, stdio, logFormat, hostRoot) },
+	}
+	pf := cmd.PersistentFlags()
+	for _, s := range agent.Settings() {
+		if !s.NoFlag && s.Command == "" {
+			addSettingFlag(pf, s)
+		}
+	}
+	pf.StringVar(&logFormat, "log-format", "text", "log format of agent run: text or json")
+	pf.StringVar(&hostRoot, "host-root", "/", "read the host's /proc, /sys, /etc and /dev under this directory (tests)")
+	pf.MarkHidden("host-root")
+
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Run the agent in the foreground (SIGINT or SIGTERM stops it)",
+		Long: `Run the agent in the foreground: register with the control plane (retrying with backoff from
+100 ms to 7 s), then report the node's status every --report-period; serve GET /healthz on
+--listen. SIGINT or SIGTERM stops it (exit 0).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, stdio, logFormat, hostRoot) },
+	}
+
+	var root, binary string
+	install := &cobra.Command{
+		Use:   "install [--root DIR]",
+		Short: "Install the agent as a systemd service (Cube's install-compute.sh step), then check it",
+		Long: `Validate the settings, check the prerequisites (x86_64 or aarch64, cgroup v2, the memory floor,
+and for --runtime microvm /dev/kvm on a host that is not a virtual machine), stop an existing
+install, write ` + agent.InstalledEnvFile + ` (mode 0600) and ` + agent.UnitPath + `,
+enable and start the service, and run "agent check" unless ONE_CLICK_RUN_QUICKCHECK=0.
+--root DIR writes the files under DIR and runs no systemctl.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, false)
+			if err != nil {
+				return err
+			}
+			if binary == "" {
+				if binary, err = os.Executable(); err != nil {
+					return err
+				}
+				if resolved, err := filepath.EvalSymlinks(binary); err == nil {
+					binary = resolved
+				}
+			}
+			return agent.Install(cmd.Context(), cfg, agent.InstallOptions{Root: root, Binary: binary, Out: cmd.OutOrStdout()})
+		},
+	}
+	install.Flags().StringVar(&root, "root", "", "write the files under this directory instead of / (no systemctl, no root needed)")
+	install.Flags().StringVar(&binary, "binary", "", "absolute path of the cubefleet binary the unit runs (default: this executable)")
+
+	check := &cobra.Command{
+		Use:   "check [--timeout 120s]",
+		Short: "Check the local agent, the control plane and this node's registration (quickcheck)",
+		Long: `Check that the local agent answers GET /healthz, that the control plane is ready, that it
+lists this node under /internal/v1/nodes/{node_id} with "IP":"<node ip>", and that the S3
+endpoint answers on TCP. Polls every 2 s until all pass or --timeout passes; prints one line
+per check; exit 0 when all pass, else 1.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, true)
+			if err != nil {
+				return err
+			}
+			results, ok := agent.Check(cmd.Context(), cfg, agent.CheckOptions{Timeout: cfg.CheckTimeout})
+			if err := render(cmd, results, func(w io.Writer) error {
+				for _, r := range results {
+					fmt.Fprintln(w, r.String())
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if !ok {
+				return errors.New("agent check failed")
+			}
+			return nil
+		},
+	}
+
+	var downRoot string
+	down := &cobra.Command{
+		Use:   "down [--root DIR]",
+		Short: "Stop only this node's agent (systemctl stop, or under --root its PID file)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return agent.Down(cmd.Context(), agent.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()})
+		},
+	}
+	down.Flags().StringVar(&downRoot, "root", "", "stop the agent whose PID is in DIR"+agent.PIDFilePath+" instead of running systemctl")
+
+	for _, s := range agent.Settings() {
+		switch s.Command {
+		case "check":
+			addSettingFlag(check.Flags(), s)
+			addSettingFlag(install.Flags(), s)
+		case "install":
+			addSettingFlag(install.Flags(), s)
+		}
+	}
+	cmd.AddCommand(run, install, check, down)
+	return cmd
+}
+
+// addSettingFlag declares s as a string flag; a switch needs no value (--allow-loopback = 1).
+func addSettingFlag(f *pflag.FlagSet, s agent.Setting) {
+	usage := s.Usage
+	if len(s.Env) > 0 {
+		usage += " ($" + s.Env[len(s.Env)-1] + ")"
+	}
+	f.String(s.Key, s.Default, usage)
+	if s.Bool {
+		f.Lookup(s.Key).NoOptDefVal = "1"
+	}
+}
+
+// loadAgentConfig loads and validates the agent's settings from the command's flags, the IO's
+// environment and the env file, and prints the warnings to stderr.
+func loadAgentConfig(cmd *cobra.Command, stdio IO, hostRoot string, noConflictCheck bool) (*agent.Config, error) {
+	flags := map[string]string{}
+	for _, s := range agent.Settings() {
+		if f := cmd.Flags().Lookup(s.Key); f != nil && f.Changed {
+			flags[s.Key] = f.Value.String()
+		}
+	}
+	cfg, err := agent.Load(agent.Sources{Flags: flags, Getenv: stdio.Getenv, Host: agent.Host{Root: hostRoot}, NoConflictCheck: noConflictCheck})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+	}
+	return cfg, nil
+}
+
+func runAgent(cmd *cobra.Command, stdio IO, logFormat, hostRoot string) error {
+	log, err := server.NewLogger(cmd.ErrOrStderr(), logFormat)
+	if err != nil {
+		return usagef("--log-format: %v", err)
+	}
+	cfg, err := loadAgentConfig(cmd, stdio, hostRoot, false)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg, agent.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	return a.Run(cmd.Context())
+}

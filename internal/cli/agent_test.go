@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent"
+)
+
+// agentCP is a minimal control plane for the agent commands: a join token, the credential it
+// issues, status reports, and the node listing. See internal/agent's fake for the full one.
+type agentCP struct {
+	url   string
+	mu    sync.Mutex
+	calls map[string]int    // path -> count
+	auth  map[string]string // path -> last Authorization
+	node  string            // the registered node, "" before
+}
+
+func newAgentCP(t *testing.T) *agentCP {
+	cp := &agentCP{calls: map[string]int{}, auth: map[string]string{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		cp.calls[r.URL.Path]++
+		cp.auth[r.URL.Path] = r.Header.Get("Authorization")
+		auth := r.Header.Get("Authorization")
+		switch {
+		case r.URL.Path == agent.PathReadyz:
+			fmt.Fprint(w, `{"ret":{"ret_code":200,"ret_msg":"ok"}}`)
+		case r.URL.Path == agent.PathRegister && (auth == "Bearer cfj_clitest" || auth == "Bearer cfn_clitest"):
+			var body struct {
+				NodeID string `json:"node_id"`
+			}
+			json.NewDecoder(r.Body).Decode(&body)
+			cp.node = body.NodeID
+			fmt.Fprintf(w, `{"node_id":%q,"healthy":true,"node_credential":"cfn_clitest"}`, body.NodeID)
+		case cp.node != "" && r.URL.Path == agent.PathStatus(cp.node) && auth == "Bearer cfn_clitest":
+			fmt.Fprint(w, `{"healthy":true}`)
+		case cp.node != "" && r.URL.Path == agent.PathNodes+"/"+cp.node:
+			fmt.Fprintf(w, `{"InstanceID":%q,"IP":%q,"Healthy":true}`, cp.node, cp.node)
+		case strings.HasPrefix(r.URL.Path, "/internal/v1/node-agent/"):
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"unauthenticated"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cp.url = srv.URL
+	return cp
+}
+
+func (cp *agentCP) lastAuth(path string) string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.auth[path]
+}
+
+func (cp *agentCP) count(path string) int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.calls[path]
+}
+
+// buildCubefleet builds the cubefleet binary into a temporary directory.
+func buildCubefleet(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cubefleet")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cubefleet/cubefleet/cmd/cubefleet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// agentArgs are the settings of a loopback compute node reporting to cp every 200 ms.
+func agentArgs(t *testing.T, dir, cpURL, listen string) []string {
+	t.Helper()
+	envFile := filepath.Join(dir, "empty.env")
+	tokenFile := filepath.Join(dir, "join.token")
+	os.WriteFile(envFile, nil, 0o600)
+	os.WriteFile(tokenFile, []byte("cfj_clitest\n"), 0o600)
+	return []string{"--env-file", envFile, "--role", "compute", "--control-plane", strings.TrimPrefix(cpURL, "http://"),
+		"--node-ip", "127.0.0.1", "--allow-loopback", "--s3-endpoint", "http://" + listen, "--runtime", "process",
+		"--skip-cidr-conflict-check", "--state-dir", filepath.Join(dir, "state"), "--listen", listen,
+		"--report-period", "200ms", "--join-token-file", tokenFile}
+}
+
+// startAgentProcess runs `cubefleet agent run args...` as a child process.
+func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, *syncBuffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"agent", "run", "--log-format", "json"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd, logs, done
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func wantExit0(t *testing.T, done chan error, logs *syncBuffer) {
+	t.Helper()
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("agent exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the agent did not stop within 10 s\n%s", logs.String())
+	}
+}
+
+// TestAgentProcess runs the built binary's `agent run` against a fake control plane: it
+// registers and reports, `agent check` passes, SIGTERM stops it with exit 0, and
+// `agent down --root` stops it through its PID file.
+func TestAgentProcess(t *testing.T) {
+	bin := buildCubefleet(t)
+	cp := newAgentCP(t)
+	dir := t.TempDir()
+	listen := freeLoopback(t)
+	args := agentArgs(t, dir, cp.url, listen)
+	cmd, logs, done := startAgentProcess(t, bin, dir, args...)
+	status := agent.PathStatus("127.0.0.1")
+	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
+
+	// agent check, in process, with the same settings.
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "10s"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	if code != 0 {
+		t.Fatalf("agent check: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ok    local agent: http://"+listen+"/healthz: ") ||
+		!strings.HasPrefix(lines[2], "ok    node listed: ") || !strings.HasPrefix(lines[3], "ok    S3 endpoint: "+listen) {
+		t.Errorf("agent check output:\n%s", out.String())
+	}
+	out.Reset()
+	if code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "0", "-o", "json"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent check -o json: exit %d", code)
+	}
+	var results []agent.CheckResult
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 || results[0].Status != agent.CheckOK {
+		t.Errorf("agent check -o json: %v\n%s", err, out.String())
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wantExit0(t, done, logs)
+	for _, want := range []string{`"msg":"agent started"`, `"msg":"registered"`, `"msg":"agent stopped"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	for _, secret := range []string{"cfj_clitest", "cfn_clitest"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the log shows a token:\n%s", logs.String())
+		}
+	}
+	if cp.lastAuth(agent.PathRegister) != "Bearer cfj_clitest" || cp.lastAuth(status) != "Bearer cfn_clitest" {
+		t.Errorf("authorization: register %q, status %q", cp.lastAuth(agent.PathRegister), cp.lastAuth(status))
+	}
+
+	// Again, with a PID file under a root, stopped by `agent down --root`.
+	root := t.TempDir()
+	pidFile := filepath.Join(root, agent.PIDFilePath)
+	_, logs, done = startAgentProcess(t, bin, dir, append(args, "--pid-file", pidFile)...)
+	before := cp.count(status)
+	waitUntil(t, "status reports after the restart", func() bool { return cp.count(status) >= before+2 })
+	if _, err := os.Stat(pidFile); err != nil {
+		t.Fatalf("PID file: %v", err)
+	}
+	if cp.lastAuth(agent.PathRegister) != "Bearer cfn_clitest" {
+		t.Errorf("the restarted agent registered with %q, want its stored credential", cp.lastAuth(agent.PathRegister))
+	}
+	out.Reset()
+	if code := Run(context.Background(), []string{"agent", "down", "--root", root}, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent down: exit %d\n%s", code, errOut.String())
+	}
+	wantExit0(t, done, logs)
+	if !strings.Contains(out.String(), "Stopped the agent (process ") {
+		t.Errorf("agent down output: %q", out.String())
+	}
+	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the PID file is still there: %v", err)
+	}
+}
+
+func TestAgentCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	env := filepath.Join(dir, "empty.env")
+	os.WriteFile(env, nil, 0o600)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"agent", "run", "--env-file", env, "--role", "bogus"}, 1, `error: INVALID_INPUT: --role: "bogus" is not a role; set it to compute`},
+		{[]string{"agent", "--env-file", env, "--role", "compute", "--control-plane-ip", "10.0.0.1"}, 1, "error: INVALID_INPUT: CUBE_S3_ENDPOINT: is not set; the sandbox volume plugin depends on S3"},
+		{[]string{"agent", "check", "--env-file", env, "--node-ip", "127.0.0.1"}, 1, "error: INVALID_INPUT: --node-ip: 127.0.0.1 is a loopback address"},
+		{[]string{"agent", "frobnicate"}, 2, `error: unknown command "frobnicate" for "cubefleet agent"`},
+		{[]string{"agent", "run", "--log-format", "xml", "--env-file", env}, 2, "error: --log-format"},
+		{[]string{"agent", "install", "--env-file", filepath.Join(dir, "missing.env")}, 1, "error: INVALID_INPUT: --env-file: env file"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), tc.args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+		if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func TestAgentInstallRoot(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	envFile := filepath.Join(dir, ".env")
+	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\nCUBE_S3_SECRET_ACCESS_KEY=secret\nONE_CLICK_RUN_QUICKCHECK=0\n"), 0o600)
+	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	var out, errOut bytes.Buffer
+	tok := filepath.Join(dir, "join.token")
+	os.WriteFile(tok, []byte("cfj_fromfile\n"), 0o600)
+	args := []string{"agent", "install", "--root", root, "--join-token-file", tok, "--binary", "/usr/local/bin/cubefleet", "--env-file", envFile, "--host-root", hostRoot, "--runtime", "process"}
+	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent install --root: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	env, err := os.ReadFile(filepath.Join(root, agent.InstalledEnvFile))
+	if !strings.Contains(string(env), "CUBEFLEET_JOIN_TOKEN=cfj_fromfile\n") {
+		t.Errorf("the installed env file lacks the join token's value (it came from a file the operator may delete)")
+	}
+	if err != nil || !strings.Contains(string(env), "CUBE_SANDBOX_NODE_IP=10.0.0.5\n") || !strings.Contains(string(env), "CUBEFLEET_RUNTIME=process\n") {
+		t.Errorf("env file: %v\n%s", err, env)
+	}
+	// The node IP was detected from the host's default route, and said so.
+	if !strings.Contains(errOut.String(), "warning: CUBE_SANDBOX_NODE_IP is not set: using 10.0.0.5 from the default route") {
+		t.Errorf("stderr: %q", errOut.String())
+	}
+	if !strings.Contains(out.String(), "Skipped systemctl under --root") {
+		t.Errorf("output: %s", out.String())
+	}
+}

@@ -1,0 +1,462 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+)
+
+// nodeOut is one node as the nodes.* methods return it.
+type nodeOut struct {
+	nodes.View
+	Now int64 `json:"now"`
+}
+
+// nodeListOut is the output of nodes.list.
+type nodeListOut struct {
+	Items            []nodes.View `json:"items"`
+	Now              int64        `json:"now"`
+	HeartbeatTimeout int64        `json:"heartbeatTimeoutMs"`
+	LostAfter        int64        `json:"lostAfterMs"`
+}
+
+func newNodesCmd(stdio IO) *cobra.Command {
+	cmd := groupCmd("nodes", "List, cordon, label and delete compute nodes; make join tokens",
+		`Compute nodes ("Cubes") register with the control plane and report every second: cubefleet
+agents with a join token and then their node credential, stock Cubelets without credentials
+from the networks the server allows (--node-agent-allow-unauthenticated). A node is Ready
+(reported within --node-heartbeat-timeout and Ready), NotReady, Suspect (one timeout
+missed), Down (two) or Lost (silent for --node-lost-after). Only Ready, uncordoned nodes of a
+known pool that run cubefleet agent receive work; a stock Cubelet is registry-only.`)
+	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesLabelCmd(),
+		newNodesDeleteCmd(), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
+	return cmd
+}
+
+func newNodesListCmd() *cobra.Command {
+	var pool, state string
+	cmd := &cobra.Command{
+		Use:   "list [--pool P] [--state S]",
+		Short: "List the nodes: IP, pool, state, age of the last report, microVMs, CPU and memory",
+		Long: `List the registered nodes sorted by id: IP, pool, health state, how long ago the last report
+arrived, microVMs used/max, CPU used/quota in cores and memory used/quota in GiB (the quota is
+what the node offers the scheduler, already overcommitted), and notes (cordoned, registry-only,
+unknown pool). --pool takes a pool id or fleet name, --state one of Ready, NotReady, Suspect,
+Down, Lost.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out nodeListOut
+			if err := call(cmd, "nodes.list", map[string]any{"pool": pool, "state": state}, &out); err != nil {
+				return err
+			}
+			if out.Items == nil {
+				out.Items = []nodes.View{}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, v := range out.Items {
+					rows = append(rows, []string{v.ID, v.IP, poolCell(v), string(v.State), ago(out.Now, v.LastReportAt),
+						mvmCell(v), cpuCell(v), memCell(v), notesCell(v)})
+				}
+				return printTable(w, []string{"NODE", "IP", "POOL", "STATE", "LAST REPORT", "MVM", "CPU", "MEMORY", "NOTES"}, rows)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name)")
+	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state (Ready, NotReady, Suspect, Down, Lost)")
+	return cmd
+}
+
+func poolCell(v nodes.View) string {
+	switch {
+	case v.Pool != "":
+		return v.Pool
+	case v.PoolID != "":
+		return v.PoolID
+	case v.ClusterLabel != "":
+		return v.ClusterLabel + "?"
+	}
+	return "-"
+}
+
+// ago renders the age of a report at now (both Unix ms) as "3s ago", "-" when never.
+func ago(now, at int64) string {
+	if at == 0 {
+		return "-"
+	}
+	d := time.Duration(max(now-at, 0)) * time.Millisecond
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds ago", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+func usedOf(v nodes.View) (cpu, mem, mvm int64) {
+	if v.Allocated != nil {
+		return v.Allocated.MilliCPU, v.Allocated.MemoryMiB, v.Allocated.Mvm
+	}
+	return 0, 0, 0
+}
+
+func mvmCell(v nodes.View) string {
+	_, _, mvm := usedOf(v)
+	return fmt.Sprintf("%d/%d", mvm, v.Quota.MaxMvm)
+}
+
+func cpuCell(v nodes.View) string {
+	cpu, _, _ := usedOf(v)
+	return cores(cpu) + "/" + cores(v.Quota.MilliCPU)
+}
+
+func memCell(v nodes.View) string {
+	_, mem, _ := usedOf(v)
+	return gib(mem) + "/" + gib(v.Quota.MemoryMiB) + "Gi"
+}
+
+// cores renders thousandths of a core as cores with at most one decimal.
+func cores(milli int64) string {
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
+}
+
+// gib renders MiB as GiB with one decimal.
+func gib(mib int64) string {
+	return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64)
+}
+
+func notesCell(v nodes.View) string {
+	var notes []string
+	if v.Cordoned {
+		notes = append(notes, "cordoned")
+	}
+	if v.RegistryOnly {
+		notes = append(notes, "registry-only")
+	}
+	for _, r := range v.UnschedulableReasons {
+		if strings.HasPrefix(r, "unknown pool") || strings.Contains(r, "archived") || strings.Contains(r, "no longer exists") {
+			notes = append(notes, "no pool")
+			break
+		}
+	}
+	return orDash(strings.Join(notes, ","))
+}
+
+func newNodesGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get NODE",
+		Short: "Show one node: health, pool, whether it can receive work and why not, usage, labels",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out nodeOut
+			if err := call(cmd, "nodes.get", map[string]any{"nodeId": args[0]}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error { return printNode(w, out) })
+		},
+	}
+}
+
+// printNode writes one node as "key: value" lines.
+func printNode(w io.Writer, out nodeOut) error {
+	v := out.View
+	agent := "cubefleet agent"
+	if v.RegistryOnly {
+		agent = "stock Cubelet (" + nodes.RegistryOnlyReason + ")"
+	}
+	sched := "yes"
+	if !v.Schedulable {
+		sched = "no: " + strings.Join(v.UnschedulableReasons, "; ")
+	}
+	lines := [][2]string{
+		{"Node", v.ID},
+		{"IP", v.IP},
+		{"Agent", agent},
+		{"Pool", poolCell(v)},
+		{"Cluster label", orDash(v.ClusterLabel)},
+		{"State", string(v.State) + stateSince(out.Now, v.StateSince)},
+		{"Last report", ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + ")"},
+		{"Schedulable", sched},
+		{"Cordoned", cordonCell(v)},
+		{"Registered", formatTime(v.RegisteredAt)},
+		{"Instance type", orDash(v.InstanceType)},
+		{"MicroVMs", mvmCell(v)},
+		{"CPU (cores)", cpuCell(v)},
+		{"Memory", memCell(v)},
+		{"Capacity", fmt.Sprintf("%s cores, %sGi", cores(v.Capacity.MilliCPU), gib(v.Capacity.MemoryMiB))},
+		{"Images", strconv.Itoa(v.Images)},
+		{"Templates", templatesCell(v)},
+		{"Labels", labelsCell(v.Labels)},
+	}
+	if v.DiskUsage != nil {
+		lines = append(lines, [2]string{"Disks", fmt.Sprintf("data %.0f%%, storage %.0f%%, system %.0f%%", v.DiskUsage.Data, v.DiskUsage.Storage, v.DiskUsage.Sys)})
+	}
+	for _, ver := range v.Versions {
+		lines = append(lines, [2]string{"Version", strings.TrimSpace(ver.Component + " " + ver.Version)})
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(w, "%-15s %s\n", l[0]+":", l[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stateSince(now, since int64) string {
+	if since == 0 {
+		return ""
+	}
+	return " (since " + strings.TrimSuffix(ago(now, since), " ago") + ")"
+}
+
+func cordonCell(v nodes.View) string {
+	if !v.Cordoned {
+		return "no"
+	}
+	if v.CordonDetail != "" {
+		return "yes: " + v.CordonDetail
+	}
+	return "yes"
+}
+
+func templatesCell(v nodes.View) string {
+	if v.LocalTemplates == nil {
+		return "not reported"
+	}
+	return orDash(strings.Join(v.LocalTemplates, ", "))
+}
+
+func labelsCell(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + labels[k]
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// nodeAction runs a nodes.* method that returns one node and prints done (or the node as
+// JSON).
+func nodeAction(cmd *cobra.Command, method string, in map[string]any, done string) error {
+	var out nodeOut
+	if err := call(cmd, method, in, &out); err != nil {
+		return err
+	}
+	return render(cmd, out, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, done)
+		return err
+	})
+}
+
+func newNodesCordonCmd() *cobra.Command {
+	var detail string
+	cmd := &cobra.Command{
+		Use:   "cordon NODE [--detail TEXT]",
+		Short: "Cordon a node: it receives no new work (idempotent)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": detail}, "Cordoned node "+args[0]+".")
+		},
+	}
+	cmd.Flags().StringVar(&detail, "detail", "", "why (at most 200 characters)")
+	return cmd
+}
+
+func newNodesUncordonCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "uncordon NODE",
+		Short: "Uncordon a node (idempotent)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return nodeAction(cmd, "nodes.uncordon", map[string]any{"nodeId": args[0]}, "Uncordoned node "+args[0]+".")
+		},
+	}
+}
+
+func newNodesLabelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "label NODE KEY=VALUE... KEY-...",
+		Short: "Set (KEY=VALUE) and remove (KEY-) a node's labels",
+		Long: `Set labels with KEY=VALUE (merged into the node's labels) and remove them with KEY-. Keys are
+[prefix/]name as in Kubernetes; a node carries at most 64 labels. The isolation label is
+changed only by cordon and uncordon.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef("label takes NODE and at least one KEY=VALUE or KEY-")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set := map[string]string{}
+			var remove []string
+			for _, a := range args[1:] {
+				if k, v, ok := strings.Cut(a, "="); ok {
+					set[k] = v
+				} else if k, ok := strings.CutSuffix(a, "-"); ok && k != "" {
+					remove = append(remove, k)
+				} else {
+					return usagef("%q: want KEY=VALUE to set a label or KEY- to remove one", a)
+				}
+			}
+			return nodeAction(cmd, "nodes.label", map[string]any{"nodeId": args[0], "set": set, "remove": remove}, "Labelled node "+args[0]+".")
+		},
+	}
+}
+
+func newNodesDeleteCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete NODE [--force]",
+		Short: "Delete a cordoned node and revoke its credential",
+		Long: `Delete a node from the registry and revoke its node credential: its agent is refused from
+then on and joins again only with a new join token (a stock Cubelet registers again when it
+restarts). The node must be cordoned; without --force it must also be Ready and run no
+sandboxes.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": args[0], "force": force}, "Deleted node "+args[0]+".")
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes")
+	return cmd
+}
+
+func newNodesJoinTokenCmd(stdio IO) *cobra.Command {
+	cmd := groupCmd("join-token", "Make join tokens for cubefleet agent", "")
+	cmd.AddCommand(newNodesJoinTokenCreateCmd(stdio))
+	return cmd
+}
+
+func newNodesJoinTokenCreateCmd(stdio IO) *cobra.Command {
+	var pool, ip string
+	var uses int
+	var ttl time.Duration
+	var anyIP bool
+	cmd := &cobra.Command{
+		Use:   "create --pool P [--uses 1] [--ttl 1h] [--ip A.B.C.D | --any-ip]",
+		Short: "Create a join token and print it once",
+		Long: `Create a join token for "cubefleet agent" and print it on stdout, shown only this once. The
+node that registers with it joins --pool (a pool id or fleet name) and receives its own node
+credential. The token allows --uses registrations (default 1), expires after --ttl (default
+1h, at most 168h), and is accepted only from --ip; without --ip it binds itself to the address
+of its first use, unless --any-ip. A join token never takes over a registered node.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if ttl < time.Second {
+				return usagef("--ttl %s: want at least 1s", ttl)
+			}
+			in := map[string]any{"pool": pool, "uses": uses, "ttlSeconds": int64(ttl / time.Second), "ip": ip, "anyIp": anyIP}
+			var out struct {
+				JoinToken nodes.JoinToken `json:"joinToken"`
+				Token     string          `json:"token"`
+			}
+			if err := call(cmd, "nodes.joinTokens.create", in, &out); err != nil {
+				return err
+			}
+			bound := "bound to the address of its first use"
+			switch {
+			case out.JoinToken.IP != "":
+				bound = "accepted only from " + out.JoinToken.IP
+			case out.JoinToken.AnyIP:
+				bound = "accepted from any address"
+			}
+			fmt.Fprintf(stdio.Err, "warning: join token %s for pool %s (%d use(s), %s, expires %s) is shown only this once.\n",
+				out.JoinToken.ID, poolName(out.JoinToken), out.JoinToken.Uses, bound, formatTime(out.JoinToken.ExpiresAt))
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, out.Token)
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&pool, "pool", "", "pool the node joins (id or fleet name)")
+	f.IntVar(&uses, "uses", 1, "how many registrations the token allows")
+	f.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
+	f.StringVar(&ip, "ip", "", "the only address the token is accepted from")
+	f.BoolVar(&anyIP, "any-ip", false, "accept the token from any address (for --uses > 1 across hosts)")
+	cmd.MarkFlagRequired("pool")
+	cmd.MarkFlagsMutuallyExclusive("ip", "any-ip")
+	return cmd
+}
+
+func poolName(t nodes.JoinToken) string {
+	if t.Pool != "" {
+		return t.Pool
+	}
+	return t.PoolID
+}
+
+func newNodesEventsCmd() *cobra.Command {
+	var typ string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "events [NODE] [--type node.lost] [--limit N]",
+		Short: "List node lifecycle events (joined, suspect, down, lost, recovered, cordoned, ...), oldest first",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("events takes at most one NODE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			if typ == "" {
+				typ = "node."
+			}
+			subject := ""
+			if len(args) == 1 {
+				subject = args[0]
+			}
+			var items []events.Event
+			cursor := ""
+			for len(items) < limit {
+				var page struct {
+					Items      []events.Event `json:"items"`
+					NextCursor string         `json:"nextCursor"`
+				}
+				in := map[string]any{"type": typ, "subject": subject, "limit": min(limit-len(items), 1000), "cursor": cursor}
+				if err := call(cmd, "events.list", in, &page); err != nil {
+					return err
+				}
+				items = append(items, page.Items...)
+				if page.NextCursor == "" {
+					break
+				}
+				cursor = page.NextCursor
+			}
+			out := struct {
+				Items []events.Event `json:"items"`
+			}{Items: items}
+			if out.Items == nil {
+				out.Items = []events.Event{}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(items))
+				for _, e := range items {
+					rows = append(rows, []string{formatTime(e.At), e.Type, e.Subject, string(e.Data)})
+				}
+				return printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&typ, "type", "", "only events of this type (node.lost) or prefix (node.)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	return cmd
+}

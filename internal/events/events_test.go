@@ -1,0 +1,72 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+func TestAppendAndList(t *testing.T) {
+	storetest.Each(t, []store.Module{events.Module}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		var evs []events.Event
+		for i := range 120 {
+			typ := "node.suspect"
+			if i%3 == 0 {
+				typ = "node.lost"
+			}
+			evs = append(evs, events.Event{At: int64(1000 + i), TenantID: "root", Type: typ, Subject: fmt.Sprintf("10.0.0.%d", i%4),
+				Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		}
+		evs = append(evs, events.Event{At: 5000, TenantID: "acme", Type: "node.lost", Subject: "x"})
+		if err := events.Append(ctx, db, evs...); err != nil {
+			t.Fatal(err)
+		}
+		// Paging returns every root event once, oldest first.
+		var got []events.Event
+		cursor := ""
+		for {
+			page, next, err := events.List(ctx, db, events.Filter{TenantID: "root", Limit: 50, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page...)
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if len(got) != 120 {
+			t.Fatalf("got %d events, want 120", len(got))
+		}
+		for i, e := range got {
+			if e.At != int64(1000+i) || string(e.Data) != fmt.Sprintf(`{"i":%d}`, i) {
+				t.Fatalf("event %d = %+v", i, e)
+			}
+		}
+		for _, c := range []struct {
+			f    events.Filter
+			want int
+		}{
+			{events.Filter{TenantID: "root", Type: "node.lost"}, 40},
+			{events.Filter{TenantID: "root", Type: "node."}, 100}, // default limit
+			{events.Filter{TenantID: "root", Type: "node.", Limit: 1000}, 120},
+			{events.Filter{TenantID: "root", Subject: "10.0.0.1", Limit: 1000}, 30},
+			{events.Filter{TenantID: "root", Since: 1100, Limit: 1000}, 20},
+			{events.Filter{TenantID: "acme"}, 1},
+			{events.Filter{TenantID: "root", Type: "sandbox."}, 0},
+		} {
+			page, _, err := events.List(ctx, db, c.f)
+			if err != nil || len(page) != c.want {
+				t.Errorf("List(%+v) = %d events (%v), want %d", c.f, len(page), err, c.want)
+			}
+		}
+	})
+}

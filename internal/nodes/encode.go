@@ -1,0 +1,299 @@
+package nodes
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// A node's JSON (NodeSnapshot for the node-agent and isolation/label answers, SchedulerNode
+// for /internal/v1/nodes) is appended by hand, without reflection: the nested objects a node
+// reports (labels, images, templates, versions, host facts) are kept as canonical compact JSON,
+// re-encoded only when they change, and copied in; the SchedulerNode's fields that change only
+// with the registration are kept encoded too (n.schedule, about 1.5 KB), so listing 10,000 nodes
+// is mostly copying.
+
+// canonical is v as compact JSON with sorted map keys (encoding/json), for the cached parts.
+func canonical(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil { // cannot happen: plain values only
+		return []byte("null")
+	}
+	return b
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// setLabels replaces n's labels. Requires n.mu.
+func (n *node) setLabels(labels map[string]string) {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	n.labels, n.labelsJSON, n.schedule = labels, canonical(labels), nil
+}
+
+// setImages replaces n's image inventory. Requires n.mu.
+func (n *node) setImages(images []Image) {
+	n.imagesJSON, n.imageCount = canonical(nonNil(images)), len(images)
+}
+
+// setTemplates replaces n's template inventory. Requires n.mu.
+func (n *node) setTemplates(tpls []LocalTemplate) {
+	n.templatesJSON, n.schedule = canonical(nonNil(tpls)), nil
+	n.templateIDs = make([]string, len(tpls))
+	for i, t := range tpls {
+		n.templateIDs[i] = t.TemplateID
+	}
+}
+
+// setVersions replaces n's component versions. Requires n.mu.
+func (n *node) setVersions(v []Version) {
+	n.versions, n.versionsJSON, n.schedule = v, canonical(nonNil(v)), nil
+}
+
+// setHostFacts replaces n's host facts. Requires n.mu.
+func (n *node) setHostFacts(h HostFacts) {
+	n.hostFacts, n.hostFactsJSON, n.schedule = h, canonical(h), nil
+}
+
+// orEmpty returns cached JSON, or empty when it was never set.
+func orEmpty(b []byte, empty string) []byte {
+	if b == nil {
+		return []byte(empty)
+	}
+	return b
+}
+
+func appendResources(dst []byte, key string, r Resources) []byte {
+	dst = appendKey(dst, key)
+	dst = append(dst, `{"milli_cpu":`...)
+	dst = strconv.AppendInt(dst, r.MilliCPU, 10)
+	dst = appendIntField(dst, "memory_mb", r.MemoryMB)
+	return append(dst, '}')
+}
+
+func appendStringField(dst []byte, key, v string) []byte {
+	return appendString(appendKey(dst, key), v)
+}
+
+func appendRawField(dst []byte, key string, raw []byte) []byte {
+	return append(appendKey(dst, key), raw...)
+}
+
+// appendSnapshot appends n's NodeSnapshot (spec §2.3) at now. Requires n.mu.
+func (r *Registry) appendSnapshot(dst []byte, n *node, now int64) []byte {
+	s := r.health(n, now)
+	dst = append(dst, `{"node_id":`...)
+	dst = appendString(dst, n.id)
+	dst = appendStringField(dst, "host_ip", n.hostIP)
+	dst = appendIntField(dst, "grpc_port", n.grpcPort)
+	dst = appendRawField(dst, "labels", orEmpty(n.labelsJSON, "{}"))
+	dst = appendResources(dst, "capacity", n.capacity)
+	dst = appendResources(dst, "allocatable", n.allocatable)
+	dst = appendStringField(dst, "instance_type", n.instanceType)
+	dst = appendStringField(dst, "cluster_label", n.clusterLabel)
+	dst = appendIntField(dst, "quota_cpu", n.quotaCPU)
+	dst = appendIntField(dst, "quota_mem_mb", n.quotaMemMB)
+	dst = appendIntField(dst, "create_concurrent_num", n.createConcurrent)
+	dst = appendIntField(dst, "max_mvm_num", n.maxMvm)
+	if n.pausedRatio != nil {
+		dst = appendFloatField(dst, "paused_release_ratio", *n.pausedRatio)
+	}
+	dst = appendRawField(dst, "images", orEmpty(n.imagesJSON, "[]"))
+	dst = appendRawField(dst, "local_templates", orEmpty(n.templatesJSON, "[]"))
+	dst = appendBoolField(dst, "local_templates_reported", n.templatesReported)
+	dst = appendRawField(dst, "versions", orEmpty(n.versionsJSON, "[]"))
+	dst = appendRawField(dst, "host_facts", orEmpty(n.hostFactsJSON, "{}"))
+	dst = appendBoolField(dst, "scheduling_disabled", n.cordoned())
+	dst = append(dst, `,"conditions":`...)
+	dst = appendConditions(dst, n.conditions)
+	dst = appendTimeField(dst, "heartbeat_time", n.heartbeatAt)
+	dst = appendBoolField(dst, "healthy", s == StateReady)
+	dst = appendBoolField(dst, "reported_ready", n.ready)
+	if reason := unhealthyReason(s); reason != "" {
+		dst = appendStringField(dst, "unhealthy_reason", reason)
+	}
+	dst = append(dst, `,"score":0`...)
+	dst = appendTimeField(dst, "metric_update", n.metricAt)
+	dst = appendTimeField(dst, "metric_local_update_at", n.metricLocalAt)
+	a, d := n.allocated, n.diskUsage
+	dst = appendIntField(dst, "quota_cpu_usage", a.MilliCPU)
+	dst = appendIntField(dst, "quota_mem_mb_usage", a.MemoryMB)
+	dst = appendIntField(dst, "mvm_num", a.MvmNum)
+	dst = appendIntField(dst, "nic_queues", a.NICQueues)
+	dst = appendFloatField(dst, "data_disk_usage_per", d.DataDiskUsagePer)
+	dst = appendFloatField(dst, "storage_disk_usage_per", d.StorageDiskUsagePer)
+	dst = appendFloatField(dst, "sys_disk_usage_per", d.SysDiskUsagePer)
+	return append(dst, '}')
+}
+
+// appendScheduler appends n's SchedulerNode (CubeMaster's node.Node, spec §2.2: PascalCase
+// except uuid, mvm_num and nic_queues; LocalTemplates only once the node reported its
+// inventory) at now; scoreOnly gives the reduced view of ?score_only=true. Requires n.mu.
+func (r *Registry) appendScheduler(dst []byte, n *node, now int64, scoreOnly bool) []byte {
+	if scoreOnly {
+		dst = append(dst, `{"InstanceID":`...)
+		dst = appendString(dst, n.id)
+		dst = append(dst, `,"Score":0`...)
+		dst = appendTimeField(dst, "MetricUpdateAt", n.metricAt)
+		dst = appendTimeField(dst, "MetricLocalUpdateAt", n.metricLocalAt)
+		dst = appendTimeField(dst, "MetaDataUpdateAt", n.heartbeatAt)
+		return append(dst, '}')
+	}
+	dst = append(dst, n.staticScheduler()...)
+	s := r.health(n, now)
+	if n.ready {
+		dst = append(dst, `,"ReportedReady":true`...)
+	}
+	dst = appendBoolField(dst, "Healthy", s == StateReady)
+	if reason := unhealthyReason(s); reason != "" {
+		dst = appendStringField(dst, "UnhealthyReason", reason)
+	}
+	dst = appendTimeField(dst, "MetaDataUpdateAt", n.heartbeatAt)
+	dst = appendTimeField(dst, "MetricUpdateAt", n.metricAt)
+	dst = appendTimeField(dst, "MetricLocalUpdateAt", n.metricLocalAt)
+	a, d := n.allocated, n.diskUsage
+	dst = appendIntField(dst, "QuotaCpuUsage", a.MilliCPU)
+	dst = appendIntField(dst, "QuotaMemUsage", a.MemoryMB)
+	dst = appendIntField(dst, "mvm_num", a.MvmNum)
+	dst = appendIntField(dst, "nic_queues", a.NICQueues)
+	dst = appendFloatField(dst, "DataDiskUsagePer", d.DataDiskUsagePer)
+	dst = appendFloatField(dst, "StorageDiskUsagePer", d.StorageDiskUsagePer)
+	dst = appendFloatField(dst, "SysDiskUsagePer", d.SysDiskUsagePer)
+	dst = append(dst, `,"CpuUtil":0,"CpuLoadUsage":0,"MemUsage":0,"RealTimeCreateNum":0,"LocalCreateNum":0,"Score":0}`...)
+	return dst
+}
+
+// staticScheduler returns the SchedulerNode fields of n that change only with its registration,
+// labels or inventory, encoded once and kept until one of them changes. Requires n.mu.
+func (n *node) staticScheduler() []byte {
+	if n.schedule != nil {
+		return n.schedule
+	}
+	instanceType := n.instanceType
+	if instanceType == "" {
+		instanceType = "default"
+	}
+	dst := make([]byte, 0, 1024)
+	dst = append(dst, `{"InstanceID":`...)
+	dst = appendString(dst, n.id)
+	dst = appendStringField(dst, "uuid", n.id)
+	dst = appendStringField(dst, "IP", n.hostIP)
+	dst = appendIntField(dst, "CpuTotal", n.capacity.MilliCPU/1000)
+	dst = appendIntField(dst, "MemMBTotal", n.capacity.MemoryMB)
+	dst = appendIntField(dst, "QuotaCpu", quotaCPU(n))
+	dst = appendIntField(dst, "QuotaMem", quotaMem(n))
+	dst = appendStringField(dst, "ClusterLabel", n.clusterLabel)
+	dst = appendStringField(dst, "OssClusterLabel", n.clusterLabel)
+	dst = appendStringField(dst, "InstanceType", instanceType)
+	dst = append(dst, `,"HostStatus":"RUNNING"`...)
+	dst = appendIntField(dst, "CreateConcurrentNum", n.createConcurrent)
+	dst = appendIntField(dst, "MaxMvmLimit", n.maxMvm)
+	dst = appendRawField(dst, "NodeLabels", orEmpty(n.labelsJSON, "{}"))
+	dst = appendBoolField(dst, "SchedulingDisabled", n.cordoned())
+	if n.templatesReported {
+		dst = append(dst, `,"LocalTemplates":[`...)
+		for i, id := range n.templateIDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, id)
+		}
+		dst = append(dst, ']')
+	}
+	dst = appendBoolField(dst, "LocalTemplatesReported", n.templatesReported)
+	dst = appendRawField(dst, "Versions", orEmpty(n.versionsJSON, "[]"))
+	dst = appendRawField(dst, "HostFacts", orEmpty(n.hostFactsJSON, "{}"))
+	n.schedule = dst
+	return dst
+}
+
+func appendConditions(dst []byte, cs []Condition) []byte {
+	dst = append(dst, '[')
+	for i, c := range cs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"type":`...)
+		dst = appendString(dst, c.Type)
+		dst = append(dst, `,"status":`...)
+		dst = appendString(dst, c.Status)
+		dst = appendOptString(dst, "lastHeartbeatTime", c.LastHeartbeatTime)
+		dst = appendOptString(dst, "lastTransitionTime", c.LastTransitionTime)
+		dst = appendOptString(dst, "reason", c.Reason)
+		dst = appendOptString(dst, "message", c.Message)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func appendString(dst []byte, s string) []byte {
+	out, err := jsontext.AppendQuote(dst, s)
+	if err != nil { // invalid UTF-8 never gets past the decoder
+		return append(dst, `""`...)
+	}
+	return out
+}
+
+func appendOptString(dst []byte, key, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	dst = append(dst, ',', '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	return appendString(dst, s)
+}
+
+func appendKey(dst []byte, key string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, key...)
+	return append(dst, '"', ':')
+}
+
+func appendBoolField(dst []byte, key string, v bool) []byte {
+	dst = appendKey(dst, key)
+	return strconv.AppendBool(dst, v)
+}
+
+func appendIntField(dst []byte, key string, v int64) []byte {
+	dst = appendKey(dst, key)
+	return strconv.AppendInt(dst, v, 10)
+}
+
+// appendFloatField appends a float the way encoding/json writes it.
+func appendFloatField(dst []byte, key string, v float64) []byte {
+	return appendFloat(appendKey(dst, key), v)
+}
+
+func appendFloat(dst []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(dst, '0')
+	}
+	format := byte('f')
+	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(dst, v, format, -1, 64)
+}
+
+// appendTimeField appends a Unix-ms time as RFC 3339 in UTC (Go's zero time for 0, as Go's
+// encoder writes an unset time.Time).
+func appendTimeField(dst []byte, key string, ms int64) []byte {
+	dst = appendKey(dst, key)
+	dst = append(dst, '"')
+	if ms == 0 {
+		dst = append(dst, "0001-01-01T00:00:00Z"...)
+	} else {
+		dst = time.UnixMilli(ms).UTC().AppendFormat(dst, time.RFC3339Nano)
+	}
+	return append(dst, '"')
+}

@@ -1,0 +1,92 @@
+package nodes
+
+import (
+	"encoding/json"
+	"hash/maphash"
+	"testing"
+	"time"
+)
+
+// fuzzRegistry is a registry without a database: enough to apply reports and encode answers.
+func fuzzRegistry() *Registry {
+	r := &Registry{seed: maphash.MakeSeed(), cfg: Config{HeartbeatTimeout: DefaultHeartbeatTimeout, LostAfter: DefaultLostAfter,
+		Now: func() time.Time { return time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC) }}}
+	r.pools.Store(&poolIndex{})
+	return r
+}
+
+func addSeeds(f *testing.F, files ...string) {
+	for _, name := range files {
+		f.Add(testdata(f, name))
+	}
+	for _, s := range []string{
+		``, `{}`, `null`, `[]`, `{"node_id":""}`, `{"node_id":"a/b"}`, `{"labels":{"a":1}}`, `{"NODE_ID":"x","LABELS":{"k":"v"}}`,
+		`{"node_id":"x","node_id":"y"}`, `{"local_templates":null,"images":[],"quota":{}}`, `{"heartbeat_time":"0001-01-01T00:00:00Z"}`,
+		`{"host_facts":{"kvm_module_scanned":false}}`, `{"versions":[{"component":"a"}],"inventory_incomplete":true}`,
+		"{\"requestID\":\"\xff\"}", `{"allocated":{"mvm_num":1e30}}`, `{"disk_usage":{"sys_disk_usage_per":-1e308}}`,
+	} {
+		f.Add([]byte(s))
+	}
+}
+
+// FuzzDecodeRegister: no register body panics the decoder or the registration rules, and an
+// accepted one always answers valid JSON.
+func FuzzDecodeRegister(f *testing.F) {
+	addSeeds(f, "register.json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeRegister(body)
+		if err != nil {
+			return
+		}
+		r := fuzzRegistry()
+		labels := mergeLabels(map[string]string{ReservedLabel: "true"}, req.Labels)
+		if checkLabels(labels) != nil {
+			return
+		}
+		n := &node{id: req.NodeID}
+		r.applyRegistration(n, req, labels, r.now())
+		if out := r.appendSnapshot(nil, n, r.now()); !json.Valid(out) {
+			t.Fatalf("invalid snapshot %s", out)
+		}
+		if out := r.appendScheduler(nil, n, r.now(), false); !json.Valid(out) {
+			t.Fatalf("invalid scheduler node %s", out)
+		}
+	})
+}
+
+// FuzzDecodeStatus: no status body panics the decoder or applying it, a rejected report
+// changes nothing, and an accepted one always answers valid JSON.
+func FuzzDecodeStatus(f *testing.F) {
+	addSeeds(f, "status.json")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := fuzzRegistry()
+		n := &node{id: "10.0.0.7", hostIP: "10.0.0.7", labels: map[string]string{}}
+		var dc decoder
+		dc.buf.Write(body)
+		var req StatusRequest
+		if err := decodeStatus(&dc, &req); err != nil {
+			return
+		}
+		before := r.appendSnapshot(nil, n, r.now())
+		if _, err := r.applyStatus(n, &req, r.now()); err != nil {
+			if after := r.appendSnapshot(nil, n, r.now()); string(after) != string(before) {
+				t.Fatalf("a refused report changed the node:\n%s\n%s", before, after)
+			}
+			return
+		}
+		if out := r.appendSnapshot(nil, n, r.now()); !json.Valid(out) {
+			t.Fatalf("invalid snapshot %s", out)
+		}
+		if out := r.appendScheduler(nil, n, r.now(), false); !json.Valid(out) {
+			t.Fatalf("invalid scheduler node %s", out)
+		}
+		// The same report again decodes nothing and changes nothing.
+		again := r.appendSnapshot(nil, n, r.now())
+		if _, err := r.applyStatus(n, &req, r.now()); err != nil {
+			t.Fatal(err)
+		}
+		if out := r.appendSnapshot(nil, n, r.now()); string(out) != string(again) {
+			t.Fatalf("a repeated report changed the node:\n%s\n%s", again, out)
+		}
+	})
+}
