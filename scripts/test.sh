@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: vet, then every package's tests against real SQLite and a throwaway
-# PostgreSQL cluster (started by the tests themselves with initdb/pg_ctl on 127.0.0.1).
-# Installs PostgreSQL with apt-get when the machine lacks it.
+# PostgreSQL cluster (started by the tests themselves with initdb/pg_ctl on 127.0.0.1), plus the
+# multi-host test in network namespaces when run as root. Installs PostgreSQL (and iproute2) with
+# apt-get when the machine lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,12 @@ if ! command -v initdb >/dev/null 2>&1; then
     pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
   fi
   export PATH="$pgbin:$PATH"
+fi
+
+# The multi-host test puts agents in network namespaces of its own (ip from iproute2, as root).
+if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null 2>&1; then
+  echo "Installing iproute2 (the multi-host test makes its own network namespaces)..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
 fi
 
 go vet ./...
