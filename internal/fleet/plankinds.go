@@ -10,8 +10,15 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 )
 
+// ownByName finds the tenant's live provider account or template called name.
 func (b *builder) ownByName(kind, name string) (compute.Object, bool) {
-	for _, o := range b.st.own[kind] {
+	o, ok := b.st.named[kind][name]
+	return o, ok
+}
+
+// flavorOn finds the live flavor called name on pool poolID (the tenant's own, or offered).
+func (b *builder) flavorOn(poolID, name string) (compute.Object, bool) {
+	for _, o := range b.st.children[compute.KindFlavor][poolID] {
 		if o.Name == name {
 			return o, true
 		}
@@ -204,10 +211,8 @@ func (b *builder) children(kind, poolID string, name func(compute.Object) string
 	if poolID == "" {
 		return out
 	}
-	for _, o := range b.st.own[kind] {
-		if o.ParentID == poolID {
-			out[name(o)] = o
-		}
+	for _, o := range b.st.children[kind][poolID] {
+		out[name(o)] = o
 	}
 	return out
 }
@@ -304,11 +309,8 @@ func (b *builder) flavors(doc *document.Document) error {
 		var existing compute.Object
 		found := false
 		if ok && cubefleet.IsID(poolRef, "pool") {
-			for _, o := range b.st.own[compute.KindFlavor] {
-				if o.ParentID == poolRef && o.Name == d.Name {
-					existing, found = o, true
-				}
-			}
+			existing, found = b.flavorOn(poolRef, d.Name)
+			found = found && existing.TenantID == b.tenant
 		}
 		if found {
 			b.matched[existing.ID] = true
@@ -353,13 +355,9 @@ func (b *builder) resolveFlavor(poolRef, name, who string) (string, bool) {
 	if ref, ok := b.flavorRef[poolRef+"/"+name]; ok {
 		return ref, true
 	}
-	for _, list := range [][]compute.Object{b.st.own[compute.KindFlavor], b.st.related.OfferedFlavors} {
-		for _, o := range list {
-			if o.ParentID == poolRef && o.Name == name {
-				b.usedBy(o.ID, who)
-				return o.ID, true
-			}
-		}
+	if o, ok := b.flavorOn(poolRef, name); ok {
+		b.usedBy(o.ID, who)
+		return o.ID, true
 	}
 	return "", false
 }

@@ -14,7 +14,12 @@ import (
 type state struct {
 	tenantID string
 	own      map[string][]compute.Object // kind -> the tenant's live objects, by id
-	byID     map[string]compute.Object   // every loaded object, by id
+	// Indexes of own, so matching a document at the limits stays linear: kind -> name -> object
+	// for provider accounts and templates; kind -> pool id -> objects for owner quotas, offers
+	// and flavors (offered pools' flavors included).
+	named    map[string]map[string]compute.Object
+	children map[string]map[string][]compute.Object
+	byID     map[string]compute.Object // every loaded object, by id
 	names    map[string]map[string]string
 	idName   map[string]string // site/pool id -> fleet name
 	tenants  map[string]bool
@@ -28,10 +33,19 @@ func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, e
 	if err != nil {
 		return nil, err
 	}
+	st.named = map[string]map[string]compute.Object{compute.KindProviderAccount: {}, compute.KindSandboxTemplate: {}}
+	st.children = map[string]map[string][]compute.Object{compute.KindOwnerQuota: {}, compute.KindOffer: {}, compute.KindFlavor: {}}
 	for _, o := range objs {
 		st.byID[o.ID] = o
-		if !o.Archived() {
-			st.own[o.Kind] = append(st.own[o.Kind], o)
+		if o.Archived() {
+			continue
+		}
+		st.own[o.Kind] = append(st.own[o.Kind], o)
+		if byName, ok := st.named[o.Kind]; ok {
+			byName[o.Name] = o
+		}
+		if byPool, ok := st.children[o.Kind]; ok {
+			byPool[o.ParentID] = append(byPool[o.ParentID], o)
 		}
 	}
 	if st.names, err = tenantNames(ctx, q, tenantID); err != nil {
@@ -49,6 +63,9 @@ func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, e
 		for _, o := range list {
 			st.byID[o.ID] = o
 		}
+	}
+	for _, o := range st.related.OfferedFlavors {
+		st.children[compute.KindFlavor][o.ParentID] = append(st.children[compute.KindFlavor][o.ParentID], o)
 	}
 	tenants, err := iam.ListTenants(ctx, q)
 	if err != nil {
