@@ -406,6 +406,15 @@ func AdminGrants() []Grant {
 	return out
 }
 
+// Initialized reports whether the root tenant has a principal (Bootstrap or `server init` ran).
+func Initialized(ctx context.Context, q store.Querier) (bool, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM iam_principals WHERE tenant_id = $1`, RootTenant).Scan(&n); err != nil {
+		return false, fmt.Errorf("check initialization: %w", err)
+	}
+	return n > 0, nil
+}
+
 // ErrInitialized is returned by Bootstrap when the root tenant already has a principal.
 var ErrInitialized = errors.New("already initialized: the root tenant has principals")
 

@@ -1,6 +1,11 @@
 package server
 
 import (
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,5 +101,22 @@ func TestAnotherSecretsKeyIsRefused(t *testing.T) {
 	_, err := New(t.Context(), Config{DB: db, DataDir: t.TempDir(), Listen: "127.0.0.1:0"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "secrets.key") {
 		t.Fatalf("a second data directory's key = %v, want a refusal naming secrets.key", err)
+	}
+}
+
+func TestATakenPortWritesNothing(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, err := New(t.Context(), Config{Dev: true, DataDir: dir, Listen: taken.Addr().String()}, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("New on a taken port succeeded")
+	}
+	for _, f := range []string{AdminTokenFile, DBFile, SecretsKeyFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists after a failed start (%v)", f, err)
+		}
 	}
 }

@@ -233,6 +233,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		log.Warn("the data dir is open to other users; run chmod 700 on it", "data_dir", cfg.DataDir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
 	s := &Server{cfg: cfg, log: log, db: cfg.DB}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	// Listen first: a taken port or a bad address fails before anything is written.
+	var err error
+	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.InternalListen != "" {
+		if s.inLn, err = net.Listen("tcp", cfg.InternalListen); err != nil {
+			return nil, fmt.Errorf("internal listen: %w", err)
+		}
+	}
 	if s.db == nil {
 		db, err := store.Open(ctx, cfg.Database)
 		if err != nil {
@@ -240,12 +256,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 		s.db, s.ownsDB = db, true
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			s.Close()
-		}
-	}()
 	if err := s.db.Migrate(ctx, Modules()...); err != nil {
 		return nil, err
 	}
@@ -284,17 +294,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		if err := s.bootstrapDev(ctx); err != nil {
 			return nil, err
 		}
+	} else if ready, err := iam.Initialized(ctx, s.db); err != nil {
+		return nil, err
+	} else if !ready {
+		log.Warn("this control plane has no administrator yet, so every API call will be refused: run `cubefleet server init --token-out FILE` with the same --data-dir and --database first (or --dev on a laptop)")
 	}
 	s.metrics = newMetrics(s.db)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
-	s.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
 	if cfg.InternalListen != "" {
-		if s.inLn, err = net.Listen("tcp", cfg.InternalListen); err != nil {
-			return nil, fmt.Errorf("internal listen: %w", err)
-		}
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
 			ReadHeaderTimeout: 10 * time.Second,
