@@ -251,6 +251,8 @@ func (r *Registry) handleRegister(w http.ResponseWriter, req *http.Request) {
 // handleStatus is POST .../nodes/{node_id}/status (spec §1.4), the hot path: no database
 // access, no global lock while encoding, a pooled decoder and buffers.
 func (r *Registry) handleStatus(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
+	defer func() { r.m.reportTime.Observe(time.Since(start).Seconds()) }()
 	ctx := req.Context()
 	id := req.PathValue("node_id")
 	peer := peerAddr(req)
@@ -474,7 +476,9 @@ func (r *Registry) handleList(w http.ResponseWriter, req *http.Request) {
 	}
 	q := req.URL.Query()
 	if !q.Has("ids") && !q.Has("score_only") {
-		writeRaw(w, http.StatusOK, r.cachedList())
+		s := r.cachedList()
+		defer s.mu.RUnlock()
+		writeRaw(w, http.StatusOK, s.body)
 		return
 	}
 	scoreOnly := q.Get("score_only") == "true"
@@ -527,65 +531,98 @@ func (r *Registry) appendList(out []byte, want map[string]bool, scoreOnly bool) 
 // kept encoded: a GET answers it while it reflects the current set of nodes and their static
 // fields (listGen) and is at most listMaxAge old, and while someone has read it in the last
 // listKeepWarm the registry's loop rebuilds it every listRefresh, off the request path. A node
-// added, removed, cordoned, relabelled or changing state makes the next GET build afresh.
+// added, removed, cordoned, relabelled or changing state makes the next GET build afresh. Two
+// buffers take turns (some 18 MB each for 10,000 nodes), so rebuilding makes no garbage.
 const (
-	listMaxAge   = time.Second
-	listRefresh  = 500 * time.Millisecond
-	listKeepWarm = 10 * time.Second
+	// listBytesPerNode is the room a listed node's JSON takes (a Cubelet's is some 1.8 KB).
+	listBytesPerNode = 2048
+	listMaxAge       = time.Second
+	listRefresh      = 500 * time.Millisecond
+	listKeepWarm     = 10 * time.Second
 )
 
-// listCache is the encoded full list. Its bytes are never written again once stored, so a
-// reader may write them out without a lock.
+// listCache is the encoded full list: the current snapshot and a spare buffer.
 type listCache struct {
-	mu       sync.Mutex // serializes builds
+	build    sync.Mutex // serializes builds; guards spare
 	cur      atomic.Pointer[listSnapshot]
+	spare    *listSnapshot
 	lastRead atomic.Int64 // Unix nanoseconds of the last GET of the full list
 }
 
+// listSnapshot is one encoded list. Readers hold mu (shared) while they write body out; a
+// build holds it (exclusive) while it refills a spare snapshot.
 type listSnapshot struct {
+	mu   sync.RWMutex
 	gen  uint64
 	at   time.Time
 	body []byte
 }
 
-// cachedList returns the full list, from the cache when it is current.
-func (r *Registry) cachedList() []byte {
-	r.listing.lastRead.Store(time.Now().UnixNano())
-	if s := r.listing.cur.Load(); s != nil && s.gen == r.listGen.Load() && time.Since(s.at) <= listMaxAge {
-		return s.body
-	}
-	return r.buildList(false).body
+func (s *listSnapshot) fresh(gen uint64, maxAge time.Duration) bool {
+	return s.gen == gen && time.Since(s.at) <= maxAge
 }
 
-// buildList encodes the full list and stores it. Concurrent callers share one build; refresh
-// (the background loop) builds only when the cache is older than listRefresh.
-func (r *Registry) buildList(refresh bool) *listSnapshot {
-	r.listing.mu.Lock()
-	defer r.listing.mu.Unlock()
-	gen := r.listGen.Load()
-	if s := r.listing.cur.Load(); s != nil && s.gen == gen {
-		if age := time.Since(s.at); age <= listMaxAge && (!refresh || age < listRefresh) {
-			return s // built while this caller waited
-		}
-	}
-	size := 64
+// cachedList returns the full list, from the cache when it is current, read-locked: the caller
+// writes s.body out and then calls s.mu.RUnlock.
+func (r *Registry) cachedList() *listSnapshot {
+	r.listing.lastRead.Store(time.Now().UnixNano())
 	if s := r.listing.cur.Load(); s != nil {
-		size = len(s.body) + len(s.body)/8
+		s.mu.RLock()
+		if s.fresh(r.listGen.Load(), listMaxAge) {
+			return s
+		}
+		s.mu.RUnlock()
 	}
-	at := time.Now()
-	s := &listSnapshot{gen: gen, at: at, body: r.appendList(make([]byte, 0, size), nil, false)}
-	r.listing.cur.Store(s)
-	return s
+	return r.buildList(false, true)
+}
+
+// buildList encodes the full list into the spare buffer and makes it current. Concurrent
+// callers share one build; refresh (the background loop) builds only when the current list is
+// older than listRefresh. With rlock the current snapshot is returned read-locked.
+func (r *Registry) buildList(refresh, rlock bool) *listSnapshot {
+	c := &r.listing
+	c.build.Lock()
+	defer c.build.Unlock()
+	gen := r.listGen.Load()
+	maxAge := listMaxAge
+	if refresh {
+		maxAge = listRefresh
+	}
+	if s := c.cur.Load(); s != nil && s.fresh(gen, maxAge) {
+		if rlock {
+			s.mu.RLock()
+		}
+		return s // built while this caller waited
+	}
+	next := c.spare
+	if next == nil || !next.mu.TryLock() { // still being written out: take a new buffer
+		next = &listSnapshot{}
+		next.mu.Lock()
+	}
+	next.gen, next.at = gen, time.Now()
+	if want := r.Len()*listBytesPerNode + 64; cap(next.body) < want {
+		next.body = make([]byte, 0, want) // sized once, so appending never doubles it
+	}
+	next.body = r.appendList(next.body[:0], nil, false)
+	c.spare = c.cur.Swap(next)
+	next.mu.Unlock()
+	if rlock {
+		next.mu.RLock()
+	}
+	return next
 }
 
 // refreshList rebuilds the cached list when someone read it recently (Run calls it every
-// listRefresh).
+// listRefresh), and frees it when nobody did.
 func (r *Registry) refreshList() {
 	if time.Since(time.Unix(0, r.listing.lastRead.Load())) > listKeepWarm {
-		r.listing.cur.Store(nil) // nobody reads it: free it
+		r.listing.build.Lock()
+		r.listing.cur.Store(nil)
+		r.listing.spare = nil
+		r.listing.build.Unlock()
 		return
 	}
-	r.buildList(true)
+	r.buildList(true, false)
 }
 
 // handleGet is GET /internal/v1/nodes/{node_id}: one SchedulerNode, 404 when unknown.

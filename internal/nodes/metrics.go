@@ -18,6 +18,7 @@ type metrics struct {
 	flushTime   prometheus.Histogram
 	pending     prometheus.Gauge
 	listTime    prometheus.Histogram
+	reportTime  prometheus.Histogram
 	reportOK    prometheus.Counter
 	reportBad   prometheus.Counter
 	reportGone  prometheus.Counter
@@ -60,6 +61,11 @@ func newMetrics() *metrics {
 			Help:    "Duration of one flush of coalesced node state, in seconds.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
+		reportTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cubefleet_node_report_duration_seconds",
+			Help:    "Time the server spends on one status report, from its arrival to its answer, in seconds.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}),
 		listTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "cubefleet_node_list_duration_seconds",
 			Help:    "Time to build the answer of GET /internal/v1/nodes, in seconds.",
@@ -85,7 +91,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.nodes, m.events, m.reports, m.registers, m.refusals, m.flushes, m.flushRows, m.flushTime, m.pending, m.listTime}
+	return []prometheus.Collector{m.nodes, m.events, m.reports, m.registers, m.refusals, m.flushes, m.flushRows, m.flushTime, m.pending, m.listTime, m.reportTime}
 }
 
 // Collectors returns the registry's Prometheus collectors, for the server's registry:
@@ -93,5 +99,6 @@ func (m *metrics) collectors() []prometheus.Collector {
 // cubefleet_node_reports_total{result}, cubefleet_node_registrations_total{result},
 // cubefleet_node_agent_refusals_total{reason}, cubefleet_node_flushes_total{result},
 // cubefleet_node_flush_rows_total, cubefleet_node_flush_duration_seconds,
-// cubefleet_node_list_duration_seconds and cubefleet_node_pending_writes.
+// cubefleet_node_report_duration_seconds, cubefleet_node_list_duration_seconds and
+// cubefleet_node_pending_writes.
 func (r *Registry) Collectors() []prometheus.Collector { return r.m.collectors() }

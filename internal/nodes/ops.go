@@ -40,10 +40,7 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 		r.regMu.Lock()
 		defer r.regMu.Unlock()
 		existing := r.node(req.NodeID)
-		if f := r.checkRegistrant(existing, req.NodeID, c); f != nil {
-			return nil, false, f
-		}
-		if c.kind == credJoin {
+		if c.kind == credJoin { // the token first, so a bad one learns nothing about node ids
 			var f *refusal
 			var err error
 			if use, f, err = r.takeJoin(ctx, c.hash, peer); err != nil {
@@ -51,6 +48,12 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 			} else if f != nil {
 				return nil, false, f
 			}
+		}
+		if f := r.checkRegistrant(existing, req.NodeID, c); f != nil {
+			if use.tokenID != "" {
+				r.releaseJoin(use)
+			}
+			return nil, false, f
 		}
 		var stored map[string]string
 		if existing != nil {

@@ -458,8 +458,10 @@ func (r *Registry) dropSpent(j pendingJoin) {
 // bulkCol is one column of a bulk upsert: its name and SQL type (text, bigint or int).
 type bulkCol struct{ name, typ string }
 
-// bulkRows is how many rows one bulk statement writes.
-const bulkRows = 2000
+// bulkRows is how many rows one PostgreSQL bulk statement writes: enough to make 10,000 rows a
+// handful of round trips, few enough that the driver's buffers (kept by each pooled connection)
+// stay near a megabyte.
+const bulkRows = 1000
 
 // bulkUpsert writes rows (one value per column, the first column the primary key: strings for
 // text, int64 or int for the others). On PostgreSQL each column travels as one array parameter

@@ -120,6 +120,9 @@ func startServerProc(t *testing.T, bin, dsn string) *serverProc {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if gogc := os.Getenv("CUBEFLEET_NODES_LOAD_GOGC"); gogc != "" {
+		cmd.Env = append(os.Environ(), "GOGC="+gogc)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -241,12 +244,14 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 		t.Fatal(err)
 	}
 	joined := time.Since(start)
+	_, joinHWM := rss(p.pid)
 	for _, n := range nodes {
 		if !strings.HasPrefix(n.Credential, "cfn_") {
 			t.Fatalf("node %s joined without a credential", n.ID)
 		}
 	}
 	okBefore := metricValue(t, p.url, `cubefleet_node_reports_total{result="ok"}`)
+	hist0 := reportHistogram(t, p.url)
 
 	// While the nodes report: sample the server's memory and list the nodes every 5 s.
 	stop := make(chan struct{})
@@ -254,6 +259,7 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	var peakRSS float64
 	var lists []time.Duration
 	var listSize, listed int
+	var coldList time.Duration // the first GET: nothing cached yet
 	mem := map[string]float64{}
 	memAt := time.Now().Add(duration / 2)
 	wg.Go(func() {
@@ -295,13 +301,17 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 				t.Errorf("list: %d %v", status, err)
 				continue
 			}
-			lists = append(lists, d)
+			if coldList == 0 {
+				coldList = d
+			} else {
+				lists = append(lists, d)
+			}
 			listSize, listed = len(out), bytes.Count(out, []byte(`"IP":"`))
 		}
 	})
-	serverCPU0, clientCPU0 := procCPU(p.pid), selfCPU()
+	serverCPU0, clientCPU0, stall0 := procCPU(p.pid), selfCPU(), cpuStall()
 	res, err := nodesim.Run(ctx, nodesim.Config{Addr: p.addr, Nodes: nodes, Period: time.Second, Duration: duration, Body: nodesim.StatusBody(stBody)})
-	serverCPU, clientCPU := procCPU(p.pid)-serverCPU0, selfCPU()-clientCPU0
+	serverCPU, clientCPU, stall := procCPU(p.pid)-serverCPU0, selfCPU()-clientCPU0, cpuStall()-stall0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -309,6 +319,7 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	}
 	runEnd := time.Now()
 	serverOK := metricValue(t, p.url, `cubefleet_node_reports_total{result="ok"}`) - okBefore
+	serverP99 := histogramQuantile(hist0, reportHistogram(t, p.url), 0.99)
 	listBuild := metricValue(t, p.url, "cubefleet_node_list_duration_seconds_sum") / max(1, metricValue(t, p.url, "cubefleet_node_list_duration_seconds_count"))
 
 	// Every node's last report reaches the database within the flush interval.
@@ -330,7 +341,7 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 		t.Fatal(err)
 	}
 	ceiling := float64(ok) / flood.Seconds()
-	_, hwm := rss(p.pid)
+	_, hwm := rss(p.pid) // includes the flood
 	slices.Sort(lists)
 	var listMed, listMax time.Duration
 	if len(lists) > 0 {
@@ -342,15 +353,15 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	}
 	report := fmt.Sprintf(`node load run (%s): %d nodes joined in %s, reporting every 1s for %s
   reports: sent %d, ok %d (server counted %d), lost %d (of which missed ticks %d), persisted last reports %d/%d
-  latency: p50 %s, p99 %s, p99.9 %s, max %s
-  server RSS: idle %.0f MB, peak during the run %.0f MB, VmHWM %.0f MB
-  GET /internal/v1/nodes (%d nodes, %.1f MB) under load: median %s, max %s over %d calls (server build: mean %s)
+  latency: p50 %s, p99 %s, p99.9 %s, max %s (in the server's handler: p99 <= %s)
+  server RSS: idle %.0f MB, peak after the joins %.0f MB, peak while reporting %.0f MB, peak at the end (after the ceiling run) %.0f MB
+  GET /internal/v1/nodes (%d nodes, %.1f MB) under load: first (cold) %s, then median %s, max %s over %d calls (server build: mean %s)
   ingestion ceiling: %.0f reports/s (64 connections, %s, %d failed)
-  CPU during the run: server %.2f cores, load generator %.2f cores (of %d); server Go memory half-way: heap in use %.0f MB (next GC at %.0f MB), stacks %.0f MB, from the OS %.0f MB (%.0f MB idle, %.0f MB released), %.0f goroutines
+  CPU during the run: server %.2f cores, load generator %.2f cores (of %d); runnable tasks waited for a CPU %.0f%% of the time (PSI "some"); server Go memory half-way: heap in use %.0f MB (next GC at %.0f MB), stacks %.0f MB, from the OS %.0f MB (%.0f MB idle, %.0f MB released), %.0f goroutines
 `, kind, count, joined.Round(time.Millisecond), duration, res.Sent, res.OK, int64(serverOK), res.Lost, res.Missed, persisted, count,
-		res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond), res.P999.Round(10*time.Microsecond), res.Max.Round(time.Millisecond),
-		idle, peakRSS, hwm, listed, float64(listSize)/1e6, listMed.Round(time.Millisecond), listMax.Round(time.Millisecond), len(lists), time.Duration(listBuild*float64(time.Second)).Round(time.Millisecond),
-		ceiling, flood, failed, serverCPU/res.Elapsed.Seconds(), clientCPU/res.Elapsed.Seconds(), runtime.NumCPU(),
+		res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond), res.P999.Round(10*time.Microsecond), res.Max.Round(time.Millisecond), serverP99,
+		idle, joinHWM, peakRSS, hwm, listed, float64(listSize)/1e6, coldList.Round(time.Millisecond), listMed.Round(time.Millisecond), listMax.Round(time.Millisecond), len(lists), time.Duration(listBuild*float64(time.Second)).Round(time.Millisecond),
+		ceiling, flood, failed, serverCPU/res.Elapsed.Seconds(), clientCPU/res.Elapsed.Seconds(), runtime.NumCPU(), 100*stall.Seconds()/res.Elapsed.Seconds(),
 		mem["go_memstats_heap_inuse_bytes"]/1e6, mem["go_memstats_next_gc_bytes"]/1e6, mem["go_memstats_stack_inuse_bytes"]/1e6, mem["go_memstats_sys_bytes"]/1e6,
 		mem["go_memstats_heap_idle_bytes"]/1e6, mem["go_memstats_heap_released_bytes"]/1e6, mem["go_goroutines"])
 	t.Log(report)
@@ -381,6 +392,56 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	}
 }
 
+// reportHistogram reads the cumulative buckets of cubefleet_node_report_duration_seconds:
+// upper bound (seconds) -> count.
+func reportHistogram(t *testing.T, url string) map[float64]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[float64]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), `cubefleet_node_report_duration_seconds_bucket{le="`)
+		if !ok {
+			continue
+		}
+		le, count, _ := strings.Cut(rest, `"} `)
+		bound, err := strconv.ParseFloat(le, 64)
+		if le == "+Inf" {
+			bound, err = 1e9, nil
+		}
+		n, err2 := strconv.ParseFloat(count, 64)
+		if err == nil && err2 == nil {
+			out[bound] = n
+		}
+	}
+	return out
+}
+
+// histogramQuantile returns the upper bound of the bucket holding quantile q of the
+// observations made between two readings of a cumulative histogram.
+func histogramQuantile(before, after map[float64]float64, q float64) string {
+	bounds := make([]float64, 0, len(after))
+	for b := range after {
+		bounds = append(bounds, b)
+	}
+	slices.Sort(bounds)
+	total := after[1e9] - before[1e9]
+	for _, b := range bounds {
+		if after[b]-before[b] >= q*total {
+			if b == 1e9 {
+				return "+Inf"
+			}
+			return time.Duration(b * float64(time.Second)).String()
+		}
+	}
+	return "?"
+}
+
 // procCPU is a process's user and system CPU time in seconds, from /proc.
 func procCPU(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -395,6 +456,23 @@ func procCPU(pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100 // clock ticks (USER_HZ is 100 on Linux)
+}
+
+// cpuStall is the machine's total CPU pressure stall time (/proc/pressure/cpu "some"): how long
+// runnable tasks waited for a CPU. On a shared machine it says how much of a run's latency is
+// other work's.
+func cpuStall() time.Duration {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(strings.SplitN(string(b), "\n", 2)[0]) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			us, _ := strconv.ParseInt(v, 10, 64)
+			return time.Duration(us) * time.Microsecond
+		}
+	}
+	return 0
 }
 
 // selfCPU is this process's user and system CPU time in seconds.
