@@ -337,6 +337,7 @@ func (r *Registry) report(ctx context.Context, id string, sr *StatusRequest, c c
 	}
 	if f == nil {
 		now := r.now()
+		r.catchUp(n, now)
 		n.mu.Lock()
 		switch {
 		case n.deleted:

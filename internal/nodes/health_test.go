@@ -125,6 +125,36 @@ func TestHealthTransitions(t *testing.T) {
 	})
 }
 
+// TestReportAfterAnUnobservedLoss reports from a node readers see as Lost before the health
+// loop has noticed: the loss still gets its event, before the recovery.
+func TestReportAfterAnUnobservedLoss(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := newCubelet(t, e.url)
+		if err := c.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+			t.Fatal(err)
+		}
+		e.reg.CheckHealth(ctx)
+		e.clock.Add(31 * time.Second)
+		e.reg.CheckHealth(ctx) // Down
+		e.clock.Add(5 * time.Minute)
+		if v, _ := e.reg.Get(ctx, "10.0.0.7"); v.State != StateLost {
+			t.Fatalf("state after 5 min of silence = %s, want Lost", v.State)
+		}
+		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+			t.Fatal(err)
+		}
+		e.reg.CheckHealth(ctx)
+		want := []string{EventJoined, EventDown, EventLost, EventRecovered}
+		if got := e.eventTypes("10.0.0.7"); !slices.Equal(got, want) {
+			t.Fatalf("events = %v, want %v", got, want)
+		}
+	})
+}
+
 // TestRestartGrace restarts the registry an hour after its nodes last reported: none is
 // marked Suspect for a full heartbeat timeout, and a node that was Lost before stays Lost. No
 // events come from the restart itself.

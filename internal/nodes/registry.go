@@ -471,34 +471,52 @@ func (r *Registry) CheckHealth(ctx context.Context) {
 	now := r.now()
 	leader := r.leader.Load()
 	for _, n := range r.nodes() {
-		n.mu.Lock()
-		if n.deleted {
-			n.mu.Unlock()
-			continue
-		}
-		s := r.health(n, now)
-		prev := n.state
-		if s == prev {
-			n.mu.Unlock()
-			continue
-		}
-		n.state, n.stateAt = s, now
-		typ := transitionEvent(prev, s, n.wasReady)
-		if s == StateReady {
-			n.wasReady = true
-		}
-		data := eventData{NodeID: n.id, IP: n.hostIP, From: prev, To: s, LastReportAt: n.reportedAt}
-		n.mu.Unlock()
-		r.listGen.Add(1)
-		if !leader {
-			continue // another replica writes the state and emits the event
-		}
-		r.w.markReg(n) // the state survives restarts (Lost stays Lost)
-		if typ != "" {
-			r.emit(now, typ, data)
-		}
+		r.observe(n, now, leader)
 	}
 	r.countStates()
+}
+
+// observe records n's health as of now (Unix ms) and, on a change, emits its event (on the
+// leader).
+func (r *Registry) observe(n *node, now int64, leader bool) {
+	n.mu.Lock()
+	if n.deleted {
+		n.mu.Unlock()
+		return
+	}
+	s := r.health(n, now)
+	prev := n.state
+	if s == prev {
+		n.mu.Unlock()
+		return
+	}
+	n.state, n.stateAt = s, now
+	typ := transitionEvent(prev, s, n.wasReady)
+	if s == StateReady {
+		n.wasReady = true
+	}
+	data := eventData{NodeID: n.id, IP: n.hostIP, From: prev, To: s, LastReportAt: n.reportedAt}
+	n.mu.Unlock()
+	r.listGen.Add(1)
+	if !leader {
+		return // another replica writes the state and emits the event
+	}
+	r.w.markReg(n) // the state survives restarts (Lost stays Lost)
+	if typ != "" {
+		r.emit(now, typ, data)
+	}
+}
+
+// catchUp observes, before a report is applied, a node that has been Ready once: a change
+// readers already saw (Down to Lost, say) but the health loop has not yet recorded gets its
+// event before the report turns the node Ready again.
+func (r *Registry) catchUp(n *node, now int64) {
+	n.mu.Lock()
+	wasReady := n.wasReady
+	n.mu.Unlock()
+	if wasReady {
+		r.observe(n, now, r.leader.Load())
+	}
 }
 
 // transitionEvent names the event of a change from prev to s ("" for none). A node that
