@@ -41,29 +41,13 @@ every refused one. --since takes a duration back from now (90m, 24h, 7d) or an R
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			var items []audit.Entry
-			cursor := ""
-			for len(items) < limit {
-				var page struct {
-					Items      []audit.Entry `json:"items"`
-					NextCursor string        `json:"nextCursor"`
-				}
-				in := map[string]any{"tenantId": tenant, "since": sinceMs, "limit": min(limit-len(items), 1000), "cursor": cursor}
-				if err := call(cmd, "audit.list", in, &page); err != nil {
-					return err
-				}
-				items = append(items, page.Items...)
-				if page.NextCursor == "" {
-					break
-				}
-				cursor = page.NextCursor
+			items, err := listPages[audit.Entry](cmd, "audit.list", map[string]any{"tenantId": tenant, "since": sinceMs}, limit)
+			if err != nil {
+				return err
 			}
 			out := struct {
 				Items []audit.Entry `json:"items"`
 			}{Items: items}
-			if out.Items == nil {
-				out.Items = []audit.Entry{}
-			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(items))
 				for _, e := range items {

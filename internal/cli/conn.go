@@ -55,3 +55,26 @@ func call(cmd *cobra.Command, method string, in, out any) error {
 	}
 	return c.Call(cmd.Context(), method, in, out)
 }
+
+// listPages calls a paginated list method (input in plus limit and cursor; output {items,
+// nextCursor}) until it has limit items or the last page, and returns the items (never nil).
+func listPages[T any](cmd *cobra.Command, method string, in map[string]any, limit int) ([]T, error) {
+	items := []T{}
+	cursor := ""
+	for len(items) < limit {
+		var page struct {
+			Items      []T    `json:"items"`
+			NextCursor string `json:"nextCursor"`
+		}
+		in["limit"], in["cursor"] = min(limit-len(items), 1000), cursor
+		if err := call(cmd, method, in, &page); err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	return items, nil
+}

@@ -424,29 +424,13 @@ func newNodesEventsCmd() *cobra.Command {
 			if len(args) == 1 {
 				subject = args[0]
 			}
-			var items []events.Event
-			cursor := ""
-			for len(items) < limit {
-				var page struct {
-					Items      []events.Event `json:"items"`
-					NextCursor string         `json:"nextCursor"`
-				}
-				in := map[string]any{"type": typ, "subject": subject, "limit": min(limit-len(items), 1000), "cursor": cursor}
-				if err := call(cmd, "events.list", in, &page); err != nil {
-					return err
-				}
-				items = append(items, page.Items...)
-				if page.NextCursor == "" {
-					break
-				}
-				cursor = page.NextCursor
+			items, err := listPages[events.Event](cmd, "events.list", map[string]any{"type": typ, "subject": subject}, limit)
+			if err != nil {
+				return err
 			}
 			out := struct {
 				Items []events.Event `json:"items"`
 			}{Items: items}
-			if out.Items == nil {
-				out.Items = []events.Event{}
-			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(items))
 				for _, e := range items {
