@@ -216,6 +216,16 @@ func pagingOf(c *call) (paging, *response) {
 	return pg, nil
 }
 
+// dcPaging returns the data center a list call names and its paging, or the error response.
+func (s *Sim) dcPaging(c *call) (*Datacenter, paging, *response) {
+	dc, e := s.dcOf(c)
+	if e != nil {
+		return nil, paging{}, e
+	}
+	pg, e := pagingOf(c)
+	return dc, pg, e
+}
+
 // ---- reads ----
 
 func (s *Sim) listDatacenters(c *call) response {
@@ -235,11 +245,7 @@ func (s *Sim) getDatacenter(c *call) response {
 }
 
 func (s *Sim) listServers(c *call) response {
-	dc, e := s.dcOf(c)
-	if e != nil {
-		return *e
-	}
-	pg, e := pagingOf(c)
+	dc, pg, e := s.dcPaging(c)
 	if e != nil {
 		return *e
 	}
@@ -291,11 +297,7 @@ func (s *Sim) listServerVolumes(c *call) response {
 }
 
 func (s *Sim) listVolumes(c *call) response {
-	dc, e := s.dcOf(c)
-	if e != nil {
-		return *e
-	}
-	pg, e := pagingOf(c)
+	dc, pg, e := s.dcPaging(c)
 	if e != nil {
 		return *e
 	}
@@ -326,11 +328,7 @@ func (s *Sim) getVolume(c *call) response {
 }
 
 func (s *Sim) listLANs(c *call) response {
-	dc, e := s.dcOf(c)
-	if e != nil {
-		return *e
-	}
-	pg, e := pagingOf(c)
+	dc, pg, e := s.dcPaging(c)
 	if e != nil {
 		return *e
 	}
@@ -350,11 +348,7 @@ func (s *Sim) getLAN(c *call) response {
 }
 
 func (s *Sim) listSecurityGroups(c *call) response {
-	dc, e := s.dcOf(c)
-	if e != nil {
-		return *e
-	}
-	pg, e := pagingOf(c)
+	dc, pg, e := s.dcPaging(c)
 	if e != nil {
 		return *e
 	}
@@ -395,11 +389,7 @@ func (s *Sim) getNATGateway(c *call) response {
 }
 
 func (s *Sim) listALBs(c *call) response {
-	dc, e := s.dcOf(c)
-	if e != nil {
-		return *e
-	}
-	pg, e := pagingOf(c)
+	dc, pg, e := s.dcPaging(c)
 	if e != nil {
 		return *e
 	}
