@@ -166,19 +166,7 @@ func (s ProviderAccountSpec) validate(p *problems) {
 	if s.Provider != "hetzner-cloud" && s.Provider != "ionos-cloud" {
 		p.add("provider", "provider must be \"hetzner-cloud\" or \"ionos-cloud\"")
 	}
-	if len(s.Config) > 256 {
-		p.add("config", "config holds at most 256 keys")
-	}
-	for k, v := range s.Config {
-		switch {
-		case !configKey.MatchString(k):
-			p.add("config."+k, "config keys are 1-63 of letters, digits, '_', '.', '-'")
-		case len(v) > 4096:
-			p.add("config."+k, "config values are at most 4096 characters")
-		case secretref.IsCredentialName(k) && !secretref.IsRef(v):
-			p.add("config."+k, "%s holds a credential: store it with `cubefleet secrets create` and write secret://NAME (or vault://, env://) here", k)
-		}
-	}
+	validStrings(p, "config", s.Config, configKey, "config keys are 1-63 of letters, digits, '_', '.', '-'")
 }
 
 func (s PoolSpec) validate(p *problems) {
@@ -203,6 +191,25 @@ func (s PoolSpec) validate(p *problems) {
 	if s.Policy != nil && s.Policy.DisruptionBudget != nil {
 		if b := *s.Policy.DisruptionBudget; b < 0 || b > 1 {
 			p.add("policy.disruptionBudget", "disruptionBudget is a fraction from 0 to 1")
+		}
+	}
+}
+
+// validStrings checks a map of strings (provider account config, template env): at most 256
+// keys matching keyPattern, values of at most 4096 characters, and a secret reference for every
+// key that names a credential.
+func validStrings(p *problems, field string, m map[string]string, keyPattern *regexp.Regexp, keyRule string) {
+	if len(m) > 256 {
+		p.add(field, "%s holds at most 256 keys", field)
+	}
+	for k, v := range m {
+		switch {
+		case !keyPattern.MatchString(k):
+			p.add(field+"."+k, "%s", keyRule)
+		case len(v) > 4096:
+			p.add(field+"."+k, "values are at most 4096 characters")
+		case secretref.IsCredentialName(k) && !secretref.IsRef(v):
+			p.add(field+"."+k, "%s holds a credential: store it with `cubefleet secrets create` and write secret://NAME (or vault://, env://) here", k)
 		}
 	}
 }
@@ -273,19 +280,7 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 	if !imagePattern.MatchString(s.ImageID) {
 		p.add("imageId", "imageId is 1-255 characters without spaces")
 	}
-	if len(s.Env) > 256 {
-		p.add("env", "env holds at most 256 variables")
-	}
-	for k, v := range s.Env {
-		switch {
-		case !envName.MatchString(k):
-			p.add("env."+k, "variable names are a letter or '_', then letters, digits, '_'")
-		case len(v) > 4096:
-			p.add("env."+k, "values are at most 4096 characters")
-		case secretref.IsCredentialName(k) && !secretref.IsRef(v):
-			p.add("env."+k, "%s holds a credential: store it with `cubefleet secrets create` and write secret://NAME (or vault://, env://) here", k)
-		}
-	}
+	validStrings(p, "env", s.Env, envName, "variable names are a letter or '_', then letters, digits, '_'")
 	if s.Network != "private" && s.Network != "public" {
 		p.add("network", "network must be \"private\" or \"public\"")
 	}
