@@ -184,6 +184,9 @@ func (s *Service) Get(ctx context.Context, q store.Querier, kind string, ref Ref
 }
 
 func (s *Service) load(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
+	if info, _ := Info(kind); !cubefleet.IsID(ref.ID, info.Prefix) {
+		return Object{}, cubefleet.Invalid("id", "id takes a %s id (%s_ and 26 characters), not %q; compute.%s.list shows them with their names", kind, info.Prefix, ref.ID, info.API)
+	}
 	o, err := Load(ctx, q, ref.ID)
 	if err != nil || o.Kind != kind || o.TenantID != ref.TenantID {
 		if err == nil || cubefleet.IsCode(err, cubefleet.CodeNotFound) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
@@ -68,6 +69,7 @@ type ApplyResult struct {
 // plan fails PLAN_BLOCKED; a plan that deletes with DenyDelete fails PLAN_BLOCKED. On success
 // it records the applied document. Any failure leaves the database as it was.
 func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*ApplyResult, error) {
+	in.PlanHash = strings.ToLower(in.PlanHash)
 	if in.PlanHash != "" && !planHashPattern.MatchString(in.PlanHash) {
 		return nil, cubefleet.Invalid("planHash", "planHash is the 64 hex digits `fleet plan` prints, not %q", in.PlanHash)
 	}
@@ -188,10 +190,20 @@ func refuse(pl *Plan, denyDelete bool) error {
 	return nil
 }
 
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12] + "..."
+	}
+	if hash == "" {
+		return "different"
+	}
+	return hash
+}
+
 func driftError(want, got string) error {
 	return &cubefleet.Error{
 		Code:    cubefleet.CodeConfigDrift,
-		Message: "the fleet changed since the plan was made: plan again and review the new plan",
+		Message: fmt.Sprintf("the plan is now %s, not the reviewed %s: the fleet changed since that plan was made (or it was already applied); plan again and review the new plan", short(got), short(want)),
 		Details: map[string]any{"planHash": want, "currentPlanHash": got},
 	}
 }

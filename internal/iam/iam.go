@@ -69,7 +69,7 @@ func Decide(p *Principal, permission, scope string) error {
 	}
 	return &cubefleet.Error{
 		Code:    cubefleet.CodeForbidden,
-		Message: fmt.Sprintf("%s lacks %s on %s", p.ID, permission, scope),
+		Message: fmt.Sprintf("%s (%s) lacks %s on %s; a key needs the grant %s@%s", p.Name, p.ID, permission, scope, permission, scope),
 		Details: map[string]any{"permission": permission, "scope": scope},
 	}
 }
@@ -189,6 +189,13 @@ func CreateServiceKey(ctx context.Context, q store.Querier, creator *Principal, 
 	for i, g := range in.Grants {
 		if err := checkGrant(in.TenantID, g); err != nil {
 			return Key{}, "", cubefleet.Invalid(fmt.Sprintf("grants[%d]", i), "%s", err)
+		}
+		if id, ok := strings.CutPrefix(g.Scope, scopeTenantPfx); ok && id != "*" {
+			if ok, err := TenantExists(ctx, q, id); err != nil {
+				return Key{}, "", err
+			} else if !ok {
+				return Key{}, "", cubefleet.Invalid(fmt.Sprintf("grants[%d]", i), "tenant %s does not exist; `cubefleet tenants list` shows the tenants", id)
+			}
 		}
 		if creator != nil && !holds(creator, g) {
 			return Key{}, "", cubefleet.Errorf(cubefleet.CodeForbidden, "you cannot grant %s: you do not hold it", g)

@@ -120,3 +120,31 @@ func TestATakenPortWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestHelpfulRefusals(t *testing.T) {
+	db := storetest.SQLite(t, Modules()...)
+	e := newFleetEnv(t, db)
+	if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
+		t.Fatal(err)
+	}
+	// A name where an id belongs says so.
+	err := e.call(e.admin, "compute.pools.update", map[string]any{"tenantId": "root", "id": "vps-fra", "gpuModel": "H100"}, nil)
+	if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), "compute.pools.list") {
+		t.Errorf("a name as id = %v, want INVALID_INPUT pointing to compute.pools.list", err)
+	}
+	// A grant on a tenant that does not exist is refused.
+	err = e.call(e.admin, "iam.keys.create", map[string]any{"tenantId": "root", "name": "typo", "grants": []string{"compute:pools:list@tenant/nosuch"}}, nil)
+	if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("a grant on an unknown tenant = %v, want INVALID_INPUT", err)
+	}
+	// An upper-case plan hash is the same hash.
+	p := e.plan(e.admin, raw(docV2), false)
+	if _, err := e.apply(e.admin, raw(docV2), false, strings.ToUpper(p.PlanHash)); err != nil {
+		t.Errorf("apply with the upper-case hash: %v", err)
+	}
+	// Applying the same hash again says the plan moved, with both hashes.
+	_, err = e.apply(e.admin, raw(docV2), false, p.PlanHash)
+	if !cubefleet.IsCode(err, cubefleet.CodeConfigDrift) || !strings.Contains(err.Error(), p.PlanHash[:12]) {
+		t.Errorf("re-applying a hash = %v, want CONFIG_DRIFT naming it", err)
+	}
+}
