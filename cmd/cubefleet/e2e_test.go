@@ -55,6 +55,7 @@ type cluster struct {
 	dataDir string
 	pid     int
 	stop    func() // stops the server (also run at cleanup)
+	crash   func() // SIGKILLs the server: no shutdown, no last flush
 }
 
 func freeAddr(t testing.TB) string {
@@ -72,7 +73,13 @@ func startServer(t *testing.T, database string) *cluster { return startServerB(t
 // extra flags, and waits until it is ready.
 func startServerB(t testing.TB, database string, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: binary(t), dataDir: filepath.Join(t.TempDir(), "data")}
+	return startServerIn(t, filepath.Join(t.TempDir(), "data"), database, extra...)
+}
+
+// startServerIn is startServerB with the data directory dataDir (a restart passes the same one).
+func startServerIn(t testing.TB, dataDir, database string, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: binary(t), dataDir: dataDir}
 	addr := freeAddr(t)
 	c.url = "http://" + addr
 	args := []string{"server", "--dev", "--data-dir", c.dataDir, "--listen", addr, "--log-format", "json"}
@@ -89,6 +96,10 @@ func startServerB(t testing.TB, database string, extra ...string) *cluster {
 		t.Fatal(err)
 	}
 	c.pid = cmd.Process.Pid
+	c.crash = func() {
+		cmd.Process.Kill()
+		c.stop()
+	}
 	var once sync.Once
 	c.stop = func() {
 		once.Do(func() {

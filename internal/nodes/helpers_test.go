@@ -74,7 +74,8 @@ func mustEnv(t *testing.T, db *store.DB, mod func(*Config)) *env {
 	c := newClock()
 	cfg := Config{
 		DB: db, Now: c.Now, AllowUnauthenticated: []netip.Prefix{loopback},
-		Pools: func(context.Context) ([]Pool, error) { return []Pool{testPool}, nil },
+		Pools:       func(context.Context) ([]Pool, error) { return []Pool{testPool}, nil },
+		JournalPath: filepath.Join(t.TempDir(), JournalFile),
 	}
 	if mod != nil {
 		mod(&cfg)

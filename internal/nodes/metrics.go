@@ -42,7 +42,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		registers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_node_registrations_total",
-			Help: "Node registrations by result: ok, ok_pending (answered before the row was durable), refused, invalid.",
+			Help: "Node registrations by result: ok, ok_journaled (answered once journaled to disk while the database was busy), refused, invalid.",
 		}, []string{"result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_node_agent_refusals_total",

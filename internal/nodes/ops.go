@@ -110,10 +110,11 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 		}
 		r.m.registers.WithLabelValues("ok").Inc()
 	case <-wait.C:
-		// The database is busy (a long transaction holds it): the registration is in memory
-		// and stays queued; the flusher writes it as soon as it can.
-		r.m.registers.WithLabelValues("ok_pending").Inc()
-		r.log.WarnContext(ctx, "registration answered before it was durable: the database is busy", "node", n.id)
+		// The database is busy (a long transaction holds it): the registration stays queued
+		// for the flusher, and is journaled to disk so that it is durable when answered.
+		if err := r.journalRegistration(ctx, n, use, t); err != nil {
+			return nil, "", err
+		}
 	case <-ctx.Done():
 		return nil, "", ctx.Err()
 	}
@@ -128,6 +129,37 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 			"joined pool "+use.poolID+" with join token "+use.tokenID+"; from "+peer.String())
 	}
 	return n, credential, nil
+}
+
+// journalRegistration makes a registration the database has not taken within RegisterWait
+// durable in the journal, then lets it be answered. When the journal cannot be written it
+// waits for the database instead (t done, or ctx ends): an answer always means durable.
+func (r *Registry) journalRegistration(ctx context.Context, n *node, use joinUse, t *ticket) error {
+	n.mu.Lock()
+	rec := journalRecord{Row: registrationRow(n, r.holder)}
+	n.mu.Unlock()
+	if use.tokenID != "" {
+		rec.Join = &journalJoin{TokenID: use.tokenID, IP: use.ip}
+	}
+	err := r.jnl.append(rec)
+	if err == nil {
+		r.m.registers.WithLabelValues("ok_journaled").Inc()
+		r.log.WarnContext(ctx, "the database is busy: registration journaled to disk and answered; it is written when the database frees up", "node", n.id)
+		return nil
+	}
+	if !errors.Is(err, errNoJournal) {
+		r.log.ErrorContext(ctx, "journaling a registration failed; it waits for the database", "node", n.id, "err", err)
+	}
+	select {
+	case <-t.done:
+		if errors.Is(t.err, errTokenSpent) {
+			return unauthenticated("join_token_used", "join token was already used")
+		}
+		r.m.registers.WithLabelValues("ok").Inc()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // checkRegistrant decides whether credentials c may register node id (existing: its node, or

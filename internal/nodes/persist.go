@@ -317,6 +317,7 @@ func (r *Registry) Flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	start := time.Now()
+	mark := r.jnl.mark() // before take: every record journaled so far is in b, or was written
 	b := r.w.take()
 	status := r.collectStatus()
 	if len(status) == 0 && len(b.regs) == 0 && len(b.deletes) == 0 && len(b.joins) == 0 && len(b.events) == 0 && len(b.audits) == 0 {
@@ -341,13 +342,11 @@ func (r *Registry) Flush(ctx context.Context) error {
 		var regRows [][]any
 		written := map[*node]bool{}
 		for _, j := range b.joins {
-			res, err := tx.ExecContext(ctx, `UPDATE nodes_join_tokens SET uses_left = uses_left - 1,
-				ip = CASE WHEN ip = '' AND any_ip = 0 THEN $2 ELSE ip END
-				WHERE id = $1 AND uses_left > 0 AND (any_ip = 1 OR ip = '' OR ip = $2)`, j.use.tokenID, j.use.ip)
+			used, err := useJoinToken(ctx, tx, j.use.tokenID, j.use.ip)
 			if err != nil {
-				return fmt.Errorf("use join token %s: %w", j.use.tokenID, err)
+				return err
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
+			if !used {
 				spent = append(spent, j)
 				continue
 			}
@@ -408,6 +407,9 @@ func (r *Registry) Flush(ctx context.Context) error {
 	}
 	r.m.flushes.WithLabelValues("ok").Inc()
 	r.m.flushRows.Add(float64(len(status)))
+	if err := r.jnl.written(mark); err != nil {
+		r.log.Error("emptying the node registration journal failed; it is replayed (harmlessly) at the next start", "err", err)
+	}
 	for _, j := range spent {
 		r.dropSpent(j)
 	}

@@ -53,6 +53,11 @@ type Config struct {
 	// RegisterWait bounds how long a registration waits for durability before answering from
 	// memory. Zero means DefaultRegisterWait.
 	RegisterWait time.Duration
+	// JournalPath is the registration journal (the server uses <data-dir>/JournalFile): a
+	// registration the database has not taken within RegisterWait is synced here before it
+	// is answered, and New replays what a crash left. "" means no journal: such a
+	// registration waits for the database, however long that takes.
+	JournalPath string
 	// MaxBodyBytes bounds node-agent request bodies (413 beyond). Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -223,6 +228,7 @@ type Registry struct {
 	listGen  atomic.Uint64 // +1 whenever the full list changes beyond the per-report fields
 	refused  refusalLog
 	readyz   readyCache
+	jnl      *journal // nil without Config.JournalPath
 }
 
 // New returns a registry over cfg.DB holding every registered node. Nodes restored from the
@@ -242,6 +248,12 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	r.w.init()
 	r.pools.Store(&poolIndex{})
+	if cfg.JournalPath != "" {
+		r.jnl = &journal{path: cfg.JournalPath}
+		if err := r.replayJournal(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
@@ -404,6 +416,7 @@ func (r *Registry) health(n *node, now int64) State {
 // HealthEvery), the pool refresh, the listing cache, and the replica work (announce, health
 // lease, Sync). When ctx ends it flushes once more and returns.
 func (r *Registry) Run(ctx context.Context) error {
+	r.refreshList()
 	var wg sync.WaitGroup
 	wg.Add(7)
 	go func() {
@@ -443,6 +456,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	r.retire(fctx)
+	defer r.jnl.close()
 	if err := r.Flush(fctx); err != nil {
 		r.log.Error("final flush of node state failed", "err", err)
 		return fmt.Errorf("nodes: final flush: %w", err)

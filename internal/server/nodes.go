@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/iam"
@@ -26,7 +27,8 @@ func (s *Server) newNodeRegistry(ctx context.Context) (*nodes.Registry, error) {
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return iam.Authenticate(ctx, s.db, token, s.cfg.Now())
 		},
-		RequestID: RequestID,
+		RequestID:   RequestID,
+		JournalPath: filepath.Join(s.cfg.DataDir, nodes.JournalFile),
 	})
 }
 
