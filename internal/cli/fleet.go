@@ -104,7 +104,7 @@ func readDocument(stdio IO, path string) (json.RawMessage, error) {
 		return nil, usagef("read %s: %v", path, err)
 	}
 	if !json.Valid(data) {
-		// Let the validator report where: it gives the byte offset.
+		// Let the validator report where: it gives the line, column and byte offset.
 		if _, derr := document.Decode(data); derr != nil {
 			return nil, derr
 		}

@@ -15,7 +15,7 @@ import (
 // path and Details["errors"] the []cubefleet.FieldError. It reports:
 //
 //   - input that is not one JSON object: invalid UTF-8, malformed JSON, nesting deeper than 32,
-//     data after the document (each alone, with its byte offset);
+//     data after the document (each alone, with its line, column and byte offset);
 //   - repeated keys in one object, unknown fields (the message lists the allowed ones), values
 //     of the wrong JSON type, missing required fields, and empty optional strings;
 //   - every rule of Validate.

@@ -130,9 +130,9 @@ func TestDecodeMessages(t *testing.T) {
 	tests := []struct {
 		name, json, want string
 	}{
-		{"malformed names the offset", `{"version":1,}`, "malformed JSON at byte offset 13"},
-		{"trailing data names the offset", `{"version":1}  x`, "at byte offset 15"},
-		{"invalid UTF-8 names the offset", "{\"version\":1,\"x\":\"\xff\"}", "not valid UTF-8 at byte offset 18"},
+		{"malformed names the position", "{\n  \"version\": 1,\n}", "malformed JSON at line 3, column 1 (byte 18)"},
+		{"trailing data names the position", `{"version":1}  x`, "at line 1, column 16 (byte 15)"},
+		{"invalid UTF-8 names the position", "{\"version\":1,\"x\":\"é\xff\"}", "not valid UTF-8 at line 1, column 20 (byte 20)"},
 		{"unknown field lists the fields", doc("sites", `{"name":"fra","kind":"shared","region":"eu","zone":"a"}`), "a site has the fields name, kind, region"},
 		{"literal secret says how to fix it", doc("providerAccounts", `{"name":"a","provider":"hetzner-cloud","config":{"token":"hunter2"}}`), "cubefleet secrets create"},
 		{"repeat names the first index", doc("sites", siteOK, siteOK, siteOK), "repeats the name of sites[0]"},

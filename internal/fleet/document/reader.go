@@ -47,7 +47,7 @@ type reader struct {
 // mark, no value at all.
 func precheck(data []byte) *parseError {
 	if i := invalidUTF8(data); i >= 0 {
-		return &parseError{fmt.Sprintf("the document is not valid UTF-8 at byte offset %d; save it as UTF-8", i)}
+		return &parseError{fmt.Sprintf("the document is not valid UTF-8 at %s; save it as UTF-8", position(data, int64(i)))}
 	}
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return &parseError{"the document starts with a byte order mark; save it as UTF-8 without one"}
@@ -89,7 +89,7 @@ func (r *reader) finish(v value) *parseError {
 			return pe
 		}
 		// Not reached: encoding/json rejects all jsontext does here (FuzzDecodeMatchesReference).
-		return &parseError{fmt.Sprintf("malformed JSON near byte offset %d", r.dec.InputOffset())}
+		return &parseError{fmt.Sprintf("malformed JSON near %s", position(r.data, r.dec.InputOffset()))}
 	}
 	if end := r.dec.InputOffset(); skipBlank(r.data, end) < int64(len(r.data)) {
 		return trailingData(r.data, end)
@@ -99,7 +99,7 @@ func (r *reader) finish(v value) *parseError {
 
 // trailingData is the problem of data that goes on after its first value, which ends at end.
 func trailingData(data []byte, end int64) *parseError {
-	return &parseError{fmt.Sprintf("unexpected data after the document at byte offset %d; a file holds exactly one JSON object", skipBlank(data, end))}
+	return &parseError{fmt.Sprintf("unexpected data after the document at %s; a file holds exactly one JSON object", position(data, skipBlank(data, end)))}
 }
 
 // next returns the next value, whose offset is off and whose nesting as a container is depth.

@@ -26,10 +26,10 @@ import (
 var refImageIDRE = regexp.MustCompile(imageIDPattern)
 
 // refParse reads data, a single JSON value, into a tree. It rejects invalid UTF-8, malformed JSON,
-// nesting deeper than maxDepth and trailing data, each with the byte offset of the problem.
+// nesting deeper than maxDepth and trailing data, each with the position of the problem.
 func refParse(data []byte) (*node, error) {
 	if i := invalidUTF8(data); i >= 0 {
-		return nil, &parseError{fmt.Sprintf("the document is not valid UTF-8 at byte offset %d; save it as UTF-8", i)}
+		return nil, &parseError{fmt.Sprintf("the document is not valid UTF-8 at %s; save it as UTF-8", position(data, int64(i)))}
 	}
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
 		return nil, &parseError{"the document starts with a byte order mark; save it as UTF-8 without one"}
@@ -39,21 +39,21 @@ func refParse(data []byte) (*node, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	p := refParser{dec: dec, size: int64(len(data))}
+	p := refParser{dec: dec, data: data}
 	root, err := p.value(1)
 	if err != nil {
 		return nil, p.describe(err)
 	}
 	end := dec.InputOffset()
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &parseError{fmt.Sprintf("unexpected data after the document at byte offset %d; a file holds exactly one JSON object", skipBlank(data, end))}
+		return nil, &parseError{fmt.Sprintf("unexpected data after the document at %s; a file holds exactly one JSON object", position(data, skipBlank(data, end)))}
 	}
 	return root, nil
 }
 
 type refParser struct {
 	dec  *json.Decoder
-	size int64
+	data []byte
 	slab []node // nodes are carved from here, a chunk at a time
 }
 
@@ -76,7 +76,7 @@ func (p *refParser) value(depth int) (*node, error) {
 	switch t := tok.(type) {
 	case json.Delim:
 		if depth > maxDepth {
-			return nil, &parseError{fmt.Sprintf("the document nests arrays and objects deeper than %d levels at byte offset %d", maxDepth, off)}
+			return nil, &parseError{fmt.Sprintf("the document nests arrays and objects deeper than %d levels at %s", maxDepth, position(p.data, off))}
 		}
 		if t == '{' {
 			return p.object(off, depth)
@@ -84,7 +84,7 @@ func (p *refParser) value(depth int) (*node, error) {
 		if t == '[' {
 			return p.array(off, depth)
 		}
-		return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d: unexpected %q", off, rune(t))}
+		return nil, &parseError{fmt.Sprintf("malformed JSON at %s: unexpected %q", position(p.data, off), rune(t))}
 	case string:
 		n := p.node(kindString, off)
 		n.text = t
@@ -102,7 +102,7 @@ func (p *refParser) value(depth int) (*node, error) {
 	case nil:
 		return p.node(kindNull, off), nil
 	}
-	return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d", off)}
+	return nil, &parseError{fmt.Sprintf("malformed JSON at %s", position(p.data, off))}
 }
 
 func (p *refParser) object(off int64, depth int) (*node, error) {
@@ -115,7 +115,7 @@ func (p *refParser) object(off int64, depth int) (*node, error) {
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return nil, &parseError{fmt.Sprintf("malformed JSON at byte offset %d: an object key must be a string", koff)}
+			return nil, &parseError{fmt.Sprintf("malformed JSON at %s: an object key must be a string", position(p.data, koff))}
 		}
 		val, err := p.value(depth + 1)
 		if err != nil {
@@ -154,12 +154,12 @@ func (p *refParser) describe(err error) error {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &parseError{fmt.Sprintf("malformed JSON at byte offset %d: %s", se.Offset, se.Error())}
+		return &parseError{fmt.Sprintf("malformed JSON at %s: %s", position(p.data, se.Offset), se.Error())}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &parseError{fmt.Sprintf("malformed JSON: the document ends early at byte offset %d; close every string, array and object", p.size)}
+		return &parseError{fmt.Sprintf("malformed JSON: the document ends early at %s; close every string, array and object", position(p.data, int64(len(p.data))))}
 	}
-	return &parseError{fmt.Sprintf("malformed JSON near byte offset %d", p.dec.InputOffset())}
+	return &parseError{fmt.Sprintf("malformed JSON near %s", position(p.data, p.dec.InputOffset()))}
 }
 
 func refDecode(data []byte) (*Document, error) {

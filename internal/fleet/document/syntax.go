@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // syntaxError reads data, which is valid UTF-8 without a byte order mark and not blank, with
@@ -14,11 +15,11 @@ import (
 // deep, or data after the value. It returns nil if there is none.
 //
 // parse calls it only after jsontext has rejected data, so it stays off the common path; it
-// keeps the words, and the byte offsets, of Decode's messages about malformed input.
+// keeps the words, and the positions, of Decode's messages about malformed input.
 func syntaxError(data []byte) *parseError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers are not converted, so 1e999 is no error
-	s := syntaxChecker{dec: dec, size: int64(len(data))}
+	s := syntaxChecker{dec: dec, data: data}
 	if err := s.value(1); err != nil {
 		return s.describe(err)
 	}
@@ -32,7 +33,7 @@ func syntaxError(data []byte) *parseError {
 // syntaxChecker walks the tokens of a document as parse's tree builder does, without a tree.
 type syntaxChecker struct {
 	dec  *json.Decoder
-	size int64
+	data []byte
 }
 
 // value reads the next value; depth is the nesting it would have if it is a container.
@@ -45,7 +46,7 @@ func (s *syntaxChecker) value(depth int) error {
 	switch t := tok.(type) {
 	case json.Delim:
 		if depth > maxDepth {
-			return &parseError{fmt.Sprintf("the document nests arrays and objects deeper than %d levels at byte offset %d", maxDepth, off)}
+			return &parseError{fmt.Sprintf("the document nests arrays and objects deeper than %d levels at %s", maxDepth, position(s.data, off))}
 		}
 		if t == '{' {
 			return s.object(depth)
@@ -53,11 +54,11 @@ func (s *syntaxChecker) value(depth int) error {
 		if t == '[' {
 			return s.array(depth)
 		}
-		return &parseError{fmt.Sprintf("malformed JSON at byte offset %d: unexpected %q", off, rune(t))}
+		return &parseError{fmt.Sprintf("malformed JSON at %s: unexpected %q", position(s.data, off), rune(t))}
 	case string, json.Number, bool, nil:
 		return nil
 	}
-	return &parseError{fmt.Sprintf("malformed JSON at byte offset %d", off)}
+	return &parseError{fmt.Sprintf("malformed JSON at %s", position(s.data, off))}
 }
 
 func (s *syntaxChecker) object(depth int) error {
@@ -68,7 +69,7 @@ func (s *syntaxChecker) object(depth int) error {
 			return err
 		}
 		if _, ok := tok.(string); !ok {
-			return &parseError{fmt.Sprintf("malformed JSON at byte offset %d: an object key must be a string", koff)}
+			return &parseError{fmt.Sprintf("malformed JSON at %s: an object key must be a string", position(s.data, koff))}
 		}
 		if err := s.value(depth + 1); err != nil {
 			return err
@@ -88,7 +89,7 @@ func (s *syntaxChecker) array(depth int) error {
 	return err
 }
 
-// describe turns a decoder error into a parseError with the byte offset of the problem.
+// describe turns a decoder error into a parseError with the position of the problem.
 func (s *syntaxChecker) describe(err error) *parseError {
 	var pe *parseError
 	if errors.As(err, &pe) {
@@ -96,10 +97,21 @@ func (s *syntaxChecker) describe(err error) *parseError {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &parseError{fmt.Sprintf("malformed JSON at byte offset %d: %s", se.Offset, se.Error())}
+		return &parseError{fmt.Sprintf("malformed JSON at %s: %s", position(s.data, se.Offset), se.Error())}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &parseError{fmt.Sprintf("malformed JSON: the document ends early at byte offset %d; close every string, array and object", s.size)}
+		return &parseError{fmt.Sprintf("malformed JSON: the document ends early at %s; close every string, array and object", position(s.data, int64(len(s.data))))}
 	}
-	return &parseError{fmt.Sprintf("malformed JSON near byte offset %d", s.dec.InputOffset())}
+	return &parseError{fmt.Sprintf("malformed JSON near %s", position(s.data, s.dec.InputOffset()))}
+}
+
+// position describes byte offset off of data the way editors show it: "line 3, column 7 (byte
+// 42)", lines and columns counted from 1, columns in characters. An offset past the end is
+// placed just after the last character.
+func position(data []byte, off int64) string {
+	off = max(0, min(off, int64(len(data))))
+	before := data[:off]
+	line := bytes.Count(before, []byte{'\n'}) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+	return fmt.Sprintf("line %d, column %d (byte %d)", line, col, off)
 }

@@ -57,7 +57,7 @@ type parseError struct{ msg string }
 func (e *parseError) Error() string { return e.msg }
 
 // parse reads data, a single JSON value, into a tree. It rejects invalid UTF-8, malformed JSON,
-// nesting deeper than maxDepth and trailing data, each with the byte offset of the problem.
+// nesting deeper than maxDepth and trailing data, each with the position of the problem.
 // Decode maps documents without it; it builds the tree only to place the problems Validate finds
 // (offsetOf).
 func parse(data []byte) (*node, error) {
