@@ -210,7 +210,11 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 		fmt.Fprintln(w, line)
 	}
 	s := pl.Summary
-	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged.\n", s.Create, s.Update, s.Delete, s.Unchanged)
+	blocked := ""
+	if s.BlockedChanges > 0 {
+		blocked = fmt.Sprintf(", %d blocked", s.BlockedChanges)
+	}
+	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged%s.\n", s.Create, s.Update, s.Delete, s.Unchanged, blocked)
 	for _, c := range pl.Changes {
 		if c.Action == fleet.ActionUnchanged && c.Note != "" && !c.Blocked {
 			fmt.Fprintf(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)

@@ -52,13 +52,15 @@ type Call struct {
 	Input  map[string]any `json:"input"`
 }
 
-// Summary counts a plan's changes by action; Blocked is true when any change is blocked.
+// Summary counts a plan's changes: those that can run by action, and the blocked ones
+// (BlockedChanges, which run nothing) apart; Blocked is true when any change is blocked.
 type Summary struct {
-	Create    int  `json:"create"`
-	Update    int  `json:"update"`
-	Delete    int  `json:"delete"`
-	Unchanged int  `json:"unchanged"`
-	Blocked   bool `json:"blocked"`
+	Create         int  `json:"create"`
+	Update         int  `json:"update"`
+	Delete         int  `json:"delete"`
+	Unchanged      int  `json:"unchanged"`
+	Blocked        bool `json:"blocked"`
+	BlockedChanges int  `json:"blockedChanges,omitempty"`
 }
 
 // Plan is the result of fleet.plan (fleet spec, "Plan"). PlanHash is the hex SHA-256 of the
@@ -281,6 +283,11 @@ func (b *builder) finish() (*Plan, error) {
 		pl.Changes = []Change{}
 	}
 	for _, c := range pl.Changes {
+		if c.Blocked {
+			pl.Summary.Blocked = true
+			pl.Summary.BlockedChanges++
+			continue
+		}
 		switch c.Action {
 		case ActionCreate:
 			pl.Summary.Create++
@@ -290,9 +297,6 @@ func (b *builder) finish() (*Plan, error) {
 			pl.Summary.Delete++
 		default:
 			pl.Summary.Unchanged++
-		}
-		if c.Blocked {
-			pl.Summary.Blocked = true
 		}
 	}
 	h, err := HashCalls(pl.Calls)
