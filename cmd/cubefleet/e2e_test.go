@@ -194,7 +194,7 @@ func TestExportEditPlanApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			plan := c.ok("fleet", "plan", exported, "--tenant", "root")
-			if plan != "~ flavor vps-fra/g1.small (vcpu)\n0 to create, 1 to update, 0 to delete, 7 unchanged.\n" {
+			if plan != "~ flavor vps-fra/g1.small (vcpu)\n    vcpu: 2 -> 3\n0 to create, 1 to update, 0 to delete, 7 unchanged.\n" {
 				t.Fatalf("plan of the edit:\n%s", plan)
 			}
 			if _, _, code := c.run("", "", "fleet", "plan", exported, "--tenant", "root", "--fail-on-drift"); code != 1 {

@@ -182,8 +182,8 @@ func blockedPlanError(pl *fleet.Plan) error {
 	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%s blocked; fix the document (each blocked line says why)", plural(n, "change is", "changes are"))
 }
 
-// printFleetPlan prints one line per change that does something, then the counts (fleet spec,
-// "From the CLI").
+// printFleetPlan prints one line per change that does something (an update followed by one
+// indented `field: from -> to` line per field), then the counts (fleet spec, "From the CLI").
 func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	for _, c := range pl.Changes {
 		var line string
@@ -208,6 +208,9 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 			line += "  # " + c.Note
 		}
 		fmt.Fprintln(w, line)
+		for _, d := range c.Diffs {
+			fmt.Fprintf(w, "    %s: %s -> %s\n", d.Field, shortJSON(d.From), shortJSON(d.To))
+		}
 	}
 	s := pl.Summary
 	blocked := ""
@@ -376,4 +379,23 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// maxDiffValue bounds a value shown in a plan's `field: from -> to` line, in characters.
+const maxDiffValue = 120
+
+// shortJSON renders v as compact JSON (null for an empty value), cut at maxDiffValue
+// characters with an ellipsis; --output json has the whole value.
+func shortJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	s := strings.TrimSuffix(b.String(), "\n")
+	if r := []rune(s); len(r) > maxDiffValue {
+		s = string(r[:maxDiffValue-1]) + "…"
+	}
+	return s
 }

@@ -67,6 +67,19 @@ func diff(names []string, desired, current any) []string {
 	return out
 }
 
+// diffs returns the current and desired values of the named fields (those of the spec type;
+// others are left out).
+func diffs(names []string, desired, current any) []FieldDiff {
+	fi := indexOf(reflect.TypeOf(desired))
+	var out []FieldDiff
+	for _, name := range names {
+		if _, ok := fi.index[name]; ok {
+			out = append(out, FieldDiff{Field: name, From: value(current, name), To: value(desired, name)})
+		}
+	}
+	return out
+}
+
 // value returns spec's field name for a call's input: nil (JSON null) when it is empty.
 func value(spec any, name string) any {
 	v := field(spec, name)

@@ -29,15 +29,26 @@ const (
 )
 
 // Change is one item of a plan: an item of the document or, with prune, an object the document
-// leaves out. Fields lists the fields an update changes; Blocked says the change cannot be
-// applied, and Note says why (or notes something harmless, e.g. an unenforced quota key).
+// leaves out. Fields lists the fields an update changes and Diffs their current and desired
+// values, in the same order; Blocked says the change cannot be applied, and Note says why (or
+// notes something harmless, e.g. an unenforced quota key).
 type Change struct {
-	Kind    string   `json:"kind"`
-	Name    string   `json:"name"`
-	Action  string   `json:"action"`
-	Fields  []string `json:"fields,omitempty"`
-	Blocked bool     `json:"blocked,omitempty"`
-	Note    string   `json:"note,omitempty"`
+	Kind    string      `json:"kind"`
+	Name    string      `json:"name"`
+	Action  string      `json:"action"`
+	Fields  []string    `json:"fields,omitempty"`
+	Diffs   []FieldDiff `json:"diffs,omitempty"`
+	Blocked bool        `json:"blocked,omitempty"`
+	Note    string      `json:"note,omitempty"`
+}
+
+// FieldDiff is one field an update changes: its value now (From) and in the document (To), as
+// the API shows them; nil (JSON null) is an empty value. Config entries are secret references,
+// never secrets, so a diff shows nothing secret.
+type FieldDiff struct {
+	Field string `json:"field"`
+	From  any    `json:"from"`
+	To    any    `json:"to"`
 }
 
 // Call is one API call fleet.apply makes: Method (e.g. "compute.pools.create") and its Input
@@ -266,6 +277,7 @@ func (b *builder) update(o compute.Object, name string, group int, names []strin
 	if all := append(slices.Clone(fixed), changed...); len(all) > 0 {
 		c.Action = ActionUpdate
 		c.Fields = all
+		c.Diffs = diffs(all, desired, current)
 	}
 	input := refInput(b.tenant, o)
 	for _, f := range changed {

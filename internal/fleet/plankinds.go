@@ -86,8 +86,9 @@ func (b *builder) sites(doc *document.Document) error {
 				return err
 			}
 			c := Change{Kind: compute.KindSite, Name: d.Name, Action: ActionUnchanged}
-			if changed := diff([]string{"kind", "region"}, compute.SiteSpec{Kind: d.Kind, Region: d.Region}, cur); len(changed) > 0 {
-				c.Action, c.Fields = ActionUpdate, changed
+			want := compute.SiteSpec{Kind: d.Kind, Region: d.Region}
+			if changed := diff([]string{"kind", "region"}, want, cur); len(changed) > 0 {
+				c.Action, c.Fields, c.Diffs = ActionUpdate, changed, diffs(changed, want, cur)
 				n.block("a site's kind and region cannot change: add a site with a new name")
 			}
 			b.change(n.apply(c), grpSiteCreate, "", nil)
