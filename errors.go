@@ -26,6 +26,7 @@ const (
 	CodeUnsupported       Code = "UNSUPPORTED"        // 501
 	CodeInternal          Code = "INTERNAL"           // 500, never with internal details
 	CodeFleetDrifted      Code = "FLEET_DRIFTED"      // CLI only: --fail-on-drift found drift (exit 1)
+	CodeDeadlineExceeded  Code = "DEADLINE_EXCEEDED"  // CLI only: a --wait ran out of its --timeout (exit 1)
 )
 
 // FieldError is one problem with one input field: Path is a JSON path in the style

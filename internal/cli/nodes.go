@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 )
@@ -29,15 +33,16 @@ type nodeListOut struct {
 }
 
 func newNodesCmd(stdio IO) *cobra.Command {
-	cmd := groupCmd("nodes", "List, cordon, label and delete compute nodes; make join tokens",
+	cmd := groupCmd("nodes", "List, cordon, drain, label and delete compute nodes; make join tokens",
 		`Compute nodes ("Cubes") register with the control plane and report every second: cubefleet
 agents with a join token and then their node credential, stock Cubelets without credentials
 from the networks the server allows (--node-agent-allow-unauthenticated). A node is Ready
 (reported within --node-heartbeat-timeout and Ready), NotReady, Suspect (one timeout
 missed), Down (two) or Lost (silent for --node-lost-after). Only Ready, uncordoned nodes of a
-known pool that run cubefleet agent receive work; a stock Cubelet is registry-only.`)
-	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesLabelCmd(),
-		newNodesDeleteCmd(), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
+known pool that run cubefleet agent receive work; a stock Cubelet is registry-only. Drain a
+node (cordon it and wait until it runs no sandboxes) before you delete it.`)
+	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
+		newNodesLabelCmd(), newNodesDeleteCmd(), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
 }
 
@@ -46,11 +51,12 @@ func newNodesListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [--pool P] [--state S]",
 		Short: "List the nodes: IP, pool, state, age of the last report, microVMs, CPU and memory",
-		Long: `List the registered nodes sorted by id: IP, pool, health state, how long ago the last report
-arrived, microVMs used/max, CPU used/quota in cores and memory used/quota in GiB (the quota is
-what the node offers the scheduler, already overcommitted), and notes (cordoned, registry-only,
-unknown pool). --pool takes a pool id or fleet name, --state one of Ready, NotReady, Suspect,
-Down, Lost.`,
+		Long: `List the registered nodes sorted by id: IP, pool, health state (with ",Draining" or ",Drained"
+while the node is drained), how long ago the last report arrived, microVMs used/max, CPU
+used/quota in cores and memory used/quota in GiB (the quota is what the node offers the
+scheduler, already overcommitted), and notes (cordoned, registry-only, unknown pool). --pool
+takes a pool id or fleet name, --state one of Ready, NotReady, Suspect, Down, Lost (the health
+state).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var out nodeListOut
@@ -63,7 +69,7 @@ Down, Lost.`,
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
 				for _, v := range out.Items {
-					rows = append(rows, []string{v.ID, v.IP, poolCell(v), string(v.State), ago(out.Now, v.LastReportAt),
+					rows = append(rows, []string{v.ID, v.IP, poolCell(v), stateCell(v), ago(out.Now, v.LastReportAt),
 						mvmCell(v), cpuCell(v), memCell(v), notesCell(v)})
 				}
 				return printTable(w, []string{"NODE", "IP", "POOL", "STATE", "LAST REPORT", "MVM", "CPU", "MEMORY", "NOTES"}, rows)
@@ -73,6 +79,15 @@ Down, Lost.`,
 	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name)")
 	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state (Ready, NotReady, Suspect, Down, Lost)")
 	return cmd
+}
+
+// stateCell is the table's STATE: the health state, and the drain beside it as kubectl shows
+// SchedulingDisabled (Ready,Draining; Lost,Drained).
+func stateCell(v nodes.View) string {
+	if v.Drain != nil {
+		return string(v.State) + "," + string(v.Drain.State)
+	}
+	return string(v.State)
 }
 
 func poolCell(v nodes.View) string {
@@ -189,6 +204,7 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Last report", ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + ")"},
 		{"Schedulable", sched},
 		{"Cordoned", cordonCell(v)},
+		{"Drain", drainCell(out.Now, v)},
 		{"Registered", formatTime(v.RegisteredAt)},
 		{"Instance type", orDash(v.InstanceType)},
 		{"MicroVMs", mvmCell(v)},
@@ -228,6 +244,30 @@ func cordonCell(v nodes.View) string {
 		return "yes: " + v.CordonDetail
 	}
 	return "yes"
+}
+
+// drainCell describes v's drain at now (Unix ms): "no", or where it stands, when and by whom
+// it was asked, and why.
+func drainCell(now int64, v nodes.View) string {
+	d := v.Drain
+	if d == nil {
+		return "no"
+	}
+	state := "draining, " + plural(int(d.SandboxesLeft), "sandbox", "sandboxes") + " left"
+	if d.State == nodes.DrainDrained {
+		state = "drained, no sandboxes left"
+		if d.DrainedAt != 0 {
+			state = "drained " + formatTime(d.DrainedAt) + ", no sandboxes left"
+		}
+	}
+	asked := "asked " + ago(now, d.RequestedAt)
+	if d.RequestedBy != "" {
+		asked += " by " + d.RequestedBy
+	}
+	if d.Reason != "" {
+		asked += "; reason: " + d.Reason
+	}
+	return state + " (" + asked + ")"
 }
 
 func templatesCell(v nodes.View) string {
@@ -286,6 +326,176 @@ func newNodesUncordonCmd() *cobra.Command {
 			return nodeAction(cmd, "nodes.uncordon", map[string]any{"nodeId": args[0]}, "Uncordoned node "+args[0]+".")
 		},
 	}
+}
+
+// Defaults of nodes drain --wait.
+const (
+	drainTimeout = 10 * time.Minute
+	drainPoll    = 2 * time.Second
+	minDrainPoll = 100 * time.Millisecond
+	// drainGoneAfter is how long --wait must keep reading the node without a drain before it
+	// concludes the drain ended (uncordon): a replica other than the one that took the drain
+	// shows it within a second or two.
+	drainGoneAfter = 3 * time.Second
+)
+
+func newNodesDrainCmd() *cobra.Command {
+	var reason string
+	var wait bool
+	var timeout, poll time.Duration
+	cmd := &cobra.Command{
+		Use:   "drain NODE [--reason TEXT] [--wait [--timeout 10m] [--poll 2s]]",
+		Short: "Drain a node: cordon it and (with --wait) wait until it runs no sandboxes",
+		Long: `Drain a node, as kubectl drain does: cordon it (it receives no new work; --reason becomes the
+cordon's detail unless it is already cordoned) and mark it as draining. The node is drained once
+it runs no sandboxes: cubefleet places no sandboxes yet, so that is the node's own last report
+(allocated.mvm_num 0, or none reported). Draining a node that is already draining changes
+nothing; uncordon ends the drain.
+
+Without --wait it prints what it did and the sandboxes left. With --wait it polls the node every
+--poll, prints a line on standard error each time the count changes
+("10.0.0.5: 3 sandboxes left (42s)", the time since the drain was asked), and exits 0 once the
+node is drained; after --timeout (0: no limit) it exits 1 with DEADLINE_EXCEEDED, naming the
+sandboxes left. The node stays cordoned and draining either way, also when you interrupt the
+wait. --output json prints the node as it was last read.`,
+		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
+  cubefleet nodes delete 10.0.0.5`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !wait && (cmd.Flags().Changed("timeout") || cmd.Flags().Changed("poll")) {
+				return usagef("--timeout and --poll apply only with --wait")
+			}
+			if timeout < 0 {
+				return usagef("--timeout %s: want 0 (no limit) or more", timeout)
+			}
+			if poll < minDrainPoll {
+				return usagef("--poll %s: want at least %s", poll, minDrainPoll)
+			}
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			ctx := cmd.Context()
+			if wait && timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			w := drainWait{cmd: cmd, c: c, ctx: ctx, id: id, timeout: timeout, poll: poll}
+			var out nodeOut
+			if err := c.Call(ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason}, &out); err != nil {
+				return w.stopped(err, nil)
+			}
+			if wait {
+				if out, err = w.wait(out); err != nil {
+					return err
+				}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, drainDone(out, wait))
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
+	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
+	f.DurationVar(&timeout, "timeout", drainTimeout, "with --wait: give up after this long (0: no limit)")
+	f.DurationVar(&poll, "poll", drainPoll, "with --wait: read the node this often")
+	return cmd
+}
+
+// drainDone is what nodes drain prints once it is done (waited: after --wait).
+func drainDone(out nodeOut, waited bool) string {
+	d := out.Drain
+	switch {
+	case d == nil: // cannot happen: nodes.drain answers a draining node
+		return "Cordoned node " + out.ID + "."
+	case d.State == nodes.DrainDrained && waited:
+		end := d.DrainedAt
+		if end == 0 {
+			end = out.Now
+		}
+		return fmt.Sprintf("Drained node %s: cordoned, no sandboxes left (%s after it was asked).", out.ID, elapsed(end, d.RequestedAt))
+	case d.State == nodes.DrainDrained:
+		return "Drained node " + out.ID + ": cordoned, no sandboxes left."
+	}
+	return fmt.Sprintf("Draining node %s: cordoned, %s left.", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
+}
+
+// elapsed renders the time from since to now (both Unix ms) in whole seconds: "42s", "2m5s".
+func elapsed(now, since int64) string {
+	return (time.Duration(max(now-since, 0)) * time.Millisecond).Round(time.Second).String()
+}
+
+// drainWait is one nodes drain --wait: it polls node id through c until it is drained, ctx
+// (bounded by --timeout) ends, or a call fails.
+type drainWait struct {
+	cmd     *cobra.Command
+	c       *client.Client
+	ctx     context.Context
+	id      string
+	timeout time.Duration
+	poll    time.Duration
+}
+
+// wait polls from out (the answer of nodes.drain) until the node is drained and returns it as
+// last read, printing a progress line on standard error each time the count changes. Errors:
+// DEADLINE_EXCEEDED after --timeout; CONFLICT when the node shows no drain for drainGoneAfter
+// (it was uncordoned meanwhile); an interruption; any failed call.
+func (w drainWait) wait(out nodeOut) (nodeOut, error) {
+	progress := w.cmd.ErrOrStderr()
+	shown := int64(-1)
+	last := out.Drain // the last drain read
+	var gone time.Time
+	for {
+		switch d := out.Drain; {
+		case d == nil && gone.IsZero():
+			gone = time.Now() // perhaps a replica that has not seen the drain yet
+		case d == nil && time.Since(gone) >= drainGoneAfter:
+			return out, cubefleet.Errorf(cubefleet.CodeConflict, "node %s is no longer draining: it was uncordoned while this waited", w.id)
+		case d == nil:
+		case d.State == nodes.DrainDrained:
+			return out, nil
+		default:
+			last, gone = d, time.Time{}
+			if d.SandboxesLeft != shown {
+				fmt.Fprintf(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
+				shown = d.SandboxesLeft
+			}
+		}
+		t := time.NewTimer(w.poll)
+		select {
+		case <-w.ctx.Done():
+			t.Stop()
+			return out, w.stopped(w.ctx.Err(), last)
+		case <-t.C:
+		}
+		var next nodeOut
+		if err := w.c.Call(w.ctx, "nodes.get", map[string]any{"nodeId": w.id}, &next); err != nil {
+			return out, w.stopped(err, last)
+		}
+		out = next
+	}
+}
+
+// stopped turns the error that ended a drain or its wait into the command's error: the
+// timeout is DEADLINE_EXCEEDED and an interruption (Ctrl-C) says so, both naming the node and
+// the sandboxes it ran when last read (last; nil when it was never read); other errors pass.
+func (w drainWait) stopped(err error, last *nodes.DrainView) error {
+	left := "its sandbox count is unknown"
+	if last != nil {
+		left = "it still runs " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
+	}
+	switch {
+	case w.cmd.Context().Err() != nil:
+		return fmt.Errorf("interrupted: node %s is not drained yet: %s; it stays cordoned and draining", w.id, left)
+	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
+		return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "node %s is not drained after %s: %s; it stays cordoned and draining (run the command again to keep waiting; uncordon ends the drain)",
+			w.id, w.timeout, left)
+	}
+	return err
 }
 
 func newNodesLabelCmd() *cobra.Command {
@@ -406,7 +616,7 @@ func newNodesEventsCmd() *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "events [NODE] [--type node.lost] [--limit N]",
-		Short: "List node lifecycle events (joined, suspect, down, lost, recovered, cordoned, ...), oldest first",
+		Short: "List node lifecycle events (joined, suspect, down, lost, recovered, cordoned, draining, drained, ...), oldest first",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("events takes at most one NODE")

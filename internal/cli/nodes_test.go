@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodes"
 )
 
 // nodeBody is a Cubelet-shaped register body for node id (the registry's golden body).
@@ -81,6 +84,12 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "list")
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update")
+		record("nodes", "drain", "10.0.0.7", "--reason", "new kernel")
+		record("nodes", "drain", "10.0.0.8")
+		record("nodes", "list")
+		record("nodes", "get", "10.0.0.7")
+		record("nodes", "drain", "10.0.0.7", "--timeout", "1m")
+		record("nodes", "drain", "10.0.0.7", "--wait", "--poll", "1ms")
 		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
 		record("nodes", "list", "--state", "Ready")
 		record("nodes", "delete", "10.0.0.7")
@@ -109,7 +118,7 @@ func TestNodesCommands(t *testing.T) {
 		for {
 			out := c.admin("nodes", "events", "10.0.0.7")
 			if strings.Contains(out, "node.deleted") {
-				if !strings.Contains(out, "node.joined") || !strings.Contains(out, "node.cordoned") {
+				if !strings.Contains(out, "node.joined") || !strings.Contains(out, "node.cordoned") || !strings.Contains(out, "node.draining") {
 					t.Errorf("events:\n%s", out)
 				}
 				break
@@ -118,6 +127,137 @@ func TestNodesCommands(t *testing.T) {
 				t.Fatalf("no node.deleted event:\n%s", out)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
+
+// drainRun is a `cubefleet nodes drain` running in the background with its own context.
+type drainRun struct {
+	out, err syncBuffer
+	cancel   context.CancelFunc
+	done     chan int
+}
+
+// startDrain runs `cubefleet nodes drain args...` as the administrator in the background.
+func (c *cliEnv) startDrain(args ...string) *drainRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &drainRun{cancel: cancel, done: make(chan int, 1)}
+	args = append([]string{"nodes", "drain"}, append(args, "--token-file", c.tokenFile)...)
+	go func() {
+		d.done <- Run(ctx, args, IO{In: strings.NewReader(""), Out: &d.out, Err: &d.err, Getenv: func(k string) string { return c.env[k] }})
+	}()
+	c.t.Cleanup(cancel)
+	return d
+}
+
+// waitFor waits until the command's standard error holds want.
+func (d *drainRun) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(d.err.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q on stderr:\n%s", want, d.err.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exit waits for the command to end and returns its exit code.
+func (d *drainRun) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-d.done:
+		return code
+	case <-time.After(10 * time.Second):
+		t.Fatalf("nodes drain did not end\nstdout:\n%s\nstderr:\n%s", d.out.String(), d.err.String())
+	}
+	return -1
+}
+
+// TestNodesDrainWait runs `cubefleet nodes drain --wait` against a real server while a joined
+// node reports 4, 2, then 0 sandboxes: one progress line per count, exit 0 once drained. Then
+// the timeout (DEADLINE_EXCEEDED, exit 1), an interruption, an uncordon while waiting, and
+// --output json.
+func TestNodesDrainWait(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		var site, pool struct{ ID string }
+		json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
+		code, out := c.post("/internal/v1/node-agent/nodes/register", token, nodeBody(t, "register.json", "10.0.0.7"))
+		var reg struct {
+			Credential string `json:"node_credential"`
+		}
+		json.Unmarshal(out, &reg)
+		if code != 200 || reg.Credential == "" {
+			t.Fatalf("join: %d %s", code, out)
+		}
+		report := func(mvm int) {
+			t.Helper()
+			body := bytes.Replace(nodeBody(t, "status.json", "10.0.0.7"), []byte(`"mvm_num": 4`), []byte(fmt.Sprintf(`"mvm_num": %d`, mvm)), 1)
+			if code, out := c.post("/internal/v1/node-agent/nodes/10.0.0.7/status", reg.Credential, body); code != 200 {
+				t.Fatalf("status: %d %s", code, out)
+			}
+		}
+		report(4)
+
+		// 4, 2, 0: drained.
+		d := c.startDrain("10.0.0.7", "--reason", "retire", "--wait", "--poll", "100ms", "--timeout", "1m")
+		d.waitFor(t, "10.0.0.7: 4 sandboxes left (0s)\n")
+		report(2)
+		d.waitFor(t, "10.0.0.7: 2 sandboxes left (0s)\n")
+		report(0)
+		if code := d.exit(t); code != ExitOK {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
+		}
+		if got, want := d.err.String(), "10.0.0.7: 4 sandboxes left (0s)\n10.0.0.7: 2 sandboxes left (0s)\n"; got != want {
+			t.Errorf("progress:\n%s\nwant one line per count:\n%s", got, want)
+		}
+		if got, want := d.out.String(), "Drained node 10.0.0.7: cordoned, no sandboxes left (0s after it was asked).\n"; got != want {
+			t.Errorf("stdout %q, want %q", got, want)
+		}
+		// Already drained, --output json: the node at once, no progress.
+		code, stdout, stderr := c.run("", "nodes", "drain", "10.0.0.7", "--wait", "-o", "json", "--token-file", c.tokenFile)
+		var v nodeOut
+		if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil || stderr != "" || v.Drain == nil ||
+			v.Drain.State != nodes.DrainDrained || v.Drain.Reason != "retire" || v.Drain.DrainedAt == 0 || !v.Cordoned {
+			t.Errorf("drain --wait -o json of a drained node: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
+		}
+
+		// The timeout: DEADLINE_EXCEEDED naming the node and the count.
+		c.admin("nodes", "uncordon", "10.0.0.7")
+		report(3)
+		code, stdout, stderr = c.run("", "nodes", "drain", "10.0.0.7", "--wait", "--poll", "100ms", "--timeout", "500ms", "--token-file", c.tokenFile)
+		if code != ExitFailure || stdout != "" ||
+			stderr != "10.0.0.7: 3 sandboxes left (0s)\nerror: DEADLINE_EXCEEDED: node 10.0.0.7 is not drained after 500ms: it still runs 3 sandboxes; it stays cordoned and draining (run the command again to keep waiting; uncordon ends the drain)\n" {
+			t.Errorf("timeout: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+
+		// Ctrl-C: exit 1, the node stays draining.
+		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
+		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.cancel()
+		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") {
+			t.Errorf("interrupted: exit %d\nstderr:\n%s", code, d.err.String())
+		}
+		v = nodeOut{}
+		json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v)
+		if v.Drain == nil || v.Drain.State != nodes.DrainDraining || v.Drain.SandboxesLeft != 3 {
+			t.Errorf("after the interruption: %+v", v.Drain)
+		}
+
+		// Uncordon while waiting ends the wait with CONFLICT.
+		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
+		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		c.admin("nodes", "uncordon", "10.0.0.7")
+		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: CONFLICT: node 10.0.0.7 is no longer draining") {
+			t.Errorf("uncordoned while waiting: exit %d\nstderr:\n%s", code, d.err.String())
+		}
+
+		// An unknown node.
+		code, _, stderr = c.run("", "nodes", "drain", "10.9.9.9", "--wait", "--token-file", c.tokenFile)
+		if code != ExitFailure || stderr != "error: NOT_FOUND: node 10.9.9.9 not found\n" {
+			t.Errorf("unknown node: exit %d %s", code, stderr)
 		}
 	})
 }

@@ -51,17 +51,13 @@ func Catalogue() []PermissionInfo {
 		{Permission: "events:read", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"events.list"}},
 	}
 	// The node registry's permissions (nodes:<verb> on tenant/root): platform operators only.
-	// drain has no method yet; the internal nodes routes decide the same permissions for API
-	// keys (GET list/one, isolation, labels, delete).
+	// The internal nodes routes decide the same permissions for API keys (GET list/one,
+	// isolation, labels, delete).
 	for _, n := range []struct{ verb, method string }{
 		{"list", "nodes.list"}, {"get", "nodes.get"}, {"cordon", "nodes.cordon"}, {"uncordon", "nodes.uncordon"},
-		{"label", "nodes.label"}, {"drain", ""}, {"delete", "nodes.delete"}, {"join-token", "nodes.joinTokens.create"},
+		{"label", "nodes.label"}, {"drain", "nodes.drain"}, {"delete", "nodes.delete"}, {"join-token", "nodes.joinTokens.create"},
 	} {
-		methods := []string{}
-		if n.method != "" {
-			methods = append(methods, n.method)
-		}
-		out = append(out, PermissionInfo{Permission: "nodes:" + n.verb, Scope: TenantScope(RootTenant), RootOnly: true, Methods: methods})
+		out = append(out, PermissionInfo{Permission: "nodes:" + n.verb, Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{n.method}})
 	}
 	for _, kind := range computeKinds {
 		last := "delete"

@@ -361,12 +361,14 @@ func (r *Registry) report(ctx context.Context, id string, sr *StatusRequest, c c
 				r.m.reportBad.Inc()
 				return nil, err
 			}
+			drain := n.settleDrain(now) // a draining node that now runs no sandboxes is drained
 			dst = r.appendSnapshot(dst, n, now)
 			n.mu.Unlock()
 			n.statusDirty.Store(true)
 			if ch.registration {
 				r.w.markReg(n)
 			}
+			r.applyDrain(n, drain, now)
 			if ch.listed {
 				r.listGen.Add(1)
 			}

@@ -18,7 +18,7 @@ const (
 	ReservedLabel = "cube.cloud.tencentcloud.com/scheduling-disabled"
 	// MaxLabels is how many user labels (every label but ReservedLabel) a node may carry.
 	MaxLabels = 64
-	// MaxDetailRunes bounds an isolation's detail text.
+	// MaxDetailRunes bounds an isolation's detail text and a drain's reason.
 	MaxDetailRunes = 200
 	maxLabelName   = 63
 	maxLabelPrefix = 253
@@ -110,12 +110,16 @@ func mergeLabels(stored, update map[string]string) map[string]string {
 }
 
 // checkDetail checks an isolation detail: valid UTF-8 of at most MaxDetailRunes runes.
-func checkDetail(detail string) error {
-	if !utf8.ValidString(detail) {
-		return cubefleet.Invalid("detail", "detail is not valid UTF-8")
+func checkDetail(detail string) error { return checkText("detail", detail) }
+
+// checkText checks a free text field (an isolation detail, a drain reason) at path: valid
+// UTF-8 of at most MaxDetailRunes runes (INVALID_INPUT).
+func checkText(path, text string) error {
+	if !utf8.ValidString(text) {
+		return cubefleet.Invalid(path, "%s is not valid UTF-8", path)
 	}
-	if n := utf8.RuneCountInString(detail); n > MaxDetailRunes {
-		return cubefleet.Invalid("detail", "detail too long: %d characters, at most %d", n, MaxDetailRunes)
+	if n := utf8.RuneCountInString(text); n > MaxDetailRunes {
+		return cubefleet.Invalid(path, "%s too long: %d characters, at most %d", path, n, MaxDetailRunes)
 	}
 	return nil
 }

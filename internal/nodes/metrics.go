@@ -34,7 +34,7 @@ func newMetrics() *metrics {
 		}, []string{"state"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_node_events_total",
-			Help: "Node lifecycle events by type (node.joined, node.suspect, node.down, node.lost, node.recovered, node.cordoned, node.uncordoned, node.deleted, node.notReady).",
+			Help: "Node lifecycle events by type (node.joined, node.suspect, node.down, node.lost, node.recovered, node.cordoned, node.uncordoned, node.draining, node.drained, node.deleted, node.notReady).",
 		}, []string{"type"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_node_reports_total",

@@ -116,11 +116,16 @@ const (
 	EventRecovered  = "node.recovered"
 	EventCordoned   = "node.cordoned"
 	EventUncordoned = "node.uncordoned"
-	EventDeleted    = "node.deleted"
+	// EventDraining: a drain was asked (nodes.drain) of a node that was not draining.
+	EventDraining = "node.draining"
+	// EventDrained: a draining node reports no sandboxes (at once when it already ran none).
+	EventDrained = "node.drained"
+	EventDeleted = "node.deleted"
 )
 
 // EventTypes lists every node event type.
-var EventTypes = []string{EventJoined, EventNotReady, EventSuspect, EventDown, EventLost, EventRecovered, EventCordoned, EventUncordoned, EventDeleted}
+var EventTypes = []string{EventJoined, EventNotReady, EventSuspect, EventDown, EventLost, EventRecovered, EventCordoned, EventUncordoned,
+	EventDraining, EventDrained, EventDeleted}
 
 // Pool is a pool a node can belong to: ID (`pool_...`), the tenant that owns it, its fleet name
 // (what a stock Cubelet's cluster_label is matched against; "" when it has none), and whether

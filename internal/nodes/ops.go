@@ -400,8 +400,8 @@ func (r *Registry) emit(now int64, typ string, d eventData) {
 }
 
 // setCordon cordons (on) or uncordons node id: the reserved label is set to "true" (with
-// detail, at most 200 runes) or removed (spec §2.1). It is idempotent; a change is an event.
-// Errors: NOT_FOUND, INVALID_INPUT for a long detail.
+// detail, at most 200 runes) or removed (spec §2.1). Uncordoning also ends a drain. It is
+// idempotent; a change is an event. Errors: NOT_FOUND, INVALID_INPUT for a long detail.
 func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail string, by Actor) (*node, error) {
 	if err := checkDetail(detail); err != nil {
 		return nil, err
@@ -415,8 +415,7 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 	changed := n.cordoned() != on
 	switch {
 	case on && changed:
-		n.setLabels(mergeLabels(n.labels, map[string]string{ReservedLabel: "true"}))
-		n.cordonDetail = detail
+		n.isolate(detail)
 	case on && detail != n.cordonDetail:
 		n.cordonDetail = detail
 	case !on && changed:
@@ -424,6 +423,10 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 		delete(labels, ReservedLabel)
 		n.setLabels(labels)
 		n.cordonDetail = ""
+	}
+	if !on && n.drainAt != 0 {
+		n.endDrain()
+		detail = "ends the drain"
 	}
 	n.updatedAt = now
 	d := eventData{NodeID: n.id, IP: n.hostIP, By: string(by), Detail: detail}
@@ -438,6 +441,13 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 		r.emit(now, typ, d)
 	}
 	return n, nil
+}
+
+// isolate cordons n: the isolation label (SchedulingDisabled on the wire) with detail.
+// Requires n.mu.
+func (n *node) isolate(detail string) {
+	n.setLabels(mergeLabels(n.labels, map[string]string{ReservedLabel: "true"}))
+	n.cordonDetail = detail
 }
 
 // relabel merges set into node id's labels and removes the keys in remove (spec §2.1: merge;
@@ -506,7 +516,7 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 		}
 		if n.hasAllocated && n.allocated.MvmNum > 0 {
 			n.mu.Unlock()
-			return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s still runs %d sandboxes (mvm_num): drain it or pass force", id, n.allocated.MvmNum)
+			return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s still runs %d sandboxes (mvm_num): drain it (cubefleet nodes drain %s --wait) or pass force", id, n.allocated.MvmNum, id)
 		}
 	}
 	n.deleted = true
@@ -527,7 +537,8 @@ func (r *Registry) Cordon(ctx context.Context, id, detail string, by Actor) (Vie
 	return r.viewOf(n, err)
 }
 
-// Uncordon lifts node id's isolation. Idempotent. Errors: NOT_FOUND.
+// Uncordon lifts node id's isolation and ends its drain, if any. Idempotent. Errors:
+// NOT_FOUND.
 func (r *Registry) Uncordon(ctx context.Context, id string, by Actor) (View, error) {
 	n, err := r.setCordon(ctx, id, false, "", by)
 	return r.viewOf(n, err)

@@ -147,6 +147,12 @@ type node struct {
 	registeredAt     int64 // Unix ms
 	updatedAt        int64 // Unix ms
 
+	// Drain (durable: nodes_registrations, columns drain_* and drained_at).
+	drainReason string // why the drain was asked ("" when not draining, or none given)
+	drainBy     string // who asked it (an Actor)
+	drainAt     int64  // Unix ms when the drain was asked; 0: not draining
+	drainedAt   int64  // Unix ms when the draining node first reported no sandboxes; 0: not yet
+
 	// Live status (nodes_status, flushed every FlushEvery).
 	reportedAt        int64 // Unix ms on the control plane's clock; the last register or report
 	healthBase        int64 // what Health measures from: reportedAt, or the restart grace
@@ -667,6 +673,7 @@ type View struct {
 	UnhealthyReason      string            `json:"unhealthyReason,omitempty"`
 	Cordoned             bool              `json:"cordoned"`
 	CordonDetail         string            `json:"cordonDetail,omitempty"`
+	Drain                *DrainView        `json:"drain,omitempty"` // absent unless the node is draining
 	Schedulable          bool              `json:"schedulable"`
 	UnschedulableReasons []string          `json:"unschedulableReasons,omitempty"`
 	Labels               map[string]string `json:"labels"`
@@ -738,6 +745,7 @@ func (r *Registry) view(n *node, now int64) View {
 	if s != n.state {
 		v.StateSince = 0 // the health check has not seen the change yet
 	}
+	v.Drain = n.drainView()
 	for k, val := range n.labels {
 		v.Labels[k] = val
 	}
@@ -861,6 +869,7 @@ type eventData struct {
 	By           string `json:"by,omitempty"`
 	Detail       string `json:"detail,omitempty"`
 	Force        bool   `json:"force,omitempty"`
+	Sandboxes    int64  `json:"sandboxes,omitempty"` // node.draining: the sandboxes it still runs
 }
 
 // Actor names who asked for an operation, for events and audit rows: an API principal's id,

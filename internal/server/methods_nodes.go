@@ -33,8 +33,8 @@ type NodeRef struct {
 	NodeID string `json:"nodeId"`
 }
 
-// NodeOutput is one node as nodes.get, nodes.cordon, nodes.uncordon, nodes.label and
-// nodes.delete return it, with the server's clock (Now, Unix ms).
+// NodeOutput is one node as nodes.get, nodes.cordon, nodes.uncordon, nodes.drain, nodes.label
+// and nodes.delete return it, with the server's clock (Now, Unix ms).
 type NodeOutput struct {
 	nodes.View
 	Now int64 `json:"now"`
@@ -47,6 +47,14 @@ func (n NodeOutput) AuditTarget() string { return n.ID }
 type NodeCordonInput struct {
 	NodeID string `json:"nodeId"`
 	Detail string `json:"detail,omitempty"`
+}
+
+// NodeDrainInput is the input of nodes.drain: the node to drain and, optionally, why (Reason,
+// at most 200 characters; it becomes the cordon's detail unless the node is already
+// cordoned). Draining a node that is already draining changes nothing.
+type NodeDrainInput struct {
+	NodeID string `json:"nodeId"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // NodeLabelInput is the input of nodes.label: Set is merged into the node's labels, then the
@@ -168,6 +176,17 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		Input: NodeRef{}, Output: NodeOutput{},
 	})
 	r.Register(api.Method{
+		Name: "nodes.drain", Summary: "Drain a node: cordon it and mark it draining until it reports no sandboxes (idempotent; uncordon ends it)", Write: true,
+		Decide: onRoot("nodes:drain"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeDrainInput) (any, error) {
+			if err := needNode(in.NodeID); err != nil {
+				return nil, err
+			}
+			return out(reg.Drain(ctx, in.NodeID, in.Reason, nodes.Actor(c.Principal.ID)))
+		}),
+		Input: NodeDrainInput{}, Output: NodeOutput{},
+	})
+	r.Register(api.Method{
 		Name: "nodes.label", Summary: "Set (merge) and remove a node's labels", Write: true,
 		Decide: onRoot("nodes:label"),
 		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeLabelInput) (any, error) {
@@ -210,7 +229,7 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		Input: JoinTokenCreateInput{}, Output: JoinTokenCreated{},
 	})
 	r.Register(api.Method{
-		Name: "events.list", Summary: "Read the event log (node lifecycle: joined, suspect, down, lost, recovered, cordoned, uncordoned, deleted), oldest first",
+		Name: "events.list", Summary: "Read the event log (node lifecycle: joined, suspect, down, lost, recovered, cordoned, uncordoned, draining, drained, deleted), oldest first",
 		Decide: onRoot("events:read"),
 		Handle: api.Typed(func(ctx context.Context, c *api.Call, in EventListInput) (any, error) {
 			if in.Limit < 0 || in.Limit > 1000 {

@@ -263,3 +263,102 @@ func TestNodeAgentRequestID(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesDrain drives nodes.drain: a key without nodes:drain (even one holding nodes:cordon)
+// is refused FORBIDDEN, audited, and changes nothing; a key holding it drains the node (cordoned,
+// Draining with the sandboxes left), audited; draining again is idempotent; a report of no
+// sandboxes makes it Drained; events.list and the metrics show both events; uncordon ends it.
+func TestNodesDrain(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		e := mustStart(t, db, allowLoopback)
+		ctx := context.Background()
+		agentURL := e.srv.InternalURL() + "/internal/v1/node-agent/nodes/"
+		if code, _, out := nodeCall(t, "POST", agentURL+"register", "", registerBody(t, "10.0.0.7", "x")); code != 200 {
+			t.Fatalf("register: %d %s", code, out)
+		}
+		status, _ := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
+		if code, _, out := nodeCall(t, "POST", agentURL+"10.0.0.7/status", "", status); code != 200 {
+			t.Fatalf("status: %d %s", code, out)
+		}
+
+		cordoner, cordonerID := e.key("root", "cordoner", "nodes:cordon@tenant/root", "nodes:get@tenant/root")
+		ce := e.mustFail(cordoner, "nodes.drain", map[string]any{"nodeId": "10.0.0.7", "reason": "kernel update"}, cubefleet.CodeForbidden)
+		if !strings.Contains(ce.Message, "nodes:drain") {
+			t.Errorf("FORBIDDEN does not name the permission: %s", ce.Message)
+		}
+		var n int
+		db.QueryRow(`SELECT count(*) FROM audit_log WHERE method = 'nodes.drain' AND outcome = 'forbidden' AND principal_id = $1 AND permission = 'nodes:drain'`,
+			cordonerID).Scan(&n)
+		if n != 1 {
+			t.Errorf("%d forbidden audit rows for nodes.drain, want 1", n)
+		}
+		var got NodeOutput
+		e.must(cordoner, "nodes.get", map[string]any{"nodeId": "10.0.0.7"}, &got)
+		if got.Cordoned || got.Drain != nil {
+			t.Fatalf("a refused drain changed the node: %+v", got.View)
+		}
+
+		drainer, drainerID := e.key("root", "drainer", "nodes:drain@tenant/root")
+		e.mustFail(drainer, "nodes.drain", map[string]any{}, cubefleet.CodeInvalidInput)
+		e.mustFail(drainer, "nodes.drain", map[string]any{"nodeId": "10.9.9.9"}, cubefleet.CodeNotFound)
+		for range 2 { // idempotent
+			got = NodeOutput{}
+			e.must(drainer, "nodes.drain", map[string]any{"nodeId": "10.0.0.7", "reason": "kernel update"}, &got)
+			d := got.Drain
+			if d == nil || d.State != nodes.DrainDraining || d.SandboxesLeft != 4 || d.Reason != "kernel update" || d.RequestedBy != drainerID ||
+				d.RequestedAt == 0 || !got.Cordoned || got.CordonDetail != "kernel update" || !got.Healthy || got.Now == 0 {
+				t.Fatalf("nodes.drain: %+v (drain %+v)", got.View, d)
+			}
+		}
+		db.QueryRow(`SELECT count(*) FROM audit_log WHERE method = 'nodes.drain' AND outcome = 'ok' AND principal_id = $1 AND target = '10.0.0.7'`,
+			drainerID).Scan(&n)
+		if n != 2 {
+			t.Errorf("%d ok audit rows for nodes.drain, want 2", n)
+		}
+		// The wire keeps Healthy and says SchedulingDisabled.
+		_, _, wire := nodeCall(t, "GET", e.srv.InternalURL()+"/internal/v1/nodes/10.0.0.7", "", nil)
+		if !bytes.Contains(wire, []byte(`"SchedulingDisabled":true`)) || !bytes.Contains(wire, []byte(`"Healthy":true`)) {
+			t.Errorf("wire of a draining node: %s", wire)
+		}
+
+		empty := bytes.Replace(status, []byte(`"mvm_num": 4`), []byte(`"mvm_num": 0`), 1)
+		if code, _, out := nodeCall(t, "POST", agentURL+"10.0.0.7/status", "", empty); code != 200 {
+			t.Fatalf("status: %d %s", code, out)
+		}
+		got = NodeOutput{}
+		e.must(e.admin, "nodes.get", map[string]any{"nodeId": "10.0.0.7"}, &got)
+		if d := got.Drain; d == nil || d.State != nodes.DrainDrained || d.SandboxesLeft != 0 || d.DrainedAt == 0 {
+			t.Errorf("after a report of no sandboxes: %+v", d)
+		}
+		var list NodeList
+		e.must(e.admin, "nodes.list", map[string]any{}, &list)
+		if len(list.Items) != 1 || list.Items[0].Drain == nil || list.Items[0].Drain.State != nodes.DrainDrained {
+			t.Errorf("nodes.list: %+v", list.Items)
+		}
+
+		if err := e.srv.Nodes().Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var evs EventList
+		e.must(e.admin, "events.list", map[string]any{"subject": "10.0.0.7"}, &evs)
+		var types []string
+		for _, ev := range evs.Items {
+			types = append(types, ev.Type)
+		}
+		if want := []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDraining, nodes.EventDrained}; !slices.Equal(types, want) {
+			t.Errorf("events = %v, want %v", types, want)
+		}
+		_, _, metrics := nodeCall(t, "GET", e.url+"/metrics", "", nil)
+		for _, want := range []string{`cubefleet_node_events_total{type="node.draining"} 1`, `cubefleet_node_events_total{type="node.drained"} 1`} {
+			if !bytes.Contains(metrics, []byte(want)) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+
+		got = NodeOutput{}
+		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
+		if got.Drain != nil || got.Cordoned {
+			t.Errorf("after uncordon: %+v", got.View)
+		}
+	})
+}

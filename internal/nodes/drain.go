@@ -1,0 +1,179 @@
+package nodes
+
+import (
+	"context"
+)
+
+// Draining, as operators know it from `kubectl drain` and `nomad node drain`: a drained node is
+// cordoned (the isolation label, so SchedulingDisabled is true on the wire and Healthy is
+// unchanged) and marked as draining with a reason, who asked and when; it is drained once it
+// runs no sandboxes. cubefleet places no sandboxes yet, so "runs no sandboxes" is the node's own
+// last report: its allocated.mvm_num is 0, or it never reported allocated. The mark is part of
+// the registration row (columns drain_*, drained_at), so it survives restarts and reaches every
+// replica; uncordoning ends it.
+
+// DrainState is where a node's drain stands, from [DrainStatus].
+type DrainState string
+
+// The drain states.
+const (
+	// DrainDraining: draining, and the node's last report still counts sandboxes.
+	DrainDraining DrainState = "Draining"
+	// DrainDrained: draining, and the node reports no sandboxes (or never reported any).
+	DrainDrained DrainState = "Drained"
+)
+
+// DrainStatus is the drain state rule: "" when the node is not draining (requestedAt, Unix ms,
+// is 0); otherwise Drained when it never reported allocated resources (reported false) or its
+// last report counted no sandboxes (mvmNum, allocated.mvm_num, at most 0), else Draining.
+func DrainStatus(requestedAt int64, reported bool, mvmNum int64) DrainState {
+	switch {
+	case requestedAt == 0:
+		return ""
+	case !reported || mvmNum <= 0:
+		return DrainDrained
+	}
+	return DrainDraining
+}
+
+// DrainView is a node's drain as the public API shows it (View.Drain, present only while the
+// node is draining): State (Draining or Drained), the Reason given (at most 200 characters),
+// who asked (RequestedBy: a principal id, as in events and audit rows) and when (RequestedAt,
+// Unix ms), the sandboxes it still runs by its last report (SandboxesLeft, its allocated.mvm_num;
+// 0 when it never reported), and when it first reported none while draining (DrainedAt, Unix
+// ms; absent while Draining).
+type DrainView struct {
+	State         DrainState `json:"state"`
+	Reason        string     `json:"reason,omitempty"`
+	RequestedBy   string     `json:"requestedBy,omitempty"`
+	RequestedAt   int64      `json:"requestedAt"`
+	SandboxesLeft int64      `json:"sandboxesLeft"`
+	DrainedAt     int64      `json:"drainedAt,omitempty"`
+}
+
+// sandboxes is the number of sandboxes n runs by its last report (0 when it never reported
+// allocated resources). Requires n.mu.
+func (n *node) sandboxes() int64 {
+	if !n.hasAllocated {
+		return 0
+	}
+	return max(n.allocated.MvmNum, 0)
+}
+
+// drainState is n's DrainStatus. Requires n.mu.
+func (n *node) drainState() DrainState {
+	return DrainStatus(n.drainAt, n.hasAllocated, n.allocated.MvmNum)
+}
+
+// drainView renders n's drain (nil when it is not draining). Requires n.mu.
+func (n *node) drainView() *DrainView {
+	s := n.drainState()
+	if s == "" {
+		return nil
+	}
+	v := &DrainView{State: s, Reason: n.drainReason, RequestedBy: n.drainBy, RequestedAt: n.drainAt, SandboxesLeft: n.sandboxes()}
+	if s == DrainDrained {
+		v.DrainedAt = n.drainedAt
+	}
+	return v
+}
+
+// endDrain forgets n's drain (uncordon). Requires n.mu.
+func (n *node) endDrain() {
+	n.drainReason, n.drainBy, n.drainAt, n.drainedAt = "", "", 0, 0
+}
+
+// drainChange is what settleDrain changed: typ is the event to emit ("" for none); changed
+// says drainedAt moved, so the registration row must be written.
+type drainChange struct {
+	changed bool
+	typ     string
+	data    eventData
+}
+
+// settleDrain records, at now, a draining node reaching no sandboxes (drainedAt set: the
+// node.drained event) or, should anything place work on it anyway, running some again
+// (drainedAt cleared, no event; node.drained follows when it is empty again). Only the replica
+// that applies the change (the drain request, or the report) calls it, so each change is one
+// event. Requires n.mu; the caller writes the row and emits the event after unlocking.
+func (n *node) settleDrain(now int64) drainChange {
+	if n.drainAt == 0 {
+		return drainChange{}
+	}
+	switch s := n.drainState(); {
+	case s == DrainDrained && n.drainedAt == 0:
+		n.drainedAt, n.updatedAt = now, now
+		return drainChange{changed: true, typ: EventDrained,
+			data: eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Detail: n.drainReason, By: n.drainBy}}
+	case s == DrainDraining && n.drainedAt != 0:
+		n.drainedAt, n.updatedAt = 0, now
+		return drainChange{changed: true}
+	}
+	return drainChange{}
+}
+
+// applyDrain writes n's settled drain change c: its registration row, and its event. The wire
+// does not show drainedAt, so the node list stays as it is.
+func (r *Registry) applyDrain(n *node, c drainChange, now int64) {
+	if !c.changed {
+		return
+	}
+	r.w.markReg(n)
+	if c.typ != "" {
+		r.emit(now, c.typ, c.data)
+	}
+}
+
+// drainNode drains node id (see Drain). Errors: NOT_FOUND, INVALID_INPUT for a long reason.
+func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (*node, error) {
+	if err := checkText("reason", reason); err != nil {
+		return nil, err
+	}
+	n, err := r.live(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	now := r.now()
+	n.mu.Lock()
+	cordoned := !n.cordoned()
+	if cordoned {
+		n.isolate(reason)
+	}
+	started := n.drainAt == 0
+	if started {
+		n.drainReason, n.drainBy, n.drainAt, n.drainedAt = reason, string(by), now, 0
+	}
+	settled := n.settleDrain(now)
+	if cordoned || started {
+		n.updatedAt = now
+	}
+	d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, By: string(by), Detail: reason}
+	left := n.sandboxes()
+	n.mu.Unlock()
+	if cordoned {
+		r.listGen.Add(1) // SchedulingDisabled changed on the wire
+	}
+	if cordoned || started {
+		r.w.markReg(n)
+	}
+	if cordoned {
+		r.emit(now, EventCordoned, d)
+	}
+	if started {
+		d.Sandboxes = left
+		r.emit(now, EventDraining, d)
+	}
+	r.applyDrain(n, settled, now)
+	return n, nil
+}
+
+// Drain drains node id, as `kubectl drain` does: it cordons the node (unless it is already
+// cordoned, whose detail it then keeps; reason, at most 200 characters, becomes the detail
+// otherwise) and marks it as draining with reason, by and the time; the node is drained once
+// it reports no sandboxes (node.drained, at once when it runs none). Draining a node that is
+// already draining changes nothing (the first request's reason and time stand). Uncordon ends
+// the drain. Errors: NOT_FOUND, INVALID_INPUT.
+func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View, error) {
+	n, err := r.drainNode(ctx, id, reason, by)
+	return r.viewOf(n, err)
+}

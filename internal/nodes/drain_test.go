@@ -1,0 +1,403 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+func TestDrainStatus(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		requestedAt int64
+		reported    bool
+		mvm         int64
+		want        DrainState
+	}{
+		{"not draining", 0, true, 3, ""},
+		{"not draining, idle", 0, true, 0, ""},
+		{"not draining, never reported", 0, false, 0, ""},
+		{"runs sandboxes", 1, true, 3, DrainDraining},
+		{"runs one", 1, true, 1, DrainDraining},
+		{"runs none", 1, true, 0, DrainDrained},
+		{"never reported allocated", 1, false, 0, DrainDrained},
+		{"never reported allocated, stale count ignored", 1, false, 5, DrainDrained},
+		{"negative count is none", 1, true, -1, DrainDrained},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DrainStatus(c.requestedAt, c.reported, c.mvm); got != c.want {
+				t.Errorf("DrainStatus(%d, %v, %d) = %q, want %q", c.requestedAt, c.reported, c.mvm, got, c.want)
+			}
+		})
+	}
+}
+
+// statusWith is the Cubelet status body reporting mvm sandboxes (allocated.mvm_num).
+func statusWith(t testing.TB, mvm int) []byte {
+	t.Helper()
+	body := testdata(t, "status.json")
+	out := bytes.Replace(body, []byte(`"mvm_num": 4`), []byte(fmt.Sprintf(`"mvm_num": %d`, mvm)), 1)
+	if bytes.Equal(out, body) && mvm != 4 {
+		t.Fatal("status.json has no \"mvm_num\": 4 to replace")
+	}
+	return out
+}
+
+// eventsOf returns the events of node id, oldest first.
+func (e *env) eventsOf(id string) []events.Event {
+	e.t.Helper()
+	e.flush()
+	evs, _, err := events.List(context.Background(), e.db, events.Filter{TenantID: "root", Subject: id, Limit: 1000})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return evs
+}
+
+// TestDrain drains a stock Cubelet running 4 sandboxes: it is cordoned (SchedulingDisabled on
+// the wire, Healthy unchanged) and Draining; a second drain changes nothing; a report of 2
+// keeps it Draining, a restart keeps the mark, a report of 0 drains it (one node.drained
+// event, even after more reports of 0 and another restart); uncordon ends the drain for good.
+// A node that runs nothing, or never reported, is drained at once.
+func TestDrain(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := newCubelet(t, e.url)
+		if err := c.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+			t.Fatal(err)
+		}
+		e.reg.CheckHealth(ctx)
+		asked := e.clock.Now().UnixMilli()
+		get := func() View {
+			t.Helper()
+			v, err := e.reg.Get(ctx, "10.0.0.7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		wantDrain := func(v View, state DrainState, left, drainedAt int64) {
+			t.Helper()
+			d := v.Drain
+			if d == nil {
+				t.Fatalf("no drain in %+v", v)
+			}
+			want := DrainView{State: state, Reason: "kernel update", RequestedBy: "ops", RequestedAt: asked, SandboxesLeft: left, DrainedAt: drainedAt}
+			if *d != want {
+				t.Errorf("drain = %+v, want %+v", *d, want)
+			}
+			if !v.Cordoned || v.Schedulable || v.State != StateReady || !v.Healthy {
+				t.Errorf("a draining node: cordoned %v, schedulable %v, state %s, healthy %v; want cordoned, not schedulable, Ready and healthy",
+					v.Cordoned, v.Schedulable, v.State, v.Healthy)
+			}
+		}
+
+		v, err := e.reg.Drain(ctx, "10.0.0.7", "kernel update", "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDrain(v, DrainDraining, 4, 0)
+		if v.CordonDetail != "kernel update" {
+			t.Errorf("cordon detail %q, want the drain's reason", v.CordonDetail)
+		}
+		_, body := e.do(http.MethodGet, NodesPrefix+"/10.0.0.7", "", nil)
+		if n := decodeObject(t, body); n["SchedulingDisabled"] != true || n["Healthy"] != true {
+			t.Errorf("wire: SchedulingDisabled %v, Healthy %v; want true, true", n["SchedulingDisabled"], n["Healthy"])
+		}
+
+		// Draining again changes nothing: the first request's reason and time stand.
+		e.clock.Add(time.Second)
+		v, err = e.reg.Drain(ctx, "10.0.0.7", "another reason", "someone-else")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDrain(v, DrainDraining, 4, 0)
+
+		// A report of 2 sandboxes: still draining.
+		if err := c.status("10.0.0.7", statusWith(t, 2)); err != nil {
+			t.Fatal(err)
+		}
+		wantDrain(get(), DrainDraining, 2, 0)
+
+		// A restart keeps the mark.
+		e = e.restart()
+		c = newCubelet(t, e.url)
+		wantDrain(get(), DrainDraining, 2, 0)
+
+		// A report of 0: drained, once.
+		e.clock.Add(time.Second)
+		drained := e.clock.Now().UnixMilli()
+		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		wantDrain(get(), DrainDrained, 0, drained)
+		e.clock.Add(time.Second)
+		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		wantDrain(get(), DrainDrained, 0, drained)
+		e = e.restart()
+		c = newCubelet(t, e.url)
+		wantDrain(get(), DrainDrained, 0, drained)
+		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{EventJoined, EventCordoned, EventDraining, EventDrained}
+		evs := e.eventsOf("10.0.0.7")
+		var types []string
+		for _, ev := range evs {
+			types = append(types, ev.Type)
+		}
+		if !slices.Equal(types, want) {
+			t.Fatalf("events = %v, want %v", types, want)
+		}
+		var data eventData
+		json.Unmarshal(evs[2].Data, &data)
+		if data.Sandboxes != 4 || data.Detail != "kernel update" || data.By != "ops" {
+			t.Errorf("node.draining data %s", evs[2].Data)
+		}
+		if evs[3].At != drained {
+			t.Errorf("node.drained at %d, want %d", evs[3].At, drained)
+		}
+
+		// Uncordon ends the drain, also across a restart.
+		v, err = e.reg.Uncordon(ctx, "10.0.0.7", "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Drain != nil || v.Cordoned {
+			t.Errorf("after uncordon: drain %+v, cordoned %v", v.Drain, v.Cordoned)
+		}
+		e = e.restart()
+		c = newCubelet(t, e.url)
+		if v := get(); v.Drain != nil || v.Cordoned {
+			t.Errorf("after uncordon and a restart: drain %+v, cordoned %v", v.Drain, v.Cordoned)
+		}
+		if n := e.count(`SELECT count(*) FROM nodes_registrations WHERE drain_requested_at <> 0 OR drained_at <> 0 OR drain_reason <> '' OR drain_by <> ''`); n != 0 {
+			t.Errorf("%d registration rows keep a drain after uncordon", n)
+		}
+
+		// Draining a node that runs nothing: drained at once (cordoned, draining, drained).
+		e.clock.Add(time.Second)
+		asked = e.clock.Now().UnixMilli()
+		v, err = e.reg.Drain(ctx, "10.0.0.7", "kernel update", "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDrain(v, DrainDrained, 0, asked)
+		types = types[:0]
+		for _, ev := range e.eventsOf("10.0.0.7") {
+			types = append(types, ev.Type)
+		}
+		want = append(want, EventUncordoned, EventCordoned, EventDraining, EventDrained)
+		if !slices.Equal(types, want) {
+			t.Errorf("events = %v, want %v", types, want)
+		}
+		for typ, n := range map[string]float64{EventDraining: 1, EventDrained: 1} {
+			if got := counterValue(t, e.reg, typ); got != n {
+				t.Errorf("cubefleet_node_events_total{type=%q} = %v, want %v", typ, got, n)
+			}
+		}
+
+		// A node that never reported allocated resources is drained at once; a cordoned node
+		// keeps its cordon's detail.
+		if err := c.register(withNode(t, "10.0.0.8")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.reg.Cordon(ctx, "10.0.0.8", "rack move", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		v, err = e.reg.Drain(ctx, "10.0.0.8", "", "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Drain == nil || v.Drain.State != DrainDrained || v.Drain.Reason != "" || v.CordonDetail != "rack move" {
+			t.Errorf("drain of a node that never reported: %+v, cordon detail %q", v.Drain, v.CordonDetail)
+		}
+		types = types[:0]
+		for _, ev := range e.eventsOf("10.0.0.8") {
+			types = append(types, ev.Type)
+		}
+		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained}; !slices.Equal(types, want) {
+			t.Errorf("events of 10.0.0.8 = %v, want %v", types, want)
+		}
+
+		// Refusals.
+		if _, err := e.reg.Drain(ctx, "10.9.9.9", "", "ops"); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			t.Errorf("drain of an unknown node: %v, want NOT_FOUND", err)
+		}
+		if _, err := e.reg.Drain(ctx, "10.0.0.8", strings.Repeat("x", MaxDetailRunes+1), "ops"); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
+			t.Errorf("drain with a long reason: %v, want INVALID_INPUT", err)
+		}
+	})
+}
+
+// TestDrainKeepsDeleteRefusal: a draining node still running sandboxes cannot be deleted
+// without force, and the refusal says how to drain it; once drained it can.
+func TestDrainKeepsDeleteRefusal(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := newCubelet(t, e.url)
+		if err := c.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.reg.Drain(ctx, "10.0.0.7", "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "still runs 4 sandboxes") ||
+			!strings.Contains(err.Error(), "cubefleet nodes drain 10.0.0.7 --wait") {
+			t.Fatalf("delete of a draining node with sandboxes: %v", err)
+		}
+		code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		if code != http.StatusConflict || !bytes.Contains(body, []byte("cubefleet nodes drain 10.0.0.7 --wait")) {
+			t.Errorf("DELETE of a draining node with sandboxes: %d %s", code, body)
+		}
+		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops"); err != nil {
+			t.Errorf("delete of a drained node: %v", err)
+		}
+	})
+}
+
+// TestDrainAcrossReplicas drains a node on one replica while it reports to the other: both
+// see the drain, the drained event is written once, and uncordon on either ends it for both.
+func TestDrainAcrossReplicas(t *testing.T) {
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		a := mustEnv(t, db, func(c *Config) { c.Holder = "replica-a" })
+		b := start(t, db, a.clock, func() Config { c := a.cfg; c.Holder = "replica-b"; return c }())
+		a.reg.announce(ctx)
+		sync := func() {
+			t.Helper()
+			for _, e := range []*env{a, b} {
+				e.flush()
+			}
+			for _, e := range []*env{a, b} {
+				if err := e.reg.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		drainOf := func(e *env) *DrainView {
+			t.Helper()
+			v, err := e.reg.Get(ctx, "10.0.0.7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v.Drain
+		}
+		cb := newCubelet(t, b.url)
+		if err := cb.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cb.status("10.0.0.7", statusWith(t, 3)); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		a.clock.Add(time.Second)
+		if _, err := a.reg.Drain(ctx, "10.0.0.7", "retire", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		if d := drainOf(b); d == nil || d.State != DrainDraining || d.SandboxesLeft != 3 || d.Reason != "retire" {
+			t.Fatalf("b after the drain on a: %+v", d)
+		}
+		a.clock.Add(time.Second)
+		for range 3 {
+			if err := cb.status("10.0.0.7", statusWith(t, 0)); err != nil {
+				t.Fatal(err)
+			}
+			sync()
+		}
+		for _, e := range []*env{a, b} {
+			if d := drainOf(e); d == nil || d.State != DrainDrained || d.DrainedAt == 0 {
+				t.Errorf("%s after reports of 0: %+v", e.reg.holder, d)
+			}
+		}
+		var types []string
+		for _, ev := range a.eventsOf("10.0.0.7") {
+			types = append(types, ev.Type)
+		}
+		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained}; !slices.Equal(types, want) {
+			t.Errorf("events = %v, want %v", types, want)
+		}
+		a.clock.Add(time.Second)
+		if _, err := b.reg.Uncordon(ctx, "10.0.0.7", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		if d := drainOf(a); d != nil {
+			t.Errorf("a after the uncordon on b: %+v", d)
+		}
+	})
+}
+
+// TestDrainReopens: a drained node that reports sandboxes again (something placed work on it
+// despite the cordon) is Draining again, and node.drained follows when it is empty again.
+func TestDrainReopens(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := newCubelet(t, e.url)
+		if err := c.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		state := func() *DrainView {
+			t.Helper()
+			v, err := e.reg.Get(ctx, "10.0.0.7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v.Drain
+		}
+		if _, err := e.reg.Drain(ctx, "10.0.0.7", "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if d := state(); d == nil || d.State != DrainDrained {
+			t.Fatalf("drain of an idle node: %+v", d)
+		}
+		e.clock.Add(time.Second)
+		if err := c.status("10.0.0.7", statusWith(t, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if d := state(); d == nil || d.State != DrainDraining || d.DrainedAt != 0 || d.SandboxesLeft != 1 {
+			t.Fatalf("after a report of 1: %+v", d)
+		}
+		e.clock.Add(time.Second)
+		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if d := state(); d == nil || d.State != DrainDrained || d.DrainedAt != e.clock.Now().UnixMilli() {
+			t.Fatalf("after a report of 0: %+v", d)
+		}
+		var types []string
+		for _, ev := range e.eventsOf("10.0.0.7") {
+			types = append(types, ev.Type)
+		}
+		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained, EventDrained}; !slices.Equal(types, want) {
+			t.Errorf("events = %v, want %v", types, want)
+		}
+	})
+}
