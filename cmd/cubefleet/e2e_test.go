@@ -3,6 +3,8 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +53,8 @@ var binary = func() func(t testing.TB) string {
 type cluster struct {
 	t       testing.TB
 	bin     string
-	url     string
+	url     string // https:// when caFile is set
+	caFile  string // the CA of the server's --tls-cert, passed to the CLI as --ca-file; "" without TLS
 	dataDir string
 	pid     int
 	stop    func() // stops the server (also run at cleanup)
@@ -73,15 +76,35 @@ func startServer(t *testing.T, database string) *cluster { return startServerB(t
 // extra flags, and waits until it is ready.
 func startServerB(t testing.TB, database string, extra ...string) *cluster {
 	t.Helper()
-	return startServerIn(t, filepath.Join(t.TempDir(), "data"), database, extra...)
+	return startServerCA(t, database, "", extra...)
 }
 
-// startServerIn is startServerB with the data directory dataDir (a restart passes the same one).
-func startServerIn(t testing.TB, dataDir, database string, extra ...string) *cluster {
+// startServerCA is startServerB for a server whose extra flags include --tls-cert and
+// --tls-key signed by the CA in caFile ("" for plain HTTP): its URL is https://, readiness is
+// polled trusting caFile, and run passes --ca-file.
+func startServerCA(t testing.TB, database, caFile string, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: binary(t), dataDir: dataDir}
+	return startServerIn(t, filepath.Join(t.TempDir(), "data"), database, caFile, extra...)
+}
+
+// startServerIn is startServerCA with the data directory dataDir (a restart passes the same one).
+func startServerIn(t testing.TB, dataDir, database, caFile string, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: binary(t), dataDir: dataDir, caFile: caFile}
 	addr := freeAddr(t)
 	c.url = "http://" + addr
+	hc := http.DefaultClient
+	if caFile != "" {
+		c.url = "https://" + addr
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		defer hc.CloseIdleConnections()
+	}
 	args := []string{"server", "--dev", "--data-dir", c.dataDir, "--listen", addr, "--log-format", "json"}
 	if database != "" {
 		args = append(args, "--database", database)
@@ -114,7 +137,7 @@ func startServerIn(t testing.TB, dataDir, database string, extra ...string) *clu
 	t.Cleanup(c.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(c.url + "/readyz")
+		resp, err := hc.Get(c.url + "/readyz")
 		if err == nil && resp.StatusCode == 200 {
 			resp.Body.Close()
 			break
@@ -134,7 +157,11 @@ func (c *cluster) run(tokenFile, stdin string, args ...string) (string, string, 
 	if tokenFile == "" {
 		tokenFile = filepath.Join(c.dataDir, "admin.token")
 	}
-	cmd := exec.Command(c.bin, append([]string{"--url", c.url, "--token-file", tokenFile}, args...)...)
+	global := []string{"--url", c.url, "--token-file", tokenFile}
+	if c.caFile != "" {
+		global = append(global, "--ca-file", c.caFile)
+	}
+	cmd := exec.Command(c.bin, append(global, args...)...)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+c.t.TempDir())
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer

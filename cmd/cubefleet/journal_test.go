@@ -23,7 +23,7 @@ func TestRegistrationSurvivesCrash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			database := dsn(t)
 			dataDir := filepath.Join(t.TempDir(), "data")
-			c := startServerIn(t, dataDir, database, "--node-agent-allow-unauthenticated", "127.0.0.0/8")
+			c := startServerIn(t, dataDir, database, "", "--node-agent-allow-unauthenticated", "127.0.0.0/8")
 			doc := filepath.Join(t.TempDir(), "fleet.json")
 			writeFile(t, doc, `{"version": 1, "sites": [{"name": "lab", "kind": "shared", "region": "eu-central"}],
 				"pools": [{"name": "cubes", "site": "lab", "class": "vps-host"}]}`, 0o644)
@@ -51,7 +51,7 @@ func TestRegistrationSurvivesCrash(t *testing.T) {
 			c.crash()
 			release()
 
-			c = startServerIn(t, dataDir, database, "--node-agent-allow-unauthenticated", "127.0.0.0/8")
+			c = startServerIn(t, dataDir, database, "", "--node-agent-allow-unauthenticated", "127.0.0.0/8")
 			for _, id := range []string{"10.9.0.1", "10.9.0.2"} {
 				c.ok("nodes", "get", id)
 				if out := c.ok("nodes", "events", id, "--type", "node.joined"); strings.Count(out, "node.joined") != 1 {

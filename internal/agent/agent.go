@@ -68,7 +68,7 @@ type Health struct {
 type Options struct {
 	Log        *slog.Logger     // nil discards
 	Now        func() time.Time // nil: time.Now
-	HTTPClient *http.Client     // nil: redirects refused (every call has its own deadline)
+	HTTPClient *http.Client     // nil: redirects refused, TLS as cfg.TLSClientConfig (every call has its own deadline)
 }
 
 // Agent registers the node with the control plane and reports its status every period, like a
@@ -112,7 +112,9 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	hc := opt.HTTPClient
 	if hc == nil {
 		// Each call carries its own deadline (the report period, or JoinTimeout).
-		hc = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = cfg.TLSClientConfig()
+		hc = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	a.wire = newWireClient(cfg.ControlPlane, hc)
 	a.quota = StatusQuota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}

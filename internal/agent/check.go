@@ -35,7 +35,8 @@ type CheckOptions struct {
 	Timeout time.Duration
 	// Interval is the pause between rounds; 0 means DefaultCheckInterval.
 	Interval time.Duration
-	// HTTPClient makes the probes; nil: 5 s to connect, 10 s per request, no redirects.
+	// HTTPClient makes the probes; nil: 5 s to connect, 10 s per request, no redirects, TLS as
+	// cfg.TLSClientConfig.
 	HTTPClient *http.Client
 	// StateDir is where the node credential is read from (it is sent with the node listing
 	// when present); "" means cfg.StateDir.
@@ -67,7 +68,7 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if hc == nil {
 		hc = &http.Client{
 			Timeout:       10 * time.Second,
-			Transport:     &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+			Transport:     &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, TLSClientConfig: cfg.TLSClientConfig()},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 		defer hc.CloseIdleConnections()

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,11 +11,14 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
 
@@ -80,8 +85,10 @@ func Settings() []Setting {
 	return []Setting{
 		{Key: "env-file", Env: []string{"CUBEFLEET_AGENT_ENV_FILE", "ONE_CLICK_ENV_FILE"}, Usage: "env file to read (default ./.env, else " + InstalledEnvFile + " when it exists)"},
 		{Key: "role", Env: []string{"CUBEFLEET_AGENT_ROLE", "ONE_CLICK_DEPLOY_ROLE"}, Default: string(DefaultRole), Usage: "control (beside the server on the control node) or compute (reporting to a remote control plane)"},
-		{Key: "control-plane", Env: []string{"CUBEFLEET_CONTROL_PLANE", "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR"}, Usage: "control plane host:port, or several separated by commas (failover); beats --control-plane-ip"},
+		{Key: "control-plane", Env: []string{"CUBEFLEET_CONTROL_PLANE", "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR"}, Usage: "control plane [https://]host:port, or several separated by commas (failover); beats --control-plane-ip"},
 		{Key: "control-plane-ip", Env: []string{"CUBEFLEET_CONTROL_PLANE_IP", "ONE_CLICK_CONTROL_PLANE_IP"}, Usage: "control plane IPv4 address; expanded to <ip>:3010"},
+		{Key: "control-plane-tls", Env: []string{"CUBEFLEET_CONTROL_PLANE_TLS"}, Default: "0", Bool: true, Usage: "use https:// for control-plane addresses without a scheme (and for --control-plane-ip)"},
+		{Key: "ca-file", Env: []string{"CUBEFLEET_CA_FILE"}, Usage: "PEM file of CA certificates to trust for an https:// control plane, besides the system's"},
 		{Key: "s3-endpoint", Env: []string{"CUBEFLEET_S3_ENDPOINT", "CUBE_S3_ENDPOINT"}, Usage: "S3 endpoint of the sandbox volume store, e.g. http://10.0.0.1:9000 (required on compute nodes)"},
 		{Key: "s3-access-key-id", Env: []string{"CUBEFLEET_S3_ACCESS_KEY_ID", "CUBE_S3_ACCESS_KEY_ID"}, Usage: "S3 access key ID"},
 		{Key: "s3-secret-access-key", Env: []string{"CUBEFLEET_S3_SECRET_ACCESS_KEY", "CUBE_S3_SECRET_ACCESS_KEY"}, NoFlag: true, Usage: "S3 secret access key (environment or env file only)"},
@@ -162,11 +169,20 @@ func (s S3) HostPort() string {
 // Config is the agent's validated configuration. Load builds it; tests may build one directly.
 type Config struct {
 	Role          Role         // ONE_CLICK_DEPLOY_ROLE
-	ControlPlane  []string     // base URLs, "http://10.0.0.1:3010"; the first is tried first
+	ControlPlane  []string     // base URLs, "http://10.0.0.1:3010" or "https://..."; the first is tried first
 	NodeIP        netip.Addr   // IPv4; also the node ID
 	AllowLoopback bool         // a 127.x NodeIP is accepted
 	S3            S3           // the sandbox volume store
 	NetworkCIDR   netip.Prefix // the sandbox network, /16 to /24
+	// ControlPlaneTLS records CUBEFLEET_CONTROL_PLANE_TLS=1: addresses without a scheme (and
+	// ONE_CLICK_CONTROL_PLANE_IP's <ip>:3010) became https:// in ControlPlane.
+	ControlPlaneTLS bool
+	// CAFile is the absolute path of the PEM bundle of CA certificates trusted for an https://
+	// control plane besides the system's (CUBEFLEET_CA_FILE); "" for none.
+	CAFile string
+	// RootCAs are the CAs trusted for an https:// control plane: the system's plus CAFile's;
+	// nil means the system's only.
+	RootCAs *x509.CertPool
 	// SkipCIDRConflictCheck records CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1.
 	SkipCIDRConflictCheck bool
 	JoinToken             Secret        // cfj_...; "" registers without one (stock-Cubelet mode)
@@ -191,6 +207,10 @@ type Config struct {
 
 // NodeID returns the node's ID: its IPv4 address in dotted form.
 func (c *Config) NodeID() string { return c.NodeIP.String() }
+
+// TLSClientConfig returns the TLS settings of every call to the control plane (the agent's and
+// agent check's): TLS 1.2 or later, trusting RootCAs (the system's CAs when nil).
+func (c *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(c.RootCAs) }
 
 // Sources says where Load reads settings from. Precedence: Flags, then Getenv, then the env
 // file, then each setting's default (see Setting).
@@ -279,6 +299,15 @@ func Load(src Sources) (*Config, error) {
 	default:
 		return nil, role.fail("%q is not a role; set it to compute (a compute node reporting to a remote control plane) or control (the agent beside the server on the control node, the default)", role.s)
 	}
+	useTLS := get("control-plane-tls")
+	var err error
+	if cfg.ControlPlaneTLS, err = parseBool(useTLS.s); err != nil {
+		return nil, useTLS.fail("%v", err)
+	}
+	scheme := "http"
+	if cfg.ControlPlaneTLS {
+		scheme = "https"
+	}
 	addr, ip := get("control-plane"), get("control-plane-ip")
 	if ip.set() {
 		a, err := netip.ParseAddr(strings.TrimSpace(ip.s))
@@ -288,17 +317,31 @@ func Load(src Sources) (*Config, error) {
 	}
 	switch {
 	case addr.set() && addr.rank >= ip.rank:
-		eps, err := parseEndpoints(addr.s)
+		eps, err := parseEndpoints(addr.s, scheme)
 		if err != nil {
 			return nil, addr.fail("%v", err)
 		}
 		cfg.ControlPlane = eps
 	case ip.set():
-		cfg.ControlPlane = []string{"http://" + net.JoinHostPort(strings.TrimSpace(ip.s), strconv.Itoa(DefaultControlPlanePort))}
+		cfg.ControlPlane = []string{scheme + "://" + net.JoinHostPort(strings.TrimSpace(ip.s), strconv.Itoa(DefaultControlPlanePort))}
 	case cfg.Role == RoleCompute:
 		return nil, ip.fail("is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP=<control node IP> (port %d) or ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=host:port", DefaultControlPlanePort)
 	default:
-		cfg.ControlPlane = []string{"http://127.0.0.1:" + strconv.Itoa(DefaultControlPlanePort)}
+		cfg.ControlPlane = []string{scheme + "://127.0.0.1:" + strconv.Itoa(DefaultControlPlanePort)}
+	}
+	caFile := get("ca-file")
+	if caFile.set() {
+		path, err := filepath.Abs(strings.TrimSpace(caFile.s))
+		if err != nil {
+			return nil, caFile.fail("%v", err)
+		}
+		if cfg.RootCAs, err = capool.Load(path); err != nil {
+			return nil, caFile.fail("%v", err)
+		}
+		cfg.CAFile = path
+		if !slices.ContainsFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "https://") }) {
+			cfg.Warnings = append(cfg.Warnings, caFile.name+" is set but every control-plane address is http://: use https:// addresses or set CUBEFLEET_CONTROL_PLANE_TLS=1")
+		}
 	}
 
 	// 2. S3: a compute node's volume plugin depends on it.
@@ -509,15 +552,16 @@ func lookup(s Setting, flags map[string]string, getenv func(string) string, file
 }
 
 // parseEndpoints parses ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR: host:port entries separated by
-// commas, each optionally with http:// or https://; entries without a scheme get http://.
-func parseEndpoints(s string) ([]string, error) {
+// commas, each optionally with http:// or https://; entries without a scheme get scheme://
+// (http, or https with CUBEFLEET_CONTROL_PLANE_TLS=1).
+func parseEndpoints(s, defaultScheme string) ([]string, error) {
 	var out []string
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			return nil, fmt.Errorf("%q has an empty entry; list host:port entries separated by commas, e.g. 10.0.0.1:%d,10.0.0.2:%d", s, DefaultControlPlanePort, DefaultControlPlanePort)
 		}
-		scheme := "http"
+		scheme := defaultScheme
 		rest := item
 		if i := strings.Index(item, "://"); i >= 0 {
 			scheme, rest = strings.ToLower(item[:i]), item[i+3:]

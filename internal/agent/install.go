@@ -197,8 +197,8 @@ func Prerequisites(cfg *Config, f Facts) []string {
 }
 
 // EnvFileVars returns the env file Install writes for cfg: every setting, resolved (the
-// detected node IP, the listen address, the control-plane endpoints, the join token's value
-// even when it came from a file), under Cube Sandbox's variable names where they exist and
+// detected node IP, the listen address, the control-plane endpoints (https:// ones with their
+// scheme), the TLS settings, the join token's value even when it came from a file), under Cube Sandbox's variable names where they exist and
 // CUBEFLEET_* otherwise. It holds the S3 secret and the join token, so it is written with mode
 // 0600.
 func EnvFileVars(cfg *Config) []EnvVar {
@@ -218,6 +218,7 @@ func EnvFileVars(cfg *Config) []EnvVar {
 		{},
 		{Name: "ONE_CLICK_DEPLOY_ROLE", Value: string(cfg.Role)},
 		{Name: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR", Value: strings.Join(eps, ",")},
+		{Name: "CUBEFLEET_CONTROL_PLANE_TLS", Value: b01(cfg.ControlPlaneTLS)},
 		{Name: "CUBE_SANDBOX_NODE_IP", Value: cfg.NodeID()},
 		{Name: "CUBE_SANDBOX_NETWORK_CIDR", Value: cfg.NetworkCIDR.String()},
 		{Name: "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK", Value: b01(cfg.SkipCIDRConflictCheck)},
@@ -228,6 +229,10 @@ func EnvFileVars(cfg *Config) []EnvVar {
 		{Name: "CUBE_S3_BUCKET", Value: cfg.S3.Bucket},
 		{Name: "CUBE_S3_S3FS_EXTRA_OPTS", Value: cfg.S3.S3FSExtraOpts},
 		{},
+	}
+	if cfg.CAFile != "" {
+		// An absolute path (Load made it one): the service does not run in this directory.
+		vars = append(vars, EnvVar{Name: "CUBEFLEET_CA_FILE", Value: cfg.CAFile})
 	}
 	if cfg.JoinToken != "" {
 		// The value, not the file it came from: the operator may delete that file once the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -312,11 +313,22 @@ func errorMessage(raw []byte) string {
 	return s
 }
 
-// scrubURLError drops the method and URL from a *url.Error (the endpoint is already named).
+// scrubURLError drops the method and URL from a *url.Error (the endpoint is already named) and
+// says what to do about a TLS failure: a certificate that does not verify, or no TLS at all.
 func scrubURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
+	}
+	var (
+		verr   *tls.CertificateVerificationError
+		record tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &verr):
+		return fmt.Errorf("%w (the control plane's TLS certificate does not verify: set CUBEFLEET_CA_FILE or --ca-file to the PEM certificate of the CA that signed it)", err)
+	case errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("%w (the control plane does not speak TLS: use an http:// address, or unset CUBEFLEET_CONTROL_PLANE_TLS)", err)
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 const (
 	flagURL       = "url"
 	flagTokenFile = "token-file"
+	flagCAFile    = "ca-file"
 	flagOutput    = "output"
 )
 
@@ -30,12 +31,14 @@ func addGlobalFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
 	f.String(flagURL, "", "control plane URL (default: $"+client.EnvURL+", url in the config file, "+client.DefaultURL+")")
 	f.String(flagTokenFile, "", "file holding the API key, mode 0600 (default: $"+client.EnvToken+", token_file in the config file, "+client.DefaultTokenFile+")")
+	f.String(flagCAFile, "", "PEM file of CA certificates to trust for an https:// URL, besides the system's (default: $"+client.EnvCAFile+", ca_file in the config file)")
 	f.StringP(flagOutput, "o", outputTable, "output format: table or json")
 }
 
 // connect returns an API client for cmd (and refuses a bad --output first, exit 2): URL from --url > CUBEFLEET_URL > url in
 // $XDG_CONFIG_HOME/cubefleet/config.json > http://127.0.0.1:3010; key from --token-file >
-// CUBEFLEET_TOKEN > token_file in the config file > ./.cubefleet/admin.token. A token file that
+// CUBEFLEET_TOKEN > token_file in the config file > ./.cubefleet/admin.token; CA bundle for
+// https:// from --ca-file > CUBEFLEET_CA_FILE > ca_file in the config file. A token file that
 // is not a private file (regular, owned by the caller, mode 0600) is refused with an error
 // naming the problem; the error never contains the key.
 func connect(cmd *cobra.Command) (*client.Client, error) {
@@ -44,7 +47,8 @@ func connect(cmd *cobra.Command) (*client.Client, error) {
 	}
 	url, _ := cmd.Flags().GetString(flagURL)
 	tokenFile, _ := cmd.Flags().GetString(flagTokenFile)
-	return client.Connect(client.Options{URL: url, TokenFile: tokenFile, Getenv: stdioOf(cmd).Getenv}, nil)
+	caFile, _ := cmd.Flags().GetString(flagCAFile)
+	return client.Connect(client.Options{URL: url, TokenFile: tokenFile, CAFile: caFile, Getenv: stdioOf(cmd).Getenv}, nil)
 }
 
 // call connects (see connect) and runs API method with input in, decoding the result into out.

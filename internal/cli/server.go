@@ -43,7 +43,14 @@ worker network) and not on --listen, so the API can stay on loopback. Nodes auth
 join token and then their node credential; stock Cubelets, which send no credentials, are
 accepted only from --node-agent-allow-unauthenticated (comma-separated CIDRs; default none).
 A node is Suspect after --node-heartbeat-timeout without a report, Down after two, Lost after
---node-lost-after. See docs/nodes.md.`,
+--node-lost-after. See docs/nodes.md.
+
+--tls-cert FILE and --tls-key FILE (PEM; both or neither) make both listeners serve HTTPS only,
+TLS 1.2 or later. The key file must be a regular file owned by this user with mode 0600. The
+pair is loaded at start (a bad pair stops the start) and looked at again every few seconds: to
+rotate, replace the files (the key first, each by a rename) and new connections get the new
+certificate; a new pair that does not load is logged and the previous one kept. Clients pass
+--ca-file when the certificate is not signed by a CA the system trusts. See docs/server.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			disabled, err := server.ParseModules(modules)
@@ -53,6 +60,12 @@ A node is Suspect after --node-heartbeat-timeout without a report, Down after tw
 			cfg.Disabled = disabled
 			if cfg.NodeAgentAllowUnauthenticated, err = nodes.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
+			}
+			switch {
+			case cfg.TLSCert != "" && cfg.TLSKey == "":
+				return usagef("--tls-key is missing: --tls-cert needs it (give both PEM files, or neither)")
+			case cfg.TLSKey != "" && cfg.TLSCert == "":
+				return usagef("--tls-cert is missing: --tls-key needs it (give both PEM files, or neither)")
 			}
 			if cfg.NodeHeartbeatTimeout <= 0 || cfg.NodeLostAfter <= 2*cfg.NodeHeartbeatTimeout {
 				return usagef("--node-lost-after (%s) must exceed twice --node-heartbeat-timeout (%s), which must be positive", cfg.NodeLostAfter, cfg.NodeHeartbeatTimeout)
@@ -78,7 +91,11 @@ A node is Suspect after --node-heartbeat-timeout without a report, Down after tw
 			} else if p := filepath.Join(cfg.DataDir, server.AdminTokenFile); cfg.Dev && privatefile.Check(p) == nil {
 				fmt.Fprintf(out, "Administrator API key: %s (written on first start).\n", p)
 			}
-			fmt.Fprintf(out, "cubefleet control plane listening on %s\n", srv.URL())
+			if cfg.InternalListen != "" {
+				fmt.Fprintf(out, "cubefleet control plane listening on %s (node-agent routes on %s)\n", srv.URL(), srv.InternalURL())
+			} else {
+				fmt.Fprintf(out, "cubefleet control plane listening on %s\n", srv.URL())
+			}
 			return srv.Serve(ctx)
 		},
 	}
@@ -94,6 +111,8 @@ A node is Suspect after --node-heartbeat-timeout without a report, Down after tw
 	f.StringVar(&cfg.InternalListen, "internal-listen", "", "address (the worker network) to serve the node-agent and internal nodes routes on instead of --listen")
 	f.DurationVar(&cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", nodes.DefaultHeartbeatTimeout, "a node without a report for this long is Suspect (two: Down)")
 	f.DurationVar(&cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd

@@ -7,6 +7,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/capool"
 )
 
 // maxResponseBytes bounds the response body Call reads (64 MiB).
@@ -26,16 +29,29 @@ type Client struct {
 	baseURL string
 	token   string
 	http    *http.Client
+	caFile  string // the CA file trusted besides the system's, for messages; "" for none
 }
 
-// New returns a client for the control plane at baseURL (e.g. http://127.0.0.1:3010) that
+// New returns a client for the control plane at baseURL (e.g. https://127.0.0.1:3010) that
 // authenticates with token ("" sends no credentials). httpClient nil means a client that
-// refuses redirects, so the key is never sent anywhere else.
+// refuses redirects, so the key is never sent anywhere else, and trusts the system's CAs for
+// https:// (Connect adds a CA file's).
 func New(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
-		httpClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		httpClient = newHTTPClient(nil)
 	}
 	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+}
+
+// newHTTPClient returns the default HTTP client: redirects refused, TLS 1.2 or later, the
+// certificates of roots trusted (nil: the system's).
+func newHTTPClient(roots *x509.CertPool) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = capool.ClientConfig(roots)
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // BaseURL returns the control plane's URL.
@@ -68,6 +84,9 @@ func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", method, ctx.Err())
 		}
+		if msg := c.tlsProblem(err); msg != "" {
+			return errors.New(msg)
+		}
 		return fmt.Errorf("cannot reach the control plane at %s (start one with `cubefleet server --dev`, or pass --url / set CUBEFLEET_URL): %w", c.baseURL, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
@@ -85,6 +104,35 @@ func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 		return fmt.Errorf("%s: decode response: %w", method, err)
 	}
 	return nil
+}
+
+// tlsProblem returns what to do about err when it is a TLS failure: a certificate that does not
+// verify (pass --ca-file), or an https:// URL for a server that speaks plain HTTP. "" for any
+// other error.
+func (c *Client) tlsProblem(err error) string {
+	var (
+		verr      *tls.CertificateVerificationError
+		unknownCA x509.UnknownAuthorityError
+		host      x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		record    tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &host):
+		return fmt.Sprintf("the TLS certificate of the control plane at %s does not verify: %v; point --url at a name or address the certificate is valid for", c.baseURL, host)
+	case errors.As(err, &verr) || errors.As(err, &unknownCA) || errors.As(err, &invalid):
+		detail := unwrapURLError(err).Error()
+		if verr != nil && verr.Err != nil {
+			detail = verr.Err.Error()
+		}
+		if c.caFile != "" {
+			return fmt.Sprintf("the TLS certificate of the control plane at %s does not verify against the system's CAs or %s (%s): pass --ca-file with the CA that signed it", c.baseURL, c.caFile, detail)
+		}
+		return fmt.Sprintf("the TLS certificate of the control plane at %s does not verify (%s): pass --ca-file FILE (or set %s, or ca_file in the config file) naming the PEM certificate of the CA that signed it", c.baseURL, detail, EnvCAFile)
+	case errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Sprintf("the control plane at %s does not speak TLS (%v): use an http:// URL, or start the server with --tls-cert and --tls-key", c.baseURL, unwrapURLError(err))
+	}
+	return ""
 }
 
 // unwrapURLError drops *url.Error's "Post "URL":" prefix; the message already names the URL.
@@ -110,6 +158,9 @@ func (c *Client) decodeError(method string, resp *http.Response, data []byte) er
 		snippet := strings.TrimSpace(string(data))
 		if len(snippet) > 200 {
 			snippet = snippet[:200] + "..."
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(snippet, "HTTP request to an HTTPS server") {
+			return fmt.Errorf("%s: %s serves HTTPS only: use https:// in --url (or %s, or url in the config file)", method, c.baseURL, EnvURL)
 		}
 		if resp.StatusCode/100 == 3 {
 			return fmt.Errorf("%s: %s answered with a redirect (HTTP %d to %q), which cubefleet never follows so the key goes nowhere else: point --url at the control plane itself",

@@ -18,10 +18,17 @@ import (
 
 const testToken = "cfk_test-token-never-in-errors"
 
-// fakeAPI serves the error and result bodies the tests need on 127.0.0.1.
+// fakeAPI serves apiHandler on 127.0.0.1.
 func fakeAPI(t *testing.T) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(apiHandler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// apiHandler answers with the error and result bodies the tests need.
+func apiHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		switch r.URL.Path {
 		case "/api/v1/echo":
@@ -41,9 +48,7 @@ func fakeAPI(t *testing.T) *httptest.Server {
 		case "/api/v1/redirect":
 			http.Redirect(w, r, "http://127.0.0.1:1/elsewhere", http.StatusTemporaryRedirect)
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 func TestCallMapsResultsAndErrors(t *testing.T) {

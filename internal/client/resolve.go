@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
 
@@ -19,23 +21,31 @@ const (
 	DefaultTokenFile = ".cubefleet/admin.token" // relative to the working directory; written by `cubefleet server --dev`
 	EnvURL           = "CUBEFLEET_URL"
 	EnvToken         = "CUBEFLEET_TOKEN"
+	// EnvCAFile names a PEM bundle of CA certificates trusted for https:// control planes, in
+	// addition to the system's (the --ca-file flag beats it; it beats ca_file in the config file).
+	EnvCAFile = "CUBEFLEET_CA_FILE"
 )
 
 // Options are the connection settings of a command line; "" means not given.
 type Options struct {
 	URL       string // --url
 	TokenFile string // --token-file
-	// Getenv reads the environment (CUBEFLEET_URL, CUBEFLEET_TOKEN, XDG_CONFIG_HOME, HOME);
-	// nil means os.Getenv.
+	CAFile    string // --ca-file
+	// Getenv reads the environment (CUBEFLEET_URL, CUBEFLEET_TOKEN, CUBEFLEET_CA_FILE,
+	// XDG_CONFIG_HOME, HOME); nil means os.Getenv.
 	Getenv func(string) string
 }
 
 // Config is the CLI's config file, $XDG_CONFIG_HOME/cubefleet/config.json (XDG_CONFIG_HOME
-// defaults to ~/.config): {"url": "...", "token_file": "..."}. A relative token_file is relative
-// to the config file's directory; "~/" is the home directory. Unknown fields are ignored.
+// defaults to ~/.config): {"url": "...", "token_file": "...", "ca_file": "..."}. A relative
+// token_file or ca_file is relative to the config file's directory; "~/" is the home directory.
+// Unknown fields are ignored.
 type Config struct {
 	URL       string `json:"url,omitempty"`
 	TokenFile string `json:"token_file,omitempty"`
+	// CAFile is a PEM bundle of CA certificates trusted for an https:// URL, in addition to the
+	// system's.
+	CAFile string `json:"ca_file,omitempty"`
 }
 
 // Settings are a resolved connection: where to call and with which key, and where each came
@@ -45,6 +55,13 @@ type Settings struct {
 	URLSource   string
 	Token       string // "" when no key was found (the default token file is missing)
 	TokenSource string
+	// CAFile is the PEM bundle of CA certificates trusted besides the system's, "" for none;
+	// CAFileSource says where it came from (--ca-file, CUBEFLEET_CA_FILE or the config file).
+	CAFile       string
+	CAFileSource string
+	// RootCAs are the system's CA certificates plus CAFile's; nil when CAFile is "" (the
+	// system's only).
+	RootCAs *x509.CertPool
 }
 
 // ConfigPath returns the config file's path ("" when neither XDG_CONFIG_HOME nor HOME is set).
@@ -72,16 +89,18 @@ func LoadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("config file: %w", err)
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return c, fmt.Errorf("config file %s is not a JSON object with url and token_file: %w", path, err)
+		return c, fmt.Errorf("config file %s is not a JSON object with url, token_file and ca_file: %w", path, err)
 	}
 	return c, nil
 }
 
-// Resolve finds the URL (--url > CUBEFLEET_URL > url in the config file > DefaultURL) and the
-// key (--token-file > CUBEFLEET_TOKEN > token_file in the config file > DefaultTokenFile). A
-// token file must be a regular file owned by the caller with mode 0600; a refusal names the
-// file and the problem, never the key. Only the default token file may be missing (Token is
-// then "").
+// Resolve finds the URL (--url > CUBEFLEET_URL > url in the config file > DefaultURL), the
+// key (--token-file > CUBEFLEET_TOKEN > token_file in the config file > DefaultTokenFile) and
+// the CA bundle (--ca-file > CUBEFLEET_CA_FILE > ca_file in the config file > none). A token
+// file must be a regular file owned by the caller with mode 0600; a refusal names the file and
+// the problem, never the key. Only the default token file may be missing (Token is then "").
+// A CA file that cannot be read or holds no PEM certificate is an error naming it and where it
+// came from.
 func Resolve(o Options) (Settings, error) {
 	getenv := o.Getenv
 	if getenv == nil {
@@ -89,7 +108,8 @@ func Resolve(o Options) (Settings, error) {
 	}
 	cfgPath := ConfigPath(getenv)
 	var cfg Config
-	needCfg := (o.URL == "" && getenv(EnvURL) == "") || (o.TokenFile == "" && getenv(EnvToken) == "")
+	needCfg := (o.URL == "" && getenv(EnvURL) == "") || (o.TokenFile == "" && getenv(EnvToken) == "") ||
+		(o.CAFile == "" && getenv(EnvCAFile) == "")
 	if needCfg {
 		var err error
 		if cfg, err = LoadConfig(cfgPath); err != nil {
@@ -137,16 +157,38 @@ func Resolve(o Options) (Settings, error) {
 		}
 		s.Token, s.TokenSource = tok, DefaultTokenFile
 	}
+	switch {
+	case o.CAFile != "":
+		s.CAFile, s.CAFileSource = o.CAFile, "--ca-file"
+	case getenv(EnvCAFile) != "":
+		s.CAFile, s.CAFileSource = getenv(EnvCAFile), EnvCAFile
+	case cfg.CAFile != "":
+		s.CAFile, s.CAFileSource = expandPath(cfg.CAFile, filepath.Dir(cfgPath), getenv), "ca_file in "+cfgPath
+	}
+	if s.CAFile != "" {
+		pool, err := capool.Load(s.CAFile)
+		if err != nil {
+			return Settings{}, fmt.Errorf("CA file from %s: %w", s.CAFileSource, err)
+		}
+		s.RootCAs = pool
+	}
 	return s, nil
 }
 
-// Connect resolves o and returns a client for it (httpClient as in New).
+// Connect resolves o and returns a client for it. httpClient nil means one that refuses
+// redirects and trusts, for https://, the system's CAs plus the resolved CA file's (TLS 1.2 or
+// later); a given httpClient is used as it is.
 func Connect(o Options, httpClient *http.Client) (*Client, error) {
 	s, err := Resolve(o)
 	if err != nil {
 		return nil, err
 	}
-	return New(s.URL, s.Token, httpClient), nil
+	if httpClient == nil {
+		httpClient = newHTTPClient(s.RootCAs)
+	}
+	c := New(s.URL, s.Token, httpClient)
+	c.caFile = s.CAFile
+	return c, nil
 }
 
 func checkURL(s string) error {

@@ -103,6 +103,17 @@ type Config struct {
 	// NodeAgentAllowUnauthenticated lists the networks from which node-agent and internal
 	// nodes calls without credentials (stock Cubelets) are accepted. Empty: none.
 	NodeAgentAllowUnauthenticated []netip.Prefix
+	// TLSCert and TLSKey are --tls-cert and --tls-key: PEM files holding the server's
+	// certificate chain and its private key. Both or neither: with them, Listen and
+	// InternalListen serve HTTPS only (TLS 1.2 or later) and URL and InternalURL are https://.
+	// TLSKey must be a private file (a regular file owned by the server's user, mode 0600). New
+	// loads the pair before anything is written and fails on a bad one; the files are looked at
+	// again at most every TLSReloadEvery, and a new pair is served from the next handshake on
+	// (a new pair that does not load is logged once, and the previous one kept).
+	TLSCert, TLSKey string
+	// TLSReloadEvery is how often, at most, the TLS files are looked at for a new pair. Zero
+	// means DefaultTLSReloadEvery (2 s).
+	TLSReloadEvery time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -163,7 +174,10 @@ func (c *Config) setDefaults() error {
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log format %q: want text or json", c.LogFormat)
 	}
-	return nil
+	if c.TLSReloadEvery <= 0 {
+		c.TLSReloadEvery = DefaultTLSReloadEvery
+	}
+	return c.checkTLSFlags()
 }
 
 // Modules are the migration modules every server runs, in order.
@@ -201,8 +215,9 @@ type Server struct {
 	ln        net.Listener
 	http      *http.Server
 	nodes     *nodes.Registry
-	inLn      net.Listener // --internal-listen, or nil
-	inHTTP    *http.Server // serves inLn
+	inLn      net.Listener  // --internal-listen, or nil
+	inHTTP    *http.Server  // serves inLn
+	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	openapi   []byte
 	tokenPath string
@@ -226,13 +241,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}
 	log = slog.New(requestIDHandler{log.Handler()})
+	// The TLS pair first: a bad one fails the start before anything is written.
+	var certs *certReloader
+	if cfg.TLSCert != "" {
+		var err error
+		if certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, cfg.TLSReloadEvery, log); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the data dir is open to other users; run chmod 700 on it", "data_dir", cfg.DataDir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
-	s := &Server{cfg: cfg, log: log, db: cfg.DB}
+	s := &Server{cfg: cfg, log: log, db: cfg.DB, tls: certs}
 	ok := false
 	defer func() {
 		if !ok {
@@ -310,6 +333,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
+		if s.tls != nil {
+			s.inHTTP.TLSConfig = s.tls.tlsConfig()
+		}
 	}
 	if cfg.Dev && !isLoopback(s.ln.Addr()) {
 		log.Warn("--dev on a non-loopback address: dev mode is meant for loopback only", "addr", s.ln.Addr().String())
@@ -322,16 +348,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	if s.tls != nil {
+		s.http.TLSConfig = s.tls.tlsConfig()
+	}
 	var disabled []string
 	for m := range cfg.Disabled {
 		disabled = append(disabled, m)
 	}
 	sort.Strings(disabled)
-	internal := s.ln.Addr().String()
-	if s.inLn != nil {
-		internal = s.inLn.Addr().String()
-	}
-	log.Info("control plane ready", "addr", s.ln.Addr().String(), "internal_addr", internal, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
+	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
 		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len())
 	ok = true
 	return s, nil
@@ -340,18 +365,29 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 // Addr returns the address the server listens on (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// URL returns the base URL of the server, e.g. http://127.0.0.1:3010.
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+// URL returns the base URL of the server's API: https://127.0.0.1:3010 with TLS (TLSCert),
+// else http://127.0.0.1:3010.
+func (s *Server) URL() string { return s.scheme() + "://" + s.ln.Addr().String() }
+
+// TLS reports whether the server serves HTTPS (Config.TLSCert and TLSKey are set).
+func (s *Server) TLS() bool { return s.tls != nil }
+
+func (s *Server) scheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
+}
 
 // AdminTokenPath returns the file --dev wrote the bootstrap administrator's key to during this
 // New, or "" when this start did not bootstrap (the database was initialized before).
 func (s *Server) AdminTokenPath() string { return s.tokenPath }
 
 // InternalURL returns the base URL of the node-agent and internal nodes routes: the
-// --internal-listen address when set, else the same as URL.
+// --internal-listen address when set, else the same as URL; https:// with TLS.
 func (s *Server) InternalURL() string {
 	if s.inLn != nil {
-		return "http://" + s.inLn.Addr().String()
+		return s.scheme() + "://" + s.inLn.Addr().String()
 	}
 	return s.URL()
 }
@@ -362,13 +398,19 @@ func (s *Server) Nodes() *nodes.Registry { return s.nodes }
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
-// Serve serves HTTP until ctx ends, then shuts down gracefully (requests in flight get up to
+// Serve serves HTTP (HTTPS with TLS) until ctx ends, then shuts down gracefully (requests in flight get up to
 // 15 s) and closes the store. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
-	go func() { errc <- s.http.Serve(s.ln) }()
+	serve := func(srv *http.Server, ln net.Listener) error {
+		if srv.TLSConfig != nil {
+			return srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+		}
+		return srv.Serve(ln)
+	}
+	go func() { errc <- serve(s.http, s.ln) }()
 	if s.inHTTP != nil {
-		go func() { errc <- s.inHTTP.Serve(s.inLn) }()
+		go func() { errc <- serve(s.inHTTP, s.inLn) }()
 	}
 	// The node registry stops after the HTTP servers (no report arrives any more) and before
 	// the store closes, so its last flush writes everything it holds.

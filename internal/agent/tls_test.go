@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/capool"
+	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/tlstest"
+)
+
+// TestLoadTLSSettings: CUBEFLEET_CONTROL_PLANE_TLS makes scheme-less addresses (and the
+// expansion of ONE_CLICK_CONTROL_PLANE_IP) https://; CUBEFLEET_CA_FILE is read at load, and one
+// that cannot be read or holds no certificate is an error naming the setting, found with the
+// control-plane address (before the S3 endpoint).
+func TestLoadTLSSettings(t *testing.T) {
+	dir := t.TempDir()
+	_, files := tlstest.Write(t, dir)
+	garbage := filepath.Join(dir, "garbage.pem")
+	os.WriteFile(garbage, []byte("not PEM\n"), 0o644)
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags map[string]string
+		file  string // default computeEnv
+		want  []string
+		path  string // the variable the error names; "" when Load succeeds
+		msg   string
+		check func(t *testing.T, c *Config)
+	}{
+		{name: "the control-plane IP becomes https://<ip>:3010", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1"}, want: []string{"https://10.0.0.1:3010"}},
+		{name: "from the env file too", file: computeEnv + "CUBEFLEET_CONTROL_PLANE_TLS=yes\n", want: []string{"https://10.0.0.1:3010"}},
+		{name: "the flag alone", flags: map[string]string{"control-plane-tls": "1", "control-plane": "cp1:3010,http://10.0.0.3:3010,https://cp2:443"},
+			want: []string{"https://cp1:3010", "http://10.0.0.3:3010", "https://cp2:443"}},
+		{name: "an https:// address without the switch", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "https://10.0.0.1:3010"}, want: []string{"https://10.0.0.1:3010"}},
+		{name: "off by default", want: []string{"http://10.0.0.1:3010"}},
+		{name: "the control role's default", file: "CUBE_SANDBOX_NODE_IP=10.0.0.5\nCUBEFLEET_CONTROL_PLANE_TLS=1\n", want: []string{"https://127.0.0.1:3010"}},
+		{name: "switch not 0/1", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "sometimes"}, path: "CUBEFLEET_CONTROL_PLANE_TLS", msg: `"sometimes" is not 0 or 1`},
+		{name: "a CA file", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1", "CUBEFLEET_CA_FILE": files.CA}, want: []string{"https://10.0.0.1:3010"},
+			check: func(t *testing.T, c *Config) {
+				if c.CAFile != files.CA || c.RootCAs == nil || len(c.Warnings) != 0 {
+					t.Errorf("CA file %q, roots %v, warnings %q", c.CAFile, c.RootCAs != nil, c.Warnings)
+				}
+			}},
+		{name: "a CA file for http:// only warns", flags: map[string]string{"ca-file": files.CA}, want: []string{"http://10.0.0.1:3010"},
+			check: func(t *testing.T, c *Config) {
+				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "--ca-file is set but every control-plane address is http://") {
+					t.Errorf("warnings %q", c.Warnings)
+				}
+			}},
+		{name: "a missing CA file", env: map[string]string{"CUBEFLEET_CA_FILE": filepath.Join(dir, "missing.pem")}, path: "CUBEFLEET_CA_FILE", msg: "missing.pem: no such file"},
+		{name: "a CA file without a certificate", flags: map[string]string{"ca-file": garbage}, path: "--ca-file", msg: garbage + " holds no PEM certificate"},
+		{name: "a key is not a CA certificate", file: computeEnv + "CUBEFLEET_CA_FILE=" + files.Key + "\n", path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
+		{name: "the CA file is checked before S3", file: "ONE_CLICK_DEPLOY_ROLE=compute\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\n",
+			env: map[string]string{"CUBEFLEET_CA_FILE": garbage}, path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := tc.file
+			if file == "" {
+				file = computeEnv
+			}
+			cfg, err := loadTest(t, "compute", file, tc.env, tc.flags)
+			if got := errPath(err); got != tc.path {
+				t.Fatalf("error %v names %q, want %q", err, got, tc.path)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.msg) {
+					t.Errorf("error %q\nwant it to contain %q", err, tc.msg)
+				}
+				return
+			}
+			if !reflect.DeepEqual(cfg.ControlPlane, tc.want) {
+				t.Errorf("control plane %v, want %v", cfg.ControlPlane, tc.want)
+			}
+			if tc.check != nil {
+				tc.check(t, cfg)
+			}
+		})
+	}
+
+	// A relative CA file is made absolute (the installed service runs elsewhere), and install
+	// carries the TLS settings into the env file it writes.
+	host := testHost("compute")
+	host.Root, _ = filepath.Abs(host.Root)
+	envFile := filepath.Join(dir, "compute.env")
+	os.WriteFile(envFile, []byte(computeEnv+"CUBEFLEET_CONTROL_PLANE_TLS=1\nCUBEFLEET_CA_FILE=ca.pem\n"), 0o600)
+	t.Chdir(dir)
+	cfg, err := Load(Sources{Flags: map[string]string{"env-file": envFile}, Host: host})
+	if err != nil || cfg.CAFile != files.CA {
+		t.Fatalf("relative CA file: %v %v", cfg, err)
+	}
+	vars := EnvMap(EnvFileVars(cfg))
+	if vars["CUBEFLEET_CA_FILE"].Value != files.CA || vars["CUBEFLEET_CONTROL_PLANE_TLS"].Value != "1" ||
+		vars["ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR"].Value != "https://10.0.0.1:3010" {
+		t.Errorf("installed env file: %+v", vars)
+	}
+}
+
+// TestRegisterOverTLS runs a real control plane whose node-agent routes are on an HTTPS
+// --internal-listen: the agent joins over https:// trusting the test CA, reports, and Check
+// passes with the same settings; without the CA, Check fails saying to set CUBEFLEET_CA_FILE.
+func TestRegisterOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	_, files := tlstest.Write(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, server.Config{
+		Listen: "127.0.0.1:0", InternalListen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Dev: true,
+		TLSCert: files.Cert, TLSKey: files.Key,
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	roots, err := capool.Load(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.Connect(client.Options{URL: srv.URL(), TokenFile: srv.AdminTokenPath(), CAFile: files.CA, Getenv: func(string) string { return "" }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var site, pool struct{ ID string }
+	var join struct{ Token string }
+	// Inputs point at the outputs before them: they are encoded when their call runs.
+	for _, c := range []struct {
+		method string
+		in     map[string]any
+		out    any
+	}{
+		{"compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &site},
+		{"compute.pools.create", map[string]any{"tenantId": "root", "siteId": &site.ID, "class": "vps-host"}, &pool},
+		{"nodes.joinTokens.create", map[string]any{"pool": &pool.ID, "ip": "127.0.0.1"}, &join},
+	} {
+		if err := api.Call(ctx, c.method, c.in, c.out); err != nil {
+			t.Fatalf("%s: %v", c.method, err)
+		}
+	}
+
+	cfg := testConfig(filepath.Join(dir, "state"), join.Token, srv.InternalURL())
+	cfg.RootCAs, cfg.CAFile = roots, files.CA
+	cfg.S3.Endpoint = ""
+	r := startAgent(t, cfg)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.a.Health().State != StateReporting || r.a.Health().LastReportAt == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not report over TLS: %+v\n%s", r.a.Health(), r.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.HasPrefix(srv.InternalURL(), "https://") {
+		t.Fatalf("InternalURL %s", srv.InternalURL())
+	}
+
+	// agent check, with the same settings (a copy: the running agent reads cfg).
+	chk := *cfg
+	chk.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
+	results, ok := Check(ctx, &chk, CheckOptions{Timeout: 5 * time.Second, Interval: 20 * time.Millisecond})
+	if !ok {
+		t.Fatalf("Check over TLS failed: %v", results)
+	}
+	if want := srv.InternalURL() + PathReadyz + ": ready"; results[1].Detail != want {
+		t.Errorf("control plane: %s, want %s", results[1], want)
+	}
+	if !strings.HasPrefix(results[2].Detail, srv.InternalURL()+PathNodes+"/127.0.0.1 lists") {
+		t.Errorf("node listed: %s", results[2])
+	}
+
+	// Without the CA: the control plane's certificate does not verify, and the check says
+	// what to set.
+	chk.RootCAs, chk.CAFile = nil, ""
+	results, ok = Check(ctx, &chk, CheckOptions{})
+	if ok || results[1].Status != CheckFail || !strings.Contains(results[1].Detail, "x509: certificate signed by unknown authority") ||
+		!strings.Contains(results[1].Detail, "set CUBEFLEET_CA_FILE or --ca-file") {
+		t.Errorf("Check without the CA: %v", results)
+	}
+	// Plain http:// to the HTTPS listener is refused, and said so.
+	chk.ControlPlane = []string{"http://" + strings.TrimPrefix(srv.InternalURL(), "https://")}
+	results, _ = Check(ctx, &chk, CheckOptions{})
+	if results[1].Status != CheckFail || !strings.Contains(results[1].Detail, "HTTP 400 Client sent an HTTP request to an HTTPS server") {
+		t.Errorf("Check over plain HTTP: %v", results)
+	}
+}
