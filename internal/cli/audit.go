@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"time"
 
@@ -57,7 +56,7 @@ every refused one. --since takes a duration back from now (90m, 24h, 7d) or an R
 					return err
 				}
 				if len(items) == limit {
-					_, err := fmt.Fprintf(w, "(first %d rows; raise --limit or narrow --since for more)\n", limit)
+					_, err := linef(w, "(first %d rows; raise --limit or narrow --since for more)\n", limit)
 					return err
 				}
 				return nil

@@ -221,12 +221,7 @@ func printNode(w io.Writer, out nodeOut) error {
 	for _, ver := range v.Versions {
 		lines = append(lines, [2]string{"Version", strings.TrimSpace(ver.Component + " " + ver.Version)})
 	}
-	for _, l := range lines {
-		if _, err := fmt.Fprintf(w, "%-15s %s\n", l[0]+":", l[1]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return printFields(w, 15, lines)
 }
 
 func stateSince(now, since int64) string {
@@ -298,7 +293,7 @@ func nodeAction(cmd *cobra.Command, method string, in map[string]any, done strin
 		return err
 	}
 	return render(cmd, out, func(w io.Writer) error {
-		_, err := fmt.Fprintln(w, done)
+		_, err := linef(w, "%s\n", done)
 		return err
 	})
 }
@@ -393,7 +388,7 @@ wait. --output json prints the node as it was last read.`,
 				}
 			}
 			return render(cmd, out, func(w io.Writer) error {
-				_, err := fmt.Fprintln(w, drainDone(out, wait))
+				_, err := linef(w, "%s\n", drainDone(out, wait))
 				return err
 			})
 		},
@@ -461,7 +456,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 		default:
 			last, gone = d, time.Time{}
 			if d.SandboxesLeft != shown {
-				fmt.Fprintf(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
+				linef(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
 				shown = d.SandboxesLeft
 			}
 		}

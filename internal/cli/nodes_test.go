@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/server"
 )
 
 // nodeBody is a Cubelet-shaped register body for node id (the registry's golden body).
@@ -260,4 +262,95 @@ func TestNodesDrainWait(t *testing.T) {
 			t.Errorf("unknown node: exit %d %s", code, stderr)
 		}
 	})
+}
+
+// registerBody is the registry's golden register body for node id, changed by edit.
+func registerBody(t *testing.T, id string, edit func(body map[string]any)) []byte {
+	t.Helper()
+	var body map[string]any
+	if err := json.Unmarshal(nodeBody(t, "register.json", id), &body); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(body)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// record runs the CLI as the administrator and appends the command line, its exit code,
+// stdout and stderr to b, as the golden transcripts show them; it returns stdout.
+func (c *cliEnv) record(b *strings.Builder, args ...string) string {
+	c.t.Helper()
+	code, out, errOut := c.run("", append(args, "--token-file", c.tokenFile)...)
+	fmt.Fprintf(b, "$ cubefleet %s\nexit %d\n", safeText(strings.Join(args, " ")), code) // escaped as the CLI escapes
+	if out != "" {
+		fmt.Fprintf(b, "stdout:\n%s", out)
+	}
+	if errOut != "" {
+		fmt.Fprintf(b, "stderr:\n%s", errOut)
+	}
+	b.WriteString("\n")
+	return out
+}
+
+// allowLoopbackCubelets lets stock Cubelets (no credentials) register from 127.0.0.0/8.
+func allowLoopbackCubelets(cfg *server.Config) {
+	cfg.NodeAgentAllowUnauthenticated = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+}
+
+// TestNodesHostileText registers nodes whose cluster label, instance type and versions hold
+// terminal escapes, line breaks and bidi overrides, and cordons one with such a detail: every
+// table and "key: value" line shows them escaped, on one line; JSON keeps them exact.
+func TestNodesHostileText(t *testing.T) {
+	const (
+		label  = "x\u001b[31mRED\nFAKE 1.2.3.4 Ready"
+		itype  = "\u001b[2J\u202eevil"
+		detail = "\n\x1b[31mFAKE\u2066"
+	)
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		var site, pool struct{ ID string }
+		json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
+		hostile := func(body map[string]any) {
+			body["cluster_label"] = label
+			body["instance_type"] = itype
+			body["versions"] = []any{map[string]any{"component": "cubelet\n10.0.0.9 Ready", "version": "v1\u009b31m\x7f"}}
+		}
+		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", hostile)); code != 200 {
+			t.Fatalf("join: %d %s", code, out)
+		}
+		// A stock Cubelet: its cluster label is its pool's name (here: no pool).
+		if code, out := c.post("/internal/v1/node-agent/nodes/register", "", registerBody(t, "10.0.0.8", hostile)); code != 200 {
+			t.Fatalf("stock Cubelet: %d %s", code, out)
+		}
+		c.admin("nodes", "cordon", "10.0.0.7", "--detail", detail)
+		var b strings.Builder
+		c.record(&b, "nodes", "list")
+		c.record(&b, "nodes", "get", "10.0.0.7")
+		c.record(&b, "nodes", "get", "10.0.0.8")
+		waitUntil(t, "the node.cordoned event", func() bool {
+			return strings.Contains(c.admin("nodes", "events", "10.0.0.7"), "node.cordoned")
+		})
+		c.record(&b, "nodes", "events", "10.0.0.7")
+		c.record(&b, "nodes", "get", "10.0.0.9\x1b[2J") // the server's message quotes the id
+		got := c.normalize(b.String())
+		golden(t, "nodes_hostile", got)
+		for _, bad := range []string{"\x1b", "\u202e", "\u2066", "\u009b", "\x7f", "\nFAKE", "\n10.0.0.9"} {
+			if strings.Contains(got, bad) {
+				t.Errorf("the output holds %q raw:\n%s", bad, got)
+			}
+		}
+
+		// JSON is exact.
+		var v nodeOut
+		if err := json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v); err != nil ||
+			v.ClusterLabel != label || v.InstanceType != itype || v.CordonDetail != detail {
+			t.Errorf("nodes get -o json: %v %q %q %q", err, v.ClusterLabel, v.InstanceType, v.CordonDetail)
+		}
+	}, allowLoopbackCubelets)
 }

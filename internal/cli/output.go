@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -53,13 +55,126 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // printTable writes a table for people: header in capitals, columns aligned with two spaces.
+// Every cell goes through safeText, so a value cannot add a line, a column or an escape.
 func printTable(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	fmt.Fprintln(tw, strings.Join(safeCells(header), "\t"))
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		fmt.Fprintln(tw, strings.Join(safeCells(r), "\t"))
 	}
 	return tw.Flush()
+}
+
+func safeCells(cells []string) []string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = safeText(c)
+	}
+	return out
+}
+
+// printFields writes "key: value" lines for people, the values aligned after the longest key
+// (at least width characters including the colon). Keys and values go through safeText.
+func printFields(w io.Writer, width int, fields [][2]string) error {
+	for _, f := range fields {
+		if _, err := fmt.Fprintf(w, "%-*s %s\n", width, safeText(f[0])+":", safeText(f[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linef is fmt.Fprintf for text meant for people: every argument of a string kind, and every
+// error, goes through safeText first (the format itself is trusted). Use it for every line a
+// command prints that holds a value from the server, a node, a document or the command line.
+func linef(w io.Writer, format string, args ...any) (int, error) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+		case error:
+			args[i] = safeText(v.Error())
+		default:
+			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+				args[i] = safeText(rv.String())
+			}
+		}
+	}
+	return fmt.Fprintf(w, format, args...)
+}
+
+// safeText renders s for a terminal: every character that could move the cursor, change
+// colours, start a line or reorder text is written as a visible escape instead. That is the C0
+// controls and DEL (\n, \r, \t, else \x1b), the C1 controls (\u009b), the Unicode bidi
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, as \u202e), the line and
+// paragraph separators (U+2028, U+2029), and bytes that are not UTF-8 (\xff). Everything else,
+// backslashes included, is kept. Every table cell, "key: value" line and message of the CLI's
+// human output goes through it; JSON output does not need it (the encoder escapes).
+func safeText(s string) string {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unsafeRune(r, size) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case !unsafeRune(r, size):
+			b.WriteString(s[i : i+size])
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// safeLines is safeText for a message made on this side that may hold several lines (an
+// error listing problems one per line): each line is escaped, the line breaks are kept.
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = safeText(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// unsafeRune reports whether r (decoded from size bytes) is one safeText escapes.
+func unsafeRune(r rune, size int) bool {
+	switch {
+	case r == utf8.RuneError && size <= 1: // not UTF-8
+		return true
+	case r < 0x20 || r == 0x7f: // C0, DEL
+		return true
+	case r >= 0x80 && r <= 0x9f: // C1
+		return true
+	case r == 0x061c || r == 0x200e || r == 0x200f: // bidi marks
+		return true
+	case r == 0x2028 || r == 0x2029: // line and paragraph separators
+		return true
+	case r >= 0x202a && r <= 0x202e: // bidi embeddings and overrides
+		return true
+	case r >= 0x2066 && r <= 0x2069: // bidi isolates
+		return true
+	}
+	return false
 }
 
 // formatTime renders Unix milliseconds as RFC 3339 in UTC, "-" for 0.

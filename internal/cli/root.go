@@ -59,18 +59,19 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	}
 	var u usageError
 	if errors.As(err, &u) || isCobraUsage(err) {
-		fmt.Fprintf(stdio.Err, "error: %v\n", err)
+		fmt.Fprintf(stdio.Err, "error: %s\n", safeLines(err.Error()))
 		return ExitUsage
 	}
 	var e *cubefleet.Error
 	if errors.As(err, &e) {
-		fmt.Fprintf(stdio.Err, "error: %s: %s\n", e.Code, e.Message)
+		// The message comes from the server and may quote what a node sent: one line, escaped.
+		linef(stdio.Err, "error: %s: %s\n", e.Code, e.Message)
 		for _, fe := range fieldErrors(e) {
-			fmt.Fprintf(stdio.Err, "  %s: %s\n", fe.Path, fe.Message)
+			linef(stdio.Err, "  %s: %s\n", fe.Path, fe.Message)
 		}
 		return ExitFailure
 	}
-	fmt.Fprintf(stdio.Err, "error: %v\n", err)
+	fmt.Fprintf(stdio.Err, "error: %s\n", safeLines(err.Error()))
 	return ExitFailure
 }
 

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestSafeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                 "",
+		"10.0.0.7":                         "10.0.0.7",
+		"Grüße, 東京 \\x1b stays":            "Grüße, 東京 \\x1b stays", // backslashes are kept
+		"x\x1b[31mRED\nFAKE 1.2.3.4 Ready": `x\x1b[31mRED\nFAKE 1.2.3.4 Ready`,
+		"a\rb\tc\x00d\x7fe":                `a\rb\tc\x00d\x7fe`,
+		"c1 \u0085 \u009b31m":              `c1 \u0085 \u009b31m`,
+		"bidi \u202aa\u202bb\u202cc\u202dd\u202ee": `bidi \u202aa\u202bb\u202cc\u202dd\u202ee`,
+		"isolates \u2066\u2067\u2068\u2069":        `isolates \u2066\u2067\u2068\u2069`,
+		"marks \u200e\u200f\u061c":                 `marks \u200e\u200f\u061c`,
+		"lines \u2028\u2029":                       `lines \u2028\u2029`,
+		"bad \xff\xfe utf-8":                       `bad \xff\xfe utf-8`,
+		"a real \ufffd stays":                      "a real \ufffd stays",
+	} {
+		if got := safeText(in); got != want {
+			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestHumanOutputIsEscaped checks the output layer's three writers: table cells, "key: value"
+// lines and linef's string and error arguments (the format is trusted).
+func TestHumanOutputIsEscaped(t *testing.T) {
+	type state string
+	var b bytes.Buffer
+	printTable(&b, []string{"NODE", "STATE"}, [][]string{{"n\x1b[2J", "Ready\nFAKE"}})
+	printFields(&b, 6, [][2]string{{"Label", "x\u202ey"}})
+	linef(&b, "Cordoned node %s: %s (%v, %d).\n", "a\nb", state("S\tt"), errors.New("e\x1b"), 3)
+	want := "NODE      STATE\n" +
+		`n\x1b[2J` + "  " + `Ready\nFAKE` + "\n" +
+		`Label: x\u202ey` + "\n" +
+		`Cordoned node a\nb: S\tt (e\x1b, 3).` + "\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
