@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,10 +53,12 @@ func newNodesListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [--pool P] [--state S]",
 		Short: "List the nodes: IP, pool, state, age of the last report, microVMs, CPU and memory",
-		Long: `List the registered nodes sorted by id: IP, pool, health state (with ",Draining" or ",Drained"
-while the node is drained), how long ago the last report arrived, microVMs used/max, CPU
-used/quota in cores and memory used/quota in GiB (the quota is what the node offers the
-scheduler, already overcommitted), and notes (cordoned, registry-only, unknown pool). --pool
+		Long: `List the registered nodes: IP, pool, health state (with ",Draining" or ",Drained" while the
+node is drained), how long ago the last report arrived, microVMs used/max, CPU used/quota in
+cores and memory used/quota in GiB (the quota is what the node offers the scheduler, already
+overcommitted), and notes (cordoned, registry-only, unknown pool). Node ids that are IP
+addresses come first in numeric order (IPv4, then IPv6), then the others as text;
+--output json keeps the API's order (by id as text). --pool
 takes a pool id or fleet name, --state one of Ready, NotReady, Suspect, Down, Lost (the health
 state).`,
 		Args: noArgs,
@@ -68,7 +72,7 @@ state).`,
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
-				for _, v := range out.Items {
+				for _, v := range sortedForTable(out.Items) {
 					rows = append(rows, []string{v.ID, v.IP, poolCell(v), stateCell(v), ago(out.Now, v.LastReportAt),
 						mvmCell(v), cpuCell(v), memCell(v), notesCell(v)})
 				}
@@ -79,6 +83,33 @@ state).`,
 	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name)")
 	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state (Ready, NotReady, Suspect, Down, Lost)")
 	return cmd
+}
+
+// sortedForTable returns a copy of items in the table's order: node ids that are IP addresses
+// first, in numeric order (IPv4 before IPv6), then the other ids as text. The API sorts by id
+// as text (127.0.0.200 before 127.0.0.50); --output json keeps that order.
+func sortedForTable(items []nodes.View) []nodes.View {
+	out := slices.Clone(items)
+	slices.SortStableFunc(out, func(a, b nodes.View) int { return compareNodeIDs(a.ID, b.ID) })
+	return out
+}
+
+// compareNodeIDs orders node ids: IP addresses numerically (IPv4 first), before any other id;
+// other ids, and equal addresses, as text.
+func compareNodeIDs(a, b string) int {
+	ipA, errA := netip.ParseAddr(a)
+	ipB, errB := netip.ParseAddr(b)
+	switch {
+	case errA == nil && errB == nil:
+		if c := ipA.Compare(ipB); c != 0 {
+			return c
+		}
+	case errA == nil:
+		return -1
+	case errB == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // stateCell is the table's STATE: the health state, and the drain beside it as kubectl shows

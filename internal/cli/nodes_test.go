@@ -354,3 +354,32 @@ func TestNodesHostileText(t *testing.T) {
 		}
 	}, allowLoopbackCubelets)
 }
+
+// TestNodesListOrder: the table lists IP-shaped node ids in numeric order (IPv4, then IPv6),
+// then the other ids as text; --output json keeps the API's order (by id as text).
+func TestNodesListOrder(t *testing.T) {
+	c := mustServe(t, "")
+	var site, pool struct{ ID string }
+	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip", "--uses", "10"))
+	for _, id := range []string{"cube-b", "127.0.0.200", "fd00::2", "127.0.0.50", "cube-a", "10.0.0.7", "fd00::10", "9.9.9.9"} {
+		body := registerBody(t, id, func(body map[string]any) { delete(body, "labels") })
+		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, body); code != 200 {
+			t.Fatalf("join %s: %d %s", id, code, out)
+		}
+	}
+	var b strings.Builder
+	c.record(&b, "nodes", "list")
+	golden(t, "nodes_order", c.normalize(b.String()))
+
+	var list struct{ Items []struct{ ID string } }
+	json.Unmarshal([]byte(c.admin("nodes", "list", "-o", "json")), &list)
+	var ids []string
+	for _, n := range list.Items {
+		ids = append(ids, n.ID)
+	}
+	if got, want := strings.Join(ids, " "), "10.0.0.7 127.0.0.200 127.0.0.50 9.9.9.9 cube-a cube-b fd00::10 fd00::2"; got != want {
+		t.Errorf("nodes list -o json: ids %s, want the API's order %s", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -41,5 +42,14 @@ func TestHumanOutputIsEscaped(t *testing.T) {
 		`Cordoned node a\nb: S\tt (e\x1b, 3).` + "\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestCompareNodeIDs(t *testing.T) {
+	ids := []string{"cube-b", "127.0.0.200", "fd00::2", "127.0.0.50", "", "cube-a", "10.0.0.7", "fd00::10", "::ffff:1.2.3.4", "9.9.9.9", "10.0.0.07"}
+	slices.SortFunc(ids, compareNodeIDs)
+	want := []string{"9.9.9.9", "10.0.0.7", "127.0.0.50", "127.0.0.200", "::ffff:1.2.3.4", "fd00::2", "fd00::10", "", "10.0.0.07", "cube-a", "cube-b"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("sorted %q\nwant   %q", ids, want)
 	}
 }
