@@ -58,17 +58,25 @@ node is drained), how long ago the last report arrived, microVMs used/max, CPU u
 cores and memory used/quota in GiB (the quota is what the node offers the scheduler, already
 overcommitted), and notes (cordoned, registry-only, unknown pool). Node ids that are IP
 addresses come first in numeric order (IPv4, then IPv6), then the others as text;
---output json keeps the API's order (by id as text). --pool
-takes a pool id or fleet name, --state one of Ready, NotReady, Suspect, Down, Lost (the health
-state).`,
+--output json keeps the API's order (by id as text). --pool takes a pool id or fleet name (or
+the cluster label of stock Cubelets in no pool); one that no pool and no node has is NOT_FOUND.
+--state takes a health state (Ready, NotReady, Suspect, Down, Lost) or a drain state (Draining,
+Drained: nodes being drained, or drained), in any case.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			health, drain, err := parseStateFlag(state)
+			if err != nil {
+				return err
+			}
 			var out nodeListOut
-			if err := call(cmd, "nodes.list", map[string]any{"pool": pool, "state": state}, &out); err != nil {
+			if err := call(cmd, "nodes.list", map[string]any{"pool": pool, "state": health}, &out); err != nil {
 				return err
 			}
 			if out.Items == nil {
 				out.Items = []nodes.View{}
+			}
+			if drain != "" {
+				out.Items = slices.DeleteFunc(out.Items, func(v nodes.View) bool { return v.Drain == nil || v.Drain.State != drain })
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
@@ -80,9 +88,28 @@ state).`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name)")
-	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state (Ready, NotReady, Suspect, Down, Lost)")
+	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name; NOT_FOUND when no pool or node has it)")
+	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state, any case: Ready, NotReady, Suspect, Down, Lost, or Draining, Drained")
 	return cmd
+}
+
+// parseStateFlag reads nodes list --state in any case: a health state (the API filters on it)
+// or a drain state (the CLI filters on it). Anything else is a usage error.
+func parseStateFlag(s string) (nodes.State, nodes.DrainState, error) {
+	if s == "" {
+		return "", "", nil
+	}
+	for _, st := range nodes.States {
+		if strings.EqualFold(s, string(st)) {
+			return st, "", nil
+		}
+	}
+	for _, d := range []nodes.DrainState{nodes.DrainDraining, nodes.DrainDrained} {
+		if strings.EqualFold(s, string(d)) {
+			return "", d, nil
+		}
+	}
+	return "", "", usagef("--state %q: want one of Ready, NotReady, Suspect, Down, Lost (health) or Draining, Drained, in any case", s)
 }
 
 // sortedForTable returns a copy of items in the table's order: node ids that are IP addresses

@@ -12,7 +12,8 @@ import (
 )
 
 // NodeListInput is the input of nodes.list: Pool (a pool id or fleet name) and State (Ready,
-// NotReady, Suspect, Down, Lost) narrow the list; empty means every node.
+// NotReady, Suspect, Down, Lost) narrow the list; empty means every node. A Pool that matches
+// no node and names no pool is NOT_FOUND.
 type NodeListInput struct {
 	Pool  string `json:"pool,omitempty"`
 	State string `json:"state,omitempty"`
@@ -112,6 +113,21 @@ type EventList struct {
 	NextCursor string         `json:"nextCursor,omitempty"`
 }
 
+// poolExists returns NOT_FOUND unless ref is the id or fleet name of a pool (archived ones
+// included): nodes.list with a pool nothing matches is an empty list only when the pool exists.
+func poolExists(ctx context.Context, d *deps, ref string) error {
+	pools, err := poolLister(d.db)(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pools {
+		if p.ID == ref || p.Name == ref {
+			return nil
+		}
+	}
+	return cubefleet.Errorf(cubefleet.CodeNotFound, "no pool has the id or fleet name %q, and no node reports it as its cluster_label", ref)
+}
+
 func needNode(id string) error {
 	if id == "" {
 		return cubefleet.Invalid("nodeId", "nodeId is required")
@@ -136,6 +152,11 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			items, err := reg.List(ctx, nodes.ListFilter{Pool: in.Pool, State: nodes.State(in.State)})
 			if err != nil {
 				return nil, err
+			}
+			if in.Pool != "" && len(items) == 0 {
+				if err := poolExists(ctx, d, in.Pool); err != nil {
+					return nil, err
+				}
 			}
 			return NodeList{Items: items, Now: d.now().UnixMilli(), HeartbeatTimeout: reg.HeartbeatTimeout().Milliseconds(),
 				LostAfter: reg.LostAfter().Milliseconds()}, nil

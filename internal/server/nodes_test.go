@@ -129,6 +129,20 @@ func TestNodesAPI(t *testing.T) {
 			t.Errorf("list --pool fra-cubes: %d nodes, want 2", len(list.Items))
 		}
 		e.mustFail(e.admin, "nodes.list", map[string]any{"state": "Sleeping"}, cubefleet.CodeInvalidInput)
+		// An unknown pool is NOT_FOUND, naming it; a pool with no nodes, or a cluster label no
+		// pool holds, lists what matches.
+		if ce := e.mustFail(e.admin, "nodes.list", map[string]any{"pool": "nosuch"}, cubefleet.CodeNotFound); !strings.Contains(ce.Message, `"nosuch"`) {
+			t.Errorf("list --pool nosuch: %v", ce)
+		}
+		e.must(e.admin, "nodes.list", map[string]any{"pool": "nowhere"}, &list)
+		if len(list.Items) != 1 || list.Items[0].ID != "10.0.0.8" {
+			t.Errorf("list --pool nowhere (a cluster label): %+v", list.Items)
+		}
+		e.makePool("empty-pool")
+		e.must(e.admin, "nodes.list", map[string]any{"pool": "empty-pool"}, &list)
+		if len(list.Items) != 0 {
+			t.Errorf("list --pool empty-pool: %+v", list.Items)
+		}
 		e.mustFail(e.admin, "nodes.get", map[string]any{"nodeId": "10.9.9.9"}, cubefleet.CodeNotFound)
 		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "no-such-pool"}, cubefleet.CodeInvalidInput)
 		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": poolID, "ip": "not-an-ip"}, cubefleet.CodeInvalidInput)
