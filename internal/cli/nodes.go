@@ -552,12 +552,18 @@ func (w drainWait) stopped(err error, last *nodes.DrainView) error {
 }
 
 func newNodesLabelCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "label NODE KEY=VALUE... KEY-...",
 		Short: "Set (KEY=VALUE) and remove (KEY-) a node's labels",
 		Long: `Set labels with KEY=VALUE (merged into the node's labels) and remove them with KEY-. Keys are
 [prefix/]name as in Kubernetes; a node carries at most 64 labels. The isolation label is
-changed only by cordon and uncordon.`,
+changed only by cordon and uncordon. When nothing changes (every label already has its value,
+every key removed is absent) it says so.
+
+An argument that starts with "-" is read as a flag; put -- before such arguments:
+cubefleet nodes label NODE -- -k=v (every argument after -- is a label argument).`,
+		Example: `  cubefleet nodes label 10.0.0.5 rack=r12 kubernetes.io/os-
+  cubefleet nodes label 10.0.0.5 -- -odd=key`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usagef("label takes NODE and at least one KEY=VALUE or KEY-")
@@ -565,6 +571,7 @@ changed only by cordon and uncordon.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
 			set := map[string]string{}
 			var remove []string
 			for _, a := range args[1:] {
@@ -576,9 +583,51 @@ changed only by cordon and uncordon.`,
 					return usagef("%q: want KEY=VALUE to set a label or KEY- to remove one", a)
 				}
 			}
-			return nodeAction(cmd, "nodes.label", map[string]any{"nodeId": args[0], "set": set, "remove": remove}, "Labelled node "+args[0]+".")
+			var out struct {
+				nodeOut
+				Changed *bool `json:"changed,omitempty"` // absent from a server that does not tell
+			}
+			if err := call(cmd, "nodes.label", map[string]any{"nodeId": id, "set": set, "remove": remove}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				if out.Changed != nil && !*out.Changed {
+					_, err := linef(w, "No change: node %s %s.\n", id, unchangedLabels(set, remove))
+					return err
+				}
+				_, err := linef(w, "Labelled node %s.\n", id)
+				return err
+			})
 		},
 	}
+	// A label argument that starts with "-" is taken for a flag: say how to pass it.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "unknown flag: ") && !strings.HasPrefix(msg, "unknown shorthand flag: ") {
+			return usageError{err}
+		}
+		arg := "-k=v"
+		if _, a, ok := strings.Cut(msg, " in "); ok {
+			arg = a
+		} else if _, a, ok := strings.Cut(msg, ": "); ok {
+			arg = a
+		}
+		return usagef("%v; if %s is a label argument, put -- before it: cubefleet nodes label NODE -- %s", err, arg, arg)
+	})
+	return cmd
+}
+
+// unchangedLabels says why nodes label changed nothing: "already has a=1, b=2 and has no label
+// c, d".
+func unchangedLabels(set map[string]string, remove []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "already has "+labelsCell(set))
+	}
+	if len(remove) > 0 {
+		parts = append(parts, "has no label "+strings.Join(remove, ", "))
+	}
+	return strings.Join(parts, " and ")
 }
 
 func newNodesDeleteCmd() *cobra.Command {

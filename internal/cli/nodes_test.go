@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestNodesCommands(t *testing.T) {
 		var b strings.Builder
 		record := func(args ...string) string {
 			t.Helper()
-			code, out, errOut := c.run("", append(args, "--token-file", c.tokenFile)...)
+			code, out, errOut := c.run("", withToken(args, c.tokenFile)...)
 			fmt.Fprintf(&b, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
 			if out != "" {
 				fmt.Fprintf(&b, "stdout:\n%s", out)
@@ -96,12 +97,16 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "drain", "10.0.0.7", "--timeout", "1m")
 		record("nodes", "drain", "10.0.0.7", "--wait", "--poll", "1ms")
 		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
+		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
 		record("nodes", "list", "--state", "Ready")
 		record("nodes", "delete", "10.0.0.7")
 		record("nodes", "delete", "10.0.0.7", "--force")
 		record("nodes", "uncordon", "10.0.0.8")
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "label", "10.0.0.8", "oops")
+		record("nodes", "label", "10.0.0.8", "missing-")
+		record("nodes", "label", "10.0.0.8", "-k=v")
+		record("nodes", "label", "10.0.0.8", "--", "-k=v")
 		record("nodes", "list", "--state", "Sleeping")
 		record("nodes", "list", "--state", "NOTREADY")
 		record("nodes", "list", "--pool", "nosuch")
@@ -120,6 +125,15 @@ func TestNodesCommands(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(c.admin("nodes", "list", "-o", "json")), &list); err != nil || len(list.Items) != 1 || list.Items[0].ID != "10.0.0.8" {
 			t.Errorf("nodes list -o json: %+v %v", list, err)
+		}
+		// nodes label -o json is the API's output, with whether anything changed.
+		var labelled struct {
+			ID      string `json:"id"`
+			Changed *bool  `json:"changed"`
+		}
+		if err := json.Unmarshal([]byte(c.admin("nodes", "label", "10.0.0.8", "missing-", "-o", "json")), &labelled); err != nil ||
+			labelled.ID != "10.0.0.8" || labelled.Changed == nil || *labelled.Changed {
+			t.Errorf("nodes label -o json: %+v %v", labelled, err)
 		}
 		// Events reach the log within a second.
 		deadline := time.Now().Add(5 * time.Second)
@@ -287,11 +301,21 @@ func registerBody(t *testing.T, id string, edit func(body map[string]any)) []byt
 	return b
 }
 
+// withToken adds --token-file tokenFile to args, before a "--" (after which every argument
+// is positional).
+func withToken(args []string, tokenFile string) []string {
+	i := slices.Index(args, "--")
+	if i < 0 {
+		i = len(args)
+	}
+	return slices.Concat(args[:i], []string{"--token-file", tokenFile}, args[i:])
+}
+
 // record runs the CLI as the administrator and appends the command line, its exit code,
 // stdout and stderr to b, as the golden transcripts show them; it returns stdout.
 func (c *cliEnv) record(b *strings.Builder, args ...string) string {
 	c.t.Helper()
-	code, out, errOut := c.run("", append(args, "--token-file", c.tokenFile)...)
+	code, out, errOut := c.run("", withToken(args, c.tokenFile)...)
 	fmt.Fprintf(b, "$ cubefleet %s\nexit %d\n", safeText(strings.Join(args, " ")), code) // escaped as the CLI escapes
 	if out != "" {
 		fmt.Fprintf(b, "stdout:\n%s", out)

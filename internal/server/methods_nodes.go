@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
@@ -65,6 +66,14 @@ type NodeLabelInput struct {
 	NodeID string            `json:"nodeId"`
 	Set    map[string]string `json:"set,omitempty"`
 	Remove []string          `json:"remove,omitempty"`
+}
+
+// NodeLabelOutput is the output of nodes.label: the node after the change, and whether its
+// labels changed (false when every label set already had its value and every key removed was
+// absent).
+type NodeLabelOutput struct {
+	NodeOutput
+	Changed bool `json:"changed"`
 }
 
 // NodeDeleteInput is the input of nodes.delete: the node must be cordoned; without Force it
@@ -217,9 +226,17 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			if len(in.Set) == 0 && len(in.Remove) == 0 {
 				return nil, cubefleet.Invalid("set", "give labels to set or keys to remove")
 			}
-			return out(reg.Label(ctx, in.NodeID, in.Set, in.Remove))
+			before, err := reg.Get(ctx, in.NodeID)
+			if err != nil {
+				return nil, err
+			}
+			after, err := reg.Label(ctx, in.NodeID, in.Set, in.Remove)
+			if err != nil {
+				return nil, err
+			}
+			return NodeLabelOutput{NodeOutput: NodeOutput{View: after, Now: d.now().UnixMilli()}, Changed: !maps.Equal(before.Labels, after.Labels)}, nil
 		}),
-		Input: NodeLabelInput{}, Output: NodeOutput{},
+		Input: NodeLabelInput{}, Output: NodeLabelOutput{},
 	})
 	r.Register(api.Method{
 		Name: "nodes.delete", Summary: "Delete a cordoned node and revoke its credential (force: even while it is not Ready or runs sandboxes)", Write: true,
