@@ -410,7 +410,8 @@ Without --wait it prints what it did and the sandboxes left. With --wait it poll
 ("10.0.0.5: 3 sandboxes left (42s)", the time since the drain was asked), and exits 0 once the
 node is drained; after --timeout (0: no limit) it exits 1 with DEADLINE_EXCEEDED, naming the
 sandboxes left. The node stays cordoned and draining either way, also when you interrupt the
-wait. --output json prints the node as it was last read.`,
+wait. --output json prints the node as it was last read, also when the wait times out, is
+interrupted, or ends because the node was uncordoned or deleted (the error goes to stderr).`,
 		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
   cubefleet nodes delete 10.0.0.5`,
 		Args: exactArgs(1),
@@ -442,6 +443,13 @@ wait. --output json prints the node as it was last read.`,
 			}
 			if wait {
 				if out, err = w.wait(out); err != nil {
+					// Timed out, interrupted, uncordoned or deleted: --output json still
+					// prints the node as last read (the error goes to stderr).
+					if wantJSON(cmd) {
+						if jerr := writeJSON(cmd.OutOrStdout(), out); jerr != nil {
+							return errors.Join(err, jerr)
+						}
+					}
 					return err
 				}
 			}
@@ -496,7 +504,8 @@ type drainWait struct {
 // wait polls from out (the answer of nodes.drain) until the node is drained and returns it as
 // last read, printing a progress line on standard error each time the count changes. Errors:
 // DEADLINE_EXCEEDED after --timeout; CONFLICT when the node shows no drain for drainGoneAfter
-// (it was uncordoned meanwhile); an interruption; any failed call.
+// (it was uncordoned meanwhile); NOT_FOUND when it was deleted meanwhile; an interruption; any
+// failed call. On an error, the node returned is the one last read.
 func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 	progress := w.cmd.ErrOrStderr()
 	shown := int64(-1)
@@ -527,6 +536,9 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 		}
 		var next nodeOut
 		if err := w.c.Call(w.ctx, "nodes.get", map[string]any{"nodeId": w.id}, &next); err != nil {
+			if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				return out, cubefleet.Errorf(cubefleet.CodeNotFound, "node %s was deleted while this waited for its drain (%s when last read)", w.id, sandboxesLeft(last, "it ran"))
+			}
 			return out, w.stopped(err, last)
 		}
 		out = next
@@ -537,10 +549,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 // timeout is DEADLINE_EXCEEDED and an interruption (Ctrl-C) says so, both naming the node and
 // the sandboxes it ran when last read (last; nil when it was never read); other errors pass.
 func (w drainWait) stopped(err error, last *nodes.DrainView) error {
-	left := "its sandbox count is unknown"
-	if last != nil {
-		left = "it still runs " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
-	}
+	left := sandboxesLeft(last, "it still runs")
 	switch {
 	case w.cmd.Context().Err() != nil:
 		return fmt.Errorf("interrupted: node %s is not drained yet: %s; it stays cordoned and draining", w.id, left)
@@ -549,6 +558,15 @@ func (w drainWait) stopped(err error, last *nodes.DrainView) error {
 			w.id, w.timeout, left)
 	}
 	return err
+}
+
+// sandboxesLeft says how many sandboxes a drain had left when last read ("it still runs 3
+// sandboxes", verb first), or that the count is unknown (last is nil).
+func sandboxesLeft(last *nodes.DrainView, verb string) string {
+	if last == nil {
+		return "its sandbox count is unknown"
+	}
+	return verb + " " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
 }
 
 func newNodesLabelCmd() *cobra.Command {

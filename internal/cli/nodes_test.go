@@ -255,12 +255,29 @@ func TestNodesDrainWait(t *testing.T) {
 			t.Errorf("timeout: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
 
+		// The timeout with --output json: the node as last read on stdout, the error on stderr.
+		code, stdout, stderr = c.run("", "nodes", "drain", "10.0.0.7", "--wait", "--poll", "100ms", "--timeout", "300ms", "-o", "json", "--token-file", c.tokenFile)
+		v = nodeOut{}
+		if err := json.Unmarshal([]byte(stdout), &v); code != ExitFailure || err != nil || v.ID != "10.0.0.7" || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
+			!strings.Contains(stderr, "error: DEADLINE_EXCEEDED: node 10.0.0.7 is not drained after 300ms: it still runs 3 sandboxes") {
+			t.Errorf("timeout -o json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
+		}
+
 		// Ctrl-C: exit 1, the node stays draining.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
 		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
-		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") {
-			t.Errorf("interrupted: exit %d\nstderr:\n%s", code, d.err.String())
+		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") || d.out.String() != "" {
+			t.Errorf("interrupted: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
+		}
+		// The same with --output json: the node as last read on stdout.
+		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
+		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.cancel()
+		v = nodeOut{}
+		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
+			!strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet") {
+			t.Errorf("interrupted -o json: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
 		}
 		v = nodeOut{}
 		json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v)
@@ -276,10 +293,21 @@ func TestNodesDrainWait(t *testing.T) {
 			t.Errorf("uncordoned while waiting: exit %d\nstderr:\n%s", code, d.err.String())
 		}
 
-		// An unknown node.
-		code, _, stderr = c.run("", "nodes", "drain", "10.9.9.9", "--wait", "--token-file", c.tokenFile)
-		if code != ExitFailure || stderr != "error: NOT_FOUND: node 10.9.9.9 not found\n" {
-			t.Errorf("unknown node: exit %d %s", code, stderr)
+		// Deleted while waiting: NOT_FOUND saying so, the node as last read on stdout.
+		report(3)
+		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
+		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		c.admin("nodes", "delete", "10.0.0.7", "--force")
+		v = nodeOut{}
+		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.ID != "10.0.0.7" || v.Drain == nil ||
+			!strings.Contains(d.err.String(), "error: NOT_FOUND: node 10.0.0.7 was deleted while this waited for its drain (it ran 3 sandboxes when last read)") {
+			t.Errorf("deleted while waiting: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
+		}
+
+		// An unknown node: nothing was read, nothing on stdout.
+		code, stdout, stderr = c.run("", "nodes", "drain", "10.9.9.9", "--wait", "--token-file", c.tokenFile)
+		if code != ExitFailure || stdout != "" || stderr != "error: NOT_FOUND: node 10.9.9.9 not found\n" {
+			t.Errorf("unknown node: exit %d %s%s", code, stdout, stderr)
 		}
 	})
 }
