@@ -182,8 +182,25 @@ func TestAuditAndAPICommands(t *testing.T) {
 			t.Errorf("audit list lacks %s:\n%s", want, audit)
 		}
 	}
-	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1"); strings.Count(out, "\n") != 3 || !strings.Contains(out, "first 1 rows") {
+	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1"); strings.Count(out, "\n") != 3 || !strings.Contains(out, "first 1 rows; more exist: --cursor ") {
 		t.Errorf("audit list --limit 1:\n%s", out)
+	}
+	// --output json has the next page's cursor, as nodes events does; --cursor reads on.
+	type auditPage struct {
+		Items      []struct{ ID, Method string }
+		NextCursor string
+	}
+	var first, second auditPage
+	json.Unmarshal([]byte(c.admin("audit", "list", "--tenant", "root", "--limit", "1", "-o", "json")), &first)
+	if len(first.Items) != 1 || first.NextCursor == "" {
+		t.Fatalf("audit list --limit 1 -o json: %+v", first)
+	}
+	json.Unmarshal([]byte(c.admin("audit", "list", "--tenant", "root", "--limit", "1", "--cursor", first.NextCursor, "-o", "json")), &second)
+	if len(second.Items) != 1 || second.Items[0].ID == first.Items[0].ID {
+		t.Errorf("audit list --cursor: %+v after %+v", second, first)
+	}
+	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1000"); strings.Contains(out, "more exist") {
+		t.Errorf("audit list of every row says more exist:\n%s", out)
 	}
 	if out := c.admin("audit", "list", "--tenant", "acme"); strings.TrimSpace(out) != "TIME  METHOD  OUTCOME  PRINCIPAL  TARGET  REQUEST" {
 		t.Errorf("empty audit list:\n%q", out)

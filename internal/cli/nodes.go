@@ -732,11 +732,24 @@ func poolName(t nodes.JoinToken) string {
 }
 
 func newNodesEventsCmd() *cobra.Command {
-	var typ string
+	var typ, since, cursor string
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "events [NODE] [--type node.lost] [--limit N]",
+		Use:   "events [NODE] [--type node.lost] [--since 10m|RFC3339] [--limit N] [--cursor C]",
 		Short: "List node lifecycle events (joined, suspect, down, lost, recovered, cordoned, draining, drained, ...), oldest first",
+		Long: `List the node lifecycle events of the event log (of NODE, or of every node), oldest first:
+node.joined, node.suspect, node.down, node.lost, node.recovered, node.notReady, node.cordoned,
+node.uncordoned, node.draining, node.drained, node.deleted.
+
+The list starts at the oldest event the log holds (the API reads forwards only), so to see
+what just happened give --since: a duration back from now (10m, 2h, 7d) or an RFC 3339 time.
+--limit caps the events printed (default 100); when more exist, a last line says so and
+names the --cursor that lists the next ones (--output json has it as nextCursor).
+
+Events reach the log about a second after the change: the registry writes them with its
+once-a-second flush.`,
+		Example: `  cubefleet nodes events 10.0.0.5 --since 10m     # why did it just go Down?
+  cubefleet nodes events --type node.lost --since 24h`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("events takes at most one NODE")
@@ -747,6 +760,10 @@ func newNodesEventsCmd() *cobra.Command {
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
+			sinceMs, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
 			if typ == "" {
 				typ = "node."
 			}
@@ -754,23 +771,30 @@ func newNodesEventsCmd() *cobra.Command {
 			if len(args) == 1 {
 				subject = args[0]
 			}
-			items, err := listPages[events.Event](cmd, "events.list", map[string]any{"type": typ, "subject": subject}, limit)
+			out, err := listPages[events.Event](cmd, "events.list", map[string]any{"type": typ, "subject": subject, "since": sinceMs}, cursor, limit)
 			if err != nil {
 				return err
 			}
-			out := struct {
-				Items []events.Event `json:"items"`
-			}{Items: items}
 			return render(cmd, out, func(w io.Writer) error {
-				rows := make([][]string, 0, len(items))
-				for _, e := range items {
+				rows := make([][]string, 0, len(out.Items))
+				for _, e := range out.Items {
 					rows = append(rows, []string{formatTime(e.At), e.Type, e.Subject, string(e.Data)})
 				}
-				return printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows)
+				if err := printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows); err != nil {
+					return err
+				}
+				narrow := "narrow with --since (10m for the latest)"
+				if since != "" {
+					narrow = "narrow --since"
+				}
+				return moreNotice(w, len(out.Items), "events", out.NextCursor, narrow)
 			})
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", "", "only events of this type (node.lost) or prefix (node.)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	f := cmd.Flags()
+	f.StringVar(&typ, "type", "", "only events of this type (node.lost) or prefix (node.)")
+	f.StringVar(&since, "since", "", "only events since this long ago (10m, 1h, 7d) or this RFC 3339 time")
+	f.IntVar(&limit, "limit", 100, "at most this many events")
+	f.StringVar(&cursor, "cursor", "", "start after this event (the cursor a previous page named)")
 	return cmd
 }

@@ -441,3 +441,41 @@ func TestNodesListOrder(t *testing.T) {
 		t.Errorf("nodes list -o json: ids %s, want the API's order %s", got, want)
 	}
 }
+
+// TestNodesEvents pages through a node's events: --limit with the notice naming the next
+// --cursor, --cursor, --since (an RFC 3339 time; the server's clock is fixed), and --output
+// json with the API's nextCursor.
+func TestNodesEvents(t *testing.T) {
+	c := mustServe(t, "")
+	var site, pool struct{ ID string }
+	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
+	if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", nil)); code != 200 {
+		t.Fatalf("join: %d %s", code, out)
+	}
+	c.admin("nodes", "cordon", "10.0.0.7", "--detail", "one")
+	c.admin("nodes", "uncordon", "10.0.0.7")
+	c.admin("nodes", "cordon", "10.0.0.7", "--detail", "two")
+	var all struct {
+		Items []struct{ ID string }
+	}
+	waitUntil(t, "four events", func() bool {
+		json.Unmarshal([]byte(c.admin("nodes", "events", "10.0.0.7", "-o", "json")), &all)
+		return len(all.Items) == 4
+	})
+	var b strings.Builder
+	c.record(&b, "nodes", "events", "10.0.0.7")
+	out := c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "3")
+	if !strings.Contains(out, "--cursor "+all.Items[2].ID) {
+		t.Errorf("the notice does not name the cursor after the third event (%s):\n%s", all.Items[2].ID, out)
+	}
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "3", "--cursor", all.Items[2].ID)
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "2", "--type", "node.cordoned")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--since", "2026-01-02T03:04:05Z", "--limit", "4")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--since", "2026-01-02T03:04:06Z")
+	c.record(&b, "nodes", "events", "--since", "yesterday")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "1", "-o", "json")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--cursor", all.Items[2].ID, "-o", "json")
+	golden(t, "nodes_events", c.normalize(b.String()))
+}

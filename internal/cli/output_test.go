@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestSafeText(t *testing.T) {
@@ -51,5 +52,28 @@ func TestCompareNodeIDs(t *testing.T) {
 	want := []string{"9.9.9.9", "10.0.0.7", "127.0.0.50", "127.0.0.200", "::ffff:1.2.3.4", "fd00::2", "fd00::10", "", "10.0.0.07", "cube-a", "cube-b"}
 	if !slices.Equal(ids, want) {
 		t.Errorf("sorted %q\nwant   %q", ids, want)
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"10m":                  now.Add(-10 * time.Minute),
+		"2h":                   now.Add(-2 * time.Hour),
+		"7d":                   now.Add(-7 * 24 * time.Hour),
+		"2026-01-01T00:00:00Z": time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		if got, err := parseSince(in, now); err != nil || got != want.UnixMilli() {
+			t.Errorf("parseSince(%q) = %d, %v; want %d", in, got, err, want.UnixMilli())
+		}
+	}
+	if got, err := parseSince("", now); got != 0 || err != nil {
+		t.Errorf("parseSince(\"\") = %d, %v", got, err)
+	}
+	for _, bad := range []string{"yesterday", "-5m", "0s", "2026-01-01"} {
+		var u usageError
+		if _, err := parseSince(bad, now); !errors.As(err, &u) {
+			t.Errorf("parseSince(%q): %v, want a usage error", bad, err)
+		}
 	}
 }
