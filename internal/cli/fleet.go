@@ -61,7 +61,7 @@ func newFleetExportCmd(stdio IO) *cobra.Command {
 			}
 			if out == "" || out == "-" {
 				if wantJSON(cmd) {
-					return writeJSON(stdio.Out, res)
+					return emitJSON(cmd, res)
 				}
 				_, err := stdio.Out.Write(doc)
 				return err
@@ -142,7 +142,7 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				if err := writeJSON(stdio.Out, pl); err != nil {
+				if err := emitJSON(cmd, pl); err != nil {
 					return err
 				}
 			} else {
@@ -263,7 +263,7 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			}
 			if pl.Summary.Blocked {
 				if !human {
-					writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+					emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 				}
 				return blockedPlanError(pl)
 			}
@@ -276,14 +276,14 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 					linef(stdio.Out, "\nTo apply exactly this plan:\n  cubefleet fleet apply %s --tenant %s%s --plan-hash %s\n", args[0], f.tenant, prune, pl.PlanHash)
 					return nil
 				}
-				return writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 			}
 			if yes && len(pl.Calls) == 0 {
 				if human {
 					fmt.Fprintln(stdio.Out, "Nothing to apply.")
 					return nil
 				}
-				return writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 			}
 			hash := planHash
 			if yes {
@@ -302,7 +302,7 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if !human {
-				return writeJSON(stdio.Out, res)
+				return emitJSON(cmd, res)
 			}
 			linef(stdio.Out, "Applied %s (plan %s).\n", plural(res.Applied, "call", "calls"), res.Plan.PlanHash)
 			return nil
@@ -328,7 +328,7 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				if err := writeJSON(stdio.Out, st); err != nil {
+				if err := emitJSON(cmd, st); err != nil {
 					return err
 				}
 			} else {

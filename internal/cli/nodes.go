@@ -411,7 +411,8 @@ Without --wait it prints what it did and the sandboxes left. With --wait it poll
 node is drained; after --timeout (0: no limit) it exits 1 with DEADLINE_EXCEEDED, naming the
 sandboxes left. The node stays cordoned and draining either way, also when you interrupt the
 wait. --output json prints the node as it was last read, also when the wait times out, is
-interrupted, or ends because the node was uncordoned or deleted (the error goes to stderr).`,
+interrupted, or ends because the node was uncordoned or deleted (then with an "error" member;
+the error text goes to stderr as always).`,
 		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
   cubefleet nodes delete 10.0.0.5`,
 		Args: exactArgs(1),
@@ -444,9 +445,9 @@ interrupted, or ends because the node was uncordoned or deleted (the error goes 
 			if wait {
 				if out, err = w.wait(out); err != nil {
 					// Timed out, interrupted, uncordoned or deleted: --output json still
-					// prints the node as last read (the error goes to stderr).
+					// prints the node as last read (with the error added; see Run).
 					if wantJSON(cmd) {
-						if jerr := writeJSON(cmd.OutOrStdout(), out); jerr != nil {
+						if jerr := emitJSON(cmd, out); jerr != nil {
 							return errors.Join(err, jerr)
 						}
 					}

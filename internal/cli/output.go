@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,17 +32,115 @@ func outputFormat(cmd *cobra.Command) (string, error) {
 	return "", usagef("--output %q: want table or json", f)
 }
 
-// render prints v on cmd's stdout: as indented JSON with --output json, otherwise through
-// human, which writes the table (or text) for people.
+// render prints v on cmd's stdout: as indented JSON with --output json (through emitJSON),
+// otherwise through human, which writes the table (or text) for people.
 func render(cmd *cobra.Command, v any, human func(w io.Writer) error) error {
 	format, err := outputFormat(cmd)
 	if err != nil {
 		return err
 	}
 	if format == outputJSON {
-		return writeJSON(cmd.OutOrStdout(), v)
+		return emitJSON(cmd, v)
 	}
 	return human(cmd.OutOrStdout())
+}
+
+// The error codes of --output json that are not API codes: a usage error (exit 2), and a
+// failure without a code (an unreachable server, a key file refused, an interruption).
+const (
+	codeUsage = "USAGE"
+	codeError = "ERROR"
+)
+
+// errorJSON is the "error" member --output json prints when a command fails.
+type errorJSON struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// jsonResult is the --output json result of the command Run runs: emitJSON keeps it, and Run
+// prints it once the command has ended, with the error added when it failed, so that stdout
+// holds exactly one JSON value.
+type jsonResult struct {
+	v   any
+	set bool
+}
+
+// jsonResultKey is the context key of Run's *jsonResult.
+type jsonResultKey struct{}
+
+// emitJSON makes v the command's --output json result: Run prints it when the command ends
+// (with an "error" member when the command fails). Outside Run it is printed at once.
+func emitJSON(cmd *cobra.Command, v any) error {
+	r, ok := cmd.Context().Value(jsonResultKey{}).(*jsonResult)
+	if !ok {
+		return writeJSON(cmd.OutOrStdout(), v)
+	}
+	if r.set { // a command prints one result; should one print two, the first goes out as it is
+		if err := writeJSON(cmd.OutOrStdout(), r.v); err != nil {
+			return err
+		}
+	}
+	r.v, r.set = v, true
+	return nil
+}
+
+// withError is what --output json prints for a command that failed with e: {"error": e}, or
+// the result it had (r) with an "error" member added; a result that is not a JSON object (or
+// already has an "error" member) becomes {"result": ..., "error": e}.
+func withError(r *jsonResult, e errorJSON) any {
+	type wrapped struct {
+		Result any       `json:"result,omitempty"`
+		Error  errorJSON `json:"error"`
+	}
+	if !r.set {
+		return wrapped{Error: e}
+	}
+	b, err := json.Marshal(r.v)
+	var fields map[string]json.RawMessage
+	if err != nil || json.Unmarshal(b, &fields) != nil || fields == nil || fields["error"] != nil {
+		return wrapped{Result: r.v, Error: e}
+	}
+	eb, err := json.Marshal(e)
+	if err != nil {
+		return wrapped{Result: r.v, Error: e}
+	}
+	b = bytes.TrimSuffix(bytes.TrimSpace(b), []byte("}"))
+	if len(fields) > 0 {
+		b = append(b, ',')
+	}
+	b = append(append(append(b, `"error":`...), eb...), '}')
+	return json.RawMessage(b)
+}
+
+// jsonRequested reports whether the command line asked for --output json: the flag as cmd
+// parsed it, or, when parsing stopped before it (an unknown flag), as args spell it (-o json,
+// -ojson, -o=json, --output json, --output=json; the last one counts; none after --).
+func jsonRequested(cmd *cobra.Command, args []string) bool {
+	if cmd != nil {
+		if f := cmd.Flags().Lookup(flagOutput); f != nil && f.Changed {
+			return f.Value.String() == outputJSON
+		}
+	}
+	value := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return value == outputJSON
+		case a == "-o" || a == "--"+flagOutput:
+			if i+1 < len(args) {
+				value = args[i+1]
+				i++
+			}
+		case strings.HasPrefix(a, "--"+flagOutput+"="):
+			value = strings.TrimPrefix(a, "--"+flagOutput+"=")
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
+			value = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		}
+	}
+	return value == outputJSON
 }
 
 // writeJSON writes v as indented JSON and a newline.

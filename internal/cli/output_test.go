@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,6 +76,44 @@ func TestParseSince(t *testing.T) {
 		var u usageError
 		if _, err := parseSince(bad, now); !errors.As(err, &u) {
 			t.Errorf("parseSince(%q): %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestWithError(t *testing.T) {
+	e := errorJSON{Code: "CONFLICT", Message: "m"}
+	for _, c := range []struct {
+		r    *jsonResult
+		want string
+	}{
+		{&jsonResult{}, `{"error":{"code":"CONFLICT","message":"m"}}`},
+		{&jsonResult{v: map[string]any{"id": "n", "now": 1}, set: true}, `{"id":"n","now":1,"error":{"code":"CONFLICT","message":"m"}}`},
+		{&jsonResult{v: struct{}{}, set: true}, `{"error":{"code":"CONFLICT","message":"m"}}`},
+		{&jsonResult{v: []string{"a"}, set: true}, `{"result":["a"],"error":{"code":"CONFLICT","message":"m"}}`},
+		{&jsonResult{v: map[string]any{"error": "x"}, set: true}, `{"result":{"error":"x"},"error":{"code":"CONFLICT","message":"m"}}`},
+	} {
+		b, err := json.Marshal(withError(c.r, e))
+		if err != nil || string(b) != c.want {
+			t.Errorf("withError(%+v) = %s, %v; want %s", c.r.v, b, err, c.want)
+		}
+	}
+}
+
+func TestJSONRequested(t *testing.T) {
+	for args, want := range map[string]bool{
+		"tenants list -o json":               true,
+		"tenants list -ojson":                true,
+		"tenants list -o=json":               true,
+		"tenants list --output json":         true,
+		"tenants list --output=json":         true,
+		"tenants list -o json -o table":      false,
+		"tenants list":                       false,
+		"tenants list --output yaml":         false,
+		"nodes label n -- -o json":           false,
+		"tenants list --bogus --output json": true,
+	} {
+		if got := jsonRequested(nil, strings.Fields(args)); got != want {
+			t.Errorf("jsonRequested(%s) = %v, want %v", args, got, want)
 		}
 	}
 }
