@@ -183,7 +183,7 @@ func blockedPlanError(pl *fleet.Plan) error {
 }
 
 // printFleetPlan prints one line per change that does something (an update followed by one
-// indented `field: from -> to` line per field), then the counts (fleet spec, "From the CLI").
+// indented `field: from -> to` line per field), then the counts (docs/plan-apply.md).
 func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	for _, c := range pl.Changes {
 		var line string

@@ -16,7 +16,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// Exit codes (../shared/DESIGN.md, "Ports and defaults").
+// Exit codes (docs/cli.md, "Exit codes").
 const (
 	ExitOK      = 0 // success
 	ExitFailure = 1 // a failure with a code, printed as `error: CODE: message`

@@ -18,7 +18,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
 
-// Defaults of the connection (../shared/DESIGN.md, "Ports and defaults").
+// Defaults of the connection (docs/cli.md, "Connection").
 const (
 	DefaultURL       = "http://127.0.0.1:3010"
 	DefaultTokenFile = ".cubefleet/admin.token" // relative to the working directory; written by `cubefleet server --dev`
