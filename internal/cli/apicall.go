@@ -48,8 +48,11 @@ lists its methods at /api/v1/openapi.json.`,
 				return fmt.Errorf("the server's result is not JSON: %w", err)
 			}
 			buf.WriteByte('\n')
-			_, err := cmd.OutOrStdout().Write(buf.Bytes())
-			return err
+			// The result is JSON either way; --output json only makes a failure JSON too.
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := w.Write(buf.Bytes())
+				return err
+			})
 		},
 	}
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"time"
 
@@ -18,49 +17,37 @@ func newAuditCmd(stdio IO) *cobra.Command {
 }
 
 func newAuditListCmd() *cobra.Command {
-	var tenant, since string
+	var tenant, since, cursor string
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "list [--tenant T] [--since 1h|RFC3339] [--limit N]",
+		Use:   "list [--tenant T] [--since 1h|RFC3339] [--limit N] [--cursor C]",
 		Short: "List a tenant's audit rows, oldest first",
 		Long: `List the audit rows of --tenant (default root), oldest first: every state-changing call and
 every refused one. --since takes a duration back from now (90m, 24h, 7d) or an RFC 3339 time;
---limit caps the rows printed (default 100).`,
+--limit caps the rows printed (default 100). When more rows exist, a last line says so and
+names the --cursor that lists the next ones; --output json has it as nextCursor.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var sinceMs int64
-			if since != "" {
-				if d, err := parseDuration(since); err == nil && d > 0 {
-					sinceMs = time.Now().Add(-d).UnixMilli()
-				} else if t, err := time.Parse(time.RFC3339, since); err == nil {
-					sinceMs = t.UnixMilli()
-				} else {
-					return usagef("--since %q: want a duration (1h, 7d) or an RFC 3339 time (2026-01-02T15:04:05Z)", since)
-				}
+			sinceMs, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
 			}
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			items, err := listPages[audit.Entry](cmd, "audit.list", map[string]any{"tenantId": tenant, "since": sinceMs}, limit)
+			out, err := listPages[audit.Entry](cmd, "audit.list", map[string]any{"tenantId": tenant, "since": sinceMs}, cursor, limit)
 			if err != nil {
 				return err
 			}
-			out := struct {
-				Items []audit.Entry `json:"items"`
-			}{Items: items}
 			return render(cmd, out, func(w io.Writer) error {
-				rows := make([][]string, 0, len(items))
-				for _, e := range items {
+				rows := make([][]string, 0, len(out.Items))
+				for _, e := range out.Items {
 					rows = append(rows, []string{formatTime(e.At), e.Method, e.Outcome, e.PrincipalID, orDash(e.Target), e.RequestID})
 				}
 				if err := printTable(w, []string{"TIME", "METHOD", "OUTCOME", "PRINCIPAL", "TARGET", "REQUEST"}, rows); err != nil {
 					return err
 				}
-				if len(items) == limit {
-					_, err := fmt.Fprintf(w, "(first %d rows; raise --limit or narrow --since for more)\n", limit)
-					return err
-				}
-				return nil
+				return moreNotice(w, len(out.Items), "rows", out.NextCursor, "narrow --since")
 			})
 		},
 	}
@@ -68,5 +55,33 @@ every refused one. --since takes a duration back from now (90m, 24h, 7d) or an R
 	f.StringVar(&tenant, "tenant", iam.RootTenant, "tenant whose audit log to read")
 	f.StringVar(&since, "since", "", "only rows since this long ago (1h, 7d) or this RFC 3339 time")
 	f.IntVar(&limit, "limit", 100, "at most this many rows")
+	f.StringVar(&cursor, "cursor", "", "start after this row (the cursor a previous page named)")
 	return cmd
+}
+
+// parseSince reads a --since flag: a duration back from now (90m, 24h, 7d) or an RFC 3339 time,
+// as Unix milliseconds; "" is 0 (no bound).
+func parseSince(since string, now time.Time) (int64, error) {
+	if since == "" {
+		return 0, nil
+	}
+	if d, err := parseDuration(since); err == nil && d > 0 {
+		return now.Add(-d).UnixMilli(), nil
+	}
+	if t, err := time.Parse(time.RFC3339, since); err == nil {
+		return t.UnixMilli(), nil
+	}
+	return 0, usagef("--since %q: want a duration (10m, 1h, 7d) or an RFC 3339 time (2026-01-02T15:04:05Z)", since)
+}
+
+// moreNotice ends a list printed for people that is not the whole answer: when next (the
+// cursor of the next page) is set, it says how many were shown (what: "rows", "events") and
+// how to see more: the next page with --cursor, more at once with --limit, or narrow (what to
+// narrow: "narrow --since").
+func moreNotice(w io.Writer, shown int, what, next, narrow string) error {
+	if next == "" {
+		return nil
+	}
+	_, err := linef(w, "(first %d %s; more exist: --cursor %s shows the next ones, or raise --limit, or %s)\n", shown, what, next, narrow)
+	return err
 }

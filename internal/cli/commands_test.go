@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,55 @@ func TestGoldenErrors(t *testing.T) {
 		}
 		golden(t, "errors", c.normalize(b.String()))
 	})
+}
+
+// TestGoldenErrorsJSON: with --output json every failure prints one JSON object on stdout,
+// {"error":{"code","message","details"}}, or, for a command that has a result to show although
+// it failed, that result with an "error" member; stderr keeps the text, the exit code is the
+// same. Without --output json stdout stays empty.
+func TestGoldenErrorsJSON(t *testing.T) {
+	c := fleetEnv(t)
+	tf := []string{"--token-file", c.tokenFile}
+	writeFile(t, "site.json", `{"version": 1, "sites": [{"name": "fra", "kind": "shared", "region": "eu-central"}]}`)
+	cases := [][]string{
+		append([]string{"tenants", "create", "Bad Name", "-o", "json"}, tf...),
+		append([]string{"api", "compute.sites.create", `{"tenantId":"root","kind":"x","region":"EU"}`, "--output=json"}, tf...),
+		append([]string{"api", "no.such.method", "-ojson"}, tf...),
+		append([]string{"nodes", "get", "10.9.9.9", "--output", "json"}, tf...),
+		append([]string{"nodes", "list", "--state", "sleeping", "-o", "json"}, tf...),
+		append([]string{"fleet", "plan", "site.json", "--tenant", "root", "--fail-on-drift", "-o", "json"}, tf...),
+		{"tenants", "list", "-o", "json"},
+		{"tenants", "list", "--url", "localhost:3010", "-o", "json"},
+		{"bogus", "-o", "json"},
+		{"tenants", "list", "--bogus", "-o", "json"},
+		{"keys", "create", "--tenant", "acme", "-o", "json"},
+		{"audit", "list", "--since", "yesterday", "-o", "json"},
+		{"tenants", "list", "--output", "yaml"},
+		{"nodes", "get", "10.9.9.9", "-o", "table"},
+	}
+	var b strings.Builder
+	for _, args := range cases {
+		code, out, errOut := c.run("", args...)
+		fmt.Fprintf(&b, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
+		if out != "" {
+			fmt.Fprintf(&b, "stdout:\n%s", out)
+		}
+		if errOut != "" {
+			fmt.Fprintf(&b, "stderr:\n%s", errOut)
+		}
+		b.WriteString("\n")
+		if slices.Contains(args, "json") || slices.Contains(args, "--output=json") || slices.Contains(args, "-ojson") {
+			var v struct {
+				Error *struct{ Code, Message string }
+			}
+			if err := json.Unmarshal([]byte(out), &v); err != nil || v.Error == nil || v.Error.Code == "" || v.Error.Message == "" {
+				t.Errorf("%v: stdout is not one JSON object with an error: %v\n%s", args, err, out)
+			}
+		} else if out != "" {
+			t.Errorf("%v: stdout %q, want none without --output json", args, out)
+		}
+	}
+	golden(t, "errors_json", c.normalize(b.String()))
 }
 
 func TestKeysLifecycle(t *testing.T) {
@@ -182,8 +232,25 @@ func TestAuditAndAPICommands(t *testing.T) {
 			t.Errorf("audit list lacks %s:\n%s", want, audit)
 		}
 	}
-	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1"); strings.Count(out, "\n") != 3 || !strings.Contains(out, "first 1 rows") {
+	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1"); strings.Count(out, "\n") != 3 || !strings.Contains(out, "first 1 rows; more exist: --cursor ") {
 		t.Errorf("audit list --limit 1:\n%s", out)
+	}
+	// --output json has the next page's cursor, as nodes events does; --cursor reads on.
+	type auditPage struct {
+		Items      []struct{ ID, Method string }
+		NextCursor string
+	}
+	var first, second auditPage
+	json.Unmarshal([]byte(c.admin("audit", "list", "--tenant", "root", "--limit", "1", "-o", "json")), &first)
+	if len(first.Items) != 1 || first.NextCursor == "" {
+		t.Fatalf("audit list --limit 1 -o json: %+v", first)
+	}
+	json.Unmarshal([]byte(c.admin("audit", "list", "--tenant", "root", "--limit", "1", "--cursor", first.NextCursor, "-o", "json")), &second)
+	if len(second.Items) != 1 || second.Items[0].ID == first.Items[0].ID {
+		t.Errorf("audit list --cursor: %+v after %+v", second, first)
+	}
+	if out := c.admin("audit", "list", "--tenant", "root", "--limit", "1000"); strings.Contains(out, "more exist") {
+		t.Errorf("audit list of every row says more exist:\n%s", out)
 	}
 	if out := c.admin("audit", "list", "--tenant", "acme"); strings.TrimSpace(out) != "TIME  METHOD  OUTCOME  PRINCIPAL  TARGET  REQUEST" {
 		t.Errorf("empty audit list:\n%q", out)

@@ -60,25 +60,30 @@ func call(cmd *cobra.Command, method string, in, out any) error {
 	return c.Call(cmd.Context(), method, in, out)
 }
 
+// page is what listPages returns, and what a paginated list command prints with --output
+// json: the items (never nil) and, when more exist, the cursor of the next page (the API's
+// nextCursor; pass it as --cursor).
+type page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
 // listPages calls a paginated list method (input in plus limit and cursor; output {items,
-// nextCursor}) until it has limit items or the last page, and returns the items (never nil).
-func listPages[T any](cmd *cobra.Command, method string, in map[string]any, limit int) ([]T, error) {
-	items := []T{}
-	cursor := ""
-	for len(items) < limit {
-		var page struct {
-			Items      []T    `json:"items"`
-			NextCursor string `json:"nextCursor"`
+// nextCursor}) from cursor ("" for the start) until it has limit items or the last page.
+func listPages[T any](cmd *cobra.Command, method string, in map[string]any, cursor string, limit int) (page[T], error) {
+	out := page[T]{Items: []T{}}
+	for len(out.Items) < limit {
+		var p page[T]
+		in["limit"], in["cursor"] = min(limit-len(out.Items), 1000), cursor
+		if err := call(cmd, method, in, &p); err != nil {
+			return page[T]{}, err
 		}
-		in["limit"], in["cursor"] = min(limit-len(items), 1000), cursor
-		if err := call(cmd, method, in, &page); err != nil {
-			return nil, err
-		}
-		items = append(items, page.Items...)
-		if page.NextCursor == "" {
+		out.Items = append(out.Items, p.Items...)
+		out.NextCursor = p.NextCursor
+		if p.NextCursor == "" {
 			break
 		}
-		cursor = page.NextCursor
+		cursor = p.NextCursor
 	}
-	return items, nil
+	return out, nil
 }

@@ -57,11 +57,11 @@ func newFleetExportCmd(stdio IO) *cobra.Command {
 			}
 			doc = append(doc, '\n')
 			for _, m := range res.Missing {
-				fmt.Fprintf(stdio.Err, "left out: %s %s (%s)\n", m.Kind, m.Name, m.Reason)
+				linef(stdio.Err, "left out: %s %s (%s)\n", m.Kind, m.Name, m.Reason)
 			}
 			if out == "" || out == "-" {
 				if wantJSON(cmd) {
-					return writeJSON(stdio.Out, res)
+					return emitJSON(cmd, res)
 				}
 				_, err := stdio.Out.Write(doc)
 				return err
@@ -80,7 +80,7 @@ func newFleetExportCmd(stdio IO) *cobra.Command {
 			if err := f.Close(); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdio.Err, "wrote %s\n", out)
+			linef(stdio.Err, "wrote %s\n", out)
 			return nil
 		},
 	}
@@ -142,7 +142,7 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				if err := writeJSON(stdio.Out, pl); err != nil {
+				if err := emitJSON(cmd, pl); err != nil {
 					return err
 				}
 			} else {
@@ -183,7 +183,7 @@ func blockedPlanError(pl *fleet.Plan) error {
 }
 
 // printFleetPlan prints one line per change that does something (an update followed by one
-// indented `field: from -> to` line per field), then the counts (fleet spec, "From the CLI").
+// indented `field: from -> to` line per field), then the counts (docs/plan-apply.md).
 func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	for _, c := range pl.Changes {
 		var line string
@@ -207,9 +207,9 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 		} else if c.Note != "" {
 			line += "  # " + c.Note
 		}
-		fmt.Fprintln(w, line)
+		linef(w, "%s\n", line)
 		for _, d := range c.Diffs {
-			fmt.Fprintf(w, "    %s: %s -> %s\n", d.Field, shortJSON(d.From), shortJSON(d.To))
+			linef(w, "    %s: %s -> %s\n", d.Field, shortJSON(d.From), shortJSON(d.To))
 		}
 	}
 	s := pl.Summary
@@ -217,10 +217,10 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	if s.BlockedChanges > 0 {
 		blocked = fmt.Sprintf(", %d blocked", s.BlockedChanges)
 	}
-	fmt.Fprintf(w, "%d to create, %d to update, %d to delete, %d unchanged%s.\n", s.Create, s.Update, s.Delete, s.Unchanged, blocked)
+	linef(w, "%d to create, %d to update, %d to delete, %d unchanged%s.\n", s.Create, s.Update, s.Delete, s.Unchanged, blocked)
 	for _, c := range pl.Changes {
 		if c.Action == fleet.ActionUnchanged && c.Note != "" && !c.Blocked {
-			fmt.Fprintf(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
+			linef(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
 		}
 	}
 	if calls {
@@ -229,7 +229,7 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 			enc := json.NewEncoder(&in)
 			enc.SetEscapeHTML(false)
 			enc.Encode(c.Input) // inputs are plain data decoded from JSON
-			fmt.Fprintf(w, "%3d %s %s", i+1, c.Method, in.String())
+			linef(w, "%3d %s %s\n", i+1, c.Method, strings.TrimSuffix(in.String(), "\n"))
 		}
 	}
 }
@@ -263,7 +263,7 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			}
 			if pl.Summary.Blocked {
 				if !human {
-					writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+					emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 				}
 				return blockedPlanError(pl)
 			}
@@ -273,17 +273,17 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 					if f.prune {
 						prune = " --prune"
 					}
-					fmt.Fprintf(stdio.Out, "\nTo apply exactly this plan:\n  cubefleet fleet apply %s --tenant %s%s --plan-hash %s\n", args[0], f.tenant, prune, pl.PlanHash)
+					linef(stdio.Out, "\nTo apply exactly this plan:\n  cubefleet fleet apply %s --tenant %s%s --plan-hash %s\n", args[0], f.tenant, prune, pl.PlanHash)
 					return nil
 				}
-				return writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 			}
 			if yes && len(pl.Calls) == 0 {
 				if human {
 					fmt.Fprintln(stdio.Out, "Nothing to apply.")
 					return nil
 				}
-				return writeJSON(stdio.Out, map[string]any{"plan": pl, "applied": 0})
+				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 			}
 			hash := planHash
 			if yes {
@@ -302,9 +302,9 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if !human {
-				return writeJSON(stdio.Out, res)
+				return emitJSON(cmd, res)
 			}
-			fmt.Fprintf(stdio.Out, "Applied %s (plan %s).\n", plural(res.Applied, "call", "calls"), res.Plan.PlanHash)
+			linef(stdio.Out, "Applied %s (plan %s).\n", plural(res.Applied, "call", "calls"), res.Plan.PlanHash)
 			return nil
 		},
 	}
@@ -328,7 +328,7 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
-				if err := writeJSON(stdio.Out, st); err != nil {
+				if err := emitJSON(cmd, st); err != nil {
 					return err
 				}
 			} else {
@@ -349,14 +349,14 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 
 func printStatus(w io.Writer, st *fleet.Status) {
 	if st.Applied == nil {
-		fmt.Fprintf(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
+		linef(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
 		return
 	}
 	a := st.Applied
-	fmt.Fprintf(w, "Tenant:     %s\n", st.TenantID)
-	fmt.Fprintf(w, "Applied:    %s by %s (plan %s, prune %v)\n", formatTime(a.AppliedAt), a.AppliedBy, a.PlanHash, a.Prune)
+	linef(w, "Tenant:     %s\n", st.TenantID)
+	linef(w, "Applied:    %s by %s (plan %s, prune %v)\n", formatTime(a.AppliedAt), a.AppliedBy, a.PlanHash, a.Prune)
 	if a.CheckedAt != nil {
-		fmt.Fprintf(w, "Checked:    %s\n", formatTime(*a.CheckedAt))
+		linef(w, "Checked:    %s\n", formatTime(*a.CheckedAt))
 	}
 	if st.Drift == nil {
 		fmt.Fprintln(w, "Drift:      none")

@@ -69,7 +69,7 @@ func newIonosInventoryCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if verbose {
-				fmt.Fprintf(stdio.Err, "inventory of %s: %d servers, %d pending requests; %d HTTP requests to %s\n",
+				linef(stdio.Err, "inventory of %s: %d servers, %d pending requests; %d HTTP requests to %s\n",
 					inv.Datacenter.ID, len(inv.Servers), len(inv.PendingRequests), client.HTTPRequests(), client.APIURL())
 			}
 			if out == "" {
@@ -126,7 +126,7 @@ func tightenIfFile(w io.Writer) error {
 
 func printInventory(w io.Writer, path string, inv *ionos.Inventory) error {
 	dc := inv.Datacenter
-	fmt.Fprintf(w, "Wrote the inventory of data center %s (%s, %s, version %d) to %s, fetched %s.\n\n",
+	linef(w, "Wrote the inventory of data center %s (%s, %s, version %d) to %s, fetched %s.\n\n",
 		dc.ID, orDash(dc.Name), orDash(dc.Location), dc.Version, path, formatTime(inv.FetchedAt))
 	rows := make([][]string, 0, len(inv.Servers))
 	for _, s := range inv.Servers {
@@ -141,11 +141,11 @@ func printInventory(w io.Writer, path string, inv *ionos.Inventory) error {
 	if err := printTable(w, []string{"NAME", "ID", "TYPE", "CORES", "RAM MiB", "VMSTATE", "STATE", "ADDRESSES"}, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d servers, %d LANs, %d security groups, %d NAT gateways, %d load balancers, %d target groups, %d CUBE templates, %d pending requests.\n",
+	linef(w, "\n%d servers, %d LANs, %d security groups, %d NAT gateways, %d load balancers, %d target groups, %d CUBE templates, %d pending requests.\n",
 		len(inv.Servers), len(inv.LANs), len(inv.SecurityGroups), len(inv.NATGateways), len(inv.ApplicationLoadBalancers),
 		len(inv.TargetGroups), len(inv.CubeTemplates), len(inv.PendingRequests))
 	if !inv.Consistent {
-		fmt.Fprintf(w, "The data center changed while it was read (version %d, then %d): run the inventory again before planning.\n", dc.Version, dc.VersionAtEnd)
+		linef(w, "The data center changed while it was read (version %d, then %d): run the inventory again before planning.\n", dc.Version, dc.VersionAtEnd)
 	}
 	return nil
 }
@@ -229,7 +229,7 @@ func readFile[T any](path, flag string, decode func(io.Reader) (T, error)) (T, e
 }
 
 func printPlan(w io.Writer, p *cubes.Plan) error {
-	fmt.Fprintf(w, "Plan for data center %s: target %d Cubes (inventory %s old).\n\n", p.DatacenterID, p.Target,
+	linef(w, "Plan for data center %s: target %d Cubes (inventory %s old).\n\n", p.DatacenterID, p.Target,
 		time.Duration(p.InventoryAge*int64(time.Millisecond)).Round(time.Second))
 	rows := make([][]string, 0, len(p.Slots))
 	for _, s := range p.Slots {
@@ -241,12 +241,12 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 	}
 	fmt.Fprintln(w)
 	if c := p.Capacity; c != nil {
-		fmt.Fprintf(w, "Capacity: %d Cubes, %d cores, %d MiB RAM, %d worker slots.\n", c.Cubes, c.Cores, c.RAMMiB, c.WorkerSlots)
+		linef(w, "Capacity: %d Cubes, %d cores, %d MiB RAM, %d worker slots.\n", c.Cubes, c.Cores, c.RAMMiB, c.WorkerSlots)
 	} else {
-		fmt.Fprintf(w, "Capacity: %s.\n", p.CapacityNote)
+		linef(w, "Capacity: %s.\n", p.CapacityNote)
 	}
 	if t := p.Template; t != nil {
-		fmt.Fprintf(w, "New Cubes: template %q (%s): %d cores, %d MiB RAM, %d GB storage.\n", t.Name, t.ID, t.Cores, t.RAMMiB, t.StorageGB)
+		linef(w, "New Cubes: template %q (%s): %d cores, %d MiB RAM, %d GB storage.\n", t.Name, t.ID, t.Cores, t.RAMMiB, t.StorageGB)
 	} else {
 		fmt.Fprintln(w, "New Cubes: no CUBE template meets the minimums.")
 	}
@@ -254,13 +254,13 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 		fmt.Fprintln(w, "\nPlan accepted. It changed nothing; running Cubes are not proven ready.")
 		return nil
 	}
-	fmt.Fprintf(w, "\nProblems (%d):\n", len(p.Problems))
+	linef(w, "\nProblems (%d):\n", len(p.Problems))
 	for _, pr := range p.Problems {
 		where := ""
 		if pr.SlotIndex >= 0 {
 			where = fmt.Sprintf(" slot %d (%s)", pr.SlotIndex, pr.Slot)
 		}
-		fmt.Fprintf(w, "  %s%s: %s\n", pr.Rule, where, pr.Message)
+		linef(w, "  %s%s: %s\n", pr.Rule, where, pr.Message)
 	}
 	return nil
 }
@@ -322,18 +322,18 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			st := sim.Snapshot()
-			fmt.Fprintf(stdio.Out, "IONOS API simulator listening on %s (%d data centers)\n", l.URL, len(st.Datacenters))
+			linef(stdio.Out, "IONOS API simulator listening on %s (%d data centers)\n", l.URL, len(st.Datacenters))
 			for _, dc := range st.Datacenters {
-				fmt.Fprintf(stdio.Out, "  data center %s (%s, %s): %d servers\n", dc.ID, dc.Name, dc.Location, len(dc.Servers))
+				linef(stdio.Out, "  data center %s (%s, %s): %d servers\n", dc.ID, dc.Name, dc.Location, len(dc.Servers))
 			}
-			fmt.Fprintf(stdio.Out, "Use it with: export %s=%s\n", ionos.EnvAPIURL, l.URL)
+			linef(stdio.Out, "Use it with: export %s=%s\n", ionos.EnvAPIURL, l.URL)
 			<-cmd.Context().Done()
 			closeErr := l.Close()
 			if statePath != "" {
 				if err := saveState(statePath, sim); err != nil {
 					return err
 				}
-				fmt.Fprintf(stdio.Out, "Saved the simulator's state to %s\n", statePath)
+				linef(stdio.Out, "Saved the simulator's state to %s\n", statePath)
 			}
 			return closeErr
 		},

@@ -53,7 +53,7 @@ and the compute permissions of the calls its plans make, and nothing else.`,
 			if err := call(cmd, "iam.keys.create", in, &out); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdio.Err, "warning: API key %s (%s) is shown only this once; store it now.\n", out.Key.ID, out.Key.PrincipalName)
+			linef(stdio.Err, "warning: API key %s (%s) is shown only this once; store it now.\n", out.Key.ID, out.Key.PrincipalName)
 			return render(cmd, out, func(w io.Writer) error {
 				_, err := fmt.Fprintln(w, out.Token)
 				return err
@@ -143,7 +143,7 @@ func newKeysRevokeCmd() *cobra.Command {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "Revoked key %s.\n", out.ID)
+				_, err := linef(w, "Revoked key %s.\n", out.ID)
 				return err
 			})
 		},

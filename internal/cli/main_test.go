@@ -54,14 +54,19 @@ func testNow() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 
 // mustServe starts a --dev server on database ("" for SQLite in the data dir) with a fixed
 // clock, serving until the test ends, and makes the test's working directory a fresh one.
-func mustServe(t *testing.T, database string) *cliEnv {
+// Each opt may change the configuration before the server starts.
+func mustServe(t *testing.T, database string, opts ...func(*server.Config)) *cliEnv {
 	t.Helper()
 	dir := t.TempDir()
 	t.Chdir(dir)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
+	cfg := server.Config{
 		Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Database: database, Dev: true, Now: testNow,
-	}, slog.New(slog.DiscardHandler))
+	}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	srv, err := server.New(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -80,10 +85,11 @@ func mustServe(t *testing.T, database string) *cliEnv {
 	}
 }
 
-// eachDatabase runs fn against a server on SQLite and one on PostgreSQL.
-func eachDatabase(t *testing.T, fn func(t *testing.T, c *cliEnv)) {
-	t.Run("sqlite", func(t *testing.T) { fn(t, mustServe(t, "")) })
-	t.Run("postgres", func(t *testing.T) { fn(t, mustServe(t, storetest.PostgresURL(t))) })
+// eachDatabase runs fn against a server on SQLite and one on PostgreSQL (each started with
+// opts, as mustServe does).
+func eachDatabase(t *testing.T, fn func(t *testing.T, c *cliEnv), opts ...func(*server.Config)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, mustServe(t, "", opts...)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, mustServe(t, storetest.PostgresURL(t), opts...)) })
 }
 
 // run executes the CLI with stdin and returns the exit code, stdout and stderr.

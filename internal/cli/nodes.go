@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,24 +53,34 @@ func newNodesListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [--pool P] [--state S]",
 		Short: "List the nodes: IP, pool, state, age of the last report, microVMs, CPU and memory",
-		Long: `List the registered nodes sorted by id: IP, pool, health state (with ",Draining" or ",Drained"
-while the node is drained), how long ago the last report arrived, microVMs used/max, CPU
-used/quota in cores and memory used/quota in GiB (the quota is what the node offers the
-scheduler, already overcommitted), and notes (cordoned, registry-only, unknown pool). --pool
-takes a pool id or fleet name, --state one of Ready, NotReady, Suspect, Down, Lost (the health
-state).`,
+		Long: `List the registered nodes: IP, pool, health state (with ",Draining" or ",Drained" while the
+node is drained), how long ago the last report arrived, microVMs used/max, CPU used/quota in
+cores and memory used/quota in GiB (the quota is what the node offers the scheduler, already
+overcommitted), and notes (cordoned, registry-only, unknown pool). Node ids that are IP
+addresses come first in numeric order (IPv4, then IPv6), then the others as text;
+--output json keeps the API's order (by id as text). --pool takes a pool id or fleet name (or
+the cluster label of stock Cubelets in no pool); one that no pool and no node has is NOT_FOUND.
+--state takes a health state (Ready, NotReady, Suspect, Down, Lost) or a drain state (Draining,
+Drained: nodes being drained, or drained), in any case.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			health, drain, err := parseStateFlag(state)
+			if err != nil {
+				return err
+			}
 			var out nodeListOut
-			if err := call(cmd, "nodes.list", map[string]any{"pool": pool, "state": state}, &out); err != nil {
+			if err := call(cmd, "nodes.list", map[string]any{"pool": pool, "state": health}, &out); err != nil {
 				return err
 			}
 			if out.Items == nil {
 				out.Items = []nodes.View{}
 			}
+			if drain != "" {
+				out.Items = slices.DeleteFunc(out.Items, func(v nodes.View) bool { return v.Drain == nil || v.Drain.State != drain })
+			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
-				for _, v := range out.Items {
+				for _, v := range sortedForTable(out.Items) {
 					rows = append(rows, []string{v.ID, v.IP, poolCell(v), stateCell(v), ago(out.Now, v.LastReportAt),
 						mvmCell(v), cpuCell(v), memCell(v), notesCell(v)})
 				}
@@ -76,9 +88,55 @@ state).`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name)")
-	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state (Ready, NotReady, Suspect, Down, Lost)")
+	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name; NOT_FOUND when no pool or node has it)")
+	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state, any case: Ready, NotReady, Suspect, Down, Lost, or Draining, Drained")
 	return cmd
+}
+
+// parseStateFlag reads nodes list --state in any case: a health state (the API filters on it)
+// or a drain state (the CLI filters on it). Anything else is a usage error.
+func parseStateFlag(s string) (nodes.State, nodes.DrainState, error) {
+	if s == "" {
+		return "", "", nil
+	}
+	for _, st := range nodes.States {
+		if strings.EqualFold(s, string(st)) {
+			return st, "", nil
+		}
+	}
+	for _, d := range []nodes.DrainState{nodes.DrainDraining, nodes.DrainDrained} {
+		if strings.EqualFold(s, string(d)) {
+			return "", d, nil
+		}
+	}
+	return "", "", usagef("--state %q: want one of Ready, NotReady, Suspect, Down, Lost (health) or Draining, Drained, in any case", s)
+}
+
+// sortedForTable returns a copy of items in the table's order: node ids that are IP addresses
+// first, in numeric order (IPv4 before IPv6), then the other ids as text. The API sorts by id
+// as text (127.0.0.200 before 127.0.0.50); --output json keeps that order.
+func sortedForTable(items []nodes.View) []nodes.View {
+	out := slices.Clone(items)
+	slices.SortStableFunc(out, func(a, b nodes.View) int { return compareNodeIDs(a.ID, b.ID) })
+	return out
+}
+
+// compareNodeIDs orders node ids: IP addresses numerically (IPv4 first), before any other id;
+// other ids, and equal addresses, as text.
+func compareNodeIDs(a, b string) int {
+	ipA, errA := netip.ParseAddr(a)
+	ipB, errB := netip.ParseAddr(b)
+	switch {
+	case errA == nil && errB == nil:
+		if c := ipA.Compare(ipB); c != 0 {
+			return c
+		}
+	case errA == nil:
+		return -1
+	case errB == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // stateCell is the table's STATE: the health state, and the drain beside it as kubectl shows
@@ -221,12 +279,7 @@ func printNode(w io.Writer, out nodeOut) error {
 	for _, ver := range v.Versions {
 		lines = append(lines, [2]string{"Version", strings.TrimSpace(ver.Component + " " + ver.Version)})
 	}
-	for _, l := range lines {
-		if _, err := fmt.Fprintf(w, "%-15s %s\n", l[0]+":", l[1]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return printFields(w, 15, lines)
 }
 
 func stateSince(now, since int64) string {
@@ -298,7 +351,7 @@ func nodeAction(cmd *cobra.Command, method string, in map[string]any, done strin
 		return err
 	}
 	return render(cmd, out, func(w io.Writer) error {
-		_, err := fmt.Fprintln(w, done)
+		_, err := linef(w, "%s\n", done)
 		return err
 	})
 }
@@ -357,7 +410,9 @@ Without --wait it prints what it did and the sandboxes left. With --wait it poll
 ("10.0.0.5: 3 sandboxes left (42s)", the time since the drain was asked), and exits 0 once the
 node is drained; after --timeout (0: no limit) it exits 1 with DEADLINE_EXCEEDED, naming the
 sandboxes left. The node stays cordoned and draining either way, also when you interrupt the
-wait. --output json prints the node as it was last read.`,
+wait. --output json prints the node as it was last read, also when the wait times out, is
+interrupted, or ends because the node was uncordoned or deleted (then with an "error" member;
+the error text goes to stderr as always).`,
 		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
   cubefleet nodes delete 10.0.0.5`,
 		Args: exactArgs(1),
@@ -389,11 +444,18 @@ wait. --output json prints the node as it was last read.`,
 			}
 			if wait {
 				if out, err = w.wait(out); err != nil {
+					// Timed out, interrupted, uncordoned or deleted: --output json still
+					// prints the node as last read (with the error added; see Run).
+					if wantJSON(cmd) {
+						if jerr := emitJSON(cmd, out); jerr != nil {
+							return errors.Join(err, jerr)
+						}
+					}
 					return err
 				}
 			}
 			return render(cmd, out, func(w io.Writer) error {
-				_, err := fmt.Fprintln(w, drainDone(out, wait))
+				_, err := linef(w, "%s\n", drainDone(out, wait))
 				return err
 			})
 		},
@@ -443,7 +505,8 @@ type drainWait struct {
 // wait polls from out (the answer of nodes.drain) until the node is drained and returns it as
 // last read, printing a progress line on standard error each time the count changes. Errors:
 // DEADLINE_EXCEEDED after --timeout; CONFLICT when the node shows no drain for drainGoneAfter
-// (it was uncordoned meanwhile); an interruption; any failed call.
+// (it was uncordoned meanwhile); NOT_FOUND when it was deleted meanwhile; an interruption; any
+// failed call. On an error, the node returned is the one last read.
 func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 	progress := w.cmd.ErrOrStderr()
 	shown := int64(-1)
@@ -461,7 +524,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 		default:
 			last, gone = d, time.Time{}
 			if d.SandboxesLeft != shown {
-				fmt.Fprintf(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
+				linef(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
 				shown = d.SandboxesLeft
 			}
 		}
@@ -474,6 +537,9 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 		}
 		var next nodeOut
 		if err := w.c.Call(w.ctx, "nodes.get", map[string]any{"nodeId": w.id}, &next); err != nil {
+			if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				return out, cubefleet.Errorf(cubefleet.CodeNotFound, "node %s was deleted while this waited for its drain (%s when last read)", w.id, sandboxesLeft(last, "it ran"))
+			}
 			return out, w.stopped(err, last)
 		}
 		out = next
@@ -484,10 +550,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 // timeout is DEADLINE_EXCEEDED and an interruption (Ctrl-C) says so, both naming the node and
 // the sandboxes it ran when last read (last; nil when it was never read); other errors pass.
 func (w drainWait) stopped(err error, last *nodes.DrainView) error {
-	left := "its sandbox count is unknown"
-	if last != nil {
-		left = "it still runs " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
-	}
+	left := sandboxesLeft(last, "it still runs")
 	switch {
 	case w.cmd.Context().Err() != nil:
 		return fmt.Errorf("interrupted: node %s is not drained yet: %s; it stays cordoned and draining", w.id, left)
@@ -498,13 +561,28 @@ func (w drainWait) stopped(err error, last *nodes.DrainView) error {
 	return err
 }
 
+// sandboxesLeft says how many sandboxes a drain had left when last read ("it still runs 3
+// sandboxes", verb first), or that the count is unknown (last is nil).
+func sandboxesLeft(last *nodes.DrainView, verb string) string {
+	if last == nil {
+		return "its sandbox count is unknown"
+	}
+	return verb + " " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
+}
+
 func newNodesLabelCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "label NODE KEY=VALUE... KEY-...",
 		Short: "Set (KEY=VALUE) and remove (KEY-) a node's labels",
 		Long: `Set labels with KEY=VALUE (merged into the node's labels) and remove them with KEY-. Keys are
 [prefix/]name as in Kubernetes; a node carries at most 64 labels. The isolation label is
-changed only by cordon and uncordon.`,
+changed only by cordon and uncordon. When nothing changes (every label already has its value,
+every key removed is absent) it says so.
+
+An argument that starts with "-" is read as a flag; put -- before such arguments:
+cubefleet nodes label NODE -- -k=v (every argument after -- is a label argument).`,
+		Example: `  cubefleet nodes label 10.0.0.5 rack=r12 kubernetes.io/os-
+  cubefleet nodes label 10.0.0.5 -- -odd=key`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usagef("label takes NODE and at least one KEY=VALUE or KEY-")
@@ -512,6 +590,7 @@ changed only by cordon and uncordon.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
 			set := map[string]string{}
 			var remove []string
 			for _, a := range args[1:] {
@@ -523,9 +602,51 @@ changed only by cordon and uncordon.`,
 					return usagef("%q: want KEY=VALUE to set a label or KEY- to remove one", a)
 				}
 			}
-			return nodeAction(cmd, "nodes.label", map[string]any{"nodeId": args[0], "set": set, "remove": remove}, "Labelled node "+args[0]+".")
+			var out struct {
+				nodeOut
+				Changed *bool `json:"changed,omitempty"` // absent from a server that does not tell
+			}
+			if err := call(cmd, "nodes.label", map[string]any{"nodeId": id, "set": set, "remove": remove}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				if out.Changed != nil && !*out.Changed {
+					_, err := linef(w, "No change: node %s %s.\n", id, unchangedLabels(set, remove))
+					return err
+				}
+				_, err := linef(w, "Labelled node %s.\n", id)
+				return err
+			})
 		},
 	}
+	// A label argument that starts with "-" is taken for a flag: say how to pass it.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "unknown flag: ") && !strings.HasPrefix(msg, "unknown shorthand flag: ") {
+			return usageError{err}
+		}
+		arg := "-k=v"
+		if _, a, ok := strings.Cut(msg, " in "); ok {
+			arg = a
+		} else if _, a, ok := strings.Cut(msg, ": "); ok {
+			arg = a
+		}
+		return usagef("%v; if %s is a label argument, put -- before it: cubefleet nodes label NODE -- %s", err, arg, arg)
+	})
+	return cmd
+}
+
+// unchangedLabels says why nodes label changed nothing: "already has a=1, b=2 and has no label
+// c, d".
+func unchangedLabels(set map[string]string, remove []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "already has "+labelsCell(set))
+	}
+	if len(remove) > 0 {
+		parts = append(parts, "has no label "+strings.Join(remove, ", "))
+	}
+	return strings.Join(parts, " and ")
 }
 
 func newNodesDeleteCmd() *cobra.Command {
@@ -612,11 +733,24 @@ func poolName(t nodes.JoinToken) string {
 }
 
 func newNodesEventsCmd() *cobra.Command {
-	var typ string
+	var typ, since, cursor string
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "events [NODE] [--type node.lost] [--limit N]",
+		Use:   "events [NODE] [--type node.lost] [--since 10m|RFC3339] [--limit N] [--cursor C]",
 		Short: "List node lifecycle events (joined, suspect, down, lost, recovered, cordoned, draining, drained, ...), oldest first",
+		Long: `List the node lifecycle events of the event log (of NODE, or of every node), oldest first:
+node.joined, node.suspect, node.down, node.lost, node.recovered, node.notReady, node.cordoned,
+node.uncordoned, node.draining, node.drained, node.deleted.
+
+The list starts at the oldest event the log holds (the API reads forwards only), so to see
+what just happened give --since: a duration back from now (10m, 2h, 7d) or an RFC 3339 time.
+--limit caps the events printed (default 100); when more exist, a last line says so and
+names the --cursor that lists the next ones (--output json has it as nextCursor).
+
+Events reach the log about a second after the change: the registry writes them with its
+once-a-second flush.`,
+		Example: `  cubefleet nodes events 10.0.0.5 --since 10m     # why did it just go Down?
+  cubefleet nodes events --type node.lost --since 24h`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("events takes at most one NODE")
@@ -627,6 +761,10 @@ func newNodesEventsCmd() *cobra.Command {
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
+			sinceMs, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
 			if typ == "" {
 				typ = "node."
 			}
@@ -634,23 +772,30 @@ func newNodesEventsCmd() *cobra.Command {
 			if len(args) == 1 {
 				subject = args[0]
 			}
-			items, err := listPages[events.Event](cmd, "events.list", map[string]any{"type": typ, "subject": subject}, limit)
+			out, err := listPages[events.Event](cmd, "events.list", map[string]any{"type": typ, "subject": subject, "since": sinceMs}, cursor, limit)
 			if err != nil {
 				return err
 			}
-			out := struct {
-				Items []events.Event `json:"items"`
-			}{Items: items}
 			return render(cmd, out, func(w io.Writer) error {
-				rows := make([][]string, 0, len(items))
-				for _, e := range items {
+				rows := make([][]string, 0, len(out.Items))
+				for _, e := range out.Items {
 					rows = append(rows, []string{formatTime(e.At), e.Type, e.Subject, string(e.Data)})
 				}
-				return printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows)
+				if err := printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows); err != nil {
+					return err
+				}
+				narrow := "narrow with --since (10m for the latest)"
+				if since != "" {
+					narrow = "narrow --since"
+				}
+				return moreNotice(w, len(out.Items), "events", out.NextCursor, narrow)
 			})
 		},
 	}
-	cmd.Flags().StringVar(&typ, "type", "", "only events of this type (node.lost) or prefix (node.)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	f := cmd.Flags()
+	f.StringVar(&typ, "type", "", "only events of this type (node.lost) or prefix (node.)")
+	f.StringVar(&since, "since", "", "only events since this long ago (10m, 1h, 7d) or this RFC 3339 time")
+	f.IntVar(&limit, "limit", 100, "at most this many events")
+	f.StringVar(&cursor, "cursor", "", "start after this event (the cursor a previous page named)")
 	return cmd
 }

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/server"
 )
 
 // nodeBody is a Cubelet-shaped register body for node id (the registry's golden body).
@@ -50,7 +53,7 @@ func TestNodesCommands(t *testing.T) {
 		var b strings.Builder
 		record := func(args ...string) string {
 			t.Helper()
-			code, out, errOut := c.run("", append(args, "--token-file", c.tokenFile)...)
+			code, out, errOut := c.run("", withToken(args, c.tokenFile)...)
 			fmt.Fprintf(&b, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
 			if out != "" {
 				fmt.Fprintf(&b, "stdout:\n%s", out)
@@ -88,8 +91,12 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "drain", "10.0.0.8")
 		record("nodes", "list")
 		record("nodes", "get", "10.0.0.7")
+		record("nodes", "list", "--state", "ready")
+		record("nodes", "list", "--state", "drained")
+		record("nodes", "list", "--state", "Draining")
 		record("nodes", "drain", "10.0.0.7", "--timeout", "1m")
 		record("nodes", "drain", "10.0.0.7", "--wait", "--poll", "1ms")
+		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
 		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
 		record("nodes", "list", "--state", "Ready")
 		record("nodes", "delete", "10.0.0.7")
@@ -97,7 +104,13 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "uncordon", "10.0.0.8")
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "label", "10.0.0.8", "oops")
+		record("nodes", "label", "10.0.0.8", "missing-")
+		record("nodes", "label", "10.0.0.8", "-k=v")
+		record("nodes", "label", "10.0.0.8", "--", "-k=v")
 		record("nodes", "list", "--state", "Sleeping")
+		record("nodes", "list", "--state", "NOTREADY")
+		record("nodes", "list", "--pool", "nosuch")
+		record("nodes", "list", "--pool", pool.ID)
 		record("nodes", "join-token", "create", "--pool", "no-such-pool")
 		record("nodes", "join-token", "create", "--pool", pool.ID, "--ip", "10.0.0.1", "--any-ip")
 		golden(t, "nodes", c.normalize(strings.ReplaceAll(b.String(), token, "<join token>")))
@@ -112,6 +125,15 @@ func TestNodesCommands(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(c.admin("nodes", "list", "-o", "json")), &list); err != nil || len(list.Items) != 1 || list.Items[0].ID != "10.0.0.8" {
 			t.Errorf("nodes list -o json: %+v %v", list, err)
+		}
+		// nodes label -o json is the API's output, with whether anything changed.
+		var labelled struct {
+			ID      string `json:"id"`
+			Changed *bool  `json:"changed"`
+		}
+		if err := json.Unmarshal([]byte(c.admin("nodes", "label", "10.0.0.8", "missing-", "-o", "json")), &labelled); err != nil ||
+			labelled.ID != "10.0.0.8" || labelled.Changed == nil || *labelled.Changed {
+			t.Errorf("nodes label -o json: %+v %v", labelled, err)
 		}
 		// Events reach the log within a second.
 		deadline := time.Now().Add(5 * time.Second)
@@ -233,12 +255,33 @@ func TestNodesDrainWait(t *testing.T) {
 			t.Errorf("timeout: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
 
+		// The timeout with --output json: the node as last read on stdout, the error on stderr.
+		code, stdout, stderr = c.run("", "nodes", "drain", "10.0.0.7", "--wait", "--poll", "100ms", "--timeout", "300ms", "-o", "json", "--token-file", c.tokenFile)
+		v = nodeOut{}
+		if err := json.Unmarshal([]byte(stdout), &v); code != ExitFailure || err != nil || v.ID != "10.0.0.7" || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
+			!strings.Contains(stderr, "error: DEADLINE_EXCEEDED: node 10.0.0.7 is not drained after 300ms: it still runs 3 sandboxes") {
+			t.Errorf("timeout -o json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
+		}
+		var failed struct{ Error struct{ Code, Message string } }
+		if json.Unmarshal([]byte(stdout), &failed); failed.Error.Code != "DEADLINE_EXCEEDED" || !strings.HasPrefix(failed.Error.Message, "node 10.0.0.7 is not drained after 300ms") {
+			t.Errorf("timeout -o json: the node's error member is %+v\n%s", failed.Error, stdout)
+		}
+
 		// Ctrl-C: exit 1, the node stays draining.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
 		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
-		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") {
-			t.Errorf("interrupted: exit %d\nstderr:\n%s", code, d.err.String())
+		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") || d.out.String() != "" {
+			t.Errorf("interrupted: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
+		}
+		// The same with --output json: the node as last read on stdout.
+		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
+		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.cancel()
+		v = nodeOut{}
+		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
+			!strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet") {
+			t.Errorf("interrupted -o json: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
 		}
 		v = nodeOut{}
 		json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v)
@@ -254,10 +297,189 @@ func TestNodesDrainWait(t *testing.T) {
 			t.Errorf("uncordoned while waiting: exit %d\nstderr:\n%s", code, d.err.String())
 		}
 
-		// An unknown node.
-		code, _, stderr = c.run("", "nodes", "drain", "10.9.9.9", "--wait", "--token-file", c.tokenFile)
-		if code != ExitFailure || stderr != "error: NOT_FOUND: node 10.9.9.9 not found\n" {
-			t.Errorf("unknown node: exit %d %s", code, stderr)
+		// Deleted while waiting: NOT_FOUND saying so, the node as last read on stdout.
+		report(3)
+		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
+		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		c.admin("nodes", "delete", "10.0.0.7", "--force")
+		v = nodeOut{}
+		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.ID != "10.0.0.7" || v.Drain == nil ||
+			!strings.Contains(d.err.String(), "error: NOT_FOUND: node 10.0.0.7 was deleted while this waited for its drain (it ran 3 sandboxes when last read)") {
+			t.Errorf("deleted while waiting: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
+		}
+
+		// An unknown node: nothing was read, nothing on stdout.
+		code, stdout, stderr = c.run("", "nodes", "drain", "10.9.9.9", "--wait", "--token-file", c.tokenFile)
+		if code != ExitFailure || stdout != "" || stderr != "error: NOT_FOUND: node 10.9.9.9 not found\n" {
+			t.Errorf("unknown node: exit %d %s%s", code, stdout, stderr)
 		}
 	})
+}
+
+// registerBody is the registry's golden register body for node id, changed by edit.
+func registerBody(t *testing.T, id string, edit func(body map[string]any)) []byte {
+	t.Helper()
+	var body map[string]any
+	if err := json.Unmarshal(nodeBody(t, "register.json", id), &body); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(body)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// withToken adds --token-file tokenFile to args, before a "--" (after which every argument
+// is positional).
+func withToken(args []string, tokenFile string) []string {
+	i := slices.Index(args, "--")
+	if i < 0 {
+		i = len(args)
+	}
+	return slices.Concat(args[:i], []string{"--token-file", tokenFile}, args[i:])
+}
+
+// record runs the CLI as the administrator and appends the command line, its exit code,
+// stdout and stderr to b, as the golden transcripts show them; it returns stdout.
+func (c *cliEnv) record(b *strings.Builder, args ...string) string {
+	c.t.Helper()
+	code, out, errOut := c.run("", withToken(args, c.tokenFile)...)
+	fmt.Fprintf(b, "$ cubefleet %s\nexit %d\n", safeText(strings.Join(args, " ")), code) // escaped as the CLI escapes
+	if out != "" {
+		fmt.Fprintf(b, "stdout:\n%s", out)
+	}
+	if errOut != "" {
+		fmt.Fprintf(b, "stderr:\n%s", errOut)
+	}
+	b.WriteString("\n")
+	return out
+}
+
+// allowLoopbackCubelets lets stock Cubelets (no credentials) register from 127.0.0.0/8.
+func allowLoopbackCubelets(cfg *server.Config) {
+	cfg.NodeAgentAllowUnauthenticated = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+}
+
+// TestNodesHostileText registers nodes whose cluster label, instance type and versions hold
+// terminal escapes, line breaks and bidi overrides, and cordons one with such a detail: every
+// table and "key: value" line shows them escaped, on one line; JSON keeps them exact.
+func TestNodesHostileText(t *testing.T) {
+	const (
+		label  = "x\u001b[31mRED\nFAKE 1.2.3.4 Ready"
+		itype  = "\u001b[2J\u202eevil"
+		detail = "\n\x1b[31mFAKE\u2066"
+	)
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		var site, pool struct{ ID string }
+		json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
+		hostile := func(body map[string]any) {
+			body["cluster_label"] = label
+			body["instance_type"] = itype
+			body["versions"] = []any{map[string]any{"component": "cubelet\n10.0.0.9 Ready", "version": "v1\u009b31m\x7f"}}
+		}
+		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", hostile)); code != 200 {
+			t.Fatalf("join: %d %s", code, out)
+		}
+		// A stock Cubelet: its cluster label is its pool's name (here: no pool).
+		if code, out := c.post("/internal/v1/node-agent/nodes/register", "", registerBody(t, "10.0.0.8", hostile)); code != 200 {
+			t.Fatalf("stock Cubelet: %d %s", code, out)
+		}
+		c.admin("nodes", "cordon", "10.0.0.7", "--detail", detail)
+		var b strings.Builder
+		c.record(&b, "nodes", "list")
+		c.record(&b, "nodes", "get", "10.0.0.7")
+		c.record(&b, "nodes", "get", "10.0.0.8")
+		waitUntil(t, "the node.cordoned event", func() bool {
+			return strings.Contains(c.admin("nodes", "events", "10.0.0.7"), "node.cordoned")
+		})
+		c.record(&b, "nodes", "events", "10.0.0.7")
+		c.record(&b, "nodes", "get", "10.0.0.9\x1b[2J") // the server's message quotes the id
+		got := c.normalize(b.String())
+		golden(t, "nodes_hostile", got)
+		for _, bad := range []string{"\x1b", "\u202e", "\u2066", "\u009b", "\x7f", "\nFAKE", "\n10.0.0.9"} {
+			if strings.Contains(got, bad) {
+				t.Errorf("the output holds %q raw:\n%s", bad, got)
+			}
+		}
+
+		// JSON is exact.
+		var v nodeOut
+		if err := json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v); err != nil ||
+			v.ClusterLabel != label || v.InstanceType != itype || v.CordonDetail != detail {
+			t.Errorf("nodes get -o json: %v %q %q %q", err, v.ClusterLabel, v.InstanceType, v.CordonDetail)
+		}
+	}, allowLoopbackCubelets)
+}
+
+// TestNodesListOrder: the table lists IP-shaped node ids in numeric order (IPv4, then IPv6),
+// then the other ids as text; --output json keeps the API's order (by id as text).
+func TestNodesListOrder(t *testing.T) {
+	c := mustServe(t, "")
+	var site, pool struct{ ID string }
+	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip", "--uses", "10"))
+	for _, id := range []string{"cube-b", "127.0.0.200", "fd00::2", "127.0.0.50", "cube-a", "10.0.0.7", "fd00::10", "9.9.9.9"} {
+		body := registerBody(t, id, func(body map[string]any) { delete(body, "labels") })
+		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, body); code != 200 {
+			t.Fatalf("join %s: %d %s", id, code, out)
+		}
+	}
+	var b strings.Builder
+	c.record(&b, "nodes", "list")
+	golden(t, "nodes_order", c.normalize(b.String()))
+
+	var list struct{ Items []struct{ ID string } }
+	json.Unmarshal([]byte(c.admin("nodes", "list", "-o", "json")), &list)
+	var ids []string
+	for _, n := range list.Items {
+		ids = append(ids, n.ID)
+	}
+	if got, want := strings.Join(ids, " "), "10.0.0.7 127.0.0.200 127.0.0.50 9.9.9.9 cube-a cube-b fd00::10 fd00::2"; got != want {
+		t.Errorf("nodes list -o json: ids %s, want the API's order %s", got, want)
+	}
+}
+
+// TestNodesEvents pages through a node's events: --limit with the notice naming the next
+// --cursor, --cursor, --since (an RFC 3339 time; the server's clock is fixed), and --output
+// json with the API's nextCursor.
+func TestNodesEvents(t *testing.T) {
+	c := mustServe(t, "")
+	var site, pool struct{ ID string }
+	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
+	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
+	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
+	if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", nil)); code != 200 {
+		t.Fatalf("join: %d %s", code, out)
+	}
+	c.admin("nodes", "cordon", "10.0.0.7", "--detail", "one")
+	c.admin("nodes", "uncordon", "10.0.0.7")
+	c.admin("nodes", "cordon", "10.0.0.7", "--detail", "two")
+	var all struct {
+		Items []struct{ ID string }
+	}
+	waitUntil(t, "four events", func() bool {
+		json.Unmarshal([]byte(c.admin("nodes", "events", "10.0.0.7", "-o", "json")), &all)
+		return len(all.Items) == 4
+	})
+	var b strings.Builder
+	c.record(&b, "nodes", "events", "10.0.0.7")
+	out := c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "3")
+	if !strings.Contains(out, "--cursor "+all.Items[2].ID) {
+		t.Errorf("the notice does not name the cursor after the third event (%s):\n%s", all.Items[2].ID, out)
+	}
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "3", "--cursor", all.Items[2].ID)
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "2", "--type", "node.cordoned")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--since", "2026-01-02T03:04:05Z", "--limit", "4")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--since", "2026-01-02T03:04:06Z")
+	c.record(&b, "nodes", "events", "--since", "yesterday")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "1", "-o", "json")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--cursor", all.Items[2].ID, "-o", "json")
+	golden(t, "nodes_events", c.normalize(b.String()))
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// Exit codes (../shared/DESIGN.md, "Ports and defaults").
+// Exit codes (docs/cli.md, "Exit codes").
 const (
 	ExitOK      = 0 // success
 	ExitFailure = 1 // a failure with a code, printed as `error: CODE: message`
@@ -48,30 +48,51 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		stdio.Getenv = os.Getenv
 	}
 	root := newRootCmd(stdio)
+	result := &jsonResult{}
 	ctx = context.WithValue(ctx, stdioKey{}, stdio)
+	ctx = context.WithValue(ctx, jsonResultKey{}, result)
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
+		if result.set {
+			if err := writeJSON(stdio.Out, result.v); err != nil {
+				fmt.Fprintf(stdio.Err, "error: %v\n", err)
+				return ExitFailure
+			}
+		}
 		return ExitOK
 	}
+	code, jerr := ExitFailure, errorJSON{Code: codeError, Message: err.Error()}
 	var u usageError
-	if errors.As(err, &u) || isCobraUsage(err) {
-		fmt.Fprintf(stdio.Err, "error: %v\n", err)
-		return ExitUsage
-	}
 	var e *cubefleet.Error
-	if errors.As(err, &e) {
-		fmt.Fprintf(stdio.Err, "error: %s: %s\n", e.Code, e.Message)
-		for _, fe := range fieldErrors(e) {
-			fmt.Fprintf(stdio.Err, "  %s: %s\n", fe.Path, fe.Message)
-		}
-		return ExitFailure
+	switch {
+	case errors.As(err, &u) || isCobraUsage(err):
+		code, jerr.Code = ExitUsage, codeUsage
+	case errors.As(err, &e):
+		jerr = errorJSON{Code: string(e.Code), Message: e.Message, Details: e.Details}
 	}
-	fmt.Fprintf(stdio.Err, "error: %v\n", err)
-	return ExitFailure
+	// --output json: stdout holds one JSON object, the result with "error" added, or the error.
+	if result.set || jsonRequested(cmd, args) {
+		if werr := writeJSON(stdio.Out, withError(result, jerr)); werr != nil {
+			fmt.Fprintf(stdio.Err, "error: %v\n", werr)
+		}
+	}
+	switch {
+	case code == ExitUsage:
+		fmt.Fprintf(stdio.Err, "error: %s\n", safeLines(err.Error()))
+	case e != nil:
+		// The message comes from the server and may quote what a node sent: one line, escaped.
+		linef(stdio.Err, "error: %s: %s\n", e.Code, e.Message)
+		for _, fe := range fieldErrors(e) {
+			linef(stdio.Err, "  %s: %s\n", fe.Path, fe.Message)
+		}
+	default:
+		fmt.Fprintf(stdio.Err, "error: %s\n", safeLines(err.Error()))
+	}
+	return code
 }
 
 func newRootCmd(stdio IO) *cobra.Command {

@@ -58,7 +58,7 @@ func newSecretsValueCmd(verb string) *cobra.Command {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, done, s.Name, s.ID, s.TenantID, s.Name)
+				_, err := linef(w, done, s.Name, s.ID, s.TenantID, s.Name)
 				return err
 			})
 		},
@@ -108,7 +108,7 @@ func newSecretsDeleteCmd() *cobra.Command {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "Deleted secret %s (%s).\n", s.Name, s.ID)
+				_, err := linef(w, "Deleted secret %s (%s).\n", s.Name, s.ID)
 				return err
 			})
 		},

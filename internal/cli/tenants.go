@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -22,7 +21,7 @@ the example tenants acme and globex (dev only).`)
 				return err
 			}
 			return render(cmd, t, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "Created tenant %s.\n", t.ID)
+				_, err := linef(w, "Created tenant %s.\n", t.ID)
 				return err
 			})
 		},

@@ -1,7 +1,7 @@
 // Package client is the control plane's API client, as the CLI uses it: Call posts a JSON
 // object to /api/v1/<method> with the bearer key and maps an error body back to a
-// *cubefleet.Error. Resolve finds the URL and the key the way ../shared/DESIGN.md ("Ports and
-// defaults") says: a flag beats the environment, which beats the config file.
+// *cubefleet.Error. Resolve finds the URL and the key the way docs/cli.md ("Connection") says:
+// a flag beats the environment, which beats the config file.
 package client
 
 import (

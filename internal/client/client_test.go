@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -125,7 +126,7 @@ func TestResolvePrecedence(t *testing.T) {
 	cfgDir := filepath.Join(dir, "xdg", "cubefleet")
 	flagTok := writePrivate(t, filepath.Join(dir, "flag.token"), "cfk_flag\n")
 	writePrivate(t, filepath.Join(cfgDir, "cfg.token"), "cfk_config")
-	writePrivate(t, filepath.Join(cfgDir, "config.json"), `{"url":"http://config.example:3010","token_file":"cfg.token","future":1}`)
+	writePrivate(t, filepath.Join(cfgDir, "config.json"), `{"url":"http://config.example:3010","token_file":"cfg.token"}`)
 	base := env{"XDG_CONFIG_HOME": filepath.Join(dir, "xdg")}
 
 	for _, c := range []struct {
@@ -207,5 +208,33 @@ func TestResolveRefusesUnsafeTokenFiles(t *testing.T) {
 	_, err = Resolve(Options{Getenv: env{"XDG_CONFIG_HOME": filepath.Join(dir, "xdg")}.get})
 	if err == nil || !strings.Contains(err.Error(), cfg) {
 		t.Errorf("broken config: %v", err)
+	}
+}
+
+// TestLoadConfigRefusesUnknownKeys: a key the CLI does not know (a typo, or a setting of
+// another version) is an error naming it, the file and the known keys, not silently ignored.
+func TestLoadConfigRefusesUnknownKeys(t *testing.T) {
+	dir := t.TempDir()
+	const known = "the known keys are url, token_file, ca_file"
+	for i, c := range []struct{ body, want string }{
+		{`{"url":"http://h:1","tokenfile":"x"}`, `: unknown key "tokenfile" (` + known + `)`},
+		{`{"token-file":"x"}`, `: unknown key "token-file" (did you mean token_file? ` + known + `)`},
+		{`{"URL":"http://h:1"}`, `: unknown key "URL" (did you mean url? ` + known + `)`},
+		{`{"url":1}`, ` is not a JSON object with url, token_file and ca_file`},
+		{`[]`, ` is not a JSON object with url, token_file and ca_file`},
+	} {
+		path := writePrivate(t, filepath.Join(dir, fmt.Sprintf("config%d.json", i)), c.body)
+		if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "config file "+path+c.want) {
+			t.Errorf("LoadConfig(%s): %v, want an error containing %q", c.body, err, "config file "+path+c.want)
+		}
+	}
+	path := writePrivate(t, filepath.Join(dir, "good.json"), `{"url":"http://h:1","token_file":"t","ca_file":"ca.pem"}`)
+	if c, err := LoadConfig(path); err != nil || c != (Config{URL: "http://h:1", TokenFile: "t", CAFile: "ca.pem"}) {
+		t.Errorf("LoadConfig of the known keys: %+v %v", c, err)
+	}
+	// Resolve reports it as it reports a broken file.
+	writePrivate(t, filepath.Join(dir, "cubefleet", "config.json"), `{"urll":"http://h:1"}`)
+	if _, err := Resolve(Options{Getenv: env{"XDG_CONFIG_HOME": dir}.get}); err == nil || !strings.Contains(err.Error(), `unknown key "urll"`) {
+		t.Errorf("Resolve with an unknown key: %v", err)
 	}
 }

@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
 
-// Defaults of the connection (../shared/DESIGN.md, "Ports and defaults").
+// Defaults of the connection (docs/cli.md, "Connection").
 const (
 	DefaultURL       = "http://127.0.0.1:3010"
 	DefaultTokenFile = ".cubefleet/admin.token" // relative to the working directory; written by `cubefleet server --dev`
@@ -39,7 +42,7 @@ type Options struct {
 // Config is the CLI's config file, $XDG_CONFIG_HOME/cubefleet/config.json (XDG_CONFIG_HOME
 // defaults to ~/.config): {"url": "...", "token_file": "...", "ca_file": "..."}. A relative
 // token_file or ca_file is relative to the config file's directory; "~/" is the home directory.
-// Unknown fields are ignored.
+// Any other key (names are exact) is refused, naming it and the known keys.
 type Config struct {
 	URL       string `json:"url,omitempty"`
 	TokenFile string `json:"token_file,omitempty"`
@@ -88,10 +91,42 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("config file: %w", err)
 	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return c, fmt.Errorf("config file %s is not a JSON object with url, token_file and ca_file: %w", path, err)
+	known := ConfigKeys()
+	var keys map[string]json.RawMessage
+	err = json.Unmarshal(data, &keys)
+	if err == nil {
+		err = json.Unmarshal(data, &c)
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("config file %s is not a JSON object with %s and %s: %w", path,
+			strings.Join(known[:len(known)-1], ", "), known[len(known)-1], err)
+	}
+	names := slices.Sorted(maps.Keys(keys))
+	for _, k := range names {
+		if slices.Contains(known, k) {
+			continue
+		}
+		hint := ""
+		for _, want := range known {
+			if strings.EqualFold(strings.ReplaceAll(k, "-", "_"), want) {
+				hint = "did you mean " + want + "? "
+			}
+		}
+		return Config{}, fmt.Errorf("config file %s: unknown key %q (%sthe known keys are %s)", path, k, hint, strings.Join(known, ", "))
 	}
 	return c, nil
+}
+
+// ConfigKeys returns the keys of the config file, in Config's order (its JSON names).
+func ConfigKeys() []string {
+	t := reflect.TypeFor[Config]()
+	keys := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
 }
 
 // Resolve finds the URL (--url > CUBEFLEET_URL > url in the config file > DefaultURL), the

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
@@ -12,7 +13,8 @@ import (
 )
 
 // NodeListInput is the input of nodes.list: Pool (a pool id or fleet name) and State (Ready,
-// NotReady, Suspect, Down, Lost) narrow the list; empty means every node.
+// NotReady, Suspect, Down, Lost) narrow the list; empty means every node. A Pool that matches
+// no node and names no pool is NOT_FOUND.
 type NodeListInput struct {
 	Pool  string `json:"pool,omitempty"`
 	State string `json:"state,omitempty"`
@@ -66,6 +68,14 @@ type NodeLabelInput struct {
 	Remove []string          `json:"remove,omitempty"`
 }
 
+// NodeLabelOutput is the output of nodes.label: the node after the change, and whether its
+// labels changed (false when every label set already had its value and every key removed was
+// absent).
+type NodeLabelOutput struct {
+	NodeOutput
+	Changed bool `json:"changed"`
+}
+
 // NodeDeleteInput is the input of nodes.delete: the node must be cordoned; without Force it
 // must also be Ready and run no sandboxes.
 type NodeDeleteInput struct {
@@ -112,6 +122,21 @@ type EventList struct {
 	NextCursor string         `json:"nextCursor,omitempty"`
 }
 
+// poolExists returns NOT_FOUND unless ref is the id or fleet name of a pool (archived ones
+// included): nodes.list with a pool nothing matches is an empty list only when the pool exists.
+func poolExists(ctx context.Context, d *deps, ref string) error {
+	pools, err := poolLister(d.db)(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pools {
+		if p.ID == ref || p.Name == ref {
+			return nil
+		}
+	}
+	return cubefleet.Errorf(cubefleet.CodeNotFound, "no pool has the id or fleet name %q, and no node reports it as its cluster_label", ref)
+}
+
 func needNode(id string) error {
 	if id == "" {
 		return cubefleet.Invalid("nodeId", "nodeId is required")
@@ -136,6 +161,11 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			items, err := reg.List(ctx, nodes.ListFilter{Pool: in.Pool, State: nodes.State(in.State)})
 			if err != nil {
 				return nil, err
+			}
+			if in.Pool != "" && len(items) == 0 {
+				if err := poolExists(ctx, d, in.Pool); err != nil {
+					return nil, err
+				}
 			}
 			return NodeList{Items: items, Now: d.now().UnixMilli(), HeartbeatTimeout: reg.HeartbeatTimeout().Milliseconds(),
 				LostAfter: reg.LostAfter().Milliseconds()}, nil
@@ -196,9 +226,17 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			if len(in.Set) == 0 && len(in.Remove) == 0 {
 				return nil, cubefleet.Invalid("set", "give labels to set or keys to remove")
 			}
-			return out(reg.Label(ctx, in.NodeID, in.Set, in.Remove))
+			before, err := reg.Get(ctx, in.NodeID)
+			if err != nil {
+				return nil, err
+			}
+			after, err := reg.Label(ctx, in.NodeID, in.Set, in.Remove)
+			if err != nil {
+				return nil, err
+			}
+			return NodeLabelOutput{NodeOutput: NodeOutput{View: after, Now: d.now().UnixMilli()}, Changed: !maps.Equal(before.Labels, after.Labels)}, nil
 		}),
-		Input: NodeLabelInput{}, Output: NodeOutput{},
+		Input: NodeLabelInput{}, Output: NodeLabelOutput{},
 	})
 	r.Register(api.Method{
 		Name: "nodes.delete", Summary: "Delete a cordoned node and revoke its credential (force: even while it is not Ready or runs sandboxes)", Write: true,

@@ -129,6 +129,20 @@ func TestNodesAPI(t *testing.T) {
 			t.Errorf("list --pool fra-cubes: %d nodes, want 2", len(list.Items))
 		}
 		e.mustFail(e.admin, "nodes.list", map[string]any{"state": "Sleeping"}, cubefleet.CodeInvalidInput)
+		// An unknown pool is NOT_FOUND, naming it; a pool with no nodes, or a cluster label no
+		// pool holds, lists what matches.
+		if ce := e.mustFail(e.admin, "nodes.list", map[string]any{"pool": "nosuch"}, cubefleet.CodeNotFound); !strings.Contains(ce.Message, `"nosuch"`) {
+			t.Errorf("list --pool nosuch: %v", ce)
+		}
+		e.must(e.admin, "nodes.list", map[string]any{"pool": "nowhere"}, &list)
+		if len(list.Items) != 1 || list.Items[0].ID != "10.0.0.8" {
+			t.Errorf("list --pool nowhere (a cluster label): %+v", list.Items)
+		}
+		e.makePool("empty-pool")
+		e.must(e.admin, "nodes.list", map[string]any{"pool": "empty-pool"}, &list)
+		if len(list.Items) != 0 {
+			t.Errorf("list --pool empty-pool: %+v", list.Items)
+		}
 		e.mustFail(e.admin, "nodes.get", map[string]any{"nodeId": "10.9.9.9"}, cubefleet.CodeNotFound)
 		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "no-such-pool"}, cubefleet.CodeInvalidInput)
 		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": poolID, "ip": "not-an-ip"}, cubefleet.CodeInvalidInput)
@@ -141,9 +155,21 @@ func TestNodesAPI(t *testing.T) {
 			t.Errorf("cordon: %+v", got.View)
 		}
 		got = NodeOutput{}
-		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &got)
-		if got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodes.ReservedLabel] != "true" {
-			t.Errorf("label: %v", got.Labels)
+		var labelled NodeLabelOutput
+		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &labelled)
+		if got := labelled.View; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodes.ReservedLabel] != "true" || !labelled.Changed {
+			t.Errorf("label: %v changed %v", got.Labels, labelled.Changed)
+		}
+		// The same again, and removing a label the node does not have, change nothing.
+		for _, in := range []map[string]any{
+			{"nodeId": "10.0.0.9", "set": map[string]string{"rack": "r12"}},
+			{"nodeId": "10.0.0.9", "remove": []string{"missing"}},
+		} {
+			labelled = NodeLabelOutput{}
+			e.must(e.admin, "nodes.label", in, &labelled)
+			if labelled.Changed || labelled.ID != "10.0.0.9" || labelled.Labels["rack"] != "r12" {
+				t.Errorf("label %v: changed %v, %+v", in, labelled.Changed, labelled.Labels)
+			}
 		}
 		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{nodes.ReservedLabel: "false"}}, cubefleet.CodeForbidden)
 		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"bad key": "x"}}, cubefleet.CodeInvalidInput)
@@ -183,8 +209,8 @@ func TestNodesAPI(t *testing.T) {
 		}
 		var n int
 		db.QueryRow(`SELECT count(*) FROM audit_log WHERE method IN ('nodes.cordon', 'nodes.label', 'nodes.delete', 'nodes.joinTokens.create') AND outcome = 'ok'`).Scan(&n)
-		if n != 4 {
-			t.Errorf("%d audit rows for the node changes, want 4", n)
+		if n != 6 { // the two nodes.label calls that changed nothing are audited too
+			t.Errorf("%d audit rows for the node changes, want 6", n)
 		}
 		// The join token's secret never reached the log.
 		if strings.Contains(e.log.String(), jt.Token) || strings.Contains(e.log.String(), joined.Credential) {
