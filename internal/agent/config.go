@@ -443,17 +443,26 @@ func Load(src Sources) (*Config, error) {
 }
 
 func (cfg *Config) loadRest(get func(string) value) error {
+	// The join token: a value beats a file at the same level (flag, environment, env file);
+	// a higher level wins, as for every other setting.
 	tok, tokFile := get("join-token"), get("join-token-file")
 	switch {
-	case tok.set() && tok.s != "":
+	case tok.set() && tok.rank >= tokFile.rank:
 		cfg.JoinToken = Secret(strings.TrimSpace(tok.s))
-	case tokFile.set() && tokFile.s != "":
-		data, err := privatefile.Read(tokFile.s)
+		if tokFile.set() {
+			cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s is ignored: %s is set at the same or a higher level and wins", tokFile.name, tok.name))
+		}
+	case tokFile.set():
+		path := strings.TrimSpace(tokFile.s)
+		data, err := privatefile.Read(path)
 		if err != nil {
 			return tokFile.fail("%v", err)
 		}
+		if strings.TrimSpace(string(data)) == "" {
+			return tokFile.fail("the join token file %s is empty; put the token from `cubefleet nodes join-token create` in it", path)
+		}
 		cfg.JoinToken = Secret(strings.TrimSpace(string(data)))
-		cfg.JoinTokenFile = tokFile.s
+		cfg.JoinTokenFile = path
 		tok = tokFile
 	}
 	if t := cfg.JoinToken.Reveal(); t != "" {

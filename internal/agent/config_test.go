@@ -371,6 +371,62 @@ func TestLoadJoinTokenFile(t *testing.T) {
 	}
 }
 
+// TestLoadJoinTokenSources: an empty join token file is an error naming the setting and the
+// file (it used to register without credentials); a join token value beats a join token file
+// at the same level, and a higher level wins.
+func TestLoadJoinTokenSources(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, empty, blank := write("good.token", "cfj_fromfile\n"), write("empty.token", ""), write("blank.token", " \n\t\n")
+	for _, tc := range []struct {
+		name      string
+		file      string // appended to computeEnv
+		env       map[string]string
+		flags     map[string]string
+		path, msg string // the error
+		want      string // the join token
+		warn      string // part of a warning
+	}{
+		{name: "empty file", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": empty}, path: "CUBEFLEET_JOIN_TOKEN_FILE",
+			msg: "the join token file " + empty + " is empty; put the token from `cubefleet nodes join-token create` in it"},
+		{name: "blank file", flags: map[string]string{"join-token-file": blank}, path: "--join-token-file", msg: "the join token file " + blank + " is empty"},
+		{name: "empty file from the env file", file: "CUBEFLEET_JOIN_TOKEN_FILE=" + empty + "\n", path: "CUBEFLEET_JOIN_TOKEN_FILE", msg: "is empty; put the token"},
+		{name: "file", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": good}, want: "cfj_fromfile"},
+		{name: "value beats file at the same level", env: map[string]string{"CUBEFLEET_JOIN_TOKEN": "cfj_value", "CUBEFLEET_JOIN_TOKEN_FILE": empty},
+			want: "cfj_value", warn: "CUBEFLEET_JOIN_TOKEN_FILE is ignored: CUBEFLEET_JOIN_TOKEN is set"},
+		{name: "value beats file in the env file", file: "CUBEFLEET_JOIN_TOKEN=cfj_value\nCUBEFLEET_JOIN_TOKEN_FILE=" + good + "\n", want: "cfj_value"},
+		{name: "a file flag beats a value in the env file", file: "CUBEFLEET_JOIN_TOKEN=cfj_old\n", flags: map[string]string{"join-token-file": good}, want: "cfj_fromfile"},
+		{name: "a file in the environment beats a value in the env file", file: "CUBEFLEET_JOIN_TOKEN=cfj_old\n", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": good}, want: "cfj_fromfile"},
+		{name: "a value flag beats a file in the environment", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": good}, flags: map[string]string{"join-token": "cfj_flag"}, want: "cfj_flag"},
+		{name: "neither", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadTest(t, "compute", computeEnv+tc.file, tc.env, tc.flags)
+			if got := errPath(err); got != tc.path {
+				t.Fatalf("error %v names %q, want %q", err, got, tc.path)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.msg) {
+					t.Errorf("error %q\nwant it to contain %q", err, tc.msg)
+				}
+				return
+			}
+			if cfg.JoinToken.Reveal() != tc.want {
+				t.Errorf("join token %q, want %q", cfg.JoinToken.Reveal(), tc.want)
+			}
+			if tc.warn != "" && !strings.Contains(strings.Join(cfg.Warnings, "\n"), tc.warn) {
+				t.Errorf("warnings %q, want one containing %q", cfg.Warnings, tc.warn)
+			}
+		})
+	}
+}
+
 func TestSettingsTable(t *testing.T) {
 	seen := map[string]bool{}
 	for _, s := range Settings() {
