@@ -309,6 +309,7 @@ func Load(src Sources) (*Config, error) {
 		scheme = "https"
 	}
 	addr, ip := get("control-plane"), get("control-plane-ip")
+	from := useTLS // the setting the endpoints came from, for errors about them
 	if ip.set() {
 		a, err := netip.ParseAddr(strings.TrimSpace(ip.s))
 		if err != nil || !a.Is4() {
@@ -321,9 +322,9 @@ func Load(src Sources) (*Config, error) {
 		if err != nil {
 			return nil, addr.fail("%v", err)
 		}
-		cfg.ControlPlane = eps
+		cfg.ControlPlane, from = eps, addr
 	case ip.set():
-		cfg.ControlPlane = []string{scheme + "://" + net.JoinHostPort(strings.TrimSpace(ip.s), strconv.Itoa(DefaultControlPlanePort))}
+		cfg.ControlPlane, from = []string{scheme + "://" + net.JoinHostPort(strings.TrimSpace(ip.s), strconv.Itoa(DefaultControlPlanePort))}, ip
 	case cfg.Role == RoleCompute:
 		return nil, ip.fail("is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP=<control node IP> (port %d) or ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=host:port", DefaultControlPlanePort)
 	default:
@@ -339,8 +340,25 @@ func Load(src Sources) (*Config, error) {
 			return nil, caFile.fail("%v", err)
 		}
 		cfg.CAFile = path
-		if !slices.ContainsFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "https://") }) {
-			cfg.Warnings = append(cfg.Warnings, caFile.name+" is set but every control-plane address is http://: use https:// addresses or set CUBEFLEET_CONTROL_PLANE_TLS=1")
+	}
+	// Once TLS is on, every endpoint must be https://: failing over to a plain one would send
+	// the join token and the node credential in clear text.
+	if plain := slices.IndexFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "http://") }); plain >= 0 {
+		var why, fix string
+		secure := slices.IndexFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "https://") })
+		switch {
+		case cfg.ControlPlaneTLS:
+			why, fix = useTLS.name+"=1", "write https:// or no scheme for every endpoint"
+		case secure >= 0:
+			why, fix = cfg.ControlPlane[secure]+" is in the list", "write https:// for every endpoint (or set CUBEFLEET_CONTROL_PLANE_TLS=1 and write no scheme)"
+		case cfg.CAFile != "":
+			why, fix = caFile.name+" is set", "write https:// addresses or set CUBEFLEET_CONTROL_PLANE_TLS=1, or unset "+caFile.name+" for a plain-HTTP control plane"
+			if !from.set() {
+				from = caFile
+			}
+		}
+		if why != "" {
+			return nil, from.fail("%s is plain HTTP but TLS is on (%s): the agent would send its join token and node credential to it in clear text; once TLS is on, every endpoint must be https://: %s", cfg.ControlPlane[plain], why, fix)
 		}
 	}
 

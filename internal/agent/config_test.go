@@ -116,9 +116,9 @@ func TestLoadRules(t *testing.T) {
 					t.Errorf("control plane %v", c.ControlPlane)
 				}
 			}},
-		{name: "several endpoints each get http://", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010, https://cp2.example:443,http://10.0.0.3:3010/"},
+		{name: "several endpoints each get http://", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010, http://cp2.example:80,HTTP://10.0.0.3:3010/"},
 			check: func(t *testing.T, c *Config) {
-				want := []string{"http://10.0.0.1:3010", "https://cp2.example:443", "http://10.0.0.3:3010"}
+				want := []string{"http://10.0.0.1:3010", "http://cp2.example:80", "http://10.0.0.3:3010"}
 				if !reflect.DeepEqual(c.ControlPlane, want) {
 					t.Errorf("control plane %v, want %v", c.ControlPlane, want)
 				}

@@ -37,8 +37,8 @@ func TestLoadTLSSettings(t *testing.T) {
 	}{
 		{name: "the control-plane IP becomes https://<ip>:3010", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1"}, want: []string{"https://10.0.0.1:3010"}},
 		{name: "from the env file too", file: computeEnv + "CUBEFLEET_CONTROL_PLANE_TLS=yes\n", want: []string{"https://10.0.0.1:3010"}},
-		{name: "the flag alone", flags: map[string]string{"control-plane-tls": "1", "control-plane": "cp1:3010,http://10.0.0.3:3010,https://cp2:443"},
-			want: []string{"https://cp1:3010", "http://10.0.0.3:3010", "https://cp2:443"}},
+		{name: "the flag alone", flags: map[string]string{"control-plane-tls": "1", "control-plane": "cp1:3010,https://10.0.0.3:3010,https://cp2:443"},
+			want: []string{"https://cp1:3010", "https://10.0.0.3:3010", "https://cp2:443"}},
 		{name: "an https:// address without the switch", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "https://10.0.0.1:3010"}, want: []string{"https://10.0.0.1:3010"}},
 		{name: "off by default", want: []string{"http://10.0.0.1:3010"}},
 		{name: "the control role's default", file: "CUBE_SANDBOX_NODE_IP=10.0.0.5\nCUBEFLEET_CONTROL_PLANE_TLS=1\n", want: []string{"https://127.0.0.1:3010"}},
@@ -49,12 +49,18 @@ func TestLoadTLSSettings(t *testing.T) {
 					t.Errorf("CA file %q, roots %v, warnings %q", c.CAFile, c.RootCAs != nil, c.Warnings)
 				}
 			}},
-		{name: "a CA file for http:// only warns", flags: map[string]string{"ca-file": files.CA}, want: []string{"http://10.0.0.1:3010"},
-			check: func(t *testing.T, c *Config) {
-				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "--ca-file is set but every control-plane address is http://") {
-					t.Errorf("warnings %q", c.Warnings)
-				}
-			}},
+		// Once TLS is on, every endpoint must be https://: a plain one would get the join token
+		// and the node credential in clear text when the agent fails over to it.
+		{name: "TLS on and an http:// endpoint", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1", "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "127.0.0.99:3010,http://127.0.0.5:3010"},
+			path: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR", msg: "http://127.0.0.5:3010 is plain HTTP but TLS is on (CUBEFLEET_CONTROL_PLANE_TLS=1): the agent would send its join token and node credential to it in clear text; once TLS is on, every endpoint must be https://"},
+		{name: "https:// and http:// mixed without the switch", flags: map[string]string{"control-plane": "https://10.0.0.1:3010,http://10.0.0.2:3010"},
+			path: "--control-plane", msg: "http://10.0.0.2:3010 is plain HTTP but TLS is on (https://10.0.0.1:3010 is in the list)"},
+		{name: "a CA file and an http:// address", flags: map[string]string{"ca-file": files.CA}, path: "ONE_CLICK_CONTROL_PLANE_IP",
+			msg: "http://10.0.0.1:3010 is plain HTTP but TLS is on (--ca-file is set): the agent would send"},
+		{name: "a CA file and the control role's plain default", file: "CUBE_SANDBOX_NODE_IP=10.0.0.5\n", env: map[string]string{"CUBEFLEET_CA_FILE": files.CA},
+			path: "CUBEFLEET_CA_FILE", msg: "http://127.0.0.1:3010 is plain HTTP but TLS is on (CUBEFLEET_CA_FILE is set)"},
+		{name: "a CA file with https:// addresses", env: map[string]string{"CUBEFLEET_CA_FILE": files.CA, "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "https://10.0.0.1:3010,https://10.0.0.2:3010"},
+			want: []string{"https://10.0.0.1:3010", "https://10.0.0.2:3010"}},
 		{name: "a missing CA file", env: map[string]string{"CUBEFLEET_CA_FILE": filepath.Join(dir, "missing.pem")}, path: "CUBEFLEET_CA_FILE", msg: "missing.pem: no such file"},
 		{name: "a CA file without a certificate", flags: map[string]string{"ca-file": garbage}, path: "--ca-file", msg: garbage + " holds no PEM certificate"},
 		{name: "a key is not a CA certificate", file: computeEnv + "CUBEFLEET_CA_FILE=" + files.Key + "\n", path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
