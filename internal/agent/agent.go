@@ -116,7 +116,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		t.TLSClientConfig = cfg.TLSClientConfig()
 		hc = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	a.wire = newWireClient(cfg.ControlPlane, hc)
+	a.wire = newWireClient(cfg.ControlPlane, hc, &tlsDetector{config: cfg.TLSClientConfig()})
 	a.quota = StatusQuota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}
 	if a.quota.MilliCPU == 0 {
 		a.quota.MilliCPU = facts.CPUCount * 1000 * 2
@@ -240,8 +240,14 @@ func (a *Agent) report(ctx context.Context) {
 	}
 }
 
+// repeatLog is how often a registration error that has not changed is logged again.
+const repeatLog = time.Minute
+
 func (a *Agent) registerLoop(ctx context.Context) error {
 	backoff := RegisterBackoffMin
+	var lastErr string
+	var lastLogged time.Time
+	repeats := 0
 	for attempt := 1; ; attempt++ {
 		err := a.register(ctx)
 		if err == nil {
@@ -253,8 +259,19 @@ func (a *Agent) registerLoop(ctx context.Context) error {
 		if errors.Is(err, errRevoked) {
 			return err
 		}
-		a.setHealth(func(h *Health) { h.State, h.Error = StateRegistering, err.Error() })
-		a.log.Warn("registration failed; retrying", "node_id", a.cfg.NodeID(), "attempt", attempt, "retry_in", backoff.String(), "error", err.Error())
+		msg := err.Error()
+		a.setHealth(func(h *Health) { h.State, h.Error = StateRegistering, msg })
+		// Logged when the error changes, and while it does not, once every repeatLog.
+		if now := a.now(); msg != lastErr || now.Sub(lastLogged) >= repeatLog {
+			args := []any{"node_id", a.cfg.NodeID(), "attempt", attempt, "retry_in", backoff.String(), "error", msg}
+			if msg == lastErr && repeats > 0 {
+				args = append(args, "same_error_since_last_logged", repeats)
+			}
+			a.log.Warn("registration failed; retrying", args...)
+			lastErr, lastLogged, repeats = msg, now, 0
+		} else {
+			repeats++
+		}
 		if a.sleep(ctx, backoff) != nil {
 			return ctx.Err()
 		}

@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -77,10 +80,11 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if stateDir == "" {
 		stateDir = cfg.StateDir
 	}
+	det := &tlsDetector{config: cfg.TLSClientConfig()}
 	probes := []func(context.Context) CheckResult{
 		func(ctx context.Context) CheckResult { return checkLocal(ctx, hc, cfg) },
-		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg) },
-		func(ctx context.Context) CheckResult { return checkListed(ctx, hc, cfg, stateDir) },
+		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg, det) },
+		func(ctx context.Context) CheckResult { return checkListed(ctx, hc, cfg, stateDir, det) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
 	}
 	results := make([]CheckResult, len(probes))
@@ -132,7 +136,7 @@ func get(ctx context.Context, hc *http.Client, url string, token Secret) (int, [
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	return resp.StatusCode, body, err
+	return resp.StatusCode, body, scrubNetError(err)
 }
 
 func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
@@ -158,17 +162,20 @@ func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 	return r
 }
 
-func checkReady(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
+func checkReady(ctx context.Context, hc *http.Client, cfg *Config, det *tlsDetector) CheckResult {
 	r := CheckResult{Name: CheckControlPlane, Status: CheckFail}
 	var fails []string
+	firewall := false // some endpoint could not be reached at all
 	for _, ep := range cfg.ControlPlane {
 		url := ep + PathReadyz
 		code, body, err := get(ctx, hc, url, "")
 		switch {
 		case err != nil:
+			err = det.hint(ctx, ep, err)
 			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+			firewall = firewall || unreachable(err)
 		case code < 200 || code >= 300:
-			fails = append(fails, fmt.Sprintf("%s: HTTP %d %s", url, code, errorMessage(body)))
+			fails = append(fails, url+": "+httpAnswer(ep, code, body))
 		default:
 			if _, err := decodeReply(body); err != nil {
 				fails = append(fails, fmt.Sprintf("%s: %v", url, err))
@@ -178,8 +185,31 @@ func checkReady(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 			return r
 		}
 	}
-	r.Detail = strings.Join(fails, "; ") + " (check the firewall: TCP " + portsOf(cfg.ControlPlane) + " to the control plane)"
+	r.Detail = strings.Join(fails, "; ")
+	if firewall {
+		r.Detail += " (check the firewall: TCP " + portsOf(cfg.ControlPlane) + " to the control plane)"
+	}
 	return r
+}
+
+// httpAnswer describes an HTTP answer that is not a success: "HTTP 503 <message>", with what
+// to do when an http:// endpoint answered like a TLS server.
+func httpAnswer(ep string, code int, body []byte) string {
+	msg := errorMessage(body)
+	s := fmt.Sprintf("HTTP %d %s", code, msg)
+	if strings.HasPrefix(ep, "http://") && code == http.StatusBadRequest && answeredLikeTLS(msg) {
+		s += " (" + hintHTTPS + ")"
+	}
+	return s
+}
+
+// unreachable reports whether err means the endpoint could not be reached at all (connection
+// refused, a timeout, no route), which a firewall or a wrong address explains; an HTTP
+// answer or a TLS failure is not that.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func portsOf(eps []string) string {
@@ -194,7 +224,7 @@ func portsOf(eps []string) string {
 	return strings.Join(ports, ",")
 }
 
-func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string) CheckResult {
+func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string, det *tlsDetector) CheckResult {
 	r := CheckResult{Name: CheckNodeListed, Status: CheckFail}
 	var token Secret
 	if st, err := ReadState(stateDir); err == nil && st.NodeID == cfg.NodeID() {
@@ -207,11 +237,11 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 		code, body, err := get(ctx, hc, url, token)
 		switch {
 		case err != nil:
-			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+			fails = append(fails, fmt.Sprintf("%s: %v", url, det.hint(ctx, ep, err)))
 		case code == http.StatusNotFound:
 			fails = append(fails, url+": HTTP 404, the control plane does not list this node (see the agent's log: journalctl -u "+UnitName+")")
 		case code != http.StatusOK:
-			fails = append(fails, fmt.Sprintf("%s: HTTP %d %s", url, code, errorMessage(body)))
+			fails = append(fails, url+": "+httpAnswer(ep, code, body))
 		case !strings.Contains(string(body), want):
 			fails = append(fails, fmt.Sprintf("%s: the answer does not contain %s", url, want))
 		default:
