@@ -19,7 +19,7 @@ const DefaultCheckInterval = 2 * time.Second
 
 // The checks' names, in the order Check runs and reports them.
 const (
-	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200
+	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200 with state "reporting"
 	CheckControlPlane = "control plane" // GET <endpoint>/internal/v1/node-agent/readyz answers ret_code 200
 	CheckNodeListed   = "node listed"   // GET <endpoint>/internal/v1/nodes/<node id> contains "IP":"<node ip>"
 	CheckS3           = "S3 endpoint"   // CUBE_S3_ENDPOINT accepts a TCP connection
@@ -153,11 +153,12 @@ func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 		r.Detail = fmt.Sprintf("%s: %s: %s", url, h.State, h.Error)
 	case h.NodeID != cfg.NodeID():
 		r.Detail = fmt.Sprintf("%s: the agent there reports node %s, not %s", url, h.NodeID, cfg.NodeID())
+	case h.State != StateReporting:
+		// Registering (not registered yet, or again) or failing (its last report failed): the
+		// agent runs, but the control plane does not hear from it.
+		r.Detail = url + ": " + h.State + ifNotEmpty(": ", h.Error)
 	default:
 		r.Status, r.Detail = CheckOK, url+": "+h.State
-		if h.Error != "" {
-			r.Detail += " (" + h.Error + ")"
-		}
 	}
 	return r
 }

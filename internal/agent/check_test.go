@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -108,5 +109,50 @@ func TestCheckWaits(t *testing.T) {
 	results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 5 * time.Second, Interval: 50 * time.Millisecond})
 	if ok || !strings.Contains(results[0].Detail, "revoked: the control plane revoked this node's credential") {
 		t.Errorf("Check after the deletion: %v", results)
+	}
+}
+
+// TestCheckLocalState: only a reporting agent passes the local check; a registering or failing
+// one fails it with its state and its last error.
+func TestCheckLocalState(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	failing := false
+	cp.setHook(func(r *http.Request) (int, string) {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		if failing && strings.HasSuffix(r.URL.Path, "/status") {
+			return http.StatusInternalServerError, `{"error":"store down"}`
+		}
+		return 0, ""
+	})
+	// Registering: its only endpoint refuses connections.
+	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t))
+	cfg.S3.Endpoint = ""
+	r := startAgent(t, cfg)
+	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
+	waitFor(t, "a failed registration", func() bool { return len(r.sleeps()) > 0 })
+	results, ok := Check(context.Background(), cfg, CheckOptions{})
+	if ok || results[0].Status != CheckFail || !strings.Contains(results[0].Detail, "/healthz: registering: http://") ||
+		!strings.Contains(results[0].Detail, "connection refused") {
+		t.Errorf("a registering agent: %s", results[0])
+	}
+	r.stop()
+
+	// Failing: registered, then its status reports fail.
+	cfg = testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
+	cfg.S3.Endpoint = ""
+	r = startAgent(t, cfg)
+	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
+	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	if results, ok := Check(context.Background(), cfg, CheckOptions{}); !ok || results[0].Detail != r.url+": reporting" {
+		t.Errorf("a reporting agent: %v", results)
+	}
+	cp.mu.Lock()
+	failing = true
+	cp.mu.Unlock()
+	waitFor(t, "failing", func() bool { return r.a.Health().State == StateFailing })
+	results, ok = Check(context.Background(), cfg, CheckOptions{})
+	if want := r.url + ": failing: " + cp.srv.URL + ": HTTP 500: store down"; ok || results[0].Status != CheckFail || results[0].Detail != want {
+		t.Errorf("a failing agent: %s\nwant FAIL %s", results[0], want)
 	}
 }
