@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -228,9 +229,13 @@ func portsOf(eps []string) string {
 func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string, det *tlsDetector) CheckResult {
 	r := CheckResult{Name: CheckNodeListed, Status: CheckFail}
 	var token Secret
-	if st, err := ReadState(stateDir); err == nil && st.NodeID == cfg.NodeID() {
+	st, stErr := ReadState(stateDir)
+	if stErr == nil && st.NodeID == cfg.NodeID() {
 		token = Secret(st.NodeCredential)
 	}
+	// What to do about a node that is not registered: the agent's log says why it is not, and
+	// a new node (or a deleted one) needs a join token.
+	join := fmt.Sprintf("see the agent's log (journalctl -u %s); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip %s on the control plane, then CUBEFLEET_JOIN_TOKEN_FILE and a restart of the agent", UnitName, cfg.NodeID())
 	want := `"IP":"` + cfg.NodeID() + `"`
 	var fails []string
 	for _, ep := range cfg.ControlPlane {
@@ -240,7 +245,20 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 		case err != nil:
 			fails = append(fails, fmt.Sprintf("%s: %v", url, det.hint(ctx, ep, err)))
 		case code == http.StatusNotFound:
-			fails = append(fails, url+": HTTP 404, the control plane does not list this node (see the agent's log: journalctl -u "+UnitName+")")
+			fails = append(fails, url+": HTTP 404: this node is not registered; "+join)
+		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && token == "":
+			// The control plane lists a node to its own credential (or an API key), and the
+			// agent has none: it has not registered (or its credential was revoked).
+			why := "the agent has not registered with a join token yet"
+			switch {
+			case stErr != nil:
+				why = "the state file cannot be read: " + stErr.Error()
+			case st.NodeID == cfg.NodeID() && st.Revoked:
+				why = "its credential was revoked (the node was deleted" + ifNotEmpty(" at ", st.RevokedAt) + ")"
+			}
+			fails = append(fails, fmt.Sprintf("%s: HTTP %d: this node has no node credential in %s (%s), so the control plane does not show it to this check; %s", url, code, filepath.Join(stateDir, StateFile), why, join))
+		case code == http.StatusUnauthorized:
+			fails = append(fails, fmt.Sprintf("%s: HTTP 401: the control plane does not accept this node's credential (%s): the node is not registered (it was deleted, or the control plane lost it); %s", url, errorMessage(body), join))
 		case code != http.StatusOK:
 			fails = append(fails, url+": "+httpAnswer(ep, code, body))
 		case !strings.Contains(string(body), want):

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/capool"
-	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -115,47 +113,14 @@ func TestLoadTLSSettings(t *testing.T) {
 func TestRegisterOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", InternalListen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Dev: true,
-		TLSCert: files.Cert, TLSKey: files.Key,
-	}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	ctx := context.Background()
+	cp := startRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	srv := cp.srv
 	roots, err := capool.Load(files.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := client.Connect(client.Options{URL: srv.URL(), TokenFile: srv.AdminTokenPath(), CAFile: files.CA, Getenv: func(string) string { return "" }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var site, pool struct{ ID string }
-	var join struct{ Token string }
-	// Inputs point at the outputs before them: they are encoded when their call runs.
-	for _, c := range []struct {
-		method string
-		in     map[string]any
-		out    any
-	}{
-		{"compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &site},
-		{"compute.pools.create", map[string]any{"tenantId": "root", "siteId": &site.ID, "class": "vps-host"}, &pool},
-		{"nodes.joinTokens.create", map[string]any{"pool": &pool.ID, "ip": "127.0.0.1"}, &join},
-	} {
-		if err := api.Call(ctx, c.method, c.in, c.out); err != nil {
-			t.Fatalf("%s: %v", c.method, err)
-		}
-	}
+	join := struct{ Token string }{cp.joinToken(t, "127.0.0.1")}
 
 	cfg := testConfig(filepath.Join(dir, "state"), join.Token, srv.InternalURL())
 	cfg.RootCAs, cfg.CAFile = roots, files.CA

@@ -283,3 +283,27 @@ func TestAgentInstallRoot(t *testing.T) {
 		t.Errorf("output: %s", out.String())
 	}
 }
+
+// TestAgentCheckNotRegistered: agent check for a node the control plane does not list says
+// what to do, and its JSON keeps the command's <pool> as written (not \u003cpool\u003e).
+func TestAgentCheckNotRegistered(t *testing.T) {
+	cp := newAgentCP(t) // no node registered
+	dir := t.TempDir()
+	args := agentArgs(t, dir, cp.url, freeLoopback(t))
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "0", "-o", "json"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	if code != 1 {
+		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	var results []agent.CheckResult
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 {
+		t.Fatalf("agent check -o json: %v\n%s", err, out.String())
+	}
+	want := "HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"
+	if r := results[2]; r.Status != agent.CheckFail || !strings.Contains(r.Detail, want) {
+		t.Errorf("node listed: %+v\nwant FAIL containing %q", r, want)
+	}
+	if !strings.Contains(out.String(), "--pool <pool>") || strings.Contains(out.String(), `\u003c`) {
+		t.Errorf("the JSON escapes < and >:\n%s", out.String())
+	}
+}
