@@ -41,9 +41,9 @@ const (
 	LabelRuntime     = "cubefleet.io/runtime"      // microvm or process
 	LabelNetworkCIDR = "cubefleet.io/network-cidr" // CUBE_SANDBOX_NETWORK_CIDR, e.g. 192.168.0.0_18
 	LabelS3Scheme    = "cubefleet.io/s3-scheme"    // CUBE_S3_ENDPOINT's scheme: http or https
-	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host
+	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host; left out when a label value cannot hold it (IPv6)
 	LabelS3Port      = "cubefleet.io/s3-port"      // CUBE_S3_ENDPOINT's port (80/443 when absent)
-	LabelS3Bucket    = "cubefleet.io/s3-bucket"    // CUBE_S3_BUCKET
+	LabelS3Bucket    = "cubefleet.io/s3-bucket"    // CUBE_S3_BUCKET (a valid bucket name is a valid label value)
 )
 
 // Health states of the agent, as GET /healthz reports them.
@@ -457,10 +457,14 @@ func (a *Agent) Labels() map[string]string {
 	if hp := a.cfg.S3.HostPort(); hp != "" {
 		host, port, _ := net.SplitHostPort(hp)
 		l[LabelS3Scheme] = strings.SplitN(a.cfg.S3.Endpoint, ":", 2)[0]
-		l[LabelS3Host] = labelValue(host)
 		l[LabelS3Port] = port
-		if a.cfg.S3.Bucket != "" {
-			l[LabelS3Bucket] = labelValue(a.cfg.S3.Bucket)
+		// Values are reported as they are or not at all: a host a label value cannot hold
+		// (an IPv6 address, a name longer than 63 characters) is left out, not mangled.
+		if validLabelValue(host) {
+			l[LabelS3Host] = host
+		}
+		if validLabelValue(a.cfg.S3.Bucket) {
+			l[LabelS3Bucket] = a.cfg.S3.Bucket
 		}
 	}
 	for k, v := range l {

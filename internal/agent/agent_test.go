@@ -575,7 +575,7 @@ func goldenBytes(t *testing.T, name string, got []byte) {
 
 func TestLabels(t *testing.T) {
 	cfg := testConfig(t.TempDir(), "", "http://127.0.0.1:1")
-	cfg.S3.Endpoint = "http://[fd00::9]:9000"
+	cfg.S3.Endpoint = "http://10.0.0.1:9000"
 	a, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -589,11 +589,26 @@ func TestLabels(t *testing.T) {
 		}
 	}
 	sort.Strings(keys)
-	if l[LabelNetworkCIDR] != "192.168.0.0_18" || l[LabelS3Host] != "fd00__9" || l[LabelS3Port] != "9000" || l[LabelS3Scheme] != "http" || l[LabelRuntime] != "process" {
+	if l[LabelNetworkCIDR] != "192.168.0.0_18" || l[LabelS3Host] != "10.0.0.1" || l[LabelS3Port] != "9000" || l[LabelS3Scheme] != "http" ||
+		l[LabelS3Bucket] != "cube-volumes" || l[LabelRuntime] != "process" {
 		t.Errorf("labels %v", l)
 	}
 	if _, ok := l["cube.cloud.tencentcloud.com/scheduling-disabled"]; ok {
 		t.Error("the reserved label is sent")
+	}
+	// The S3 host as it is, or not at all: a label value cannot hold an IPv6 address.
+	for _, tc := range []struct{ endpoint, host, port string }{
+		{"http://[::1]:9000", "", "9000"},
+		{"https://[fd00::9]", "", "443"},
+		{"http://minio.internal", "minio.internal", "80"},
+		{"http://" + strings.Repeat("a", 60) + ".example:9000", "", "9000"},
+	} {
+		cfg.S3.Endpoint = tc.endpoint
+		l := a.Labels()
+		host, ok := l[LabelS3Host]
+		if host != tc.host || ok != (tc.host != "") || l[LabelS3Port] != tc.port {
+			t.Errorf("%s: labels %s=%q (present %v), %s=%q; want %q, %q", tc.endpoint, LabelS3Host, host, ok, LabelS3Port, l[LabelS3Port], tc.host, tc.port)
+		}
 	}
 	for in, want := range map[string]string{"a/b": "a_b", "-x-": "x", strings.Repeat("a", 70): strings.Repeat("a", 63), "": ""} {
 		if got := labelValue(in); got != want {

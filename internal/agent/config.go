@@ -378,7 +378,11 @@ func Load(src Sources) (*Config, error) {
 	}
 	cfg.S3.AccessKeyID = get("s3-access-key-id").s
 	cfg.S3.SecretAccessKey = Secret(get("s3-secret-access-key").s)
-	cfg.S3.Bucket = get("s3-bucket").s
+	bucket := get("s3-bucket")
+	cfg.S3.Bucket = strings.TrimSpace(bucket.s)
+	if err := checkBucketName(cfg.S3.Bucket); err != nil {
+		return nil, bucket.fail("%q is not a valid S3 bucket name: %v; it is used as written, never shortened or rewritten: set the bucket the control node's CUBE_S3_BUCKET names", bucket.s, err)
+	}
 	cfg.S3.S3FSExtraOpts = get("s3-s3fs-extra-opts").s
 	if cfg.S3.Endpoint != "" && (cfg.S3.AccessKeyID == "" || cfg.S3.SecretAccessKey == "") {
 		cfg.Warnings = append(cfg.Warnings, "CUBE_S3_ACCESS_KEY_ID or CUBE_S3_SECRET_ACCESS_KEY is empty: copy them from the control node's env file")
@@ -609,10 +613,18 @@ func parseEndpoints(s, defaultScheme string) ([]string, error) {
 	return out, nil
 }
 
+// parseS3Endpoint checks CUBE_S3_ENDPOINT: an http or https URL with a host (an IPv6 address
+// in brackets), an optional port from 1 to 65535, no credentials, no query or fragment.
 func parseS3Endpoint(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("%q is not an http or https URL; copy CUBE_S3_ENDPOINT from the control node's env file, e.g. http://10.0.0.1:9000", s)
+	}
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("%q has no host; write http(s)://host[:port], e.g. http://10.0.0.1:9000 (an IPv6 address in brackets: http://[fd00::1]:9000)", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", fmt.Errorf("%q has a query or a fragment; write http(s)://host[:port]", s)
 	}
 	if u.User != nil {
 		return "", fmt.Errorf("%q holds credentials; put them in CUBE_S3_ACCESS_KEY_ID and CUBE_S3_SECRET_ACCESS_KEY instead", u.Redacted())
@@ -623,6 +635,33 @@ func parseS3Endpoint(s string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkBucketName checks an S3 bucket name against the S3 naming rules, returning the rule
+// broken: 3 to 63 characters; lowercase letters, digits, dots and hyphens; a letter or digit
+// first and last; no two dots in a row, nor a dot beside a hyphen; not an IPv4 address.
+func checkBucketName(name string) error {
+	if n := len(name); n < 3 || n > 63 {
+		return fmt.Errorf("it has %d characters, and a bucket name has 3 to 63", n)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return fmt.Errorf("it holds %q, and a bucket name holds only lowercase letters, digits, dots and hyphens", c)
+		}
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	if !alnum(name[0]) || !alnum(name[len(name)-1]) {
+		return errors.New("a bucket name starts and ends with a lowercase letter or a digit")
+	}
+	for _, bad := range []string{"..", ".-", "-."} {
+		if strings.Contains(name, bad) {
+			return fmt.Errorf("it holds %q, and a bucket name has no two dots in a row and no dot beside a hyphen", bad)
+		}
+	}
+	if a, err := netip.ParseAddr(name); err == nil && a.Is4() {
+		return errors.New("a bucket name is not an IP address")
+	}
+	return nil
 }
 
 func parseBool(s string) (bool, error) {

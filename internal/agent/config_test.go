@@ -132,6 +132,30 @@ func TestLoadRules(t *testing.T) {
 			path: "CUBE_S3_ENDPOINT", msg: "copy the CUBE_S3_* lines"},
 		{name: "S3 endpoint not a URL", env: map[string]string{"CUBE_S3_ENDPOINT": "10.0.0.1:9000"}, path: "CUBE_S3_ENDPOINT", msg: "is not an http or https URL"},
 		{name: "S3 endpoint with credentials", env: map[string]string{"CUBE_S3_ENDPOINT": "http://user:pw@10.0.0.1:9000"}, path: "CUBE_S3_ENDPOINT", msg: "holds credentials"},
+		{name: "S3 endpoint without a host", env: map[string]string{"CUBE_S3_ENDPOINT": "http://:9000"}, path: "CUBE_S3_ENDPOINT", msg: `"http://:9000" has no host`},
+		{name: "S3 endpoint with a query", env: map[string]string{"CUBE_S3_ENDPOINT": "http://10.0.0.1:9000/?x=1"}, path: "CUBE_S3_ENDPOINT", msg: "has a query or a fragment"},
+		{name: "S3 endpoint not http", env: map[string]string{"CUBE_S3_ENDPOINT": "s3://bucket"}, path: "CUBE_S3_ENDPOINT", msg: "is not an http or https URL"},
+		{name: "S3 endpoint IPv6", env: map[string]string{"CUBE_S3_ENDPOINT": "http://[::1]:9000"},
+			check: func(t *testing.T, c *Config) {
+				if c.S3.HostPort() != "[::1]:9000" {
+					t.Errorf("host:port %q", c.S3.HostPort())
+				}
+			}},
+		{name: "S3 bucket too short", env: map[string]string{"CUBE_S3_BUCKET": "ab"}, path: "CUBE_S3_BUCKET", msg: `"ab" is not a valid S3 bucket name: it has 2 characters, and a bucket name has 3 to 63; it is used as written, never shortened or rewritten`},
+		{name: "S3 bucket too long", file: computeEnv + "CUBE_S3_BUCKET=" + strings.Repeat("a", 64) + "\n", path: "CUBE_S3_BUCKET", msg: "it has 64 characters, and a bucket name has 3 to 63"},
+		{name: "S3 bucket upper case", flags: map[string]string{"s3-bucket": "Cube-Volumes"}, path: "--s3-bucket", msg: `it holds 'C', and a bucket name holds only lowercase letters, digits, dots and hyphens`},
+		{name: "S3 bucket underscore", env: map[string]string{"CUBE_S3_BUCKET": "cube_volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds '_'`},
+		{name: "S3 bucket starts with a hyphen", env: map[string]string{"CUBE_S3_BUCKET": "-cube"}, path: "CUBE_S3_BUCKET", msg: "starts and ends with a lowercase letter or a digit"},
+		{name: "S3 bucket ends with a dot", env: map[string]string{"CUBE_S3_BUCKET": "cube."}, path: "CUBE_S3_BUCKET", msg: "starts and ends with a lowercase letter or a digit"},
+		{name: "S3 bucket two dots", env: map[string]string{"CUBE_S3_BUCKET": "cube..volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds "..", and a bucket name has no two dots in a row`},
+		{name: "S3 bucket dot beside a hyphen", env: map[string]string{"CUBE_S3_BUCKET": "cube.-volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds ".-"`},
+		{name: "S3 bucket an IP address", env: map[string]string{"CUBE_S3_BUCKET": "192.168.5.4"}, path: "CUBE_S3_BUCKET", msg: "a bucket name is not an IP address"},
+		{name: "S3 bucket valid", env: map[string]string{"CUBE_S3_BUCKET": "cube.volumes-2"},
+			check: func(t *testing.T, c *Config) {
+				if c.S3.Bucket != "cube.volumes-2" {
+					t.Errorf("bucket %q", c.S3.Bucket)
+				}
+			}},
 		{name: "S3 without keys warns", env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": ""}, file: strings.Replace(computeEnv, "CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'", "", 1),
 			check: func(t *testing.T, c *Config) {
 				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "CUBE_S3_SECRET_ACCESS_KEY is empty") {
