@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,8 @@ const (
 	DefaultClusterLabel     = "default-cluster"          // Cubelet's shipped host.scheduler_label
 	DefaultStateDir         = "/var/lib/cubefleet/agent" // node credential and state (mode 0700)
 	DefaultReportPeriod     = time.Second                // one-click's node_status_update_frequency
+	MinReportPeriod         = 100 * time.Millisecond     // the shortest CUBEFLEET_REPORT_PERIOD
+	MaxReportPeriod         = time.Minute                // the longest CUBEFLEET_REPORT_PERIOD
 	DefaultCheckTimeout     = 120 * time.Second          // CUBE_QUICKCHECK_READY_TIMEOUT
 	MaxCheckTimeout         = time.Hour                  // quickcheck's maximum
 	DefaultMinMemoryKB      = 7_500_000                  // Cube's memory floor, kB of MemTotal
@@ -315,6 +318,9 @@ func Load(src Sources) (*Config, error) {
 		if err != nil || !a.Is4() {
 			return nil, ip.fail("%q is not an IPv4 address; set it to the control node's address, e.g. 10.0.0.1 (it becomes 10.0.0.1:%d), or set ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=host:port", ip.s, DefaultControlPlanePort)
 		}
+		if why := notDialable(a); why != "" {
+			return nil, ip.fail("%s is %s, not an address the agent can connect to; set it to the control node's address, e.g. 10.0.0.1", a, why)
+		}
 	}
 	switch {
 	case addr.set() && addr.rank >= ip.rank:
@@ -502,6 +508,8 @@ func (cfg *Config) loadRest(get func(string) value) error {
 		cfg.Listen = net.JoinHostPort(cfg.NodeIP.String(), strconv.Itoa(DefaultListenPort))
 	} else if _, port, err := net.SplitHostPort(cfg.Listen); err != nil || port == "" {
 		return listen.fail("%q is not host:port; e.g. %s:%d", listen.s, cfg.NodeIP, DefaultListenPort)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return listen.fail("%q: port %q is not a number from 1 to 65535; e.g. %s:%d", listen.s, port, cfg.NodeIP, DefaultListenPort)
 	}
 	cfg.StateDir = get("state-dir").s
 	if cfg.StateDir == "" {
@@ -511,8 +519,11 @@ func (cfg *Config) loadRest(get func(string) value) error {
 
 	period := get("report-period")
 	d, err := parseDuration(period.s)
-	if err != nil || d <= 0 {
-		return period.fail("%q is not a positive duration; e.g. 1s", period.s)
+	if err != nil {
+		return period.fail("%q is not a duration; e.g. 1s, 500ms, or a number of seconds such as 1.5", period.s)
+	}
+	if d < MinReportPeriod || d > MaxReportPeriod {
+		return period.fail("%q is outside the range from 100ms to 60s (the agent reports this often, and each call times out after it); e.g. 1s", period.s)
 	}
 	cfg.ReportPeriod = d
 	cfg.ClusterLabel = get("cluster-label").s
@@ -608,6 +619,11 @@ func parseEndpoints(s, defaultScheme string) ([]string, error) {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return nil, fmt.Errorf("%q: port %q is not a number from 1 to 65535", item, port)
 		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			if why := notDialable(a); why != "" {
+				return nil, fmt.Errorf("%q: %s is %s, not an address the agent can connect to; write the control node's address", item, host, why)
+			}
+		}
 		out = append(out, scheme+"://"+net.JoinHostPort(host, port))
 	}
 	return out, nil
@@ -635,6 +651,24 @@ func parseS3Endpoint(s string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// notDialable says why a is no address to connect to ("unspecified", "multicast",
+// "broadcast" or "reserved"), or returns "" when it is one. Loopback and private addresses are
+// fine (the control role reports to 127.0.0.1).
+func notDialable(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
+		return "unspecified (0.0.0.0/8 means \"this host\" to a listener)"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	case a.Is4() && a.As4()[0] >= 240:
+		return "a reserved address (240.0.0.0/4)"
+	}
+	return ""
 }
 
 // checkBucketName checks an S3 bucket name against the S3 naming rules, returning the rule
@@ -674,14 +708,19 @@ func parseBool(s string) (bool, error) {
 	return false, fmt.Errorf("%q is not 0 or 1", s)
 }
 
-// parseDuration reads a Go duration ("1s", "2m") or a bare number of seconds ("120").
+// bareSeconds is a number of seconds without a unit: "120", "1.5".
+var bareSeconds = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// parseDuration reads a Go duration ("1s", "500ms", "2m") or a bare decimal number of seconds
+// ("120", "1.5").
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n < 0 || n > 1_000_000_000 {
-			return 0, fmt.Errorf("%d seconds is out of range", n)
+	if bareSeconds.MatchString(s) {
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil || n > 1_000_000_000 {
+			return 0, fmt.Errorf("%s seconds is out of range", s)
 		}
-		return time.Duration(n) * time.Second, nil
+		return time.Duration(n * float64(time.Second)).Round(time.Microsecond), nil
 	}
 	return time.ParseDuration(s)
 }

@@ -103,6 +103,21 @@ func TestLoadRules(t *testing.T) {
 		{name: "unknown role", env: map[string]string{"ONE_CLICK_DEPLOY_ROLE": "worker"}, path: "ONE_CLICK_DEPLOY_ROLE", msg: `"worker" is not a role; set it to compute`},
 		{name: "compute without a control plane", file: "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_S3_ENDPOINT=http://x:9000\n",
 			path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP="},
+		{name: "control-plane IP unspecified", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "0.0.0.0"}, path: "ONE_CLICK_CONTROL_PLANE_IP",
+			msg: `0.0.0.0 is unspecified (0.0.0.0/8 means "this host" to a listener), not an address the agent can connect to; set it to the control node's address`},
+		{name: "control-plane IP in 0/8", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "0.1.2.3"}, path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "0.1.2.3 is unspecified"},
+		{name: "control-plane IP multicast", flags: map[string]string{"control-plane-ip": "224.0.0.1"}, path: "--control-plane-ip", msg: "224.0.0.1 is a multicast address"},
+		{name: "control-plane IP broadcast", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_IP": "255.255.255.255"}, path: "CUBEFLEET_CONTROL_PLANE_IP", msg: "255.255.255.255 is the broadcast address"},
+		{name: "control-plane IP reserved", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_IP": "240.0.0.1"}, path: "CUBEFLEET_CONTROL_PLANE_IP", msg: "reserved"},
+		{name: "control-plane IP loopback is fine", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "127.0.0.1"},
+			check: func(t *testing.T, c *Config) {
+				if !reflect.DeepEqual(c.ControlPlane, []string{"http://127.0.0.1:3010"}) {
+					t.Errorf("control plane %v", c.ControlPlane)
+				}
+			}},
+		{name: "control-plane address unspecified", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010,0.0.0.0:3010"}, path: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR",
+			msg: `"0.0.0.0:3010": 0.0.0.0 is unspecified`},
+		{name: "control-plane address IPv6 unspecified", flags: map[string]string{"control-plane": "[::]:3010"}, path: "--control-plane", msg: ":: is unspecified"},
 		{name: "control-plane IP not IPv4", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "cp.example"}, path: "ONE_CLICK_CONTROL_PLANE_IP", msg: `"cp.example" is not an IPv4 address`},
 		{name: "CUBEOPS_ADDR beats the IP", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.9:4000"},
 			check: func(t *testing.T, c *Config) {
@@ -228,7 +243,39 @@ func TestLoadRules(t *testing.T) {
 				}
 			}},
 		{name: "listen not host:port", flags: map[string]string{"listen": "9999"}, path: "--listen", msg: "is not host:port"},
-		{name: "report period", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0s"}, path: "CUBEFLEET_REPORT_PERIOD", msg: "is not a positive duration"},
+		{name: "listen port out of range", env: map[string]string{"CUBEFLEET_AGENT_LISTEN": "10.0.0.5:99999"}, path: "CUBEFLEET_AGENT_LISTEN", msg: `"10.0.0.5:99999": port "99999" is not a number from 1 to 65535`},
+		{name: "listen port zero", flags: map[string]string{"listen": "10.0.0.5:0"}, path: "--listen", msg: `port "0" is not a number from 1 to 65535`},
+		{name: "listen port a name", flags: map[string]string{"listen": "10.0.0.5:http"}, path: "--listen", msg: `port "http" is not a number`},
+		{name: "report period zero", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0s"}, path: "CUBEFLEET_REPORT_PERIOD", msg: `"0s" is outside the range from 100ms to 60s`},
+		{name: "report period too short", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "10ms"}, path: "CUBEFLEET_REPORT_PERIOD", msg: `"10ms" is outside the range from 100ms to 60s`},
+		{name: "report period too long", flags: map[string]string{"report-period": "61s"}, path: "--report-period", msg: `"61s" is outside the range from 100ms to 60s`},
+		{name: "report period negative", flags: map[string]string{"report-period": "-1s"}, path: "--report-period", msg: "outside the range"},
+		{name: "report period not a duration", flags: map[string]string{"report-period": "fast"}, path: "--report-period", msg: `"fast" is not a duration`},
+		{name: "report period bounds", file: computeEnv + "CUBEFLEET_REPORT_PERIOD=100ms\n", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "60"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != time.Minute {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "report period in decimal seconds", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "1.5"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != 1500*time.Millisecond {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "report period at the minimum", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0.1"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != 100*time.Millisecond {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "CIDR loopback", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "127.0.0.0/16"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "inside 127.0.0.0/8 (loopback)"},
+		{name: "check timeout in decimal seconds", flags: map[string]string{"timeout": "2.5"},
+			check: func(t *testing.T, c *Config) {
+				if c.CheckTimeout != 2500*time.Millisecond {
+					t.Errorf("timeout %s", c.CheckTimeout)
+				}
+			}},
 		{name: "report period in seconds", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "10"},
 			check: func(t *testing.T, c *Config) {
 				if c.ReportPeriod != 10*time.Second {
