@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ type Health struct {
 type Options struct {
 	Log        *slog.Logger     // nil discards
 	Now        func() time.Time // nil: time.Now
-	HTTPClient *http.Client     // nil: redirects refused, TLS as cfg.TLSClientConfig (every call has its own deadline)
+	HTTPClient *http.Client     // nil: redirects refused, connections as cfg.DialContext, TLS as cfg.TLSClientConfig (every call has its own deadline)
 }
 
 // Agent registers the node with the control plane and reports its status every period, like a
@@ -109,14 +110,16 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	dial := cfg.DialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
 	hc := opt.HTTPClient
 	if hc == nil {
 		// Each call carries its own deadline (the report period, or JoinTimeout).
 		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = dial
 		t.TLSClientConfig = cfg.TLSClientConfig()
 		hc = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	a.wire = newWireClient(cfg.ControlPlane, hc, &tlsDetector{config: cfg.TLSClientConfig()})
+	a.wire = newWireClient(cfg.ControlPlane, hc, &tlsDetector{dial: dial, config: cfg.TLSClientConfig()})
 	a.quota = StatusQuota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}
 	if a.quota.MilliCPU == 0 {
 		a.quota.MilliCPU = facts.CPUCount * 1000 * 2
@@ -308,6 +311,9 @@ func (a *Agent) register(ctx context.Context) error {
 				return a.revoke(err)
 			}
 			if token != "" {
+				if msg := addressRefusal(err); msg != "" {
+					return fmt.Errorf("%w (%s)", err, msg)
+				}
 				return fmt.Errorf("%w (the join token was refused: it may be used, expired, bound to another IP or mistyped; create a new one with `cubefleet nodes join-token create`)", err)
 			}
 		}
@@ -342,6 +348,30 @@ func (a *Agent) register(ctx context.Context) error {
 	a.setHealth(func(h *Health) { h.State, h.RegisteredAt, h.Error = StateReporting, now, "" })
 	a.log.Info("registered", "node_id", a.cfg.NodeID(), "credential", cred != "" || isCredential)
 	return nil
+}
+
+// refusedFrom matches the address a refusal says a call came from ("...; from 10.0.0.5").
+var refusedFrom = regexp.MustCompile(`\bfrom \[?([0-9A-Fa-f.:]+)\]?`)
+
+// addressRefusal explains a refusal of the join token because it is bound to another address
+// than the one the registration came from, naming that address: the one the control plane's
+// message gives, else the local address of the connection (what the control plane sees unless
+// a NAT is in between). It returns "" for any other error.
+func addressRefusal(err error) string {
+	var se *StatusError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "bound to another address") {
+		return ""
+	}
+	from := ""
+	if m := refusedFrom.FindStringSubmatch(se.Message); m != nil {
+		from = "the control plane saw it come from " + m[1]
+	} else if host, _, err := net.SplitHostPort(se.Local); err == nil {
+		from = "this agent registered from " + host + " (the address the control plane sees, unless a NAT is in between)"
+	}
+	if from == "" {
+		return "the join token is bound to another address than the one this registration came from: create one with --ip set to the address the control plane sees this node from"
+	}
+	return "the join token is bound to another address than the one this registration came from: " + from + "; create a join token with --ip set to that address (cubefleet nodes join-token create --pool <pool> --ip <address>), or, on a single-host demo, check CUBE_SANDBOX_NODE_IP"
 }
 
 // revoke records that the control plane refused the node credential.

@@ -39,8 +39,8 @@ type CheckOptions struct {
 	Timeout time.Duration
 	// Interval is the pause between rounds; 0 means DefaultCheckInterval.
 	Interval time.Duration
-	// HTTPClient makes the probes; nil: 5 s to connect, 10 s per request, no redirects, TLS as
-	// cfg.TLSClientConfig.
+	// HTTPClient makes the probes; nil: 5 s to connect (as cfg.DialContext), 10 s per request,
+	// no redirects, TLS as cfg.TLSClientConfig.
 	HTTPClient *http.Client
 	// StateDir is where the node credential is read from (it is sent with the node listing
 	// when present); "" means cfg.StateDir.
@@ -72,7 +72,7 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if hc == nil {
 		hc = &http.Client{
 			Timeout:       10 * time.Second,
-			Transport:     &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, TLSClientConfig: cfg.TLSClientConfig()},
+			Transport:     &http.Transport{DialContext: cfg.DialContext(&net.Dialer{Timeout: 5 * time.Second}), TLSClientConfig: cfg.TLSClientConfig()},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 		defer hc.CloseIdleConnections()
@@ -81,7 +81,7 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if stateDir == "" {
 		stateDir = cfg.StateDir
 	}
-	det := &tlsDetector{config: cfg.TLSClientConfig()}
+	det := &tlsDetector{dial: cfg.DialContext(&net.Dialer{Timeout: 5 * time.Second}), config: cfg.TLSClientConfig()}
 	probes := []func(context.Context) CheckResult{
 		func(ctx context.Context) CheckResult { return checkLocal(ctx, hc, cfg) },
 		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg, det) },

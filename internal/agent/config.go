@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -214,6 +215,38 @@ func (c *Config) NodeID() string { return c.NodeIP.String() }
 // TLSClientConfig returns the TLS settings of every call to the control plane (the agent's and
 // agent check's): TLS 1.2 or later, trusting RootCAs (the system's CAs when nil).
 func (c *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(c.RootCAs) }
+
+// DialContext returns the function every connection to the control plane is made with (the
+// agent's calls and agent check's): base's, except that when the node IP and the destination
+// are both loopback addresses the connection comes from the node IP, so that a control plane
+// on the same host sees the node's own address (a join token bound to 127.0.0.11 is accepted
+// from the agent of node 127.0.0.11, whose connections would otherwise come from 127.0.0.1).
+// For any other node IP or destination, the kernel chooses the source address.
+func (c *Config) DialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := *base
+		if local := localAddrFor(c.NodeIP, addr); local != nil {
+			d.LocalAddr = local
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// localAddrFor returns the address to connect to addr (host:port) from: the node IP when it
+// and addr's host (an IPv4 address, or localhost) are loopback; nil otherwise.
+func localAddrFor(nodeIP netip.Addr, addr string) net.Addr {
+	if !nodeIP.Is4() || !nodeIP.IsLoopback() {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	if a, err := netip.ParseAddr(host); (err != nil || !a.Unmap().Is4() || !a.IsLoopback()) && !strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	return &net.TCPAddr{IP: nodeIP.AsSlice()}
+}
 
 // Sources says where Load reads settings from. Precedence: Flags, then Getenv, then the env
 // file, then each setting's default (see Setting).

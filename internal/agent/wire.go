@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -163,6 +164,7 @@ type StatusError struct {
 	Endpoint string // base URL of the control plane that answered
 	Code     int    // HTTP status
 	Message  string // the body's error message, or the start of the body
+	Local    string // the local host:port the call was made from, when known (not shown by Error)
 }
 
 // Error implements error.
@@ -247,6 +249,10 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token.Reveal())
 	}
+	var local string // where the connection comes from, for errors that depend on it
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { local = info.Conn.LocalAddr().String() },
+	}))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: %w", ep, scrubURLError(err)))
@@ -257,7 +263,7 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: read the reply: %w", ep, scrubNetError(err)))
 	}
 	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
-		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw)})
+		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local})
 	}
 	reply, err := decodeReply(raw)
 	if err != nil {
