@@ -246,6 +246,11 @@ func TestAgentCommandErrors(t *testing.T) {
 		{[]string{"agent", "frobnicate"}, 2, `error: unknown command "frobnicate" for "cubefleet agent"`},
 		{[]string{"agent", "run", "--log-format", "xml", "--env-file", env}, 2, "error: --log-format"},
 		{[]string{"agent", "install", "--env-file", filepath.Join(dir, "missing.env")}, 1, "error: INVALID_INPUT: --env-file: env file"},
+		// A switch's value goes after "=": pflag takes "--run-check" alone as 1 and "0" as an argument.
+		{[]string{"agent", "install", "--run-check", "0", "--env-file", env}, 2, `error: "0" is not a command: a switch takes its value after "=": write --run-check=0 (--run-check alone means 1)`},
+		{[]string{"agent", "--allow-loopback", "0", "--env-file", env}, 2, `write --allow-loopback=0`},
+		{[]string{"agent", "check", "--control-plane-tls", "false", "--env-file", env}, 2, `write --control-plane-tls=false`},
+		{[]string{"agent", "run", "--skip-cidr-conflict-check", "1", "--env-file", env}, 2, `write --skip-cidr-conflict-check=1`},
 	} {
 		var out, errOut bytes.Buffer
 		code := Run(context.Background(), tc.args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
