@@ -189,6 +189,10 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { served <- srv.Serve(ln) }()
 	a.log.Info("agent started", "node_id", a.cfg.NodeID(), "role", a.cfg.Role, "control_plane", strings.Join(a.cfg.ControlPlane, ","),
 		"health", "http://"+ln.Addr().String()+"/healthz", "version", a.ver.Version, "quota_cpu_millicores", a.quota.MilliCPU, "quota_mem_mb", a.quota.MemMB)
+	// What `agent install` checks, for hosts it did not check (an image built with --root).
+	for _, p := range Prerequisites(a.cfg, a.facts) {
+		a.log.Warn("this host does not meet a prerequisite of the agent", "node_id", a.cfg.NodeID(), "problem", p)
+	}
 
 	a.report(ctx)
 

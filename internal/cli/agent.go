@@ -61,10 +61,13 @@ network. See docs/agent.md for every setting.`,
 and for --runtime microvm /dev/kvm on a host that is not a virtual machine), stop an existing
 install, write ` + agent.InstalledEnvFile + ` (mode 0600) and ` + agent.UnitPath + `,
 enable and start the service, and run "agent check" unless --run-check=0 (ONE_CLICK_RUN_QUICKCHECK=0).
---root DIR writes the files under DIR and runs no systemctl.`,
+--root DIR writes the files under DIR for another host (an image): no systemctl, no root, and
+no checks of this host (prerequisites, sandbox network conflicts); the agent checks its host
+when it starts.`,
 		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, false)
+			// Under --root the files are for another host: this one's network is no conflict.
+			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, root != "" && root != "/")
 			if err != nil {
 				return err
 			}

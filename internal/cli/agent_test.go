@@ -312,3 +312,29 @@ func TestAgentCheckNotRegistered(t *testing.T) {
 		t.Errorf("the JSON escapes < and >:\n%s", out.String())
 	}
 }
+
+// TestAgentInstallRootSkipsHostChecks: install --root writes files for another host (an
+// image): it does not fail on the build host's hardware (here a cgroup v1 virtual machine with
+// 4 GB), and says the checks were skipped.
+func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, ".env")
+	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.7\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"), 0o600)
+	hostRoot, _ := filepath.Abs("../agent/testdata/host/vm")
+	var out, errOut bytes.Buffer
+	args := []string{"agent", "install", "--root", filepath.Join(dir, "root"), "--run-check=0", "--binary", "/usr/local/bin/cubefleet", "--env-file", envFile, "--host-root", hostRoot}
+	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent install --root on a VM: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "Skipped the host prerequisite checks under --root") || strings.Contains(out.String(), "cgroup") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	// Nor on the build host's network: its addresses and routes are not the target's.
+	hostRoot, _ = filepath.Abs("../agent/testdata/host/conflicts")
+	args[len(args)-1] = hostRoot
+	out.Reset()
+	errOut.Reset()
+	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent install --root on a host whose network overlaps the sandbox network: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
