@@ -1,9 +1,10 @@
 // Package agent is `cubefleet agent`, the node agent on every compute host: its configuration
 // (Cube Sandbox's .env variables, CUBEFLEET_* equivalents and flags), the register and status
-// loop that speaks a stock Cubelet's node-agent contract to the control plane
-// (../shared/specs/cubesandbox-node-agent.md §1) with a per-node credential, its local health
-// endpoint, and the install, check and down steps of Cube's install-compute.sh, quickcheck.sh
-// and down.sh (§5). See docs/agent.md.
+// loop that speaks a stock Cubelet's node-agent contract to the control plane (the register
+// and status calls of Cube Sandbox's Cubelet, https://github.com/TencentCloud/CubeSandbox, with
+// the same routes and fields) with a per-node credential, its local health endpoint, and the
+// install, check and down steps of Cube Sandbox's install-compute.sh, quickcheck.sh and
+// down.sh. See docs/agent.md.
 package agent
 
 import (

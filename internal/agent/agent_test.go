@@ -489,7 +489,8 @@ func TestPayloads(t *testing.T) {
 	golden(t, "register.golden", reg)
 	golden(t, "status.golden", st)
 
-	// Every key is one of the upstream fields (cubesandbox-node-agent.md §1.3, §1.4).
+	// Every key is one of the upstream fields (Cubelet's RegisterNodeRequest and
+	// UpdateNodeStatusRequest).
 	upstream := map[string]string{
 		"register":   "requestID node_id host_ip grpc_port labels capacity allocatable instance_type cluster_label quota_cpu quota_mem_mb create_concurrent_num max_mvm_num paused_release_ratio versions inventory_incomplete host_facts",
 		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts",

@@ -306,7 +306,7 @@ func Load(src Sources) (*Config, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, envFile.fail("env file %s does not exist; create it (cp env.example .env) or point %s at it", path, envFile.name)
+				return nil, envFile.fail("env file %s does not exist; create it (start from examples/agent.env in the cubefleet repository; docs/agent.md lists every setting) or point %s at it", path, envFile.name)
 			}
 			return nil, envFile.fail("read env file %s: %v", path, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // computeEnv is a valid compute node's .env on the "compute" test host.
-const computeEnv = `# copied from env.example
+const computeEnv = `# as in examples/agent.env
 ONE_CLICK_DEPLOY_ROLE=compute
 CUBE_SANDBOX_NODE_IP=10.0.0.5
 ONE_CLICK_CONTROL_PLANE_IP=10.0.0.1
@@ -518,3 +519,49 @@ func TestSettingsTable(t *testing.T) {
 
 func mustAddr(s string) netip.Addr     { return netip.MustParseAddr(s) }
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// TestExampleEnvFile: examples/agent.env, which the missing-env-file error points at, is a
+// valid env file for a compute node once the join token file exists, and names only settings
+// the agent knows (also on the lines that are commented out).
+func TestExampleEnvFile(t *testing.T) {
+	data, err := os.ReadFile("../../examples/agent.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, s := range Settings() {
+		for _, e := range s.Env {
+			known[e] = true
+		}
+	}
+	vars, err := ParseEnv(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, v := range vars {
+		names[v.Name] = true
+	}
+	for _, m := range regexp.MustCompile(`(?m)^# ([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(string(data), -1) {
+		names[m[1]] = true
+	}
+	for n := range names {
+		if !known[n] {
+			t.Errorf("examples/agent.env sets %s, which is no setting of the agent", n)
+		}
+	}
+	tok := filepath.Join(t.TempDir(), "join.token")
+	os.WriteFile(tok, []byte("cfj_example\n"), 0o600)
+	cfg, err := loadTest(t, "compute", string(data), nil, map[string]string{"join-token-file": tok})
+	if err != nil {
+		t.Fatalf("examples/agent.env: %v", err)
+	}
+	if cfg.Role != RoleCompute || cfg.NodeID() != "10.0.0.5" || cfg.ControlPlane[0] != "http://10.0.0.1:3010" || cfg.JoinToken.Reveal() != "cfj_example" {
+		t.Errorf("examples/agent.env: %+v", cfg)
+	}
+	// The error for a missing env file points at it.
+	_, err = Load(Sources{Flags: map[string]string{"env-file": filepath.Join(t.TempDir(), ".env")}, Host: testHost("compute")})
+	if err == nil || !strings.Contains(err.Error(), "start from examples/agent.env in the cubefleet repository; docs/agent.md lists every setting") {
+		t.Errorf("missing env file: %v", err)
+	}
+}

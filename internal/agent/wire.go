@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// The node-agent routes (../shared/specs/cubesandbox-node-agent.md §1), relative to a control
+// The node-agent routes (those a stock Cubelet calls on CubeMaster), relative to a control
 // plane's base URL.
 const (
 	PathReadyz   = "/internal/v1/node-agent/readyz"
