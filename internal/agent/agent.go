@@ -164,8 +164,13 @@ func (a *Agent) Run(ctx context.Context) error {
 // or the PID file cannot be used.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+	was, err := prepareStateDir(a.cfg.StateDir)
+	if err != nil {
 		return fmt.Errorf("state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): %w", err)
+	}
+	if was != 0 {
+		a.log.Warn("the state directory holds the node credential and others could access it: its mode was changed to 0700",
+			"state_dir", a.cfg.StateDir, "old_mode", fmt.Sprintf("%04o", was))
 	}
 	st, err := ReadState(a.cfg.StateDir)
 	if err != nil {

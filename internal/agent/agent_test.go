@@ -617,3 +617,55 @@ func TestLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestStateDirMode: the state directory holds the node credential: it is created 0700, an
+// existing one that others may access is made 0700 (and the log says so), and one owned by
+// another user is refused.
+func TestStateDirMode(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "open")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // whatever the umask
+	r := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	if want := `"msg":"the state directory holds the node credential and others could access it: its mode was changed to 0700","state_dir":"` + dir + `","old_mode":"0755"`; !strings.Contains(r.logs.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, r.logs.String())
+	}
+	r.stop()
+
+	// Created, with its parents, 0700.
+	nested := filepath.Join(parent, "a", "b")
+	r = startAgent(t, testConfig(nested, "cfj_join2", cp.srv.URL))
+	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	for _, d := range []string{filepath.Join(parent, "a"), nested} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v; want mode 0700", d, fi.Mode(), err)
+		}
+	}
+	r.stop()
+
+	// Owned by someone else: refused.
+	if os.Geteuid() != 0 {
+		t.Skip("changing a directory's owner needs root")
+	}
+	other := filepath.Join(parent, "other")
+	os.Mkdir(other, 0o700)
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(testConfig(other, "", cp.srv.URL), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "is owned by uid 65534, not by the agent's user (uid 0); it holds the node credential") {
+		t.Errorf("Run with another user's state directory: %v", err)
+	}
+}

@@ -138,8 +138,12 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	}
 	fmt.Fprintf(out, "Wrote %s\n", unit)
 	stateDir := rooted(opt.Root, cfg.StateDir)
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("create the state directory: %w", err)
+	was, err := prepareStateDir(stateDir)
+	if err != nil {
+		return fmt.Errorf("the state directory: %w", err)
+	}
+	if was != 0 {
+		fmt.Fprintf(out, "Changed the mode of %s from %04o to 0700 (it holds the node credential)\n", stateDir, was)
 	}
 
 	if opt.real() {

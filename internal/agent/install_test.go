@@ -332,3 +332,28 @@ func TestStartLogsPrerequisites(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallTightensStateDir: install makes an existing state directory that others may
+// access private, and says so.
+func TestInstallTightensStateDir(t *testing.T) {
+	cfg, err := loadTest(t, "compute", installEnv, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	stateDir := filepath.Join(root, cfg.StateDir)
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(stateDir, 0o755)
+	var out bytes.Buffer
+	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(stateDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	if want := "Changed the mode of " + stateDir + " from 0755 to 0700 (it holds the node credential)\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}
