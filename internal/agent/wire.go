@@ -376,7 +376,10 @@ type scrubbedError struct {
 	err error
 }
 
+// Error returns the message without the local address.
 func (e *scrubbedError) Error() string { return e.msg }
+
+// Unwrap returns the original error.
 func (e *scrubbedError) Unwrap() error { return e.err }
 
 // hintHTTPS is what to do when a plain-HTTP call is answered by a TLS server.
