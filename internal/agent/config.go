@@ -693,7 +693,7 @@ func notDialable(a netip.Addr) string {
 	a = a.Unmap()
 	switch {
 	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
-		return "unspecified (0.0.0.0/8 means \"this host\" to a listener)"
+		return "unspecified (to a listener it means any address; there is no host to connect to)"
 	case a.IsMulticast():
 		return "a multicast address"
 	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):

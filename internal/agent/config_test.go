@@ -105,7 +105,7 @@ func TestLoadRules(t *testing.T) {
 		{name: "compute without a control plane", file: "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_S3_ENDPOINT=http://x:9000\n",
 			path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP="},
 		{name: "control-plane IP unspecified", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "0.0.0.0"}, path: "ONE_CLICK_CONTROL_PLANE_IP",
-			msg: `0.0.0.0 is unspecified (0.0.0.0/8 means "this host" to a listener), not an address the agent can connect to; set it to the control node's address`},
+			msg: `0.0.0.0 is unspecified (to a listener it means any address; there is no host to connect to), not an address the agent can connect to; set it to the control node's address`},
 		{name: "control-plane IP in 0/8", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "0.1.2.3"}, path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "0.1.2.3 is unspecified"},
 		{name: "control-plane IP multicast", flags: map[string]string{"control-plane-ip": "224.0.0.1"}, path: "--control-plane-ip", msg: "224.0.0.1 is a multicast address"},
 		{name: "control-plane IP broadcast", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_IP": "255.255.255.255"}, path: "CUBEFLEET_CONTROL_PLANE_IP", msg: "255.255.255.255 is the broadcast address"},
