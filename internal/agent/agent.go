@@ -1,9 +1,10 @@
 // Package agent is `cubefleet agent`, the node agent on every compute host: its configuration
 // (Cube Sandbox's .env variables, CUBEFLEET_* equivalents and flags), the register and status
-// loop that speaks a stock Cubelet's node-agent contract to the control plane
-// (../shared/specs/cubesandbox-node-agent.md §1) with a per-node credential, its local health
-// endpoint, and the install, check and down steps of Cube's install-compute.sh, quickcheck.sh
-// and down.sh (§5). See docs/agent.md.
+// loop that speaks a stock Cubelet's node-agent contract to the control plane (the register
+// and status calls of Cube Sandbox's Cubelet, https://github.com/TencentCloud/CubeSandbox, with
+// the same routes and fields) with a per-node credential, its local health endpoint, and the
+// install, check and down steps of Cube Sandbox's install-compute.sh, quickcheck.sh and
+// down.sh. See docs/agent.md.
 package agent
 
 import (
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,9 +43,9 @@ const (
 	LabelRuntime     = "cubefleet.io/runtime"      // microvm or process
 	LabelNetworkCIDR = "cubefleet.io/network-cidr" // CUBE_SANDBOX_NETWORK_CIDR, e.g. 192.168.0.0_18
 	LabelS3Scheme    = "cubefleet.io/s3-scheme"    // CUBE_S3_ENDPOINT's scheme: http or https
-	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host
+	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host; left out when a label value cannot hold it (IPv6)
 	LabelS3Port      = "cubefleet.io/s3-port"      // CUBE_S3_ENDPOINT's port (80/443 when absent)
-	LabelS3Bucket    = "cubefleet.io/s3-bucket"    // CUBE_S3_BUCKET
+	LabelS3Bucket    = "cubefleet.io/s3-bucket"    // CUBE_S3_BUCKET (a valid bucket name is a valid label value)
 )
 
 // Health states of the agent, as GET /healthz reports them.
@@ -68,7 +70,7 @@ type Health struct {
 type Options struct {
 	Log        *slog.Logger     // nil discards
 	Now        func() time.Time // nil: time.Now
-	HTTPClient *http.Client     // nil: redirects refused, TLS as cfg.TLSClientConfig (every call has its own deadline)
+	HTTPClient *http.Client     // nil: redirects refused, connections as cfg.DialContext, TLS as cfg.TLSClientConfig (every call has its own deadline)
 }
 
 // Agent registers the node with the control plane and reports its status every period, like a
@@ -109,14 +111,16 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	dial := cfg.DialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
 	hc := opt.HTTPClient
 	if hc == nil {
 		// Each call carries its own deadline (the report period, or JoinTimeout).
 		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = dial
 		t.TLSClientConfig = cfg.TLSClientConfig()
 		hc = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	a.wire = newWireClient(cfg.ControlPlane, hc)
+	a.wire = newWireClient(cfg.ControlPlane, hc, &tlsDetector{dial: dial, config: cfg.TLSClientConfig()})
 	a.quota = StatusQuota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}
 	if a.quota.MilliCPU == 0 {
 		a.quota.MilliCPU = facts.CPUCount * 1000 * 2
@@ -160,8 +164,13 @@ func (a *Agent) Run(ctx context.Context) error {
 // or the PID file cannot be used.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+	was, err := prepareStateDir(a.cfg.StateDir)
+	if err != nil {
 		return fmt.Errorf("state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): %w", err)
+	}
+	if was != 0 {
+		a.log.Warn("the state directory holds the node credential and others could access it: its mode was changed to 0700",
+			"state_dir", a.cfg.StateDir, "old_mode", fmt.Sprintf("%04o", was))
 	}
 	st, err := ReadState(a.cfg.StateDir)
 	if err != nil {
@@ -186,6 +195,10 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { served <- srv.Serve(ln) }()
 	a.log.Info("agent started", "node_id", a.cfg.NodeID(), "role", a.cfg.Role, "control_plane", strings.Join(a.cfg.ControlPlane, ","),
 		"health", "http://"+ln.Addr().String()+"/healthz", "version", a.ver.Version, "quota_cpu_millicores", a.quota.MilliCPU, "quota_mem_mb", a.quota.MemMB)
+	// What `agent install` checks, for hosts it did not check (an image built with --root).
+	for _, p := range Prerequisites(a.cfg, a.facts) {
+		a.log.Warn("this host does not meet a prerequisite of the agent", "node_id", a.cfg.NodeID(), "problem", p)
+	}
 
 	a.report(ctx)
 
@@ -240,8 +253,14 @@ func (a *Agent) report(ctx context.Context) {
 	}
 }
 
+// repeatLog is how often a registration error that has not changed is logged again.
+const repeatLog = time.Minute
+
 func (a *Agent) registerLoop(ctx context.Context) error {
 	backoff := RegisterBackoffMin
+	var lastErr string
+	var lastLogged time.Time
+	repeats := 0
 	for attempt := 1; ; attempt++ {
 		err := a.register(ctx)
 		if err == nil {
@@ -253,8 +272,19 @@ func (a *Agent) registerLoop(ctx context.Context) error {
 		if errors.Is(err, errRevoked) {
 			return err
 		}
-		a.setHealth(func(h *Health) { h.State, h.Error = StateRegistering, err.Error() })
-		a.log.Warn("registration failed; retrying", "node_id", a.cfg.NodeID(), "attempt", attempt, "retry_in", backoff.String(), "error", err.Error())
+		msg := err.Error()
+		a.setHealth(func(h *Health) { h.State, h.Error = StateRegistering, msg })
+		// Logged when the error changes, and while it does not, once every repeatLog.
+		if now := a.now(); msg != lastErr || now.Sub(lastLogged) >= repeatLog {
+			args := []any{"node_id", a.cfg.NodeID(), "attempt", attempt, "retry_in", backoff.String(), "error", msg}
+			if msg == lastErr && repeats > 0 {
+				args = append(args, "same_error_since_last_logged", repeats)
+			}
+			a.log.Warn("registration failed; retrying", args...)
+			lastErr, lastLogged, repeats = msg, now, 0
+		} else {
+			repeats++
+		}
 		if a.sleep(ctx, backoff) != nil {
 			return ctx.Err()
 		}
@@ -291,6 +321,9 @@ func (a *Agent) register(ctx context.Context) error {
 				return a.revoke(err)
 			}
 			if token != "" {
+				if msg := addressRefusal(err); msg != "" {
+					return fmt.Errorf("%w (%s)", err, msg)
+				}
 				return fmt.Errorf("%w (the join token was refused: it may be used, expired, bound to another IP or mistyped; create a new one with `cubefleet nodes join-token create`)", err)
 			}
 		}
@@ -325,6 +358,30 @@ func (a *Agent) register(ctx context.Context) error {
 	a.setHealth(func(h *Health) { h.State, h.RegisteredAt, h.Error = StateReporting, now, "" })
 	a.log.Info("registered", "node_id", a.cfg.NodeID(), "credential", cred != "" || isCredential)
 	return nil
+}
+
+// refusedFrom matches the address a refusal says a call came from ("...; from 10.0.0.5").
+var refusedFrom = regexp.MustCompile(`\bfrom \[?([0-9A-Fa-f.:]+)\]?`)
+
+// addressRefusal explains a refusal of the join token because it is bound to another address
+// than the one the registration came from, naming that address: the one the control plane's
+// message gives, else the local address of the connection (what the control plane sees unless
+// a NAT is in between). It returns "" for any other error.
+func addressRefusal(err error) string {
+	var se *StatusError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "bound to another address") {
+		return ""
+	}
+	from := ""
+	if m := refusedFrom.FindStringSubmatch(se.Message); m != nil {
+		from = "the control plane saw it come from " + m[1]
+	} else if host, _, err := net.SplitHostPort(se.Local); err == nil {
+		from = "this agent registered from " + host + " (the address the control plane sees, unless a NAT is in between)"
+	}
+	if from == "" {
+		return "the join token is bound to another address than the one this registration came from: create one with --ip set to the address the control plane sees this node from"
+	}
+	return "the join token is bound to another address than the one this registration came from: " + from + "; create a join token with --ip set to that address (cubefleet nodes join-token create --pool <pool> --ip <address>), or, on a single-host demo, check CUBE_SANDBOX_NODE_IP"
 }
 
 // revoke records that the control plane refused the node credential.
@@ -440,10 +497,14 @@ func (a *Agent) Labels() map[string]string {
 	if hp := a.cfg.S3.HostPort(); hp != "" {
 		host, port, _ := net.SplitHostPort(hp)
 		l[LabelS3Scheme] = strings.SplitN(a.cfg.S3.Endpoint, ":", 2)[0]
-		l[LabelS3Host] = labelValue(host)
 		l[LabelS3Port] = port
-		if a.cfg.S3.Bucket != "" {
-			l[LabelS3Bucket] = labelValue(a.cfg.S3.Bucket)
+		// Values are reported as they are or not at all: a host a label value cannot hold
+		// (an IPv6 address, a name longer than 63 characters) is left out, not mangled.
+		if validLabelValue(host) {
+			l[LabelS3Host] = host
+		}
+		if validLabelValue(a.cfg.S3.Bucket) {
+			l[LabelS3Bucket] = a.cfg.S3.Bucket
 		}
 	}
 	for k, v := range l {

@@ -489,7 +489,8 @@ func TestPayloads(t *testing.T) {
 	golden(t, "register.golden", reg)
 	golden(t, "status.golden", st)
 
-	// Every key is one of the upstream fields (cubesandbox-node-agent.md §1.3, §1.4).
+	// Every key is one of the upstream fields (Cubelet's RegisterNodeRequest and
+	// UpdateNodeStatusRequest).
 	upstream := map[string]string{
 		"register":   "requestID node_id host_ip grpc_port labels capacity allocatable instance_type cluster_label quota_cpu quota_mem_mb create_concurrent_num max_mvm_num paused_release_ratio versions inventory_incomplete host_facts",
 		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts",
@@ -575,7 +576,7 @@ func goldenBytes(t *testing.T, name string, got []byte) {
 
 func TestLabels(t *testing.T) {
 	cfg := testConfig(t.TempDir(), "", "http://127.0.0.1:1")
-	cfg.S3.Endpoint = "http://[fd00::9]:9000"
+	cfg.S3.Endpoint = "http://10.0.0.1:9000"
 	a, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -589,15 +590,82 @@ func TestLabels(t *testing.T) {
 		}
 	}
 	sort.Strings(keys)
-	if l[LabelNetworkCIDR] != "192.168.0.0_18" || l[LabelS3Host] != "fd00__9" || l[LabelS3Port] != "9000" || l[LabelS3Scheme] != "http" || l[LabelRuntime] != "process" {
+	if l[LabelNetworkCIDR] != "192.168.0.0_18" || l[LabelS3Host] != "10.0.0.1" || l[LabelS3Port] != "9000" || l[LabelS3Scheme] != "http" ||
+		l[LabelS3Bucket] != "cube-volumes" || l[LabelRuntime] != "process" {
 		t.Errorf("labels %v", l)
 	}
 	if _, ok := l["cube.cloud.tencentcloud.com/scheduling-disabled"]; ok {
 		t.Error("the reserved label is sent")
 	}
+	// The S3 host as it is, or not at all: a label value cannot hold an IPv6 address.
+	for _, tc := range []struct{ endpoint, host, port string }{
+		{"http://[::1]:9000", "", "9000"},
+		{"https://[fd00::9]", "", "443"},
+		{"http://minio.internal", "minio.internal", "80"},
+		{"http://" + strings.Repeat("a", 60) + ".example:9000", "", "9000"},
+	} {
+		cfg.S3.Endpoint = tc.endpoint
+		l := a.Labels()
+		host, ok := l[LabelS3Host]
+		if host != tc.host || ok != (tc.host != "") || l[LabelS3Port] != tc.port {
+			t.Errorf("%s: labels %s=%q (present %v), %s=%q; want %q, %q", tc.endpoint, LabelS3Host, host, ok, LabelS3Port, l[LabelS3Port], tc.host, tc.port)
+		}
+	}
 	for in, want := range map[string]string{"a/b": "a_b", "-x-": "x", strings.Repeat("a", 70): strings.Repeat("a", 63), "": ""} {
 		if got := labelValue(in); got != want {
 			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestStateDirMode: the state directory holds the node credential: it is created 0700, an
+// existing one that others may access is made 0700 (and the log says so), and one owned by
+// another user is refused.
+func TestStateDirMode(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "open")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // whatever the umask
+	r := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	if want := `"msg":"the state directory holds the node credential and others could access it: its mode was changed to 0700","state_dir":"` + dir + `","old_mode":"0755"`; !strings.Contains(r.logs.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, r.logs.String())
+	}
+	r.stop()
+
+	// Created, with its parents, 0700.
+	nested := filepath.Join(parent, "a", "b")
+	r = startAgent(t, testConfig(nested, "cfj_join2", cp.srv.URL))
+	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	for _, d := range []string{filepath.Join(parent, "a"), nested} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v; want mode 0700", d, fi.Mode(), err)
+		}
+	}
+	r.stop()
+
+	// Owned by someone else: refused.
+	if os.Geteuid() != 0 {
+		t.Skip("changing a directory's owner needs root")
+	}
+	other := filepath.Join(parent, "other")
+	os.Mkdir(other, 0o700)
+	if err := os.Chown(other, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(testConfig(other, "", cp.srv.URL), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "is owned by uid 65534, not by the agent's user (uid 0); it holds the node credential") {
+		t.Errorf("Run with another user's state directory: %v", err)
 	}
 }

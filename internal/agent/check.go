@@ -3,11 +3,15 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -16,7 +20,7 @@ const DefaultCheckInterval = 2 * time.Second
 
 // The checks' names, in the order Check runs and reports them.
 const (
-	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200
+	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200 with state "reporting"
 	CheckControlPlane = "control plane" // GET <endpoint>/internal/v1/node-agent/readyz answers ret_code 200
 	CheckNodeListed   = "node listed"   // GET <endpoint>/internal/v1/nodes/<node id> contains "IP":"<node ip>"
 	CheckS3           = "S3 endpoint"   // CUBE_S3_ENDPOINT accepts a TCP connection
@@ -35,8 +39,8 @@ type CheckOptions struct {
 	Timeout time.Duration
 	// Interval is the pause between rounds; 0 means DefaultCheckInterval.
 	Interval time.Duration
-	// HTTPClient makes the probes; nil: 5 s to connect, 10 s per request, no redirects, TLS as
-	// cfg.TLSClientConfig.
+	// HTTPClient makes the probes; nil: 5 s to connect (as cfg.DialContext), 10 s per request,
+	// no redirects, TLS as cfg.TLSClientConfig.
 	HTTPClient *http.Client
 	// StateDir is where the node credential is read from (it is sent with the node listing
 	// when present); "" means cfg.StateDir.
@@ -68,7 +72,7 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if hc == nil {
 		hc = &http.Client{
 			Timeout:       10 * time.Second,
-			Transport:     &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, TLSClientConfig: cfg.TLSClientConfig()},
+			Transport:     &http.Transport{DialContext: cfg.DialContext(&net.Dialer{Timeout: 5 * time.Second}), TLSClientConfig: cfg.TLSClientConfig()},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 		defer hc.CloseIdleConnections()
@@ -77,10 +81,11 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if stateDir == "" {
 		stateDir = cfg.StateDir
 	}
+	det := &tlsDetector{dial: cfg.DialContext(&net.Dialer{Timeout: 5 * time.Second}), config: cfg.TLSClientConfig()}
 	probes := []func(context.Context) CheckResult{
 		func(ctx context.Context) CheckResult { return checkLocal(ctx, hc, cfg) },
-		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg) },
-		func(ctx context.Context) CheckResult { return checkListed(ctx, hc, cfg, stateDir) },
+		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg, det) },
+		func(ctx context.Context) CheckResult { return checkListed(ctx, hc, cfg, stateDir, det) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
 	}
 	results := make([]CheckResult, len(probes))
@@ -132,7 +137,7 @@ func get(ctx context.Context, hc *http.Client, url string, token Secret) (int, [
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	return resp.StatusCode, body, err
+	return resp.StatusCode, body, scrubNetError(err)
 }
 
 func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
@@ -149,26 +154,30 @@ func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 		r.Detail = fmt.Sprintf("%s: %s: %s", url, h.State, h.Error)
 	case h.NodeID != cfg.NodeID():
 		r.Detail = fmt.Sprintf("%s: the agent there reports node %s, not %s", url, h.NodeID, cfg.NodeID())
+	case h.State != StateReporting:
+		// Registering (not registered yet, or again) or failing (its last report failed): the
+		// agent runs, but the control plane does not hear from it.
+		r.Detail = url + ": " + h.State + ifNotEmpty(": ", h.Error)
 	default:
 		r.Status, r.Detail = CheckOK, url+": "+h.State
-		if h.Error != "" {
-			r.Detail += " (" + h.Error + ")"
-		}
 	}
 	return r
 }
 
-func checkReady(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
+func checkReady(ctx context.Context, hc *http.Client, cfg *Config, det *tlsDetector) CheckResult {
 	r := CheckResult{Name: CheckControlPlane, Status: CheckFail}
 	var fails []string
+	firewall := false // some endpoint could not be reached at all
 	for _, ep := range cfg.ControlPlane {
 		url := ep + PathReadyz
 		code, body, err := get(ctx, hc, url, "")
 		switch {
 		case err != nil:
+			err = det.hint(ctx, ep, err)
 			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+			firewall = firewall || unreachable(err)
 		case code < 200 || code >= 300:
-			fails = append(fails, fmt.Sprintf("%s: HTTP %d %s", url, code, errorMessage(body)))
+			fails = append(fails, url+": "+httpAnswer(ep, code, body))
 		default:
 			if _, err := decodeReply(body); err != nil {
 				fails = append(fails, fmt.Sprintf("%s: %v", url, err))
@@ -178,8 +187,31 @@ func checkReady(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 			return r
 		}
 	}
-	r.Detail = strings.Join(fails, "; ") + " (check the firewall: TCP " + portsOf(cfg.ControlPlane) + " to the control plane)"
+	r.Detail = strings.Join(fails, "; ")
+	if firewall {
+		r.Detail += " (check the firewall: TCP " + portsOf(cfg.ControlPlane) + " to the control plane)"
+	}
 	return r
+}
+
+// httpAnswer describes an HTTP answer that is not a success: "HTTP 503 <message>", with what
+// to do when an http:// endpoint answered like a TLS server.
+func httpAnswer(ep string, code int, body []byte) string {
+	msg := errorMessage(body)
+	s := fmt.Sprintf("HTTP %d %s", code, msg)
+	if strings.HasPrefix(ep, "http://") && code == http.StatusBadRequest && answeredLikeTLS(msg) {
+		s += " (" + hintHTTPS + ")"
+	}
+	return s
+}
+
+// unreachable reports whether err means the endpoint could not be reached at all (connection
+// refused, a timeout, no route), which a firewall or a wrong address explains; an HTTP
+// answer or a TLS failure is not that.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func portsOf(eps []string) string {
@@ -194,12 +226,16 @@ func portsOf(eps []string) string {
 	return strings.Join(ports, ",")
 }
 
-func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string) CheckResult {
+func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string, det *tlsDetector) CheckResult {
 	r := CheckResult{Name: CheckNodeListed, Status: CheckFail}
 	var token Secret
-	if st, err := ReadState(stateDir); err == nil && st.NodeID == cfg.NodeID() {
+	st, stErr := ReadState(stateDir)
+	if stErr == nil && st.NodeID == cfg.NodeID() {
 		token = Secret(st.NodeCredential)
 	}
+	// What to do about a node that is not registered: the agent's log says why it is not, and
+	// a new node (or a deleted one) needs a join token.
+	join := fmt.Sprintf("see the agent's log (journalctl -u %s); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip %s on the control plane, then CUBEFLEET_JOIN_TOKEN_FILE and a restart of the agent", UnitName, cfg.NodeID())
 	want := `"IP":"` + cfg.NodeID() + `"`
 	var fails []string
 	for _, ep := range cfg.ControlPlane {
@@ -207,11 +243,24 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 		code, body, err := get(ctx, hc, url, token)
 		switch {
 		case err != nil:
-			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
+			fails = append(fails, fmt.Sprintf("%s: %v", url, det.hint(ctx, ep, err)))
 		case code == http.StatusNotFound:
-			fails = append(fails, url+": HTTP 404, the control plane does not list this node (see the agent's log: journalctl -u "+UnitName+")")
+			fails = append(fails, url+": HTTP 404: this node is not registered; "+join)
+		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && token == "":
+			// The control plane lists a node to its own credential (or an API key), and the
+			// agent has none: it has not registered (or its credential was revoked).
+			why := "the agent has not registered with a join token yet"
+			switch {
+			case stErr != nil:
+				why = "the state file cannot be read: " + stErr.Error()
+			case st.NodeID == cfg.NodeID() && st.Revoked:
+				why = "its credential was revoked (the node was deleted" + ifNotEmpty(" at ", st.RevokedAt) + ")"
+			}
+			fails = append(fails, fmt.Sprintf("%s: HTTP %d: this node has no node credential in %s (%s), so the control plane does not show it to this check; %s", url, code, filepath.Join(stateDir, StateFile), why, join))
+		case code == http.StatusUnauthorized:
+			fails = append(fails, fmt.Sprintf("%s: HTTP 401: the control plane does not accept this node's credential (%s): the node is not registered (it was deleted, or the control plane lost it); %s", url, errorMessage(body), join))
 		case code != http.StatusOK:
-			fails = append(fails, fmt.Sprintf("%s: HTTP %d %s", url, code, errorMessage(body)))
+			fails = append(fails, url+": "+httpAnswer(ep, code, body))
 		case !strings.Contains(string(body), want):
 			fails = append(fails, fmt.Sprintf("%s: the answer does not contain %s", url, want))
 		default:

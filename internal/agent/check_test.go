@@ -2,10 +2,15 @@ package agent
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/server"
 )
 
 func names(results []CheckResult) []string {
@@ -53,7 +58,7 @@ func TestCheckFails(t *testing.T) {
 	want := []struct{ status, detail string }{
 		{CheckFail, "connect: connection refused (is the agent running? systemctl status cubefleet-agent.service)"},
 		{CheckOK, "readyz: ready"},
-		{CheckFail, "/internal/v1/nodes/127.0.0.1: HTTP 404, the control plane does not list this node"},
+		{CheckFail, "/internal/v1/nodes/127.0.0.1: HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"},
 		{CheckFail, "connection refused (allow TCP"},
 	}
 	for i, w := range want {
@@ -108,5 +113,83 @@ func TestCheckWaits(t *testing.T) {
 	results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 5 * time.Second, Interval: 50 * time.Millisecond})
 	if ok || !strings.Contains(results[0].Detail, "revoked: the control plane revoked this node's credential") {
 		t.Errorf("Check after the deletion: %v", results)
+	}
+}
+
+// TestCheckLocalState: only a reporting agent passes the local check; a registering or failing
+// one fails it with its state and its last error.
+func TestCheckLocalState(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	failing := false
+	cp.setHook(func(r *http.Request) (int, string) {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		if failing && strings.HasSuffix(r.URL.Path, "/status") {
+			return http.StatusInternalServerError, `{"error":"store down"}`
+		}
+		return 0, ""
+	})
+	// Registering: its only endpoint refuses connections.
+	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t))
+	cfg.S3.Endpoint = ""
+	r := startAgent(t, cfg)
+	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
+	waitFor(t, "a failed registration", func() bool { return len(r.sleeps()) > 0 })
+	results, ok := Check(context.Background(), cfg, CheckOptions{})
+	if ok || results[0].Status != CheckFail || !strings.Contains(results[0].Detail, "/healthz: registering: http://") ||
+		!strings.Contains(results[0].Detail, "connection refused") {
+		t.Errorf("a registering agent: %s", results[0])
+	}
+	r.stop()
+
+	// Failing: registered, then its status reports fail.
+	cfg = testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
+	cfg.S3.Endpoint = ""
+	r = startAgent(t, cfg)
+	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
+	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	if results, ok := Check(context.Background(), cfg, CheckOptions{}); !ok || results[0].Detail != r.url+": reporting" {
+		t.Errorf("a reporting agent: %v", results)
+	}
+	cp.mu.Lock()
+	failing = true
+	cp.mu.Unlock()
+	waitFor(t, "failing", func() bool { return r.a.Health().State == StateFailing })
+	results, ok = Check(context.Background(), cfg, CheckOptions{})
+	if want := r.url + ": failing: " + cp.srv.URL + ": HTTP 500: store down"; ok || results[0].Status != CheckFail || results[0].Detail != want {
+		t.Errorf("a failing agent: %s\nwant FAIL %s", results[0], want)
+	}
+}
+
+// TestCheckNodeNotRegistered runs the check against a real control plane that does not know
+// the node: without a credential the control plane answers 401 (it lists a node only to its
+// own credential or an API key), which the check explains as "no credential yet" with what to
+// do, instead of relaying the API-key advice meant for people.
+func TestCheckNodeNotRegistered(t *testing.T) {
+	cp := startRealCP(t, server.Config{}, "")
+	dir := t.TempDir()
+	cfg := testConfig(dir, "", cp.srv.InternalURL())
+	for _, tc := range []struct {
+		name  string
+		state *State
+		want  string
+	}{
+		{"no state file", nil, "HTTP 401: this node has no node credential in " + filepath.Join(dir, StateFile) + " (the agent has not registered with a join token yet), so the control plane does not show it to this check; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"},
+		{"revoked", &State{NodeID: "127.0.0.1", Revoked: true, RevokedAt: "2026-05-04T03:02:01Z"}, "(its credential was revoked (the node was deleted at 2026-05-04T03:02:01Z))"},
+		{"a credential the control plane does not know", &State{NodeID: "127.0.0.1", NodeCredential: "cfn_unknown"},
+			"HTTP 401: the control plane does not accept this node's credential (unknown or revoked node credential (a deleted node needs a new join token)): the node is not registered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(dir, StateFile))
+			if tc.state != nil {
+				if err := WriteState(dir, *tc.state); err != nil {
+					t.Fatal(err)
+				}
+			}
+			results, ok := Check(context.Background(), cfg, CheckOptions{})
+			if r := results[2]; ok || r.Status != CheckFail || !strings.Contains(r.Detail, tc.want) || strings.Contains(r.Detail, "API key") {
+				t.Errorf("%s\nwant FAIL containing %q", r, tc.want)
+			}
+		})
 	}
 }

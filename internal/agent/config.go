@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +59,8 @@ const (
 	DefaultClusterLabel     = "default-cluster"          // Cubelet's shipped host.scheduler_label
 	DefaultStateDir         = "/var/lib/cubefleet/agent" // node credential and state (mode 0700)
 	DefaultReportPeriod     = time.Second                // one-click's node_status_update_frequency
+	MinReportPeriod         = 100 * time.Millisecond     // the shortest CUBEFLEET_REPORT_PERIOD
+	MaxReportPeriod         = time.Minute                // the longest CUBEFLEET_REPORT_PERIOD
 	DefaultCheckTimeout     = 120 * time.Second          // CUBE_QUICKCHECK_READY_TIMEOUT
 	MaxCheckTimeout         = time.Hour                  // quickcheck's maximum
 	DefaultMinMemoryKB      = 7_500_000                  // Cube's memory floor, kB of MemTotal
@@ -212,6 +216,38 @@ func (c *Config) NodeID() string { return c.NodeIP.String() }
 // agent check's): TLS 1.2 or later, trusting RootCAs (the system's CAs when nil).
 func (c *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(c.RootCAs) }
 
+// DialContext returns the function every connection to the control plane is made with (the
+// agent's calls and agent check's): base's, except that when the node IP and the destination
+// are both loopback addresses the connection comes from the node IP, so that a control plane
+// on the same host sees the node's own address (a join token bound to 127.0.0.11 is accepted
+// from the agent of node 127.0.0.11, whose connections would otherwise come from 127.0.0.1).
+// For any other node IP or destination, the kernel chooses the source address.
+func (c *Config) DialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := *base
+		if local := localAddrFor(c.NodeIP, addr); local != nil {
+			d.LocalAddr = local
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// localAddrFor returns the address to connect to addr (host:port) from: the node IP when it
+// and addr's host (an IPv4 address, or localhost) are loopback; nil otherwise.
+func localAddrFor(nodeIP netip.Addr, addr string) net.Addr {
+	if !nodeIP.Is4() || !nodeIP.IsLoopback() {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	if a, err := netip.ParseAddr(host); (err != nil || !a.Unmap().Is4() || !a.IsLoopback()) && !strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	return &net.TCPAddr{IP: nodeIP.AsSlice()}
+}
+
 // Sources says where Load reads settings from. Precedence: Flags, then Getenv, then the env
 // file, then each setting's default (see Setting).
 type Sources struct {
@@ -270,7 +306,7 @@ func Load(src Sources) (*Config, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, envFile.fail("env file %s does not exist; create it (cp env.example .env) or point %s at it", path, envFile.name)
+				return nil, envFile.fail("env file %s does not exist; create it (start from examples/agent.env in the cubefleet repository; docs/agent.md lists every setting) or point %s at it", path, envFile.name)
 			}
 			return nil, envFile.fail("read env file %s: %v", path, err)
 		}
@@ -309,10 +345,14 @@ func Load(src Sources) (*Config, error) {
 		scheme = "https"
 	}
 	addr, ip := get("control-plane"), get("control-plane-ip")
+	from := useTLS // the setting the endpoints came from, for errors about them
 	if ip.set() {
 		a, err := netip.ParseAddr(strings.TrimSpace(ip.s))
 		if err != nil || !a.Is4() {
 			return nil, ip.fail("%q is not an IPv4 address; set it to the control node's address, e.g. 10.0.0.1 (it becomes 10.0.0.1:%d), or set ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=host:port", ip.s, DefaultControlPlanePort)
+		}
+		if why := notDialable(a); why != "" {
+			return nil, ip.fail("%s is %s, not an address the agent can connect to; set it to the control node's address, e.g. 10.0.0.1", a, why)
 		}
 	}
 	switch {
@@ -321,9 +361,9 @@ func Load(src Sources) (*Config, error) {
 		if err != nil {
 			return nil, addr.fail("%v", err)
 		}
-		cfg.ControlPlane = eps
+		cfg.ControlPlane, from = eps, addr
 	case ip.set():
-		cfg.ControlPlane = []string{scheme + "://" + net.JoinHostPort(strings.TrimSpace(ip.s), strconv.Itoa(DefaultControlPlanePort))}
+		cfg.ControlPlane, from = []string{scheme + "://" + net.JoinHostPort(strings.TrimSpace(ip.s), strconv.Itoa(DefaultControlPlanePort))}, ip
 	case cfg.Role == RoleCompute:
 		return nil, ip.fail("is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP=<control node IP> (port %d) or ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=host:port", DefaultControlPlanePort)
 	default:
@@ -339,8 +379,25 @@ func Load(src Sources) (*Config, error) {
 			return nil, caFile.fail("%v", err)
 		}
 		cfg.CAFile = path
-		if !slices.ContainsFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "https://") }) {
-			cfg.Warnings = append(cfg.Warnings, caFile.name+" is set but every control-plane address is http://: use https:// addresses or set CUBEFLEET_CONTROL_PLANE_TLS=1")
+	}
+	// Once TLS is on, every endpoint must be https://: failing over to a plain one would send
+	// the join token and the node credential in clear text.
+	if plain := slices.IndexFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "http://") }); plain >= 0 {
+		var why, fix string
+		secure := slices.IndexFunc(cfg.ControlPlane, func(ep string) bool { return strings.HasPrefix(ep, "https://") })
+		switch {
+		case cfg.ControlPlaneTLS:
+			why, fix = useTLS.name+"=1", "write https:// or no scheme for every endpoint"
+		case secure >= 0:
+			why, fix = cfg.ControlPlane[secure]+" is in the list", "write https:// for every endpoint (or set CUBEFLEET_CONTROL_PLANE_TLS=1 and write no scheme)"
+		case cfg.CAFile != "":
+			why, fix = caFile.name+" is set", "write https:// addresses or set CUBEFLEET_CONTROL_PLANE_TLS=1, or unset "+caFile.name+" for a plain-HTTP control plane"
+			if !from.set() {
+				from = caFile
+			}
+		}
+		if why != "" {
+			return nil, from.fail("%s is plain HTTP but TLS is on (%s): the agent would send its join token and node credential to it in clear text; once TLS is on, every endpoint must be https://: %s", cfg.ControlPlane[plain], why, fix)
 		}
 	}
 
@@ -360,7 +417,11 @@ func Load(src Sources) (*Config, error) {
 	}
 	cfg.S3.AccessKeyID = get("s3-access-key-id").s
 	cfg.S3.SecretAccessKey = Secret(get("s3-secret-access-key").s)
-	cfg.S3.Bucket = get("s3-bucket").s
+	bucket := get("s3-bucket")
+	cfg.S3.Bucket = strings.TrimSpace(bucket.s)
+	if err := checkBucketName(cfg.S3.Bucket); err != nil {
+		return nil, bucket.fail("%q is not a valid S3 bucket name: %v; it is used as written, never shortened or rewritten: set the bucket the control node's CUBE_S3_BUCKET names", bucket.s, err)
+	}
 	cfg.S3.S3FSExtraOpts = get("s3-s3fs-extra-opts").s
 	if cfg.S3.Endpoint != "" && (cfg.S3.AccessKeyID == "" || cfg.S3.SecretAccessKey == "") {
 		cfg.Warnings = append(cfg.Warnings, "CUBE_S3_ACCESS_KEY_ID or CUBE_S3_SECRET_ACCESS_KEY is empty: copy them from the control node's env file")
@@ -443,17 +504,26 @@ func Load(src Sources) (*Config, error) {
 }
 
 func (cfg *Config) loadRest(get func(string) value) error {
+	// The join token: a value beats a file at the same level (flag, environment, env file);
+	// a higher level wins, as for every other setting.
 	tok, tokFile := get("join-token"), get("join-token-file")
 	switch {
-	case tok.set() && tok.s != "":
+	case tok.set() && tok.rank >= tokFile.rank:
 		cfg.JoinToken = Secret(strings.TrimSpace(tok.s))
-	case tokFile.set() && tokFile.s != "":
-		data, err := privatefile.Read(tokFile.s)
+		if tokFile.set() {
+			cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s is ignored: %s is set at the same or a higher level and wins", tokFile.name, tok.name))
+		}
+	case tokFile.set():
+		path := strings.TrimSpace(tokFile.s)
+		data, err := privatefile.Read(path)
 		if err != nil {
 			return tokFile.fail("%v", err)
 		}
+		if strings.TrimSpace(string(data)) == "" {
+			return tokFile.fail("the join token file %s is empty; put the token from `cubefleet nodes join-token create` in it", path)
+		}
 		cfg.JoinToken = Secret(strings.TrimSpace(string(data)))
-		cfg.JoinTokenFile = tokFile.s
+		cfg.JoinTokenFile = path
 		tok = tokFile
 	}
 	if t := cfg.JoinToken.Reveal(); t != "" {
@@ -471,6 +541,8 @@ func (cfg *Config) loadRest(get func(string) value) error {
 		cfg.Listen = net.JoinHostPort(cfg.NodeIP.String(), strconv.Itoa(DefaultListenPort))
 	} else if _, port, err := net.SplitHostPort(cfg.Listen); err != nil || port == "" {
 		return listen.fail("%q is not host:port; e.g. %s:%d", listen.s, cfg.NodeIP, DefaultListenPort)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return listen.fail("%q: port %q is not a number from 1 to 65535; e.g. %s:%d", listen.s, port, cfg.NodeIP, DefaultListenPort)
 	}
 	cfg.StateDir = get("state-dir").s
 	if cfg.StateDir == "" {
@@ -480,8 +552,11 @@ func (cfg *Config) loadRest(get func(string) value) error {
 
 	period := get("report-period")
 	d, err := parseDuration(period.s)
-	if err != nil || d <= 0 {
-		return period.fail("%q is not a positive duration; e.g. 1s", period.s)
+	if err != nil {
+		return period.fail("%q is not a duration; e.g. 1s, 500ms, or a number of seconds such as 1.5", period.s)
+	}
+	if d < MinReportPeriod || d > MaxReportPeriod {
+		return period.fail("%q is outside the range from 100ms to 60s (the agent reports this often, and each call times out after it); e.g. 1s", period.s)
 	}
 	cfg.ReportPeriod = d
 	cfg.ClusterLabel = get("cluster-label").s
@@ -577,15 +652,28 @@ func parseEndpoints(s, defaultScheme string) ([]string, error) {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return nil, fmt.Errorf("%q: port %q is not a number from 1 to 65535", item, port)
 		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			if why := notDialable(a); why != "" {
+				return nil, fmt.Errorf("%q: %s is %s, not an address the agent can connect to; write the control node's address", item, host, why)
+			}
+		}
 		out = append(out, scheme+"://"+net.JoinHostPort(host, port))
 	}
 	return out, nil
 }
 
+// parseS3Endpoint checks CUBE_S3_ENDPOINT: an http or https URL with a host (an IPv6 address
+// in brackets), an optional port from 1 to 65535, no credentials, no query or fragment.
 func parseS3Endpoint(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("%q is not an http or https URL; copy CUBE_S3_ENDPOINT from the control node's env file, e.g. http://10.0.0.1:9000", s)
+	}
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("%q has no host; write http(s)://host[:port], e.g. http://10.0.0.1:9000 (an IPv6 address in brackets: http://[fd00::1]:9000)", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", fmt.Errorf("%q has a query or a fragment; write http(s)://host[:port]", s)
 	}
 	if u.User != nil {
 		return "", fmt.Errorf("%q holds credentials; put them in CUBE_S3_ACCESS_KEY_ID and CUBE_S3_SECRET_ACCESS_KEY instead", u.Redacted())
@@ -598,6 +686,51 @@ func parseS3Endpoint(s string) (string, error) {
 	return s, nil
 }
 
+// notDialable says why a is no address to connect to ("unspecified", "multicast",
+// "broadcast" or "reserved"), or returns "" when it is one. Loopback and private addresses are
+// fine (the control role reports to 127.0.0.1).
+func notDialable(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
+		return "unspecified (to a listener it means any address; there is no host to connect to)"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	case a.Is4() && a.As4()[0] >= 240:
+		return "a reserved address (240.0.0.0/4)"
+	}
+	return ""
+}
+
+// checkBucketName checks an S3 bucket name against the S3 naming rules, returning the rule
+// broken: 3 to 63 characters; lowercase letters, digits, dots and hyphens; a letter or digit
+// first and last; no two dots in a row, nor a dot beside a hyphen; not an IPv4 address.
+func checkBucketName(name string) error {
+	if n := len(name); n < 3 || n > 63 {
+		return fmt.Errorf("it has %d characters, and a bucket name has 3 to 63", n)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return fmt.Errorf("it holds %q, and a bucket name holds only lowercase letters, digits, dots and hyphens", c)
+		}
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	if !alnum(name[0]) || !alnum(name[len(name)-1]) {
+		return errors.New("a bucket name starts and ends with a lowercase letter or a digit")
+	}
+	for _, bad := range []string{"..", ".-", "-."} {
+		if strings.Contains(name, bad) {
+			return fmt.Errorf("it holds %q, and a bucket name has no two dots in a row and no dot beside a hyphen", bad)
+		}
+	}
+	if a, err := netip.ParseAddr(name); err == nil && a.Is4() {
+		return errors.New("a bucket name is not an IP address")
+	}
+	return nil
+}
+
 func parseBool(s string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "0", "false", "no", "off":
@@ -608,14 +741,19 @@ func parseBool(s string) (bool, error) {
 	return false, fmt.Errorf("%q is not 0 or 1", s)
 }
 
-// parseDuration reads a Go duration ("1s", "2m") or a bare number of seconds ("120").
+// bareSeconds is a number of seconds without a unit: "120", "1.5".
+var bareSeconds = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// parseDuration reads a Go duration ("1s", "500ms", "2m") or a bare decimal number of seconds
+// ("120", "1.5").
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n < 0 || n > 1_000_000_000 {
-			return 0, fmt.Errorf("%d seconds is out of range", n)
+	if bareSeconds.MatchString(s) {
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil || n > 1_000_000_000 {
+			return 0, fmt.Errorf("%s seconds is out of range", s)
 		}
-		return time.Duration(n) * time.Second, nil
+		return time.Duration(n * float64(time.Second)).Round(time.Microsecond), nil
 	}
 	return time.ParseDuration(s)
 }

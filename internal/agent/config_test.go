@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // computeEnv is a valid compute node's .env on the "compute" test host.
-const computeEnv = `# copied from env.example
+const computeEnv = `# as in examples/agent.env
 ONE_CLICK_DEPLOY_ROLE=compute
 CUBE_SANDBOX_NODE_IP=10.0.0.5
 ONE_CLICK_CONTROL_PLANE_IP=10.0.0.1
@@ -103,6 +104,21 @@ func TestLoadRules(t *testing.T) {
 		{name: "unknown role", env: map[string]string{"ONE_CLICK_DEPLOY_ROLE": "worker"}, path: "ONE_CLICK_DEPLOY_ROLE", msg: `"worker" is not a role; set it to compute`},
 		{name: "compute without a control plane", file: "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_S3_ENDPOINT=http://x:9000\n",
 			path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "is not set; a compute node reports to a remote control plane: set ONE_CLICK_CONTROL_PLANE_IP="},
+		{name: "control-plane IP unspecified", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "0.0.0.0"}, path: "ONE_CLICK_CONTROL_PLANE_IP",
+			msg: `0.0.0.0 is unspecified (to a listener it means any address; there is no host to connect to), not an address the agent can connect to; set it to the control node's address`},
+		{name: "control-plane IP in 0/8", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "0.1.2.3"}, path: "ONE_CLICK_CONTROL_PLANE_IP", msg: "0.1.2.3 is unspecified"},
+		{name: "control-plane IP multicast", flags: map[string]string{"control-plane-ip": "224.0.0.1"}, path: "--control-plane-ip", msg: "224.0.0.1 is a multicast address"},
+		{name: "control-plane IP broadcast", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_IP": "255.255.255.255"}, path: "CUBEFLEET_CONTROL_PLANE_IP", msg: "255.255.255.255 is the broadcast address"},
+		{name: "control-plane IP reserved", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_IP": "240.0.0.1"}, path: "CUBEFLEET_CONTROL_PLANE_IP", msg: "reserved"},
+		{name: "control-plane IP loopback is fine", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "127.0.0.1"},
+			check: func(t *testing.T, c *Config) {
+				if !reflect.DeepEqual(c.ControlPlane, []string{"http://127.0.0.1:3010"}) {
+					t.Errorf("control plane %v", c.ControlPlane)
+				}
+			}},
+		{name: "control-plane address unspecified", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010,0.0.0.0:3010"}, path: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR",
+			msg: `"0.0.0.0:3010": 0.0.0.0 is unspecified`},
+		{name: "control-plane address IPv6 unspecified", flags: map[string]string{"control-plane": "[::]:3010"}, path: "--control-plane", msg: ":: is unspecified"},
 		{name: "control-plane IP not IPv4", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_IP": "cp.example"}, path: "ONE_CLICK_CONTROL_PLANE_IP", msg: `"cp.example" is not an IPv4 address`},
 		{name: "CUBEOPS_ADDR beats the IP", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.9:4000"},
 			check: func(t *testing.T, c *Config) {
@@ -116,9 +132,9 @@ func TestLoadRules(t *testing.T) {
 					t.Errorf("control plane %v", c.ControlPlane)
 				}
 			}},
-		{name: "several endpoints each get http://", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010, https://cp2.example:443,http://10.0.0.3:3010/"},
+		{name: "several endpoints each get http://", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "10.0.0.1:3010, http://cp2.example:80,HTTP://10.0.0.3:3010/"},
 			check: func(t *testing.T, c *Config) {
-				want := []string{"http://10.0.0.1:3010", "https://cp2.example:443", "http://10.0.0.3:3010"}
+				want := []string{"http://10.0.0.1:3010", "http://cp2.example:80", "http://10.0.0.3:3010"}
 				if !reflect.DeepEqual(c.ControlPlane, want) {
 					t.Errorf("control plane %v, want %v", c.ControlPlane, want)
 				}
@@ -132,6 +148,30 @@ func TestLoadRules(t *testing.T) {
 			path: "CUBE_S3_ENDPOINT", msg: "copy the CUBE_S3_* lines"},
 		{name: "S3 endpoint not a URL", env: map[string]string{"CUBE_S3_ENDPOINT": "10.0.0.1:9000"}, path: "CUBE_S3_ENDPOINT", msg: "is not an http or https URL"},
 		{name: "S3 endpoint with credentials", env: map[string]string{"CUBE_S3_ENDPOINT": "http://user:pw@10.0.0.1:9000"}, path: "CUBE_S3_ENDPOINT", msg: "holds credentials"},
+		{name: "S3 endpoint without a host", env: map[string]string{"CUBE_S3_ENDPOINT": "http://:9000"}, path: "CUBE_S3_ENDPOINT", msg: `"http://:9000" has no host`},
+		{name: "S3 endpoint with a query", env: map[string]string{"CUBE_S3_ENDPOINT": "http://10.0.0.1:9000/?x=1"}, path: "CUBE_S3_ENDPOINT", msg: "has a query or a fragment"},
+		{name: "S3 endpoint not http", env: map[string]string{"CUBE_S3_ENDPOINT": "s3://bucket"}, path: "CUBE_S3_ENDPOINT", msg: "is not an http or https URL"},
+		{name: "S3 endpoint IPv6", env: map[string]string{"CUBE_S3_ENDPOINT": "http://[::1]:9000"},
+			check: func(t *testing.T, c *Config) {
+				if c.S3.HostPort() != "[::1]:9000" {
+					t.Errorf("host:port %q", c.S3.HostPort())
+				}
+			}},
+		{name: "S3 bucket too short", env: map[string]string{"CUBE_S3_BUCKET": "ab"}, path: "CUBE_S3_BUCKET", msg: `"ab" is not a valid S3 bucket name: it has 2 characters, and a bucket name has 3 to 63; it is used as written, never shortened or rewritten`},
+		{name: "S3 bucket too long", file: computeEnv + "CUBE_S3_BUCKET=" + strings.Repeat("a", 64) + "\n", path: "CUBE_S3_BUCKET", msg: "it has 64 characters, and a bucket name has 3 to 63"},
+		{name: "S3 bucket upper case", flags: map[string]string{"s3-bucket": "Cube-Volumes"}, path: "--s3-bucket", msg: `it holds 'C', and a bucket name holds only lowercase letters, digits, dots and hyphens`},
+		{name: "S3 bucket underscore", env: map[string]string{"CUBE_S3_BUCKET": "cube_volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds '_'`},
+		{name: "S3 bucket starts with a hyphen", env: map[string]string{"CUBE_S3_BUCKET": "-cube"}, path: "CUBE_S3_BUCKET", msg: "starts and ends with a lowercase letter or a digit"},
+		{name: "S3 bucket ends with a dot", env: map[string]string{"CUBE_S3_BUCKET": "cube."}, path: "CUBE_S3_BUCKET", msg: "starts and ends with a lowercase letter or a digit"},
+		{name: "S3 bucket two dots", env: map[string]string{"CUBE_S3_BUCKET": "cube..volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds "..", and a bucket name has no two dots in a row`},
+		{name: "S3 bucket dot beside a hyphen", env: map[string]string{"CUBE_S3_BUCKET": "cube.-volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds ".-"`},
+		{name: "S3 bucket an IP address", env: map[string]string{"CUBE_S3_BUCKET": "192.168.5.4"}, path: "CUBE_S3_BUCKET", msg: "a bucket name is not an IP address"},
+		{name: "S3 bucket valid", env: map[string]string{"CUBE_S3_BUCKET": "cube.volumes-2"},
+			check: func(t *testing.T, c *Config) {
+				if c.S3.Bucket != "cube.volumes-2" {
+					t.Errorf("bucket %q", c.S3.Bucket)
+				}
+			}},
 		{name: "S3 without keys warns", env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": ""}, file: strings.Replace(computeEnv, "CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'", "", 1),
 			check: func(t *testing.T, c *Config) {
 				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "CUBE_S3_SECRET_ACCESS_KEY is empty") {
@@ -204,7 +244,39 @@ func TestLoadRules(t *testing.T) {
 				}
 			}},
 		{name: "listen not host:port", flags: map[string]string{"listen": "9999"}, path: "--listen", msg: "is not host:port"},
-		{name: "report period", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0s"}, path: "CUBEFLEET_REPORT_PERIOD", msg: "is not a positive duration"},
+		{name: "listen port out of range", env: map[string]string{"CUBEFLEET_AGENT_LISTEN": "10.0.0.5:99999"}, path: "CUBEFLEET_AGENT_LISTEN", msg: `"10.0.0.5:99999": port "99999" is not a number from 1 to 65535`},
+		{name: "listen port zero", flags: map[string]string{"listen": "10.0.0.5:0"}, path: "--listen", msg: `port "0" is not a number from 1 to 65535`},
+		{name: "listen port a name", flags: map[string]string{"listen": "10.0.0.5:http"}, path: "--listen", msg: `port "http" is not a number`},
+		{name: "report period zero", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0s"}, path: "CUBEFLEET_REPORT_PERIOD", msg: `"0s" is outside the range from 100ms to 60s`},
+		{name: "report period too short", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "10ms"}, path: "CUBEFLEET_REPORT_PERIOD", msg: `"10ms" is outside the range from 100ms to 60s`},
+		{name: "report period too long", flags: map[string]string{"report-period": "61s"}, path: "--report-period", msg: `"61s" is outside the range from 100ms to 60s`},
+		{name: "report period negative", flags: map[string]string{"report-period": "-1s"}, path: "--report-period", msg: "outside the range"},
+		{name: "report period not a duration", flags: map[string]string{"report-period": "fast"}, path: "--report-period", msg: `"fast" is not a duration`},
+		{name: "report period bounds", file: computeEnv + "CUBEFLEET_REPORT_PERIOD=100ms\n", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "60"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != time.Minute {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "report period in decimal seconds", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "1.5"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != 1500*time.Millisecond {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "report period at the minimum", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "0.1"},
+			check: func(t *testing.T, c *Config) {
+				if c.ReportPeriod != 100*time.Millisecond {
+					t.Errorf("period %s", c.ReportPeriod)
+				}
+			}},
+		{name: "CIDR loopback", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "127.0.0.0/16"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "inside 127.0.0.0/8 (loopback)"},
+		{name: "check timeout in decimal seconds", flags: map[string]string{"timeout": "2.5"},
+			check: func(t *testing.T, c *Config) {
+				if c.CheckTimeout != 2500*time.Millisecond {
+					t.Errorf("timeout %s", c.CheckTimeout)
+				}
+			}},
 		{name: "report period in seconds", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "10"},
 			check: func(t *testing.T, c *Config) {
 				if c.ReportPeriod != 10*time.Second {
@@ -371,6 +443,62 @@ func TestLoadJoinTokenFile(t *testing.T) {
 	}
 }
 
+// TestLoadJoinTokenSources: an empty join token file is an error naming the setting and the
+// file (it used to register without credentials); a join token value beats a join token file
+// at the same level, and a higher level wins.
+func TestLoadJoinTokenSources(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, empty, blank := write("good.token", "cfj_fromfile\n"), write("empty.token", ""), write("blank.token", " \n\t\n")
+	for _, tc := range []struct {
+		name      string
+		file      string // appended to computeEnv
+		env       map[string]string
+		flags     map[string]string
+		path, msg string // the error
+		want      string // the join token
+		warn      string // part of a warning
+	}{
+		{name: "empty file", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": empty}, path: "CUBEFLEET_JOIN_TOKEN_FILE",
+			msg: "the join token file " + empty + " is empty; put the token from `cubefleet nodes join-token create` in it"},
+		{name: "blank file", flags: map[string]string{"join-token-file": blank}, path: "--join-token-file", msg: "the join token file " + blank + " is empty"},
+		{name: "empty file from the env file", file: "CUBEFLEET_JOIN_TOKEN_FILE=" + empty + "\n", path: "CUBEFLEET_JOIN_TOKEN_FILE", msg: "is empty; put the token"},
+		{name: "file", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": good}, want: "cfj_fromfile"},
+		{name: "value beats file at the same level", env: map[string]string{"CUBEFLEET_JOIN_TOKEN": "cfj_value", "CUBEFLEET_JOIN_TOKEN_FILE": empty},
+			want: "cfj_value", warn: "CUBEFLEET_JOIN_TOKEN_FILE is ignored: CUBEFLEET_JOIN_TOKEN is set"},
+		{name: "value beats file in the env file", file: "CUBEFLEET_JOIN_TOKEN=cfj_value\nCUBEFLEET_JOIN_TOKEN_FILE=" + good + "\n", want: "cfj_value"},
+		{name: "a file flag beats a value in the env file", file: "CUBEFLEET_JOIN_TOKEN=cfj_old\n", flags: map[string]string{"join-token-file": good}, want: "cfj_fromfile"},
+		{name: "a file in the environment beats a value in the env file", file: "CUBEFLEET_JOIN_TOKEN=cfj_old\n", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": good}, want: "cfj_fromfile"},
+		{name: "a value flag beats a file in the environment", env: map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": good}, flags: map[string]string{"join-token": "cfj_flag"}, want: "cfj_flag"},
+		{name: "neither", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadTest(t, "compute", computeEnv+tc.file, tc.env, tc.flags)
+			if got := errPath(err); got != tc.path {
+				t.Fatalf("error %v names %q, want %q", err, got, tc.path)
+			}
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.msg) {
+					t.Errorf("error %q\nwant it to contain %q", err, tc.msg)
+				}
+				return
+			}
+			if cfg.JoinToken.Reveal() != tc.want {
+				t.Errorf("join token %q, want %q", cfg.JoinToken.Reveal(), tc.want)
+			}
+			if tc.warn != "" && !strings.Contains(strings.Join(cfg.Warnings, "\n"), tc.warn) {
+				t.Errorf("warnings %q, want one containing %q", cfg.Warnings, tc.warn)
+			}
+		})
+	}
+}
+
 func TestSettingsTable(t *testing.T) {
 	seen := map[string]bool{}
 	for _, s := range Settings() {
@@ -391,3 +519,49 @@ func TestSettingsTable(t *testing.T) {
 
 func mustAddr(s string) netip.Addr     { return netip.MustParseAddr(s) }
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// TestExampleEnvFile: examples/agent.env, which the missing-env-file error points at, is a
+// valid env file for a compute node once the join token file exists, and names only settings
+// the agent knows (also on the lines that are commented out).
+func TestExampleEnvFile(t *testing.T) {
+	data, err := os.ReadFile("../../examples/agent.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, s := range Settings() {
+		for _, e := range s.Env {
+			known[e] = true
+		}
+	}
+	vars, err := ParseEnv(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, v := range vars {
+		names[v.Name] = true
+	}
+	for _, m := range regexp.MustCompile(`(?m)^# ([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(string(data), -1) {
+		names[m[1]] = true
+	}
+	for n := range names {
+		if !known[n] {
+			t.Errorf("examples/agent.env sets %s, which is no setting of the agent", n)
+		}
+	}
+	tok := filepath.Join(t.TempDir(), "join.token")
+	os.WriteFile(tok, []byte("cfj_example\n"), 0o600)
+	cfg, err := loadTest(t, "compute", string(data), nil, map[string]string{"join-token-file": tok})
+	if err != nil {
+		t.Fatalf("examples/agent.env: %v", err)
+	}
+	if cfg.Role != RoleCompute || cfg.NodeID() != "10.0.0.5" || cfg.ControlPlane[0] != "http://10.0.0.1:3010" || cfg.JoinToken.Reveal() != "cfj_example" {
+		t.Errorf("examples/agent.env: %+v", cfg)
+	}
+	// The error for a missing env file points at it.
+	_, err = Load(Sources{Flags: map[string]string{"env-file": filepath.Join(t.TempDir(), ".env")}, Host: testHost("compute")})
+	if err == nil || !strings.Contains(err.Error(), "start from examples/agent.env in the cubefleet repository; docs/agent.md lists every setting") {
+		t.Errorf("missing env file: %v", err)
+	}
+}

@@ -40,6 +40,7 @@ func ParseEnv(data []byte) ([]EnvVar, error) {
 		switch c := p.peek(); {
 		case c == '\n':
 			p.next()
+			p.prev = nil
 			continue
 		case c == '#':
 			p.skipComment()
@@ -52,6 +53,7 @@ func ParseEnv(data []byte) ([]EnvVar, error) {
 		// A value ends at a blank or a newline; what follows on the line must be a comment or
 		// another assignment, which the next round reads.
 		out = append(out, v)
+		p.prev = &out[len(out)-1]
 	}
 }
 
@@ -130,6 +132,11 @@ type envParser struct {
 	s    string
 	i    int
 	line int
+	// prev is the assignment read last on the current line (nil at the start of a line), and
+	// prevRawEmpty whether its value was written as nothing at all (NAME=), for errors about
+	// what follows it.
+	prev         *EnvVar
+	prevRawEmpty bool
 }
 
 func (p *envParser) eof() bool  { return p.i >= len(p.s) }
@@ -184,22 +191,64 @@ func (p *envParser) assignment() (EnvVar, error) {
 		return p.assignment()
 	}
 	if name == "" || p.eof() || p.peek() != '=' {
-		word := name
-		if word == "" && !p.eof() {
-			word = string(p.peek())
-		}
-		return EnvVar{}, p.errorf("want NAME=VALUE, found %q (names are letters, digits and _, with no spaces around =)", word)
+		return EnvVar{}, p.notAssignment(start, name)
 	}
 	p.i++ // '='
+	valueStart := p.i
 	value, err := p.value(name)
 	if err != nil {
 		return EnvVar{}, err
 	}
+	p.prevRawEmpty = p.i == valueStart
 	p.skipBlank()
 	if !p.eof() && p.peek() == '#' {
 		p.skipComment()
 	}
 	return EnvVar{Name: name, Value: value, Line: line}, nil
+}
+
+// notAssignment explains why the word at start (whose name part is name) is not NAME=VALUE:
+// a space after the previous assignment's =, a value with spaces that is not quoted, a shell
+// redirection or operator, spaces around =, or something else.
+func (p *envParser) notAssignment(start int, name string) error {
+	end := start
+	for end < len(p.s) && strings.IndexByte(" \t\r\n", p.s[end]) < 0 {
+		end++
+	}
+	word := p.s[start:end]
+	rest := p.s[start:]
+	if i := strings.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	rest = strings.TrimRight(rest, " \t\r")
+	if prev := p.prev; prev != nil {
+		switch {
+		case strings.ContainsAny(word, "<>|&;()"):
+			return p.errorf("%q after the value of %s is a shell redirection or operator, which an env file cannot hold (the agent reads the file, it does not run it): remove it, or quote the value if it belongs to it", word, prev.Name)
+		case p.prevRawEmpty:
+			return p.errorf("%s= is followed by a space, so %q is not its value (the shell would run it as a command): remove the space after = (%s=%s), or quote a value that starts with a space (%s=' %s')", prev.Name, word, prev.Name, rest, prev.Name, rest)
+		case !strings.Contains(prev.Value+rest, "'"):
+			return p.errorf("the value of %s ends at the space before %q (the shell would run %q as a command): a value with spaces must be quoted: %s='%s %s'", prev.Name, word, word, prev.Name, prev.Value, rest)
+		default:
+			return p.errorf("the value of %s ends at the space before %q (the shell would run %q as a command): a value with spaces must be quoted", prev.Name, word, word)
+		}
+	}
+	if name != "" {
+		q := p.i
+		for q < len(p.s) && (p.s[q] == ' ' || p.s[q] == '\t') {
+			q++
+		}
+		if q > p.i && q < len(p.s) && p.s[q] == '=' {
+			return p.errorf("%q is followed by a space before =: remove the spaces around = (%s=VALUE)", name, name)
+		}
+	}
+	if n, _, ok := strings.Cut(word, "="); ok {
+		return p.errorf("%q is not a variable name: names are letters, digits and _, and do not start with a digit", n)
+	}
+	if word == "" && start < len(p.s) {
+		word = string(p.s[start])
+	}
+	return p.errorf("want NAME=VALUE, found %q (names are letters, digits and _, with no spaces around =)", word)
 }
 
 func isNameByte(c byte, notFirst bool) bool {

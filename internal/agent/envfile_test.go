@@ -48,9 +48,18 @@ func TestParseEnv(t *testing.T) {
 func TestParseEnvRefuses(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"A", `line 1: want NAME=VALUE, found "A"`},
-		{"A = 1", `line 1: want NAME=VALUE`},
-		{"1A=2", `line 1: want NAME=VALUE, found "1"`},
-		{"A=1 rm -rf /", `line 1: want NAME=VALUE, found "rm"`},
+		{"A = 1", `line 1: "A" is followed by a space before =: remove the spaces around = (A=VALUE)`},
+		{"A\t=1", `line 1: "A" is followed by a space before =`},
+		{"1A=2", `line 1: "1A" is not a variable name: names are letters, digits and _, and do not start with a digit`},
+		{"A-B=2", `line 1: "A-B" is not a variable name`},
+		{"A=1 rm -rf /", `line 1: the value of A ends at the space before "rm" (the shell would run "rm" as a command): a value with spaces must be quoted: A='1 rm -rf /'`},
+		{"A=\"it's\" two", `line 1: the value of A ends at the space before "two" (the shell would run "two" as a command): a value with spaces must be quoted`},
+		// A space after =: the value is empty and the next word would run as a command.
+		{"# ten lines\n\n\n\n\n\n\n\n\n\nNAME= value", `line 11: NAME= is followed by a space, so "value" is not its value (the shell would run it as a command): remove the space after = (NAME=value), or quote a value that starts with a space (NAME=' value')`},
+		{"NAME= 1", `line 1: NAME= is followed by a space, so "1" is not its value`},
+		// A redirection after a value.
+		{"A=1\nX=1 2>/dev/null", `line 2: "2>/dev/null" after the value of X is a shell redirection or operator, which an env file cannot hold (the agent reads the file, it does not run it): remove it, or quote the value if it belongs to it`},
+		{"X=1 >out", `line 1: ">out" after the value of X is a shell redirection or operator`},
 		{"A=$HOME", "line 1: the value of A uses '$', which the shell would expand; put the value in single quotes"},
 		{"\nA=`id`", "line 2: the value of A uses '`'"},
 		{`A="x$y"`, "the value of A uses '$' inside double quotes"},

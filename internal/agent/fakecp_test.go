@@ -28,7 +28,9 @@ type fakeCP struct {
 	nodes   map[string]bool   // registered node IDs
 	calls   []fakeCall
 	// hook, when set, answers a request first: a status other than 0 is written with body.
-	hook  func(r *http.Request) (int, string)
+	hook func(r *http.Request) (int, string)
+	// raw, when set, sees a request before hook and answers it itself when it returns true.
+	raw   func(w http.ResponseWriter, r *http.Request) bool
 	issue int
 }
 
@@ -66,8 +68,11 @@ func newFakeCP(t *testing.T, joinTokens ...string) *fakeCP {
 	})
 	cp.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cp.mu.Lock()
-		hook := cp.hook
+		hook, raw := cp.hook, cp.raw
 		cp.mu.Unlock()
+		if raw != nil && raw(w, r) {
+			return
+		}
 		if hook != nil {
 			if code, body := hook(r); code != 0 {
 				cp.record(r, nil)

@@ -38,9 +38,11 @@ func runSystemctl(ctx context.Context, args ...string) error {
 // InstallOptions tune Install.
 type InstallOptions struct {
 	// Root, when set and not "/", is a directory the files are written under instead of /
-	// (for tests and image builds): systemctl is not run, root is not required, and an existing
-	// agent is stopped through Root/run/cubefleet-agent.pid. The files' contents name the
-	// final paths (/etc/cubefleet/agent.env, ...), as with DESTDIR.
+	// (for tests and image builds): systemctl is not run, root is not required, the host
+	// prerequisites are not checked (the files are for another machine, whose agent logs any
+	// unmet prerequisite when it starts), and an existing agent is stopped through
+	// Root/run/cubefleet-agent.pid. The files' contents name the final paths
+	// (/etc/cubefleet/agent.env, ...), as with DESTDIR.
 	Root string
 	// Binary is the absolute path of the cubefleet binary the unit runs.
 	Binary string
@@ -64,7 +66,7 @@ func rooted(root, p string) string {
 }
 
 // Install is `cubefleet agent install`, the install-compute.sh step, for a validated cfg (see
-// Load): it checks the prerequisites (see Prerequisites), stops an existing install
+// Load): it checks the prerequisites (see Prerequisites; not under Root), stops an existing install
 // (reinstall), writes the env file InstalledEnvFile (mode 0600) and the systemd unit UnitPath,
 // creates the state directory (0700), enables and starts the unit with systemctl (not under
 // Root), and runs Check unless cfg.RunCheck is false. It returns an error for unmet
@@ -83,29 +85,33 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	if !filepath.IsAbs(opt.Binary) {
 		return fmt.Errorf("the cubefleet binary path %q is not absolute (--binary)", opt.Binary)
 	}
-	facts, err := cfg.Host.Facts()
-	if err != nil {
-		return err
-	}
-	var problems []string
-	if opt.real() && opt.Geteuid() != 0 {
-		problems = append(problems, "run it as root (sudo cubefleet agent install), or pass --root DIR to write the files under DIR")
-	}
-	problems = append(problems, Prerequisites(cfg, facts)...)
 	if opt.real() {
+		facts, err := cfg.Host.Facts()
+		if err != nil {
+			return err
+		}
+		var problems []string
+		if opt.Geteuid() != 0 {
+			problems = append(problems, "run it as root (sudo cubefleet agent install), or pass --root DIR to write the files under DIR")
+		}
+		problems = append(problems, Prerequisites(cfg, facts)...)
 		if _, err := exec.LookPath("systemctl"); err != nil {
 			problems = append(problems, "systemctl was not found: the agent installs as a systemd service")
 		}
+		if len(problems) > 0 {
+			return fmt.Errorf("prerequisites not met:\n  - %s", strings.Join(problems, "\n  - "))
+		}
+		kvm := "no KVM needed"
+		if cfg.Runtime == RuntimeMicroVM {
+			kvm = "/dev/kvm present, not a virtual machine"
+		}
+		fmt.Fprintf(out, "Prerequisites: ok (%s, cgroup v2 with the cpu controller, %d MiB of memory (floor %d MiB), runtime %s: %s)\n",
+			facts.Arch, facts.MemTotalMiB(), cfg.MinMemoryKB/1024, cfg.Runtime, kvm)
+	} else {
+		// The files are for another machine (an image, a test): this one's hardware says
+		// nothing about it. The agent checks its own host when it starts.
+		fmt.Fprintln(out, "Skipped the host prerequisite checks under --root (the files are for another host): the agent logs any unmet prerequisite when it starts there")
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("prerequisites not met:\n  - %s", strings.Join(problems, "\n  - "))
-	}
-	kvm := "no KVM needed"
-	if cfg.Runtime == RuntimeMicroVM {
-		kvm = "/dev/kvm present, not a virtual machine"
-	}
-	fmt.Fprintf(out, "Prerequisites: ok (%s, cgroup v2 with the cpu controller, %d MiB of memory (floor %d MiB), runtime %s: %s)\n",
-		facts.Arch, facts.MemTotalMiB(), cfg.MinMemoryKB/1024, cfg.Runtime, kvm)
 
 	unit := rooted(opt.Root, UnitPath)
 	if _, err := os.Stat(unit); err == nil {
@@ -132,8 +138,12 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	}
 	fmt.Fprintf(out, "Wrote %s\n", unit)
 	stateDir := rooted(opt.Root, cfg.StateDir)
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("create the state directory: %w", err)
+	was, err := prepareStateDir(stateDir)
+	if err != nil {
+		return fmt.Errorf("the state directory: %w", err)
+	}
+	if was != 0 {
+		fmt.Fprintf(out, "Changed the mode of %s from %04o to 0700 (it holds the node credential)\n", stateDir, was)
 	}
 
 	if opt.real() {

@@ -197,18 +197,31 @@ func TestPrerequisites(t *testing.T) {
 }
 
 func TestInstallRefuses(t *testing.T) {
-	// Unmet prerequisites: every one reported, nothing written.
+	// Unmet prerequisites: every one reported, before anything is touched (on the real system:
+	// as root, it would write to /etc).
 	cfg, err := loadTest(t, "vm", strings.Replace(installEnv, "10.0.0.5", "10.1.0.7", 1)+"CUBEFLEET_RUNTIME=microvm\n", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
-	err = Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Systemctl: noSystemctl(t)})
-	if err == nil || strings.Count(err.Error(), "\n  - ") != 4 {
-		t.Errorf("Install on a small VM: %v", err)
+	err = Install(context.Background(), cfg, InstallOptions{Binary: "/usr/local/bin/cubefleet", Geteuid: func() int { return 0 },
+		Systemctl: func(context.Context, ...string) error { t.Error("systemctl ran"); return nil }})
+	for _, want := range []string{"prerequisites not met:", "\n  - cgroup v2 is required", "\n  - this host has 4028000 kB of memory", "\n  - the microvm runtime needs KVM", "\n  - this host is a virtual machine"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Install on a small VM: %v\nwant it to contain %q", err, want)
+		}
 	}
-	if entries, _ := os.ReadDir(root); len(entries) != 0 {
-		t.Errorf("Install wrote %v after failing its prerequisites", entries)
+	// Under --root the files are for another host (an image): the build host's hardware is not
+	// checked, and the install says so.
+	root := t.TempDir()
+	var out bytes.Buffer
+	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t)}); err != nil {
+		t.Errorf("Install --root on a small VM: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "Skipped the host prerequisite checks under --root (the files are for another host): the agent logs any unmet prerequisite when it starts there\n") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, InstalledEnvFile)); err != nil {
+		t.Errorf("Install --root wrote no env file: %v", err)
 	}
 	// On the real system, only root installs; checked before anything is touched.
 	cfg, _ = loadTest(t, "compute", installEnv, nil, nil)
@@ -217,7 +230,7 @@ func TestInstallRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "run it as root (sudo cubefleet agent install), or pass --root DIR") {
 		t.Errorf("Install as a user: %v", err)
 	}
-	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "cubefleet"}); err == nil || !strings.Contains(err.Error(), "is not absolute") {
+	if err := Install(context.Background(), cfg, InstallOptions{Root: t.TempDir(), Binary: "cubefleet"}); err == nil || !strings.Contains(err.Error(), "is not absolute") {
 		t.Errorf("relative binary: %v", err)
 	}
 }
@@ -302,4 +315,45 @@ func listen(t *testing.T) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// TestStartLogsPrerequisites: a host install did not check (an image built with --root) is
+// checked when the agent starts: each unmet prerequisite is logged.
+func TestStartLogsPrerequisites(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1")
+	cfg := testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
+	cfg.Host, cfg.MinMemoryKB = testHost("vm"), DefaultMinMemoryKB
+	r := startAgent(t, cfg)
+	waitFor(t, "a status report", func() bool { return len(cp.callsTo("/status")) > 0 })
+	logs := r.logs.String()
+	for _, want := range []string{`"msg":"this host does not meet a prerequisite of the agent","node_id":"127.0.0.1","problem":"cgroup v2 is required`, `"problem":"this host has 4028000 kB of memory`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
+// TestInstallTightensStateDir: install makes an existing state directory that others may
+// access private, and says so.
+func TestInstallTightensStateDir(t *testing.T) {
+	cfg, err := loadTest(t, "compute", installEnv, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	stateDir := filepath.Join(root, cfg.StateDir)
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(stateDir, 0o755)
+	var out bytes.Buffer
+	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(stateDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("state directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	if want := "Changed the mode of " + stateDir + " from 0755 to 0700 (it holds the node credential)\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
 }

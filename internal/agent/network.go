@@ -17,8 +17,9 @@ const (
 var cidrPattern = regexp.MustCompile(`^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})/([0-9]{1,2})$`)
 
 // ParseNetworkCIDR parses the sandbox network (CUBE_SANDBOX_NETWORK_CIDR): `a.b.c.d/m` with
-// octets of at most three digits and at most 255, a mask from /16 to /24, and the address
-// aligned to its network. An unaligned value's error suggests the aligned one.
+// octets of at most three digits and at most 255, a mask from /16 to /24, the address aligned
+// to its network, and not inside 0.0.0.0/8, loopback, link-local, multicast or 240.0.0.0/4. An
+// unaligned value's error suggests the aligned one.
 func ParseNetworkCIDR(s string) (netip.Prefix, error) {
 	m := cidrPattern.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
@@ -40,7 +41,25 @@ func ParseNetworkCIDR(s string) (netip.Prefix, error) {
 	if p.Masked() != p {
 		return netip.Prefix{}, fmt.Errorf("%q is not aligned to its network; use %s", s, p.Masked())
 	}
+	for _, r := range unusableNetworks {
+		if r.prefix.Overlaps(p) {
+			return netip.Prefix{}, fmt.Errorf("%q is inside %s (%s), which cannot carry sandbox traffic; use a private network such as %s", s, r.prefix, r.what, DefaultNetworkCIDR)
+		}
+	}
 	return p, nil
+}
+
+// unusableNetworks are the IPv4 ranges a sandbox network must not overlap: they are not
+// routed as unicast between hosts.
+var unusableNetworks = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), `"this network"`},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved, with the broadcast address"},
 }
 
 // Conflict is one thing on the host the sandbox network overlaps.

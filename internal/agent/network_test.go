@@ -76,6 +76,17 @@ func TestParseNetworkCIDR(t *testing.T) {
 		{"10.0.0.0", "", "is not an IPv4 network"},
 		{"fd00::/64", "", "is not an IPv4 network"},
 		{"", "", "is not an IPv4 network"},
+		{"127.0.0.0/16", "", `"127.0.0.0/16" is inside 127.0.0.0/8 (loopback), which cannot carry sandbox traffic; use a private network such as 192.168.0.0/18`},
+		{"127.255.0.0/24", "", "inside 127.0.0.0/8 (loopback)"},
+		{"169.254.0.0/16", "", "inside 169.254.0.0/16 (link-local)"},
+		{"169.254.10.0/24", "", "link-local"},
+		{"224.1.0.0/16", "", "inside 224.0.0.0/4 (multicast)"},
+		{"239.255.255.0/24", "", "multicast"},
+		{"0.0.0.0/16", "", `inside 0.0.0.0/8 ("this network")`},
+		{"240.0.0.0/16", "", "reserved"},
+		{"255.255.255.0/24", "", "reserved, with the broadcast address"},
+		{"126.255.0.0/16", "126.255.0.0/16", ""},
+		{"169.253.0.0/16", "169.253.0.0/16", ""},
 	} {
 		got, err := ParseNetworkCIDR(tc.in)
 		switch {

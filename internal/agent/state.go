@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
@@ -60,6 +61,35 @@ func WriteState(dir string, st State) error {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
+}
+
+// prepareStateDir makes dir ready to hold the node credential: it creates it (and missing
+// parents) with mode 0700, and tightens an existing directory that its group or others may
+// access to 0700, returning the mode it had (0 when it needed no change). A path that is not a
+// directory, or a directory owned by another user, is an error: the agent does not keep its
+// credential where someone else decides who reads it.
+func prepareStateDir(dir string) (fs.FileMode, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, err
+	}
+	if !fi.IsDir() {
+		return 0, fmt.Errorf("%s is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return 0, fmt.Errorf("%s is owned by uid %d, not by the agent's user (uid %d); it holds the node credential: chown it, or use another --state-dir", dir, st.Uid, os.Geteuid())
+	}
+	mode := fi.Mode().Perm()
+	if mode&0o077 == 0 {
+		return 0, nil
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("%s has mode %04o and holds the node credential; it could not be made 0700: %w", dir, mode, err)
+	}
+	return mode, nil
 }
 
 // writeFileAtomic writes data to a new file beside path with mode perm, syncs it and renames it

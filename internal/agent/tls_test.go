@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/capool"
-	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -37,8 +35,8 @@ func TestLoadTLSSettings(t *testing.T) {
 	}{
 		{name: "the control-plane IP becomes https://<ip>:3010", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1"}, want: []string{"https://10.0.0.1:3010"}},
 		{name: "from the env file too", file: computeEnv + "CUBEFLEET_CONTROL_PLANE_TLS=yes\n", want: []string{"https://10.0.0.1:3010"}},
-		{name: "the flag alone", flags: map[string]string{"control-plane-tls": "1", "control-plane": "cp1:3010,http://10.0.0.3:3010,https://cp2:443"},
-			want: []string{"https://cp1:3010", "http://10.0.0.3:3010", "https://cp2:443"}},
+		{name: "the flag alone", flags: map[string]string{"control-plane-tls": "1", "control-plane": "cp1:3010,https://10.0.0.3:3010,https://cp2:443"},
+			want: []string{"https://cp1:3010", "https://10.0.0.3:3010", "https://cp2:443"}},
 		{name: "an https:// address without the switch", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "https://10.0.0.1:3010"}, want: []string{"https://10.0.0.1:3010"}},
 		{name: "off by default", want: []string{"http://10.0.0.1:3010"}},
 		{name: "the control role's default", file: "CUBE_SANDBOX_NODE_IP=10.0.0.5\nCUBEFLEET_CONTROL_PLANE_TLS=1\n", want: []string{"https://127.0.0.1:3010"}},
@@ -49,12 +47,18 @@ func TestLoadTLSSettings(t *testing.T) {
 					t.Errorf("CA file %q, roots %v, warnings %q", c.CAFile, c.RootCAs != nil, c.Warnings)
 				}
 			}},
-		{name: "a CA file for http:// only warns", flags: map[string]string{"ca-file": files.CA}, want: []string{"http://10.0.0.1:3010"},
-			check: func(t *testing.T, c *Config) {
-				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "--ca-file is set but every control-plane address is http://") {
-					t.Errorf("warnings %q", c.Warnings)
-				}
-			}},
+		// Once TLS is on, every endpoint must be https://: a plain one would get the join token
+		// and the node credential in clear text when the agent fails over to it.
+		{name: "TLS on and an http:// endpoint", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1", "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "127.0.0.99:3010,http://127.0.0.5:3010"},
+			path: "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR", msg: "http://127.0.0.5:3010 is plain HTTP but TLS is on (CUBEFLEET_CONTROL_PLANE_TLS=1): the agent would send its join token and node credential to it in clear text; once TLS is on, every endpoint must be https://"},
+		{name: "https:// and http:// mixed without the switch", flags: map[string]string{"control-plane": "https://10.0.0.1:3010,http://10.0.0.2:3010"},
+			path: "--control-plane", msg: "http://10.0.0.2:3010 is plain HTTP but TLS is on (https://10.0.0.1:3010 is in the list)"},
+		{name: "a CA file and an http:// address", flags: map[string]string{"ca-file": files.CA}, path: "ONE_CLICK_CONTROL_PLANE_IP",
+			msg: "http://10.0.0.1:3010 is plain HTTP but TLS is on (--ca-file is set): the agent would send"},
+		{name: "a CA file and the control role's plain default", file: "CUBE_SANDBOX_NODE_IP=10.0.0.5\n", env: map[string]string{"CUBEFLEET_CA_FILE": files.CA},
+			path: "CUBEFLEET_CA_FILE", msg: "http://127.0.0.1:3010 is plain HTTP but TLS is on (CUBEFLEET_CA_FILE is set)"},
+		{name: "a CA file with https:// addresses", env: map[string]string{"CUBEFLEET_CA_FILE": files.CA, "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "https://10.0.0.1:3010,https://10.0.0.2:3010"},
+			want: []string{"https://10.0.0.1:3010", "https://10.0.0.2:3010"}},
 		{name: "a missing CA file", env: map[string]string{"CUBEFLEET_CA_FILE": filepath.Join(dir, "missing.pem")}, path: "CUBEFLEET_CA_FILE", msg: "missing.pem: no such file"},
 		{name: "a CA file without a certificate", flags: map[string]string{"ca-file": garbage}, path: "--ca-file", msg: garbage + " holds no PEM certificate"},
 		{name: "a key is not a CA certificate", file: computeEnv + "CUBEFLEET_CA_FILE=" + files.Key + "\n", path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
@@ -109,47 +113,14 @@ func TestLoadTLSSettings(t *testing.T) {
 func TestRegisterOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", InternalListen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Dev: true,
-		TLSCert: files.Cert, TLSKey: files.Key,
-	}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	ctx := context.Background()
+	cp := startRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	srv := cp.srv
 	roots, err := capool.Load(files.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := client.Connect(client.Options{URL: srv.URL(), TokenFile: srv.AdminTokenPath(), CAFile: files.CA, Getenv: func(string) string { return "" }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var site, pool struct{ ID string }
-	var join struct{ Token string }
-	// Inputs point at the outputs before them: they are encoded when their call runs.
-	for _, c := range []struct {
-		method string
-		in     map[string]any
-		out    any
-	}{
-		{"compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &site},
-		{"compute.pools.create", map[string]any{"tenantId": "root", "siteId": &site.ID, "class": "vps-host"}, &pool},
-		{"nodes.joinTokens.create", map[string]any{"pool": &pool.ID, "ip": "127.0.0.1"}, &join},
-	} {
-		if err := api.Call(ctx, c.method, c.in, c.out); err != nil {
-			t.Fatalf("%s: %v", c.method, err)
-		}
-	}
+	join := struct{ Token string }{cp.joinToken(t, "127.0.0.1")}
 
 	cfg := testConfig(filepath.Join(dir, "state"), join.Token, srv.InternalURL())
 	cfg.RootCAs, cfg.CAFile = roots, files.CA

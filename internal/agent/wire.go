@@ -5,18 +5,24 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
-// The node-agent routes (../shared/specs/cubesandbox-node-agent.md §1), relative to a control
+// The node-agent routes (those a stock Cubelet calls on CubeMaster), relative to a control
 // plane's base URL.
 const (
 	PathReadyz   = "/internal/v1/node-agent/readyz"
@@ -158,6 +164,7 @@ type StatusError struct {
 	Endpoint string // base URL of the control plane that answered
 	Code     int    // HTTP status
 	Message  string // the body's error message, or the start of the body
+	Local    string // the local host:port the call was made from, when known (not shown by Error)
 }
 
 // Error implements error.
@@ -184,13 +191,14 @@ func statusCode(err error) int {
 type wireClient struct {
 	endpoints []string
 	http      *http.Client
+	tls       *tlsDetector
 
 	mu  sync.Mutex
 	cur int
 }
 
-func newWireClient(endpoints []string, hc *http.Client) *wireClient {
-	return &wireClient{endpoints: endpoints, http: hc}
+func newWireClient(endpoints []string, hc *http.Client, tls *tlsDetector) *wireClient {
+	return &wireClient{endpoints: endpoints, http: hc, tls: tls}
 }
 
 // post sends body as JSON to path with `Authorization: Bearer token` (none when token is
@@ -241,17 +249,21 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token.Reveal())
 	}
+	var local string // where the connection comes from, for errors that depend on it
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { local = info.Conn.LocalAddr().String() },
+	}))
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ep, scrubURLError(err))
+		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: %w", ep, scrubURLError(err)))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return nil, fmt.Errorf("%s: read the reply: %w", ep, err)
+		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: read the reply: %w", ep, scrubNetError(err)))
 	}
 	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
-		return nil, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw)}
+		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local})
 	}
 	reply, err := decodeReply(raw)
 	if err != nil {
@@ -314,23 +326,156 @@ func errorMessage(raw []byte) string {
 }
 
 // scrubURLError drops the method and URL from a *url.Error (the endpoint is already named) and
-// says what to do about a TLS failure: a certificate that does not verify, or no TLS at all.
+// the local address from a network error (see scrubNetError), and says what to do about a TLS
+// failure: a certificate that does not name the address used, one that does not verify, or no
+// TLS at all.
 func scrubURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	err = scrubNetError(err)
 	var (
+		name   x509.HostnameError
 		verr   *tls.CertificateVerificationError
 		record tls.RecordHeaderError
 	)
 	switch {
+	case errors.As(err, &name):
+		return fmt.Errorf("%w (the control plane's TLS certificate does not name the address used, %s: reissue it with that address as a subject alternative name (an IP SAN for an IP address), or use an address it names)", err, name.Host)
 	case errors.As(err, &verr):
 		return fmt.Errorf("%w (the control plane's TLS certificate does not verify: set CUBEFLEET_CA_FILE or --ca-file to the PEM certificate of the CA that signed it)", err)
 	case errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("%w (the control plane does not speak TLS: use an http:// address, or unset CUBEFLEET_CONTROL_PLANE_TLS)", err)
 	}
 	return err
+}
+
+// localAddr matches the local half of a network error's "local->remote" pair, as in
+// "read tcp 127.0.0.1:33616->10.0.0.1:3010: connection reset by peer".
+var localAddr = regexp.MustCompile(`\b((?:tcp|tcp4|tcp6|udp) )\S+->`)
+
+// scrubNetError returns err with the local address left out of its message ("read tcp
+// 10.0.0.1:3010: ...": the local port changes with every connection, so errors that are the
+// same to an operator would not compare equal, and the agent logs an error only when it
+// changes). errors.Is and errors.As still see err.
+func scrubNetError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if s := localAddr.ReplaceAllString(msg, "$1"); s != msg {
+		return &scrubbedError{msg: s, err: err}
+	}
+	return err
+}
+
+// scrubbedError is an error shown with another message.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+// Error returns the message without the local address.
+func (e *scrubbedError) Error() string { return e.msg }
+
+// Unwrap returns the original error.
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// hintHTTPS is what to do when a plain-HTTP call is answered by a TLS server.
+const hintHTTPS = "the control plane speaks HTTPS: set CUBEFLEET_CONTROL_PLANE_TLS=1 (and CUBEFLEET_CA_FILE, unless the system trusts its CA), or write https:// in the address"
+
+// tlsDetector recognizes a TLS server behind an http:// endpoint: one that answers a plain
+// HTTP request with "400 Client sent an HTTP request to an HTTPS server" (Go; nginx says
+// "The plain HTTP request was sent to HTTPS port"), or that resets the connection (or closes
+// it without a reply) and completes a TLS handshake when asked. Safe for concurrent use; a nil
+// *tlsDetector detects only the 400.
+type tlsDetector struct {
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error) // nil: a net.Dialer
+	config *tls.Config                                                       // the client's TLS settings (for the probe only)
+
+	mu     sync.Mutex
+	probed map[string]probe // by endpoint
+}
+
+// probe is the outcome of a TLS handshake with an http:// endpoint.
+type probe struct {
+	tls bool
+	at  time.Time
+}
+
+// reprobe is how long a probe that found no TLS server stands.
+const reprobe = time.Minute
+
+// hint returns err, with hintHTTPS added when ep is an http:// endpoint that err shows to be
+// a TLS server.
+func (d *tlsDetector) hint(ctx context.Context, ep string, err error) error {
+	if err == nil || !strings.HasPrefix(ep, "http://") {
+		return err
+	}
+	var se *StatusError
+	switch {
+	case errors.As(err, &se):
+		if se.Code != http.StatusBadRequest || !answeredLikeTLS(se.Message) {
+			return err
+		}
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		if d == nil || !d.speaksTLS(ctx, strings.TrimPrefix(ep, "http://")) {
+			return err
+		}
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, hintHTTPS)
+}
+
+// answeredLikeTLS reports whether an HTTP 400's message is a TLS server's answer to plain HTTP.
+func answeredLikeTLS(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "http request to an https server") || strings.Contains(m, "plain http request was sent to https port")
+}
+
+// speaksTLS reports whether hostport completes a TLS handshake, or fails one only on the
+// certificate (the probe sends no request and no credential); a result is kept, a negative
+// one for reprobe.
+func (d *tlsDetector) speaksTLS(ctx context.Context, hostport string) bool {
+	d.mu.Lock()
+	p, ok := d.probed[hostport]
+	d.mu.Unlock()
+	if ok && (p.tls || time.Since(p.at) < reprobe) {
+		return p.tls
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	dial := d.dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	result := false
+	if conn, err := dial(ctx, "tcp", hostport); err == nil {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if d.config != nil {
+			cfg = d.config.Clone()
+		}
+		if host, _, err := net.SplitHostPort(hostport); err == nil {
+			cfg.ServerName = host
+		}
+		tc := tls.Client(conn, cfg)
+		err := tc.HandshakeContext(ctx)
+		var (
+			verr  *tls.CertificateVerificationError
+			alert tls.AlertError
+		)
+		result = err == nil || errors.As(err, &verr) || errors.As(err, &alert)
+		tc.Close()
+	}
+	d.mu.Lock()
+	if d.probed == nil {
+		d.probed = map[string]probe{}
+	}
+	d.probed[hostport] = probe{tls: result, at: time.Now()}
+	d.mu.Unlock()
+	return result
 }
 
 // requestID returns the requestID of a request body.

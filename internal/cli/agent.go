@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,7 +30,7 @@ names such as CUBE_SANDBOX_NODE_IP), then the env file (--env-file, $ONE_CLICK_E
 else ` + agent.InstalledEnvFile + `), then the defaults. They are validated before anything is
 touched: the role and the control-plane address, CUBE_S3_ENDPOINT, the node IP, the sandbox
 network. See docs/agent.md for every setting.`,
-		Args: noArgs,
+		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, stdio, logFormat, hostRoot) },
 	}
 	pf := cmd.PersistentFlags()
@@ -47,7 +49,7 @@ network. See docs/agent.md for every setting.`,
 		Long: `Run the agent in the foreground: register with the control plane (retrying with backoff from
 100 ms to 7 s), then report the node's status every --report-period; serve GET /healthz on
 --listen. SIGINT or SIGTERM stops it (exit 0).`,
-		Args: noArgs,
+		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, stdio, logFormat, hostRoot) },
 	}
 
@@ -58,11 +60,14 @@ network. See docs/agent.md for every setting.`,
 		Long: `Validate the settings, check the prerequisites (x86_64 or aarch64, cgroup v2, the memory floor,
 and for --runtime microvm /dev/kvm on a host that is not a virtual machine), stop an existing
 install, write ` + agent.InstalledEnvFile + ` (mode 0600) and ` + agent.UnitPath + `,
-enable and start the service, and run "agent check" unless ONE_CLICK_RUN_QUICKCHECK=0.
---root DIR writes the files under DIR and runs no systemctl.`,
-		Args: noArgs,
+enable and start the service, and run "agent check" unless --run-check=0 (ONE_CLICK_RUN_QUICKCHECK=0).
+--root DIR writes the files under DIR for another host (an image): no systemctl, no root, and
+no checks of this host (prerequisites, sandbox network conflicts); the agent checks its host
+when it starts.`,
+		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, false)
+			// Under --root the files are for another host: this one's network is no conflict.
+			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, root != "" && root != "/")
 			if err != nil {
 				return err
 			}
@@ -87,14 +92,14 @@ enable and start the service, and run "agent check" unless ONE_CLICK_RUN_QUICKCH
 lists this node under /internal/v1/nodes/{node_id} with "IP":"<node ip>", and that the S3
 endpoint answers on TCP. Polls every 2 s until all pass or --timeout passes; prints one line
 per check; exit 0 when all pass, else 1.`,
-		Args: noArgs,
+		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, true)
 			if err != nil {
 				return err
 			}
 			results, ok := agent.Check(cmd.Context(), cfg, agent.CheckOptions{Timeout: cfg.CheckTimeout})
-			if err := render(cmd, results, func(w io.Writer) error {
+			if err := renderUnescaped(cmd, results, func(w io.Writer) error {
 				for _, r := range results {
 					fmt.Fprintln(w, r.String())
 				}
@@ -113,7 +118,7 @@ per check; exit 0 when all pass, else 1.`,
 	down := &cobra.Command{
 		Use:   "down [--root DIR]",
 		Short: "Stop only this node's agent (systemctl stop, or under --root its PID file)",
-		Args:  noArgs,
+		Args:  agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return agent.Down(cmd.Context(), agent.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()})
 		},
@@ -133,11 +138,58 @@ per check; exit 0 when all pass, else 1.`,
 	return cmd
 }
 
+// renderUnescaped is render whose JSON keeps <, > and & as they are: agent check's details
+// quote commands such as `cubefleet nodes join-token create --pool <pool>`, which
+// json.Marshal would write as \u003cpool\u003e.
+func renderUnescaped(cmd *cobra.Command, v any, human func(w io.Writer) error) error {
+	format, err := outputFormat(cmd)
+	if err != nil {
+		return err
+	}
+	if format != outputJSON {
+		return human(cmd.OutOrStdout())
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode output: %w", err)
+	}
+	return nil
+}
+
+// agentNoArgs is noArgs for the agent commands, except that a switch's value written after a
+// space (--run-check 0: pflag takes the switch alone as 1 and 0 as an argument) is explained:
+// a switch takes its value after "=".
+func agentNoArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		switch strings.ToLower(args[0]) {
+		case "0", "1", "true", "false", "yes", "no", "on", "off":
+			var switches []string
+			cmd.Flags().VisitAll(func(f *pflag.Flag) {
+				if f.Changed && f.NoOptDefVal != "" && f.Value.String() == f.NoOptDefVal {
+					switches = append(switches, f.Name)
+				}
+			})
+			if len(switches) == 1 {
+				return usagef("%q is not a command: a switch takes its value after \"=\": write --%s=%s (--%s alone means %s)", args[0], switches[0], args[0], switches[0], cmd.Flags().Lookup(switches[0]).NoOptDefVal)
+			}
+			if len(switches) > 1 {
+				return usagef("%q is not a command: a switch takes its value after \"=\", as in --%s=%s", args[0], switches[0], args[0])
+			}
+		}
+	}
+	return noArgs(cmd, args)
+}
+
 // addSettingFlag declares s as a string flag; a switch needs no value (--allow-loopback = 1).
 func addSettingFlag(f *pflag.FlagSet, s agent.Setting) {
 	usage := s.Usage
 	if len(s.Env) > 0 {
 		usage += " ($" + s.Env[len(s.Env)-1] + ")"
+	}
+	if s.Bool {
+		usage += " (0 or 1, after =: --" + s.Key + "=0)"
 	}
 	f.String(s.Key, s.Default, usage)
 	if s.Bool {

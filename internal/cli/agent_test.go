@@ -246,6 +246,11 @@ func TestAgentCommandErrors(t *testing.T) {
 		{[]string{"agent", "frobnicate"}, 2, `error: unknown command "frobnicate" for "cubefleet agent"`},
 		{[]string{"agent", "run", "--log-format", "xml", "--env-file", env}, 2, "error: --log-format"},
 		{[]string{"agent", "install", "--env-file", filepath.Join(dir, "missing.env")}, 1, "error: INVALID_INPUT: --env-file: env file"},
+		// A switch's value goes after "=": pflag takes "--run-check" alone as 1 and "0" as an argument.
+		{[]string{"agent", "install", "--run-check", "0", "--env-file", env}, 2, `error: "0" is not a command: a switch takes its value after "=": write --run-check=0 (--run-check alone means 1)`},
+		{[]string{"agent", "--allow-loopback", "0", "--env-file", env}, 2, `write --allow-loopback=0`},
+		{[]string{"agent", "check", "--control-plane-tls", "false", "--env-file", env}, 2, `write --control-plane-tls=false`},
+		{[]string{"agent", "run", "--skip-cidr-conflict-check", "1", "--env-file", env}, 2, `write --skip-cidr-conflict-check=1`},
 	} {
 		var out, errOut bytes.Buffer
 		code := Run(context.Background(), tc.args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
@@ -281,5 +286,55 @@ func TestAgentInstallRoot(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Skipped systemctl under --root") {
 		t.Errorf("output: %s", out.String())
+	}
+}
+
+// TestAgentCheckNotRegistered: agent check for a node the control plane does not list says
+// what to do, and its JSON keeps the command's <pool> as written (not \u003cpool\u003e).
+func TestAgentCheckNotRegistered(t *testing.T) {
+	cp := newAgentCP(t) // no node registered
+	dir := t.TempDir()
+	args := agentArgs(t, dir, cp.url, freeLoopback(t))
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "0", "-o", "json"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	if code != 1 {
+		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	var results []agent.CheckResult
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 {
+		t.Fatalf("agent check -o json: %v\n%s", err, out.String())
+	}
+	want := "HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"
+	if r := results[2]; r.Status != agent.CheckFail || !strings.Contains(r.Detail, want) {
+		t.Errorf("node listed: %+v\nwant FAIL containing %q", r, want)
+	}
+	if !strings.Contains(out.String(), "--pool <pool>") || strings.Contains(out.String(), `\u003c`) {
+		t.Errorf("the JSON escapes < and >:\n%s", out.String())
+	}
+}
+
+// TestAgentInstallRootSkipsHostChecks: install --root writes files for another host (an
+// image): it does not fail on the build host's hardware (here a cgroup v1 virtual machine with
+// 4 GB), and says the checks were skipped.
+func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, ".env")
+	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.7\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"), 0o600)
+	hostRoot, _ := filepath.Abs("../agent/testdata/host/vm")
+	var out, errOut bytes.Buffer
+	args := []string{"agent", "install", "--root", filepath.Join(dir, "root"), "--run-check=0", "--binary", "/usr/local/bin/cubefleet", "--env-file", envFile, "--host-root", hostRoot}
+	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent install --root on a VM: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "Skipped the host prerequisite checks under --root") || strings.Contains(out.String(), "cgroup") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	// Nor on the build host's network: its addresses and routes are not the target's.
+	hostRoot, _ = filepath.Abs("../agent/testdata/host/conflicts")
+	args[len(args)-1] = hostRoot
+	out.Reset()
+	errOut.Reset()
+	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("agent install --root on a host whose network overlaps the sandbox network: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
