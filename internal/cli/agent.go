@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,7 +98,7 @@ per check; exit 0 when all pass, else 1.`,
 				return err
 			}
 			results, ok := agent.Check(cmd.Context(), cfg, agent.CheckOptions{Timeout: cfg.CheckTimeout})
-			if err := renderUnescaped(cmd, results, func(w io.Writer) error {
+			if err := render(cmd, results, func(w io.Writer) error {
 				for _, r := range results {
 					fmt.Fprintln(w, r.String())
 				}
@@ -136,26 +135,6 @@ per check; exit 0 when all pass, else 1.`,
 	}
 	cmd.AddCommand(run, install, check, down)
 	return cmd
-}
-
-// renderUnescaped is render whose JSON keeps <, > and & as they are: agent check's details
-// quote commands such as `cubefleet nodes join-token create --pool <pool>`, which
-// json.Marshal would write as \u003cpool\u003e.
-func renderUnescaped(cmd *cobra.Command, v any, human func(w io.Writer) error) error {
-	format, err := outputFormat(cmd)
-	if err != nil {
-		return err
-	}
-	if format != outputJSON {
-		return human(cmd.OutOrStdout())
-	}
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode output: %w", err)
-	}
-	return nil
 }
 
 // agentNoArgs is noArgs for the agent commands, except that a switch's value written after a

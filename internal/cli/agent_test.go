@@ -300,10 +300,14 @@ func TestAgentCheckNotRegistered(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
 	}
-	var results []agent.CheckResult
-	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 {
+	var failed struct { // a failed command's --output json: its result and the error
+		Result []agent.CheckResult   `json:"result"`
+		Error  struct{ Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &failed); err != nil || len(failed.Result) != 4 || failed.Error.Code == "" {
 		t.Fatalf("agent check -o json: %v\n%s", err, out.String())
 	}
+	results := failed.Result
 	want := "HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"
 	if r := results[2]; r.Status != agent.CheckFail || !strings.Contains(r.Detail, want) {
 		t.Errorf("node listed: %+v\nwant FAIL containing %q", r, want)

@@ -145,11 +145,14 @@ func jsonRequested(cmd *cobra.Command, args []string) bool {
 
 // writeJSON writes v as indented JSON and a newline.
 func writeJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // JSON for scripts and people, not HTML: <pool> stays <pool>
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	_, err := w.Write(b.Bytes())
 	return err
 }
 
