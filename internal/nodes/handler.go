@@ -73,9 +73,14 @@ type errorJSON struct {
 	Code  cubefleet.Code `json:"code,omitempty"`
 }
 
+// writeError writes the error body; '<', '>' and '&' stay as they are (a message says
+// "must be >= 0"), the body is JSON all the same.
 func writeError(w http.ResponseWriter, status int, code cubefleet.Code, msg string) {
-	b, _ := json.Marshal(errorJSON{Error: msg, Code: code})
-	writeRaw(w, status, b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(errorJSON{Error: msg, Code: code})
+	writeRaw(w, status, bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 // writeErr maps err to its status (INVALID_INPUT 400, UNAUTHENTICATED 401, FORBIDDEN 403,

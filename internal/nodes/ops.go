@@ -281,6 +281,9 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 			if err := decodeRaw(req.Images, &imgs, "images"); err != nil {
 				return ch, err
 			}
+			if err := checkImages(imgs); err != nil {
+				return ch, err
+			}
 			if imgs == nil {
 				imgs = []Image{}
 			}
@@ -306,6 +309,9 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 	if reported(req.HostFacts) {
 		if factsHash = maphash.Bytes(r.seed, req.HostFacts); factsHash != n.hostFactsHash {
 			if err := decodeRaw(req.HostFacts, &facts, "host_facts"); err != nil {
+				return ch, err
+			}
+			if err := checkHostFacts(&facts); err != nil {
 				return ch, err
 			}
 		}
