@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/cubefleet/cubefleet"
 )
@@ -149,4 +150,98 @@ func checkImages(images []Image) error {
 		}
 	}
 	return nil
+}
+
+// Node-supplied strings that are stored and shown (nodes get, nodes list, events) are checked
+// too: a control character in them could rewrite an operator's terminal or forge a line of a
+// log, so none may hold one, and each is bounded.
+const (
+	// MaxVersionFieldRunes bounds each field of a reported version (component, version,
+	// commit, build_time, source, variant): a commit hash is 40 or 64, a build time about 30.
+	MaxVersionFieldRunes = 128
+	// MaxTemplateIDRunes bounds a reported local template's template_id (as a template's
+	// imageId: 255).
+	MaxTemplateIDRunes = 255
+)
+
+// controlChar returns the first control character in s: C0 (U+0000 to U+001F, tab and newline
+// included), DEL (U+007F) or C1 (U+0080 to U+009F, encoded 0xC2 0x80-0x9F); ok is false when
+// there is none. s is valid UTF-8 (the decoder refuses anything else).
+func controlChar(s string) (r rune, ok bool) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == 0x7f:
+			return rune(c), true
+		case c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f:
+			return rune(s[i+1]), true
+		}
+	}
+	return 0, false
+}
+
+// checkNodeString refuses a node-supplied string at path that holds a control character or
+// is longer than max runes.
+func checkNodeString(path, s string, max int) error {
+	if r, ok := controlChar(s); ok {
+		return invalidField(path, "%s must not hold control characters (it holds %U)", path, r)
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return invalidField(path, "%s is too long: %d characters, at most %d", path, n, max)
+	}
+	return nil
+}
+
+// checkLabelLike refuses a cluster_label or instance_type that breaks the rules of a label
+// value: empty, or at most 63 of letters, digits, '-', '_' and '.', starting and ending with a
+// letter or digit. A stock Cubelet sends its instance_type as a label value too, and its
+// cluster_label ("default-cluster") is matched to a pool's fleet name, which is stricter still.
+func checkLabelLike(path, s string) error {
+	if s == "" || len(s) <= maxLabelName && labelName.MatchString(s) {
+		return nil
+	}
+	return invalidField(path, "%s %q must be empty or 1-%d of letters, digits, '-', '_' and '.', starting and ending with a letter or digit (the rules of a label value)",
+		path, s, maxLabelName)
+}
+
+// checkVersions checks reported versions: no field holds a control character or is longer
+// than MaxVersionFieldRunes.
+func checkVersions(vs []Version) error {
+	for i := range vs {
+		v := &vs[i]
+		for _, f := range [...]struct{ name, s string }{
+			{"component", v.Component}, {"version", v.Version}, {"commit", v.Commit}, {"build_time", v.BuildTime},
+			{"source", v.Source}, {"variant", v.Variant},
+		} {
+			if f.s == "" {
+				continue
+			}
+			if err := checkNodeString(fmt.Sprintf("versions[%d].%s", i, f.name), f.s, MaxVersionFieldRunes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkTemplates checks reported local templates: no template_id holds a control character or
+// is longer than MaxTemplateIDRunes.
+func checkTemplates(ts []LocalTemplate) error {
+	for i := range ts {
+		if err := checkNodeString(fmt.Sprintf("local_templates[%d].template_id", i), ts[i].TemplateID, MaxTemplateIDRunes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRegisterStrings checks a register body's stored strings: cluster_label and
+// instance_type follow the label value rules; versions as checkVersions.
+func checkRegisterStrings(req *RegisterRequest) error {
+	if err := checkLabelLike("cluster_label", req.ClusterLabel); err != nil {
+		return err
+	}
+	if err := checkLabelLike("instance_type", req.InstanceType); err != nil {
+		return err
+	}
+	return checkVersions(req.Versions)
 }

@@ -294,6 +294,9 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 			if err := decodeRaw(req.LocalTemplates, &tpls, "local_templates"); err != nil {
 				return ch, err
 			}
+			if err := checkTemplates(tpls); err != nil {
+				return ch, err
+			}
 			if tpls == nil {
 				tpls = []LocalTemplate{}
 			}
@@ -302,6 +305,9 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 	if reported(req.Versions) {
 		if versHash = maphash.Bytes(r.seed, req.Versions); versHash != n.versionsHash {
 			if err := decodeRaw(req.Versions, &vers, "versions"); err != nil {
+				return ch, err
+			}
+			if err := checkVersions(vers); err != nil {
 				return ch, err
 			}
 		}

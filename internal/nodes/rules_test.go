@@ -169,3 +169,118 @@ func TestNegativeFiguresOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestControlCharacter: controlChar finds C0 (tab and newline included), DEL and C1, and
+// nothing else (printable ASCII, Latin-1 letters, other scripts).
+func TestControlCharacter(t *testing.T) {
+	for s, want := range map[string]rune{
+		"ok": -1, "": -1, "déjà vu ü": -1, "日本語": -1, "a b": -1, "\u00a0nbsp": -1, "\u00ff": -1,
+		"\x1b[31mred": 0x1b, "two\nlines": '\n', "tab\there": '\t', "nul\x00": 0, "del\x7f": 0x7f,
+		"c1\u0085next-line": 0x85, "csi\u009b": 0x9b, "c1-first\u0080": 0x80, "c1-last\u009f": 0x9f,
+	} {
+		r, ok := controlChar(s)
+		if want < 0 && ok || want >= 0 && (!ok || r != want) {
+			t.Errorf("controlChar(%q) = %U, %v; want %U", s, r, ok, want)
+		}
+	}
+}
+
+// TestNodeStrings: the node-supplied strings cubefleet stores and shows are refused with 400
+// naming the field when they hold a control character or are too long: cluster_label and
+// instance_type (the label value rules), every field of versions[] (in register and status),
+// local_templates[].template_id, and an isolation's detail.
+func TestNodeStrings(t *testing.T) {
+	reg := testdata(t, "register.json")
+	status := testdata(t, "status.json")
+	versions := func(field, value string) []any {
+		return []any{map[string]any{"component": "cubelet", "version": "v1"}, map[string]any{"component": "kernel", field: value}}
+	}
+	for _, c := range []bodyCase{
+		{"cluster_label", "\x1b[2Jdefault-cluster", `cluster_label "\x1b[2Jdefault-cluster" must be empty or 1-63`},
+		{"cluster_label", "default-cluster\nforged: line", "cluster_label"},
+		{"cluster_label", strings.Repeat("a", 64), "cluster_label"},
+		{"cluster_label", "with space", "cluster_label"},
+		{"instance_type", "cube\x07box", "instance_type"},
+		{"instance_type", "cube\u0085box", "instance_type"},
+		{"versions", versions("component", "ker\x1bnel"), "versions[1].component must not hold control characters (it holds U+001B)"},
+		{"versions", versions("version", "6.6\n"), "versions[1].version must not hold control characters (it holds U+000A)"},
+		{"versions", versions("commit", "abc\x7f"), "versions[1].commit must not hold control characters"},
+		{"versions", versions("build_time", "\u009b2026"), "versions[1].build_time must not hold control characters"},
+		{"versions", versions("version", strings.Repeat("1", MaxVersionFieldRunes+1)), "versions[1].version is too long: 129 characters, at most 128"},
+		// Accepted: what a Cubelet sends, an empty label, non-ASCII text in a version.
+		{"cluster_label", "", ""},
+		{"cluster_label", "Fra_Cubes.2", ""},
+		{"instance_type", "cubebox", ""},
+		{"versions", versions("version", "2026.05.1-ü"), ""},
+		{"versions", versions("version", strings.Repeat("1", MaxVersionFieldRunes)), ""},
+	} {
+		_, err := DecodeRegister(patch(t, reg, c.path, c.value))
+		checkBodyCase(t, "register", c, err)
+		if c.path == "versions" {
+			_, err := DecodeStatus(patch(t, status, c.path, c.value))
+			checkBodyCase(t, "status", c, err)
+		}
+	}
+	tpls := []any{map[string]any{"template_id": "tpl\x1b]0;owned\x07"}}
+	_, err := DecodeStatus(patch(t, status, "local_templates", tpls))
+	checkBodyCase(t, "status", bodyCase{"local_templates", tpls, "local_templates[0].template_id must not hold control characters"}, err)
+	for detail, want := range map[string]string{
+		"kernel update":        "",
+		"line one\nline two":   "detail must not hold control characters (it holds U+000A)",
+		"\x1b[31malarm\x1b[0m": "detail must not hold control characters (it holds U+001B)",
+		"tab\tseparated":       "detail must not hold control characters",
+		"c1\u0090":             "detail must not hold control characters",
+	} {
+		err := checkDetail(detail)
+		checkBodyCase(t, "detail", bodyCase{"detail", detail, want}, err)
+	}
+	if err := checkText("reason", "a\nb"); err == nil || !strings.Contains(errMessage(err), "reason must not hold control characters") {
+		t.Errorf("a drain reason with a newline: %v", err)
+	}
+}
+
+// TestNodeStringsOverHTTP: over real HTTP the refusals are 400 naming the field, and change
+// nothing: a register with an escape sequence in cluster_label registers nothing, a report
+// whose versions hold a newline keeps the previous versions, an isolation whose detail holds
+// ESC leaves the node uncordoned, and a drain or cordon through the API is refused the same way.
+func TestNodeStringsOverHTTP(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		reg := testdata(t, "register.json")
+		code, out := e.do(http.MethodPost, registerPath, "", patch(t, reg, "cluster_label", "\x1b[2J\x1b[Hevil"))
+		if code != http.StatusBadRequest || !strings.Contains(string(out), `cluster_label \"\\x1b[2J\\x1b[Hevil\" must be empty`) {
+			t.Errorf("register with ESC in cluster_label: %d %s", code, out)
+		}
+		code, out = e.do(http.MethodPost, registerPath, "", patch(t, reg, "instance_type", "cubebox\r\n"))
+		if code != http.StatusBadRequest || !strings.Contains(string(out), "instance_type") {
+			t.Errorf("register with CRLF in instance_type: %d %s", code, out)
+		}
+		if _, err := e.reg.Get(t.Context(), "10.0.0.7"); err == nil {
+			t.Fatal("a refused registration registered the node")
+		}
+		if code, out := e.do(http.MethodPost, registerPath, "", reg); code != 200 {
+			t.Fatalf("register: %d %s", code, out)
+		}
+		bad := patch(t, testdata(t, "status.json"), "versions", []any{map[string]any{"component": "cubelet", "version": "v9\n\x1b[1mfake"}})
+		code, out = e.do(http.MethodPost, statusPath("10.0.0.7"), "", bad)
+		if code != http.StatusBadRequest || !strings.Contains(string(out), "versions[0].version must not hold control characters") {
+			t.Errorf("status with a newline in a version: %d %s", code, out)
+		}
+		code, out = e.do(http.MethodPut, NodesPrefix+"/10.0.0.7/isolation", "", `{"detail":"maintenance\n\u001b[1mby root"}`)
+		if code != http.StatusBadRequest || !strings.Contains(string(out), "detail must not hold control characters") {
+			t.Errorf("isolation with ESC in the detail: %d %s", code, out)
+		}
+		if _, err := e.reg.Cordon(t.Context(), "10.0.0.7", "two\nlines", "test"); err == nil {
+			t.Error("nodes.cordon accepted a detail with a newline")
+		}
+		if _, err := e.reg.Drain(t.Context(), "10.0.0.7", "why\x1b", "test"); err == nil {
+			t.Error("nodes.drain accepted a reason with ESC")
+		}
+		v, err := e.reg.Get(t.Context(), "10.0.0.7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Cordoned || v.Drain != nil || len(v.Versions) != 4 || v.Versions[0].Version != "v1.4.2" {
+			t.Errorf("refused calls changed the node: cordoned %v, drain %+v, versions %+v", v.Cordoned, v.Drain, v.Versions)
+		}
+	})
+}
