@@ -339,9 +339,13 @@ type joinUse struct {
 // maxLedger bounds the join tokens kept in memory; expired ones are dropped first.
 const maxLedger = 10000
 
-// takeJoin checks a join token (by hash) for a registration from peer and takes one use of
-// it. A refusal is 401: unknown, expired, used up, or bound to another address.
-func (r *Registry) takeJoin(ctx context.Context, hash string, peer netip.Addr) (joinUse, *refusal, error) {
+// takeJoin checks a join token (by hash) for a registration from peer of node nodeID at
+// address host (its host_ip) and takes one use of it. A refusal is 401 when the token is
+// unknown, expired, used up, or bound to another address than peer, and 403 when the token is
+// bound to an address (by --ip or its first use, which is peer's) and the registration names
+// another one: in host, or in a node_id that is an IP address. A token accepted from any
+// address (--any-ip) registers any address.
+func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.Addr, nodeID string) (joinUse, *refusal, error) {
 	r.joinMu.Lock()
 	defer r.joinMu.Unlock()
 	now := r.now()
@@ -380,11 +384,33 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer netip.Addr) (
 	if !l.anyIP && l.ip != "" && l.ip != from {
 		return joinUse{}, unauthenticated("join_token_address", "join token %s is bound to another address", l.id), nil
 	}
+	if !l.anyIP {
+		// Bound (or about to be bound) to peer: it registers that address only.
+		id, idErr := netip.ParseAddr(nodeID)
+		switch {
+		case host != peer:
+			return joinUse{}, joinHostRefusal(l.id, from, l.ip == "", "host_ip "+host.String()), nil
+		case idErr == nil && id.Unmap() != peer:
+			return joinUse{}, joinHostRefusal(l.id, from, l.ip == "", "node_id "+nodeID), nil
+		}
+	}
 	l.usesLeft--
 	if !l.anyIP && l.ip == "" {
 		l.ip = from
 	}
 	return joinUse{tokenID: l.id, ip: from, poolID: l.poolID, hash: hash}, nil, nil
+}
+
+// joinHostRefusal refuses a join whose token is bound to bound (firstUse: it would be bound by
+// this use) but whose registration names another address (what: "host_ip X" or "node_id X"):
+// 403, audited as forbidden.
+func joinHostRefusal(tokenID, bound string, firstUse bool, what string) *refusal {
+	how := "is bound to " + bound
+	if firstUse {
+		how = "binds itself to the address of its first use, " + bound
+	}
+	return &refusal{code: "join_token_host_ip", status: http.StatusForbidden, outcome: audit.OutcomeForbidden,
+		msg: fmt.Sprintf("join token %s %s, so it registers only that address, not %s: a node registers with its own address as node_id and host_ip (CUBE_SANDBOX_NODE_IP) and joins from it", tokenID, how, what)}
 }
 
 // releaseJoin gives back a use taken by takeJoin when the registration failed before it was

@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"fmt"
+	"net/netip"
 	"unicode/utf8"
 
 	"github.com/cubefleet/cubefleet"
@@ -244,4 +245,39 @@ func checkRegisterStrings(req *RegisterRequest) error {
 		return err
 	}
 	return checkVersions(req.Versions)
+}
+
+// addrProblem says why a cannot be a node's address ("" when it can): it must not be the
+// unspecified address (0.0.0.0, ::), a multicast address or the IPv4 broadcast address, nor
+// carry an IPv6 zone.
+func addrProblem(a netip.Addr) string {
+	switch {
+	case a.Zone() != "":
+		return "an address with a zone"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a.Unmap() == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
+}
+
+// registerAddr returns the address a registration names, host_ip or, when that is empty,
+// node_id (spec §1.3), unmapped. It must be an IP address a node can have (addrProblem);
+// otherwise INVALID_INPUT naming host_ip.
+func registerAddr(req *RegisterRequest) (netip.Addr, error) {
+	s, from := req.HostIP, "host_ip"
+	if s == "" {
+		s, from = req.NodeID, "node_id (host_ip defaults to it)"
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, invalidField("host_ip", "host_ip must be an IP address: %s is %q", from, s)
+	}
+	if p := addrProblem(a); p != "" {
+		return netip.Addr{}, invalidField("host_ip", "host_ip must be a node's IP address, not %s (%s is %q)", p, from, s)
+	}
+	return a.Unmap(), nil
 }

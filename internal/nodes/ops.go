@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
@@ -21,14 +22,19 @@ var errTokenSpent = errors.New("the join token was used up concurrently")
 // register runs a registration (spec §1.3, with cubefleet's auth): c is the caller's
 // credentials (the handler has refused unauthenticated callers outside the allowed networks).
 // It returns the node and, for a join, the new node credential (shown once). A refusal is
-// returned as *refusal (401, or 409 for a join token naming a registered node); bad input as
-// INVALID_INPUT.
+// returned as *refusal (401; 403 for a join token bound to an address other than the
+// registration's host_ip, or a node credential changing its node's host_ip; 409 for a join
+// token naming a registered node); bad input as INVALID_INPUT.
 func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, peer netip.Addr) (*node, string, error) {
 	if _, ok := req.Labels[ReservedLabel]; ok {
 		return nil, "", cubefleet.Invalid("labels."+ReservedLabel, "label %s is reserved: only isolation sets it", ReservedLabel)
 	}
 	if c.kind == credKey {
 		return nil, "", unauthenticated("api_key", "API keys cannot register nodes: send a join token or the node credential")
+	}
+	addr, err := registerAddr(req) // checked by the decoder; this is the parsed form
+	if err != nil {
+		return nil, "", err
 	}
 	if _, err := r.find(ctx, req.NodeID); err != nil { // loads a node another replica registered
 		return nil, "", err
@@ -43,13 +49,13 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 		if c.kind == credJoin { // the token first, so a bad one learns nothing about node ids
 			var f *refusal
 			var err error
-			if use, f, err = r.takeJoin(ctx, c.hash, peer); err != nil {
+			if use, f, err = r.takeJoin(ctx, c.hash, peer, addr, req.NodeID); err != nil {
 				return nil, false, err
 			} else if f != nil {
 				return nil, false, f
 			}
 		}
-		if f := r.checkRegistrant(existing, req.NodeID, c); f != nil {
+		if f := r.checkRegistrant(existing, req.NodeID, addr, c); f != nil {
 			if use.tokenID != "" {
 				r.releaseJoin(use)
 			}
@@ -162,13 +168,15 @@ func (r *Registry) journalRegistration(ctx context.Context, n *node, use joinUse
 	}
 }
 
-// checkRegistrant decides whether credentials c may register node id (existing: its node, or
-// nil). Requires r.regMu.
-func (r *Registry) checkRegistrant(existing *node, id string, c creds) *refusal {
-	var credHash string
+// checkRegistrant decides whether credentials c may register node id at address addr
+// (existing: its node, or nil). A node credential registers only its own node, and keeps the
+// address it joined with (403 otherwise: a node cannot move its registration to another
+// address; delete it and join again). Requires r.regMu.
+func (r *Registry) checkRegistrant(existing *node, id string, addr netip.Addr, c creds) *refusal {
+	var credHash, hostIP string
 	if existing != nil {
 		existing.mu.Lock()
-		credHash = existing.credHash
+		credHash, hostIP = existing.credHash, existing.hostIP
 		existing.mu.Unlock()
 	}
 	switch c.kind {
@@ -178,10 +186,14 @@ func (r *Registry) checkRegistrant(existing *node, id string, c creds) *refusal 
 				msg: fmt.Sprintf("node %s is already registered; a join token cannot take over a registered node: delete it first (cubefleet nodes delete %s), then join again", id, id)}
 		}
 	case credNode:
-		if existing != nil && credHash != "" && sameHash(credHash, c.hash) {
-			return nil
+		if existing == nil || credHash == "" || !sameHash(credHash, c.hash) {
+			return r.credentialRefusal(id, c.hash)
 		}
-		return r.credentialRefusal(id, c.hash)
+		if prev, err := netip.ParseAddr(hostIP); err == nil && prev.Unmap() != addr || err != nil && hostIP != addr.String() {
+			return &refusal{code: "host_ip_changed", status: http.StatusForbidden, outcome: audit.OutcomeForbidden,
+				msg: fmt.Sprintf("node %s is registered with host_ip %s; its node credential cannot register it with host_ip %s: delete the node (cubefleet nodes delete %s) and join again with a join token for the new address", id, hostIP, addr, id)}
+		}
+		return nil
 	case credNone:
 		if credHash != "" {
 			return unauthenticated("credential_required", "node %s joined with a join token and authenticates with its node credential", id)

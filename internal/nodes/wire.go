@@ -265,7 +265,8 @@ func checkRequestID(id string) error {
 }
 
 // DecodeRegister decodes and checks a register body (spec §1.3): one JSON object, node_id
-// required, requestID at most 64 runes, no negative figure (capacity, allocatable, quota_cpu,
+// required, host_ip (or, when it is empty, node_id) an IP address a node can have (not
+// unspecified, multicast or broadcast), requestID at most 64 runes, no negative figure (capacity, allocatable, quota_cpu,
 // quota_mem_mb, create_concurrent_num, max_mvm_num, host facts' counts), grpc_port 0 to 65535,
 // paused_release_ratio 0 to 1, cluster_label and instance_type by the label value rules, and
 // versions without control characters, each field at most MaxVersionFieldRunes. Errors are
@@ -291,6 +292,9 @@ func decodeRegister(dc *decoder, req *RegisterRequest) error {
 		return cubefleet.Invalid("node_id", "node_id is required")
 	}
 	if err := checkNodeID(req.NodeID); err != nil {
+		return err
+	}
+	if _, err := registerAddr(req); err != nil {
 		return err
 	}
 	if err := checkRegisterFigures(req); err != nil {
