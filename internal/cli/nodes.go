@@ -562,13 +562,23 @@ func newNodesJoinTokenCreateCmd(stdio IO) *cobra.Command {
 		Short: "Create a join token and print it once",
 		Long: `Create a join token for "cubefleet agent" and print it on stdout, shown only this once. The
 node that registers with it joins --pool (a pool id or fleet name) and receives its own node
-credential. The token allows --uses registrations (default 1), expires after --ttl (default
-1h, at most 168h), and is accepted only from --ip; without --ip it binds itself to the address
-of its first use, unless --any-ip. A join token never takes over a registered node.`,
+credential. The token allows --uses registrations (default 1, at most 10000), expires after
+--ttl (1s to 168h, default 1h), and is accepted only from --ip and registers only that address
+(the node's node_id and host_ip); without --ip it binds itself to the address of its first
+successful registration, unless --any-ip. --ip is a node's address: not 0.0.0.0, ::, a
+multicast or the broadcast address. A join token never takes over a registered node.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if ttl < time.Second {
-				return usagef("--ttl %s: want at least 1s", ttl)
+			if uses < 1 || uses > nodes.MaxJoinTokenUses {
+				return usagef("--uses %d: a join token allows 1 to %d registrations", uses, nodes.MaxJoinTokenUses)
+			}
+			if ttl < time.Second || ttl > nodes.MaxJoinTokenTTL {
+				return usagef("--ttl %s: a join token lives 1s to 168h", ttl)
+			}
+			if ip != "" {
+				if _, err := nodes.ParseJoinTokenIP(ip); err != nil {
+					return usagef("--ip %v", err)
+				}
 			}
 			in := map[string]any{"pool": pool, "uses": uses, "ttlSeconds": int64(ttl / time.Second), "ip": ip, "anyIp": anyIP}
 			var out struct {

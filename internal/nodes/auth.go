@@ -231,9 +231,10 @@ func (r *Registry) refuse(ctx context.Context, method, nodeID string, peer netip
 }
 
 // JoinTokenInput is what a join token is made of: Pool is a pool id or a fleet name held by
-// one pool; Uses how many registrations it allows (0: 1); TTL its lifetime (0:
-// DefaultJoinTokenTTL, at most MaxJoinTokenTTL); IP the one address it is accepted from. Without
-// IP the token binds itself to the address of its first use, unless AnyIP.
+// one pool; Uses how many registrations it allows (0: 1; the API and the CLI refuse an explicit
+// 0); TTL its lifetime (0: DefaultJoinTokenTTL, at most MaxJoinTokenTTL); IP the one address it
+// is accepted from and registers (ParseJoinTokenIP). Without IP the token binds itself to the
+// address of its first successful registration, unless AnyIP.
 type JoinTokenInput struct {
 	Pool  string
 	Uses  int
@@ -257,9 +258,25 @@ type JoinToken struct {
 	CreatedBy string `json:"createdBy"`
 }
 
+// ParseJoinTokenIP parses the address a join token is bound to (--ip): an IP address a node
+// can have, so not the unspecified address (0.0.0.0, ::), a multicast address, the IPv4
+// broadcast address or an address with a zone; an IPv4-mapped IPv6 address is unmapped. The
+// error reads after the flag or field name: `"224.0.0.1" is a multicast address, not a node's`.
+func ParseJoinTokenIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	if p := addrProblem(a); p != "" {
+		return netip.Addr{}, fmt.Errorf("%q is %s, not a node's", s, p)
+	}
+	return a.Unmap(), nil
+}
+
 // CreateJoinToken makes a join token through q (the caller's transaction) and returns it and
 // its secret (shown once; only its SHA-256 is stored). Errors: INVALID_INPUT naming the field
-// (pool unknown, archived or ambiguous; uses, ttl or ip out of range).
+// (pool unknown, archived or ambiguous; uses, ttl out of range; ip not an address a node can
+// have, see ParseJoinTokenIP).
 func (r *Registry) CreateJoinToken(ctx context.Context, q store.Querier, in JoinTokenInput, createdBy string) (JoinToken, string, error) {
 	if in.Pool == "" {
 		return JoinToken{}, "", cubefleet.Invalid("pool", "pool is required: the pool id or fleet name the node joins")
@@ -285,11 +302,11 @@ func (r *Registry) CreateJoinToken(ctx context.Context, q store.Querier, in Join
 		if in.AnyIP {
 			return JoinToken{}, "", cubefleet.Invalid("ip", "give ip or anyIp, not both")
 		}
-		a, err := netip.ParseAddr(in.IP)
+		a, err := ParseJoinTokenIP(in.IP)
 		if err != nil {
-			return JoinToken{}, "", cubefleet.Invalid("ip", "ip %q is not an IP address", in.IP)
+			return JoinToken{}, "", cubefleet.Invalid("ip", "ip %s", err)
 		}
-		ip = a.Unmap().String()
+		ip = a.String()
 	}
 	secret, err := newSecret(JoinTokenPrefix)
 	if err != nil {
@@ -334,6 +351,7 @@ type joinUse struct {
 	ip      string // the address the use came from (binds an unbound token)
 	poolID  string
 	hash    string
+	bound   bool // this use bound the token to ip in the ledger (undone if it is released)
 }
 
 // maxLedger bounds the join tokens kept in memory; expired ones are dropped first.
@@ -395,10 +413,11 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.A
 		}
 	}
 	l.usesLeft--
+	u := joinUse{tokenID: l.id, ip: from, poolID: l.poolID, hash: hash}
 	if !l.anyIP && l.ip == "" {
-		l.ip = from
+		l.ip, u.bound = from, true // provisional: releaseJoin undoes it
 	}
-	return joinUse{tokenID: l.id, ip: from, poolID: l.poolID, hash: hash}, nil, nil
+	return u, nil, nil
 }
 
 // joinHostRefusal refuses a join whose token is bound to bound (firstUse: it would be bound by
@@ -414,11 +433,16 @@ func joinHostRefusal(tokenID, bound string, firstUse bool, what string) *refusal
 }
 
 // releaseJoin gives back a use taken by takeJoin when the registration failed before it was
-// queued.
+// queued (a refusal: 409, a label rule), and the binding that use made: a token is bound to an
+// address only by a registration that succeeds. Registrations hold r.regMu from takeJoin to
+// here, so no other use came in between.
 func (r *Registry) releaseJoin(u joinUse) {
 	r.joinMu.Lock()
 	defer r.joinMu.Unlock()
 	if l := r.ledger[u.hash]; l != nil {
 		l.usesLeft++
+		if u.bound && l.ip == u.ip {
+			l.ip = ""
+		}
 	}
 }

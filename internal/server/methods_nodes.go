@@ -74,12 +74,13 @@ type NodeDeleteInput struct {
 }
 
 // JoinTokenCreateInput is the input of nodes.joinTokens.create: the pool the node joins (id or
-// fleet name), how many registrations the token allows (default 1), its lifetime in seconds
-// (default 3600, at most 7 days), and the address it is accepted from (IP; without it the
-// token binds itself to the address of its first use, unless AnyIP).
+// fleet name), how many registrations the token allows (Uses: absent means 1, else 1 to
+// 10,000), its lifetime in seconds (default 3600, at most 7 days), and the address it is
+// accepted from and registers (IP: not unspecified, multicast or broadcast; without it the
+// token binds itself to the address of its first successful registration, unless AnyIP).
 type JoinTokenCreateInput struct {
 	Pool       string `json:"pool"`
-	Uses       int    `json:"uses,omitempty"`
+	Uses       *int   `json:"uses,omitempty"`
 	TTLSeconds int64  `json:"ttlSeconds,omitempty"`
 	IP         string `json:"ip,omitempty"`
 	AnyIP      bool   `json:"anyIp,omitempty"`
@@ -218,8 +219,14 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			if in.TTLSeconds < 0 || in.TTLSeconds > int64(nodes.MaxJoinTokenTTL/time.Second) {
 				return nil, cubefleet.Invalid("ttlSeconds", "ttlSeconds is 1 to %d", int64(nodes.MaxJoinTokenTTL/time.Second))
 			}
+			uses := 1
+			if in.Uses != nil {
+				if uses = *in.Uses; uses < 1 || uses > nodes.MaxJoinTokenUses {
+					return nil, cubefleet.Invalid("uses", "uses must be 1 to %d (got %d)", nodes.MaxJoinTokenUses, uses)
+				}
+			}
 			t, secret, err := reg.CreateJoinToken(ctx, c.Q, nodes.JoinTokenInput{
-				Pool: in.Pool, Uses: in.Uses, TTL: time.Duration(in.TTLSeconds) * time.Second, IP: in.IP, AnyIP: in.AnyIP,
+				Pool: in.Pool, Uses: uses, TTL: time.Duration(in.TTLSeconds) * time.Second, IP: in.IP, AnyIP: in.AnyIP,
 			}, c.Principal.ID)
 			if err != nil {
 				return nil, err
