@@ -401,3 +401,48 @@ func TestDrainReopens(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteRefusals: without force, a node that is not Ready cannot be deleted (its sandbox
+// count is unknown): the internal route answers 502 SANDBOX_CHECK_FAILED, as upstream's
+// ErrSandboxCheckFailed, saying force=true; the public API (Delete) CONFLICT saying --force. A
+// Ready node still running sandboxes is 409 CONFLICT on both, each saying its own way to force.
+func TestDeleteRefusals(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := newCubelet(t, e.url)
+		if err := c.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.reg.Cordon(ctx, "10.0.0.7", "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		// Ready, 4 sandboxes: 409 both ways.
+		code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		if code != http.StatusConflict || !bytes.Contains(body, []byte(`"code":"CONFLICT"`)) || !bytes.Contains(body, []byte("add force=true (DELETE /internal/v1/nodes/10.0.0.7?force=true)")) ||
+			bytes.Contains(body, []byte("--force")) {
+			t.Errorf("route, sandboxes: %d %s", code, body)
+		}
+		_, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "use --force (cubefleet nodes delete 10.0.0.7 --force)") ||
+			strings.Contains(err.Error(), "force=true") {
+			t.Errorf("API, sandboxes: %v", err)
+		}
+		// Down: the sandbox check fails.
+		e.clock.Add(3 * DefaultHeartbeatTimeout)
+		code, body = e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		want := `{"error":"node 10.0.0.7 is Down, so its sandbox count is unknown: to delete it anyway, add force=true (DELETE /internal/v1/nodes/10.0.0.7?force=true)","code":"SANDBOX_CHECK_FAILED"}`
+		if code != http.StatusBadGateway || string(body) != want {
+			t.Errorf("route, Down: %d %s\nwant 502 %s", code, body, want)
+		}
+		_, err = e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "is Down, so its sandbox count is unknown: to delete it anyway, use --force (cubefleet nodes delete 10.0.0.7 --force)") {
+			t.Errorf("API, Down: %v", err)
+		}
+		if code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7?force=true", "", nil); code != 200 {
+			t.Errorf("route with force=true: %d %s", code, body)
+		}
+	})
+}

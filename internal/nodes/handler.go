@@ -83,9 +83,15 @@ func writeError(w http.ResponseWriter, status int, code cubefleet.Code, msg stri
 	writeRaw(w, status, bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
+// CodeSandboxCheckFailed is the code of the internal delete route's 502 (upstream's
+// ErrSandboxCheckFailed, spec §2.1): without force=true, a node that is not Ready cannot be
+// deleted, because its sandbox count is unknown. It is the internal routes' own code; the
+// public API (nodes.delete) answers the same refusal 409 CONFLICT.
+const CodeSandboxCheckFailed cubefleet.Code = "SANDBOX_CHECK_FAILED"
+
 // writeErr maps err to its status (INVALID_INPUT 400, UNAUTHENTICATED 401, FORBIDDEN 403,
-// NOT_FOUND 404, CONFLICT 409, 502 for a failed sandbox check, PAYLOAD_TOO_LARGE 413) and
-// writes it; anything else is a 500 without details, logged.
+// NOT_FOUND 404, CONFLICT 409, PAYLOAD_TOO_LARGE 413; a failed sandbox check 502 with code
+// SANDBOX_CHECK_FAILED) and writes it; anything else is a 500 without details, logged.
 func (r *Registry) writeErr(ctx context.Context, w http.ResponseWriter, err error) {
 	var e *cubefleet.Error
 	if !errors.As(err, &e) || e.Code == cubefleet.CodeInternal {
@@ -106,7 +112,8 @@ func (r *Registry) writeErr(ctx context.Context, w http.ResponseWriter, err erro
 	case cubefleet.CodeConflict:
 		status = http.StatusConflict
 		if errors.Is(err, errSandboxCheck) {
-			status = http.StatusBadGateway
+			writeError(w, http.StatusBadGateway, CodeSandboxCheckFailed, e.Message)
+			return
 		}
 	case cubefleet.CodePayloadTooLarge:
 		status = http.StatusRequestEntityTooLarge
@@ -740,8 +747,9 @@ func (r *Registry) handleUnlabel(w http.ResponseWriter, req *http.Request) {
 }
 
 // handleDelete is DELETE /internal/v1/nodes/{node_id}[?force=true] (spec §2.1): 409 unless
-// isolated; without force 502 when its sandbox count cannot be trusted (not Ready) and 409
-// while it runs sandboxes; 200 with the snapshot from before the delete.
+// isolated; without force 502 SANDBOX_CHECK_FAILED when its sandbox count cannot be trusted
+// (not Ready) and 409 while it runs sandboxes, both saying to add force=true; 200 with the
+// snapshot from before the delete.
 func (r *Registry) handleDelete(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	id := req.PathValue("node_id")
@@ -750,7 +758,7 @@ func (r *Registry) handleDelete(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	force := req.URL.Query().Get("force") == "true"
-	n, err := r.deleteNode(ctx, id, force, actor)
+	n, err := r.deleteNode(ctx, id, force, actor, forceQuery)
 	if err != nil {
 		r.writeErr(ctx, w, err)
 		return

@@ -508,15 +508,32 @@ func (r *Registry) relabel(ctx context.Context, id string, set map[string]string
 }
 
 // errSandboxCheck marks a delete refused because the node's sandbox count cannot be trusted
-// (it is not Ready); the internal route answers it 502 as upstream does.
+// (it is not Ready); the internal route answers it 502 SANDBOX_CHECK_FAILED as upstream does
+// (ErrSandboxCheckFailed, spec §2.1), the public API 409 CONFLICT.
 var errSandboxCheck = errors.New("sandbox check failed")
+
+// forceHint says how the caller of a delete forces it, in the refusals that suggest it.
+type forceHint int
+
+const (
+	forceFlag  forceHint = iota // the public API and the CLI: --force
+	forceQuery                  // the internal route: ?force=true
+)
+
+// how renders the hint for node id.
+func (h forceHint) how(id string) string {
+	if h == forceQuery {
+		return "add force=true (DELETE " + NodesPrefix + "/" + id + "?force=true)"
+	}
+	return "use --force (cubefleet nodes delete " + id + " --force)"
+}
 
 // deleteNode deletes node id (spec §2.1): it must be cordoned (CONFLICT otherwise); without
 // force it must also be Ready (CONFLICT wrapping errSandboxCheck: its count is unknown) and run
-// no sandboxes (its reported allocated.mvm_num; CONFLICT). Its credential is revoked at once:
-// its agent gets 401 and needs a new join token; a stock Cubelet gets 404. Returns the node as
-// it was. Errors: NOT_FOUND.
-func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Actor) (*node, error) {
+// no sandboxes (its reported allocated.mvm_num; CONFLICT); the refusals say how to force it
+// (hint). Its credential is revoked at once: its agent gets 401 and needs a new join token; a
+// stock Cubelet gets 404. Returns the node as it was. Errors: NOT_FOUND.
+func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Actor, hint forceHint) (*node, error) {
 	if _, err := r.live(ctx, id); err != nil {
 		return nil, err
 	}
@@ -536,11 +553,12 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 		if s := r.health(n, now); s != StateReady {
 			n.mu.Unlock()
 			return nil, &cubefleet.Error{Code: cubefleet.CodeConflict, Err: errSandboxCheck,
-				Message: fmt.Sprintf("node %s is %s, so its sandbox count is unknown: pass force to delete it anyway", id, s)}
+				Message: fmt.Sprintf("node %s is %s, so its sandbox count is unknown: to delete it anyway, %s", id, s, hint.how(id))}
 		}
 		if n.hasAllocated && n.allocated.MvmNum > 0 {
 			n.mu.Unlock()
-			return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s still runs %d sandboxes (mvm_num): drain it (cubefleet nodes drain %s --wait) or pass force", id, n.allocated.MvmNum, id)
+			return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s still runs %d sandboxes (mvm_num): drain it (cubefleet nodes drain %s --wait), or to delete it anyway, %s",
+				id, n.allocated.MvmNum, id, hint.how(id))
 		}
 	}
 	n.deleted = true
@@ -578,9 +596,9 @@ func (r *Registry) Label(ctx context.Context, id string, set map[string]string, 
 
 // Delete deletes node id and revokes its credential; it returns the node as it was. Errors:
 // NOT_FOUND; CONFLICT when it is not cordoned, or (without force) not Ready or still running
-// sandboxes.
+// sandboxes (the message says to use --force).
 func (r *Registry) Delete(ctx context.Context, id string, force bool, by Actor) (View, error) {
-	n, err := r.deleteNode(ctx, id, force, by)
+	n, err := r.deleteNode(ctx, id, force, by, forceFlag)
 	return r.viewOf(n, err)
 }
 
