@@ -96,15 +96,16 @@ type drainChange struct {
 // (drainedAt cleared, no event; node.drained follows when it is empty again). Only the replica
 // that applies the change (the drain request, or the report) calls it, so each change is one
 // event. Requires n.mu; the caller writes the row and emits the event after unlocking.
-func (n *node) settleDrain(now int64) drainChange {
+func (r *Registry) settleDrain(n *node, now int64) drainChange {
 	if n.drainAt == 0 {
 		return drainChange{}
 	}
 	switch s := n.drainState(); {
 	case s == DrainDrained && n.drainedAt == 0:
 		n.drainedAt, n.updatedAt = now, now
-		return drainChange{changed: true, typ: EventDrained,
-			data: eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Detail: n.drainReason, By: n.drainBy}}
+		d := r.eventOf(n)
+		d.Detail, d.By = n.drainReason, n.drainBy
+		return drainChange{changed: true, typ: EventDrained, data: d}
 	case s == DrainDraining && n.drainedAt != 0:
 		n.drainedAt, n.updatedAt = 0, now
 		return drainChange{changed: true}
@@ -143,11 +144,12 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 	if started {
 		n.drainReason, n.drainBy, n.drainAt, n.drainedAt = reason, string(by), now, 0
 	}
-	settled := n.settleDrain(now)
+	settled := r.settleDrain(n, now)
 	if cordoned || started {
 		n.updatedAt = now
 	}
-	d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, By: string(by), Detail: reason}
+	d := r.eventOf(n)
+	d.By, d.Detail = string(by), reason
 	left := n.sandboxes()
 	n.mu.Unlock()
 	if cordoned {

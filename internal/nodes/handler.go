@@ -373,7 +373,7 @@ func (r *Registry) report(ctx context.Context, id string, sr *StatusRequest, c c
 				r.m.reportBad.Inc()
 				return nil, err
 			}
-			drain := n.settleDrain(now) // a draining node that now runs no sandboxes is drained
+			drain := r.settleDrain(n, now) // a draining node that now runs no sandboxes is drained
 			dst = r.appendSnapshot(dst, n, now)
 			n.mu.Unlock()
 			n.statusDirty.Store(true)

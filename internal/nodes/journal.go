@@ -300,10 +300,12 @@ func (r *Registry) replayOne(ctx context.Context, tx *sql.Tx, rec journalRecord)
 	if known > 0 {
 		return true, nil
 	}
-	d := eventData{NodeID: id}
-	d.IP, _ = rec.Row[regCol("host_ip")].(string)
-	d.Pool, _ = rec.Row[regCol("pool_id")].(string)
-	d.Agent, _ = rec.Row[regCol("agent")].(string)
+	n := &node{id: id}
+	n.hostIP, _ = rec.Row[regCol("host_ip")].(string)
+	n.poolID, _ = rec.Row[regCol("pool_id")].(string)
+	n.clusterLabel, _ = rec.Row[regCol("cluster_label")].(string)
+	n.agent, _ = rec.Row[regCol("agent")].(string)
+	d := r.eventOf(n)
 	data, err := json.Marshal(d)
 	if err != nil {
 		return false, fmt.Errorf("node %s: %w", id, err)

@@ -126,7 +126,7 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 	}
 	if created {
 		n.mu.Lock()
-		d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Agent: n.agent}
+		d := r.eventOf(n)
 		n.mu.Unlock()
 		r.emit(r.now(), EventJoined, d)
 	}
@@ -453,7 +453,8 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 		detail = "ends the drain"
 	}
 	n.updatedAt = now
-	d := eventData{NodeID: n.id, IP: n.hostIP, By: string(by), Detail: detail}
+	d := r.eventOf(n)
+	d.By, d.Detail = string(by), detail
 	n.mu.Unlock()
 	r.listGen.Add(1)
 	r.w.markReg(n)
@@ -563,7 +564,8 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 	}
 	n.deleted = true
 	cred := n.credHash
-	d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Agent: n.agent, By: string(by), Force: force, From: n.state}
+	d := r.eventOf(n)
+	d.By, d.Force, d.From = string(by), force, n.state
 	n.mu.Unlock()
 	r.remove(n, cred)
 	r.w.addDelete(id, now)

@@ -254,6 +254,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	r.w.init()
 	r.pools.Store(&poolIndex{})
+	r.RefreshPools(ctx) // before the replay: its node.joined events name the node's pool
 	if cfg.JournalPath != "" {
 		r.jnl = &journal{path: cfg.JournalPath}
 		if err := r.replayJournal(ctx); err != nil {
@@ -264,7 +265,6 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	r.synced.Store(r.started)
-	r.RefreshPools(ctx)
 	r.announce(ctx)
 	r.lead(ctx)
 	r.countStates()
@@ -515,7 +515,8 @@ func (r *Registry) observe(n *node, now int64, leader bool) {
 	if s == StateReady {
 		n.wasReady = true
 	}
-	data := eventData{NodeID: n.id, IP: n.hostIP, From: prev, To: s, LastReportAt: n.reportedAt}
+	data := r.eventOf(n)
+	data.From, data.To, data.LastReportAt = prev, s, n.reportedAt
 	n.mu.Unlock()
 	r.listGen.Add(1)
 	if !leader {
@@ -855,6 +856,14 @@ func (r *Registry) live(ctx context.Context, id string) (*node, error) {
 		return nil, cubefleet.Errorf(cubefleet.CodeNotFound, "node %s not found", id)
 	}
 	return n, nil
+}
+
+// eventOf is the data every event of n carries: its id, IP, pool (the pool of its join token,
+// or for a stock Cubelet the pool its cluster_label names; absent when it has none) and agent.
+// Requires n.mu.
+func (r *Registry) eventOf(n *node) eventData {
+	p, _ := r.poolOf(n)
+	return eventData{NodeID: n.id, IP: n.hostIP, Pool: p.ID, Agent: n.agent}
 }
 
 // eventData is the data of a node event.
