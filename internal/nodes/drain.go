@@ -137,10 +137,12 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 	now := r.now()
 	n.mu.Lock()
 	cordoned := !n.cordoned()
-	if cordoned {
-		n.isolate(reason)
-	}
 	started := n.drainAt == 0
+	if cordoned {
+		n.isolate(reason, by)
+	} else if started {
+		n.cordonBy = string(by) // the drain takes the cordon over: the node cannot lift it itself
+	}
 	if started {
 		n.drainReason, n.drainBy, n.drainAt, n.drainedAt = reason, string(by), now, 0
 	}
@@ -170,8 +172,8 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 }
 
 // Drain drains node id, as `kubectl drain` does: it cordons the node (unless it is already
-// cordoned, whose detail it then keeps; reason, at most 200 characters, becomes the detail
-// otherwise) and marks it as draining with reason, by and the time; the node is drained once
+// cordoned, whose detail it then keeps, though the cordon becomes by's, so a node cannot lift
+// it itself; reason, at most 200 characters, becomes the detail otherwise) and marks it as draining with reason, by and the time; the node is drained once
 // it reports no sandboxes (node.drained, at once when it runs none). Draining a node that is
 // already draining changes nothing (the first request's reason and time stand). Uncordon ends
 // the drain. Errors: NOT_FOUND, INVALID_INPUT.

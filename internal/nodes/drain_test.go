@@ -280,7 +280,7 @@ func TestDrainKeepsDeleteRefusal(t *testing.T) {
 }
 
 // TestDrainAcrossReplicas drains a node on one replica while it reports to the other: both
-// see the drain, the drained event is written once, and uncordon on either ends it for both.
+// see the drain and who cordoned the node, the drained event is written once, and uncordon on either ends it for both.
 func TestDrainAcrossReplicas(t *testing.T) {
 	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
@@ -321,6 +321,9 @@ func TestDrainAcrossReplicas(t *testing.T) {
 		sync()
 		if d := drainOf(b); d == nil || d.State != DrainDraining || d.SandboxesLeft != 3 || d.Reason != "retire" {
 			t.Fatalf("b after the drain on a: %+v", d)
+		}
+		if v, _ := b.reg.Get(ctx, "10.0.0.7"); v.CordonedBy != "ops" {
+			t.Errorf("b after the drain on a: cordoned by %q, want ops", v.CordonedBy)
 		}
 		a.clock.Add(time.Second)
 		for range 3 {

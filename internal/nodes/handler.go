@@ -674,6 +674,8 @@ func (r *Registry) decodeInternal(req *http.Request, v any) error {
 
 // handleIsolation is PUT (cordon) and DELETE (uncordon) /internal/v1/nodes/{node_id}/isolation
 // (spec §2.1): optional body {"detail":"<=200 runes"}; idempotent; 200 with the NodeSnapshot.
+// A node's own credential may lift or change only a cordon it set itself: 403 (audited),
+// naming who set it, for an operator's.
 func (r *Registry) handleIsolation(on bool) http.HandlerFunc {
 	method, permission := "internal.nodes.isolate", "nodes:cordon"
 	if !on {
@@ -694,6 +696,12 @@ func (r *Registry) handleIsolation(on bool) http.HandlerFunc {
 			return
 		}
 		n, err := r.setCordon(ctx, id, on, body.Detail, actor)
+		if errors.Is(err, errOperatorCordon) { // a node touching an operator's cordon: audited
+			f := &refusal{code: "operator_cordon", status: http.StatusForbidden, outcome: audit.OutcomeForbidden, msg: errMessage(err)}
+			r.refuse(ctx, method, id, peerAddr(req), string(actor), f)
+			writeRefusal(w, f)
+			return
+		}
 		if err != nil {
 			r.writeErr(ctx, w, err)
 			return

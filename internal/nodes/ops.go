@@ -425,7 +425,11 @@ func (r *Registry) emit(now int64, typ string, d eventData) {
 
 // setCordon cordons (on) or uncordons node id: the reserved label is set to "true" (with
 // detail, at most 200 runes) or removed (spec §2.1). Uncordoning also ends a drain. It is
-// idempotent; a change is an event. Errors: NOT_FOUND, INVALID_INPUT for a long detail.
+// idempotent; a change is an event. The cordon remembers who set it (cordonBy): an operator
+// cordoning an already cordoned node takes it over; a node (by.IsNode) may lift or change only
+// a cordon it set itself. Errors: NOT_FOUND, INVALID_INPUT for a long detail or one with a
+// control character, FORBIDDEN (wrapping errOperatorCordon) for a node touching an operator's
+// cordon.
 func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail string, by Actor) (*node, error) {
 	if err := checkDetail(detail); err != nil {
 		return nil, err
@@ -437,16 +441,27 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 	now := r.now()
 	n.mu.Lock()
 	changed := n.cordoned() != on
+	if n.cordoned() && by.IsNode() && Actor(n.cordonBy) != by {
+		// An operator's cordon (or drain): the node may neither lift nor rewrite it. Cordoning
+		// again without a new detail changes nothing and is answered as usual.
+		if !on || detail != "" && detail != n.cordonDetail {
+			err := operatorCordon(n, on)
+			n.mu.Unlock()
+			return nil, err
+		}
+		n.mu.Unlock()
+		return n, nil
+	}
 	switch {
 	case on && changed:
-		n.isolate(detail)
-	case on && detail != n.cordonDetail:
-		n.cordonDetail = detail
+		n.isolate(detail, by)
+	case on:
+		n.cordonDetail, n.cordonBy = detail, string(by) // an operator takes the node's cordon over
 	case !on && changed:
 		labels := mergeLabels(n.labels, nil)
 		delete(labels, ReservedLabel)
 		n.setLabels(labels)
-		n.cordonDetail = ""
+		n.cordonDetail, n.cordonBy = "", ""
 	}
 	if !on && n.drainAt != 0 {
 		n.endDrain()
@@ -468,11 +483,34 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 	return n, nil
 }
 
-// isolate cordons n: the isolation label (SchedulingDisabled on the wire) with detail.
-// Requires n.mu.
-func (n *node) isolate(detail string) {
+// isolate cordons n: the isolation label (SchedulingDisabled on the wire) with detail, set by
+// by. Requires n.mu.
+func (n *node) isolate(detail string, by Actor) {
 	n.setLabels(mergeLabels(n.labels, map[string]string{ReservedLabel: "true"}))
-	n.cordonDetail = detail
+	n.cordonDetail, n.cordonBy = detail, string(by)
+}
+
+// errOperatorCordon marks a node's own credential refused to lift or change a cordon an
+// operator set (FORBIDDEN); the internal route audits it as a refusal.
+var errOperatorCordon = errors.New("the cordon is an operator's")
+
+// operatorCordon is the FORBIDDEN answer to node n lifting (on false) or rewriting the cordon
+// an operator set, naming who set it. Requires n.mu.
+func operatorCordon(n *node, on bool) error {
+	who := n.cordonBy
+	if who == "" {
+		who = "an operator (not recorded: it was cordoned before cordonedBy was kept)"
+	}
+	what := "lift"
+	if on {
+		what = "change"
+	}
+	msg := fmt.Sprintf("node %s was cordoned by %s; a node may %s only a cordon it set itself: ask an operator (cubefleet nodes uncordon %s)", n.id, who, what, n.id)
+	if n.drainAt != 0 {
+		msg = fmt.Sprintf("node %s was cordoned by %s and is draining (asked by %s); a node may %s only a cordon it set itself: ask an operator (cubefleet nodes uncordon %s ends the drain)",
+			n.id, who, n.drainBy, what, n.id)
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeForbidden, Err: errOperatorCordon, Message: msg}
 }
 
 // relabel merges set into node id's labels and removes the keys in remove (spec §2.1: merge;
@@ -575,14 +613,18 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 }
 
 // Cordon cordons node id (isolation: no new work; SchedulingDisabled on the wire), with an
-// optional detail of at most 200 runes. Idempotent. Errors: NOT_FOUND, INVALID_INPUT.
+// optional detail of at most 200 runes, recording by as who set it (View.CordonedBy; an
+// operator cordoning a node the node cordoned itself takes the cordon over). Idempotent.
+// Errors: NOT_FOUND, INVALID_INPUT; FORBIDDEN when by is a node (Actor.IsNode) changing an
+// operator's cordon.
 func (r *Registry) Cordon(ctx context.Context, id, detail string, by Actor) (View, error) {
 	n, err := r.setCordon(ctx, id, true, detail, by)
 	return r.viewOf(n, err)
 }
 
 // Uncordon lifts node id's isolation and ends its drain, if any. Idempotent. Errors:
-// NOT_FOUND.
+// NOT_FOUND; FORBIDDEN when by is a node (Actor.IsNode) and the cordon is not its own (an
+// operator cordoned or drained it), naming who set it.
 func (r *Registry) Uncordon(ctx context.Context, id string, by Actor) (View, error) {
 	n, err := r.setCordon(ctx, id, false, "", by)
 	return r.viewOf(n, err)

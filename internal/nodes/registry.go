@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,8 +145,9 @@ type node struct {
 	poolID           string // from the join token; "" for a stock Cubelet
 	credHash         string // hex SHA-256 of the node credential; "" for a stock Cubelet
 	cordonDetail     string
-	registeredAt     int64 // Unix ms
-	updatedAt        int64 // Unix ms
+	cordonBy         string // who set the cordon (an Actor; "" when not cordoned or not recorded)
+	registeredAt     int64  // Unix ms
+	updatedAt        int64  // Unix ms
 
 	// Drain (durable: nodes_registrations, columns drain_* and drained_at).
 	drainReason string // why the drain was asked ("" when not draining, or none given)
@@ -674,7 +676,8 @@ type View struct {
 	UnhealthyReason      string            `json:"unhealthyReason,omitempty"`
 	Cordoned             bool              `json:"cordoned"`
 	CordonDetail         string            `json:"cordonDetail,omitempty"`
-	Drain                *DrainView        `json:"drain,omitempty"` // absent unless the node is draining
+	CordonedBy           string            `json:"cordonedBy,omitempty"` // who set the cordon: a principal id, or node:<id> (the node itself)
+	Drain                *DrainView        `json:"drain,omitempty"`      // absent unless the node is draining
 	Schedulable          bool              `json:"schedulable"`
 	UnschedulableReasons []string          `json:"unschedulableReasons,omitempty"`
 	Labels               map[string]string `json:"labels"`
@@ -736,7 +739,7 @@ func (r *Registry) view(n *node, now int64) View {
 	v := View{
 		ID: n.id, IP: n.hostIP, Agent: n.agent, RegistryOnly: n.agent == AgentCubelet, PoolID: n.poolID,
 		ClusterLabel: n.clusterLabel, State: s, StateSince: n.stateAt, Healthy: s == StateReady, UnhealthyReason: unhealthyReason(s),
-		Cordoned: n.cordoned(), CordonDetail: n.cordonDetail, Labels: map[string]string{}, InstanceType: n.instanceType,
+		Cordoned: n.cordoned(), CordonDetail: n.cordonDetail, CordonedBy: n.cordonBy, Labels: map[string]string{}, InstanceType: n.instanceType,
 		RegisteredAt: n.registeredAt, LastReportAt: n.reportedAt, HeartbeatAt: n.heartbeatAt,
 		Capacity: ResourcesView{MilliCPU: n.capacity.MilliCPU, MemoryMiB: n.capacity.MemoryMB},
 		Quota: QuotaView{MilliCPU: quotaCPU(n), MemoryMiB: quotaMem(n), MaxMvm: n.maxMvm, CreateConcurrent: n.createConcurrent,
@@ -884,3 +887,11 @@ type eventData struct {
 // Actor names who asked for an operation, for events and audit rows: an API principal's id,
 // "node:<id>" for a node credential, "anonymous@<ip>" for an allowed unauthenticated caller.
 type Actor string
+
+// nodeActorPrefix starts the Actor of a node credential.
+const nodeActorPrefix = "node:"
+
+// IsNode reports whether a is a node acting with its own credential ("node:<id>"); every other
+// actor (an API key, the public API, the CLI, an allowed unauthenticated caller) is an
+// operator.
+func (a Actor) IsNode() bool { return strings.HasPrefix(string(a), nodeActorPrefix) }
