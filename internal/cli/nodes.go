@@ -547,9 +547,82 @@ sandboxes.`,
 }
 
 func newNodesJoinTokenCmd(stdio IO) *cobra.Command {
-	cmd := groupCmd("join-token", "Make join tokens for cubefleet agent", "")
-	cmd.AddCommand(newNodesJoinTokenCreateCmd(stdio))
+	cmd := groupCmd("join-token", "Make, list and revoke join tokens for cubefleet agent", "")
+	cmd.AddCommand(newNodesJoinTokenCreateCmd(stdio), newNodesJoinTokenListCmd(), newNodesJoinTokenRevokeCmd())
 	return cmd
+}
+
+// joinTokenListOut is the output of nodes.joinTokens.list.
+type joinTokenListOut struct {
+	Items []nodes.JoinToken `json:"items"`
+	Now   int64             `json:"now"`
+}
+
+func newNodesJoinTokenListCmd() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list [--all]",
+		Short: "List join tokens: id, prefix, pool, state, uses left, address, expiry (never the token)",
+		Long: `List the join tokens, oldest first: id, the token's first characters (PREFIX, to recognise
+it), pool, state (usable, used, expired, revoked), uses left of the uses it allowed, the
+address it is bound to ("any" for --any-ip, "first use" while unbound), when it expires and who
+made it. Without --all only usable tokens are listed. The token itself is never shown again.
+--output json prints the API's answer.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out joinTokenListOut
+			if err := call(cmd, "nodes.joinTokens.list", map[string]any{"all": all}, &out); err != nil {
+				return err
+			}
+			if out.Items == nil {
+				out.Items = []nodes.JoinToken{}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, t := range out.Items {
+					rows = append(rows, []string{t.ID, t.Prefix + "...", poolName(t), string(t.State), fmt.Sprintf("%d/%d", t.UsesLeft, t.Uses),
+						joinTokenAddr(t), formatTime(t.ExpiresAt), t.CreatedBy})
+				}
+				return printTable(w, []string{"ID", "PREFIX", "POOL", "STATE", "USES LEFT", "IP", "EXPIRES", "CREATED BY"}, rows)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "also list used, expired and revoked tokens")
+	return cmd
+}
+
+// joinTokenAddr is where a token is accepted from: its address, "any", or "first use".
+func joinTokenAddr(t nodes.JoinToken) string {
+	switch {
+	case t.AnyIP:
+		return "any"
+	case t.IP != "":
+		return t.IP
+	}
+	return "first use"
+}
+
+func newNodesJoinTokenRevokeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a join token: no node can join with it from then on (idempotent)",
+		Long: `Revoke a join token by its id (jtk_..., as join-token list shows it): every control plane
+replica refuses it from then on. Revoking a revoked token changes nothing. Nodes that already
+joined with it keep their own credentials (delete them to remove them).`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out struct {
+				JoinToken nodes.JoinToken `json:"joinToken"`
+			}
+			if err := call(cmd, "nodes.joinTokens.revoke", map[string]any{"id": args[0]}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "Revoked join token %s (%s..., pool %s).\n", out.JoinToken.ID, out.JoinToken.Prefix, poolName(out.JoinToken))
+				return err
+			})
+		},
+	}
 }
 
 func newNodesJoinTokenCreateCmd(stdio IO) *cobra.Command {

@@ -243,19 +243,27 @@ type JoinTokenInput struct {
 	AnyIP bool
 }
 
-// JoinToken is a join token as the API shows it (the token itself is shown once, at
-// creation). Times are Unix milliseconds.
+// JoinToken is a join token as the API shows it: never the token itself (shown once, at
+// creation) nor its hash. Prefix is the token's first characters, to recognise it; Pool the
+// pool's fleet name; Uses the registrations it allowed and UsesLeft those left; IP the address
+// it is bound to ("" until its first successful registration binds it, or with AnyIP); State
+// one of JoinTokenStates. Times are Unix milliseconds; RevokedAt and RevokedBy (a principal id)
+// are set once it is revoked.
 type JoinToken struct {
-	ID        string `json:"id"`
-	Prefix    string `json:"prefix"` // the token's first characters, to recognise it
-	PoolID    string `json:"poolId"`
-	Pool      string `json:"pool,omitempty"` // the pool's fleet name
-	Uses      int    `json:"uses"`
-	IP        string `json:"ip,omitempty"`
-	AnyIP     bool   `json:"anyIp,omitempty"`
-	ExpiresAt int64  `json:"expiresAt"`
-	CreatedAt int64  `json:"createdAt"`
-	CreatedBy string `json:"createdBy"`
+	ID        string         `json:"id"`
+	Prefix    string         `json:"prefix"`
+	PoolID    string         `json:"poolId"`
+	Pool      string         `json:"pool,omitempty"`
+	Uses      int            `json:"uses"`
+	UsesLeft  int            `json:"usesLeft"`
+	IP        string         `json:"ip,omitempty"`
+	AnyIP     bool           `json:"anyIp,omitempty"`
+	State     JoinTokenState `json:"state"`
+	ExpiresAt int64          `json:"expiresAt"`
+	CreatedAt int64          `json:"createdAt"`
+	CreatedBy string         `json:"createdBy"`
+	RevokedAt int64          `json:"revokedAt,omitempty"`
+	RevokedBy string         `json:"revokedBy,omitempty"`
 }
 
 // ParseJoinTokenIP parses the address a join token is bound to (--ip): an IP address a node
@@ -315,7 +323,8 @@ func (r *Registry) CreateJoinToken(ctx context.Context, q store.Querier, in Join
 	now := r.now()
 	t := JoinToken{
 		ID: cubefleet.NewID("jtk"), Prefix: secret[:len(JoinTokenPrefix)+6], PoolID: pool.ID, Pool: pool.Name, Uses: in.Uses,
-		IP: ip, AnyIP: in.AnyIP, ExpiresAt: now + in.TTL.Milliseconds(), CreatedAt: now, CreatedBy: createdBy,
+		UsesLeft: in.Uses, IP: ip, AnyIP: in.AnyIP, State: JoinTokenUsable, ExpiresAt: now + in.TTL.Milliseconds(), CreatedAt: now,
+		CreatedBy: createdBy,
 	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO nodes_join_tokens (id, hash, prefix, pool_id, ip, any_ip, uses, uses_left, expires_at, created_at, created_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
@@ -337,12 +346,13 @@ func boolInt(b bool) int {
 // waits for a write) and written by the flusher with a conditional decrement that also catches
 // a use another replica took first.
 type tokenLedger struct {
-	id       string
-	poolID   string
-	ip       string // the address it is bound to ("" until its first use binds it)
-	anyIP    bool
-	usesLeft int
-	expires  int64 // Unix ms
+	id        string
+	poolID    string
+	ip        string // the address it is bound to ("" until its first use binds it)
+	anyIP     bool
+	usesLeft  int
+	expires   int64 // Unix ms
+	revokedAt int64 // Unix ms; 0: not revoked (read from the database on every use)
 }
 
 // joinUse is one use of a join token, queued for the flusher.
@@ -358,8 +368,11 @@ type joinUse struct {
 const maxLedger = 10000
 
 // takeJoin checks a join token (by hash) for a registration from peer of node nodeID at
-// address host (its host_ip) and takes one use of it. A refusal is 401 when the token is
-// unknown, expired, used up, or bound to another address than peer, and 403 when the token is
+// address host (its host_ip) and takes one use of it. Its state is read from the database on
+// every use (a token another replica revoked, used or bound is seen at once); the uses this
+// process took but has not written yet are kept in the ledger. A refusal is 401 when the token
+// is unknown, revoked, expired, used up, or bound to another address than peer, and 403 when
+// the token is
 // bound to an address (by --ip or its first use, which is peer's) and the registration names
 // another one: in host, or in a node_id that is an IP address. A token accepted from any
 // address (--any-ip) registers any address.
@@ -368,11 +381,30 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.A
 	defer r.joinMu.Unlock()
 	now := r.now()
 	l := r.ledger[hash]
+	if l != nil {
+		// The ledger keeps the uses this process took; the database says whether the token
+		// was revoked meanwhile (on any replica), and what the others took and bound.
+		var revokedAt int64
+		var usesLeft int
+		var ip string
+		err := r.db.QueryRowContext(ctx, `SELECT revoked_at, uses_left, ip FROM nodes_join_tokens WHERE id = $1`, l.id).Scan(&revokedAt, &usesLeft, &ip)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			delete(r.ledger, hash)
+			return joinUse{}, unauthenticated("join_token_unknown", "unknown join token"), nil
+		case err != nil:
+			return joinUse{}, nil, fmt.Errorf("join token: %w", err)
+		}
+		l.revokedAt, l.usesLeft = revokedAt, min(l.usesLeft, usesLeft)
+		if l.ip == "" {
+			l.ip = ip
+		}
+	}
 	if l == nil {
 		l = &tokenLedger{}
 		var anyIP int
-		err := r.db.QueryRowContext(ctx, `SELECT id, pool_id, ip, any_ip, uses_left, expires_at FROM nodes_join_tokens WHERE hash = $1`, hash).
-			Scan(&l.id, &l.poolID, &l.ip, &anyIP, &l.usesLeft, &l.expires)
+		err := r.db.QueryRowContext(ctx, `SELECT id, pool_id, ip, any_ip, uses_left, expires_at, revoked_at FROM nodes_join_tokens WHERE hash = $1`, hash).
+			Scan(&l.id, &l.poolID, &l.ip, &anyIP, &l.usesLeft, &l.expires, &l.revokedAt)
 		if errors.Is(err, sql.ErrNoRows) {
 			return joinUse{}, unauthenticated("join_token_unknown", "unknown join token"), nil
 		}
@@ -391,6 +423,9 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.A
 			}
 		}
 		r.ledger[hash] = l
+	}
+	if l.revokedAt != 0 {
+		return joinUse{}, unauthenticated("join_token_revoked", "join token %s was revoked", l.id), nil
 	}
 	if now >= l.expires {
 		return joinUse{}, unauthenticated("join_token_expired", "join token %s expired", l.id), nil

@@ -2,12 +2,17 @@ package nodes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
 
 // TestParseJoinTokenIP: a join token's --ip is an address a node can have.
@@ -82,4 +87,106 @@ func TestJoinTokenBindsOnlyOnSuccess(t *testing.T) {
 			t.Errorf("the successful join did not bind and use the token")
 		}
 	})
+}
+
+// TestJoinTokenRevoke: a revoked join token is refused on every replica, also on one whose
+// ledger cached the token by an earlier use (401 "was revoked", its own reason); revoking is
+// idempotent; the list shows usable tokens by default and every one with all, with their
+// states, and never a token or its hash.
+func TestJoinTokenRevoke(t *testing.T) {
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		a := mustEnv(t, db, func(c *Config) { c.Holder = "replica-a" })
+		b := start(t, db, a.clock, func() Config { c := a.cfg; c.Holder = "replica-b"; return c }())
+		a.t, b.t = t, t
+		secret := a.joinToken(JoinTokenInput{Uses: 3, AnyIP: true})
+		if code, out := a.call(from("127.0.0.1"), "POST", registerPath, secret, withNode(t, "127.0.0.1")); code != 200 {
+			t.Fatalf("join on a: %d %s", code, out)
+		}
+		list, err := a.reg.ListJoinTokens(ctx, db, false)
+		if err != nil || len(list) != 1 || list[0].UsesLeft != 2 || list[0].Uses != 3 || list[0].State != JoinTokenUsable || !list[0].AnyIP ||
+			list[0].Pool != testPool.Name || !strings.HasPrefix(secret, list[0].Prefix) {
+			t.Fatalf("list: %+v %v", list, err)
+		}
+		id := list[0].ID
+		raw, _ := json.Marshal(list)
+		if strings.Contains(string(raw), secret) || strings.Contains(string(raw), hashSecret(secret)) || strings.Contains(string(raw), `"hash"`) {
+			t.Errorf("the list holds a secret: %s", raw)
+		}
+
+		// Revoked on b; a's ledger holds the token from the join above.
+		rev, err := b.reg.RevokeJoinToken(ctx, db, id, "svc_revoker")
+		if err != nil || rev.State != JoinTokenRevoked || rev.RevokedBy != "svc_revoker" || rev.RevokedAt == 0 {
+			t.Fatalf("revoke: %+v %v", rev, err)
+		}
+		for name, e := range map[string]*env{"a (stale ledger)": a, "b": b} {
+			code, out := e.call(from("127.0.0.2"), "POST", registerPath, secret, withNode(t, "127.0.0.2"))
+			if code != http.StatusUnauthorized || !strings.Contains(string(out), "join token "+id+" was revoked") {
+				t.Errorf("join on %s with the revoked token: %d %s, want 401 was revoked", name, code, out)
+			}
+		}
+		a.flush()
+		if n := a.count(`SELECT count(*) FROM audit_log WHERE outcome = 'unauthenticated' AND message LIKE '%was revoked%'`); n != 1 {
+			t.Errorf("%d audit rows for the refused join on a, want 1", n)
+		}
+		// Idempotent: the first revocation stands.
+		a.clock.Add(time.Minute)
+		again, err := a.reg.RevokeJoinToken(ctx, db, id, "svc_other")
+		if err != nil || again.RevokedAt != rev.RevokedAt || again.RevokedBy != "svc_revoker" {
+			t.Errorf("revoke again: %+v %v", again, err)
+		}
+		if _, err := a.reg.RevokeJoinToken(ctx, db, "jtk_01NOSUCHTOKEN0000000000000", "x"); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			t.Errorf("revoke unknown: %v", err)
+		}
+		if _, err := a.reg.RevokeJoinToken(ctx, db, "", "x"); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
+			t.Errorf("revoke without id: %v", err)
+		}
+
+		// Used and expired tokens; the default list shows only the usable one.
+		once := a.joinToken(JoinTokenInput{IP: "127.0.0.3"})
+		if code, out := a.call(from("127.0.0.3"), "POST", registerPath, once, withNode(t, "127.0.0.3")); code != 200 {
+			t.Fatalf("join: %d %s", code, out)
+		}
+		a.joinToken(JoinTokenInput{TTL: time.Minute, AnyIP: true})
+		a.clock.Add(2 * time.Minute)
+		a.joinToken(JoinTokenInput{})
+		states := func(all bool) []JoinTokenState {
+			t.Helper()
+			list, err := a.reg.ListJoinTokens(ctx, db, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []JoinTokenState
+			for _, tok := range list {
+				out = append(out, tok.State)
+			}
+			return out
+		}
+		if got, want := states(false), []JoinTokenState{JoinTokenUsable}; !slices.Equal(got, want) {
+			t.Errorf("list: %v, want %v", got, want)
+		}
+		if got, want := states(true), []JoinTokenState{JoinTokenRevoked, JoinTokenUsed, JoinTokenExpired, JoinTokenUsable}; !slices.Equal(got, want) {
+			t.Errorf("list all: %v, want %v", got, want)
+		}
+	})
+}
+
+// TestJoinTokenStatus is the state rule: revoked wins, then expired, then used.
+func TestJoinTokenStatus(t *testing.T) {
+	for _, c := range []struct {
+		now, expires, revoked int64
+		left                  int
+		want                  JoinTokenState
+	}{
+		{10, 20, 0, 1, JoinTokenUsable},
+		{10, 20, 0, 0, JoinTokenUsed},
+		{20, 20, 0, 1, JoinTokenExpired},
+		{30, 20, 0, 0, JoinTokenExpired},
+		{10, 20, 5, 1, JoinTokenRevoked},
+		{30, 20, 5, 0, JoinTokenRevoked},
+	} {
+		if got := JoinTokenStatus(c.now, c.expires, c.revoked, c.left); got != c.want {
+			t.Errorf("JoinTokenStatus(%d, %d, %d, %d) = %s, want %s", c.now, c.expires, c.revoked, c.left, got, c.want)
+		}
+	}
 }

@@ -20,7 +20,7 @@ import (
 var migrations embed.FS
 
 // Module is the nodes module's migrations (`nodes/0001_registry`, `nodes/0002_drain`,
-// `nodes/0003_cordon_by`). The
+// `nodes/0003_cordon_by`, `nodes/0004_join_token_revoke`). The
 // registry also writes events (events.Module) and audit rows (audit.Module).
 var Module = store.EmbeddedModule("nodes", migrations)
 
