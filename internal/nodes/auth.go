@@ -81,6 +81,39 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// MinAllowPrefixBits is the shortest prefix --node-agent-allow-unauthenticated takes without
+// a warning: a network wider than a /8 (0.0.0.0/0, ::/0, 0.0.0.0/1, ...) lets most of the
+// internet in.
+const MinAllowPrefixBits = 8
+
+// BroadPrefixes returns the networks of ps shorter than MinAllowPrefixBits.
+func BroadPrefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Bits() < MinAllowPrefixBits {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FormatCIDRs renders networks as --node-agent-allow-unauthenticated takes them
+// (comma-separated), "none" when there are none.
+func FormatCIDRs(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// AllowWarning is the warning logged at start when --node-agent-allow-unauthenticated holds a
+// network wider than a /8: what a caller there can do without credentials.
+const AllowWarning = "--node-agent-allow-unauthenticated allows calls without credentials from very wide networks: anyone there can register nodes, report for nodes that registered without credentials, and list, cordon, uncordon, label and delete any node; list only the narrowest networks that hold stock Cubelets"
+
 // peerAddr returns the address of the TCP peer of req (never a header: the node-agent routes
 // are not meant to sit behind a proxy).
 func peerAddr(req *http.Request) netip.Addr {

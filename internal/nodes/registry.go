@@ -239,8 +239,9 @@ type Registry struct {
 	jnl      *journal // nil without Config.JournalPath
 }
 
-// New returns a registry over cfg.DB holding every registered node. Nodes restored from the
-// database get a grace: none is marked Suspect, Down or Lost before one full heartbeat timeout
+// New returns a registry over cfg.DB holding every registered node; it logs AllowWarning
+// (level WARN, naming the networks) when cfg.AllowUnauthenticated holds a network wider than
+// a /8. Nodes restored from the database get a grace: none is marked Suspect, Down or Lost before one full heartbeat timeout
 // has passed since New (a node already Lost when the server stopped stays Lost).
 func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err := cfg.setDefaults(); err != nil {
@@ -255,6 +256,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		r.shards[i].m = map[string]*node{}
 	}
 	r.w.init()
+	if broad := BroadPrefixes(cfg.AllowUnauthenticated); len(broad) > 0 {
+		r.log.Warn(AllowWarning, "networks", FormatCIDRs(broad), "allowlist", FormatCIDRs(cfg.AllowUnauthenticated))
+	}
 	r.pools.Store(&poolIndex{})
 	r.RefreshPools(ctx) // before the replay: its node.joined events name the node's pool
 	if cfg.JournalPath != "" {

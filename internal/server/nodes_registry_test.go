@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -36,6 +37,39 @@ func TestNodesDeleteNotReady(t *testing.T) {
 		e.must(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.7", "force": true}, nil)
 		if code, _, body := nodeCall(t, "DELETE", url+"?force=true", e.admin, nil); code != 200 {
 			t.Errorf("DELETE ?force=true: %d %s", code, body)
+		}
+	})
+}
+
+// TestAllowlistAtStart: the "control plane ready" line names the networks of
+// --node-agent-allow-unauthenticated ("none" without), and a network wider than a /8 is a WARN
+// at start saying what anyone there can do.
+func TestAllowlistAtStart(t *testing.T) {
+	t.Run("wide", func(t *testing.T) { testAllowlistWide(t) })
+	t.Run("none", func(t *testing.T) { testAllowlistNone(t) })
+}
+
+func testAllowlistWide(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		wide := mustStart(t, db, func(c *Config) {
+			c.NodeAgentAllowUnauthenticated = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("0.0.0.0/0")}
+		})
+		log := wide.log.String()
+		if !strings.Contains(log, `"msg":"control plane ready"`) || !strings.Contains(log, `"node_agent_allow_unauthenticated":"10.0.0.0/24,0.0.0.0/0"`) {
+			t.Errorf("the ready line does not name the allowlist:\n%s", log)
+		}
+		if !strings.Contains(log, `"level":"WARN","msg":"--node-agent-allow-unauthenticated allows calls without credentials`) ||
+			!strings.Contains(log, `"networks":"0.0.0.0/0"`) {
+			t.Errorf("no WARN for 0.0.0.0/0:\n%s", log)
+		}
+	})
+}
+
+func testAllowlistNone(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		log := mustStart(t, db, nil).log.String()
+		if !strings.Contains(log, `"node_agent_allow_unauthenticated":"none"`) || strings.Contains(log, "allows calls without credentials") {
+			t.Errorf("without an allowlist:\n%s", log)
 		}
 	})
 }
