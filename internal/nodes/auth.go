@@ -405,10 +405,9 @@ const maxLedger = 10000
 // every use (a token another replica revoked, used or bound is seen at once); the uses this
 // process took but has not written yet are kept in the ledger. A refusal is 401 when the token
 // is unknown, revoked, expired, used up, or bound to another address than peer, and 403 when
-// the token is
-// bound to an address (by --ip or its first use, which is peer's) and the registration names
-// another one: in host, or in a node_id that is an IP address. A token accepted from any
-// address (--any-ip) registers any address.
+// the token is bound to an address (by --ip or its first use, which is peer's) and the
+// registration names another one: in host, or in a node_id that is an IP address. A token
+// accepted from any address (--any-ip) registers any address.
 func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.Addr, nodeID string) (joinUse, *refusal, error) {
 	r.joinMu.Lock()
 	defer r.joinMu.Unlock()
