@@ -31,7 +31,7 @@ func TestRegistrationSurvivesCrash(t *testing.T) {
 			token := strings.TrimSpace(c.ok("nodes", "join-token", "create", "--pool", "cubes", "--ip", "127.0.0.1"))
 
 			release := holdDatabase(t, c.dataDir, database)
-			joined := registerBody(t, "10.9.0.1")
+			joined := registerBody(t, "127.0.0.1")
 			code, body, d := post(t, c.url+"/internal/v1/node-agent/nodes/register", token, joined)
 			if code != 200 || d >= time.Second {
 				t.Fatalf("join while the database is held: %d in %s: %s", code, d, body)
@@ -52,13 +52,13 @@ func TestRegistrationSurvivesCrash(t *testing.T) {
 			release()
 
 			c = startServerIn(t, dataDir, database, "", "--node-agent-allow-unauthenticated", "127.0.0.0/8")
-			for _, id := range []string{"10.9.0.1", "10.9.0.2"} {
+			for _, id := range []string{"127.0.0.1", "10.9.0.2"} {
 				c.ok("nodes", "get", id)
 				if out := c.ok("nodes", "events", id, "--type", "node.joined"); strings.Count(out, "node.joined") != 1 {
 					t.Errorf("node.joined events of %s after the replay:\n%s", id, out)
 				}
 			}
-			if code, body, _ := post(t, c.url+"/internal/v1/node-agent/nodes/10.9.0.1/status", reply.Credential, statusBody(t)); code != 200 {
+			if code, body, _ := post(t, c.url+"/internal/v1/node-agent/nodes/127.0.0.1/status", reply.Credential, statusBody(t)); code != 200 {
 				t.Errorf("status with the credential issued before the crash: %d %s", code, body)
 			}
 			if code, body, _ := post(t, c.url+"/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.9.0.3")); code != 401 {

@@ -53,11 +53,18 @@ func Catalogue() []PermissionInfo {
 	// The node registry's permissions (nodes:<verb> on tenant/root): platform operators only.
 	// The internal nodes routes decide the same permissions for API keys (GET list/one,
 	// isolation, labels, delete).
-	for _, n := range []struct{ verb, method string }{
-		{"list", "nodes.list"}, {"get", "nodes.get"}, {"cordon", "nodes.cordon"}, {"uncordon", "nodes.uncordon"},
-		{"label", "nodes.label"}, {"drain", "nodes.drain"}, {"delete", "nodes.delete"}, {"join-token", "nodes.joinTokens.create"},
+	// nodes:join-token covers every join token method: who may make tokens may see and revoke
+	// them.
+	for _, n := range []struct {
+		verb    string
+		methods []string
+	}{
+		{"list", []string{"nodes.list"}}, {"get", []string{"nodes.get"}}, {"cordon", []string{"nodes.cordon"}},
+		{"uncordon", []string{"nodes.uncordon"}}, {"label", []string{"nodes.label"}}, {"drain", []string{"nodes.drain"}},
+		{"delete", []string{"nodes.delete"}},
+		{"join-token", []string{"nodes.joinTokens.create", "nodes.joinTokens.list", "nodes.joinTokens.revoke"}},
 	} {
-		out = append(out, PermissionInfo{Permission: "nodes:" + n.verb, Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{n.method}})
+		out = append(out, PermissionInfo{Permission: "nodes:" + n.verb, Scope: TenantScope(RootTenant), RootOnly: true, Methods: n.methods})
 	}
 	for _, kind := range computeKinds {
 		last := "delete"

@@ -81,6 +81,39 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// MinAllowPrefixBits is the shortest prefix --node-agent-allow-unauthenticated takes without
+// a warning: a network wider than a /8 (0.0.0.0/0, ::/0, 0.0.0.0/1, ...) lets most of the
+// internet in.
+const MinAllowPrefixBits = 8
+
+// BroadPrefixes returns the networks of ps shorter than MinAllowPrefixBits.
+func BroadPrefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Bits() < MinAllowPrefixBits {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FormatCIDRs renders networks as --node-agent-allow-unauthenticated takes them
+// (comma-separated), "none" when there are none.
+func FormatCIDRs(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// AllowWarning is the warning logged at start when --node-agent-allow-unauthenticated holds a
+// network wider than a /8: what a caller there can do without credentials.
+const AllowWarning = "--node-agent-allow-unauthenticated allows calls without credentials from very wide networks: anyone there can register nodes, report for nodes that registered without credentials, and list, cordon, uncordon, label and delete any node; list only the narrowest networks that hold stock Cubelets"
+
 // peerAddr returns the address of the TCP peer of req (never a header: the node-agent routes
 // are not meant to sit behind a proxy).
 func peerAddr(req *http.Request) netip.Addr {
@@ -231,9 +264,10 @@ func (r *Registry) refuse(ctx context.Context, method, nodeID string, peer netip
 }
 
 // JoinTokenInput is what a join token is made of: Pool is a pool id or a fleet name held by
-// one pool; Uses how many registrations it allows (0: 1); TTL its lifetime (0:
-// DefaultJoinTokenTTL, at most MaxJoinTokenTTL); IP the one address it is accepted from. Without
-// IP the token binds itself to the address of its first use, unless AnyIP.
+// one pool; Uses how many registrations it allows (0: 1; the API and the CLI refuse an explicit
+// 0); TTL its lifetime (0: DefaultJoinTokenTTL, at most MaxJoinTokenTTL); IP the one address it
+// is accepted from and registers (ParseJoinTokenIP). Without IP the token binds itself to the
+// address of its first successful registration, unless AnyIP.
 type JoinTokenInput struct {
 	Pool  string
 	Uses  int
@@ -242,24 +276,48 @@ type JoinTokenInput struct {
 	AnyIP bool
 }
 
-// JoinToken is a join token as the API shows it (the token itself is shown once, at
-// creation). Times are Unix milliseconds.
+// JoinToken is a join token as the API shows it: never the token itself (shown once, at
+// creation) nor its hash. Prefix is the token's first characters, to recognise it; Pool the
+// pool's fleet name; Uses the registrations it allowed and UsesLeft those left; IP the address
+// it is bound to ("" until its first successful registration binds it, or with AnyIP); State
+// one of JoinTokenStates. Times are Unix milliseconds; RevokedAt and RevokedBy (a principal id)
+// are set once it is revoked.
 type JoinToken struct {
-	ID        string `json:"id"`
-	Prefix    string `json:"prefix"` // the token's first characters, to recognise it
-	PoolID    string `json:"poolId"`
-	Pool      string `json:"pool,omitempty"` // the pool's fleet name
-	Uses      int    `json:"uses"`
-	IP        string `json:"ip,omitempty"`
-	AnyIP     bool   `json:"anyIp,omitempty"`
-	ExpiresAt int64  `json:"expiresAt"`
-	CreatedAt int64  `json:"createdAt"`
-	CreatedBy string `json:"createdBy"`
+	ID        string         `json:"id"`
+	Prefix    string         `json:"prefix"`
+	PoolID    string         `json:"poolId"`
+	Pool      string         `json:"pool,omitempty"`
+	Uses      int            `json:"uses"`
+	UsesLeft  int            `json:"usesLeft"`
+	IP        string         `json:"ip,omitempty"`
+	AnyIP     bool           `json:"anyIp,omitempty"`
+	State     JoinTokenState `json:"state"`
+	ExpiresAt int64          `json:"expiresAt"`
+	CreatedAt int64          `json:"createdAt"`
+	CreatedBy string         `json:"createdBy"`
+	RevokedAt int64          `json:"revokedAt,omitempty"`
+	RevokedBy string         `json:"revokedBy,omitempty"`
+}
+
+// ParseJoinTokenIP parses the address a join token is bound to (--ip): an IP address a node
+// can have, so not the unspecified address (0.0.0.0, ::), a multicast address, the IPv4
+// broadcast address or an address with a zone; an IPv4-mapped IPv6 address is unmapped. The
+// error reads after the flag or field name: `"224.0.0.1" is a multicast address, not a node's`.
+func ParseJoinTokenIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	if p := addrProblem(a); p != "" {
+		return netip.Addr{}, fmt.Errorf("%q is %s, not a node's", s, p)
+	}
+	return a.Unmap(), nil
 }
 
 // CreateJoinToken makes a join token through q (the caller's transaction) and returns it and
 // its secret (shown once; only its SHA-256 is stored). Errors: INVALID_INPUT naming the field
-// (pool unknown, archived or ambiguous; uses, ttl or ip out of range).
+// (pool unknown, archived or ambiguous; uses, ttl out of range; ip not an address a node can
+// have, see ParseJoinTokenIP).
 func (r *Registry) CreateJoinToken(ctx context.Context, q store.Querier, in JoinTokenInput, createdBy string) (JoinToken, string, error) {
 	if in.Pool == "" {
 		return JoinToken{}, "", cubefleet.Invalid("pool", "pool is required: the pool id or fleet name the node joins")
@@ -285,11 +343,11 @@ func (r *Registry) CreateJoinToken(ctx context.Context, q store.Querier, in Join
 		if in.AnyIP {
 			return JoinToken{}, "", cubefleet.Invalid("ip", "give ip or anyIp, not both")
 		}
-		a, err := netip.ParseAddr(in.IP)
+		a, err := ParseJoinTokenIP(in.IP)
 		if err != nil {
-			return JoinToken{}, "", cubefleet.Invalid("ip", "ip %q is not an IP address", in.IP)
+			return JoinToken{}, "", cubefleet.Invalid("ip", "ip %s", err)
 		}
-		ip = a.Unmap().String()
+		ip = a.String()
 	}
 	secret, err := newSecret(JoinTokenPrefix)
 	if err != nil {
@@ -298,7 +356,8 @@ func (r *Registry) CreateJoinToken(ctx context.Context, q store.Querier, in Join
 	now := r.now()
 	t := JoinToken{
 		ID: cubefleet.NewID("jtk"), Prefix: secret[:len(JoinTokenPrefix)+6], PoolID: pool.ID, Pool: pool.Name, Uses: in.Uses,
-		IP: ip, AnyIP: in.AnyIP, ExpiresAt: now + in.TTL.Milliseconds(), CreatedAt: now, CreatedBy: createdBy,
+		UsesLeft: in.Uses, IP: ip, AnyIP: in.AnyIP, State: JoinTokenUsable, ExpiresAt: now + in.TTL.Milliseconds(), CreatedAt: now,
+		CreatedBy: createdBy,
 	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO nodes_join_tokens (id, hash, prefix, pool_id, ip, any_ip, uses, uses_left, expires_at, created_at, created_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
@@ -320,12 +379,13 @@ func boolInt(b bool) int {
 // waits for a write) and written by the flusher with a conditional decrement that also catches
 // a use another replica took first.
 type tokenLedger struct {
-	id       string
-	poolID   string
-	ip       string // the address it is bound to ("" until its first use binds it)
-	anyIP    bool
-	usesLeft int
-	expires  int64 // Unix ms
+	id        string
+	poolID    string
+	ip        string // the address it is bound to ("" until its first use binds it)
+	anyIP     bool
+	usesLeft  int
+	expires   int64 // Unix ms
+	revokedAt int64 // Unix ms; 0: not revoked (read from the database on every use)
 }
 
 // joinUse is one use of a join token, queued for the flusher.
@@ -334,23 +394,49 @@ type joinUse struct {
 	ip      string // the address the use came from (binds an unbound token)
 	poolID  string
 	hash    string
+	bound   bool // this use bound the token to ip in the ledger (undone if it is released)
 }
 
 // maxLedger bounds the join tokens kept in memory; expired ones are dropped first.
 const maxLedger = 10000
 
-// takeJoin checks a join token (by hash) for a registration from peer and takes one use of
-// it. A refusal is 401: unknown, expired, used up, or bound to another address.
-func (r *Registry) takeJoin(ctx context.Context, hash string, peer netip.Addr) (joinUse, *refusal, error) {
+// takeJoin checks a join token (by hash) for a registration from peer of node nodeID at
+// address host (its host_ip) and takes one use of it. Its state is read from the database on
+// every use (a token another replica revoked, used or bound is seen at once); the uses this
+// process took but has not written yet are kept in the ledger. A refusal is 401 when the token
+// is unknown, revoked, expired, used up, or bound to another address than peer, and 403 when
+// the token is bound to an address (by --ip or its first use, which is peer's) and the
+// registration names another one: in host, or in a node_id that is an IP address. A token
+// accepted from any address (--any-ip) registers any address.
+func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.Addr, nodeID string) (joinUse, *refusal, error) {
 	r.joinMu.Lock()
 	defer r.joinMu.Unlock()
 	now := r.now()
 	l := r.ledger[hash]
+	if l != nil {
+		// The ledger keeps the uses this process took; the database says whether the token
+		// was revoked meanwhile (on any replica), and what the others took and bound.
+		var revokedAt int64
+		var usesLeft int
+		var ip string
+		err := r.db.QueryRowContext(ctx, `SELECT revoked_at, uses_left, ip FROM nodes_join_tokens WHERE id = $1`, l.id).Scan(&revokedAt, &usesLeft, &ip)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			delete(r.ledger, hash)
+			return joinUse{}, unauthenticated("join_token_unknown", "unknown join token"), nil
+		case err != nil:
+			return joinUse{}, nil, fmt.Errorf("join token: %w", err)
+		}
+		l.revokedAt, l.usesLeft = revokedAt, min(l.usesLeft, usesLeft)
+		if l.ip == "" {
+			l.ip = ip
+		}
+	}
 	if l == nil {
 		l = &tokenLedger{}
 		var anyIP int
-		err := r.db.QueryRowContext(ctx, `SELECT id, pool_id, ip, any_ip, uses_left, expires_at FROM nodes_join_tokens WHERE hash = $1`, hash).
-			Scan(&l.id, &l.poolID, &l.ip, &anyIP, &l.usesLeft, &l.expires)
+		err := r.db.QueryRowContext(ctx, `SELECT id, pool_id, ip, any_ip, uses_left, expires_at, revoked_at FROM nodes_join_tokens WHERE hash = $1`, hash).
+			Scan(&l.id, &l.poolID, &l.ip, &anyIP, &l.usesLeft, &l.expires, &l.revokedAt)
 		if errors.Is(err, sql.ErrNoRows) {
 			return joinUse{}, unauthenticated("join_token_unknown", "unknown join token"), nil
 		}
@@ -370,6 +456,9 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer netip.Addr) (
 		}
 		r.ledger[hash] = l
 	}
+	if l.revokedAt != 0 {
+		return joinUse{}, unauthenticated("join_token_revoked", "join token %s was revoked", l.id), nil
+	}
 	if now >= l.expires {
 		return joinUse{}, unauthenticated("join_token_expired", "join token %s expired", l.id), nil
 	}
@@ -380,19 +469,47 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer netip.Addr) (
 	if !l.anyIP && l.ip != "" && l.ip != from {
 		return joinUse{}, unauthenticated("join_token_address", "join token %s is bound to another address", l.id), nil
 	}
-	l.usesLeft--
-	if !l.anyIP && l.ip == "" {
-		l.ip = from
+	if !l.anyIP {
+		// Bound (or about to be bound) to peer: it registers that address only.
+		id, idErr := netip.ParseAddr(nodeID)
+		switch {
+		case host != peer:
+			return joinUse{}, joinHostRefusal(l.id, from, l.ip == "", "host_ip "+host.String()), nil
+		case idErr == nil && id.Unmap() != peer:
+			return joinUse{}, joinHostRefusal(l.id, from, l.ip == "", "node_id "+nodeID), nil
+		}
 	}
-	return joinUse{tokenID: l.id, ip: from, poolID: l.poolID, hash: hash}, nil, nil
+	l.usesLeft--
+	u := joinUse{tokenID: l.id, ip: from, poolID: l.poolID, hash: hash}
+	if !l.anyIP && l.ip == "" {
+		l.ip, u.bound = from, true // provisional: releaseJoin undoes it
+	}
+	return u, nil, nil
+}
+
+// joinHostRefusal refuses a join whose token is bound to bound (firstUse: it would be bound by
+// this use) but whose registration names another address (what: "host_ip X" or "node_id X"):
+// 403, audited as forbidden.
+func joinHostRefusal(tokenID, bound string, firstUse bool, what string) *refusal {
+	how := "is bound to " + bound
+	if firstUse {
+		how = "binds itself to the address of its first use, " + bound
+	}
+	return &refusal{code: "join_token_host_ip", status: http.StatusForbidden, outcome: audit.OutcomeForbidden,
+		msg: fmt.Sprintf("join token %s %s, so it registers only that address, not %s: a node registers with its own address as node_id and host_ip (CUBE_SANDBOX_NODE_IP) and joins from it", tokenID, how, what)}
 }
 
 // releaseJoin gives back a use taken by takeJoin when the registration failed before it was
-// queued.
+// queued (a refusal: 409, a label rule), and the binding that use made: a token is bound to an
+// address only by a registration that succeeds. Registrations hold r.regMu from takeJoin to
+// here, so no other use came in between.
 func (r *Registry) releaseJoin(u joinUse) {
 	r.joinMu.Lock()
 	defer r.joinMu.Unlock()
 	if l := r.ledger[u.hash]; l != nil {
 		l.usesLeft++
+		if u.bound && l.ip == u.ip {
+			l.ip = ""
+		}
 	}
 }

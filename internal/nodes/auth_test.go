@@ -74,7 +74,7 @@ func TestAuth(t *testing.T) {
 		c.Authenticate = fakeKeys
 	}, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		a, b, stock := from("127.0.0.1"), from("127.0.0.2"), from("127.0.0.9")
+		a, b, c3, c5, stock := from("127.0.0.1"), from("127.0.0.2"), from("127.0.0.3"), from("127.0.0.5"), from("127.0.0.9")
 		status := testdata(t, "status.json")
 		audited := 0
 		refused := func(what string, gotStatus int, body []byte, wantStatus int, reason string) {
@@ -92,7 +92,7 @@ func TestAuth(t *testing.T) {
 
 		// The join: a single-use token bound to 127.0.0.1.
 		join := e.joinToken(JoinTokenInput{IP: "127.0.0.1"})
-		code, body := e.call(a, "POST", registerPath, join, withNode(t, "10.1.0.1"))
+		code, body := e.call(a, "POST", registerPath, join, withNode(t, "127.0.0.1"))
 		if code != 200 {
 			t.Fatalf("join: %d %s", code, body)
 		}
@@ -102,16 +102,16 @@ func TestAuth(t *testing.T) {
 		}
 		json.Unmarshal(body, &joined)
 		cred := joined.Credential
-		if !strings.HasPrefix(cred, CredentialPrefix) || joined.NodeID != "10.1.0.1" {
+		if !strings.HasPrefix(cred, CredentialPrefix) || joined.NodeID != "127.0.0.1" {
 			t.Fatalf("join answer: %s", body)
 		}
-		if code, body := e.call(a, "POST", statusPath("10.1.0.1"), cred, status); code != 200 {
+		if code, body := e.call(a, "POST", statusPath("127.0.0.1"), cred, status); code != 200 {
 			t.Fatalf("status with the credential: %d %s", code, body)
 		}
-		if code, body := e.call(a, "POST", registerPath, cred, withNode(t, "10.1.0.1")); code != 200 || bytes.Contains(body, []byte("node_credential")) {
+		if code, body := e.call(a, "POST", registerPath, cred, withNode(t, "127.0.0.1")); code != 200 || bytes.Contains(body, []byte("node_credential")) {
 			t.Fatalf("register again with the credential: %d %s", code, body)
 		}
-		v, _ := e.reg.Get(ctx, "10.1.0.1")
+		v, _ := e.reg.Get(ctx, "127.0.0.1")
 		if v.Agent != AgentCubefleet || v.PoolID != testPool.ID || v.Pool != testPool.Name || !v.Schedulable {
 			t.Errorf("joined node: %+v", v)
 		}
@@ -126,20 +126,20 @@ func TestAuth(t *testing.T) {
 		// No credentials, from outside the allowed networks.
 		code, body = e.call(a, "POST", registerPath, "", withNode(t, "10.1.0.2"))
 		refused("register without a token", code, body, 401, "--node-agent-allow-unauthenticated")
-		code, body = e.call(b, "POST", statusPath("10.1.0.1"), "", status)
+		code, body = e.call(b, "POST", statusPath("127.0.0.1"), "", status)
 		refused("status without a token", code, body, 401, "--node-agent-allow-unauthenticated")
 		code, body = e.call(a, "GET", NodesPrefix, "", nil)
 		refused("list without a token", code, body, 401, "--node-agent-allow-unauthenticated")
-		code, body = e.call(a, "PUT", NodesPrefix+"/10.1.0.1/isolation", "", nil)
+		code, body = e.call(a, "PUT", NodesPrefix+"/127.0.0.1/isolation", "", nil)
 		refused("isolation without a token", code, body, 401, "--node-agent-allow-unauthenticated")
 		// Wrong tokens.
 		code, body = e.call(a, "POST", registerPath, "cfj_not-a-real-token", withNode(t, "10.1.0.2"))
 		refused("register with a wrong join token", code, body, 401, "unknown join token")
-		code, body = e.call(a, "POST", statusPath("10.1.0.1"), "cfn_not-a-real-credential", status)
+		code, body = e.call(a, "POST", statusPath("127.0.0.1"), "cfn_not-a-real-credential", status)
 		refused("status with a wrong credential", code, body, 401, "unknown or revoked node credential")
-		code, body = e.call(a, "POST", statusPath("10.1.0.1"), "something-else", status)
+		code, body = e.call(a, "POST", statusPath("127.0.0.1"), "something-else", status)
 		refused("status with a token of no known kind", code, body, 401, "unknown kind of token")
-		code, body = e.call(a, "POST", statusPath("10.1.0.1"), join, status)
+		code, body = e.call(a, "POST", statusPath("127.0.0.1"), join, status)
 		refused("status with a join token", code, body, 401, "node credential")
 		// A used join token.
 		code, body = e.call(a, "POST", registerPath, join, withNode(t, "10.1.0.2"))
@@ -154,58 +154,58 @@ func TestAuth(t *testing.T) {
 		code, body = e.call(a, "POST", registerPath, elsewhere, withNode(t, "10.1.0.2"))
 		refused("register from an address the token is not bound to", code, body, 401, "bound to another address")
 		twice := e.joinToken(JoinTokenInput{Uses: 2})
-		if code, body := e.call(a, "POST", registerPath, twice, withNode(t, "10.1.0.3")); code != 200 {
+		if code, body := e.call(c3, "POST", registerPath, twice, withNode(t, "127.0.0.3")); code != 200 {
 			t.Fatalf("first use of an unbound token: %d %s", code, body)
 		}
 		code, body = e.call(b, "POST", registerPath, twice, withNode(t, "10.1.0.4"))
 		refused("second use from another address", code, body, 401, "bound to another address")
 		// A stolen join token cannot take over a registered node.
 		stolen := e.joinToken(JoinTokenInput{AnyIP: true})
-		code, body = e.call(b, "POST", registerPath, stolen, withNode(t, "10.1.0.1"))
+		code, body = e.call(b, "POST", registerPath, stolen, withNode(t, "127.0.0.1"))
 		refused("a join token naming a registered node", code, body, 409, "cannot take over")
 		// Another node's credential.
 		var third struct {
 			Credential string `json:"node_credential"`
 		}
-		_, body = e.call(a, "POST", registerPath, twice, withNode(t, "10.1.0.5"))
+		_, body = e.call(c5, "POST", registerPath, e.joinToken(JoinTokenInput{IP: "127.0.0.5"}), withNode(t, "127.0.0.5"))
 		json.Unmarshal(body, &third)
-		code, body = e.call(a, "POST", statusPath("10.1.0.1"), third.Credential, status)
+		code, body = e.call(a, "POST", statusPath("127.0.0.1"), third.Credential, status)
 		refused("status with another node's credential", code, body, 401, "belongs to another node")
-		code, body = e.call(a, "POST", registerPath, third.Credential, withNode(t, "10.1.0.1"))
+		code, body = e.call(a, "POST", registerPath, third.Credential, withNode(t, "127.0.0.1"))
 		refused("register with another node's credential", code, body, 401, "belongs to another node")
 		// An allowed network cannot report for a node that has a credential.
-		code, body = e.call(stock, "POST", statusPath("10.1.0.1"), "", status)
+		code, body = e.call(stock, "POST", statusPath("127.0.0.1"), "", status)
 		refused("unauthenticated status for a credentialed node", code, body, 401, "authenticates with its node credential")
-		code, body = e.call(stock, "POST", registerPath, "", withNode(t, "10.1.0.1"))
+		code, body = e.call(stock, "POST", registerPath, "", withNode(t, "127.0.0.1"))
 		refused("unauthenticated register of a credentialed node", code, body, 401, "authenticates with its node credential")
 		// API keys on the internal routes need the permission; a node credential reads and
 		// isolates only its own node and never deletes.
-		if code, body := e.call(a, "GET", NodesPrefix, readerKey, nil); code != 200 || !bytes.Contains(body, []byte(`"IP":"10.1.0.1"`)) {
+		if code, body := e.call(a, "GET", NodesPrefix, readerKey, nil); code != 200 || !bytes.Contains(body, []byte(`"IP":"127.0.0.1"`)) {
 			t.Errorf("list with nodes:list: %d %s", code, body)
 		}
-		code, body = e.call(a, "PUT", NodesPrefix+"/10.1.0.1/isolation", readerKey, nil)
+		code, body = e.call(a, "PUT", NodesPrefix+"/127.0.0.1/isolation", readerKey, nil)
 		refused("isolation without nodes:cordon", code, body, 403, "lacks nodes:cordon")
-		code, body = e.call(a, "GET", NodesPrefix+"/10.1.0.5", cred, nil)
+		code, body = e.call(a, "GET", NodesPrefix+"/127.0.0.5", cred, nil)
 		refused("a node reading another node", code, body, 401, "belongs to another node")
-		if code, body := e.call(a, "GET", NodesPrefix+"/10.1.0.1", cred, nil); code != 200 || !bytes.Contains(body, []byte(`"IP":"10.1.0.1"`)) {
+		if code, body := e.call(a, "GET", NodesPrefix+"/127.0.0.1", cred, nil); code != 200 || !bytes.Contains(body, []byte(`"IP":"127.0.0.1"`)) {
 			t.Errorf("a node reading itself: %d %s", code, body)
 		}
-		if code, body := e.call(a, "PUT", NodesPrefix+"/10.1.0.1/isolation", cred, []byte(`{"detail":"draining myself"}`)); code != 200 {
+		if code, body := e.call(a, "PUT", NodesPrefix+"/127.0.0.1/isolation", cred, []byte(`{"detail":"draining myself"}`)); code != 200 {
 			t.Errorf("a node cordoning itself: %d %s", code, body)
 		}
-		code, body = e.call(a, "DELETE", NodesPrefix+"/10.1.0.1?force=true", cred, nil)
+		code, body = e.call(a, "DELETE", NodesPrefix+"/127.0.0.1?force=true", cred, nil)
 		refused("a node deleting itself", code, body, 403, "cannot delete")
 		// The admin key deletes it; its credential is refused from then on, and the agent
 		// cannot come back without a new join token.
-		if code, body := e.call(a, "DELETE", NodesPrefix+"/10.1.0.1?force=true", adminKey, nil); code != 200 {
+		if code, body := e.call(a, "DELETE", NodesPrefix+"/127.0.0.1?force=true", adminKey, nil); code != 200 {
 			t.Fatalf("delete: %d %s", code, body)
 		}
-		code, body = e.call(a, "POST", statusPath("10.1.0.1"), cred, status)
+		code, body = e.call(a, "POST", statusPath("127.0.0.1"), cred, status)
 		refused("status with a deleted node's credential", code, body, 401, "unknown or revoked")
-		code, body = e.call(a, "POST", registerPath, cred, withNode(t, "10.1.0.1"))
+		code, body = e.call(a, "POST", registerPath, cred, withNode(t, "127.0.0.1"))
 		refused("register with a deleted node's credential", code, body, 401, "unknown or revoked")
 		rejoin := e.joinToken(JoinTokenInput{IP: "127.0.0.1"})
-		if code, body := e.call(a, "POST", registerPath, rejoin, withNode(t, "10.1.0.1")); code != 200 {
+		if code, body := e.call(a, "POST", registerPath, rejoin, withNode(t, "127.0.0.1")); code != 200 {
 			t.Errorf("rejoin with a new token: %d %s", code, body)
 		}
 		// Stock Cubelets from the allowed network work, and never see a credential.

@@ -96,15 +96,16 @@ type drainChange struct {
 // (drainedAt cleared, no event; node.drained follows when it is empty again). Only the replica
 // that applies the change (the drain request, or the report) calls it, so each change is one
 // event. Requires n.mu; the caller writes the row and emits the event after unlocking.
-func (n *node) settleDrain(now int64) drainChange {
+func (r *Registry) settleDrain(n *node, now int64) drainChange {
 	if n.drainAt == 0 {
 		return drainChange{}
 	}
 	switch s := n.drainState(); {
 	case s == DrainDrained && n.drainedAt == 0:
 		n.drainedAt, n.updatedAt = now, now
-		return drainChange{changed: true, typ: EventDrained,
-			data: eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Detail: n.drainReason, By: n.drainBy}}
+		d := r.eventOf(n)
+		d.Detail, d.By = n.drainReason, n.drainBy
+		return drainChange{changed: true, typ: EventDrained, data: d}
 	case s == DrainDraining && n.drainedAt != 0:
 		n.drainedAt, n.updatedAt = 0, now
 		return drainChange{changed: true}
@@ -136,18 +137,21 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 	now := r.now()
 	n.mu.Lock()
 	cordoned := !n.cordoned()
-	if cordoned {
-		n.isolate(reason)
-	}
 	started := n.drainAt == 0
+	if cordoned {
+		n.isolate(reason, by)
+	} else if started {
+		n.cordonBy = string(by) // the drain takes the cordon over: the node cannot lift it itself
+	}
 	if started {
 		n.drainReason, n.drainBy, n.drainAt, n.drainedAt = reason, string(by), now, 0
 	}
-	settled := n.settleDrain(now)
+	settled := r.settleDrain(n, now)
 	if cordoned || started {
 		n.updatedAt = now
 	}
-	d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, By: string(by), Detail: reason}
+	d := r.eventOf(n)
+	d.By, d.Detail = string(by), reason
 	left := n.sandboxes()
 	n.mu.Unlock()
 	if cordoned {
@@ -168,8 +172,8 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 }
 
 // Drain drains node id, as `kubectl drain` does: it cordons the node (unless it is already
-// cordoned, whose detail it then keeps; reason, at most 200 characters, becomes the detail
-// otherwise) and marks it as draining with reason, by and the time; the node is drained once
+// cordoned, whose detail it then keeps, though the cordon becomes by's, so a node cannot lift
+// it itself; reason, at most 200 characters, becomes the detail otherwise) and marks it as draining with reason, by and the time; the node is drained once
 // it reports no sandboxes (node.drained, at once when it runs none). Draining a node that is
 // already draining changes nothing (the first request's reason and time stand). Uncordon ends
 // the drain. Errors: NOT_FOUND, INVALID_INPUT.

@@ -280,7 +280,7 @@ func TestDrainKeepsDeleteRefusal(t *testing.T) {
 }
 
 // TestDrainAcrossReplicas drains a node on one replica while it reports to the other: both
-// see the drain, the drained event is written once, and uncordon on either ends it for both.
+// see the drain and who cordoned the node, the drained event is written once, and uncordon on either ends it for both.
 func TestDrainAcrossReplicas(t *testing.T) {
 	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
@@ -321,6 +321,9 @@ func TestDrainAcrossReplicas(t *testing.T) {
 		sync()
 		if d := drainOf(b); d == nil || d.State != DrainDraining || d.SandboxesLeft != 3 || d.Reason != "retire" {
 			t.Fatalf("b after the drain on a: %+v", d)
+		}
+		if v, _ := b.reg.Get(ctx, "10.0.0.7"); v.CordonedBy != "ops" {
+			t.Errorf("b after the drain on a: cordoned by %q, want ops", v.CordonedBy)
 		}
 		a.clock.Add(time.Second)
 		for range 3 {
@@ -398,6 +401,51 @@ func TestDrainReopens(t *testing.T) {
 		}
 		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained, EventDrained}; !slices.Equal(types, want) {
 			t.Errorf("events = %v, want %v", types, want)
+		}
+	})
+}
+
+// TestDeleteRefusals: without force, a node that is not Ready cannot be deleted (its sandbox
+// count is unknown): the internal route answers 502 SANDBOX_CHECK_FAILED, as upstream's
+// ErrSandboxCheckFailed, saying force=true; the public API (Delete) CONFLICT saying --force. A
+// Ready node still running sandboxes is 409 CONFLICT on both, each saying its own way to force.
+func TestDeleteRefusals(t *testing.T) {
+	eachEnv(t, nil, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		c := newCubelet(t, e.url)
+		if err := c.register(testdata(t, "register.json")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.reg.Cordon(ctx, "10.0.0.7", "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		// Ready, 4 sandboxes: 409 both ways.
+		code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		if code != http.StatusConflict || !bytes.Contains(body, []byte(`"code":"CONFLICT"`)) || !bytes.Contains(body, []byte("add force=true (DELETE /internal/v1/nodes/10.0.0.7?force=true)")) ||
+			bytes.Contains(body, []byte("--force")) {
+			t.Errorf("route, sandboxes: %d %s", code, body)
+		}
+		_, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "use --force (cubefleet nodes delete 10.0.0.7 --force)") ||
+			strings.Contains(err.Error(), "force=true") {
+			t.Errorf("API, sandboxes: %v", err)
+		}
+		// Down: the sandbox check fails.
+		e.clock.Add(3 * DefaultHeartbeatTimeout)
+		code, body = e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		want := `{"error":"node 10.0.0.7 is Down, so its sandbox count is unknown: to delete it anyway, add force=true (DELETE /internal/v1/nodes/10.0.0.7?force=true)","code":"SANDBOX_CHECK_FAILED"}`
+		if code != http.StatusBadGateway || string(body) != want {
+			t.Errorf("route, Down: %d %s\nwant 502 %s", code, body, want)
+		}
+		_, err = e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "is Down, so its sandbox count is unknown: to delete it anyway, use --force (cubefleet nodes delete 10.0.0.7 --force)") {
+			t.Errorf("API, Down: %v", err)
+		}
+		if code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7?force=true", "", nil); code != 200 {
+			t.Errorf("route with force=true: %d %s", code, body)
 		}
 	})
 }

@@ -73,14 +73,25 @@ type errorJSON struct {
 	Code  cubefleet.Code `json:"code,omitempty"`
 }
 
+// writeError writes the error body; '<', '>' and '&' stay as they are (a message says
+// "must be >= 0"), the body is JSON all the same.
 func writeError(w http.ResponseWriter, status int, code cubefleet.Code, msg string) {
-	b, _ := json.Marshal(errorJSON{Error: msg, Code: code})
-	writeRaw(w, status, b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(errorJSON{Error: msg, Code: code})
+	writeRaw(w, status, bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
+// CodeSandboxCheckFailed is the code of the internal delete route's 502 (upstream's
+// ErrSandboxCheckFailed, spec §2.1): without force=true, a node that is not Ready cannot be
+// deleted, because its sandbox count is unknown. It is the internal routes' own code; the
+// public API (nodes.delete) answers the same refusal 409 CONFLICT.
+const CodeSandboxCheckFailed cubefleet.Code = "SANDBOX_CHECK_FAILED"
+
 // writeErr maps err to its status (INVALID_INPUT 400, UNAUTHENTICATED 401, FORBIDDEN 403,
-// NOT_FOUND 404, CONFLICT 409, 502 for a failed sandbox check, PAYLOAD_TOO_LARGE 413) and
-// writes it; anything else is a 500 without details, logged.
+// NOT_FOUND 404, CONFLICT 409, PAYLOAD_TOO_LARGE 413; a failed sandbox check 502 with code
+// SANDBOX_CHECK_FAILED) and writes it; anything else is a 500 without details, logged.
 func (r *Registry) writeErr(ctx context.Context, w http.ResponseWriter, err error) {
 	var e *cubefleet.Error
 	if !errors.As(err, &e) || e.Code == cubefleet.CodeInternal {
@@ -101,7 +112,8 @@ func (r *Registry) writeErr(ctx context.Context, w http.ResponseWriter, err erro
 	case cubefleet.CodeConflict:
 		status = http.StatusConflict
 		if errors.Is(err, errSandboxCheck) {
-			status = http.StatusBadGateway
+			writeError(w, http.StatusBadGateway, CodeSandboxCheckFailed, e.Message)
+			return
 		}
 	case cubefleet.CodePayloadTooLarge:
 		status = http.StatusRequestEntityTooLarge
@@ -361,7 +373,7 @@ func (r *Registry) report(ctx context.Context, id string, sr *StatusRequest, c c
 				r.m.reportBad.Inc()
 				return nil, err
 			}
-			drain := n.settleDrain(now) // a draining node that now runs no sandboxes is drained
+			drain := r.settleDrain(n, now) // a draining node that now runs no sandboxes is drained
 			dst = r.appendSnapshot(dst, n, now)
 			n.mu.Unlock()
 			n.statusDirty.Store(true)
@@ -662,6 +674,8 @@ func (r *Registry) decodeInternal(req *http.Request, v any) error {
 
 // handleIsolation is PUT (cordon) and DELETE (uncordon) /internal/v1/nodes/{node_id}/isolation
 // (spec §2.1): optional body {"detail":"<=200 runes"}; idempotent; 200 with the NodeSnapshot.
+// A node's own credential may lift or change only a cordon it set itself: 403 (audited),
+// naming who set it, for an operator's.
 func (r *Registry) handleIsolation(on bool) http.HandlerFunc {
 	method, permission := "internal.nodes.isolate", "nodes:cordon"
 	if !on {
@@ -682,6 +696,12 @@ func (r *Registry) handleIsolation(on bool) http.HandlerFunc {
 			return
 		}
 		n, err := r.setCordon(ctx, id, on, body.Detail, actor)
+		if errors.Is(err, errOperatorCordon) { // a node touching an operator's cordon: audited
+			f := &refusal{code: "operator_cordon", status: http.StatusForbidden, outcome: audit.OutcomeForbidden, msg: errMessage(err)}
+			r.refuse(ctx, method, id, peerAddr(req), string(actor), f)
+			writeRefusal(w, f)
+			return
+		}
 		if err != nil {
 			r.writeErr(ctx, w, err)
 			return
@@ -735,8 +755,9 @@ func (r *Registry) handleUnlabel(w http.ResponseWriter, req *http.Request) {
 }
 
 // handleDelete is DELETE /internal/v1/nodes/{node_id}[?force=true] (spec §2.1): 409 unless
-// isolated; without force 502 when its sandbox count cannot be trusted (not Ready) and 409
-// while it runs sandboxes; 200 with the snapshot from before the delete.
+// isolated; without force 502 SANDBOX_CHECK_FAILED when its sandbox count cannot be trusted
+// (not Ready) and 409 while it runs sandboxes, both saying to add force=true; 200 with the
+// snapshot from before the delete.
 func (r *Registry) handleDelete(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	id := req.PathValue("node_id")
@@ -745,7 +766,7 @@ func (r *Registry) handleDelete(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	force := req.URL.Query().Get("force") == "true"
-	n, err := r.deleteNode(ctx, id, force, actor)
+	n, err := r.deleteNode(ctx, id, force, actor, forceQuery)
 	if err != nil {
 		r.writeErr(ctx, w, err)
 		return

@@ -169,7 +169,7 @@ func readJournal(path string) (recs []journalRecord, bad int, err error) {
 		var rec journalRecord
 		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
 		dec.UseNumber()
-		if err := dec.Decode(&rec); err != nil || len(rec.Row) != len(registrationCols) {
+		if err := dec.Decode(&rec); err != nil || len(rec.Row) < minJournalCols || len(rec.Row) > len(registrationCols) {
 			bad++
 			continue
 		}
@@ -185,11 +185,24 @@ func readJournal(path string) (recs []journalRecord, bad int, err error) {
 	return recs, bad, nil
 }
 
+// minJournalCols is the length of a journaled row written before the columns migrations added
+// since 0001 (drain_*, cordon_by): a journal an older server left is replayed, those columns
+// empty.
+const minJournalCols = 13
+
 // rowFromJSON turns a decoded row (strings and json.Numbers) back into registrationCols'
-// types: string for text, int64 otherwise.
+// types: string for text, int64 otherwise. A shorter row (an older server's) gets the missing
+// trailing columns as "" or 0.
 func rowFromJSON(row []any) ([]any, error) {
-	out := make([]any, len(row))
+	out := make([]any, len(registrationCols))
 	for i, c := range registrationCols {
+		if i >= len(row) {
+			out[i] = ""
+			if c.typ != "text" {
+				out[i] = int64(0)
+			}
+			continue
+		}
 		switch v := row[i].(type) {
 		case string:
 			if c.typ != "text" {
@@ -300,10 +313,12 @@ func (r *Registry) replayOne(ctx context.Context, tx *sql.Tx, rec journalRecord)
 	if known > 0 {
 		return true, nil
 	}
-	d := eventData{NodeID: id}
-	d.IP, _ = rec.Row[regCol("host_ip")].(string)
-	d.Pool, _ = rec.Row[regCol("pool_id")].(string)
-	d.Agent, _ = rec.Row[regCol("agent")].(string)
+	n := &node{id: id}
+	n.hostIP, _ = rec.Row[regCol("host_ip")].(string)
+	n.poolID, _ = rec.Row[regCol("pool_id")].(string)
+	n.clusterLabel, _ = rec.Row[regCol("cluster_label")].(string)
+	n.agent, _ = rec.Row[regCol("agent")].(string)
+	d := r.eventOf(n)
 	data, err := json.Marshal(d)
 	if err != nil {
 		return false, fmt.Errorf("node %s: %w", id, err)

@@ -9,7 +9,8 @@ import (
 
 // TestJournalReplay writes a journal by hand (as a crash leaves it) and restarts the registry:
 // the replay writes what the database lacks and nothing else, spends join tokens, records the
-// joined events, skips a torn last line and empties the journal.
+// joined events, skips a torn last line, replays an older server's shorter rows (the columns
+// added since empty) and empties the journal.
 func TestJournalReplay(t *testing.T) {
 	eachEnv(t, nil, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -48,6 +49,7 @@ func TestJournalReplay(t *testing.T) {
 			{Row: row("10.5.0.3", "10.5.0.3", written), Join: &journalJoin{fresh, "10.5.0.3"}}, // a join: written, token spent
 			{Row: row("10.5.0.4", "10.5.0.4", written), Join: &journalJoin{spent, "10.5.0.4"}}, // token spent elsewhere: dropped
 			{Row: row("10.5.0.5", "10.5.0.5", written)},                                        // deleted since: dropped
+			{Row: row("10.5.0.7", "10.5.0.7", written)[:minJournalCols+4]},                     // an older server's row (no cordon_by): written
 		} {
 			if err := j.append(rec); err != nil {
 				t.Fatal(err)
@@ -66,7 +68,7 @@ func TestJournalReplay(t *testing.T) {
 		if err := e.db.QueryRow(`SELECT host_ip FROM nodes_registrations WHERE node_id = '10.5.0.1'`).Scan(&ip); err != nil || ip != "10.5.0.1" {
 			t.Errorf("10.5.0.1: host_ip %q (%v): an older journaled registration overwrote a newer one", ip, err)
 		}
-		for id, want := range map[string]int{"10.5.0.2": 1, "10.5.0.3": 1, "10.5.0.4": 0, "10.5.0.5": 0, "10.5.0.6": 0} {
+		for id, want := range map[string]int{"10.5.0.2": 1, "10.5.0.3": 1, "10.5.0.4": 0, "10.5.0.5": 0, "10.5.0.6": 0, "10.5.0.7": 1} {
 			if n := e.count(`SELECT count(*) FROM nodes_registrations WHERE node_id = $1`, id); n != want {
 				t.Errorf("%s: %d registrations after the replay, want %d", id, n, want)
 			}
@@ -77,7 +79,7 @@ func TestJournalReplay(t *testing.T) {
 		if n := e.count(`SELECT uses_left FROM nodes_join_tokens WHERE id = $1`, fresh); n != 0 {
 			t.Errorf("the journaled join's token has %d uses left, want 0", n)
 		}
-		for _, id := range []string{"10.5.0.2", "10.5.0.3"} {
+		for _, id := range []string{"10.5.0.2", "10.5.0.3", "10.5.0.7"} {
 			if got := e.eventTypes(id); !slices.Equal(got, []string{EventJoined}) {
 				t.Errorf("%s: events %v, want [%s]", id, got, EventJoined)
 			}

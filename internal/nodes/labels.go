@@ -113,10 +113,14 @@ func mergeLabels(stored, update map[string]string) map[string]string {
 func checkDetail(detail string) error { return checkText("detail", detail) }
 
 // checkText checks a free text field (an isolation detail, a drain reason) at path: valid
-// UTF-8 of at most MaxDetailRunes runes (INVALID_INPUT).
+// UTF-8 of at most MaxDetailRunes runes, without control characters (C0 with tab and
+// newline, DEL, C1): it is shown in nodes get and events (INVALID_INPUT).
 func checkText(path, text string) error {
 	if !utf8.ValidString(text) {
 		return cubefleet.Invalid(path, "%s is not valid UTF-8", path)
+	}
+	if r, ok := controlChar(text); ok {
+		return invalidField(path, "%s must not hold control characters (it holds %U)", path, r)
 	}
 	if n := utf8.RuneCountInString(text); n > MaxDetailRunes {
 		return cubefleet.Invalid(path, "%s too long: %d characters, at most %d", path, n, MaxDetailRunes)

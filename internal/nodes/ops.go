@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
@@ -21,14 +22,19 @@ var errTokenSpent = errors.New("the join token was used up concurrently")
 // register runs a registration (spec §1.3, with cubefleet's auth): c is the caller's
 // credentials (the handler has refused unauthenticated callers outside the allowed networks).
 // It returns the node and, for a join, the new node credential (shown once). A refusal is
-// returned as *refusal (401, or 409 for a join token naming a registered node); bad input as
-// INVALID_INPUT.
+// returned as *refusal (401; 403 for a join token bound to an address other than the
+// registration's host_ip, or a node credential changing its node's host_ip; 409 for a join
+// token naming a registered node); bad input as INVALID_INPUT.
 func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, peer netip.Addr) (*node, string, error) {
 	if _, ok := req.Labels[ReservedLabel]; ok {
 		return nil, "", cubefleet.Invalid("labels."+ReservedLabel, "label %s is reserved: only isolation sets it", ReservedLabel)
 	}
 	if c.kind == credKey {
 		return nil, "", unauthenticated("api_key", "API keys cannot register nodes: send a join token or the node credential")
+	}
+	addr, err := registerAddr(req) // checked by the decoder; this is the parsed form
+	if err != nil {
+		return nil, "", err
 	}
 	if _, err := r.find(ctx, req.NodeID); err != nil { // loads a node another replica registered
 		return nil, "", err
@@ -43,13 +49,13 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 		if c.kind == credJoin { // the token first, so a bad one learns nothing about node ids
 			var f *refusal
 			var err error
-			if use, f, err = r.takeJoin(ctx, c.hash, peer); err != nil {
+			if use, f, err = r.takeJoin(ctx, c.hash, peer, addr, req.NodeID); err != nil {
 				return nil, false, err
 			} else if f != nil {
 				return nil, false, f
 			}
 		}
-		if f := r.checkRegistrant(existing, req.NodeID, c); f != nil {
+		if f := r.checkRegistrant(existing, req.NodeID, addr, c); f != nil {
 			if use.tokenID != "" {
 				r.releaseJoin(use)
 			}
@@ -120,7 +126,7 @@ func (r *Registry) register(ctx context.Context, req *RegisterRequest, c creds, 
 	}
 	if created {
 		n.mu.Lock()
-		d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Agent: n.agent}
+		d := r.eventOf(n)
 		n.mu.Unlock()
 		r.emit(r.now(), EventJoined, d)
 	}
@@ -162,13 +168,15 @@ func (r *Registry) journalRegistration(ctx context.Context, n *node, use joinUse
 	}
 }
 
-// checkRegistrant decides whether credentials c may register node id (existing: its node, or
-// nil). Requires r.regMu.
-func (r *Registry) checkRegistrant(existing *node, id string, c creds) *refusal {
-	var credHash string
+// checkRegistrant decides whether credentials c may register node id at address addr
+// (existing: its node, or nil). A node credential registers only its own node, and keeps the
+// address it joined with (403 otherwise: a node cannot move its registration to another
+// address; delete it and join again). Requires r.regMu.
+func (r *Registry) checkRegistrant(existing *node, id string, addr netip.Addr, c creds) *refusal {
+	var credHash, hostIP string
 	if existing != nil {
 		existing.mu.Lock()
-		credHash = existing.credHash
+		credHash, hostIP = existing.credHash, existing.hostIP
 		existing.mu.Unlock()
 	}
 	switch c.kind {
@@ -178,10 +186,14 @@ func (r *Registry) checkRegistrant(existing *node, id string, c creds) *refusal 
 				msg: fmt.Sprintf("node %s is already registered; a join token cannot take over a registered node: delete it first (cubefleet nodes delete %s), then join again", id, id)}
 		}
 	case credNode:
-		if existing != nil && credHash != "" && sameHash(credHash, c.hash) {
-			return nil
+		if existing == nil || credHash == "" || !sameHash(credHash, c.hash) {
+			return r.credentialRefusal(id, c.hash)
 		}
-		return r.credentialRefusal(id, c.hash)
+		if prev, err := netip.ParseAddr(hostIP); err == nil && prev.Unmap() != addr || err != nil && hostIP != addr.String() {
+			return &refusal{code: "host_ip_changed", status: http.StatusForbidden, outcome: audit.OutcomeForbidden,
+				msg: fmt.Sprintf("node %s is registered with host_ip %s; its node credential cannot register it with host_ip %s: delete the node (cubefleet nodes delete %s) and join again with a join token for the new address", id, hostIP, addr, id)}
+		}
+		return nil
 	case credNone:
 		if credHash != "" {
 			return unauthenticated("credential_required", "node %s joined with a join token and authenticates with its node credential", id)
@@ -281,6 +293,9 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 			if err := decodeRaw(req.Images, &imgs, "images"); err != nil {
 				return ch, err
 			}
+			if err := checkImages(imgs); err != nil {
+				return ch, err
+			}
 			if imgs == nil {
 				imgs = []Image{}
 			}
@@ -289,6 +304,9 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 	if reported(req.LocalTemplates) {
 		if tplsHash = maphash.Bytes(r.seed, req.LocalTemplates); tplsHash != n.templatesHash || !n.templatesReported {
 			if err := decodeRaw(req.LocalTemplates, &tpls, "local_templates"); err != nil {
+				return ch, err
+			}
+			if err := checkTemplates(tpls); err != nil {
 				return ch, err
 			}
 			if tpls == nil {
@@ -301,11 +319,17 @@ func (r *Registry) applyStatus(n *node, req *StatusRequest, now int64) (statusCh
 			if err := decodeRaw(req.Versions, &vers, "versions"); err != nil {
 				return ch, err
 			}
+			if err := checkVersions(vers); err != nil {
+				return ch, err
+			}
 		}
 	}
 	if reported(req.HostFacts) {
 		if factsHash = maphash.Bytes(r.seed, req.HostFacts); factsHash != n.hostFactsHash {
 			if err := decodeRaw(req.HostFacts, &facts, "host_facts"); err != nil {
+				return ch, err
+			}
+			if err := checkHostFacts(&facts); err != nil {
 				return ch, err
 			}
 		}
@@ -401,7 +425,11 @@ func (r *Registry) emit(now int64, typ string, d eventData) {
 
 // setCordon cordons (on) or uncordons node id: the reserved label is set to "true" (with
 // detail, at most 200 runes) or removed (spec §2.1). Uncordoning also ends a drain. It is
-// idempotent; a change is an event. Errors: NOT_FOUND, INVALID_INPUT for a long detail.
+// idempotent; a change is an event. The cordon remembers who set it (cordonBy): an operator
+// cordoning an already cordoned node takes it over; a node (by.IsNode) may lift or change only
+// a cordon it set itself. Errors: NOT_FOUND, INVALID_INPUT for a long detail or one with a
+// control character, FORBIDDEN (wrapping errOperatorCordon) for a node touching an operator's
+// cordon.
 func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail string, by Actor) (*node, error) {
 	if err := checkDetail(detail); err != nil {
 		return nil, err
@@ -413,23 +441,35 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 	now := r.now()
 	n.mu.Lock()
 	changed := n.cordoned() != on
+	if n.cordoned() && by.IsNode() && Actor(n.cordonBy) != by {
+		// An operator's cordon (or drain): the node may neither lift nor rewrite it. Cordoning
+		// again without a new detail changes nothing and is answered as usual.
+		if !on || detail != "" && detail != n.cordonDetail {
+			err := operatorCordon(n, on)
+			n.mu.Unlock()
+			return nil, err
+		}
+		n.mu.Unlock()
+		return n, nil
+	}
 	switch {
 	case on && changed:
-		n.isolate(detail)
-	case on && detail != n.cordonDetail:
-		n.cordonDetail = detail
+		n.isolate(detail, by)
+	case on:
+		n.cordonDetail, n.cordonBy = detail, string(by) // an operator takes the node's cordon over
 	case !on && changed:
 		labels := mergeLabels(n.labels, nil)
 		delete(labels, ReservedLabel)
 		n.setLabels(labels)
-		n.cordonDetail = ""
+		n.cordonDetail, n.cordonBy = "", ""
 	}
 	if !on && n.drainAt != 0 {
 		n.endDrain()
 		detail = "ends the drain"
 	}
 	n.updatedAt = now
-	d := eventData{NodeID: n.id, IP: n.hostIP, By: string(by), Detail: detail}
+	d := r.eventOf(n)
+	d.By, d.Detail = string(by), detail
 	n.mu.Unlock()
 	r.listGen.Add(1)
 	r.w.markReg(n)
@@ -443,11 +483,34 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 	return n, nil
 }
 
-// isolate cordons n: the isolation label (SchedulingDisabled on the wire) with detail.
-// Requires n.mu.
-func (n *node) isolate(detail string) {
+// isolate cordons n: the isolation label (SchedulingDisabled on the wire) with detail, set by
+// by. Requires n.mu.
+func (n *node) isolate(detail string, by Actor) {
 	n.setLabels(mergeLabels(n.labels, map[string]string{ReservedLabel: "true"}))
-	n.cordonDetail = detail
+	n.cordonDetail, n.cordonBy = detail, string(by)
+}
+
+// errOperatorCordon marks a node's own credential refused to lift or change a cordon an
+// operator set (FORBIDDEN); the internal route audits it as a refusal.
+var errOperatorCordon = errors.New("the cordon is an operator's")
+
+// operatorCordon is the FORBIDDEN answer to node n lifting (on false) or rewriting the cordon
+// an operator set, naming who set it. Requires n.mu.
+func operatorCordon(n *node, on bool) error {
+	who := n.cordonBy
+	if who == "" {
+		who = "an operator (not recorded: it was cordoned before cordonedBy was kept)"
+	}
+	what := "lift"
+	if on {
+		what = "change"
+	}
+	msg := fmt.Sprintf("node %s was cordoned by %s; a node may %s only a cordon it set itself: ask an operator (cubefleet nodes uncordon %s)", n.id, who, what, n.id)
+	if n.drainAt != 0 {
+		msg = fmt.Sprintf("node %s was cordoned by %s and is draining (asked by %s); a node may %s only a cordon it set itself: ask an operator (cubefleet nodes uncordon %s ends the drain)",
+			n.id, who, n.drainBy, what, n.id)
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeForbidden, Err: errOperatorCordon, Message: msg}
 }
 
 // relabel merges set into node id's labels and removes the keys in remove (spec §2.1: merge;
@@ -484,15 +547,32 @@ func (r *Registry) relabel(ctx context.Context, id string, set map[string]string
 }
 
 // errSandboxCheck marks a delete refused because the node's sandbox count cannot be trusted
-// (it is not Ready); the internal route answers it 502 as upstream does.
+// (it is not Ready); the internal route answers it 502 SANDBOX_CHECK_FAILED as upstream does
+// (ErrSandboxCheckFailed, spec §2.1), the public API 409 CONFLICT.
 var errSandboxCheck = errors.New("sandbox check failed")
+
+// forceHint says how the caller of a delete forces it, in the refusals that suggest it.
+type forceHint int
+
+const (
+	forceFlag  forceHint = iota // the public API and the CLI: --force
+	forceQuery                  // the internal route: ?force=true
+)
+
+// how renders the hint for node id.
+func (h forceHint) how(id string) string {
+	if h == forceQuery {
+		return "add force=true (DELETE " + NodesPrefix + "/" + id + "?force=true)"
+	}
+	return "use --force (cubefleet nodes delete " + id + " --force)"
+}
 
 // deleteNode deletes node id (spec §2.1): it must be cordoned (CONFLICT otherwise); without
 // force it must also be Ready (CONFLICT wrapping errSandboxCheck: its count is unknown) and run
-// no sandboxes (its reported allocated.mvm_num; CONFLICT). Its credential is revoked at once:
-// its agent gets 401 and needs a new join token; a stock Cubelet gets 404. Returns the node as
-// it was. Errors: NOT_FOUND.
-func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Actor) (*node, error) {
+// no sandboxes (its reported allocated.mvm_num; CONFLICT); the refusals say how to force it
+// (hint). Its credential is revoked at once: its agent gets 401 and needs a new join token; a
+// stock Cubelet gets 404. Returns the node as it was. Errors: NOT_FOUND.
+func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Actor, hint forceHint) (*node, error) {
 	if _, err := r.live(ctx, id); err != nil {
 		return nil, err
 	}
@@ -512,16 +592,18 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 		if s := r.health(n, now); s != StateReady {
 			n.mu.Unlock()
 			return nil, &cubefleet.Error{Code: cubefleet.CodeConflict, Err: errSandboxCheck,
-				Message: fmt.Sprintf("node %s is %s, so its sandbox count is unknown: pass force to delete it anyway", id, s)}
+				Message: fmt.Sprintf("node %s is %s, so its sandbox count is unknown: to delete it anyway, %s", id, s, hint.how(id))}
 		}
 		if n.hasAllocated && n.allocated.MvmNum > 0 {
 			n.mu.Unlock()
-			return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s still runs %d sandboxes (mvm_num): drain it (cubefleet nodes drain %s --wait) or pass force", id, n.allocated.MvmNum, id)
+			return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s still runs %d sandboxes (mvm_num): drain it (cubefleet nodes drain %s --wait), or to delete it anyway, %s",
+				id, n.allocated.MvmNum, id, hint.how(id))
 		}
 	}
 	n.deleted = true
 	cred := n.credHash
-	d := eventData{NodeID: n.id, IP: n.hostIP, Pool: n.poolID, Agent: n.agent, By: string(by), Force: force, From: n.state}
+	d := r.eventOf(n)
+	d.By, d.Force, d.From = string(by), force, n.state
 	n.mu.Unlock()
 	r.remove(n, cred)
 	r.w.addDelete(id, now)
@@ -531,14 +613,18 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 }
 
 // Cordon cordons node id (isolation: no new work; SchedulingDisabled on the wire), with an
-// optional detail of at most 200 runes. Idempotent. Errors: NOT_FOUND, INVALID_INPUT.
+// optional detail of at most 200 runes, recording by as who set it (View.CordonedBy; an
+// operator cordoning a node the node cordoned itself takes the cordon over). Idempotent.
+// Errors: NOT_FOUND, INVALID_INPUT; FORBIDDEN when by is a node (Actor.IsNode) changing an
+// operator's cordon.
 func (r *Registry) Cordon(ctx context.Context, id, detail string, by Actor) (View, error) {
 	n, err := r.setCordon(ctx, id, true, detail, by)
 	return r.viewOf(n, err)
 }
 
 // Uncordon lifts node id's isolation and ends its drain, if any. Idempotent. Errors:
-// NOT_FOUND.
+// NOT_FOUND; FORBIDDEN when by is a node (Actor.IsNode) and the cordon is not its own (an
+// operator cordoned or drained it), naming who set it.
 func (r *Registry) Uncordon(ctx context.Context, id string, by Actor) (View, error) {
 	n, err := r.setCordon(ctx, id, false, "", by)
 	return r.viewOf(n, err)
@@ -554,9 +640,9 @@ func (r *Registry) Label(ctx context.Context, id string, set map[string]string, 
 
 // Delete deletes node id and revokes its credential; it returns the node as it was. Errors:
 // NOT_FOUND; CONFLICT when it is not cordoned, or (without force) not Ready or still running
-// sandboxes.
+// sandboxes (the message says to use --force).
 func (r *Registry) Delete(ctx context.Context, id string, force bool, by Actor) (View, error) {
-	n, err := r.deleteNode(ctx, id, force, by)
+	n, err := r.deleteNode(ctx, id, force, by, forceFlag)
 	return r.viewOf(n, err)
 }
 

@@ -19,7 +19,8 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Module is the nodes module's migrations (`nodes/0001_registry`, `nodes/0002_drain`). The
+// Module is the nodes module's migrations (`nodes/0001_registry`, `nodes/0002_drain`,
+// `nodes/0003_cordon_by`, `nodes/0004_join_token_revoke`). The
 // registry also writes events (events.Module) and audit rows (audit.Module).
 var Module = store.EmbeddedModule("nodes", migrations)
 
@@ -299,14 +300,15 @@ func registrationRow(n *node, holder string) []any {
 		PausedReleaseRatio: n.pausedRatio, Versions: n.versions, HostFacts: n.hostFacts,
 	})
 	return []any{n.id, n.hostIP, n.agent, n.poolID, n.clusterLabel, string(labels), string(report), n.credHash, n.cordonDetail,
-		string(n.state), n.registeredAt, n.updatedAt, holder, n.drainReason, n.drainBy, n.drainAt, n.drainedAt}
+		string(n.state), n.registeredAt, n.updatedAt, holder, n.drainReason, n.drainBy, n.drainAt, n.drainedAt, n.cordonBy}
 }
 
 var (
 	registrationCols = []bulkCol{{"node_id", "text"}, {"host_ip", "text"}, {"agent", "text"}, {"pool_id", "text"},
 		{"cluster_label", "text"}, {"labels", "text"}, {"report", "text"}, {"credential_hash", "text"}, {"cordon_detail", "text"},
 		{"health_state", "text"}, {"registered_at", "bigint"}, {"updated_at", "bigint"}, {"writer", "text"},
-		{"drain_reason", "text"}, {"drain_by", "text"}, {"drain_requested_at", "bigint"}, {"drained_at", "bigint"}}
+		{"drain_reason", "text"}, {"drain_by", "text"}, {"drain_requested_at", "bigint"}, {"drained_at", "bigint"},
+		{"cordon_by", "text"}}
 	statusCols = []bulkCol{{"node_id", "text"}, {"reported_at", "bigint"}, {"heartbeat_at", "bigint"}, {"ready", "int"}, {"live", "text"},
 		{"writer", "text"}}
 )
@@ -585,7 +587,7 @@ func (r *Registry) loadOne(ctx context.Context, id string) (*node, error) {
 
 const loadQuery = `SELECT r.node_id, r.host_ip, r.agent, r.pool_id, r.cluster_label, r.labels, r.report, r.credential_hash,
 	r.cordon_detail, r.health_state, r.registered_at, r.updated_at, s.reported_at, s.heartbeat_at, s.ready, s.live, s.inventory,
-	r.drain_reason, r.drain_by, r.drain_requested_at, r.drained_at
+	r.drain_reason, r.drain_by, r.drain_requested_at, r.drained_at, r.cordon_by
 	FROM nodes_registrations r LEFT JOIN nodes_status s ON s.node_id = r.node_id`
 
 func (r *Registry) scanNode(rows *sql.Rows, now int64) (*node, error) {
@@ -595,7 +597,7 @@ func (r *Registry) scanNode(rows *sql.Rows, now int64) (*node, error) {
 	var live, inv sql.NullString
 	if err := rows.Scan(&n.id, &n.hostIP, &n.agent, &n.poolID, &n.clusterLabel, &labels, &report, &n.credHash, &n.cordonDetail,
 		&state, &n.registeredAt, &n.updatedAt, &reportedAt, &heartbeatAt, &ready, &live, &inv,
-		&n.drainReason, &n.drainBy, &n.drainAt, &n.drainedAt); err != nil {
+		&n.drainReason, &n.drainBy, &n.drainAt, &n.drainedAt, &n.cordonBy); err != nil {
 		return nil, fmt.Errorf("load nodes: %w", err)
 	}
 	if err := json.Unmarshal([]byte(labels), &n.labels); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,8 +145,9 @@ type node struct {
 	poolID           string // from the join token; "" for a stock Cubelet
 	credHash         string // hex SHA-256 of the node credential; "" for a stock Cubelet
 	cordonDetail     string
-	registeredAt     int64 // Unix ms
-	updatedAt        int64 // Unix ms
+	cordonBy         string // who set the cordon (an Actor; "" when not cordoned or not recorded)
+	registeredAt     int64  // Unix ms
+	updatedAt        int64  // Unix ms
 
 	// Drain (durable: nodes_registrations, columns drain_* and drained_at).
 	drainReason string // why the drain was asked ("" when not draining, or none given)
@@ -237,8 +239,9 @@ type Registry struct {
 	jnl      *journal // nil without Config.JournalPath
 }
 
-// New returns a registry over cfg.DB holding every registered node. Nodes restored from the
-// database get a grace: none is marked Suspect, Down or Lost before one full heartbeat timeout
+// New returns a registry over cfg.DB holding every registered node; it logs AllowWarning
+// (level WARN, naming the networks) when cfg.AllowUnauthenticated holds a network wider than
+// a /8. Nodes restored from the database get a grace: none is marked Suspect, Down or Lost before one full heartbeat timeout
 // has passed since New (a node already Lost when the server stopped stays Lost).
 func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err := cfg.setDefaults(); err != nil {
@@ -253,7 +256,11 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		r.shards[i].m = map[string]*node{}
 	}
 	r.w.init()
+	if broad := BroadPrefixes(cfg.AllowUnauthenticated); len(broad) > 0 {
+		r.log.Warn(AllowWarning, "networks", FormatCIDRs(broad), "allowlist", FormatCIDRs(cfg.AllowUnauthenticated))
+	}
 	r.pools.Store(&poolIndex{})
+	r.RefreshPools(ctx) // before the replay: its node.joined events name the node's pool
 	if cfg.JournalPath != "" {
 		r.jnl = &journal{path: cfg.JournalPath}
 		if err := r.replayJournal(ctx); err != nil {
@@ -264,7 +271,6 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	r.synced.Store(r.started)
-	r.RefreshPools(ctx)
 	r.announce(ctx)
 	r.lead(ctx)
 	r.countStates()
@@ -515,7 +521,8 @@ func (r *Registry) observe(n *node, now int64, leader bool) {
 	if s == StateReady {
 		n.wasReady = true
 	}
-	data := eventData{NodeID: n.id, IP: n.hostIP, From: prev, To: s, LastReportAt: n.reportedAt}
+	data := r.eventOf(n)
+	data.From, data.To, data.LastReportAt = prev, s, n.reportedAt
 	n.mu.Unlock()
 	r.listGen.Add(1)
 	if !leader {
@@ -673,7 +680,8 @@ type View struct {
 	UnhealthyReason      string            `json:"unhealthyReason,omitempty"`
 	Cordoned             bool              `json:"cordoned"`
 	CordonDetail         string            `json:"cordonDetail,omitempty"`
-	Drain                *DrainView        `json:"drain,omitempty"` // absent unless the node is draining
+	CordonedBy           string            `json:"cordonedBy,omitempty"` // who set the cordon: a principal id, or node:<id> (the node itself)
+	Drain                *DrainView        `json:"drain,omitempty"`      // absent unless the node is draining
 	Schedulable          bool              `json:"schedulable"`
 	UnschedulableReasons []string          `json:"unschedulableReasons,omitempty"`
 	Labels               map[string]string `json:"labels"`
@@ -735,7 +743,7 @@ func (r *Registry) view(n *node, now int64) View {
 	v := View{
 		ID: n.id, IP: n.hostIP, Agent: n.agent, RegistryOnly: n.agent == AgentCubelet, PoolID: n.poolID,
 		ClusterLabel: n.clusterLabel, State: s, StateSince: n.stateAt, Healthy: s == StateReady, UnhealthyReason: unhealthyReason(s),
-		Cordoned: n.cordoned(), CordonDetail: n.cordonDetail, Labels: map[string]string{}, InstanceType: n.instanceType,
+		Cordoned: n.cordoned(), CordonDetail: n.cordonDetail, CordonedBy: n.cordonBy, Labels: map[string]string{}, InstanceType: n.instanceType,
 		RegisteredAt: n.registeredAt, LastReportAt: n.reportedAt, HeartbeatAt: n.heartbeatAt,
 		Capacity: ResourcesView{MilliCPU: n.capacity.MilliCPU, MemoryMiB: n.capacity.MemoryMB},
 		Quota: QuotaView{MilliCPU: quotaCPU(n), MemoryMiB: quotaMem(n), MaxMvm: n.maxMvm, CreateConcurrent: n.createConcurrent,
@@ -857,6 +865,14 @@ func (r *Registry) live(ctx context.Context, id string) (*node, error) {
 	return n, nil
 }
 
+// eventOf is the data every event of n carries: its id, IP, pool (the pool of its join token,
+// or for a stock Cubelet the pool its cluster_label names; absent when it has none) and agent.
+// Requires n.mu.
+func (r *Registry) eventOf(n *node) eventData {
+	p, _ := r.poolOf(n)
+	return eventData{NodeID: n.id, IP: n.hostIP, Pool: p.ID, Agent: n.agent}
+}
+
 // eventData is the data of a node event.
 type eventData struct {
 	NodeID       string `json:"nodeId"`
@@ -875,3 +891,11 @@ type eventData struct {
 // Actor names who asked for an operation, for events and audit rows: an API principal's id,
 // "node:<id>" for a node credential, "anonymous@<ip>" for an allowed unauthenticated caller.
 type Actor string
+
+// nodeActorPrefix starts the Actor of a node credential.
+const nodeActorPrefix = "node:"
+
+// IsNode reports whether a is a node acting with its own credential ("node:<id>"); every other
+// actor (an API key, the public API, the CLI, an allowed unauthenticated caller) is an
+// operator.
+func (a Actor) IsNode() bool { return strings.HasPrefix(string(a), nodeActorPrefix) }

@@ -188,7 +188,7 @@ func copyRegistration(n, src *node) {
 	n.setLabels(src.labels)
 	n.setVersions(src.versions)
 	n.setHostFacts(src.hostFacts)
-	n.agent, n.poolID, n.credHash, n.cordonDetail = src.agent, src.poolID, src.credHash, src.cordonDetail
+	n.agent, n.poolID, n.credHash, n.cordonDetail, n.cordonBy = src.agent, src.poolID, src.credHash, src.cordonDetail, src.cordonBy
 	n.drainReason, n.drainBy, n.drainAt, n.drainedAt = src.drainReason, src.drainBy, src.drainAt, src.drainedAt
 	n.registeredAt, n.updatedAt = src.registeredAt, src.updatedAt
 	n.versionsHash, n.hostFactsHash = 0, 0

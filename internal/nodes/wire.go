@@ -265,7 +265,12 @@ func checkRequestID(id string) error {
 }
 
 // DecodeRegister decodes and checks a register body (spec §1.3): one JSON object, node_id
-// required, requestID at most 64 runes. Errors are INVALID_INPUT (400).
+// required, host_ip (or, when it is empty, node_id) an IP address a node can have (not
+// unspecified, multicast or broadcast), requestID at most 64 runes, no negative figure (capacity, allocatable, quota_cpu,
+// quota_mem_mb, create_concurrent_num, max_mvm_num, host facts' counts), grpc_port 0 to 65535,
+// paused_release_ratio 0 to 1, cluster_label and instance_type by the label value rules, and
+// versions without control characters, each field at most MaxVersionFieldRunes. Errors are
+// INVALID_INPUT (400) naming the field.
 func DecodeRegister(body []byte) (*RegisterRequest, error) {
 	var dc decoder
 	dc.buf.Write(body)
@@ -289,12 +294,21 @@ func decodeRegister(dc *decoder, req *RegisterRequest) error {
 	if err := checkNodeID(req.NodeID); err != nil {
 		return err
 	}
-	return nil
+	if _, err := registerAddr(req); err != nil {
+		return err
+	}
+	if err := checkRegisterFigures(req); err != nil {
+		return err
+	}
+	return checkRegisterStrings(req)
 }
 
 // DecodeStatus decodes and checks a status body (spec §1.4): one JSON object, requestID at
-// most 64 runes, and every reported inventory (images, local_templates, versions, host_facts)
-// of the right shape. Errors are INVALID_INPUT (400).
+// most 64 runes, no negative figure (allocated, disk_usage, quota, images' size_bytes, host
+// facts' counts), the quota's paused_release_ratio 0 to 1, every reported inventory (images,
+// local_templates, versions, host_facts) of the right shape, and versions and template ids
+// without control characters (checkVersions, checkTemplates). Errors are INVALID_INPUT (400)
+// naming the field.
 func DecodeStatus(body []byte) (*StatusRequest, error) {
 	var dc decoder
 	dc.buf.Write(body)
@@ -313,7 +327,10 @@ func decodeStatus(dc *decoder, req *StatusRequest) error {
 	if err := dc.decode(req); err != nil {
 		return err
 	}
-	return checkRequestID(req.RequestID)
+	if err := checkRequestID(req.RequestID); err != nil {
+		return err
+	}
+	return checkStatusFigures(req)
 }
 
 // inventory is the decoded form of a status report's raw inventory fields.
@@ -336,9 +353,15 @@ func (inv *inventory) decode(req *StatusRequest) error {
 		if err := decodeRaw(req.Images, &inv.images, "images"); err != nil {
 			return err
 		}
+		if err := checkImages(inv.images); err != nil {
+			return err
+		}
 	}
 	if reported(req.LocalTemplates) {
 		if err := decodeRaw(req.LocalTemplates, &inv.templates, "local_templates"); err != nil {
+			return err
+		}
+		if err := checkTemplates(inv.templates); err != nil {
 			return err
 		}
 	}
@@ -346,9 +369,15 @@ func (inv *inventory) decode(req *StatusRequest) error {
 		if err := decodeRaw(req.Versions, &inv.versions, "versions"); err != nil {
 			return err
 		}
+		if err := checkVersions(inv.versions); err != nil {
+			return err
+		}
 	}
 	if reported(req.HostFacts) {
 		if err := decodeRaw(req.HostFacts, &inv.hostFacts, "host_facts"); err != nil {
+			return err
+		}
+		if err := checkHostFacts(&inv.hostFacts); err != nil {
 			return err
 		}
 	}

@@ -84,12 +84,13 @@ type NodeDeleteInput struct {
 }
 
 // JoinTokenCreateInput is the input of nodes.joinTokens.create: the pool the node joins (id or
-// fleet name), how many registrations the token allows (default 1), its lifetime in seconds
-// (default 3600, at most 7 days), and the address it is accepted from (IP; without it the
-// token binds itself to the address of its first use, unless AnyIP).
+// fleet name), how many registrations the token allows (Uses: absent means 1, else 1 to
+// 10,000), its lifetime in seconds (default 3600, at most 7 days), and the address it is
+// accepted from and registers (IP: not unspecified, multicast or broadcast; without it the
+// token binds itself to the address of its first successful registration, unless AnyIP).
 type JoinTokenCreateInput struct {
 	Pool       string `json:"pool"`
-	Uses       int    `json:"uses,omitempty"`
+	Uses       *int   `json:"uses,omitempty"`
 	TTLSeconds int64  `json:"ttlSeconds,omitempty"`
 	IP         string `json:"ip,omitempty"`
 	AnyIP      bool   `json:"anyIp,omitempty"`
@@ -104,6 +105,33 @@ type JoinTokenCreated struct {
 
 // AuditTarget names the join token (never its secret) in the audit row.
 func (j JoinTokenCreated) AuditTarget() string { return j.JoinToken.ID }
+
+// JoinTokenListInput is the input of nodes.joinTokens.list: without All only the usable
+// tokens (not revoked, not expired, uses left), with it every one.
+type JoinTokenListInput struct {
+	All bool `json:"all,omitempty"`
+}
+
+// JoinTokenList is the output of nodes.joinTokens.list: the tokens oldest first (never a
+// token or its hash), and the server's clock (Now, Unix ms).
+type JoinTokenList struct {
+	Items []nodes.JoinToken `json:"items"`
+	Now   int64             `json:"now"`
+}
+
+// JoinTokenRef names one join token by its id (jtk_...).
+type JoinTokenRef struct {
+	ID string `json:"id"`
+}
+
+// JoinTokenOutput is the output of nodes.joinTokens.revoke: the token as it is now (state
+// revoked, with revokedAt and revokedBy).
+type JoinTokenOutput struct {
+	JoinToken nodes.JoinToken `json:"joinToken"`
+}
+
+// AuditTarget names the join token in the audit row.
+func (j JoinTokenOutput) AuditTarget() string { return j.JoinToken.ID }
 
 // EventListInput is the input of events.list: Type is exact (node.lost) or a prefix ending in a
 // dot (node.); Subject an exact subject (a node id); Since Unix ms; Limit 1-1000 (default 100);
@@ -144,8 +172,9 @@ func needNode(id string) error {
 	return nil
 }
 
-// registerNodesMethods registers nodes.* (permission nodes:<verb> on tenant/root) and
-// events.list (events:read on tenant/root).
+// registerNodesMethods registers nodes.* (permission nodes:<verb> on tenant/root; the
+// nodes.joinTokens.* methods all decide nodes:join-token) and events.list (events:read on
+// tenant/root).
 func registerNodesMethods(r *api.Registry, d *deps) {
 	reg := d.nodes
 	out := func(v nodes.View, err error) (any, error) {
@@ -256,8 +285,14 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			if in.TTLSeconds < 0 || in.TTLSeconds > int64(nodes.MaxJoinTokenTTL/time.Second) {
 				return nil, cubefleet.Invalid("ttlSeconds", "ttlSeconds is 1 to %d", int64(nodes.MaxJoinTokenTTL/time.Second))
 			}
+			uses := 1
+			if in.Uses != nil {
+				if uses = *in.Uses; uses < 1 || uses > nodes.MaxJoinTokenUses {
+					return nil, cubefleet.Invalid("uses", "uses must be 1 to %d (got %d)", nodes.MaxJoinTokenUses, uses)
+				}
+			}
 			t, secret, err := reg.CreateJoinToken(ctx, c.Q, nodes.JoinTokenInput{
-				Pool: in.Pool, Uses: in.Uses, TTL: time.Duration(in.TTLSeconds) * time.Second, IP: in.IP, AnyIP: in.AnyIP,
+				Pool: in.Pool, Uses: uses, TTL: time.Duration(in.TTLSeconds) * time.Second, IP: in.IP, AnyIP: in.AnyIP,
 			}, c.Principal.ID)
 			if err != nil {
 				return nil, err
@@ -265,6 +300,30 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			return JoinTokenCreated{JoinToken: t, Token: secret}, nil
 		}),
 		Input: JoinTokenCreateInput{}, Output: JoinTokenCreated{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.joinTokens.list", Summary: "List join tokens (never the token or its hash): the usable ones, or with all every one (used, expired, revoked)",
+		Decide: onRoot("nodes:join-token"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in JoinTokenListInput) (any, error) {
+			items, err := reg.ListJoinTokens(ctx, c.Q, in.All)
+			if err != nil {
+				return nil, err
+			}
+			return JoinTokenList{Items: items, Now: d.now().UnixMilli()}, nil
+		}),
+		Input: JoinTokenListInput{}, Output: JoinTokenList{},
+	})
+	r.Register(api.Method{
+		Name: "nodes.joinTokens.revoke", Summary: "Revoke a join token: every replica refuses it from then on (idempotent; nodes that joined with it stay)", Write: true,
+		Decide: onRoot("nodes:join-token"),
+		Handle: api.Typed(func(ctx context.Context, c *api.Call, in JoinTokenRef) (any, error) {
+			t, err := reg.RevokeJoinToken(ctx, c.Q, in.ID, c.Principal.ID)
+			if err != nil {
+				return nil, err
+			}
+			return JoinTokenOutput{JoinToken: t}, nil
+		}),
+		Input: JoinTokenRef{}, Output: JoinTokenOutput{},
 	})
 	r.Register(api.Method{
 		Name: "events.list", Summary: "Read the event log (node lifecycle: joined, suspect, down, lost, recovered, cordoned, uncordoned, draining, drained, deleted), oldest first",

@@ -90,7 +90,7 @@ func TestNodesAPI(t *testing.T) {
 		if !strings.HasPrefix(jt.Token, nodes.JoinTokenPrefix) || jt.JoinToken.PoolID != poolID || jt.JoinToken.Uses != 1 {
 			t.Fatalf("join token: %+v", jt)
 		}
-		code, _, out := nodeCall(t, "POST", agentURL+"register", jt.Token, registerBody(t, "10.0.0.9", "ignored"))
+		code, _, out := nodeCall(t, "POST", agentURL+"register", jt.Token, registerBody(t, "127.0.0.1", "ignored"))
 		if code != 200 || !bytes.Contains(out, []byte(`"node_credential":"cfn_`)) {
 			t.Fatalf("join: %d %s", code, out)
 		}
@@ -99,7 +99,7 @@ func TestNodesAPI(t *testing.T) {
 		}
 		json.Unmarshal(out, &joined)
 		status, _ := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
-		for _, c := range []struct{ id, token string }{{"10.0.0.7", ""}, {"10.0.0.8", ""}, {"10.0.0.9", joined.Credential}} {
+		for _, c := range []struct{ id, token string }{{"10.0.0.7", ""}, {"10.0.0.8", ""}, {"127.0.0.1", joined.Credential}} {
 			if code, _, out := nodeCall(t, "POST", agentURL+c.id+"/status", c.token, status); code != 200 {
 				t.Fatalf("status %s: %d %s", c.id, code, out)
 			}
@@ -121,7 +121,7 @@ func TestNodesAPI(t *testing.T) {
 		if v := byID["10.0.0.8"]; v.PoolID != "" || v.Schedulable || !slices.ContainsFunc(v.UnschedulableReasons, func(r string) bool { return strings.HasPrefix(r, "unknown pool") }) {
 			t.Errorf("stock node in an unknown pool: %+v", v)
 		}
-		if v := byID["10.0.0.9"]; v.Agent != nodes.AgentCubefleet || v.PoolID != poolID || !v.Schedulable || v.Allocated == nil || v.Allocated.Mvm != 4 {
+		if v := byID["127.0.0.1"]; v.Agent != nodes.AgentCubefleet || v.PoolID != poolID || !v.Schedulable || v.Allocated == nil || v.Allocated.Mvm != 4 {
 			t.Errorf("joined node: %+v", v)
 		}
 		e.must(e.admin, "nodes.list", map[string]any{"pool": "fra-cubes"}, &list)
@@ -150,43 +150,43 @@ func TestNodesAPI(t *testing.T) {
 
 		// Cordon, label, delete through the API.
 		var got NodeOutput
-		e.must(e.admin, "nodes.cordon", map[string]any{"nodeId": "10.0.0.9", "detail": "kernel update"}, &got)
+		e.must(e.admin, "nodes.cordon", map[string]any{"nodeId": "127.0.0.1", "detail": "kernel update"}, &got)
 		if !got.Cordoned || got.CordonDetail != "kernel update" || got.Schedulable {
 			t.Errorf("cordon: %+v", got.View)
 		}
 		got = NodeOutput{}
 		var labelled NodeLabelOutput
-		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &labelled)
+		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &labelled)
 		if got := labelled.View; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodes.ReservedLabel] != "true" || !labelled.Changed {
 			t.Errorf("label: %v changed %v", got.Labels, labelled.Changed)
 		}
 		// The same again, and removing a label the node does not have, change nothing.
 		for _, in := range []map[string]any{
-			{"nodeId": "10.0.0.9", "set": map[string]string{"rack": "r12"}},
-			{"nodeId": "10.0.0.9", "remove": []string{"missing"}},
+			{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}},
+			{"nodeId": "127.0.0.1", "remove": []string{"missing"}},
 		} {
 			labelled = NodeLabelOutput{}
 			e.must(e.admin, "nodes.label", in, &labelled)
-			if labelled.Changed || labelled.ID != "10.0.0.9" || labelled.Labels["rack"] != "r12" {
+			if labelled.Changed || labelled.ID != "127.0.0.1" || labelled.Labels["rack"] != "r12" {
 				t.Errorf("label %v: changed %v, %+v", in, labelled.Changed, labelled.Labels)
 			}
 		}
-		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{nodes.ReservedLabel: "false"}}, cubefleet.CodeForbidden)
-		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "10.0.0.9", "set": map[string]string{"bad key": "x"}}, cubefleet.CodeInvalidInput)
+		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{nodes.ReservedLabel: "false"}}, cubefleet.CodeForbidden)
+		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{"bad key": "x"}}, cubefleet.CodeInvalidInput)
 		e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.7"}, cubefleet.CodeConflict) // not cordoned
-		ce := e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.9"}, cubefleet.CodeConflict)
+		ce := e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "127.0.0.1"}, cubefleet.CodeConflict)
 		if !strings.Contains(ce.Message, "still runs 4 sandboxes") {
 			t.Errorf("delete with sandboxes: %s", ce.Message)
 		}
-		e.must(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.9", "force": true}, &got)
-		if got.ID != "10.0.0.9" {
+		e.must(e.admin, "nodes.delete", map[string]any{"nodeId": "127.0.0.1", "force": true}, &got)
+		if got.ID != "127.0.0.1" {
 			t.Errorf("delete answered %+v", got.View)
 		}
 		// The deleted agent is refused; the internal route agrees the node is gone.
-		if code, _, _ := nodeCall(t, "POST", agentURL+"10.0.0.9/status", joined.Credential, status); code != 401 {
+		if code, _, _ := nodeCall(t, "POST", agentURL+"127.0.0.1/status", joined.Credential, status); code != 401 {
 			t.Errorf("status of the deleted agent: %d, want 401", code)
 		}
-		if code, _, _ := nodeCall(t, "GET", e.srv.InternalURL()+"/internal/v1/nodes/10.0.0.9", "", nil); code != 404 {
+		if code, _, _ := nodeCall(t, "GET", e.srv.InternalURL()+"/internal/v1/nodes/127.0.0.1", "", nil); code != 404 {
 			t.Errorf("GET the deleted node: %d, want 404", code)
 		}
 		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
@@ -195,13 +195,13 @@ func TestNodesAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		var evs EventList
-		e.must(e.admin, "events.list", map[string]any{"subject": "10.0.0.9"}, &evs)
+		e.must(e.admin, "events.list", map[string]any{"subject": "127.0.0.1"}, &evs)
 		var types []string
 		for _, ev := range evs.Items {
 			types = append(types, ev.Type)
 		}
 		if !slices.Equal(types, []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDeleted}) {
-			t.Errorf("events of 10.0.0.9: %v", types)
+			t.Errorf("events of 127.0.0.1: %v", types)
 		}
 		e.must(e.admin, "events.list", map[string]any{"type": "node.joined"}, &evs)
 		if len(evs.Items) != 3 {

@@ -357,7 +357,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	sort.Strings(disabled)
 	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
-		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len())
+		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
+		"node_agent_allow_unauthenticated", nodes.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
 	ok = true
 	return s, nil
 }

@@ -1,0 +1,63 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+// TestBroadAllowlistWarns: a registry started with --node-agent-allow-unauthenticated holding a
+// network wider than a /8 (0.0.0.0/0, ::/0, 0.0.0.0/7) logs a WARN naming those networks and
+// what a caller there can do; /8 and narrower networks start quietly.
+func TestBroadAllowlistWarns(t *testing.T) {
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		for _, c := range []struct {
+			allow string
+			want  string // the networks the warning names; "" for none
+		}{
+			{"0.0.0.0/0", "0.0.0.0/0"},
+			{"::/0", "::/0"},
+			{"10.0.0.0/24,0.0.0.0/7", "0.0.0.0/7"},
+			{"0.0.0.0/0,::/0", "0.0.0.0/0,::/0"},
+			{"10.0.0.0/8", ""},
+			{"10.0.0.0/24,fd00::/64", ""},
+			{"", ""},
+		} {
+			allow, err := ParseCIDRs(c.allow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := New(context.Background(), Config{DB: db, AllowUnauthenticated: allow,
+				Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}); err != nil {
+				t.Fatal(err)
+			}
+			log := buf.String()
+			warned := strings.Contains(log, "level=WARN") && strings.Contains(log, "--node-agent-allow-unauthenticated allows calls without credentials")
+			switch {
+			case c.want == "" && warned:
+				t.Errorf("%q: warned:\n%s", c.allow, log)
+			case c.want != "" && (!warned || !strings.Contains(log, "networks="+c.want) || !strings.Contains(log, "register nodes") ||
+				!strings.Contains(log, "delete any node")):
+				t.Errorf("%q: want a WARN naming %s and what it allows, got:\n%s", c.allow, c.want, log)
+			}
+		}
+	})
+}
+
+// TestFormatCIDRs renders an allowlist as the flag takes it.
+func TestFormatCIDRs(t *testing.T) {
+	if got := FormatCIDRs(nil); got != "none" {
+		t.Errorf("FormatCIDRs(nil) = %q", got)
+	}
+	ps := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("fd00::/64")}
+	if got := FormatCIDRs(ps); got != "10.0.0.0/24,fd00::/64" {
+		t.Errorf("FormatCIDRs = %q", got)
+	}
+}

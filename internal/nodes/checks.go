@@ -1,0 +1,289 @@
+package nodes
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cubefleet/cubefleet"
+)
+
+// The rules a node's register and status bodies must follow beyond their JSON shape. Upstream
+// (spec §1.3, §1.4) checks only node_id and requestID; every figure it stores is a count, a
+// size or a share, so a negative one is a bug or a lie, and cubefleet refuses it (400 naming
+// the field) rather than let it reach the scheduler, the drain rule or an operator's screen.
+
+// invalidField is INVALID_INPUT for the field at path whose message is the whole sentence
+// (the wire's {"error":...} shows it as it is, `allocated.mvm_num must be >= 0 (got -5)`).
+func invalidField(path, format string, args ...any) *cubefleet.Error {
+	msg := fmt.Sprintf(format, args...)
+	return &cubefleet.Error{Code: cubefleet.CodeInvalidInput, Message: msg,
+		Details: map[string]any{"path": path, "errors": []cubefleet.FieldError{{Path: path, Message: msg}}}}
+}
+
+// nonNegative refuses a negative figure at path.
+func nonNegative(path string, v int64) error {
+	if v < 0 {
+		return invalidField(path, "%s must be >= 0 (got %d)", path, v)
+	}
+	return nil
+}
+
+// checkRatio refuses a paused_release_ratio outside 0..1 (spec §2.1: `0..1|null`).
+func checkRatio(path string, v *float64) error {
+	if v != nil && !(*v >= 0 && *v <= 1) {
+		return invalidField(path, "%s must be between 0 and 1 (got %g)", path, *v)
+	}
+	return nil
+}
+
+// maxGRPCPort is the largest TCP port; a Cubelet sends grpc_port 0 or nothing (spec §1.3).
+const maxGRPCPort = 65535
+
+// checkRegisterFigures checks a register body's figures: capacity, allocatable and the quota
+// (quota_cpu, quota_mem_mb, create_concurrent_num, max_mvm_num) at least 0, grpc_port 0 to
+// 65535, paused_release_ratio 0 to 1, and the host facts' counts at least 0.
+func checkRegisterFigures(req *RegisterRequest) error {
+	for _, f := range [...]struct {
+		path string
+		v    int64
+	}{
+		{"capacity.milli_cpu", req.Capacity.MilliCPU}, {"capacity.memory_mb", req.Capacity.MemoryMB},
+		{"allocatable.milli_cpu", req.Allocatable.MilliCPU}, {"allocatable.memory_mb", req.Allocatable.MemoryMB},
+		{"quota_cpu", req.QuotaCPU}, {"quota_mem_mb", req.QuotaMemMB},
+		{"create_concurrent_num", req.CreateConcurrentNum}, {"max_mvm_num", req.MaxMvmNum},
+	} {
+		if err := nonNegative(f.path, f.v); err != nil {
+			return err
+		}
+	}
+	if req.GRPCPort < 0 || req.GRPCPort > maxGRPCPort {
+		return invalidField("grpc_port", "grpc_port must be 0 to %d (got %d)", maxGRPCPort, req.GRPCPort)
+	}
+	if err := checkRatio("paused_release_ratio", req.PausedReleaseRatio); err != nil {
+		return err
+	}
+	if req.HostFacts != nil {
+		return checkHostFacts(req.HostFacts)
+	}
+	return nil
+}
+
+// checkStatusFigures checks the figures a status report carries on every report (allocated,
+// disk_usage, quota): each at least 0, the quota's paused_release_ratio 0 to 1. It runs on the
+// hot path, so it only compares.
+func checkStatusFigures(req *StatusRequest) error {
+	if a := req.Allocated; a != nil {
+		if a.MilliCPU < 0 || a.MemoryMB < 0 || a.MvmNum < 0 || a.MvmRunningNum < 0 || a.NICQueues < 0 || a.DataDiskMB < 0 || a.StorageDiskMB < 0 {
+			return allocatedError(a)
+		}
+	}
+	if d := req.DiskUsage; d != nil {
+		for _, f := range [...]struct {
+			path string
+			v    float64
+		}{
+			{"disk_usage.data_disk_usage_per", d.DataDiskUsagePer}, {"disk_usage.storage_disk_usage_per", d.StorageDiskUsagePer},
+			{"disk_usage.sys_disk_usage_per", d.SysDiskUsagePer},
+		} {
+			if f.v < 0 {
+				return invalidField(f.path, "%s must be >= 0 (got %g)", f.path, f.v)
+			}
+		}
+	}
+	if q := req.Quota; q != nil {
+		for _, f := range [...]struct {
+			path string
+			v    int64
+		}{
+			{"quota.milli_cpu", q.MilliCPU}, {"quota.mem_mb", q.MemMB}, {"quota.max_mvm_num", q.MaxMvmNum},
+			{"quota.create_concurrent_num", q.CreateConcurrentNum},
+		} {
+			if err := nonNegative(f.path, f.v); err != nil {
+				return err
+			}
+		}
+		if err := checkRatio("quota.paused_release_ratio", q.PausedReleaseRatio); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocatedError names the first negative field of a.
+func allocatedError(a *Allocated) error {
+	for _, f := range [...]struct {
+		path string
+		v    int64
+	}{
+		{"allocated.milli_cpu", a.MilliCPU}, {"allocated.memory_mb", a.MemoryMB}, {"allocated.mvm_num", a.MvmNum},
+		{"allocated.mvm_running_num", a.MvmRunningNum}, {"allocated.nic_queues", a.NICQueues},
+		{"allocated.data_disk_mb", a.DataDiskMB}, {"allocated.storage_disk_mb", a.StorageDiskMB},
+	} {
+		if err := nonNegative(f.path, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHostFacts checks host facts' counts: kvm_api_version, cpu_count and mem_total_mb at
+// least 0.
+func checkHostFacts(h *HostFacts) error {
+	for _, f := range [...]struct {
+		path string
+		v    int64
+	}{
+		{"host_facts.kvm_api_version", h.KVMAPIVersion}, {"host_facts.cpu_count", h.CPUCount}, {"host_facts.mem_total_mb", h.MemTotalMB},
+	} {
+		if err := nonNegative(f.path, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkImages checks an image inventory: every size_bytes at least 0.
+func checkImages(images []Image) error {
+	for i, img := range images {
+		if img.SizeBytes < 0 {
+			return invalidField(fmt.Sprintf("images[%d].size_bytes", i), "images[%d].size_bytes must be >= 0 (got %d)", i, img.SizeBytes)
+		}
+	}
+	return nil
+}
+
+// Node-supplied strings that are stored and shown (nodes get, nodes list, events) are checked
+// too: a control character in them could rewrite an operator's terminal or forge a line of a
+// log, so none may hold one, and each is bounded.
+const (
+	// MaxVersionFieldRunes bounds each field of a reported version (component, version,
+	// commit, build_time, source, variant): a commit hash is 40 or 64, a build time about 30.
+	MaxVersionFieldRunes = 128
+	// MaxTemplateIDRunes bounds a reported local template's template_id (as a template's
+	// imageId: 255).
+	MaxTemplateIDRunes = 255
+)
+
+// controlChar returns the first control character in s: C0 (U+0000 to U+001F, tab and newline
+// included), DEL (U+007F) or C1 (U+0080 to U+009F, encoded 0xC2 0x80-0x9F); ok is false when
+// there is none. s is valid UTF-8 (the decoder refuses anything else).
+func controlChar(s string) (r rune, ok bool) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == 0x7f:
+			return rune(c), true
+		case c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f:
+			return rune(s[i+1]), true
+		}
+	}
+	return 0, false
+}
+
+// checkNodeString refuses a node-supplied string at path that holds a control character or
+// is longer than max runes.
+func checkNodeString(path, s string, max int) error {
+	if r, ok := controlChar(s); ok {
+		return invalidField(path, "%s must not hold control characters (it holds %U)", path, r)
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return invalidField(path, "%s is too long: %d characters, at most %d", path, n, max)
+	}
+	return nil
+}
+
+// checkLabelLike refuses a cluster_label or instance_type that breaks the rules of a label
+// value: empty, or at most 63 of letters, digits, '-', '_' and '.', starting and ending with a
+// letter or digit. A stock Cubelet sends its instance_type as a label value too, and its
+// cluster_label ("default-cluster") is matched to a pool's fleet name, which is stricter still.
+func checkLabelLike(path, s string) error {
+	if s == "" || len(s) <= maxLabelName && labelName.MatchString(s) {
+		return nil
+	}
+	return invalidField(path, "%s %q must be empty or 1-%d of letters, digits, '-', '_' and '.', starting and ending with a letter or digit (the rules of a label value)",
+		path, s, maxLabelName)
+}
+
+// checkVersions checks reported versions: each field is trimmed of surrounding white space (a
+// version read from a file often ends in a newline, and refusing it would drop the node's
+// reports), then must hold no control character and be at most MaxVersionFieldRunes long.
+func checkVersions(vs []Version) error {
+	for i := range vs {
+		v := &vs[i]
+		for _, f := range [...]struct {
+			name string
+			s    *string
+		}{
+			{"component", &v.Component}, {"version", &v.Version}, {"commit", &v.Commit}, {"build_time", &v.BuildTime},
+			{"source", &v.Source}, {"variant", &v.Variant},
+		} {
+			if *f.s == "" {
+				continue
+			}
+			*f.s = strings.TrimSpace(*f.s)
+			if err := checkNodeString(fmt.Sprintf("versions[%d].%s", i, f.name), *f.s, MaxVersionFieldRunes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkTemplates checks reported local templates: no template_id holds a control character or
+// is longer than MaxTemplateIDRunes.
+func checkTemplates(ts []LocalTemplate) error {
+	for i := range ts {
+		if err := checkNodeString(fmt.Sprintf("local_templates[%d].template_id", i), ts[i].TemplateID, MaxTemplateIDRunes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRegisterStrings checks a register body's stored strings: cluster_label and
+// instance_type follow the label value rules; versions as checkVersions.
+func checkRegisterStrings(req *RegisterRequest) error {
+	if err := checkLabelLike("cluster_label", req.ClusterLabel); err != nil {
+		return err
+	}
+	if err := checkLabelLike("instance_type", req.InstanceType); err != nil {
+		return err
+	}
+	return checkVersions(req.Versions)
+}
+
+// addrProblem says why a cannot be a node's address ("" when it can): it must not be the
+// unspecified address (0.0.0.0, ::), a multicast address or the IPv4 broadcast address, nor
+// carry an IPv6 zone.
+func addrProblem(a netip.Addr) string {
+	switch {
+	case a.Zone() != "":
+		return "an address with a zone"
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a.Unmap() == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
+}
+
+// registerAddr returns the address a registration names, host_ip or, when that is empty,
+// node_id (spec §1.3), unmapped. It must be an IP address a node can have (addrProblem);
+// otherwise INVALID_INPUT naming host_ip.
+func registerAddr(req *RegisterRequest) (netip.Addr, error) {
+	s, from := req.HostIP, "host_ip"
+	if s == "" {
+		s, from = req.NodeID, "node_id (host_ip defaults to it)"
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, invalidField("host_ip", "host_ip must be an IP address: %s is %q", from, s)
+	}
+	if p := addrProblem(a); p != "" {
+		return netip.Addr{}, invalidField("host_ip", "host_ip must be a node's IP address, not %s (%s is %q)", p, from, s)
+	}
+	return a.Unmap(), nil
+}
