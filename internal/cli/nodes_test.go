@@ -262,7 +262,9 @@ func TestNodesDrainWait(t *testing.T) {
 			!strings.Contains(stderr, "error: DEADLINE_EXCEEDED: node 10.0.0.7 is not drained after 300ms: it still runs 3 sandboxes") {
 			t.Errorf("timeout -o json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
 		}
-		var failed struct{ Error struct{ Code, Message string } }
+		var failed struct {
+			Error struct{ Code, Message string }
+		}
 		if json.Unmarshal([]byte(stdout), &failed); failed.Error.Code != "DEADLINE_EXCEEDED" || !strings.HasPrefix(failed.Error.Message, "node 10.0.0.7 is not drained after 300ms") {
 			t.Errorf("timeout -o json: the node's error member is %+v\n%s", failed.Error, stdout)
 		}
