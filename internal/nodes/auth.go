@@ -406,8 +406,10 @@ const maxLedger = 10000
 // process took but has not written yet are kept in the ledger. A refusal is 401 when the token
 // is unknown, revoked, expired, used up, or bound to another address than peer, and 403 when
 // the token is bound to an address (by --ip or its first use, which is peer's) and the
-// registration names another one: in host, or in a node_id that is an IP address. A token
-// accepted from any address (--any-ip) registers any address.
+// registration names another one in host or node_id: a bound token registers exactly the node
+// whose node_id and host_ip are that address, so `--uses N` lets that node join again after a
+// deletion but never adds a second node at the address. A token accepted from any address
+// (--any-ip) registers any node.
 func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.Addr, nodeID string) (joinUse, *refusal, error) {
 	r.joinMu.Lock()
 	defer r.joinMu.Unlock()
@@ -475,7 +477,7 @@ func (r *Registry) takeJoin(ctx context.Context, hash string, peer, host netip.A
 		switch {
 		case host != peer:
 			return joinUse{}, joinHostRefusal(l.id, from, l.ip == "", "host_ip "+host.String()), nil
-		case idErr == nil && id.Unmap() != peer:
+		case idErr != nil || id.Unmap() != peer: // a hostname id would let one address join as many nodes
 			return joinUse{}, joinHostRefusal(l.id, from, l.ip == "", "node_id "+nodeID), nil
 		}
 	}

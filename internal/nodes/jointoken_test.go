@@ -72,7 +72,7 @@ func TestJoinTokenBindsOnlyOnSuccess(t *testing.T) {
 		if code, out := e.call(b, "POST", registerPath, token, withNode(t, "127.0.0.2")); code != http.StatusConflict {
 			t.Fatalf("join naming a registered node: %d %s, want 409", code, out)
 		}
-		if code, out := e.call(b, "POST", registerPath, token, patch(t, patch(t, withNode(t, "127.0.0.2"), "node_id", "cube-b"), "labels.bad key", "x")); code != http.StatusBadRequest {
+		if code, out := e.call(from("127.0.0.5"), "POST", registerPath, token, patch(t, withNode(t, "127.0.0.5"), "labels.bad key", "x")); code != http.StatusBadRequest {
 			t.Fatalf("join breaking a label rule: %d %s, want 400", code, out)
 		}
 		e.flush()
