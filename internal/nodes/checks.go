@@ -71,7 +71,8 @@ func checkRegisterFigures(req *RegisterRequest) error {
 }
 
 // checkStatusFigures checks the figures a status report carries on every report (allocated,
-// disk_usage, quota): each at least 0, the quota's paused_release_ratio 0 to 1. It runs on the
+// disk_usage, quota): each at least 0, disk usage percentages at most 100 (spec: 0-100), the
+// quota's paused_release_ratio 0 to 1. It runs on the
 // hot path, so it only compares.
 func checkStatusFigures(req *StatusRequest) error {
 	if a := req.Allocated; a != nil {
@@ -87,8 +88,8 @@ func checkStatusFigures(req *StatusRequest) error {
 			{"disk_usage.data_disk_usage_per", d.DataDiskUsagePer}, {"disk_usage.storage_disk_usage_per", d.StorageDiskUsagePer},
 			{"disk_usage.sys_disk_usage_per", d.SysDiskUsagePer},
 		} {
-			if f.v < 0 {
-				return invalidField(f.path, "%s must be >= 0 (got %g)", f.path, f.v)
+			if !(f.v >= 0 && f.v <= 100) { // also NaN
+				return invalidField(f.path, "%s is a percentage: 0 to 100 (got %g)", f.path, f.v)
 			}
 		}
 	}

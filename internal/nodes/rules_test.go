@@ -84,8 +84,8 @@ func TestRegisterFigures(t *testing.T) {
 }
 
 // TestStatusFigures: a status report's figures (allocated, disk_usage, quota, images'
-// size_bytes, host facts' counts) may not be negative, nor the quota's paused_release_ratio
-// outside 0..1; the refusal names the field. Zeros are accepted (an all-zero quota is ignored).
+// size_bytes, host facts' counts) may not be negative, disk usage percentages not above 100,
+// nor the quota's paused_release_ratio outside 0..1; the refusal names the field. Zeros are accepted (an all-zero quota is ignored).
 func TestStatusFigures(t *testing.T) {
 	golden := testdata(t, "status.json")
 	for _, c := range []bodyCase{
@@ -96,9 +96,12 @@ func TestStatusFigures(t *testing.T) {
 		{"allocated.nic_queues", -1, "allocated.nic_queues must be >= 0"},
 		{"allocated.data_disk_mb", -1, "allocated.data_disk_mb must be >= 0"},
 		{"allocated.storage_disk_mb", -1, "allocated.storage_disk_mb must be >= 0"},
-		{"disk_usage.data_disk_usage_per", -1, "disk_usage.data_disk_usage_per must be >= 0"},
-		{"disk_usage.storage_disk_usage_per", -0.5, "disk_usage.storage_disk_usage_per must be >= 0"},
-		{"disk_usage.sys_disk_usage_per", -1e308, "disk_usage.sys_disk_usage_per must be >= 0"},
+		{"disk_usage.data_disk_usage_per", -1, "disk_usage.data_disk_usage_per is a percentage: 0 to 100 (got -1)"},
+		{"disk_usage.storage_disk_usage_per", -0.5, "disk_usage.storage_disk_usage_per is a percentage: 0 to 100"},
+		{"disk_usage.sys_disk_usage_per", -1e308, "disk_usage.sys_disk_usage_per is a percentage: 0 to 100"},
+		{"disk_usage.data_disk_usage_per", 1e308, "disk_usage.data_disk_usage_per is a percentage: 0 to 100 (got 1e+308)"},
+		{"disk_usage.sys_disk_usage_per", 100.5, "disk_usage.sys_disk_usage_per is a percentage: 0 to 100"},
+		{"disk_usage.sys_disk_usage_per", 100, ""},
 		{"quota.milli_cpu", -1000, "quota.milli_cpu must be >= 0 (got -1000)"},
 		{"quota.mem_mb", -1, "quota.mem_mb must be >= 0"},
 		{"quota.max_mvm_num", -3, "quota.max_mvm_num must be >= 0 (got -3)"},
