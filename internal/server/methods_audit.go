@@ -34,6 +34,9 @@ func registerAuditMethods(r *api.Registry, d *deps) {
 			if in.Since < 0 {
 				return nil, cubefleet.Invalid("since", "since is a Unix time in milliseconds")
 			}
+			if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "aud") {
+				return nil, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (an audit row id, aud_...): pass the nextCursor of the previous page", in.Cursor)
+			}
 			items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
 			return AuditList{Items: items, NextCursor: next}, err
 		}),

@@ -335,6 +335,9 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			if in.Since < 0 {
 				return nil, cubefleet.Invalid("since", "since is a Unix time in milliseconds")
 			}
+			if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "evt") {
+				return nil, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (an event id, evt_...): pass the nextCursor of the previous page", in.Cursor)
+			}
 			items, next, err := events.List(ctx, c.Q, events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject,
 				Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
 			return EventList{Items: items, NextCursor: next}, err

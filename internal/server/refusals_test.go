@@ -148,3 +148,28 @@ func TestHelpfulRefusals(t *testing.T) {
 		t.Errorf("re-applying a hash = %v, want CONFIG_DRIFT naming it", err)
 	}
 }
+
+// TestListCursorRefused: a cursor that is not a page's nextCursor is INVALID_INPUT naming
+// cursor, not a silent listing from the start.
+func TestListCursorRefused(t *testing.T) {
+	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+		e := newFleetEnv(t, db)
+		for _, c := range []struct {
+			method string
+			in     map[string]any
+		}{
+			{"events.list", map[string]any{"cursor": "bogus"}},
+			{"events.list", map[string]any{"cursor": cubefleet.NewID("aud")}},
+			{"audit.list", map[string]any{"tenantId": "root", "cursor": "bogus"}},
+		} {
+			err := e.call(e.admin, c.method, c.in, nil)
+			var ce *cubefleet.Error
+			if !errors.As(err, &ce) || ce.Code != cubefleet.CodeInvalidInput || ce.Details["path"] != "cursor" {
+				t.Errorf("%s %v = %v, want INVALID_INPUT at cursor", c.method, c.in, err)
+			}
+		}
+		if err := e.call(e.admin, "events.list", map[string]any{"cursor": cubefleet.NewID("evt")}, nil); err != nil {
+			t.Errorf("events.list with an event id as cursor: %v", err)
+		}
+	})
+}
