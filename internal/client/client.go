@@ -166,7 +166,11 @@ func (c *Client) decodeError(method string, resp *http.Response, data []byte) er
 			return fmt.Errorf("%s: %s answered with a redirect (HTTP %d to %q), which cubefleet never follows so the key goes nowhere else: point --url at the control plane itself",
 				method, c.baseURL, resp.StatusCode, resp.Header.Get("Location"))
 		}
-		return fmt.Errorf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane (is --url right?): %q", method, resp.StatusCode, c.baseURL, snippet)
+		hint := "is --url right?"
+		if resp.StatusCode == http.StatusNotFound {
+			hint = "is --url right? the server's --internal-listen address serves only the node-agent routes, not the API"
+		}
+		return fmt.Errorf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane (%s): %q", method, resp.StatusCode, c.baseURL, hint, snippet)
 	}
 	e := &cubefleet.Error{Code: w.Error.Code, Message: w.Error.Message}
 	if len(w.Error.Details) > 0 && string(w.Error.Details) != "null" {

@@ -92,6 +92,14 @@ func TestCallMapsResultsAndErrors(t *testing.T) {
 		t.Errorf("no key: %v", err)
 	}
 
+	// A server that is not the API (the node-agent listener answers 404): the error says so.
+	notAPI := httptest.NewServer(http.NotFoundHandler())
+	err = New(notAPI.URL, testToken, nil).Call(ctx, "echo", nil, nil)
+	notAPI.Close()
+	if err == nil || !strings.Contains(err.Error(), "HTTP 404 from "+notAPI.URL) || !strings.Contains(err.Error(), "--internal-listen") {
+		t.Errorf("a server that is not the API: %v", err)
+	}
+
 	// Nothing listening: the error names the URL.
 	l := httptest.NewServer(http.NotFoundHandler())
 	dead := l.URL

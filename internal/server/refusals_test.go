@@ -173,3 +173,32 @@ func TestListCursorRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestInternalListenOnListen: an --internal-listen that takes --listen's address says so.
+func TestInternalListenOnListen(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, err = New(t.Context(), Config{Listen: addr, InternalListen: addr, DataDir: t.TempDir()}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "--internal-listen "+addr+" takes the address --listen") {
+		t.Fatalf("New with --internal-listen = --listen: %v", err)
+	}
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"127.0.0.1:3010", "127.0.0.1:3010", true},
+		{"0.0.0.0:3010", "127.0.0.1:3010", true},
+		{"[::]:3010", "10.0.0.1:3010", true},
+		{":3010", "10.0.0.1:3010", true},
+		{"127.0.0.2:3010", "127.0.0.1:3010", false},
+		{"127.0.0.1:3011", "127.0.0.1:3010", false},
+	} {
+		if got := overlaps(c.a, c.b); got != c.want {
+			t.Errorf("overlaps(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}

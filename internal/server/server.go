@@ -269,6 +269,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if cfg.InternalListen != "" {
 		if s.inLn, err = net.Listen("tcp", cfg.InternalListen); err != nil {
+			if overlaps(cfg.InternalListen, s.ln.Addr().String()) {
+				return nil, fmt.Errorf("--internal-listen %s takes the address --listen %s already serves: give the internal listener another address or port, or leave --internal-listen out to serve the node-agent routes on --listen: %w",
+					cfg.InternalListen, cfg.Listen, err)
+			}
 			return nil, fmt.Errorf("internal listen: %w", err)
 		}
 	}
@@ -512,4 +516,19 @@ func (s *Server) Close() error {
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
+}
+
+// overlaps reports whether TCP addresses a and b (host:port) claim the same port on a common
+// address: the same port, and the same host or either one unspecified (all addresses).
+func overlaps(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || ap != bp {
+		return false
+	}
+	any := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || ip != nil && ip.IsUnspecified()
+	}
+	return ah == bh || any(ah) || any(bh)
 }
