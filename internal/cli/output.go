@@ -207,8 +207,9 @@ func linef(w io.Writer, format string, args ...any) (int, error) {
 // safeText renders s for a terminal: every character that could move the cursor, change
 // colours, start a line or reorder text is written as a visible escape instead. That is the C0
 // controls and DEL (\n, \r, \t, else \x1b), the C1 controls (\u009b), the Unicode bidi
-// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, as \u202e), the line and
-// paragraph separators (U+2028, U+2029), and bytes that are not UTF-8 (\xff). Everything else,
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069, as \u202e), the zero-width
+// characters (U+200B-U+200D, U+2060, U+FEFF), the line and paragraph separators (U+2028,
+// U+2029), and bytes that are not UTF-8 (\xff). Everything else,
 // backslashes included, is kept. Every table cell, "key: value" line and message of the CLI's
 // human output goes through it; JSON output does not need it (the encoder escapes).
 func safeText(s string) string {
@@ -268,6 +269,8 @@ func unsafeRune(r rune, size int) bool {
 	case r >= 0x80 && r <= 0x9f: // C1
 		return true
 	case r == 0x061c || r == 0x200e || r == 0x200f: // bidi marks
+		return true
+	case r >= 0x200b && r <= 0x200d || r == 0x2060 || r == 0xfeff: // zero-width: hide text or make look-alikes
 		return true
 	case r == 0x2028 || r == 0x2029: // line and paragraph separators
 		return true

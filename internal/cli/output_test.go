@@ -22,6 +22,7 @@ func TestSafeText(t *testing.T) {
 		"isolates \u2066\u2067\u2068\u2069":        `isolates \u2066\u2067\u2068\u2069`,
 		"marks \u200e\u200f\u061c":                 `marks \u200e\u200f\u061c`,
 		"lines \u2028\u2029":                       `lines \u2028\u2029`,
+		"zero\u200bwidth\u200c\u200d\u2060\ufeff":  `zero\u200bwidth\u200c\u200d\u2060\ufeff`,
 		"bad \xff\xfe utf-8":                       `bad \xff\xfe utf-8`,
 		"a real \ufffd stays":                      "a real \ufffd stays",
 	} {
