@@ -204,10 +204,14 @@ type Config struct {
 	CreateConcurrentNum   int64         // 0 = the scheduler's limit
 	MinMemoryKB           int64         // install's memory floor, kB; >= DefaultMinMemoryKB
 	RunCheck              bool          // install runs the check afterwards
-	CheckTimeout          time.Duration // 0 = probe once
-	EnvFile               string        // the env file read; "" for none
-	Host                  Host          // where host facts and network state are read
-	Warnings              []string      // things an operator should fix that do not stop the agent
+	// RunCheckFrom says where RunCheck came from, for install's output: "--run-check=0",
+	// "ONE_CLICK_RUN_QUICKCHECK=0 in the environment", "... in the env file <path>", or "the
+	// default"; "" when the Config was not loaded.
+	RunCheckFrom string
+	CheckTimeout time.Duration // 0 = probe once
+	EnvFile      string        // the env file read; "" for none
+	Host         Host          // where host facts and network state are read
+	Warnings     []string      // things an operator should fix that do not stop the agent
 }
 
 // NodeID returns the node's ID: its IPv4 address in dotted form.
@@ -620,6 +624,16 @@ func (cfg *Config) loadRest(get func(string) value) error {
 	rc := get("run-check")
 	if cfg.RunCheck, err = parseBool(rc.s); err != nil {
 		return rc.fail("%v", err)
+	}
+	switch rc.rank {
+	case 3:
+		cfg.RunCheckFrom = rc.name + "=" + strings.TrimSpace(rc.s)
+	case 2:
+		cfg.RunCheckFrom = rc.name + "=" + strings.TrimSpace(rc.s) + " in the environment"
+	case 1:
+		cfg.RunCheckFrom = rc.name + "=" + strings.TrimSpace(rc.s) + " in the env file " + cfg.EnvFile
+	default:
+		cfg.RunCheckFrom = "the default"
 	}
 	to := get("timeout")
 	if cfg.CheckTimeout, err = parseDuration(to.s); err != nil || cfg.CheckTimeout < 0 || cfg.CheckTimeout > MaxCheckTimeout {

@@ -64,7 +64,7 @@ func TestLoadCompute(t *testing.T) {
 		Role: RoleCompute, ControlPlane: []string{"http://10.0.0.1:3010"}, NodeIP: mustAddr("10.0.0.5"),
 		S3:          S3{Endpoint: "http://10.0.0.1:9000", AccessKeyID: "minio", SecretAccessKey: "s3cr3t$", Bucket: "cube-volumes", S3FSExtraOpts: "-ouse_path_request_style"},
 		NetworkCIDR: mustPrefix("192.168.0.0/18"), Listen: "10.0.0.5:9999", StateDir: DefaultStateDir, ReportPeriod: time.Second,
-		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true,
+		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true, RunCheckFrom: "the default",
 		CheckTimeout: 120 * time.Second, EnvFile: cfg.EnvFile, Host: testHost("compute"),
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -390,3 +390,40 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 	}
 	wantExit0(t, done, logs)
 }
+
+// TestAgentInstallSkippedCheckSource: when install skips the check, it names what turned it
+// off: the flag, the variable in the environment, or the variable in the env file.
+func TestAgentInstallSkippedCheckSource(t *testing.T) {
+	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	const base = "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.5\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"
+	for _, tc := range []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		want string // $ENV is the env file
+	}{
+		{"flag", base, nil, []string{"--run-check=0"}, "Skipped agent check (--run-check=0)"},
+		{"flag beats the env file", base + "ONE_CLICK_RUN_QUICKCHECK=1\n", nil, []string{"--run-check=false"}, "Skipped agent check (--run-check=false)"},
+		{"flag beats the environment", base, map[string]string{"CUBEFLEET_RUN_CHECK": "1"}, []string{"--run-check=0"}, "Skipped agent check (--run-check=0)"},
+		{"environment", base, map[string]string{"ONE_CLICK_RUN_QUICKCHECK": "0"}, nil, "Skipped agent check (ONE_CLICK_RUN_QUICKCHECK=0 in the environment)"},
+		{"cubefleet variable in the environment", base, map[string]string{"CUBEFLEET_RUN_CHECK": "0"}, nil, "Skipped agent check (CUBEFLEET_RUN_CHECK=0 in the environment)"},
+		{"env file", base + "ONE_CLICK_RUN_QUICKCHECK=0\n", nil, nil, "Skipped agent check (ONE_CLICK_RUN_QUICKCHECK=0 in the env file $ENV)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			envFile := filepath.Join(dir, "agent.env")
+			os.WriteFile(envFile, []byte(tc.file), 0o600)
+			args := append([]string{"agent", "install", "--root", filepath.Join(dir, "root"), "--binary", "/usr/local/bin/cubefleet",
+				"--env-file", envFile, "--host-root", hostRoot, "--runtime", "process"}, tc.args...)
+			var out, errOut bytes.Buffer
+			if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(k string) string { return tc.env[k] }}); code != 0 {
+				t.Fatalf("agent install: exit %d\n%s%s", code, out.String(), errOut.String())
+			}
+			want := strings.ReplaceAll(tc.want, "$ENV", envFile) + "\n"
+			if !strings.HasSuffix(out.String(), want) {
+				t.Errorf("output:\n%s\nwant it to end with %q", out.String(), want)
+			}
+		})
+	}
+}
