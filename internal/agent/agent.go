@@ -159,8 +159,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // then sends a status report every cfg.ReportPeriod (+ up to 4% jitter). A 404 to a status
 // report registers again. A 401 to the node's credential means the node was deleted: the
 // agent records the revocation in its state file, stops reporting, answers 503 on /healthz,
-// and does not come back until it is given a new join token. Serve writes cfg.PIDFile while it
-// runs. It returns nil when ctx is done, or an error when the state directory, the state file
+// and does not come back until it is given a new join token. Serve holds an exclusive lock on
+// the state directory (LockFile) and writes cfg.PIDFile while it runs; another agent holding
+// the lock is an error. It returns nil when ctx is done, or an error when the state directory, the state file
 // or the PID file cannot be used.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
@@ -172,6 +173,12 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		a.log.Warn("the state directory holds the node credential and others could access it: its mode was changed to 0700",
 			"state_dir", a.cfg.StateDir, "old_mode", fmt.Sprintf("%04o", was))
 	}
+	// One agent per state directory: a second one would replace the first's node credential.
+	unlock, err := lockStateDir(a.cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): %w", err)
+	}
+	defer unlock()
 	st, err := ReadState(a.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("state file: %w", err)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -668,4 +669,55 @@ func TestStateDirMode(t *testing.T) {
 	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "is owned by uid 65534, not by the agent's user (uid 0); it holds the node credential") {
 		t.Errorf("Run with another user's state directory: %v", err)
 	}
+}
+
+// TestStateDirLock: two agents sharing a state directory would overwrite each other's node
+// credential; the second one refuses to start, naming the directory, the first one's process
+// ID and the fix, and leaves the first one's credential alone. Once the first one stops, the
+// directory is free again. agent check only reads the directory and takes no lock.
+func TestStateDirLock(t *testing.T) {
+	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
+	dir := filepath.Join(t.TempDir(), "state")
+	first := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	waitFor(t, "reporting", func() bool { return first.a.Health().LastReportAt != "" })
+	before, err := ReadState(dir)
+	if err != nil || before.NodeCredential == "" {
+		t.Fatalf("the first agent's state: %+v, %v", before, err)
+	}
+
+	// Checking while the agent runs takes no lock.
+	checkCfg := testConfig(dir, "", cp.srv.URL)
+	checkCfg.Listen = strings.TrimSuffix(strings.TrimPrefix(first.url, "http://"), "/healthz")
+	if results, _ := Check(context.Background(), checkCfg, CheckOptions{StateDir: dir}); results[0].Status != CheckOK || results[2].Status != CheckOK {
+		t.Errorf("check beside the running agent: %+v", results)
+	}
+
+	second := testConfig(dir, "cfj_join2", cp.srv.URL)
+	second.NodeIP = netip.MustParseAddr("127.0.0.2")
+	second.Listen = "127.0.0.1:0"
+	a, err := New(second, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	want := "state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): " + dir + " is in use by another agent (process " + strconv.Itoa(os.Getpid()) + "), which holds " + filepath.Join(dir, LockFile) + ": two agents sharing a state directory would overwrite each other's node credential; give each agent its own CUBEFLEET_AGENT_STATE_DIR (--state-dir), or stop the other agent"
+	if err == nil || err.Error() != want {
+		t.Fatalf("a second agent on the same state directory: %v\nwant %s", err, want)
+	}
+	if ctx.Err() != nil {
+		t.Error("the second agent ran until its context ended instead of refusing to start")
+	}
+	if after, err := ReadState(dir); err != nil || after != before {
+		t.Errorf("the state file changed: %+v, %v; want %+v", after, err, before)
+	}
+	if n := len(cp.callsTo("/register")); n != 1 {
+		t.Errorf("%d registrations, want only the first agent's", n)
+	}
+
+	// The lock goes with the agent: the next one starts.
+	first.stop()
+	again := startAgent(t, testConfig(dir, "", cp.srv.URL))
+	waitFor(t, "reporting after the first agent stopped", func() bool { return again.a.Health().LastReportAt != "" })
 }

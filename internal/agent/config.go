@@ -80,6 +80,7 @@ type Setting struct {
 	Default string   // "" when unset means "computed" (see Usage) or "none"
 	Bool    bool     // a switch: 1/true/yes/on or 0/false/no/off; the flag alone means 1
 	NoFlag  bool     // only from the environment or the env file (a flag would show in ps)
+	Secret  bool     // its value is a secret: an env file holding it must not be readable by others
 	Command string   // which commands have the flag: "" every agent command, "check" check and install, "install" install only
 	Usage   string   // one line for --help
 }
@@ -95,14 +96,14 @@ func Settings() []Setting {
 		{Key: "ca-file", Env: []string{"CUBEFLEET_CA_FILE"}, Usage: "PEM file of CA certificates to trust for an https:// control plane, besides the system's"},
 		{Key: "s3-endpoint", Env: []string{"CUBEFLEET_S3_ENDPOINT", "CUBE_S3_ENDPOINT"}, Usage: "S3 endpoint of the sandbox volume store, e.g. http://10.0.0.1:9000 (required on compute nodes)"},
 		{Key: "s3-access-key-id", Env: []string{"CUBEFLEET_S3_ACCESS_KEY_ID", "CUBE_S3_ACCESS_KEY_ID"}, Usage: "S3 access key ID"},
-		{Key: "s3-secret-access-key", Env: []string{"CUBEFLEET_S3_SECRET_ACCESS_KEY", "CUBE_S3_SECRET_ACCESS_KEY"}, NoFlag: true, Usage: "S3 secret access key (environment or env file only)"},
+		{Key: "s3-secret-access-key", Env: []string{"CUBEFLEET_S3_SECRET_ACCESS_KEY", "CUBE_S3_SECRET_ACCESS_KEY"}, NoFlag: true, Secret: true, Usage: "S3 secret access key (environment or env file only)"},
 		{Key: "s3-bucket", Env: []string{"CUBEFLEET_S3_BUCKET", "CUBE_S3_BUCKET"}, Default: DefaultS3Bucket, Usage: "S3 bucket of the sandbox volumes"},
 		{Key: "s3-s3fs-extra-opts", Env: []string{"CUBEFLEET_S3_S3FS_EXTRA_OPTS", "CUBE_S3_S3FS_EXTRA_OPTS"}, Default: DefaultS3FSExtraOpts, Usage: "extra s3fs mount options"},
 		{Key: "node-ip", Env: []string{"CUBEFLEET_NODE_IP", "CUBE_SANDBOX_NODE_IP"}, Usage: "this node's IPv4 address, also its node ID (default: the default route's interface address)"},
 		{Key: "allow-loopback", Env: []string{"CUBEFLEET_ALLOW_LOOPBACK"}, Default: "0", Bool: true, Usage: "accept a 127.x node IP (single-host demos and tests)"},
 		{Key: "network-cidr", Env: []string{"CUBEFLEET_NETWORK_CIDR", "CUBE_SANDBOX_NETWORK_CIDR"}, Default: DefaultNetworkCIDR, Usage: "sandbox network, /16 to /24, not overlapping the host's addresses, routes or nameservers"},
 		{Key: "skip-cidr-conflict-check", Env: []string{"CUBEFLEET_NETWORK_CIDR_SKIP_CONFLICT_CHECK", "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK"}, Default: "0", Bool: true, Usage: "skip the sandbox network's host conflict check (not recommended)"},
-		{Key: "join-token", Env: []string{"CUBEFLEET_JOIN_TOKEN"}, Usage: "join token (cfj_...) for the first registration; prefer --join-token-file, a flag shows in ps"},
+		{Key: "join-token", Env: []string{"CUBEFLEET_JOIN_TOKEN"}, Secret: true, Usage: "join token (cfj_...) for the first registration; prefer --join-token-file, a flag shows in ps"},
 		{Key: "join-token-file", Env: []string{"CUBEFLEET_JOIN_TOKEN_FILE"}, Usage: "file holding the join token (mode 0600, owned by you)"},
 		{Key: "listen", Env: []string{"CUBEFLEET_AGENT_LISTEN"}, Usage: "address of the agent's health endpoint (default <node ip>:9999)"},
 		{Key: "state-dir", Env: []string{"CUBEFLEET_AGENT_STATE_DIR"}, Default: DefaultStateDir, Usage: "state directory (mode 0700): the node credential"},
@@ -203,10 +204,14 @@ type Config struct {
 	CreateConcurrentNum   int64         // 0 = the scheduler's limit
 	MinMemoryKB           int64         // install's memory floor, kB; >= DefaultMinMemoryKB
 	RunCheck              bool          // install runs the check afterwards
-	CheckTimeout          time.Duration // 0 = probe once
-	EnvFile               string        // the env file read; "" for none
-	Host                  Host          // where host facts and network state are read
-	Warnings              []string      // things an operator should fix that do not stop the agent
+	// RunCheckFrom says where RunCheck came from, for install's output: "--run-check=0",
+	// "ONE_CLICK_RUN_QUICKCHECK=0 in the environment", "... in the env file <path>", or "the
+	// default"; "" when the Config was not loaded.
+	RunCheckFrom string
+	CheckTimeout time.Duration // 0 = probe once
+	EnvFile      string        // the env file read; "" for none
+	Host         Host          // where host facts and network state are read
+	Warnings     []string      // things an operator should fix that do not stop the agent
 }
 
 // NodeID returns the node's ID: its IPv4 address in dotted form.
@@ -495,12 +500,32 @@ func Load(src Sources) (*Config, error) {
 	if err := cfg.loadRest(get); err != nil {
 		return nil, err
 	}
-	if cfg.EnvFile != "" {
-		if fi, err := os.Stat(cfg.EnvFile); err == nil && fi.Mode().Perm()&0o077 != 0 && (cfg.S3.SecretAccessKey != "" || cfg.JoinToken != "") {
-			cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s holds secrets and others can read it (mode %04o): run chmod 600 %s", cfg.EnvFile, fi.Mode().Perm(), cfg.EnvFile))
+	// Warn about an env file others can read only when it holds a secret's value: a file that
+	// names the join token file (CUBEFLEET_JOIN_TOKEN_FILE=<path>) or gets its secrets from the
+	// environment holds none.
+	if secrets := secretsIn(file); cfg.EnvFile != "" && len(secrets) > 0 {
+		if fi, err := os.Stat(cfg.EnvFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s holds secrets and others can read it (mode %04o): run chmod 600 %s (it holds %s)", cfg.EnvFile, fi.Mode().Perm(), cfg.EnvFile, strings.Join(secrets, ", ")))
 		}
 	}
 	return cfg, nil
+}
+
+// secretsIn returns the variables of the env file that hold a secret setting's value (see
+// Setting.Secret), in the order of Settings; empty values do not count.
+func secretsIn(file map[string]EnvVar) []string {
+	var names []string
+	for _, s := range Settings() {
+		if !s.Secret {
+			continue
+		}
+		for _, e := range s.Env {
+			if v, ok := file[e]; ok && strings.TrimSpace(v.Value) != "" {
+				names = append(names, e)
+			}
+		}
+	}
+	return names
 }
 
 func (cfg *Config) loadRest(get func(string) value) error {
@@ -599,6 +624,16 @@ func (cfg *Config) loadRest(get func(string) value) error {
 	rc := get("run-check")
 	if cfg.RunCheck, err = parseBool(rc.s); err != nil {
 		return rc.fail("%v", err)
+	}
+	switch rc.rank {
+	case 3:
+		cfg.RunCheckFrom = rc.name + "=" + strings.TrimSpace(rc.s)
+	case 2:
+		cfg.RunCheckFrom = rc.name + "=" + strings.TrimSpace(rc.s) + " in the environment"
+	case 1:
+		cfg.RunCheckFrom = rc.name + "=" + strings.TrimSpace(rc.s) + " in the env file " + cfg.EnvFile
+	default:
+		cfg.RunCheckFrom = "the default"
 	}
 	to := get("timeout")
 	if cfg.CheckTimeout, err = parseDuration(to.s); err != nil || cfg.CheckTimeout < 0 || cfg.CheckTimeout > MaxCheckTimeout {

@@ -64,7 +64,7 @@ func TestLoadCompute(t *testing.T) {
 		Role: RoleCompute, ControlPlane: []string{"http://10.0.0.1:3010"}, NodeIP: mustAddr("10.0.0.5"),
 		S3:          S3{Endpoint: "http://10.0.0.1:9000", AccessKeyID: "minio", SecretAccessKey: "s3cr3t$", Bucket: "cube-volumes", S3FSExtraOpts: "-ouse_path_request_style"},
 		NetworkCIDR: mustPrefix("192.168.0.0/18"), Listen: "10.0.0.5:9999", StateDir: DefaultStateDir, ReportPeriod: time.Second,
-		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true,
+		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true, RunCheckFrom: "the default",
 		CheckTimeout: 120 * time.Second, EnvFile: cfg.EnvFile, Host: testHost("compute"),
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -563,5 +563,63 @@ func TestExampleEnvFile(t *testing.T) {
 	_, err = Load(Sources{Flags: map[string]string{"env-file": filepath.Join(t.TempDir(), ".env")}, Host: testHost("compute")})
 	if err == nil || !strings.Contains(err.Error(), "start from examples/agent.env in the cubefleet repository; docs/agent.md lists every setting") {
 		t.Errorf("missing env file: %v", err)
+	}
+}
+
+// TestEnvFileSecretWarning: an env file others can read draws a warning only when it holds a
+// secret's value (the S3 secret, a join token), not when it names the join token file or the
+// secrets come from the environment or a flag.
+func TestEnvFileSecretWarning(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "join.token")
+	os.WriteFile(tok, []byte("cfj_fromfile\n"), 0o600)
+	const base = "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.5\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\nCUBE_S3_ACCESS_KEY_ID=minio\n"
+	for _, tc := range []struct {
+		name  string
+		file  string
+		mode  os.FileMode
+		env   map[string]string
+		flags map[string]string
+		want  string // the warning's tail, "" for no warning
+	}{
+		{name: "join token file path only", file: base + "CUBEFLEET_JOIN_TOKEN_FILE=" + tok + "\n", mode: 0o644},
+		{name: "no secrets at all", file: base, mode: 0o644},
+		{name: "secrets from the environment", file: base, mode: 0o644, env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": "s3cr3t", "CUBEFLEET_JOIN_TOKEN": "cfj_env"}},
+		{name: "join token from a flag", file: base, mode: 0o640, flags: map[string]string{"join-token": "cfj_flag"}},
+		{name: "empty secret values", file: base + "CUBE_S3_SECRET_ACCESS_KEY=\nCUBEFLEET_JOIN_TOKEN=\n", mode: 0o644},
+		{name: "S3 secret", file: base + "CUBE_S3_SECRET_ACCESS_KEY=s3cr3t\n", mode: 0o644, want: "(mode 0644): run chmod 600 $ENV (it holds CUBE_S3_SECRET_ACCESS_KEY)"},
+		{name: "cubefleet S3 secret", file: base + "CUBEFLEET_S3_SECRET_ACCESS_KEY=s3cr3t\n", mode: 0o604, want: "(mode 0604): run chmod 600 $ENV (it holds CUBEFLEET_S3_SECRET_ACCESS_KEY)"},
+		{name: "join token value", file: base + "CUBEFLEET_JOIN_TOKEN=cfj_file\n", mode: 0o640, want: "(mode 0640): run chmod 600 $ENV (it holds CUBEFLEET_JOIN_TOKEN)"},
+		{name: "join token value beside its file", file: base + "CUBEFLEET_JOIN_TOKEN=cfj_file\nCUBEFLEET_JOIN_TOKEN_FILE=" + tok + "\nCUBE_S3_SECRET_ACCESS_KEY=s3cr3t\n", mode: 0o644, want: "(mode 0644): run chmod 600 $ENV (it holds CUBE_S3_SECRET_ACCESS_KEY, CUBEFLEET_JOIN_TOKEN)"},
+		{name: "secret in the file, overridden by the environment", file: base + "CUBE_S3_SECRET_ACCESS_KEY=s3cr3t\n", mode: 0o644, env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": "other"}, want: "(mode 0644): run chmod 600 $ENV (it holds CUBE_S3_SECRET_ACCESS_KEY)"},
+		{name: "secret in a private file", file: base + "CUBE_S3_SECRET_ACCESS_KEY=s3cr3t\nCUBEFLEET_JOIN_TOKEN=cfj_file\n", mode: 0o600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agent.env")
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, tc.mode)
+			flags := map[string]string{"env-file": path}
+			for k, v := range tc.flags {
+				flags[k] = v
+			}
+			cfg, err := Load(Sources{Flags: flags, Getenv: func(k string) string { return tc.env[k] }, Host: testHost("compute")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range cfg.Warnings {
+				if strings.Contains(w, "holds secrets") {
+					got = append(got, w)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("warned %q", got)
+			case tc.want != "" && (len(got) != 1 || got[0] != path+" holds secrets and others can read it "+strings.ReplaceAll(tc.want, "$ENV", path)):
+				t.Errorf("warnings %q, want one ending %q", got, tc.want)
+			}
+		})
 	}
 }

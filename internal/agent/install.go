@@ -158,7 +158,11 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	}
 
 	if !cfg.RunCheck {
-		fmt.Fprintln(out, "Skipped agent check (ONE_CLICK_RUN_QUICKCHECK=0)")
+		from := cfg.RunCheckFrom
+		if from == "" {
+			from = "run check off"
+		}
+		fmt.Fprintf(out, "Skipped agent check (%s)\n", from)
 		return nil
 	}
 	copt := opt.Check

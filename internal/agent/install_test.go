@@ -44,7 +44,7 @@ func TestInstallRoot(t *testing.T) {
 	}
 	goldenBytes(t, "install/agent.env.golden", env)
 	goldenBytes(t, "install/cubefleet-agent.service.golden", unit)
-	goldenBytes(t, "install/output.golden", []byte(strings.ReplaceAll(out.String(), root, "$ROOT")))
+	goldenBytes(t, "install/output.golden", []byte(strings.NewReplacer(root, "$ROOT", cfg.EnvFile, "$ENV").Replace(out.String())))
 	for path, mode := range map[string]os.FileMode{InstalledEnvFile: 0o600, UnitPath: 0o644, DefaultStateDir: 0o700} {
 		if fi, err := os.Stat(filepath.Join(root, path)); err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v, want mode %04o", path, fi.Mode(), mode)

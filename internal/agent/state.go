@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/cubefleet/cubefleet/internal/privatefile"
@@ -17,6 +19,43 @@ import (
 // StateFile is the name of the agent's state file in its state directory (mode 0600): the
 // node credential the control plane issued at registration, and whether it was revoked.
 const StateFile = "node.json"
+
+// LockFile is the name of the lock file in the state directory: `agent run` holds an
+// exclusive flock(2) on it for its lifetime (the kernel releases it when the process dies), so
+// that two agents never share a state directory, where each would overwrite the other's node
+// credential. It holds the process ID of the agent holding the lock.
+const LockFile = "agent.lock"
+
+// lockStateDir takes the exclusive lock on dir/LockFile without waiting and writes this
+// process's ID into it. It returns a function that releases the lock; when another agent holds
+// it, the error names the directory, that agent's process ID (when it wrote one) and the fix.
+func lockStateDir(dir string) (func(), error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the lock file %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		who := "another agent"
+		if data, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 0 {
+				who = fmt.Sprintf("another agent (process %d)", pid)
+			}
+		}
+		return nil, fmt.Errorf("%s is in use by %s, which holds %s: two agents sharing a state directory would overwrite each other's node credential; give each agent its own CUBEFLEET_AGENT_STATE_DIR (--state-dir), or stop the other agent", dir, who, path)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() {
+		f.Truncate(0)
+		f.Close() // releases the lock
+	}, nil
+}
 
 // State is the content of StateFile.
 type State struct {

@@ -342,3 +342,88 @@ func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
 		t.Fatalf("agent install --root on a host whose network overlaps the sandbox network: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
+
+// TestAgentRunStateDirLocked runs two `agent run` processes on one state directory: the
+// second refuses to start (exit 1), naming the directory, the first one's process ID and the
+// fix, and the first one keeps its credential and keeps reporting.
+func TestAgentRunStateDirLocked(t *testing.T) {
+	bin := buildCubefleet(t)
+	cp := newAgentCP(t)
+	dir := t.TempDir()
+	args := agentArgs(t, dir, cp.url, freeLoopback(t))
+	first, logs, done := startAgentProcess(t, bin, dir, args...)
+	status := agent.PathStatus("127.0.0.1")
+	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
+	stateDir := filepath.Join(dir, "state")
+	before, err := os.ReadFile(filepath.Join(stateDir, agent.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Another node (127.0.0.2, its own listen address), the same state directory.
+	second := append(append([]string(nil), args...), "--node-ip", "127.0.0.2", "--listen", "127.0.0.2:"+strings.Split(freeLoopback(t), ":")[1])
+	_, logs2, done2 := startAgentProcess(t, bin, dir, second...)
+	var exit error
+	select {
+	case exit = <-done2:
+		done2 <- exit
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the second agent did not refuse to start:\n%s", logs2.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(exit, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("second agent: %v, want exit 1", exit)
+	}
+	for _, want := range []string{stateDir + " is in use by another agent (process " + fmt.Sprint(first.Process.Pid) + ")",
+		"give each agent its own CUBEFLEET_AGENT_STATE_DIR"} {
+		if !strings.Contains(logs2.String(), want) {
+			t.Errorf("the second agent's output lacks %q:\n%s", want, logs2.String())
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(stateDir, agent.StateFile)); !bytes.Equal(after, before) {
+		t.Errorf("the state file changed:\n%s\nwant\n%s", after, before)
+	}
+	n := cp.count(status)
+	waitUntil(t, "the first agent still reporting", func() bool { return cp.count(status) >= n+2 })
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	wantExit0(t, done, logs)
+}
+
+// TestAgentInstallSkippedCheckSource: when install skips the check, it names what turned it
+// off: the flag, the variable in the environment, or the variable in the env file.
+func TestAgentInstallSkippedCheckSource(t *testing.T) {
+	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	const base = "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.5\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"
+	for _, tc := range []struct {
+		name string
+		file string
+		env  map[string]string
+		args []string
+		want string // $ENV is the env file
+	}{
+		{"flag", base, nil, []string{"--run-check=0"}, "Skipped agent check (--run-check=0)"},
+		{"flag beats the env file", base + "ONE_CLICK_RUN_QUICKCHECK=1\n", nil, []string{"--run-check=false"}, "Skipped agent check (--run-check=false)"},
+		{"flag beats the environment", base, map[string]string{"CUBEFLEET_RUN_CHECK": "1"}, []string{"--run-check=0"}, "Skipped agent check (--run-check=0)"},
+		{"environment", base, map[string]string{"ONE_CLICK_RUN_QUICKCHECK": "0"}, nil, "Skipped agent check (ONE_CLICK_RUN_QUICKCHECK=0 in the environment)"},
+		{"cubefleet variable in the environment", base, map[string]string{"CUBEFLEET_RUN_CHECK": "0"}, nil, "Skipped agent check (CUBEFLEET_RUN_CHECK=0 in the environment)"},
+		{"env file", base + "ONE_CLICK_RUN_QUICKCHECK=0\n", nil, nil, "Skipped agent check (ONE_CLICK_RUN_QUICKCHECK=0 in the env file $ENV)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			envFile := filepath.Join(dir, "agent.env")
+			os.WriteFile(envFile, []byte(tc.file), 0o600)
+			args := append([]string{"agent", "install", "--root", filepath.Join(dir, "root"), "--binary", "/usr/local/bin/cubefleet",
+				"--env-file", envFile, "--host-root", hostRoot, "--runtime", "process"}, tc.args...)
+			var out, errOut bytes.Buffer
+			if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(k string) string { return tc.env[k] }}); code != 0 {
+				t.Fatalf("agent install: exit %d\n%s%s", code, out.String(), errOut.String())
+			}
+			want := strings.ReplaceAll(tc.want, "$ENV", envFile) + "\n"
+			if !strings.HasSuffix(out.String(), want) {
+				t.Errorf("output:\n%s\nwant it to end with %q", out.String(), want)
+			}
+		})
+	}
+}
