@@ -39,6 +39,8 @@ type errorLogKind struct {
 // maxErrorLogKinds bounds the kinds remembered; beyond it the oldest are forgotten.
 const maxErrorLogKinds = 64
 
+// Write takes one line of the http.Server's log and logs it unless a line of its kind was
+// logged less than errorLogEvery ago. It never fails.
 func (w *errorLogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	kind, _, _ := strings.Cut(line, " from ")
