@@ -449,9 +449,10 @@ func TestNodesListOrder(t *testing.T) {
 	}
 }
 
-// TestNodesEvents pages through a node's events: --limit with the notice naming the next
-// --cursor, --cursor, --since (an RFC 3339 time; the server's clock is fixed), and --output
-// json with the API's nextCursor.
+// TestNodesEvents reads a node's events: by default the newest --limit (the notice saying older
+// ones exist, olderExist in JSON); from a time or a cursor, forwards, with the notice naming the
+// next --cursor, --since (an RFC 3339 time; the server's clock is fixed), and --output json
+// with the API's nextCursor.
 func TestNodesEvents(t *testing.T) {
 	c := mustServe(t, "")
 	var site, pool struct{ ID string }
@@ -473,7 +474,13 @@ func TestNodesEvents(t *testing.T) {
 	})
 	var b strings.Builder
 	c.record(&b, "nodes", "events", "10.0.0.7")
-	out := c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "3")
+	out := c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "2") // the newest two
+	if !strings.Contains(out, "node.uncordoned") || strings.Contains(out, "node.joined") || !strings.Contains(out, "older ones exist") {
+		t.Errorf("the newest two events, with the notice:\n%s", out)
+	}
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "2", "-o", "json")
+	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "1001")
+	out = c.record(&b, "nodes", "events", "10.0.0.7", "--since", "2026-01-02T03:04:05Z", "--limit", "3")
 	if !strings.Contains(out, "--cursor "+all.Items[2].ID) {
 		t.Errorf("the notice does not name the cursor after the third event (%s):\n%s", all.Items[2].ID, out)
 	}

@@ -9,6 +9,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
@@ -84,9 +85,49 @@ type Filter struct {
 // List returns the events matching f, oldest first, and the cursor of the next page ("" at the
 // end).
 func List(ctx context.Context, q store.Querier, f Filter) ([]Event, string, error) {
-	if f.Limit <= 0 || f.Limit > 1000 {
-		f.Limit = 100
+	f.Limit = limitOf(f.Limit)
+	where, args := f.where()
+	args = append(args, f.Limit+1)
+	out, err := query(ctx, q, where+fmt.Sprintf(" ORDER BY id LIMIT $%d", len(args)), args)
+	if err != nil {
+		return nil, "", err
 	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+// Newest returns the newest f.Limit events matching f (f.Cursor is ignored), oldest first, and
+// whether older ones match too: the tail of the log, for "what just happened".
+func Newest(ctx context.Context, q store.Querier, f Filter) ([]Event, bool, error) {
+	f.Limit, f.Cursor = limitOf(f.Limit), ""
+	where, args := f.where()
+	args = append(args, f.Limit+1)
+	out, err := query(ctx, q, where+fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args)), args)
+	if err != nil {
+		return nil, false, err
+	}
+	older := len(out) > f.Limit
+	if older {
+		out = out[:f.Limit]
+	}
+	slices.Reverse(out)
+	return out, older, nil
+}
+
+// limitOf is a Filter's Limit: 1-1000, 100 when out of range.
+func limitOf(limit int) int {
+	if limit <= 0 || limit > 1000 {
+		return 100
+	}
+	return limit
+}
+
+// where is f's WHERE clause and its arguments ($1...).
+func (f Filter) where() (string, []any) {
 	where := []string{"tenant_id = $1", "at >= $2", "id > $3"}
 	args := []any{f.TenantID, f.Since, f.Cursor}
 	if f.Type != "" {
@@ -102,11 +143,14 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Event, string, erro
 		args = append(args, f.Subject)
 		where = append(where, fmt.Sprintf("subject = $%d", len(args)))
 	}
-	args = append(args, f.Limit+1)
-	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, type, subject, data FROM events_log WHERE `+
-		strings.Join(where, " AND ")+fmt.Sprintf(" ORDER BY id LIMIT $%d", len(args)), args...)
+	return strings.Join(where, " AND "), args
+}
+
+// query reads the events of `SELECT ... FROM events_log WHERE <rest>`.
+func query(ctx context.Context, q store.Querier, rest string, args []any) ([]Event, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, type, subject, data FROM events_log WHERE `+rest, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("list events: %w", err)
+		return nil, fmt.Errorf("list events: %w", err)
 	}
 	defer rows.Close()
 	out := []Event{}
@@ -114,18 +158,13 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Event, string, erro
 		var e Event
 		var data string
 		if err := rows.Scan(&e.ID, &e.At, &e.TenantID, &e.Type, &e.Subject, &data); err != nil {
-			return nil, "", fmt.Errorf("list events: %w", err)
+			return nil, fmt.Errorf("list events: %w", err)
 		}
 		e.Data = json.RawMessage(data)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("list events: %w", err)
+		return nil, fmt.Errorf("list events: %w", err)
 	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
-	}
-	return out, next, nil
+	return out, nil
 }

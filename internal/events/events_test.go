@@ -68,5 +68,27 @@ func TestAppendAndList(t *testing.T) {
 				t.Errorf("List(%+v) = %d events (%v), want %d", c.f, len(page), err, c.want)
 			}
 		}
+
+		// Newest: the tail of what matches, oldest first, and whether older events match.
+		for _, c := range []struct {
+			f          events.Filter
+			first, n   int // the first event's i and the count
+			olderExist bool
+		}{
+			{events.Filter{TenantID: "root", Limit: 10}, 110, 10, true},
+			{events.Filter{TenantID: "root", Limit: 120}, 0, 120, false},
+			{events.Filter{TenantID: "root", Type: "node.lost", Limit: 5}, 105, 5, true}, // i = 105, 108, ..., 117
+			{events.Filter{TenantID: "root", Since: 1115, Limit: 10, Cursor: "ignored"}, 115, 5, false},
+		} {
+			page, older, err := events.Newest(ctx, db, c.f)
+			if err != nil || len(page) != c.n || older != c.olderExist || page[0].At != int64(1000+c.first) {
+				t.Fatalf("Newest(%+v) = %d events from %v, older %v (%v); want %d from i=%d, older %v", c.f, len(page), page[0].At, older, err, c.n, c.first, c.olderExist)
+			}
+			for i := 1; i < len(page); i++ {
+				if page[i].ID <= page[i-1].ID {
+					t.Fatalf("Newest(%+v) is not oldest first at %d", c.f, i)
+				}
+			}
+		}
 	})
 }

@@ -135,19 +135,23 @@ func (j JoinTokenOutput) AuditTarget() string { return j.JoinToken.ID }
 
 // EventListInput is the input of events.list: Type is exact (node.lost) or a prefix ending in a
 // dot (node.); Subject an exact subject (a node id); Since Unix ms; Limit 1-1000 (default 100);
-// Cursor the previous page's nextCursor.
+// Cursor the previous page's nextCursor. Newest asks for the newest Limit events instead of the
+// oldest (the tail of the log, still oldest first; no Cursor then).
 type EventListInput struct {
 	Type    string `json:"type,omitempty"`
 	Subject string `json:"subject,omitempty"`
 	Since   int64  `json:"since,omitempty"`
 	Limit   int    `json:"limit,omitempty"`
 	Cursor  string `json:"cursor,omitempty"`
+	Newest  bool   `json:"newest,omitempty"`
 }
 
-// EventList is a page of events, oldest first; NextCursor is absent on the last page.
+// EventList is a page of events, oldest first; NextCursor is absent on the last page. With
+// Newest, OlderExist says whether older events match too (and NextCursor is absent).
 type EventList struct {
 	Items      []events.Event `json:"items"`
 	NextCursor string         `json:"nextCursor,omitempty"`
+	OlderExist bool           `json:"olderExist,omitempty"`
 }
 
 // poolExists returns NOT_FOUND unless ref is the id or fleet name of a pool (archived ones
@@ -338,8 +342,15 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 			if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "evt") {
 				return nil, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (an event id, evt_...): pass the nextCursor of the previous page", in.Cursor)
 			}
-			items, next, err := events.List(ctx, c.Q, events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject,
-				Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
+			f := events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor}
+			if in.Newest {
+				if in.Cursor != "" {
+					return nil, cubefleet.Invalid("cursor", "cursor pages forward from an event; newest reads the tail of the log: give one or the other")
+				}
+				items, older, err := events.Newest(ctx, c.Q, f)
+				return EventList{Items: items, OlderExist: older}, err
+			}
+			items, next, err := events.List(ctx, c.Q, f)
 			return EventList{Items: items, NextCursor: next}, err
 		}),
 		Input: EventListInput{}, Output: EventList{},

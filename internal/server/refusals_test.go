@@ -161,6 +161,7 @@ func TestListCursorRefused(t *testing.T) {
 			{"events.list", map[string]any{"cursor": "bogus"}},
 			{"events.list", map[string]any{"cursor": cubefleet.NewID("aud")}},
 			{"audit.list", map[string]any{"tenantId": "root", "cursor": "bogus"}},
+			{"events.list", map[string]any{"newest": true, "cursor": cubefleet.NewID("evt")}},
 		} {
 			err := e.call(e.admin, c.method, c.in, nil)
 			var ce *cubefleet.Error
