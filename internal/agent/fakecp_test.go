@@ -96,9 +96,6 @@ func (cp *fakeCP) replica() string {
 	return srv.URL
 }
 
-// addr returns the control plane's host:port.
-func (cp *fakeCP) addr() string { return strings.TrimPrefix(cp.srv.URL, "http://") }
-
 func (cp *fakeCP) setHook(h func(r *http.Request) (int, string)) {
 	cp.mu.Lock()
 	cp.hook = h

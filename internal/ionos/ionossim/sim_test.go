@@ -178,7 +178,7 @@ func TestCreateCubeOnEmptySimulator(t *testing.T) {
 	}
 
 	// Suspend and resume; start and stop are refused on a CUBE.
-	r, err := api.ServersApi.DatacentersServersStopPost(c, dcID, *srv.Id).Execute()
+	_, err := api.ServersApi.DatacentersServersStopPost(c, dcID, *srv.Id).Execute()
 	if statusOf(err) != http.StatusUnprocessableEntity {
 		t.Errorf("stop on a CUBE: %v, want 422", err)
 	}
