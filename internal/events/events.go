@@ -39,7 +39,9 @@ type Event struct {
 // reasoning: SQLite prepares a statement in time quadratic in its parameters).
 const batchRows = 50
 
-// Append writes evs through q, in order, assigning ids to those without one. With a
+// Append writes evs through q, in order, assigning ids to those without one (in evs, so a
+// retry after an unknown outcome writes the same ids). An event whose id the log already holds
+// is not written again: a batch retried after a commit that did happen adds nothing. With a
 // transaction as q the events commit or roll back with the caller's work.
 func Append(ctx context.Context, q store.Querier, evs ...Event) error {
 	for start := 0; start < len(evs); start += batchRows {
@@ -63,6 +65,7 @@ func Append(ctx context.Context, q store.Querier, evs ...Event) error {
 			fmt.Fprintf(&sql, "($%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
 			args = append(args, e.ID, e.At, e.TenantID, e.Type, e.Subject, data)
 		}
+		sql.WriteString(" ON CONFLICT (id) DO NOTHING")
 		if _, err := q.ExecContext(ctx, sql.String(), args...); err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}

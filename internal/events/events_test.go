@@ -92,3 +92,25 @@ func TestAppendAndList(t *testing.T) {
 		}
 	})
 }
+
+// TestAppendRetried: appending events again with the ids they got (a batch retried after a
+// commit whose outcome was unknown) writes nothing twice and fails nothing.
+func TestAppendRetried(t *testing.T) {
+	storetest.Each(t, []store.Module{events.Module}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		evs := []events.Event{{At: 1, TenantID: "root", Type: "node.joined", Subject: "a"}, {At: 2, TenantID: "root", Type: "node.lost", Subject: "a"}}
+		if err := events.Append(ctx, db, evs...); err != nil {
+			t.Fatal(err)
+		}
+		if evs[0].ID == "" || evs[1].ID == "" {
+			t.Fatalf("ids not assigned in place: %+v", evs)
+		}
+		if err := events.Append(ctx, db, evs...); err != nil {
+			t.Fatalf("the retried batch: %v", err)
+		}
+		got, _, err := events.List(ctx, db, events.Filter{TenantID: "root"})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("%d events after the retry (%v), want 2", len(got), err)
+		}
+	})
+}

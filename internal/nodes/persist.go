@@ -166,6 +166,10 @@ func (w *writer) pending() int {
 	return len(w.regs) + len(w.deletes) + len(w.joins) + len(w.events) + len(w.audits)
 }
 
+// flushTimeout bounds one flush of the flusher's loop (and so how long a shutdown waits for
+// the flush in flight).
+const flushTimeout = 15 * time.Second
+
 // flushLoop flushes every FlushEvery, and at once when kicked, until ctx ends. A failed flush
 // keeps everything queued for the next one.
 func (r *Registry) flushLoop(ctx context.Context) {
@@ -179,7 +183,12 @@ func (r *Registry) flushLoop(ctx context.Context) {
 		case <-t.C:
 		case <-r.w.wake:
 		}
-		if err := r.Flush(ctx); err != nil {
+		// A flush is not cancelled by ctx: cancelling one mid-commit leaves its outcome unknown,
+		// and a batch that did commit would be queued and written again (duplicate ids).
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+		err := r.Flush(fctx)
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

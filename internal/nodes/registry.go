@@ -465,7 +465,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	}()
 	r.flushLoop(ctx)
 	wg.Wait()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
 	r.retire(fctx)
 	defer r.jnl.close()
