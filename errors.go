@@ -7,6 +7,7 @@ package cubefleet
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Code is an error code of the public API. The list only grows; codes cross the wire.
@@ -28,6 +29,32 @@ const (
 	CodeFleetDrifted      Code = "FLEET_DRIFTED"      // CLI only: --fail-on-drift found drift (exit 1)
 	CodeDeadlineExceeded  Code = "DEADLINE_EXCEEDED"  // CLI only: a --wait ran out of its --timeout (exit 1)
 )
+
+// httpStatus is the one table from error code to HTTP status (../shared/DESIGN.md, "Public API
+// conventions"): the public API and the node routes both answer with it.
+var httpStatus = map[Code]int{
+	CodeInvalidInput:      http.StatusBadRequest,
+	CodeUnauthenticated:   http.StatusUnauthorized,
+	CodeForbidden:         http.StatusForbidden,
+	CodeNotFound:          http.StatusNotFound,
+	CodeConflict:          http.StatusConflict,
+	CodeConfigDrift:       http.StatusConflict,
+	CodePayloadTooLarge:   http.StatusRequestEntityTooLarge,
+	CodePlanBlocked:       http.StatusUnprocessableEntity,
+	CodeResourceExhausted: http.StatusTooManyRequests,
+	CodeUnsupported:       http.StatusNotImplemented,
+	CodeInternal:          http.StatusInternalServerError,
+}
+
+// HTTPStatus returns the HTTP status an error code is answered with: 400, 401, 403, 404, 409,
+// 413, 422, 429, 501, or 500 for INTERNAL and for a code the table does not hold (the CLI-only
+// codes FLEET_DRIFTED and DEADLINE_EXCEEDED never cross the wire).
+func HTTPStatus(code Code) int {
+	if s, ok := httpStatus[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
 
 // FieldError is one problem with one input field: Path is a JSON path in the style
 // `pools[0].offers[1].quota.gpu`, Message says what is wrong and how to fix it.

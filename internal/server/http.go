@@ -16,29 +16,6 @@ import (
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
 
-// statusOf is the one table from error code to HTTP status (../shared/DESIGN.md, "Errors").
-var statusOf = map[cubefleet.Code]int{
-	cubefleet.CodeInvalidInput:      http.StatusBadRequest,
-	cubefleet.CodeUnauthenticated:   http.StatusUnauthorized,
-	cubefleet.CodeForbidden:         http.StatusForbidden,
-	cubefleet.CodeNotFound:          http.StatusNotFound,
-	cubefleet.CodeConflict:          http.StatusConflict,
-	cubefleet.CodeConfigDrift:       http.StatusConflict,
-	cubefleet.CodePayloadTooLarge:   http.StatusRequestEntityTooLarge,
-	cubefleet.CodePlanBlocked:       http.StatusUnprocessableEntity,
-	cubefleet.CodeResourceExhausted: http.StatusTooManyRequests,
-	cubefleet.CodeUnsupported:       http.StatusNotImplemented,
-	cubefleet.CodeInternal:          http.StatusInternalServerError,
-}
-
-// StatusOf returns the HTTP status of an error code (500 for a code it does not know).
-func StatusOf(code cubefleet.Code) int {
-	if s, ok := statusOf[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
-
 // RequestIDHeader carries the request id in both directions.
 const RequestIDHeader = "X-Request-Id"
 
@@ -220,7 +197,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 		body.Message = "internal error; the server log has the cause under request id " + RequestID(ctx)
 		s.log.ErrorContext(ctx, "internal error", "method", r.PathValue("method"), "err", err)
 	}
-	status := StatusOf(body.Code)
+	status := cubefleet.HTTPStatus(body.Code)
 	if body.Code == cubefleet.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet"`)
 	}

@@ -1,0 +1,60 @@
+package cubefleet
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestHTTPStatus(t *testing.T) {
+	for _, c := range []struct {
+		code Code
+		want int
+	}{
+		{CodeInvalidInput, 400}, {CodeUnauthenticated, 401}, {CodeForbidden, 403}, {CodeNotFound, 404},
+		{CodeConflict, 409}, {CodeConfigDrift, 409}, {CodePayloadTooLarge, 413}, {CodePlanBlocked, 422},
+		{CodeResourceExhausted, 429}, {CodeUnsupported, 501}, {CodeInternal, 500},
+		{CodeFleetDrifted, 500}, {CodeDeadlineExceeded, 500}, {"NO_SUCH_CODE", 500},
+	} {
+		if got := HTTPStatus(c.code); got != c.want {
+			t.Errorf("HTTPStatus(%s) = %d, want %d", c.code, got, c.want)
+		}
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	wrapped := fmt.Errorf("apply: %w", Invalid("pools[0].name", "bad"))
+	for _, c := range []struct {
+		err  error
+		want Code
+	}{
+		{nil, ""},
+		{errors.New("disk on fire"), CodeInternal},
+		{wrapped, CodeInvalidInput},
+		{Errorf(CodeNotFound, "no pool %s", "x"), CodeNotFound},
+	} {
+		if got := ErrorCode(c.err); got != c.want {
+			t.Errorf("ErrorCode(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	if !IsCode(wrapped, CodeInvalidInput) || IsCode(nil, CodeInternal) {
+		t.Error("IsCode disagrees with ErrorCode")
+	}
+}
+
+func TestInvalidAll(t *testing.T) {
+	err := InvalidAll([]FieldError{{Path: "a", Message: "x"}, {Path: "b", Message: "y"}})
+	if err.Message != "a: x (and 1 more)" || err.Details["path"] != "a" {
+		t.Fatalf("got %q %v", err.Message, err.Details)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	id := NewID("pool")
+	if !IsID(id, "pool") || IsID(id, "site") || !IsID(id, "") {
+		t.Fatalf("IsID disagrees with NewID for %s", id)
+	}
+	if DerivedID("pool", "k", "p") != DerivedID("pool", "k", "p") || DerivedID("pool", "k", "p") == DerivedID("pool", "k", "q") {
+		t.Fatal("DerivedID is not a function of key and caller")
+	}
+}
