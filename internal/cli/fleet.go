@@ -137,7 +137,7 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pl, err := planDocument(cmd.Context(), c, stdio, args[0], f)
+			pl, _, err := planDocument(cmd.Context(), c, stdio, args[0], f)
 			if err != nil {
 				return err
 			}
@@ -162,14 +162,16 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 	return cmd
 }
 
-func planDocument(ctx context.Context, c apiCaller, stdio IO, path string, f planFlags) (*fleet.Plan, error) {
+// planDocument reads the document at path once ("-": standard input) and plans it; it returns
+// the plan and the document as read, so an apply sends exactly what was planned.
+func planDocument(ctx context.Context, c apiCaller, stdio IO, path string, f planFlags) (*fleet.Plan, json.RawMessage, error) {
 	doc, err := readDocument(stdio, path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var pl fleet.Plan
 	err = c.Call(ctx, "fleet.plan", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune}, &pl)
-	return &pl, err
+	return &pl, doc, err
 }
 
 func blockedPlanError(pl *fleet.Plan) error {
@@ -253,7 +255,7 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pl, err := planDocument(cmd.Context(), c, stdio, args[0], f)
+			pl, doc, err := planDocument(cmd.Context(), c, stdio, args[0], f)
 			if err != nil {
 				return err
 			}
@@ -288,10 +290,6 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			hash := planHash
 			if yes {
 				hash = pl.PlanHash
-			}
-			doc, err := readDocument(stdio, args[0])
-			if err != nil {
-				return err
 			}
 			var res fleet.ApplyResult
 			err = c.Call(cmd.Context(), "fleet.apply", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune, "planHash": hash, "denyDelete": denyDelete}, &res)

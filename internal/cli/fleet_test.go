@@ -96,3 +96,25 @@ func TestFleetCommandsGolden(t *testing.T) {
 	}
 	golden(t, "fleet_errors", out)
 }
+
+// TestFleetStdin pipes the document through standard input ("-") for plan and for apply --yes:
+// the document is read once, so the apply sends what it planned.
+func TestFleetStdin(t *testing.T) {
+	c := fleetEnv(t)
+	doc, err := os.ReadFile("fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := c.run(string(doc), "fleet", "plan", "-", "--tenant", "root", "--token-file", c.tokenFile)
+	if code != 0 || !strings.Contains(out, "8 to create") {
+		t.Fatalf("plan -: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = c.run(string(doc), "fleet", "apply", "-", "--tenant", "root", "--yes", "--token-file", c.tokenFile)
+	if code != 0 || !strings.Contains(out, "Applied 8 calls") {
+		t.Fatalf("apply - --yes: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = c.run(string(doc), "fleet", "plan", "-", "--tenant", "root", "--fail-on-drift", "--token-file", c.tokenFile)
+	if code != 0 || !strings.Contains(out, "0 to create, 0 to update, 0 to delete, 8 unchanged.") {
+		t.Fatalf("plan - after apply: exit %d\n%s%s", code, out, errOut)
+	}
+}
