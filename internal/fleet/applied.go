@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -21,8 +22,13 @@ type Applied struct {
 	CheckedAt *int64 `json:"checkedAt,omitempty"`
 }
 
-// Drift is what the last drift check found: the changes (at most 50) a new plan of the applied
-// document would make.
+// MaxDriftChanges is how many changes a recorded drift (and a fleet.drifted event) holds at
+// most; Summary counts them all (fleet spec, "Drift").
+const MaxDriftChanges = 50
+
+// Drift is what the last drift check found: the changes (at most MaxDriftChanges) a new plan
+// of the applied document would make, less the fields the drift ignore rules leave out, and
+// the hash of that plan's calls (the drift's identity: the same drift has the same hash).
 type Drift struct {
 	Changes  []Change `json:"changes"`
 	Summary  Summary  `json:"summary"`
@@ -35,6 +41,8 @@ type Status struct {
 	TenantID string   `json:"tenantId"`
 	Applied  *Applied `json:"applied,omitempty"`
 	Drift    *Drift   `json:"drift,omitempty"`
+	// DriftIgnore lists the server's drift ignore rules (KIND.FIELD) in force.
+	DriftIgnore []string `json:"driftIgnore,omitempty"`
 }
 
 func recordApplied(ctx context.Context, q store.Querier, tenantID string, canonical []byte, planHash, by string, prune bool, now time.Time) error {
@@ -100,29 +108,69 @@ func LoadStatus(ctx context.Context, q store.Querier, tenantID string) (*Status,
 	return &Status{TenantID: tenantID, Applied: &a.Applied, Drift: a.Drift}, nil
 }
 
-// CheckDrift re-plans tenantID's applied document and records the result: drift when the plan
-// has calls or is blocked, none otherwise. It returns the status after the check, and whether
-// the drift state changed (for events). A tenant with no applied document is left alone.
+// CheckDrift re-plans tenantID's applied document now and records the result (drift when the
+// plan, less the fields p.DriftIgnore leaves out, has calls or is blocked), publishing
+// fleet.drifted or fleet.converged in the same transaction when the drift changed. It returns
+// the status after the check. A tenant with no applied document gets only its TenantID.
 func (p *Planner) CheckDrift(ctx context.Context, db *store.DB, tenantID string, now time.Time) (*Status, error) {
-	var st *Status
+	c, err := p.check(ctx, db, tenantID, now, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	return c.Status, nil
+}
+
+// Status returns tenantID's applied record, the drift found by the last check and the ignore
+// rules in force (fleet.status).
+func (p *Planner) Status(ctx context.Context, q store.Querier, tenantID string) (*Status, error) {
+	st, err := LoadStatus(ctx, q, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	st.DriftIgnore = p.ignoreStrings()
+	return st, nil
+}
+
+func (p *Planner) ignoreStrings() []string {
+	var out []string
+	for _, r := range p.DriftIgnore {
+		out = append(out, r.String())
+	}
+	return out
+}
+
+// driftCheck is the outcome of one tenant's check.
+type driftCheck struct {
+	Status  *Status
+	Skipped bool   // checked since the cut-off (by another replica, or fleet.status --check)
+	Event   string // EventDrifted, EventConverged, or "" when nothing was published
+}
+
+// check is CheckDrift that skips a tenant checked after notBefore (zero: never skips). It
+// holds the tenant's lock (the one fleet.apply takes) from before it reads the recorded drift
+// until it commits, so two checks, or a check and an apply, never interleave.
+func (p *Planner) check(ctx context.Context, db *store.DB, tenantID string, now, notBefore time.Time) (*driftCheck, error) {
+	var out *driftCheck
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := db.LockKey(ctx, tx, "fleet:"+tenantID); err != nil {
+			return err
+		}
 		a, err := loadApplied(ctx, tx, tenantID)
 		if err != nil || a == nil {
-			st = &Status{TenantID: tenantID}
+			out = &driftCheck{Status: &Status{TenantID: tenantID}}
 			return err
+		}
+		if !notBefore.IsZero() && a.CheckedAt != nil && *a.CheckedAt > notBefore.UnixMilli() {
+			out = &driftCheck{Status: &Status{TenantID: tenantID, Applied: &a.Applied, Drift: a.Drift}, Skipped: true}
+			return nil
 		}
 		pl, err := p.Plan(ctx, tx, tenantID, a.Document, a.Prune)
 		if err != nil {
 			return err
 		}
-		var drift *Drift
-		if len(pl.Calls) > 0 || pl.Summary.Blocked {
-			drift = &Drift{Summary: pl.Summary, Blocked: pl.Summary.Blocked, PlanHash: pl.PlanHash, Changes: []Change{}}
-			for _, c := range pl.Changes {
-				if c.Action != ActionUnchanged && len(drift.Changes) < 50 {
-					drift.Changes = append(drift.Changes, c)
-				}
-			}
+		drift, err := p.driftOf(pl)
+		if err != nil {
+			return err
 		}
 		var driftJSON sql.NullString
 		if drift != nil {
@@ -136,11 +184,43 @@ func (p *Planner) CheckDrift(ctx context.Context, db *store.DB, tenantID string,
 		if _, err := tx.ExecContext(ctx, `UPDATE fleet_applied SET checked_at = $1, drift = $2 WHERE tenant_id = $3`, at, driftJSON, tenantID); err != nil {
 			return fmt.Errorf("record drift: %w", err)
 		}
-		a.CheckedAt = &at
-		st = &Status{TenantID: tenantID, Applied: &a.Applied, Drift: drift}
-		return nil
+		out = &driftCheck{Status: &Status{TenantID: tenantID, Applied: &a.Applied, Drift: drift, DriftIgnore: p.ignoreStrings()}}
+		out.Status.Applied.CheckedAt = &at
+		ev, err := driftEvent(tenantID, a, drift, now)
+		if err != nil || ev == nil {
+			return err
+		}
+		out.Event = ev.Type
+		return events.Append(ctx, tx, *ev)
 	})
-	return st, err
+	return out, err
+}
+
+// driftOf is the drift a plan of the applied document shows, less the ignored fields: nil when
+// no call would run and nothing is blocked.
+func (p *Planner) driftOf(pl *Plan) (*Drift, error) {
+	changes, calls := ignoring(pl, p.DriftIgnore)
+	summary := summarize(changes)
+	if len(calls) == 0 && !summary.Blocked {
+		return nil, nil
+	}
+	hash := pl.PlanHash
+	if len(p.DriftIgnore) > 0 {
+		var err error
+		if hash, err = HashCalls(calls); err != nil {
+			return nil, err
+		}
+	}
+	d := &Drift{Summary: summary, Blocked: summary.Blocked, PlanHash: hash, Changes: []Change{}}
+	for _, c := range changes {
+		if c.Action != ActionUnchanged || c.Blocked {
+			if len(d.Changes) == MaxDriftChanges {
+				break
+			}
+			d.Changes = append(d.Changes, c)
+		}
+	}
+	return d, nil
 }
 
 // AppliedTenants lists the tenants with an applied document.

@@ -93,6 +93,9 @@ type Planner struct {
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// vault:// references block the plan.
 	VaultConfigured bool
+	// DriftIgnore are the drift ignore rules (--drift-ignore): drift checks leave these fields
+	// out; Plan never does.
+	DriftIgnore []IgnoreRule
 }
 
 // MaxObjects bounds the objects one document describes (every list item, owner quota key and
@@ -294,29 +297,36 @@ func (b *builder) finish() (*Plan, error) {
 	if pl.Changes == nil {
 		pl.Changes = []Change{}
 	}
-	for _, c := range pl.Changes {
-		if c.Blocked {
-			pl.Summary.Blocked = true
-			pl.Summary.BlockedChanges++
-			continue
-		}
-		switch c.Action {
-		case ActionCreate:
-			pl.Summary.Create++
-		case ActionUpdate:
-			pl.Summary.Update++
-		case ActionDelete:
-			pl.Summary.Delete++
-		default:
-			pl.Summary.Unchanged++
-		}
-	}
+	pl.Summary = summarize(pl.Changes)
 	h, err := HashCalls(pl.Calls)
 	if err != nil {
 		return nil, err
 	}
 	pl.PlanHash = h
 	return pl, nil
+}
+
+// summarize counts changes: those that can run by action, the blocked ones apart.
+func summarize(changes []Change) Summary {
+	var s Summary
+	for _, c := range changes {
+		if c.Blocked {
+			s.Blocked = true
+			s.BlockedChanges++
+			continue
+		}
+		switch c.Action {
+		case ActionCreate:
+			s.Create++
+		case ActionUpdate:
+			s.Update++
+		case ActionDelete:
+			s.Delete++
+		default:
+			s.Unchanged++
+		}
+	}
+	return s
 }
 
 // HashCalls returns the hex SHA-256 of the RFC 8785 canonical JSON of calls.
