@@ -321,4 +321,3 @@ func DeleteSubscription(ctx context.Context, q store.Querier, tenantID, id strin
 	}
 	return sub, nil
 }
-

@@ -56,8 +56,8 @@ type clock struct {
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time       { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Set(t time.Time)      { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time)     { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 func (c *clock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // received is one request a receiver got.
