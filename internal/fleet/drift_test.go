@@ -71,14 +71,14 @@ func (c *clock) Add(d time.Duration) {
 }
 
 type driftEnv struct {
-	t     *testing.T
+	t     testing.TB
 	db    *store.DB
 	clock *clock
 	svc   *compute.Service
 	admin *iam.Principal
 }
 
-func newDriftEnv(t *testing.T, db *store.DB) *driftEnv {
+func newDriftEnv(t testing.TB, db *store.DB) *driftEnv {
 	seed(t, db)
 	clk := &clock{t: time.UnixMilli(1790251200000)}
 	svc := &compute.Service{Names: fleet.Names{}, Now: clk.Now}
