@@ -77,11 +77,13 @@ type Dispatcher struct {
 	mu     sync.Mutex
 	busy   map[string]int // subscription id -> attempts in flight
 	wg     sync.WaitGroup
+	wake   chan struct{} // an attempt ended: its slot is free for the next due delivery
 }
 
 func (d *Dispatcher) init() {
 	d.once.Do(func() {
 		d.busy = map[string]int{}
+		d.wake = make(chan struct{}, 1)
 		d.client = &http.Client{
 			Transport: &http.Transport{
 				Proxy:                 nil, // a proxy would dial on our behalf, past the guard
@@ -97,7 +99,7 @@ func (d *Dispatcher) init() {
 	})
 }
 
-// Run sends due deliveries every Poll until ctx ends, then waits for the attempts in flight
+// Run sends due deliveries every Poll, and as soon as an attempt frees its slot, until ctx ends, then waits for the attempts in flight
 // (which end with ctx; an attempt cut short is not counted and is retried, here or by another
 // replica, once its claim lapses).
 func (d *Dispatcher) Run(ctx context.Context) {
@@ -113,6 +115,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			d.wg.Wait()
 			return
 		case <-t.C:
+		case <-d.wake:
 		}
 	}
 }
@@ -181,6 +184,10 @@ func (d *Dispatcher) dispatch(ctx context.Context) (int, error) {
 						delete(d.busy, sub)
 					}
 					d.mu.Unlock()
+					select {
+					case d.wake <- struct{}{}:
+					default:
+					}
 				}()
 				d.attempt(ctx, c)
 			}()
