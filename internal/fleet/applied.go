@@ -223,6 +223,40 @@ func (p *Planner) driftOf(pl *Plan) (*Drift, error) {
 	return d, nil
 }
 
+// ListStatus returns the status of every tenant with an applied document, by tenant, without
+// reading the documents (the console's Fleet drift page).
+func ListStatus(ctx context.Context, q store.Querier) ([]Status, error) {
+	rows, err := q.QueryContext(ctx, `SELECT tenant_id, plan_hash, applied_by, applied_at, prune, checked_at, drift FROM fleet_applied ORDER BY tenant_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list fleet status: %w", err)
+	}
+	defer rows.Close()
+	out := []Status{}
+	for rows.Next() {
+		var st Status
+		var a Applied
+		var prune int
+		var checked sql.NullInt64
+		var drift sql.NullString
+		if err := rows.Scan(&st.TenantID, &a.PlanHash, &a.AppliedBy, &a.AppliedAt, &prune, &checked, &drift); err != nil {
+			return nil, fmt.Errorf("list fleet status: %w", err)
+		}
+		a.Prune = prune == 1
+		if checked.Valid {
+			a.CheckedAt = &checked.Int64
+		}
+		st.Applied = &a
+		if drift.Valid {
+			st.Drift = &Drift{}
+			if err := json.Unmarshal([]byte(drift.String), st.Drift); err != nil {
+				return nil, fmt.Errorf("decode the recorded drift of %s: %w", st.TenantID, err)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
 // AppliedTenants lists the tenants with an applied document.
 func AppliedTenants(ctx context.Context, q store.Querier) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT tenant_id FROM fleet_applied ORDER BY tenant_id`)
