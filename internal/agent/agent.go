@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // Backoff of registration: the first retry waits RegisterBackoffMin, each next one twice as
@@ -184,7 +186,7 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("state file: %w", err)
 	}
 	if a.cfg.PIDFile != "" {
-		if err := writeFileAtomic(a.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		if err := atomicfile.WriteFile(a.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fmt.Errorf("PID file (--pid-file, CUBEFLEET_AGENT_PID_FILE): %w", err)
 		}
 		defer os.Remove(a.cfg.PIDFile)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // Paths of an installation (under InstallOptions.Root / DownOptions.Root when set).
@@ -126,14 +128,14 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 		return err
 	}
 	envPath := rooted(opt.Root, InstalledEnvFile)
-	if err := writeFileAtomic(envPath, env.Bytes(), 0o600); err != nil {
+	if err := atomicfile.WriteFile(envPath, env.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("write the env file: %w", err)
 	}
 	fmt.Fprintf(out, "Wrote %s (mode 0600)\n", envPath)
 	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(unit, RenderUnit(opt.Binary), 0o644); err != nil {
+	if err := atomicfile.WriteFile(unit, RenderUnit(opt.Binary), 0o644); err != nil {
 		return fmt.Errorf("write the systemd unit: %w", err)
 	}
 	fmt.Fprintf(out, "Wrote %s\n", unit)

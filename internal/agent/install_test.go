@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // installEnv is the .env of a compute node installed with the process runtime.
@@ -100,7 +102,7 @@ func TestReinstallStopsTheRunningAgent(t *testing.T) {
 	go func() { exited <- proc.Wait() }()
 	t.Cleanup(func() { proc.Process.Kill() })
 	pidFile := filepath.Join(root, PIDFilePath)
-	if err := writeFileAtomic(pidFile, []byte(strconv.Itoa(proc.Process.Pid)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(pidFile, []byte(strconv.Itoa(proc.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -130,7 +132,7 @@ func TestReinstallStopsTheRunningAgent(t *testing.T) {
 		t.Errorf("Down: %v, %q", err, out.String())
 	}
 	// A stale PID file (a process that is not an agent) is removed, nothing is signalled.
-	writeFileAtomic(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	atomicfile.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	out.Reset()
 	if err := Down(context.Background(), DownOptions{Root: root, Out: &out}); err != nil || !strings.Contains(out.String(), "is not a cubefleet agent") {
 		t.Errorf("Down with a stale PID file: %v, %q", err, out.String())
