@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
@@ -296,7 +297,7 @@ func Load(src Sources) (*Config, error) {
 	cfg := &Config{Host: src.Host}
 
 	// The env file: named by a flag or the environment, else ./.env, else the installed one.
-	file := map[string]EnvVar{}
+	file := map[string]envfile.Var{}
 	envFile := lookup(settings["env-file"], src.Flags, getenv, nil, "")
 	path := envFile.s
 	if !envFile.set() {
@@ -315,11 +316,11 @@ func Load(src Sources) (*Config, error) {
 			}
 			return nil, envFile.fail("read env file %s: %v", path, err)
 		}
-		vars, err := ParseEnv(data)
+		vars, err := envfile.Parse(data)
 		if err != nil {
 			return nil, envFile.fail("env file %s: %v", path, err)
 		}
-		file = EnvMap(vars)
+		file = envfile.Map(vars)
 		cfg.EnvFile = path
 	}
 	get := func(key string) value {
@@ -513,7 +514,7 @@ func Load(src Sources) (*Config, error) {
 
 // secretsIn returns the variables of the env file that hold a secret setting's value (see
 // Setting.Secret), in the order of Settings; empty values do not count.
-func secretsIn(file map[string]EnvVar) []string {
+func secretsIn(file map[string]envfile.Var) []string {
 	var names []string
 	for _, s := range Settings() {
 		if !s.Secret {
@@ -644,7 +645,7 @@ func (cfg *Config) loadRest(get func(string) value) error {
 
 // lookup resolves s: the flag, else the environment, else the env file, else the default. An
 // empty or blank value counts as unset at every level (as `${VAR:-default}` in the installer).
-func lookup(s Setting, flags map[string]string, getenv func(string) string, file map[string]EnvVar, fileName string) value {
+func lookup(s Setting, flags map[string]string, getenv func(string) string, file map[string]envfile.Var, fileName string) value {
 	if f := flags[s.Key]; strings.TrimSpace(f) != "" {
 		return value{s: f, name: "--" + s.Key, rank: 3}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 )
 
 // computeEnv is a valid compute node's .env on the "compute" test host.
@@ -507,7 +508,7 @@ func TestSettingsTable(t *testing.T) {
 		}
 		seen[s.Key] = true
 		for _, e := range s.Env {
-			if !validEnvName(e) {
+			if !envfile.ValidName(e) {
 				t.Errorf("setting %s: %q is not a variable name", s.Key, e)
 			}
 		}
@@ -534,7 +535,7 @@ func TestExampleEnvFile(t *testing.T) {
 			known[e] = true
 		}
 	}
-	vars, err := ParseEnv(data)
+	vars, err := envfile.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}

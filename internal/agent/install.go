@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -124,7 +125,7 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	}
 
 	var env bytes.Buffer
-	if err := WriteEnv(&env, EnvFileVars(cfg)); err != nil {
+	if err := envfile.Write(&env, EnvFileVars(cfg)); err != nil {
 		return err
 	}
 	envPath := rooted(opt.Root, InstalledEnvFile)
@@ -217,7 +218,7 @@ func Prerequisites(cfg *Config, f Facts) []string {
 // scheme), the TLS settings, the join token's value even when it came from a file), under Cube Sandbox's variable names where they exist and
 // CUBEFLEET_* otherwise. It holds the S3 secret and the join token, so it is written with mode
 // 0600.
-func EnvFileVars(cfg *Config) []EnvVar {
+func EnvFileVars(cfg *Config) []envfile.Var {
 	var eps []string
 	for _, ep := range cfg.ControlPlane {
 		eps = append(eps, strings.TrimPrefix(ep, "http://"))
@@ -229,7 +230,7 @@ func EnvFileVars(cfg *Config) []EnvVar {
 		return "0"
 	}
 	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
-	vars := []EnvVar{
+	vars := []envfile.Var{
 		{Value: "cubefleet agent configuration, written by `cubefleet agent install` (see docs/agent.md).\nMode 0600: it holds the S3 secret access key and the join token. Reinstalling rewrites it."},
 		{},
 		{Name: "ONE_CLICK_DEPLOY_ROLE", Value: string(cfg.Role)},
@@ -248,28 +249,28 @@ func EnvFileVars(cfg *Config) []EnvVar {
 	}
 	if cfg.CAFile != "" {
 		// An absolute path (Load made it one): the service does not run in this directory.
-		vars = append(vars, EnvVar{Name: "CUBEFLEET_CA_FILE", Value: cfg.CAFile})
+		vars = append(vars, envfile.Var{Name: "CUBEFLEET_CA_FILE", Value: cfg.CAFile})
 	}
 	if cfg.JoinToken != "" {
 		// The value, not the file it came from: the operator may delete that file once the
 		// node has joined, and the service must still start.
-		vars = append(vars, EnvVar{Name: "CUBEFLEET_JOIN_TOKEN", Value: cfg.JoinToken.Reveal()})
+		vars = append(vars, envfile.Var{Name: "CUBEFLEET_JOIN_TOKEN", Value: cfg.JoinToken.Reveal()})
 	}
 	return append(vars,
-		EnvVar{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
-		EnvVar{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
-		EnvVar{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
-		EnvVar{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
-		EnvVar{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
-		EnvVar{Name: "CUBEFLEET_AGENT_PID_FILE", Value: PIDFilePath},
-		EnvVar{Name: "CUBEFLEET_REPORT_PERIOD", Value: cfg.ReportPeriod.String()},
-		EnvVar{Name: "CUBEFLEET_QUOTA_CPU", Value: i64(cfg.QuotaCPU)},
-		EnvVar{Name: "CUBEFLEET_QUOTA_MEM_MB", Value: i64(cfg.QuotaMemMB)},
-		EnvVar{Name: "CUBEFLEET_MAX_MVM_NUM", Value: i64(cfg.MaxMVMNum)},
-		EnvVar{Name: "CUBEFLEET_CREATE_CONCURRENT_NUM", Value: i64(cfg.CreateConcurrentNum)},
-		EnvVar{Name: "CUBE_MIN_MEMORY_KB", Value: i64(cfg.MinMemoryKB)},
-		EnvVar{Name: "ONE_CLICK_RUN_QUICKCHECK", Value: b01(cfg.RunCheck)},
-		EnvVar{Name: "CUBE_QUICKCHECK_READY_TIMEOUT", Value: strconv.FormatInt(int64(cfg.CheckTimeout/time.Second), 10)},
+		envfile.Var{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
+		envfile.Var{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
+		envfile.Var{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
+		envfile.Var{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
+		envfile.Var{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
+		envfile.Var{Name: "CUBEFLEET_AGENT_PID_FILE", Value: PIDFilePath},
+		envfile.Var{Name: "CUBEFLEET_REPORT_PERIOD", Value: cfg.ReportPeriod.String()},
+		envfile.Var{Name: "CUBEFLEET_QUOTA_CPU", Value: i64(cfg.QuotaCPU)},
+		envfile.Var{Name: "CUBEFLEET_QUOTA_MEM_MB", Value: i64(cfg.QuotaMemMB)},
+		envfile.Var{Name: "CUBEFLEET_MAX_MVM_NUM", Value: i64(cfg.MaxMVMNum)},
+		envfile.Var{Name: "CUBEFLEET_CREATE_CONCURRENT_NUM", Value: i64(cfg.CreateConcurrentNum)},
+		envfile.Var{Name: "CUBE_MIN_MEMORY_KB", Value: i64(cfg.MinMemoryKB)},
+		envfile.Var{Name: "ONE_CLICK_RUN_QUICKCHECK", Value: b01(cfg.RunCheck)},
+		envfile.Var{Name: "CUBE_QUICKCHECK_READY_TIMEOUT", Value: strconv.FormatInt(int64(cfg.CheckTimeout/time.Second), 10)},
 	)
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -71,7 +72,7 @@ func TestInstallRoot(t *testing.T) {
 // dump renders a config with its secrets, for comparisons.
 func dump(c *Config) string {
 	var b bytes.Buffer
-	WriteEnv(&b, EnvFileVars(c))
+	envfile.Write(&b, EnvFileVars(c))
 	return b.String()
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
@@ -100,7 +101,7 @@ func TestLoadTLSSettings(t *testing.T) {
 	if err != nil || cfg.CAFile != files.CA {
 		t.Fatalf("relative CA file: %v %v", cfg, err)
 	}
-	vars := EnvMap(EnvFileVars(cfg))
+	vars := envfile.Map(EnvFileVars(cfg))
 	if vars["CUBEFLEET_CA_FILE"].Value != files.CA || vars["CUBEFLEET_CONTROL_PLANE_TLS"].Value != "1" ||
 		vars["ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR"].Value != "https://10.0.0.1:3010" {
 		t.Errorf("installed env file: %+v", vars)
