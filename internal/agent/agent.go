@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -82,7 +83,7 @@ type Agent struct {
 	log   *slog.Logger
 	now   func() time.Time
 	wire  *wireClient
-	facts Facts
+	facts hostinfo.Facts
 	quota StatusQuota
 	ver   ComponentVersion
 	// sleep waits between registration attempts; tests replace it.
@@ -564,7 +565,7 @@ func (a *Agent) hostFacts() *HostFacts {
 // microvm runtime has no /dev/kvm.
 func (a *Agent) readiness() (bool, string, string) {
 	if a.cfg.Runtime == RuntimeMicroVM {
-		if _, err := os.Stat(a.cfg.Host.path("/dev/kvm")); err != nil {
+		if _, err := os.Stat(a.cfg.Host.Path("/dev/kvm")); err != nil {
 			return false, "KVMUnavailable", "the microvm runtime needs /dev/kvm, which this host does not have"
 		}
 	}
@@ -601,7 +602,7 @@ func (a *Agent) StatusRequest() *StatusRequest {
 		HostFacts:      a.hostFacts(),
 	}
 	data, err1 := diskUsedPercent(a.cfg.StateDir)
-	sys, err2 := diskUsedPercent(a.cfg.Host.path("/"))
+	sys, err2 := diskUsedPercent(a.cfg.Host.Path("/"))
 	if err1 == nil && err2 == nil {
 		req.DiskUsage = &DiskUsage{DataDiskUsagePer: data, StorageDiskUsagePer: data, SysDiskUsagePer: sys}
 	}

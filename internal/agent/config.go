@@ -21,6 +21,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
@@ -211,7 +212,7 @@ type Config struct {
 	RunCheckFrom string
 	CheckTimeout time.Duration // 0 = probe once
 	EnvFile      string        // the env file read; "" for none
-	Host         Host          // where host facts and network state are read
+	Host         hostinfo.Host // where host facts and network state are read
 	Warnings     []string      // things an operator should fix that do not stop the agent
 }
 
@@ -259,7 +260,7 @@ func localAddrFor(nodeIP netip.Addr, addr string) net.Addr {
 type Sources struct {
 	Flags  map[string]string   // values of the flags given on the command line, by Setting.Key
 	Getenv func(string) string // nil reads nothing from the environment
-	Host   Host                // the machine whose addresses, routes and facts are checked
+	Host   hostinfo.Host       // the machine whose addresses, routes and facts are checked
 	// NoConflictCheck skips the sandbox network's host conflict check (agent check: the
 	// running runtime owns those routes); the format rules still apply.
 	NoConflictCheck bool
@@ -458,7 +459,7 @@ func Load(src Sources) (*Config, error) {
 	switch a := cfg.NodeIP; {
 	case a.IsLoopback() && !cfg.AllowLoopback:
 		return nil, nodeIP.fail("%s is a loopback address, which other hosts cannot reach; set it to this node's address on the network the control plane reaches, or pass --allow-loopback (CUBEFLEET_ALLOW_LOOPBACK=1) for a single-host demo or test", a)
-	case !a.IsLoopback() && !globalUnicast(a):
+	case !a.IsLoopback() && !hostinfo.GlobalUnicast(a):
 		return nil, nodeIP.fail("%s is not a routable unicast address (unspecified, link-local, multicast, broadcast or reserved); set it to this node's address on the network the control plane reaches", a)
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 )
 
 // computeEnv is a valid compute node's .env on the "compute" test host.
@@ -516,6 +517,11 @@ func TestSettingsTable(t *testing.T) {
 			t.Errorf("setting %s: the first variable %s is not a CUBEFLEET_ one", s.Key, s.Env[0])
 		}
 	}
+}
+
+// testHost is the fake host tree name of hostinfo's tests (compute, conflicts, isolated or vm).
+func testHost(name string) hostinfo.Host {
+	return hostinfo.Host{Root: "hostinfo/testdata/host/" + name}
 }
 
 func mustAddr(s string) netip.Addr     { return netip.MustParseAddr(s) }

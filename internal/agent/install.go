@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -188,7 +189,7 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 // when it is ready: the architecture (x86_64 or aarch64), cgroup v2 with the cpu controller,
 // the memory floor (cfg.MinMemoryKB of MemTotal) and, for the microvm runtime only, /dev/kvm
 // and a host that is not itself a virtual machine.
-func Prerequisites(cfg *Config, f Facts) []string {
+func Prerequisites(cfg *Config, f hostinfo.Facts) []string {
 	var p []string
 	if f.Arch != "x86_64" && f.Arch != "aarch64" {
 		p = append(p, fmt.Sprintf("this host's architecture is %q; the agent runs on x86_64 or aarch64", f.Arch))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -276,7 +277,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 }
 
 // copyHost copies a fake host tree into a temporary directory.
-func copyHost(t *testing.T, h Host) Host {
+func copyHost(t *testing.T, h hostinfo.Host) hostinfo.Host {
 	t.Helper()
 	dst := t.TempDir()
 	err := filepath.Walk(h.Root, func(p string, fi os.FileInfo, err error) error {
@@ -296,7 +297,7 @@ func copyHost(t *testing.T, h Host) Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Host{Root: dst}
+	return hostinfo.Host{Root: dst}
 }
 
 // listen returns the address of a TCP listener on 127.0.0.1 that accepts and closes

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
@@ -185,7 +186,7 @@ func loadAgentConfig(cmd *cobra.Command, stdio IO, hostRoot string, noConflictCh
 			flags[s.Key] = f.Value.String()
 		}
 	}
-	cfg, err := agent.Load(agent.Sources{Flags: flags, Getenv: stdio.Getenv, Host: agent.Host{Root: hostRoot}, NoConflictCheck: noConflictCheck})
+	cfg, err := agent.Load(agent.Sources{Flags: flags, Getenv: stdio.Getenv, Host: hostinfo.Host{Root: hostRoot}, NoConflictCheck: noConflictCheck})
 	if err != nil {
 		return nil, err
 	}
