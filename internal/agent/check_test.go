@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 func names(results []CheckResult) []string {
@@ -22,10 +25,10 @@ func names(results []CheckResult) []string {
 }
 
 func TestCheck(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t), cp.srv.URL)
-	cfg.Listen = closedAddr(t)
-	cfg.S3.Endpoint = "http://" + listen(t)
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+agenttest.ClosedAddr(t), cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t)
+	cfg.S3.Endpoint = "http://" + agenttest.Listen(t)
 	startAgent(t, cfg)
 	results, ok := Check(context.Background(), cfg, CheckOptions{Timeout: 10 * time.Second, Interval: 20 * time.Millisecond})
 	if !ok {
@@ -40,16 +43,16 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	// The first endpoint refuses connections; the check names the one that answered.
-	if !strings.Contains(results[1].Detail, cp.srv.URL+"/internal/v1/node-agent/readyz: ready") {
+	if !strings.Contains(results[1].Detail, cp.URL+"/internal/v1/node-agent/readyz: ready") {
 		t.Errorf("control plane: %s", results[1])
 	}
 }
 
 func TestCheckFails(t *testing.T) {
-	cp := newFakeCP(t) // the node never registers
-	cfg := testConfig(t.TempDir(), "", cp.srv.URL)
-	cfg.Listen = closedAddr(t)
-	cfg.S3.Endpoint = "http://" + closedAddr(t)
+	cp := agenttest.NewFakeCP(t) // the node never registers
+	cfg := testConfig(t.TempDir(), "", cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t)
+	cfg.S3.Endpoint = "http://" + agenttest.ClosedAddr(t)
 	start := time.Now()
 	results, ok := Check(context.Background(), cfg, CheckOptions{})
 	if ok || time.Since(start) > 5*time.Second {
@@ -70,7 +73,7 @@ func TestCheckFails(t *testing.T) {
 		t.Errorf("line %q", s)
 	}
 	// No control plane at all; no S3 configured.
-	cfg.ControlPlane = []string{"http://" + closedAddr(t)}
+	cfg.ControlPlane = []string{"http://" + agenttest.ClosedAddr(t)}
 	cfg.S3.Endpoint = ""
 	results, _ = Check(context.Background(), cfg, CheckOptions{})
 	if results[1].Status != CheckFail || !strings.Contains(results[1].Detail, "(check the firewall: TCP ") || results[3].Status != CheckSkip {
@@ -80,9 +83,9 @@ func TestCheckFails(t *testing.T) {
 
 // TestCheckWaits starts the check before the agent: it polls until the agent has registered.
 func TestCheckWaits(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	cfg := testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
-	cfg.Listen = closedAddr(t)
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(t.TempDir(), "cfj_join1", cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t)
 	cfg.S3.Endpoint = ""
 	done := make(chan struct{})
 	var results []CheckResult
@@ -92,7 +95,7 @@ func TestCheckWaits(t *testing.T) {
 		close(done)
 	}()
 	time.Sleep(300 * time.Millisecond)
-	if len(cp.callsTo("/readyz")) == 0 {
+	if len(cp.CallsTo("/readyz")) == 0 {
 		t.Error("the check has not probed the control plane yet")
 	}
 	r := startAgent(t, cfg)
@@ -104,12 +107,12 @@ func TestCheckWaits(t *testing.T) {
 	if !ok {
 		t.Errorf("Check: %v", results)
 	}
-	if n := len(cp.callsTo("/internal/v1/nodes/127.0.0.1")); n < 2 {
+	if n := len(cp.CallsTo("/internal/v1/nodes/127.0.0.1")); n < 2 {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
 	}
 	// A revoked agent fails the local check with its reason.
-	cp.deleteNode("127.0.0.1")
-	waitFor(t, "the revocation", func() bool { return r.a.Health().State == StateRevoked })
+	cp.DeleteNode("127.0.0.1")
+	testkit.WaitFor(t, 10*time.Second, "the revocation", func() bool { return r.a.Health().State == StateRevoked })
 	results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 5 * time.Second, Interval: 50 * time.Millisecond})
 	if ok || !strings.Contains(results[0].Detail, "revoked: the control plane revoked this node's credential") {
 		t.Errorf("Check after the deletion: %v", results)
@@ -119,22 +122,23 @@ func TestCheckWaits(t *testing.T) {
 // TestCheckLocalState: only a reporting agent passes the local check; a registering or failing
 // one fails it with its state and its last error.
 func TestCheckLocalState(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	var mu sync.Mutex
 	failing := false
-	cp.setHook(func(r *http.Request) (int, string) {
-		cp.mu.Lock()
-		defer cp.mu.Unlock()
+	cp.SetHook(func(r *http.Request) (int, string) {
+		mu.Lock()
+		defer mu.Unlock()
 		if failing && strings.HasSuffix(r.URL.Path, "/status") {
 			return http.StatusInternalServerError, `{"error":"store down"}`
 		}
 		return 0, ""
 	})
 	// Registering: its only endpoint refuses connections.
-	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t))
+	cfg := testConfig(t.TempDir(), "cfj_join1", "http://"+agenttest.ClosedAddr(t))
 	cfg.S3.Endpoint = ""
 	r := startAgent(t, cfg)
 	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
-	waitFor(t, "a failed registration", func() bool { return len(r.sleeps()) > 0 })
+	testkit.WaitFor(t, 10*time.Second, "a failed registration", func() bool { return len(r.sleeps()) > 0 })
 	results, ok := Check(context.Background(), cfg, CheckOptions{})
 	if ok || results[0].Status != CheckFail || !strings.Contains(results[0].Detail, "/healthz: registering: http://") ||
 		!strings.Contains(results[0].Detail, "connection refused") {
@@ -143,20 +147,20 @@ func TestCheckLocalState(t *testing.T) {
 	r.stop()
 
 	// Failing: registered, then its status reports fail.
-	cfg = testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
+	cfg = testConfig(t.TempDir(), "cfj_join1", cp.URL)
 	cfg.S3.Endpoint = ""
 	r = startAgent(t, cfg)
 	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
-	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	testkit.WaitFor(t, 10*time.Second, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
 	if results, ok := Check(context.Background(), cfg, CheckOptions{}); !ok || results[0].Detail != r.url+": reporting" {
 		t.Errorf("a reporting agent: %v", results)
 	}
-	cp.mu.Lock()
+	mu.Lock()
 	failing = true
-	cp.mu.Unlock()
-	waitFor(t, "failing", func() bool { return r.a.Health().State == StateFailing })
+	mu.Unlock()
+	testkit.WaitFor(t, 10*time.Second, "failing", func() bool { return r.a.Health().State == StateFailing })
 	results, ok = Check(context.Background(), cfg, CheckOptions{})
-	if want := r.url + ": failing: " + cp.srv.URL + ": HTTP 500: store down"; ok || results[0].Status != CheckFail || results[0].Detail != want {
+	if want := r.url + ": failing: " + cp.URL + ": HTTP 500: store down"; ok || results[0].Status != CheckFail || results[0].Detail != want {
 		t.Errorf("a failing agent: %s\nwant FAIL %s", results[0], want)
 	}
 }
@@ -166,9 +170,9 @@ func TestCheckLocalState(t *testing.T) {
 // own credential or an API key), which the check explains as "no credential yet" with what to
 // do, instead of relaying the API-key advice meant for people.
 func TestCheckNodeNotRegistered(t *testing.T) {
-	cp := startRealCP(t, server.Config{}, "")
+	cp := agenttest.StartRealCP(t, server.Config{}, "")
 	dir := t.TempDir()
-	cfg := testConfig(dir, "", cp.srv.InternalURL())
+	cfg := testConfig(dir, "", cp.Server.InternalURL())
 	for _, tc := range []struct {
 		name  string
 		state *State

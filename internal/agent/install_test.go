@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // installEnv is the .env of a compute node installed with the process runtime.
@@ -46,9 +47,9 @@ func TestInstallRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenBytes(t, "install/agent.env.golden", env)
-	goldenBytes(t, "install/cubefleet-agent.service.golden", unit)
-	goldenBytes(t, "install/output.golden", []byte(strings.NewReplacer(root, "$ROOT", cfg.EnvFile, "$ENV").Replace(out.String())))
+	testkit.Golden(t, "install/agent.env.golden", env)
+	testkit.Golden(t, "install/cubefleet-agent.service.golden", unit)
+	testkit.Golden(t, "install/output.golden", []byte(strings.NewReplacer(root, "$ROOT", cfg.EnvFile, "$ENV").Replace(out.String())))
 	for path, mode := range map[string]os.FileMode{InstalledEnvFile: 0o600, UnitPath: 0o644, DefaultStateDir: 0o700} {
 		if fi, err := os.Stat(filepath.Join(root, path)); err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v, want mode %04o", path, fi.Mode(), mode)
@@ -240,18 +241,18 @@ func TestInstallRefuses(t *testing.T) {
 }
 
 func TestInstallRunsTheCheck(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	s3 := listen(t)
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	s3 := agenttest.Listen(t)
 	root := t.TempDir()
-	cfg := testConfig("/var/lib/cubefleet/agent", "cfj_join1", cp.srv.URL)
-	cfg.Listen = closedAddr(t)
+	cfg := testConfig("/var/lib/cubefleet/agent", "cfj_join1", cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t)
 	cfg.S3.Endpoint = "http://" + s3
 	cfg.RunCheck, cfg.CheckTimeout, cfg.MinMemoryKB = true, 10*time.Second, DefaultMinMemoryKB
 	// The agent "started by systemd": same node, same listen address, state under root.
 	running := *cfg
 	running.StateDir = filepath.Join(root, cfg.StateDir)
 	r := startAgent(t, &running)
-	waitFor(t, "a status report (the credential is stored)", func() bool { return r.a.Health().LastReportAt != "" })
+	testkit.WaitFor(t, 10*time.Second, "a status report (the credential is stored)", func() bool { return r.a.Health().LastReportAt != "" })
 	var out bytes.Buffer
 	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t),
 		Check: CheckOptions{Interval: 50 * time.Millisecond}}); err != nil {
@@ -264,7 +265,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 		}
 	}
 	// The credential the check sent is the one the agent stored under root.
-	if nodes := cp.callsTo("/internal/v1/nodes/127.0.0.1"); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
+	if nodes := cp.CallsTo("/internal/v1/nodes/127.0.0.1"); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
 		t.Errorf("node listing calls %+v, want the node credential", nodes)
 	}
 	r.stop()
@@ -300,35 +301,14 @@ func copyHost(t *testing.T, h hostinfo.Host) hostinfo.Host {
 	return hostinfo.Host{Root: dst}
 }
 
-// listen returns the address of a TCP listener on 127.0.0.1 that accepts and closes
-// connections until the test ends.
-func listen(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestStartLogsPrerequisites: a host install did not check (an image built with --root) is
 // checked when the agent starts: each unmet prerequisite is logged.
 func TestStartLogsPrerequisites(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	cfg := testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(t.TempDir(), "cfj_join1", cp.URL)
 	cfg.Host, cfg.MinMemoryKB = testHost("vm"), DefaultMinMemoryKB
 	r := startAgent(t, cfg)
-	waitFor(t, "a status report", func() bool { return len(cp.callsTo("/status")) > 0 })
+	testkit.WaitFor(t, 10*time.Second, "a status report", func() bool { return len(cp.CallsTo("/status")) > 0 })
 	logs := r.logs.String()
 	for _, want := range []string{`"msg":"this host does not meet a prerequisite of the agent","node_id":"127.0.0.1","problem":"cgroup v2 is required`, `"problem":"this host has 4028000 kB of memory`} {
 		if !strings.Contains(logs, want) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/server"
@@ -115,13 +116,13 @@ func TestRegisterOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
 	ctx := context.Background()
-	cp := startRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
-	srv := cp.srv
+	cp := agenttest.StartRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	srv := cp.Server
 	roots, err := capool.Load(files.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	join := struct{ Token string }{cp.joinToken(t, "127.0.0.1")}
+	join := struct{ Token string }{cp.JoinToken(t, "127.0.0.1")}
 
 	cfg := testConfig(filepath.Join(dir, "state"), join.Token, srv.InternalURL())
 	cfg.RootCAs, cfg.CAFile = roots, files.CA
