@@ -168,7 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // or the PID file cannot be used.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
-	was, err := prepareStateDir(a.cfg.StateDir)
+	was, err := PrepareStateDir(a.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): %w", err)
 	}

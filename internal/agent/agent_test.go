@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -61,34 +60,13 @@ func startAgent(t *testing.T, cfg *Config) *running {
 		mu.Unlock()
 		return sleepCtx(ctx, time.Millisecond)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	var once sync.Once
-	r := &running{a: a, url: "http://" + ln.Addr().String() + "/healthz", logs: logs}
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Serve: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Error("Serve did not return within 5 s of cancel")
-			}
-		})
-	}
+	addr, stop := agenttest.Serve(t, cfg.Listen, a.Serve)
+	r := &running{a: a, url: "http://" + addr + "/healthz", logs: logs, stop: stop}
 	r.sleeps = func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]time.Duration(nil), sleeps...)
 	}
-	t.Cleanup(r.stop)
 	return r
 }
 
@@ -611,7 +589,8 @@ func TestStateDirMode(t *testing.T) {
 // TestStateDirLock: two agents sharing a state directory would overwrite each other's node
 // credential; the second one refuses to start, naming the directory, the first one's process
 // ID and the fix, and leaves the first one's credential alone. Once the first one stops, the
-// directory is free again. agent check only reads the directory and takes no lock.
+// directory is free again. (agent check only reads the directory and takes no lock: see
+// hostsetup's TestCheckTakesNoLock.)
 func TestStateDirLock(t *testing.T) {
 	cp := agenttest.NewFakeCP(t, "cfj_join1", "cfj_join2")
 	dir := filepath.Join(t.TempDir(), "state")
@@ -620,13 +599,6 @@ func TestStateDirLock(t *testing.T) {
 	before, err := ReadState(dir)
 	if err != nil || before.NodeCredential == "" {
 		t.Fatalf("the first agent's state: %+v, %v", before, err)
-	}
-
-	// Checking while the agent runs takes no lock.
-	checkCfg := testConfig(dir, "", cp.URL)
-	checkCfg.Listen = strings.TrimSuffix(strings.TrimPrefix(first.url, "http://"), "/healthz")
-	if results, _ := Check(context.Background(), checkCfg, CheckOptions{StateDir: dir}); results[0].Status != CheckOK || results[2].Status != CheckOK {
-		t.Errorf("check beside the running agent: %+v", results)
 	}
 
 	second := testConfig(dir, "cfj_join2", cp.URL)

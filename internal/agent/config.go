@@ -219,6 +219,19 @@ type Config struct {
 // NodeID returns the node's ID: its IPv4 address in dotted form.
 func (c *Config) NodeID() string { return c.NodeIP.String() }
 
+// HealthURL returns the URL of the agent's health endpoint; an unspecified listen host means
+// the node IP.
+func (c *Config) HealthURL() string {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "http://" + c.Listen + "/healthz"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = c.NodeID()
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz"
+}
+
 // TLSClientConfig returns the TLS settings of every call to the control plane (the agent's and
 // agent check's): TLS 1.2 or later, trusting RootCAs (the system's CAs when nil).
 func (c *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(c.RootCAs) }

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,34 +14,17 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 )
-
-// computeEnv is a valid compute node's .env on the "compute" test host.
-const computeEnv = `# as in examples/agent.env
-ONE_CLICK_DEPLOY_ROLE=compute
-CUBE_SANDBOX_NODE_IP=10.0.0.5
-ONE_CLICK_CONTROL_PLANE_IP=10.0.0.1
-CUBE_S3_ENDPOINT=http://10.0.0.1:9000
-CUBE_S3_ACCESS_KEY_ID=minio
-CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'
-CUBE_S3_BUCKET=cube-volumes
-CUBE_S3_S3FS_EXTRA_OPTS=-ouse_path_request_style
-`
 
 // loadTest loads a configuration from an env file with content file (mode 0600), env as the
 // process environment and flags, on the fake host named host.
 func loadTest(t *testing.T, host, file string, env, flags map[string]string) (*Config, error) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), ".env")
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f := map[string]string{"env-file": path}
-	for k, v := range flags {
-		f[k] = v
-	}
+	f := map[string]string{"env-file": agenttest.EnvFile(t, file)}
+	maps.Copy(f, flags)
 	return Load(Sources{Flags: f, Getenv: func(k string) string { return env[k] }, Host: testHost(host)})
 }
 
@@ -58,7 +42,7 @@ func errPath(err error) string {
 }
 
 func TestLoadCompute(t *testing.T) {
-	cfg, err := loadTest(t, "compute", computeEnv, nil, nil)
+	cfg, err := loadTest(t, "compute", agenttest.ComputeEnv, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +65,7 @@ func TestLoadRules(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		host  string // default "compute"
-		file  string // default computeEnv; "-" for an empty file
+		file  string // default agenttest.ComputeEnv; "-" for an empty file
 		env   map[string]string
 		flags map[string]string
 		check func(t *testing.T, c *Config)
@@ -128,7 +112,7 @@ func TestLoadRules(t *testing.T) {
 					t.Errorf("control plane %v", c.ControlPlane)
 				}
 			}},
-		{name: "a flag IP beats an ADDR from the env file", file: computeEnv + "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=10.0.0.9:4000\n", flags: map[string]string{"control-plane-ip": "10.0.0.7"},
+		{name: "a flag IP beats an ADDR from the env file", file: agenttest.ComputeEnv + "ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR=10.0.0.9:4000\n", flags: map[string]string{"control-plane-ip": "10.0.0.7"},
 			check: func(t *testing.T, c *Config) {
 				if !reflect.DeepEqual(c.ControlPlane, []string{"http://10.0.0.7:3010"}) {
 					t.Errorf("control plane %v", c.ControlPlane)
@@ -160,7 +144,7 @@ func TestLoadRules(t *testing.T) {
 				}
 			}},
 		{name: "S3 bucket too short", env: map[string]string{"CUBE_S3_BUCKET": "ab"}, path: "CUBE_S3_BUCKET", msg: `"ab" is not a valid S3 bucket name: it has 2 characters, and a bucket name has 3 to 63; it is used as written, never shortened or rewritten`},
-		{name: "S3 bucket too long", file: computeEnv + "CUBE_S3_BUCKET=" + strings.Repeat("a", 64) + "\n", path: "CUBE_S3_BUCKET", msg: "it has 64 characters, and a bucket name has 3 to 63"},
+		{name: "S3 bucket too long", file: agenttest.ComputeEnv + "CUBE_S3_BUCKET=" + strings.Repeat("a", 64) + "\n", path: "CUBE_S3_BUCKET", msg: "it has 64 characters, and a bucket name has 3 to 63"},
 		{name: "S3 bucket upper case", flags: map[string]string{"s3-bucket": "Cube-Volumes"}, path: "--s3-bucket", msg: `it holds 'C', and a bucket name holds only lowercase letters, digits, dots and hyphens`},
 		{name: "S3 bucket underscore", env: map[string]string{"CUBE_S3_BUCKET": "cube_volumes"}, path: "CUBE_S3_BUCKET", msg: `it holds '_'`},
 		{name: "S3 bucket starts with a hyphen", env: map[string]string{"CUBE_S3_BUCKET": "-cube"}, path: "CUBE_S3_BUCKET", msg: "starts and ends with a lowercase letter or a digit"},
@@ -174,7 +158,7 @@ func TestLoadRules(t *testing.T) {
 					t.Errorf("bucket %q", c.S3.Bucket)
 				}
 			}},
-		{name: "S3 without keys warns", env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": ""}, file: strings.Replace(computeEnv, "CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'", "", 1),
+		{name: "S3 without keys warns", env: map[string]string{"CUBE_S3_SECRET_ACCESS_KEY": ""}, file: strings.Replace(agenttest.ComputeEnv, "CUBE_S3_SECRET_ACCESS_KEY='s3cr3t$'", "", 1),
 			check: func(t *testing.T, c *Config) {
 				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "CUBE_S3_SECRET_ACCESS_KEY is empty") {
 					t.Errorf("warnings %q", c.Warnings)
@@ -191,22 +175,22 @@ func TestLoadRules(t *testing.T) {
 		{name: "node IP link-local", env: map[string]string{"CUBE_SANDBOX_NODE_IP": "169.254.1.1"}, path: "CUBE_SANDBOX_NODE_IP", msg: "is not a routable unicast address"},
 		{name: "node IP unspecified", flags: map[string]string{"node-ip": "0.0.0.0"}, path: "--node-ip", msg: "is not a routable unicast address"},
 		{name: "node IP broadcast", env: map[string]string{"CUBEFLEET_NODE_IP": "255.255.255.255"}, path: "CUBEFLEET_NODE_IP", msg: "not a routable"},
-		{name: "node IP detected from the default route", file: strings.Replace(computeEnv, "CUBE_SANDBOX_NODE_IP=10.0.0.5", "CUBE_SANDBOX_NODE_IP=", 1),
+		{name: "node IP detected from the default route", file: strings.Replace(agenttest.ComputeEnv, "CUBE_SANDBOX_NODE_IP=10.0.0.5", "CUBE_SANDBOX_NODE_IP=", 1),
 			check: func(t *testing.T, c *Config) {
 				if c.NodeID() != "10.0.0.5" || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "using 10.0.0.5 from the default route") {
 					t.Errorf("node %s, warnings %q", c.NodeID(), c.Warnings)
 				}
 			}},
-		{name: "node IP not detectable", host: "isolated", file: strings.Replace(computeEnv, "CUBE_SANDBOX_NODE_IP=10.0.0.5", "", 1),
+		{name: "node IP not detectable", host: "isolated", file: strings.Replace(agenttest.ComputeEnv, "CUBE_SANDBOX_NODE_IP=10.0.0.5", "", 1),
 			flags: map[string]string{"skip-cidr-conflict-check": "1"}, path: "CUBE_SANDBOX_NODE_IP", msg: "is not set and no address was found"},
 		{name: "CIDR format", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "192.168.0/18"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "is not an IPv4 network like 192.168.0.0/18"},
 		{name: "CIDR mask", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "10.0.0.0/12"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "mask /12 is out of range"},
 		{name: "CIDR alignment", env: map[string]string{"CUBE_SANDBOX_NETWORK_CIDR": "192.168.64.1/18"}, path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "not aligned to its network; use 192.168.64.0/18"},
-		{name: "CIDR conflicts with the host", host: "conflicts", file: strings.Replace(computeEnv, "10.0.0.5", "192.168.10.5", 1),
+		{name: "CIDR conflicts with the host", host: "conflicts", file: strings.Replace(agenttest.ComputeEnv, "10.0.0.5", "192.168.10.5", 1),
 			path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "192.168.0.0/18 overlaps the host's address 192.168.10.5 on eth0, route 192.168.10.0/24 dev eth0, nameserver 192.168.1.1 (/etc/resolv.conf): choose a network that overlaps none of them, e.g. 172.20.0.0/18 (or set CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1"},
-		{name: "CIDR conflicts with a leftover cube-dev", host: "conflicts", file: strings.Replace(computeEnv, "10.0.0.5", "192.168.10.5", 1) + "CUBE_SANDBOX_NETWORK_CIDR=10.200.0.0/18\n",
+		{name: "CIDR conflicts with a leftover cube-dev", host: "conflicts", file: strings.Replace(agenttest.ComputeEnv, "10.0.0.5", "192.168.10.5", 1) + "CUBE_SANDBOX_NETWORK_CIDR=10.200.0.0/18\n",
 			path: "CUBE_SANDBOX_NETWORK_CIDR", msg: "a leftover cube-dev holding 10.200.0.0/20: choose a network that overlaps none of them, e.g. 172.20.0.0/18; or remove the leftover device (ip link delete cube-dev)"},
-		{name: "CIDR conflict check skipped", host: "conflicts", file: strings.Replace(computeEnv, "10.0.0.5", "192.168.10.5", 1) + "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1\n",
+		{name: "CIDR conflict check skipped", host: "conflicts", file: strings.Replace(agenttest.ComputeEnv, "10.0.0.5", "192.168.10.5", 1) + "CUBE_SANDBOX_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1\n",
 			check: func(t *testing.T, c *Config) {
 				if !c.SkipCIDRConflictCheck {
 					t.Error("SkipCIDRConflictCheck not set")
@@ -219,7 +203,7 @@ func TestLoadRules(t *testing.T) {
 					t.Errorf("network %s", c.NetworkCIDR)
 				}
 			}},
-		{name: "flag beats environment beats file", file: computeEnv + "CUBEFLEET_CLUSTER_LABEL=from-file\nCUBEFLEET_RUNTIME=process\nCUBEFLEET_REPORT_PERIOD=3s\n",
+		{name: "flag beats environment beats file", file: agenttest.ComputeEnv + "CUBEFLEET_CLUSTER_LABEL=from-file\nCUBEFLEET_RUNTIME=process\nCUBEFLEET_REPORT_PERIOD=3s\n",
 			env:   map[string]string{"CUBEFLEET_CLUSTER_LABEL": "from-env", "CUBEFLEET_RUNTIME": "microvm"},
 			flags: map[string]string{"cluster-label": "from-flag"},
 			check: func(t *testing.T, c *Config) {
@@ -254,7 +238,7 @@ func TestLoadRules(t *testing.T) {
 		{name: "report period too long", flags: map[string]string{"report-period": "61s"}, path: "--report-period", msg: `"61s" is outside the range from 100ms to 60s`},
 		{name: "report period negative", flags: map[string]string{"report-period": "-1s"}, path: "--report-period", msg: "outside the range"},
 		{name: "report period not a duration", flags: map[string]string{"report-period": "fast"}, path: "--report-period", msg: `"fast" is not a duration`},
-		{name: "report period bounds", file: computeEnv + "CUBEFLEET_REPORT_PERIOD=100ms\n", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "60"},
+		{name: "report period bounds", file: agenttest.ComputeEnv + "CUBEFLEET_REPORT_PERIOD=100ms\n", env: map[string]string{"CUBEFLEET_REPORT_PERIOD": "60"},
 			check: func(t *testing.T, c *Config) {
 				if c.ReportPeriod != time.Minute {
 					t.Errorf("period %s", c.ReportPeriod)
@@ -287,7 +271,7 @@ func TestLoadRules(t *testing.T) {
 			}},
 		{name: "runtime", flags: map[string]string{"runtime": "docker"}, path: "--runtime", msg: `"docker" is not a runtime driver; use microvm`},
 		{name: "quota", env: map[string]string{"CUBEFLEET_QUOTA_CPU": "-1"}, path: "CUBEFLEET_QUOTA_CPU", msg: "is not a whole number >= 0"},
-		{name: "quotas", file: computeEnv + "CUBEFLEET_QUOTA_CPU=4000\nCUBEFLEET_QUOTA_MEM_MB=8192\nCUBEFLEET_MAX_MVM_NUM=10\nCUBEFLEET_CREATE_CONCURRENT_NUM=3\n",
+		{name: "quotas", file: agenttest.ComputeEnv + "CUBEFLEET_QUOTA_CPU=4000\nCUBEFLEET_QUOTA_MEM_MB=8192\nCUBEFLEET_MAX_MVM_NUM=10\nCUBEFLEET_CREATE_CONCURRENT_NUM=3\n",
 			check: func(t *testing.T, c *Config) {
 				if c.QuotaCPU != 4000 || c.QuotaMemMB != 8192 || c.MaxMVMNum != 10 || c.CreateConcurrentNum != 3 {
 					t.Errorf("quotas %d %d %d %d", c.QuotaCPU, c.QuotaMemMB, c.MaxMVMNum, c.CreateConcurrentNum)
@@ -329,7 +313,7 @@ func TestLoadRules(t *testing.T) {
 			}
 			switch file {
 			case "":
-				file = computeEnv
+				file = agenttest.ComputeEnv
 			case "-":
 				file = ""
 			}
@@ -393,7 +377,7 @@ func TestLoadEnvFile(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	// ./.env is read when nothing names a file.
-	if err := os.WriteFile(".env", []byte(computeEnv), 0o644); err != nil {
+	if err := os.WriteFile(".env", []byte(agenttest.ComputeEnv), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := Load(Sources{Host: host})
@@ -435,12 +419,12 @@ func TestLoadJoinTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	tok := filepath.Join(dir, "join.token")
 	os.WriteFile(tok, []byte("cfj_fromfile\n"), 0o600)
-	cfg, err := loadTest(t, "compute", computeEnv, map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": tok}, nil)
+	cfg, err := loadTest(t, "compute", agenttest.ComputeEnv, map[string]string{"CUBEFLEET_JOIN_TOKEN_FILE": tok}, nil)
 	if err != nil || cfg.JoinToken.Reveal() != "cfj_fromfile" || cfg.JoinTokenFile != tok {
 		t.Fatalf("join token file: %v, %v", cfg, err)
 	}
 	os.Chmod(tok, 0o644)
-	if _, err := loadTest(t, "compute", computeEnv, nil, map[string]string{"join-token-file": tok}); errPath(err) != "--join-token-file" || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := loadTest(t, "compute", agenttest.ComputeEnv, nil, map[string]string{"join-token-file": tok}); errPath(err) != "--join-token-file" || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("readable join token file: %v", err)
 	}
 }
@@ -460,7 +444,7 @@ func TestLoadJoinTokenSources(t *testing.T) {
 	good, empty, blank := write("good.token", "cfj_fromfile\n"), write("empty.token", ""), write("blank.token", " \n\t\n")
 	for _, tc := range []struct {
 		name      string
-		file      string // appended to computeEnv
+		file      string // appended to agenttest.ComputeEnv
 		env       map[string]string
 		flags     map[string]string
 		path, msg string // the error
@@ -481,7 +465,7 @@ func TestLoadJoinTokenSources(t *testing.T) {
 		{name: "neither", want: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadTest(t, "compute", computeEnv+tc.file, tc.env, tc.flags)
+			cfg, err := loadTest(t, "compute", agenttest.ComputeEnv+tc.file, tc.env, tc.flags)
 			if got := errPath(err); got != tc.path {
 				t.Fatalf("error %v names %q, want %q", err, got, tc.path)
 			}

@@ -103,12 +103,12 @@ func WriteState(dir string, st State) error {
 	return atomicfile.WriteFile(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
 }
 
-// prepareStateDir makes dir ready to hold the node credential: it creates it (and missing
+// PrepareStateDir makes dir ready to hold the node credential: it creates it (and missing
 // parents) with mode 0700, and tightens an existing directory that its group or others may
 // access to 0700, returning the mode it had (0 when it needed no change). A path that is not a
 // directory, or a directory owned by another user, is an error: the agent does not keep its
 // credential where someone else decides who reads it.
-func prepareStateDir(dir string) (fs.FileMode, error) {
+func PrepareStateDir(dir string) (fs.FileMode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
 	}

@@ -3,10 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,56 +102,5 @@ func TestPlainHTTPToTLSServer(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), hintHTTPS) || strings.Contains(err.Error(), "->") {
 			t.Errorf("a %d-byte request: %v", size, err)
 		}
-	}
-}
-
-// TestCheckHints: the firewall hint goes only with errors that mean "not reachable"; an HTTP
-// answer or a TLS failure gets its own advice.
-func TestCheckHints(t *testing.T) {
-	const firewall = "check the firewall"
-	refused := "http://" + agenttest.ClosedAddr(t)
-	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, `{"error":"starting"}`)
-	}))
-	t.Cleanup(unavailable.Close)
-	ready := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{"ret":{"ret_code":200}}`) })
-	good, trust := agenttest.TLSServer(t, "", ready)
-	// A certificate for 127.0.0.1 served on 127.0.0.3: it does not name the address used.
-	other, _ := agenttest.TLSServer(t, "127.0.0.3:0", ready)
-	for _, tc := range []struct {
-		name     string
-		endpoint string
-		trust    bool
-		want     []string
-		not      []string
-	}{
-		{"connection refused", refused, false, []string{"connection refused", firewall}, nil},
-		{"an HTTP answer", unavailable.URL, false, []string{"HTTP 503 starting"}, []string{firewall}},
-		{"plain HTTP to HTTPS", "http://" + good.Listener.Addr().String(), true, []string{hintHTTPS}, []string{firewall}},
-		{"unknown CA", good.URL, false, []string{"certificate signed by unknown authority", "set CUBEFLEET_CA_FILE"}, []string{firewall}},
-		{"name mismatch", strings.Replace(other.URL, "127.0.0.1", "127.0.0.3", 1), true,
-			[]string{"x509: certificate is valid for 127.0.0.1, not 127.0.0.3", "the control plane's TLS certificate does not name the address used, 127.0.0.3: reissue it"},
-			[]string{firewall, "CUBEFLEET_CA_FILE"}},
-		{"ok", good.URL, true, []string{"ready"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t.TempDir(), "", tc.endpoint)
-			if tc.trust {
-				cfg.RootCAs = trust
-			}
-			results, _ := Check(context.Background(), cfg, CheckOptions{})
-			d := results[1].Detail
-			for _, w := range tc.want {
-				if !strings.Contains(d, w) {
-					t.Errorf("%s\nwant it to contain %q", results[1], w)
-				}
-			}
-			for _, w := range tc.not {
-				if strings.Contains(d, w) {
-					t.Errorf("%s\nwant it not to contain %q", results[1], w)
-				}
-			}
-		})
 	}
 }
