@@ -207,24 +207,24 @@ type Config struct {
 }
 
 // NodeID returns the node's ID: its IPv4 address in dotted form.
-func (c *Config) NodeID() string { return c.NodeIP.String() }
+func (cfg *Config) NodeID() string { return cfg.NodeIP.String() }
 
 // HealthURL returns the URL of the agent's health endpoint; an unspecified listen host means
 // the node IP.
-func (c *Config) HealthURL() string {
-	host, port, err := net.SplitHostPort(c.Listen)
+func (cfg *Config) HealthURL() string {
+	host, port, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
-		return "http://" + c.Listen + "/healthz"
+		return "http://" + cfg.Listen + "/healthz"
 	}
 	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = c.NodeID()
+		host = cfg.NodeID()
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/healthz"
 }
 
 // TLSClientConfig returns the TLS settings of every call to the control plane (the agent's and
 // agent check's): TLS 1.2 or later, trusting RootCAs (the system's CAs when nil).
-func (c *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(c.RootCAs) }
+func (cfg *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(cfg.RootCAs) }
 
 // DialContext returns the function every connection to the control plane is made with (the
 // agent's calls and agent check's): base's, except that when the node IP and the destination
@@ -232,10 +232,10 @@ func (c *Config) TLSClientConfig() *tls.Config { return capool.ClientConfig(c.Ro
 // on the same host sees the node's own address (a join token bound to 127.0.0.11 is accepted
 // from the agent of node 127.0.0.11, whose connections would otherwise come from 127.0.0.1).
 // For any other node IP or destination, the kernel chooses the source address.
-func (c *Config) DialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func (cfg *Config) DialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := *base
-		if local := localAddrFor(c.NodeIP, addr); local != nil {
+		if local := localAddrFor(cfg.NodeIP, addr); local != nil {
 			d.LocalAddr = local
 		}
 		return d.DialContext(ctx, network, addr)
