@@ -266,7 +266,7 @@ func TestAgentInstallRoot(t *testing.T) {
 	root := filepath.Join(dir, "root")
 	envFile := filepath.Join(dir, ".env")
 	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\nCUBE_S3_SECRET_ACCESS_KEY=secret\nONE_CLICK_RUN_QUICKCHECK=0\n"), 0o600)
-	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	hostRoot, _ := filepath.Abs("../agent/hostinfo/testdata/host/compute")
 	var out, errOut bytes.Buffer
 	tok := filepath.Join(dir, "join.token")
 	os.WriteFile(tok, []byte("cfj_fromfile\n"), 0o600)
@@ -325,7 +325,7 @@ func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, ".env")
 	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.7\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"), 0o600)
-	hostRoot, _ := filepath.Abs("../agent/testdata/host/vm")
+	hostRoot, _ := filepath.Abs("../agent/hostinfo/testdata/host/vm")
 	var out, errOut bytes.Buffer
 	args := []string{"agent", "install", "--root", filepath.Join(dir, "root"), "--run-check=0", "--binary", "/usr/local/bin/cubefleet", "--env-file", envFile, "--host-root", hostRoot}
 	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
@@ -335,7 +335,7 @@ func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 	// Nor on the build host's network: its addresses and routes are not the target's.
-	hostRoot, _ = filepath.Abs("../agent/testdata/host/conflicts")
+	hostRoot, _ = filepath.Abs("../agent/hostinfo/testdata/host/conflicts")
 	args[len(args)-1] = hostRoot
 	out.Reset()
 	errOut.Reset()
@@ -395,7 +395,7 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 // TestAgentInstallSkippedCheckSource: when install skips the check, it names what turned it
 // off: the flag, the variable in the environment, or the variable in the env file.
 func TestAgentInstallSkippedCheckSource(t *testing.T) {
-	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	hostRoot, _ := filepath.Abs("../agent/hostinfo/testdata/host/compute")
 	const base = "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.5\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"
 	for _, tc := range []struct {
 		name string
