@@ -82,11 +82,11 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 	if stateDir == "" {
 		stateDir = cfg.StateDir
 	}
-	p := agent.NewProber(cfg, hc)
+	prober := agent.NewProber(cfg, hc)
 	probes := []func(context.Context) CheckResult{
-		func(ctx context.Context) CheckResult { return checkLocal(ctx, p, cfg) },
-		func(ctx context.Context) CheckResult { return checkReady(ctx, p, cfg) },
-		func(ctx context.Context) CheckResult { return checkListed(ctx, p, cfg, stateDir) },
+		func(ctx context.Context) CheckResult { return checkLocal(ctx, prober, cfg) },
+		func(ctx context.Context) CheckResult { return checkReady(ctx, prober, cfg) },
+		func(ctx context.Context) CheckResult { return checkListed(ctx, prober, cfg, stateDir) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
 	}
 	results := make([]CheckResult, len(probes))
@@ -116,6 +116,7 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 	}
 }
 
+// checkLocal is CheckLocalAgent: the agent's health endpoint answers 200, for this node, reporting.
 func checkLocal(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckLocalAgent, Status: CheckFail}
 	url := cfg.HealthURL()
@@ -140,6 +141,7 @@ func checkLocal(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckRe
 	return r
 }
 
+// checkReady is CheckControlPlane: some endpoint's readyz answers a 2xx that Cubelet accepts.
 func checkReady(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckControlPlane, Status: CheckFail}
 	var fails []string
@@ -179,6 +181,7 @@ func unreachable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
+// portsOf returns the distinct ports of the endpoints eps, comma-separated.
 func portsOf(eps []string) string {
 	seen := map[string]bool{}
 	var ports []string
@@ -191,6 +194,8 @@ func portsOf(eps []string) string {
 	return strings.Join(ports, ",")
 }
 
+// checkListed is CheckNodeListed: some endpoint lists this node, asked with the node credential
+// from stateDir (none when the state file belongs to another node or cannot be read).
 func checkListed(ctx context.Context, p *agent.Prober, cfg *agent.Config, stateDir string) CheckResult {
 	r := CheckResult{Name: CheckNodeListed, Status: CheckFail}
 	var token agent.Secret
@@ -237,6 +242,7 @@ func checkListed(ctx context.Context, p *agent.Prober, cfg *agent.Config, stateD
 	return r
 }
 
+// checkS3 is CheckS3: the S3 endpoint accepts a TCP connection; skipped without one.
 func checkS3(ctx context.Context, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckS3, Status: CheckSkip, Detail: "CUBE_S3_ENDPOINT is not set"}
 	hp := cfg.S3.HostPort()
