@@ -2,6 +2,8 @@ package iam_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,4 +63,48 @@ func TestWildcardGrants(t *testing.T) {
 			t.Errorf("granting compute:pools:* while holding only create: %v, want FORBIDDEN", err)
 		}
 	})
+}
+
+// TestGrantsAreCheckedAgainstTheCatalogue checks that a key's grants must name a permission of
+// the catalogue it is given, on a scope of that permission's form, held where it may be held.
+func TestGrantsAreCheckedAgainstTheCatalogue(t *testing.T) {
+	cases := []struct {
+		name, tenant string
+		grant        iam.Grant
+		ok           bool
+	}{
+		{"catalogued, own tenant", "acme", iam.Grant{Permission: "compute:pools:create", Scope: "tenant/acme"}, true},
+		{"wildcard of catalogued verbs", "acme", iam.Grant{Permission: "compute:pools:*", Scope: "tenant/acme"}, true},
+		{"not in the catalogue", "acme", iam.Grant{Permission: "compute:sites:create", Scope: "tenant/acme"}, false},
+		{"another tenant's scope", "acme", iam.Grant{Permission: "compute:pools:create", Scope: "tenant/root"}, false},
+		{"not a tenant scope", "acme", iam.Grant{Permission: "compute:pools:create", Scope: iam.ScopeFleet}, false},
+		{"root only, outside root", "acme", iam.Grant{Permission: "iam:tenants:create", Scope: "tenant/root"}, false},
+		{"root only, in root", "root", iam.Grant{Permission: "iam:tenants:create", Scope: "tenant/root"}, true},
+		{"root only, on another scope", "root", iam.Grant{Permission: "iam:tenants:create", Scope: "tenant/acme"}, false},
+		{"every tenant from root", "root", iam.Grant{Permission: "compute:pools:create", Scope: iam.ScopeAnyTenant}, true},
+	}
+	storetest.Each(t, []store.Module{iam.Module}, func(t *testing.T, db *store.DB) {
+		ctx, now := context.Background(), time.Now()
+		for _, id := range []string{"root", "acme"} {
+			if _, err := iam.CreateTenant(ctx, db, id, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, c := range cases {
+			_, _, err := iam.CreateServiceKey(ctx, db, catalogue, nil, iam.NewServiceKey{TenantID: c.tenant, Name: fmt.Sprintf("k%d", i), Grants: []iam.Grant{c.grant}}, now)
+			switch {
+			case c.ok && err != nil:
+				t.Errorf("%s: %v", c.name, err)
+			case !c.ok && !cubefleet.IsCode(err, cubefleet.CodeInvalidInput):
+				t.Errorf("%s: %v, want INVALID_INPUT", c.name, err)
+			}
+		}
+	})
+	grants := catalogue.AdminGrants()
+	if len(grants) != len(catalogue) || grants[0].Scope != iam.ScopeAnyTenant || grants[3].Scope != "tenant/root" {
+		t.Errorf("AdminGrants = %v", grants)
+	}
+	if got := catalogue.Grantable("acme"); len(got) != 3 || slices.ContainsFunc(got, func(p iam.PermissionInfo) bool { return p.RootOnly }) {
+		t.Errorf("Grantable(acme) = %v", got)
+	}
 }
