@@ -285,7 +285,8 @@ func (r *Registry) auditRefusal(ctx context.Context, m *Method, p *iam.Principal
 // target).
 type Targeted interface{ AuditTarget() string }
 
-// TenantInput is the part of every tenant-scoped input that names the tenant.
+// TenantInput is the part of every tenant-scoped input that names the tenant, and the whole
+// input of methods that act on a whole tenant (iam.keys.list, secrets.list, fleet.export, ...).
 type TenantInput struct {
 	TenantID string `json:"tenantId"`
 }

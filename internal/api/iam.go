@@ -43,11 +43,6 @@ type KeyCreated struct {
 // AuditTarget names the key (never the token) in the audit row.
 func (k KeyCreated) AuditTarget() string { return k.Key.ID }
 
-// TenantRef is the input of methods that act on a whole tenant.
-type TenantRef struct {
-	TenantID string `json:"tenantId"`
-}
-
 // KeyList is the output of iam.keys.list, newest first.
 type KeyList struct {
 	Items []iam.Key `json:"items"`
@@ -124,11 +119,11 @@ func registerIAMMethods(r *Registry, d *deps) {
 	r.Register(Method{
 		Name: "iam.keys.list", Summary: "List a tenant's API keys (never their tokens)",
 		Permission: "iam:keys:list", Scope: OnTenant,
-		Handle: Typed(func(ctx context.Context, c *Call, in TenantRef) (any, error) {
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantInput) (any, error) {
 			ks, err := iam.ListKeys(ctx, c.Q, in.TenantID)
 			return KeyList{Items: ks}, err
 		}),
-		Input: TenantRef{}, Output: KeyList{},
+		Input: TenantInput{}, Output: KeyList{},
 	})
 	r.Register(Method{
 		Name: "iam.keys.revoke", Summary: "Revoke an API key", Write: true,
@@ -148,9 +143,9 @@ func registerIAMMethods(r *Registry, d *deps) {
 		Name: "iam.permissions.list", Summary: "List the permissions a key of the tenant can be granted, with their scopes and methods",
 		// Whoever may create keys in a tenant may read what they can grant.
 		Permission: "iam:keys:create", Scope: OnTenant,
-		Handle: Typed(func(ctx context.Context, c *Call, in TenantRef) (any, error) {
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantInput) (any, error) {
 			return PermissionList{Items: r.Catalogue().Grantable(in.TenantID)}, nil
 		}),
-		Input: TenantRef{}, Output: PermissionList{},
+		Input: TenantInput{}, Output: PermissionList{},
 	})
 }

@@ -59,11 +59,11 @@ func registerSecretsMethods(r *Registry, d *deps) {
 	r.Register(Method{
 		Name: "secrets.list", Summary: "List a tenant's secrets (names and metadata, never values)",
 		Permission: "compute:secrets:list", Scope: OnTenant,
-		Handle: Typed(func(ctx context.Context, c *Call, in TenantRef) (any, error) {
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantInput) (any, error) {
 			items, err := secrets.List(ctx, c.Q, in.TenantID)
 			return SecretList{Items: items}, err
 		}),
-		Input: TenantRef{}, Output: SecretList{},
+		Input: TenantInput{}, Output: SecretList{},
 	})
 	r.Register(Method{
 		Name: "secrets.delete", Summary: "Delete a secret by name or id (refused while an object refers to it)", Write: true,
