@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
@@ -40,14 +41,14 @@ const drift = `{"changes":[{"kind":"pool","name":"vps-fra","action":"update","fi
 func newEnv(t *testing.T, db *store.DB) *env {
 	ctx := context.Background()
 	now := time.Now()
-	_, admin, err := iam.Bootstrap(ctx, db, now)
+	_, admin, err := iam.Bootstrap(ctx, db, api.Catalogue(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`INSERT INTO iam_grants (principal_id, permission, scope) SELECT principal_id, 'webhooks:list', 'tenant/*' FROM iam_keys`); err != nil {
 		t.Fatal(err)
 	}
-	_, viewer, err := iam.CreateServiceKey(ctx, db, nil, iam.NewServiceKey{TenantID: "root", Name: "auditor", Grants: []iam.Grant{{Permission: "audit:read", Scope: "tenant/root"}}}, now)
+	_, viewer, err := iam.CreateServiceKey(ctx, db, api.Catalogue(), nil, iam.NewServiceKey{TenantID: "root", Name: "auditor", Grants: []iam.Grant{{Permission: "audit:read", Scope: "tenant/root"}}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
@@ -19,43 +18,6 @@ import (
 )
 
 var driftModules = append([]store.Module{store.LeaseModule}, append(modules, events.Module)...)
-
-// computeCalls runs a plan's calls through the compute service itself: what the API's method
-// table does for fleet.apply, without permissions (the principal here may do anything).
-type computeCalls struct{ svc *compute.Service }
-
-type target struct{ compute.Object }
-
-func (t target) AuditTarget() string { return t.ID }
-
-func (computeCalls) Check(context.Context, *iam.Principal, string, string, json.RawMessage) error {
-	return nil
-}
-
-func (c computeCalls) Invoke(ctx context.Context, tx store.Querier, _ *audit.Batch, p *iam.Principal, _, method string, in json.RawMessage) (any, error) {
-	parts := strings.Split(method, ".") // compute.<api>.<verb>
-	var kind string
-	for _, k := range compute.Kinds {
-		if k.API == parts[1] {
-			kind = k.Kind
-		}
-	}
-	var o compute.Object
-	var err error
-	switch parts[2] {
-	case "create":
-		o, err = c.svc.Create(ctx, tx, kind, p.ID, in)
-	case "update":
-		o, err = c.svc.Update(ctx, tx, kind, p.ID, in)
-	default:
-		var ref compute.Ref
-		if err := json.Unmarshal(in, &ref); err != nil {
-			return nil, err
-		}
-		o, err = c.svc.Remove(ctx, tx, kind, ref)
-	}
-	return target{o}, err
-}
 
 // clock is an injected clock that tests move by hand.
 type clock struct {
@@ -82,7 +44,11 @@ func newDriftEnv(t testing.TB, db *store.DB) *driftEnv {
 	seed(t, db)
 	clk := &clock{t: time.UnixMilli(1790251200000)}
 	svc := &compute.Service{Names: fleet.Names{}, Now: clk.Now}
-	return &driftEnv{t: t, db: db, clock: clk, svc: svc, admin: &iam.Principal{ID: "usr_ops", TenantID: "root"}}
+	admin := &iam.Principal{ID: "usr_ops", TenantID: "root", Kind: "user", Name: "ops"}
+	for _, k := range compute.Kinds {
+		admin.Grants = append(admin.Grants, iam.Grant{Permission: k.Permission("*"), Scope: iam.ScopeAnyTenant})
+	}
+	return &driftEnv{t: t, db: db, clock: clk, svc: svc, admin: admin}
 }
 
 func (e *driftEnv) planner(ignore ...string) *fleet.Planner {
@@ -99,7 +65,7 @@ func (e *driftEnv) reconciler(ignore ...string) *fleet.Reconciler {
 
 func (e *driftEnv) apply(tenant string, doc string) {
 	e.t.Helper()
-	a := &fleet.Applier{DB: e.db, Planner: e.planner(), Calls: computeCalls{e.svc}, Now: e.clock.Now}
+	a := &fleet.Applier{DB: e.db, Planner: e.planner(), Now: e.clock.Now}
 	if _, err := a.Apply(context.Background(), e.admin, fleet.ApplyInput{TenantID: tenant, Document: decode(e.t, doc)}); err != nil {
 		e.t.Fatalf("apply: %v", err)
 	}
