@@ -93,7 +93,7 @@ func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*applie
 			return nil, fmt.Errorf("decode recorded drift: %w", err)
 		}
 	}
-	if a.Document, err = document.Decode([]byte(doc)); err != nil {
+	if a.Document, err = document.DecodeCanonical([]byte(doc)); err != nil {
 		return nil, fmt.Errorf("decode applied document: %w", err)
 	}
 	return &a, nil

@@ -131,7 +131,8 @@ const (
 // Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
 // nothing. doc must have passed document validation.
 func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
-	if n := objectCount(doc); n > MaxObjects {
+	n := objectCount(doc)
+	if n > MaxObjects {
 		return nil, cubefleet.Invalid("", "the document describes %d objects (owner quotas and offers included); one document holds at most %d: split the fleet across documents of different tenants, or trim quota keys and offers", n, MaxObjects)
 	}
 	st, err := loadState(ctx, q, tenantID)
@@ -140,7 +141,7 @@ func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, do
 	}
 	b := &builder{ctx: ctx, q: q, p: p, st: st, tenant: tenantID, prune: prune,
 		siteRef: map[string]string{}, poolRef: map[string]string{}, accountRef: map[string]string{}, flavorRef: map[string]string{},
-		matched: map[string]bool{}, desiredRefs: map[string][]string{}}
+		matched: make(map[string]bool, n), desiredRefs: map[string][]string{}, changes: make([]Change, 0, n)}
 	if err := b.build(doc); err != nil {
 		return nil, err
 	}
@@ -198,7 +199,7 @@ func (b *builder) createInput(kind, name string) map[string]any {
 	return map[string]any{"tenantId": b.tenant, "idempotencyKey": b.key(kind, name)}
 }
 
-func refInput(tenant string, o compute.Object) map[string]any {
+func refInput(tenant string, o *compute.Object) map[string]any {
 	return map[string]any{"tenantId": tenant, "id": o.ID, "revision": o.Revision}
 }
 
@@ -275,13 +276,17 @@ func (b *builder) checkSecrets(values map[string]string, n *notes) error {
 // update records an update (or unchanged) change of existing object o: names lists the
 // updatable fields to compare between the desired and current specs (structs of one type).
 // fixed names the fixed fields the document would change (each already blocks n).
-func (b *builder) update(o compute.Object, name string, group int, names []string, desired, current any, fixed []string, n notes) {
+func (b *builder) update(o *compute.Object, name string, group int, names []string, desired, current any, fixed []string, n notes) {
 	changed := diff(names, desired, current)
 	c := Change{Kind: o.Kind, Name: name, Action: ActionUnchanged}
 	if all := append(slices.Clone(fixed), changed...); len(all) > 0 {
 		c.Action = ActionUpdate
 		c.Fields = all
 		c.Diffs = diffs(all, desired, current)
+	}
+	if c.Action == ActionUnchanged {
+		b.change(n.apply(c), group, "", nil) // no call: most objects of a converged fleet
+		return
 	}
 	input := refInput(b.tenant, o)
 	for _, f := range changed {
