@@ -42,9 +42,9 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 			defer srv.Close()
 			u, _ := url.Parse(srv.URL)
 			guard := &netguard.Guard{AllowPrivate: true, Resolver: fixedResolver{"hooks.test": {netip.MustParseAddr("127.0.0.1")}}}
-			hooks := &events.Webhooks{Box: box, Guard: guard, Types: map[string]bool{"fleet.drifted": false}}
+			hooks := &events.Webhooks{DB: db, Box: box, Guard: guard, Types: map[string]bool{"fleet.drifted": false}}
 			ctx := context.Background()
-			if _, err := hooks.Create(ctx, db, events.NewSubscription{TenantID: "acme", URL: "http://hooks.test:" + u.Port() + "/", Events: []string{"fleet.drifted"}}); err != nil {
+			if _, err := createSub(db, hooks, events.NewSubscription{TenantID: "acme", URL: "http://hooks.test:" + u.Port() + "/", Events: []string{"fleet.drifted"}}); err != nil {
 				b.Fatal(err)
 			}
 			d := &events.Dispatcher{DB: db, Box: box, Guard: guard, Holder: "bench"}

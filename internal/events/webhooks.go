@@ -58,6 +58,9 @@ type WithSecret struct {
 
 // Webhooks manages subscriptions and their secrets.
 type Webhooks struct {
+	// DB is the database the transactions given to Create and RotateSecret belong to (its
+	// LockKey serializes a tenant's subscriptions on PostgreSQL).
+	DB *store.DB
 	// Box seals the signing secrets (the server's secrets key).
 	Box *secrets.Box
 	// Guard checks a subscription's URL when it is given.
@@ -86,9 +89,9 @@ type NewSubscription struct {
 }
 
 // Create checks in (the URL with the SSRF guard, the event types against w.Types), stores the
-// subscription with a fresh secret and returns both; the secret is never shown again. Errors:
-// INVALID_INPUT naming the field; RESOURCE_EXHAUSTED past MaxSubscriptions.
-func (w *Webhooks) Create(ctx context.Context, db *store.DB, in NewSubscription) (*WithSecret, error) {
+// subscription with a fresh secret in tx and returns both; the secret is never shown again.
+// Errors: INVALID_INPUT naming the field; RESOURCE_EXHAUSTED past MaxSubscriptions.
+func (w *Webhooks) Create(ctx context.Context, tx *sql.Tx, in NewSubscription) (*WithSecret, error) {
 	u, err := w.Guard.CheckURL(ctx, strings.TrimSpace(in.URL))
 	if err != nil {
 		return nil, cubefleet.Invalid("url", "url %q: %v", in.URL, err)
@@ -102,35 +105,30 @@ func (w *Webhooks) Create(ctx context.Context, db *store.DB, in NewSubscription)
 	}
 	sub := Subscription{ID: cubefleet.NewID("whk"), TenantID: in.TenantID, URL: u.String(), Events: types,
 		Description: in.Description, CreatedBy: in.CreatedBy, CreatedAt: w.now().UnixMilli()}
-	var out *WithSecret
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := db.LockKey(ctx, tx, "webhooks:"+in.TenantID); err != nil {
-			return err
+	if err := w.DB.LockKey(ctx, tx, "webhooks:"+in.TenantID); err != nil {
+		return nil, err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_subscriptions WHERE tenant_id = $1`, in.TenantID).Scan(&n); err != nil {
+		return nil, fmt.Errorf("create subscription: %w", err)
+	}
+	if n >= MaxSubscriptions {
+		return nil, cubefleet.Errorf(cubefleet.CodeResourceExhausted, "tenant %s has %d webhook subscriptions, the most it may have: delete one first", in.TenantID, n)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_subscriptions (id, tenant_id, url, description, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+		sub.ID, sub.TenantID, sub.URL, sub.Description, sub.CreatedBy, sub.CreatedAt); err != nil {
+		return nil, fmt.Errorf("create subscription: %w", err)
+	}
+	for _, t := range types {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_subscription_types (tenant_id, type, subscription_id) VALUES ($1, $2, $3)`, sub.TenantID, t, sub.ID); err != nil {
+			return nil, fmt.Errorf("create subscription: %w", err)
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_subscriptions WHERE tenant_id = $1`, in.TenantID).Scan(&n); err != nil {
-			return err
-		}
-		if n >= MaxSubscriptions {
-			return cubefleet.Errorf(cubefleet.CodeResourceExhausted, "tenant %s has %d webhook subscriptions, the most it may have: delete one first", in.TenantID, n)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_subscriptions (id, tenant_id, url, description, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-			sub.ID, sub.TenantID, sub.URL, sub.Description, sub.CreatedBy, sub.CreatedAt); err != nil {
-			return fmt.Errorf("create subscription: %w", err)
-		}
-		for _, t := range types {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_subscription_types (tenant_id, type, subscription_id) VALUES ($1, $2, $3)`, sub.TenantID, t, sub.ID); err != nil {
-				return fmt.Errorf("create subscription: %w", err)
-			}
-		}
-		secret, err := w.addSecret(ctx, tx, sub.ID)
-		out = &WithSecret{Subscription: sub, Secret: secret}
-		return err
-	})
+	}
+	secret, err := w.addSecret(ctx, tx, sub.ID)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &WithSecret{Subscription: sub, Secret: secret}, nil
 }
 
 // checkTypes returns the event types sorted without repeats, or INVALID_INPUT at events.
@@ -198,39 +196,34 @@ func (w *Webhooks) addSecret(ctx context.Context, q store.Querier, subID string)
 	return secret, nil
 }
 
-// RotateSecret gives tenantID's subscription id a new secret and returns it (shown once); the
-// secrets it had keep signing beside it for overlap (0: DefaultSecretOverlap; at most
-// MaxSecretOverlap), so receivers can switch without losing a delivery. Errors: NOT_FOUND,
-// INVALID_INPUT at overlap.
-func (w *Webhooks) RotateSecret(ctx context.Context, db *store.DB, tenantID, id string, overlap time.Duration) (*WithSecret, error) {
+// RotateSecret gives tenantID's subscription id a new secret in q (a transaction, so the
+// rotation is whole) and returns it (shown once); the secrets it had keep signing beside it for
+// overlap (0: DefaultSecretOverlap; at most MaxSecretOverlap), so receivers can switch without
+// losing a delivery. Errors: NOT_FOUND, INVALID_INPUT at overlap.
+func (w *Webhooks) RotateSecret(ctx context.Context, q store.Querier, tenantID, id string, overlap time.Duration) (*WithSecret, error) {
 	if overlap == 0 {
 		overlap = DefaultSecretOverlap
 	}
 	if overlap < 0 || overlap > MaxSecretOverlap {
 		return nil, cubefleet.Invalid("overlap", "overlap must be between 0 and %s", MaxSecretOverlap)
 	}
-	var out *WithSecret
-	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		sub, err := GetSubscription(ctx, tx, tenantID, id)
-		if err != nil {
-			return err
-		}
-		now := w.now()
-		until := now.Add(overlap).UnixMilli()
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_secrets SET expires_at = $1 WHERE subscription_id = $2 AND (expires_at IS NULL OR expires_at > $1)`, until, id); err != nil {
-			return fmt.Errorf("rotate webhook secret: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_secrets WHERE subscription_id = $1 AND expires_at <= $2`, id, now.UnixMilli()); err != nil {
-			return fmt.Errorf("rotate webhook secret: %w", err)
-		}
-		secret, err := w.addSecret(ctx, tx, id)
-		out = &WithSecret{Subscription: *sub, Secret: secret, PreviousSecretExpiresAt: until}
-		return err
-	})
+	sub, err := GetSubscription(ctx, q, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	now := w.now()
+	until := now.Add(overlap).UnixMilli()
+	if _, err := q.ExecContext(ctx, `UPDATE webhook_secrets SET expires_at = $1 WHERE subscription_id = $2 AND (expires_at IS NULL OR expires_at > $1)`, until, id); err != nil {
+		return nil, fmt.Errorf("rotate webhook secret: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM webhook_secrets WHERE subscription_id = $1 AND expires_at <= $2`, id, now.UnixMilli()); err != nil {
+		return nil, fmt.Errorf("rotate webhook secret: %w", err)
+	}
+	secret, err := w.addSecret(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	return &WithSecret{Subscription: *sub, Secret: secret, PreviousSecretExpiresAt: until}, nil
 }
 
 // signingSecrets returns the secrets that sign subscription id's deliveries at now: the

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,8 +140,20 @@ func newHookEnv(t *testing.T, db *store.DB) *hookEnv {
 	clk := &clock{t: time.Now()}
 	guard := &netguard.Guard{AllowPrivate: true, Resolver: dns}
 	return &hookEnv{t: t, db: db, box: box, clock: clk, dns: dns, guard: guard,
-		hooks: &events.Webhooks{Box: box, Guard: guard, Now: clk.Now,
+		hooks: &events.Webhooks{DB: db, Box: box, Guard: guard, Now: clk.Now,
 			Types: map[string]bool{"fleet.drifted": false, "fleet.converged": false, "node.down": true}}}
+}
+
+// createSub creates a subscription in a transaction of its own, as the API's webhooks.create does
+// in its call's.
+func createSub(db *store.DB, hooks *events.Webhooks, in events.NewSubscription) (*events.WithSecret, error) {
+	var out *events.WithSecret
+	err := db.InTx(context.Background(), func(tx *sql.Tx) error {
+		var err error
+		out, err = hooks.Create(context.Background(), tx, in)
+		return err
+	})
+	return out, err
 }
 
 func (e *hookEnv) dispatcher(holder string) *events.Dispatcher {
@@ -153,7 +166,7 @@ func (e *hookEnv) subscribe(r *receiver, tenant string, types ...string) *events
 	if len(types) == 0 {
 		types = []string{"fleet.drifted"}
 	}
-	sub, err := e.hooks.Create(context.Background(), e.db, events.NewSubscription{TenantID: tenant, URL: r.url("hooks.test"), Events: types, CreatedBy: "usr_ops"})
+	sub, err := createSub(e.db, e.hooks, events.NewSubscription{TenantID: tenant, URL: r.url("hooks.test"), Events: types, CreatedBy: "usr_ops"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -316,7 +329,7 @@ func TestWebhookHangingReceiverDelaysNoOther(t *testing.T) {
 		u, _ := url.Parse(hanging.URL)
 		e.hooks.Now = time.Now
 		for range 2 {
-			if _, err := e.hooks.Create(context.Background(), db, events.NewSubscription{TenantID: "acme", URL: "http://hooks.test:" + u.Port() + "/", Events: []string{"fleet.drifted"}}); err != nil {
+			if _, err := createSub(db, e.hooks, events.NewSubscription{TenantID: "acme", URL: "http://hooks.test:" + u.Port() + "/", Events: []string{"fleet.drifted"}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -478,13 +491,13 @@ func TestWebhookSSRFGuard(t *testing.T) {
 			{"http:///nohost", "no host"},
 			{"http://nxdomain.test/", "no such host"},
 		} {
-			_, err := e.hooks.Create(context.Background(), db, events.NewSubscription{TenantID: "acme", URL: c.url, Events: []string{"fleet.drifted"}})
+			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: "acme", URL: c.url, Events: []string{"fleet.drifted"}})
 			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("subscribe %s: %v, want INVALID_INPUT with %q", c.url, err, c.want)
 			}
 		}
 		// DNS rebinding: public when subscribed, private at delivery. Nothing is dialled.
-		sub, err := e.hooks.Create(context.Background(), db, events.NewSubscription{TenantID: "acme", URL: "https://public.test/hook", Events: []string{"fleet.drifted"}})
+		sub, err := createSub(db, e.hooks, events.NewSubscription{TenantID: "acme", URL: "https://public.test/hook", Events: []string{"fleet.drifted"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -508,7 +521,7 @@ func TestWebhookRedirectNotFollowed(t *testing.T) {
 		redirector := httptest.NewServer(http.RedirectHandler(target.url("hooks.test"), http.StatusTemporaryRedirect))
 		defer redirector.Close()
 		u, _ := url.Parse(redirector.URL)
-		if _, err := e.hooks.Create(context.Background(), db, events.NewSubscription{TenantID: "acme", URL: "http://hooks.test:" + u.Port(), Events: []string{"fleet.drifted"}}); err != nil {
+		if _, err := createSub(db, e.hooks, events.NewSubscription{TenantID: "acme", URL: "http://hooks.test:" + u.Port(), Events: []string{"fleet.drifted"}}); err != nil {
 			t.Fatal(err)
 		}
 		e.publish("acme", "fleet.drifted", 1)
@@ -572,7 +585,7 @@ func TestWebhookSubscriptionRules(t *testing.T) {
 			{"acme", []string{"fleet.nope"}, "unknown event type"},
 			{"acme", nil, "events is required"},
 		} {
-			_, err := e.hooks.Create(context.Background(), db, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
+			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
 			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v: %v, want %q", c.events, err, c.want)
 			}
