@@ -45,9 +45,6 @@ func newEnv(t *testing.T, db *store.DB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO iam_grants (principal_id, permission, scope) SELECT principal_id, 'webhooks:list', 'tenant/*' FROM iam_keys`); err != nil {
-		t.Fatal(err)
-	}
 	_, viewer, err := iam.CreateServiceKey(ctx, db, api.Catalogue(), nil, iam.NewServiceKey{TenantID: "root", Name: "auditor", Grants: []iam.Grant{{Permission: "audit:read", Scope: "tenant/root"}}}, now)
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func ChangeLine(c Change) string {
 			part := f
 			for _, d := range c.Diffs {
 				if d.Field == f {
-					part = fmt.Sprintf("%s: %s -> %s", f, compactJSON(d.From), compactJSON(d.To))
+					part = fmt.Sprintf("%s: %s -> %s", f, ShortValue(d.From), ShortValue(d.To))
 				}
 			}
 			parts = append(parts, part)
@@ -74,9 +74,9 @@ func ByKind(changes []Change) []KindChanges {
 	return out
 }
 
-// compactJSON renders v as compact JSON (null for an empty value), cut at maxLineValue
-// characters with an ellipsis.
-func compactJSON(v any) string {
+// ShortValue renders a field's value v (a FieldDiff's From or To) as compact JSON (null for an
+// empty value), cut at 120 characters with an ellipsis: how the CLI and the console show it.
+func ShortValue(v any) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
