@@ -3,6 +3,8 @@ module github.com/cubefleet/cubefleet
 go 1.26.8
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/gowebpki/jcs v1.0.2
 	github.com/ionos-cloud/sdk-go/v6 v6.3.11

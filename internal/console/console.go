@@ -245,7 +245,7 @@ func (c *Console) page(name, permission string, scope func(*iam.Principal) strin
 			http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
 			return
 		}
-		v := view{Title: strings.ToUpper(name[:1]) + name[1:], Principal: p, CSRF: csrfToken(token), Active: name}
+		v := view{Title: titles[name], Principal: p, CSRF: csrfToken(token), Active: name}
 		if err := iam.Decide(p, permission, scope(p)); err != nil {
 			v.Error = "Your key lacks " + permission + " on " + scope(p) + "."
 			c.render(w, http.StatusForbidden, "error", v)
@@ -260,6 +260,9 @@ func (c *Console) page(name, permission string, scope func(*iam.Principal) strin
 		c.render(w, http.StatusOK, name, v)
 	}
 }
+
+// titles are the signed-in pages' titles.
+var titles = map[string]string{"fleet": "Fleet drift", "nodes": "Nodes", "webhooks": "Webhooks"}
 
 type fleetPage struct {
 	Tenants     []fleet.Status
