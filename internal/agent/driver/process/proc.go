@@ -28,20 +28,30 @@ type procStat struct {
 	RSSPages   int64 // resident set, in pages
 }
 
-// readStat reads /proc/<pid>/stat. The command name (in parentheses, and free to hold spaces
-// and parentheses) is skipped by looking for the last ')'.
+// readStat reads /proc/<pid>/stat.
 func readStat(pid int) (procStat, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, err
 	}
+	st, err := parseStat(data)
+	if err != nil {
+		return st, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return st, nil
+}
+
+// parseStat parses the content of a /proc/<pid>/stat file. The command name, in parentheses, is
+// the sandbox's to choose (prctl PR_SET_NAME: spaces, parentheses, anything): it is skipped by
+// looking for the last ')'.
+func parseStat(data []byte) (procStat, error) {
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return procStat{}, errors.New("no command name")
 	}
 	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 22 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(f))
+	if len(f) < 22 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("%d fields after the command name, want at least 22", len(f))
 	}
 	n := func(k int) int64 { // field k of proc(5), counted from 1
 		v, _ := strconv.ParseInt(f[k-3], 10, 64)
@@ -59,21 +69,24 @@ func readStat(pid int) (procStat, error) {
 }
 
 // readUID returns the real user id of process pid (the first of /proc/<pid>/status's "Uid:"
-// line).
-func readUID(pid int) (int, error) {
+// line), and whether it is a zombie (ended, not yet collected by its parent).
+func readUID(pid int) (uid int, zombie bool, err error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return -1, err
+		return -1, false, err
 	}
+	uid = -1
 	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				return strconv.Atoi(f[0])
-			}
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 1 && f[0] == "State:":
+			zombie = f[1] == "Z" || f[1] == "X"
+		case len(f) > 1 && f[0] == "Uid:":
+			uid, err = strconv.Atoi(f[1])
+			return uid, zombie, err
 		}
 	}
-	return -1, fmt.Errorf("/proc/%d/status has no Uid line", pid)
+	return -1, false, fmt.Errorf("/proc/%d/status has no Uid line", pid)
 }
 
 // bootID returns this boot's id (/proc/sys/kernel/random/boot_id): a process identity recorded
@@ -180,12 +193,13 @@ func pids() []int {
 	return out
 }
 
-// member reports whether process pid belongs to a sandbox tracked by uid (a user id only the
-// sandbox runs as; -1 when it has none of its own) or else by its session sid.
+// member reports whether process pid is a live process of a sandbox tracked by uid (a user id
+// only the sandbox runs as; -1 when it has none of its own) or else by its session sid. Zombies
+// are not: they have ended.
 func member(pid, uid, sid int) bool {
 	if uid >= 0 {
-		u, err := readUID(pid)
-		return err == nil && u == uid
+		u, zombie, err := readUID(pid)
+		return err == nil && u == uid && !zombie
 	}
 	st, err := readStat(pid)
 	return err == nil && sid > 0 && st.SID == sid && st.State != 'Z'
