@@ -283,6 +283,18 @@ func createCgroup(dir string, l cgroupLimits) error {
 	return nil
 }
 
+// removeEmptyCgroups removes the cgroups under parent that hold no process: those of spare
+// supervisors that ended without a sandbox, or of sandboxes whose supervisor was killed. A cgroup
+// in use is not removed (rmdir fails with EBUSY).
+func removeEmptyCgroups(parent string) {
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "sandbox-") {
+			unix.Rmdir(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
 // cgroupProcs returns the processes in cgroup dir (none when it is gone).
 func cgroupProcs(dir string) []int {
 	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))

@@ -51,7 +51,11 @@
 package process
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,7 +107,9 @@ type Config struct {
 	// without root. Root never runs a sandbox as root.
 	AllowOwnUser bool
 	// CgroupParent is the cgroup, relative to the cgroup v2 hierarchy's root, that holds the
-	// sandboxes' cgroups (default DefaultCgroupParent): <mount>/<CgroupParent>/<id>.
+	// sandboxes' cgroups, <mount>/<CgroupParent>/sandbox-<16 hex digits> (each sandbox's is in
+	// its sandbox.json). It must be the driver's own: default DefaultCgroupParent/<the first 12
+	// hex digits of the SHA-256 of Dir>, so that two agents of a host never share one.
 	CgroupParent string
 	// MaxProcesses caps each sandbox's processes (pids.max, else RLIMIT_NPROC of its user);
 	// default DefaultMaxProcesses.
@@ -167,7 +173,8 @@ func New(cfg Config) (*Driver, error) {
 		cfg.UIDLeaseDir = DefaultUIDLeaseDir
 	}
 	if cfg.CgroupParent == "" {
-		cfg.CgroupParent = DefaultCgroupParent
+		sum := sha256.Sum256([]byte(cfg.Dir))
+		cfg.CgroupParent = DefaultCgroupParent + "/" + hex.EncodeToString(sum[:6])
 	}
 	if cfg.Executable == "" {
 		cfg.Executable = "/proc/self/exe"
@@ -209,6 +216,9 @@ func New(cfg Config) (*Driver, error) {
 	iso := Isolation{OwnUser: ownUser, UID: euid}
 	if !ownUser {
 		iso = setupCgroup(detect("", euid), cfg.CgroupParent)
+		if iso.Cgroup != "" {
+			removeEmptyCgroups(filepath.Join(iso.Cgroup, cfg.CgroupParent))
+		}
 	} else if det := detect("", euid); det.Cgroup == "" {
 		iso.Note = det.Note
 	} else {
@@ -340,17 +350,23 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		}
 		return driver.Status{}, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
+	// The supervisor first: its cgroup (made when it started) is the sandbox's.
+	sup, err := d.supervisor()
+	if err != nil {
+		removeAll(dir)
+		if uid >= 0 {
+			d.leases.release(uid, dir)
+		}
+		return driver.Status{}, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
 	rec := sandboxRecord{
 		ID: spec.ID, Argv: spec.Argv, EnvNames: driver.EnvNames(spec.Env), WorkDir: spec.WorkDir,
 		CPUMillicores: spec.CPUMillicores, MemoryMiB: spec.MemoryMiB, DiskMiB: spec.DiskMiB,
 		Timeout: spec.Timeout, Grace: spec.GraceOrDefault(), OutputLimitBytes: spec.OutputLimitOrDefault(),
-		UID: uid, GID: gid, CreatedAt: time.Now().UTC(),
-	}
-	if d.iso.Cgroup != "" {
-		rec.Cgroup = filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent, spec.ID)
+		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(),
 	}
 	work := filepath.Join(dir, dirWork)
-	err := writeJSON(filepath.Join(dir, fileSandbox), rec)
+	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
 	if err == nil {
 		err = os.Mkdir(work, 0o700)
 	}
@@ -358,6 +374,7 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		err = os.Chown(work, uid, gid)
 	}
 	if err != nil { // nothing ran: leave nothing behind
+		sup.discard()
 		removeAll(dir)
 		if uid >= 0 {
 			d.leases.release(uid, dir)
@@ -371,7 +388,7 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 	if rec.Cgroup != "" {
 		l.CgroupLimits = d.cgroupLimits(spec)
 	}
-	if err := d.hand(ctx, dir, l); err != nil {
+	if err := d.hand(ctx, dir, sup, l); err != nil {
 		if _, rerr := os.Stat(filepath.Join(dir, fileResult)); errors.Is(rerr, fs.ErrNotExist) {
 			writeJSON(filepath.Join(dir, fileResult), resultRecord{
 				Reason: driver.ReasonFailed, Message: err.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
@@ -415,75 +432,97 @@ func (d *Driver) cgroupLimits(spec driver.Spec) cgroupLimits {
 	return l
 }
 
-// hand gives l to a supervisor (a spare, else a new one), records the supervisor's identity in
-// the sandbox's directory, and waits for its report: the sandbox's process runs, or could not
-// be started (recorded as its result either way).
-func (d *Driver) hand(ctx context.Context, dir string, l launch) error {
+// hand gives l to the supervisor sup, records its identity in the sandbox's directory, and
+// waits for its report: the sandbox's process runs, or could not be started (recorded as its
+// result either way).
+func (d *Driver) hand(ctx context.Context, dir string, sup *supervisorProc, l launch) error {
 	data, err := json.Marshal(l)
 	if err != nil {
+		sup.discard()
 		return err
 	}
-	for attempt := 0; ; attempt++ {
-		sup, err := d.supervisor()
-		if err != nil {
-			return err
-		}
-		if err := writeJSON(filepath.Join(dir, fileSupervisor), sup.ident); err != nil {
-			sup.discard()
-			return fmt.Errorf("record the supervisor: %w", err)
-		}
-		_, werr := sup.stdin.Write(data)
-		werr = errors.Join(werr, sup.stdin.Close())
-		if werr != nil && attempt == 0 { // a spare that died meanwhile: take another
-			sup.discard()
-			continue
-		}
-		if werr != nil {
-			return fmt.Errorf("hand the sandbox to its supervisor: %w", werr)
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			sup.report.SetReadDeadline(dl)
-		}
-		answer, rerr := io.ReadAll(sup.report)
-		sup.report.Close()
-		if rerr != nil {
-			return fmt.Errorf("wait for the supervisor's report: %w", rerr)
-		}
-		var r report
-		if len(answer) == 0 || json.Unmarshal(answer, &r) != nil {
-			return fmt.Errorf("the supervisor (pid %d) ended without starting the sandbox (see %s)", sup.ident.PID, filepath.Join(dir, fileLog))
-		}
-		if r.Error != "" {
-			return errors.New(r.Error)
-		}
-		return nil
+	if err := writeJSON(filepath.Join(dir, fileSupervisor), sup.ident); err != nil {
+		sup.discard()
+		return fmt.Errorf("record the supervisor: %w", err)
 	}
+	_, werr := sup.stdin.Write(data)
+	werr = errors.Join(werr, sup.stdin.Close())
+	if dl, ok := ctx.Deadline(); ok {
+		sup.reportFile.SetReadDeadline(dl)
+	}
+	rerr := sup.ready()
+	var answer []byte
+	if rerr == nil {
+		answer, rerr = io.ReadAll(sup.report)
+	}
+	sup.reportFile.Close()
+	if rerr != nil && !errors.Is(rerr, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("wait for the supervisor's report: %w", rerr)
+	}
+	var r report
+	if len(answer) == 0 || json.Unmarshal(answer, &r) != nil {
+		if werr != nil {
+			return fmt.Errorf("hand the sandbox to its supervisor (pid %d): %w", sup.ident.PID, werr)
+		}
+		return fmt.Errorf("the supervisor (pid %d) ended without starting the sandbox (see %s)", sup.ident.PID, filepath.Join(dir, fileLog))
+	}
+	if r.Error != "" {
+		return errors.New(r.Error)
+	}
+	return nil
 }
 
 // supervisorProc is a started supervisor, child of this driver's process, waiting for its
 // launch.
 type supervisorProc struct {
-	ident  Ident
-	stdin  io.WriteCloser
-	report *os.File
-	done   chan struct{} // closed once collected
+	ident      Ident
+	cgroup     string // the cgroup its exec stage runs in, "" for none
+	stdin      io.WriteCloser
+	reportFile *os.File
+	report     *bufio.Reader // of reportFile
+	isReady    bool          // its readyLine was read
+	done       chan struct{} // closed once collected
+}
+
+// ready waits for the supervisor's readyLine (once): it and its exec stage wait for a launch.
+// A supervisor that ends first fails with io.ErrUnexpectedEOF.
+func (s *supervisorProc) ready() error {
+	if s.isReady {
+		return nil
+	}
+	line, err := s.report.ReadString('\n')
+	if line == readyLine {
+		s.isReady = true
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // discard ends a supervisor that will not get a launch (it exits on the end of its input).
 func (s *supervisorProc) discard() {
 	s.stdin.Close()
-	s.report.Close()
+	s.reportFile.Close()
 }
 
 // startSupervisor starts a supervisor in a session of its own (so the agent's terminal and
-// process group signals do not reach it), with an empty environment.
+// process group signals do not reach it), with an empty environment and, when the driver uses
+// cgroups, a new cgroup for the sandbox it will get: <parent>/sandbox-<16 hex digits>.
 func (d *Driver) startSupervisor() (*supervisorProc, error) {
+	var cgroup string
+	if d.iso.Cgroup != "" {
+		var b [8]byte
+		rand.Read(b[:])
+		cgroup = filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent, "sandbox-"+hex.EncodeToString(b[:]))
+	}
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path: d.cfg.Executable, Args: []string{supervisorArg0}, Env: []string{}, Dir: "/",
+		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroup}, Env: []string{}, Dir: "/",
 		ExtraFiles:  []*os.File{reportW},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
@@ -496,7 +535,7 @@ func (d *Driver) startSupervisor() (*supervisorProc, error) {
 		reportR.Close()
 		return nil, fmt.Errorf("start a sandbox supervisor (%s): %w", d.cfg.Executable, err)
 	}
-	s := &supervisorProc{stdin: stdin, report: reportR, done: make(chan struct{})}
+	s := &supervisorProc{cgroup: cgroup, stdin: stdin, reportFile: reportR, report: bufio.NewReader(reportR), done: make(chan struct{})}
 	s.ident, err = identOf(cmd.Process.Pid)
 	if err != nil {
 		s.ident = Ident{PID: cmd.Process.Pid, BootID: bootID()}
@@ -537,6 +576,13 @@ func (d *Driver) keepSpares() {
 		}
 		for len(d.spares) < cap(d.spares) {
 			s, err := d.startSupervisor()
+			if err == nil {
+				s.reportFile.SetReadDeadline(time.Now().Add(30 * time.Second))
+				if err = s.ready(); err != nil {
+					s.discard()
+				}
+				s.reportFile.SetReadDeadline(time.Time{})
+			}
 			if err != nil {
 				d.log.Warn("cannot start a spare sandbox supervisor", "error", err)
 				break

@@ -52,9 +52,13 @@ func testConfig(t testing.TB) Config {
 		}
 	}
 	parent := "cubefleet-test-" + filepath.Base(filepath.Dir(base)) + "-" + filepath.Base(base)
-	t.Cleanup(func() {
+	t.Cleanup(func() { // every sandbox's and spare's cgroup is gone by now
 		if iso := Detect(); iso.Cgroup != "" {
-			os.Remove(filepath.Join(iso.Cgroup, parent))
+			dir := filepath.Join(iso.Cgroup, parent)
+			if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+				left, _ := os.ReadDir(dir)
+				t.Errorf("cgroups left behind in %s: %v", dir, left)
+			}
 		}
 	})
 	return Config{
@@ -575,9 +579,11 @@ func TestLimitsAndCredentials(t *testing.T) {
 		}
 	}
 	if iso.Cgroup != "" {
-		cg := filepath.Join(iso.Cgroup, d.cfg.CgroupParent, "limited")
+		var rec sandboxRecord
+		readJSON(filepath.Join(d.dir("limited"), fileSandbox), &rec)
+		cg := rec.Cgroup
 		procCg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", st.PID))
-		if !strings.Contains(string(procCg), "0::/"+d.cfg.CgroupParent+"/limited\n") {
+		if rel, _ := filepath.Rel(iso.Cgroup, cg); cg == "" || !strings.Contains(string(procCg), "0::/"+rel+"\n") {
 			t.Errorf("/proc/%d/cgroup does not name %s:\n%s", st.PID, cg, procCg)
 		}
 		for ctl, file := range map[string][2]string{"cpu": {"cpu.max", "50000 100000"}, "memory": {"memory.max", strconv.Itoa(64 << 20)}, "pids": {"pids.max", strconv.Itoa(DefaultMaxProcesses)}} {

@@ -26,11 +26,16 @@ type stageInstr struct {
 	Rlimits    []rlimit `json:"rlimits,omitempty"`
 }
 
+// stageReady is the byte an exec stage writes on its status pipe once it waits for its
+// instructions.
+const stageReady = 'R'
+
 // defaultPath is searched for Argv[0] when the sandbox's environment has no PATH.
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
-// runStage is the exec stage: started early by a supervisor (fd 3: its instructions; fd 4:
-// where to say why it could not start, closed on exec), it waits for its instructions, then
+// runStage is the exec stage: started early by a supervisor (fd 3: its instructions; fd 4: one
+// byte once it is ready for them, then why it could not start, closed on exec), it waits for its
+// instructions, then
 // becomes the sandbox: no new privileges, its own user and group with no supplementary groups,
 // SIGKILL when the supervisor dies, umask 077, its working directory, its rlimits, and exec of
 // the program with exactly the given environment. It is in the sandbox's cgroup and session
@@ -38,6 +43,7 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 func runStage() int {
 	instr := os.NewFile(3, "instructions")
 	status := os.NewFile(4, "status")
+	status.Write([]byte{stageReady})
 	data, _ := io.ReadAll(instr)
 	instr.Close()
 	if len(data) == 0 { // the supervisor gave up on it

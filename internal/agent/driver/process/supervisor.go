@@ -50,7 +50,7 @@ type launch struct {
 	Spec         driver.Spec  `json:"spec"`
 	UID          int          `json:"uid"` // -1: the agent's own user
 	GID          int          `json:"gid"`
-	Cgroup       string       `json:"cgroup,omitempty"` // the cgroup to create and run in, "" for none
+	Cgroup       string       `json:"cgroup,omitempty"` // the supervisor's cgroup (its argument), "" for none
 	CgroupLimits cgroupLimits `json:"cgroupLimits"`
 	Rlimits      []rlimit     `json:"rlimits,omitempty"`
 }
@@ -62,8 +62,10 @@ type rlimit struct {
 	Value    uint64 `json:"value"`
 }
 
-// report is the supervisor's answer to the driver: Error is set when it could not even record
-// the sandbox's outcome; otherwise the records in the sandbox's directory say what happened.
+// report is the supervisor's answer to the driver, a line of JSON on fd 3 after the line
+// "ready" (written once the supervisor and its exec stage wait for a launch): Error is set when
+// it could not even record the sandbox's outcome; otherwise the records in the sandbox's
+// directory say what happened.
 type report struct {
 	Error string `json:"error,omitempty"`
 }
@@ -79,8 +81,23 @@ type stage struct {
 }
 
 // startStage starts the exec stage in a session of its own, with /dev/null for stdin and the
-// write ends of two pipes for stdout and stderr, and SIGKILL as its parent-death signal.
-func startStage() (*stage, error) {
+// write ends of two pipes for stdout and stderr, and SIGKILL as its parent-death signal. With a
+// cgroup, it is created and the stage started right into it (clone3 CLONE_INTO_CGROUP): moving
+// a process later, through cgroup.procs, waits for an RCU grace period, milliseconds on the
+// path of every Start.
+func startStage(cgroup string) (*stage, error) {
+	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if cgroup != "" {
+		if err := createCgroup(cgroup, cgroupLimits{}); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		fd, err := unix.Open(cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	}
 	var pipes [4][2]*os.File
 	for i := range pipes {
 		r, w, err := os.Pipe()
@@ -98,7 +115,7 @@ func startStage() (*stage, error) {
 		Dir:   "/",
 		Env:   []string{},
 		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   sys,
 	})
 	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW} {
 		f.Close()
@@ -108,6 +125,19 @@ func startStage() (*stage, error) {
 	}
 	return &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}, nil
 }
+
+// ready waits until the stage waits for its instructions.
+func (s *stage) ready() error {
+	var b [1]byte
+	if _, err := io.ReadFull(s.status, b[:]); err != nil || b[0] != stageReady {
+		s.abort()
+		return fmt.Errorf("the exec stage did not start (%v)", err)
+	}
+	return nil
+}
+
+// readyLine is the supervisor's first line to the driver: it and its exec stage are ready.
+const readyLine = "ready\n"
 
 // abort kills a stage that will not run anything and collects it.
 func (s *stage) abort() {
@@ -120,10 +150,15 @@ func (s *stage) abort() {
 }
 
 // runSupervisor is a sandbox's supervisor: started by the driver (often before any sandbox
-// needs it), it reads a launch on stdin, runs the sandbox through its pre-started exec stage,
-// records its start, answers the driver on fd 3, then captures its output, enforces its
-// timeout, stops it on SIGTERM, collects it and records its end. It outlives the agent.
+// needs it) with the sandbox's cgroup as its argument ("" for none), it starts its exec stage
+// in that cgroup, reads a launch on stdin, runs the sandbox through the stage, records its
+// start, answers the driver on fd 3, then captures its output, enforces its timeout, stops it
+// on SIGTERM, collects it and records its end. It outlives the agent.
 func runSupervisor() int {
+	var cgroup string
+	if len(os.Args) > 1 {
+		cgroup = os.Args[1]
+	}
 	reportFile := os.NewFile(3, "report")
 	stop := make(chan os.Signal, 4)
 	signal.Notify(stop, syscall.SIGTERM)
@@ -131,22 +166,31 @@ func runSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-	st, err := startStage()
+	st, err := startStage(cgroup)
+	if err == nil {
+		err = st.ready()
+	}
 	if err != nil {
+		if cgroup != "" {
+			removeCgroup(cgroup)
+		}
 		writeReport(reportFile, err)
 		return 1
 	}
-	data, err := io.ReadAll(io.LimitReader(os.Stdin, maxLaunchBytes))
-	if len(data) == 0 { // a spare the driver no longer needs
-		st.abort()
-		return 0
-	}
+	io.WriteString(reportFile, readyLine)
 	var l launch
-	if err == nil {
-		err = json.Unmarshal(data, &l)
+	err = json.NewDecoder(io.LimitReader(os.Stdin, maxLaunchBytes)).Decode(&l)
+	if err == nil && l.Cgroup != cgroup {
+		err = fmt.Errorf("the launch names the cgroup %q, this supervisor's is %q", l.Cgroup, cgroup)
 	}
 	if err != nil {
 		st.abort()
+		if cgroup != "" {
+			removeCgroup(cgroup)
+		}
+		if errors.Is(err, io.EOF) { // a spare the driver no longer needs
+			return 0
+		}
 		writeReport(reportFile, fmt.Errorf("read the launch: %w", err))
 		return 1
 	}
@@ -198,13 +242,9 @@ func (s *supervisor) run(reportFile *os.File, stop chan os.Signal) int {
 	if err := errors.Join(err1, err2); err != nil {
 		return s.fail(reportFile, fmt.Errorf("create the output files: %w", err))
 	}
-	if s.l.Cgroup != "" {
+	if s.l.Cgroup != "" { // the stage is in it already, waiting
 		if err := createCgroup(s.l.Cgroup, s.l.CgroupLimits); err != nil {
 			return s.fail(reportFile, fmt.Errorf("cgroup: %w", err))
-		}
-		procs := filepath.Join(s.l.Cgroup, "cgroup.procs")
-		if err := os.WriteFile(procs, []byte(strconv.Itoa(s.st.pid)), 0o644); err != nil {
-			return s.fail(reportFile, fmt.Errorf("cgroup: move the sandbox into %s: %w", s.l.Cgroup, err))
 		}
 	}
 	err := json.NewEncoder(s.st.instr).Encode(stageInstr{
