@@ -389,10 +389,20 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		l.CgroupLimits = d.cgroupLimits(spec)
 	}
 	if err := d.hand(ctx, dir, sup, l); err != nil {
-		if _, rerr := os.Stat(filepath.Join(dir, fileResult)); errors.Is(rerr, fs.ErrNotExist) {
+		// A start that did not complete (ctx ended first, the supervisor failed) leaves
+		// nothing running and a definite end: the supervisor, if it still runs, is killed,
+		// and with it whatever it started.
+		sup.ident.signal(unix.SIGKILL)
+		sup.ident.waitGone(time.Now().Add(2 * time.Second))
+		r, _ := d.read(spec.ID)
+		d.killRest(r, time.Now().Add(2*time.Second))
+		if !r.hasResult {
 			writeJSON(filepath.Join(dir, fileResult), resultRecord{
 				Reason: driver.ReasonFailed, Message: err.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
 			})
+		}
+		if rec.Cgroup != "" {
+			removeCgroup(rec.Cgroup)
 		}
 	}
 	st, err := d.status(spec.ID, true)

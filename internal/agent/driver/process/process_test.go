@@ -22,9 +22,20 @@ import (
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
+// testLeases is the uid lease directory all the tests' drivers share, as all agents of a host
+// do: a uid is not lent to a sandbox of one test while a sandbox of another may still hold it.
+var testLeases string
+
 func TestMain(m *testing.M) {
 	MaybeRunSupervisor()
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "cubefleet-uid-leases-")
+	if err != nil {
+		panic(err)
+	}
+	testLeases = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // requireRoot skips a test that needs root (to run sandboxes as users of their own) when the
@@ -41,8 +52,8 @@ func requireRoot(t testing.TB) {
 }
 
 // testConfig returns a Config for a driver of its own: a sandbox directory every user can reach
-// (t.TempDir is 0700), a lease directory and a cgroup parent of the test's own (removed at the
-// end), and the agent's own user when the tests do not run as root.
+// (t.TempDir is 0700), the tests' shared lease directory, a cgroup parent of the test's own
+// (removed at the end), and the agent's own user when the tests do not run as root.
 func testConfig(t testing.TB) Config {
 	t.Helper()
 	base := t.TempDir()
@@ -63,7 +74,7 @@ func testConfig(t testing.TB) Config {
 	})
 	return Config{
 		Dir:          filepath.Join(base, "sandboxes"),
-		UIDLeaseDir:  filepath.Join(base, "uids"),
+		UIDLeaseDir:  testLeases,
 		CgroupParent: parent,
 		AllowOwnUser: os.Geteuid() != 0,
 	}
@@ -387,16 +398,21 @@ func TestIgnoresSIGTERMKilledAfterGrace(t *testing.T) {
 	d := newDriver(t, testConfig(t))
 	ctx := testCtx(t)
 	const grace = 500 * time.Millisecond
-	stubborn := sh(`trap "" TERM; exec sleep 30`) // sleep inherits SIGTERM ignored
-	st, _ := run(t, d, driver.Spec{ID: "timeout", Argv: stubborn, Timeout: 100 * time.Millisecond, Grace: grace})
-	if st.Reason != driver.ReasonTimeout || st.Signal != "SIGKILL" || st.Message != "timeout after 100ms: killed by SIGKILL after ignoring SIGTERM for 500ms" {
+	// sleep inherits SIGTERM ignored; "ready" says the trap is set.
+	stubborn := sh(`trap "" TERM; echo ready; exec sleep 30`)
+	st, _ := run(t, d, driver.Spec{ID: "timeout", Argv: stubborn, Timeout: 300 * time.Millisecond, Grace: grace})
+	if st.Reason != driver.ReasonTimeout || st.Signal != "SIGKILL" || st.Message != "timeout after 300ms: killed by SIGKILL after ignoring SIGTERM for 500ms" {
 		t.Errorf("status %+v, want killed by SIGKILL after the grace", st)
 	}
-	if took := st.EndedAt.Sub(st.StartedAt); took < 100*time.Millisecond+grace {
+	if took := st.EndedAt.Sub(st.StartedAt); took < 300*time.Millisecond+grace {
 		t.Errorf("ended %s after its start, before its timeout and grace", took)
 	}
 
 	start(t, d, driver.Spec{ID: "stop", Argv: stubborn, Grace: grace})
+	testkit.WaitFor(t, 10*time.Second, "the trap", func() bool {
+		out, _ := d.Output(ctx, "stop")
+		return string(out.Stdout) == "ready\n"
+	})
 	began := time.Now()
 	end, err := d.Stop(ctx, "stop")
 	if err != nil {
@@ -694,8 +710,8 @@ func TestRemove(t *testing.T) {
 		t.Errorf("pid %d still runs", first.PID)
 	}
 	if uid >= 0 {
-		if _, err := os.Stat(filepath.Join(cfg.UIDLeaseDir, strconv.Itoa(uid))); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("uid %d is still leased", uid)
+		if h := (&uidLeases{dir: cfg.UIDLeaseDir}).holder(filepath.Join(cfg.UIDLeaseDir, strconv.Itoa(uid))); h == d.dir("gone") {
+			t.Errorf("uid %d is still leased to %s", uid, h)
 		}
 	}
 	if _, err := d.Status(ctx, "gone"); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
@@ -779,5 +795,28 @@ func TestWithoutRoot(t *testing.T) {
 	defer cancel()
 	if err := d.StopAll(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Start whose context ends before the sandbox runs leaves nothing running and a definite end.
+func TestStartCancelledLeavesNothingRunning(t *testing.T) {
+	d := newDriver(t, testConfig(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
+	defer cancel()
+	time.Sleep(time.Millisecond)
+	st, err := d.Start(ctx, driver.Spec{ID: "late", Argv: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != driver.StateFailed || !strings.Contains(st.Message, "wait for the supervisor's report") {
+		t.Errorf("status %+v, want failed waiting for the supervisor", st)
+	}
+	if uid := sandboxUID(t, d, "late"); uid >= 0 {
+		if left := processesOf(uid); len(left) > 0 {
+			t.Errorf("processes of the sandbox run: %v", left)
+		}
+	}
+	if again, _ := d.Start(testCtx(t), driver.Spec{ID: "late", Argv: []string{"sleep", "30"}}); again.State != driver.StateFailed {
+		t.Errorf("a retried Start = %+v, want the failed sandbox", again)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -41,6 +42,9 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 // the program with exactly the given environment. It is in the sandbox's cgroup and session
 // already (the supervisor put it there).
 func runStage() int {
+	// no_new_privs and the parent-death signal are a thread's, and exec keeps those of the
+	// thread that calls it: all of it happens on this one.
+	runtime.LockOSThread()
 	instr := os.NewFile(3, "instructions")
 	status := os.NewFile(4, "status")
 	status.Write([]byte{stageReady})
