@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -111,17 +112,30 @@ func startStage(cgroup string) (*stage, error) {
 		return nil, err
 	}
 	outW, errW, instrR, statusW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1]
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
 		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()},
 		Sys:   sys,
-	})
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+	moveIn := false
+	if sys.UseCgroupFD && (errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)) {
+		sys.UseCgroupFD, moveIn = false, true
+		pid, err = syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+	}
 	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW} {
 		f.Close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start the exec stage: %w", err)
+	}
+	if moveIn { // a kernel without clone3 into a cgroup (before 5.7)
+		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			unix.Wait4(pid, nil, 0, nil)
+			return nil, fmt.Errorf("cgroup: move the exec stage into %s: %w", cgroup, err)
+		}
 	}
 	return &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}, nil
 }
@@ -155,6 +169,9 @@ func (s *stage) abort() {
 // start, answers the driver on fd 3, then captures its output, enforces its timeout, stops it
 // on SIGTERM, collects it and records its end. It outlives the agent.
 func runSupervisor() int {
+	// The sandbox's parent-death signal fires when the thread that started it ends: that is
+	// this one, locked to the goroutine that lives as long as the supervisor.
+	runtime.LockOSThread()
 	var cgroup string
 	if len(os.Args) > 1 {
 		cgroup = os.Args[1]
