@@ -210,11 +210,12 @@ func setupCgroup(iso Isolation, parent string) Isolation {
 }
 
 // enableController writes "+c" to the cgroup.subtree_control of every cgroup from the
-// hierarchy's root down to root/parent, where it is not enabled yet.
+// hierarchy's root down to root/parent (the parent of the sandboxes' cgroups) where it is not
+// enabled yet, so that each sandbox's cgroup has the controller's files.
 func enableController(root, parent, c string) error {
 	dir := root
-	parts := strings.Split(filepath.Clean(parent), "/")
-	for _, p := range parts {
+	for _, p := range append([]string{""}, strings.Split(filepath.Clean(parent), "/")...) {
+		dir = filepath.Join(dir, p)
 		ctl := filepath.Join(dir, "cgroup.subtree_control")
 		cur, err := os.ReadFile(ctl)
 		if err != nil {
@@ -225,7 +226,6 @@ func enableController(root, parent, c string) error {
 				return fmt.Errorf("write +%s to %s: %w", c, ctl, err)
 			}
 		}
-		dir = filepath.Join(dir, p)
 	}
 	return nil
 }

@@ -190,6 +190,32 @@ func TestCgroupKillOnThisHost(t *testing.T) {
 	}
 }
 
+// setupCgroup enables the controllers from the hierarchy's root down to the sandboxes' parent,
+// in a directory tree standing for the hierarchy (whose subtree_control files are plain files).
+func TestSetupCgroupEnablesControllers(t *testing.T) {
+	mount := t.TempDir()
+	for _, d := range []string{"", "cubefleet", "cubefleet/abc"} {
+		os.MkdirAll(filepath.Join(mount, d), 0o755)
+		os.WriteFile(filepath.Join(mount, d, "cgroup.subtree_control"), nil, 0o644)
+	}
+	os.WriteFile(filepath.Join(mount, "cgroup.subtree_control"), []byte("cpu memory\n"), 0o644) // already on at the root
+	iso := setupCgroup(Isolation{Cgroup: mount, Controllers: []string{"cpu", "memory", "pids"}}, "cubefleet/abc")
+	if iso.Cgroup != mount || len(iso.Controllers) != 3 || iso.Note != "" {
+		t.Fatalf("setupCgroup = %+v", iso)
+	}
+	for d, want := range map[string]string{"": "+pids", "cubefleet": "+pids", "cubefleet/abc": "+pids"} {
+		if b, _ := os.ReadFile(filepath.Join(mount, d, "cgroup.subtree_control")); string(b) != want {
+			t.Errorf("%s/cgroup.subtree_control = %q, want the last write %q", d, b, want)
+		}
+	}
+	// A level that refuses: that controller falls back, and the note says why.
+	os.Remove(filepath.Join(mount, "cubefleet/abc", "cgroup.subtree_control"))
+	iso = setupCgroup(Isolation{Cgroup: mount, Controllers: []string{"cpu"}}, "cubefleet/abc")
+	if len(iso.Controllers) != 0 || !strings.Contains(iso.Note, "cannot enable the cpu controller") {
+		t.Errorf("setupCgroup with a broken level = %+v", iso)
+	}
+}
+
 func TestUIDLeases(t *testing.T) {
 	dir := t.TempDir()
 	owners := t.TempDir()

@@ -206,6 +206,11 @@ func New(cfg Config) (*Driver, error) {
 	if err := os.MkdirAll(cfg.Dir, mode); err != nil {
 		return nil, fmt.Errorf("sandbox directory: %w", err)
 	}
+	if fi, err := os.Lstat(cfg.Dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("sandbox directory: %s is not a directory (a symlink is not followed)", cfg.Dir)
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid {
+		return nil, fmt.Errorf("sandbox directory: %s is owned by uid %d, not by the agent's user (uid %d): chown it, or use another directory", cfg.Dir, st.Uid, euid)
+	}
 	if err := os.Chmod(cfg.Dir, mode); err != nil {
 		return nil, fmt.Errorf("sandbox directory: %w", err)
 	}

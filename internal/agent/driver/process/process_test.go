@@ -741,6 +741,19 @@ func TestDirInsidePrivateDirectoryRefused(t *testing.T) {
 	}
 }
 
+func TestDirOfAnotherUserRefused(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	if err := os.Mkdir(cfg.Dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(cfg.Dir, 65534, 65534)
+	_, err := New(cfg)
+	if err == nil || !strings.Contains(err.Error(), "is owned by uid 65534, not by the agent's user (uid 0)") {
+		t.Errorf("New = %v, want refused naming the owner", err)
+	}
+}
+
 func TestUIDRangeWithAccountsRefused(t *testing.T) {
 	requireRoot(t)
 	cfg := testConfig(t)
