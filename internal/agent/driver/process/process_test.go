@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -831,5 +832,17 @@ func TestStartCancelledLeavesNothingRunning(t *testing.T) {
 	}
 	if again, _ := d.Start(testCtx(t), driver.Spec{ID: "late", Argv: []string{"sleep", "30"}}); again.State != driver.StateFailed {
 		t.Errorf("a retried Start = %+v, want the failed sandbox", again)
+	}
+}
+
+// An agent started with SIGHUP and SIGINT ignored (under nohup) does not pass that on: a
+// sandbox starts with no signal ignored.
+func TestNoSignalIgnoredInSandbox(t *testing.T) {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT)
+	defer signal.Reset(syscall.SIGHUP, syscall.SIGINT)
+	d := newDriver(t, testConfig(t))
+	st, out := run(t, d, driver.Spec{ID: "sigs", Argv: []string{"grep", "SigIgn", "/proc/self/status"}})
+	if st.ExitCode != 0 || string(out.Stdout) != "SigIgn:\t0000000000000000\n" {
+		t.Errorf("%+v: %q, want no signal ignored", st, out.Stdout)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -40,7 +39,9 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 // becomes the sandbox: no new privileges, its own user and group with no supplementary groups,
 // SIGKILL when the supervisor dies, umask 077, its working directory, its rlimits, and exec of
 // the program with exactly the given environment. It is in the sandbox's cgroup and session
-// already (the supervisor put it there).
+// already (the supervisor put it there), and no signal is ignored: the supervisor catches
+// SIGHUP and SIGINT even when the agent was started with them ignored (nohup), and a caught
+// signal is reset to its default by exec, where an ignored one would stay ignored.
 func runStage() int {
 	// no_new_privs and the parent-death signal are a thread's, and exec keeps those of the
 	// thread that calls it: all of it happens on this one.
@@ -61,9 +62,6 @@ func runStage() int {
 	if err := json.Unmarshal(data, &in); err != nil {
 		return fail("read the instructions: %v", err)
 	}
-	// SIGHUP and SIGINT may have been inherited ignored (an agent started under nohup); a
-	// handler is reset to the default by exec, an ignored signal is not.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT)
 	unix.Umask(0o077)
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("set no_new_privs: %v", err)

@@ -114,7 +114,7 @@ func startStage(cgroup string) (*stage, error) {
 	outW, errW, instrR, statusW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1]
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
-		Env:   []string{},
+		Env:   []string{"GOMAXPROCS=1", "GOGC=off"}, // its own: fewer threads for exec to end
 		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()},
 		Sys:   sys,
 	}
@@ -179,7 +179,8 @@ func runSupervisor() int {
 	reportFile := os.NewFile(3, "report")
 	stop := make(chan os.Signal, 4)
 	signal.Notify(stop, syscall.SIGTERM)
-	// Caught rather than ignored, so that the sandbox does not inherit them ignored.
+	// Caught rather than ignored (even when inherited ignored), so that the sandbox does not
+	// inherit them ignored.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
