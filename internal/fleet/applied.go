@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/events"
-	"github.com/cubefleet/cubefleet/internal/fleet/document"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -51,32 +50,34 @@ func recordApplied(ctx context.Context, q store.Querier, tenantID string, canoni
 		pr = 1
 	}
 	at := now.UnixMilli()
-	_, err := q.ExecContext(ctx, `INSERT INTO fleet_applied (tenant_id, document, plan_hash, applied_by, applied_at, prune, checked_at, drift)
-		VALUES ($1, $2, $3, $4, $5, $6, $5, NULL)
+	_, err := q.ExecContext(ctx, `INSERT INTO fleet_applied (tenant_id, document, plan_hash, applied_by, applied_at, prune, checked_at, drift, document_hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $5, NULL, $7)
 		ON CONFLICT (tenant_id) DO UPDATE SET document = excluded.document, plan_hash = excluded.plan_hash, applied_by = excluded.applied_by,
-			applied_at = excluded.applied_at, prune = excluded.prune, checked_at = excluded.checked_at, drift = NULL`,
-		tenantID, string(canonical), planHash, by, at, pr)
+			applied_at = excluded.applied_at, prune = excluded.prune, checked_at = excluded.checked_at, drift = NULL, document_hash = excluded.document_hash`,
+		tenantID, string(canonical), planHash, by, at, pr, documentHash(canonical))
 	if err != nil {
 		return fmt.Errorf("record applied document: %w", err)
 	}
 	return nil
 }
 
-// appliedDoc is a stored apply with its document.
+// appliedDoc is a stored apply: its record, the drift recorded, and the hash of its document
+// (DocumentHash, "" for a row applied before the hash was kept).
 type appliedDoc struct {
 	Applied
-	Document *document.Document
-	Drift    *Drift
+	Drift        *Drift
+	DocumentHash string
 }
 
+// loadApplied reads tenantID's apply record without its document (appliedDocument reads that),
+// or nil when the tenant never applied one.
 func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*appliedDoc, error) {
 	var a appliedDoc
-	var doc string
 	var prune int
 	var checked sql.NullInt64
-	var drift sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT document, plan_hash, applied_by, applied_at, prune, checked_at, drift FROM fleet_applied WHERE tenant_id = $1`, tenantID).
-		Scan(&doc, &a.PlanHash, &a.AppliedBy, &a.AppliedAt, &prune, &checked, &drift)
+	var drift, hash sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT plan_hash, applied_by, applied_at, prune, checked_at, drift, document_hash FROM fleet_applied WHERE tenant_id = $1`, tenantID).
+		Scan(&a.PlanHash, &a.AppliedBy, &a.AppliedAt, &prune, &checked, &drift, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -84,6 +85,7 @@ func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*applie
 		return nil, fmt.Errorf("load applied document: %w", err)
 	}
 	a.Prune = prune == 1
+	a.DocumentHash = hash.String
 	if checked.Valid {
 		a.CheckedAt = &checked.Int64
 	}
@@ -92,9 +94,6 @@ func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*applie
 		if err := json.Unmarshal([]byte(drift.String), a.Drift); err != nil {
 			return nil, fmt.Errorf("decode recorded drift: %w", err)
 		}
-	}
-	if a.Document, err = document.DecodeCanonical([]byte(doc)); err != nil {
-		return nil, fmt.Errorf("decode applied document: %w", err)
 	}
 	return &a, nil
 }
@@ -164,7 +163,11 @@ func (p *Planner) check(ctx context.Context, db *store.DB, tenantID string, now,
 			out = &driftCheck{Status: &Status{TenantID: tenantID, Applied: &a.Applied, Drift: a.Drift}, Skipped: true}
 			return nil
 		}
-		pl, err := p.Plan(ctx, tx, tenantID, a.Document, a.Prune)
+		doc, err := p.appliedDocument(ctx, tx, tenantID, a.DocumentHash)
+		if err != nil {
+			return err
+		}
+		pl, err := p.Plan(ctx, tx, tenantID, doc, a.Prune)
 		if err != nil {
 			return err
 		}

@@ -351,3 +351,35 @@ func TestDriftTwoReplicas(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { run(t, filepath.Join(t.TempDir(), "cubefleet.db")) })
 	t.Run("postgres", func(t *testing.T) { run(t, storetest.PostgresURL(t)) })
 }
+
+// TestDriftCheckOfADocumentWithoutHash: a document applied before fleet kept its hash (NULL
+// document_hash) is read and checked on every pass, and the one applied next is checked by its
+// hash: a check sees each edit, never a stale document.
+func TestDriftCheckOfADocumentWithoutHash(t *testing.T) {
+	storetest.Each(t, driftModules, func(t *testing.T, db *store.DB) {
+		e := newDriftEnv(t, db)
+		r := e.reconciler()
+		e.apply("root", poolDoc)
+		if _, err := db.Exec(`UPDATE fleet_applied SET document_hash = NULL`); err != nil {
+			t.Fatal(err)
+		}
+		if evs := e.pass(r, "root"); len(evs) != 0 {
+			t.Fatalf("no drift published %s", types(evs))
+		}
+		e.edit(map[string]any{"gpuModel": "A100"})
+		if types(e.pass(r, "root")) != fleet.EventDrifted {
+			t.Fatal("a hand edit under a document without hash published no fleet.drifted")
+		}
+		// The document that takes the edit in, applied and checked by the same reconciler.
+		e.apply("root", strings.Replace(poolDoc, "L40S", "A100", 1))
+		for range 2 {
+			if evs := e.pass(r, "root"); len(evs) != 0 {
+				t.Fatalf("the re-applied document shows drift: %s", types(evs))
+			}
+		}
+		e.edit(map[string]any{"gpuModel": "L40S"})
+		if types(e.pass(r, "root")) != fleet.EventDrifted {
+			t.Fatal("an edit after the re-apply published no fleet.drifted")
+		}
+	})
+}

@@ -96,6 +96,8 @@ type Planner struct {
 	// DriftIgnore are the drift ignore rules (--drift-ignore): drift checks leave these fields
 	// out; Plan never does.
 	DriftIgnore []IgnoreRule
+
+	docs docCache // applied documents decoded by drift checks, by hash
 }
 
 // MaxObjects bounds the objects one document describes (every list item, owner quota key and

@@ -111,13 +111,24 @@ func (b *browser) text() string {
 	return s
 }
 
-// screenshot saves the page at width x height pixels as dir/name.png.
+// screenshot saves the page at width x height pixels as dir/name.png, after checking that the
+// page reflows to that width: nothing is wider than the viewport, so nothing needs a sideways
+// scroll.
 func (b *browser) screenshot(dir, name string, width, height int64) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height)); err != nil {
 		b.t.Fatal(err)
+	}
+	// The page, and each table's scrolling box, fit the viewport's width.
+	wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth ||
+		[...document.querySelectorAll(".scroll")].some(e => e.scrollWidth > e.clientWidth)`))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if wide {
+		b.t.Errorf("%s: the page needs a sideways scroll in a %d-pixel viewport", name, width)
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
