@@ -10,14 +10,13 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/secretref"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
@@ -40,6 +39,9 @@ type Service struct {
 	Disabled map[string]bool
 	// Names adds fleet names to sites and pools; nil adds none.
 	Names FleetNamer
+	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
+	// vault:// references are INVALID_INPUT, as they block a fleet plan.
+	VaultConfigured bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -110,7 +112,7 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 			return Object{}, err
 		}
 		if !ValidName(name) {
-			return Object{}, cubefleet.Invalid("name", "name must be 1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit")
+			return Object{}, cubefleet.Invalid("name", "name must be %s", fieldrules.Name.Rule())
 		}
 	}
 	sp := newSpec(kind)
@@ -118,6 +120,9 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 		return Object{}, err
 	}
 	if err := s.checkSpec(ctx, q, sp, tenantID, callerID); err != nil {
+		return Object{}, err
+	}
+	if err := checkCounts(ctx, q, kind, tenantID, sp); err != nil {
 		return Object{}, err
 	}
 	now := s.now().UnixMilli()
@@ -161,7 +166,7 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	if len(p) > 0 {
 		return cubefleet.InvalidAll(p)
 	}
-	if err := ownSecretsOnly(sp, tenantID); err != nil {
+	if err := checkSecretRefs(ctx, q, sp, tenantID, s.VaultConfigured); err != nil {
 		return err
 	}
 	refs, err := resolveRefs(ctx, q, sp, tenantID, callerID)
@@ -342,6 +347,11 @@ func (s *Service) Remove(ctx context.Context, q store.Querier, kind string, ref 
 		}
 		return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "%s is still used by %s", describe(o), strings.Join(names, ", "))
 	}
+	if kind == KindOffer {
+		if err := offerInUse(ctx, q, o); err != nil {
+			return Object{}, err
+		}
+	}
 	o, err = s.named(ctx, q, o)
 	if err != nil {
 		return Object{}, err
@@ -403,26 +413,4 @@ func generation(key string, gen int) string {
 		return key
 	}
 	return fmt.Sprintf("%s#%d", key, gen)
-}
-
-// ownSecretsOnly refuses a secret://TENANT/NAME reference to another tenant's secret store: an
-// object may use only its own tenant's secrets.
-func ownSecretsOnly(sp spec, tenantID string) error {
-	var field string
-	var values map[string]string
-	switch s := sp.(type) {
-	case *ProviderAccountSpec:
-		field, values = "config", s.Config
-	case *SandboxTemplateSpec:
-		field, values = "env", s.Env
-	default:
-		return nil
-	}
-	for _, k := range slices.Sorted(maps.Keys(values)) {
-		ref, ok := secretref.Parse(values[k])
-		if ok && ref.Scheme == secretref.SchemeSecret && ref.Tenant != "" && ref.Tenant != tenantID {
-			return cubefleet.Invalid(field+"."+k, "%s names tenant %s's secrets; an object may use only its own tenant's: store the secret in tenant %s and write secret://%s", k, ref.Tenant, tenantID, ref.Name)
-		}
-	}
-	return nil
 }

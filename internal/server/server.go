@@ -296,7 +296,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	d := &deps{
 		db:        s.db,
 		registry:  api.NewRegistry(s.db, cfg.Now, log),
-		compute:   &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now},
+		compute:   &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""},
 		secrets:   box,
 		now:       cfg.Now,
 		log:       log,

@@ -12,6 +12,8 @@ import (
 // are its own words.
 var (
 	nameNoun    = nameRule
+	tenantNoun  = "a tenant id of " + nameRule
+	flavorNoun  = "the name of a flavor of the pool: " + nameRule
 	siteRefNoun = "a site name (" + nameRule + ") or a site id (site_ and 26 upper-case Crockford base32 characters)"
 	poolRefNoun = "a pool name (" + nameRule + ") or a pool id (pool_ and 26 upper-case Crockford base32 characters)"
 	quotaNoun   = fmt.Sprintf("a whole number from %d to %d (2^53): a count, in GiB for memoryGiB and diskGiB", fieldrules.Quota.Min, fieldrules.Quota.Max)
@@ -106,18 +108,28 @@ func (c *checker) need(p *path, key, v string, ok func(string) bool, rule string
 	}
 }
 
-// match checks a required string field against a pattern of the rule table.
+// match checks a required string field against a pattern of the rule table. (Like enum, it
+// passes need no method value: a closure over its argument would cost an allocation per call.)
 func (c *checker) match(p *path, key, v string, rule *fieldrules.Pattern) {
 	if !rule.Match(v) {
-		c.need(p, key, v, rule.Match, rule.Rule())
+		c.missingOr(p, key, v, rule.Rule())
 	}
 }
 
+// enum checks a required string field against an enumeration of the rule table.
 func (c *checker) enum(p *path, key, v string, allowed fieldrules.Enum) {
-	if v != "" && allowed.Has(v) {
-		return // the rule in words is only built for a message
+	if !allowed.Has(v) {
+		c.missingOr(p, key, v, allowed.Rule())
 	}
-	c.need(p, key, v, allowed.Has, allowed.Rule())
+}
+
+// missingOr reports the required field key, whose value v breaks rule: missing when empty.
+func (c *checker) missingOr(p *path, key, v, rule string) {
+	if v == "" {
+		c.add(p.member(key), key+" is required: "+rule)
+	} else {
+		c.add(p.member(key), key+" must be "+rule)
+	}
 }
 
 // intRange checks the whole number v of key against r; note, when set, follows r's unit.
@@ -235,7 +247,7 @@ func (c *checker) quota(p *path, key string, q map[string]int64) {
 }
 
 func (c *checker) offer(o *Offer, p *path, u *unique, i int) {
-	c.need(p, "tenant", o.Tenant, isName, "a tenant id of "+nameNoun)
+	c.need(p, "tenant", o.Tenant, isName, tenantNoun)
 	u.check(c, o.Tenant, i, p, "tenant", "tenant")
 	c.quota(p, "quota", o.Quota)
 	c.intRange(p, "priority", int64(o.Priority), fieldrules.Priority, ", 0 when left out")
@@ -257,7 +269,7 @@ func (c *checker) template(t *SandboxTemplate, p *path, u *unique, i int) {
 	c.need(p, "name", t.Name, isName, nameNoun)
 	u.check(c, t.Name, i, p, "name", "name")
 	c.need(p, "pool", t.Pool, isPoolRef, poolRefNoun)
-	c.need(p, "flavor", t.Flavor, isName, "the name of a flavor of the pool: "+nameNoun)
+	c.need(p, "flavor", t.Flavor, isName, flavorNoun)
 	c.match(p, "imageId", t.ImageID, fieldrules.ImageID)
 	c.mapLen(p, "env", len(t.Env))
 	c.keys = sortedKeys(c.keys, t.Env)
