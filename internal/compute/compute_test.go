@@ -554,3 +554,69 @@ func TestModulesOff(t *testing.T) {
 		t.Errorf("without vps: flavors and provider accounts still served, or pools not")
 	}
 }
+
+// TestInputChecks: the input around the spec (tenant, idempotency key, list paging) is checked
+// before it reaches the database, so a NUL byte or junk is INVALID_INPUT on PostgreSQL too.
+func TestInputChecks(t *testing.T) {
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		e := newEnv(t, db)
+		b := e.base("root")
+		site := map[string]any{"tenantId": "root", "kind": "shared", "region": "eu"}
+		for _, c := range []struct {
+			name string
+			in   map[string]any
+			path string
+		}{
+			{"no tenant", with(site, "tenantId", nil), "tenantId"},
+			{"a tenant with NUL", with(site, "tenantId", "ro\x00ot"), "tenantId"},
+			{"a tenant in upper case", with(site, "tenantId", "Root"), "tenantId"},
+			{"a key with NUL", with(site, "idempotencyKey", "k\x00"), "idempotencyKey"},
+			{"a key with a newline", with(site, "idempotencyKey", "k\n"), "idempotencyKey"},
+			{"not an object", nil, ""},
+		} {
+			var err error
+			if c.in == nil {
+				_, err = e.svc.Create(e.ctx, e.db, compute.KindSite, caller, json.RawMessage(`[1]`))
+			} else {
+				_, err = e.create(compute.KindSite, c.in)
+			}
+			wantCode(t, c.name, err, cubefleet.CodeInvalidInput, c.path, "")
+		}
+		if _, err := e.create(compute.KindSite, with(site, "idempotencyKey", "fleet:root:offer:vps-fra -> acme")); err != nil {
+			t.Errorf("a key fleet makes: %v", err)
+		}
+		_, err := e.create(compute.KindOffer, map[string]any{"tenantId": "root", "poolId": b.pool.ID, "toTenantId": "ac\x00me"})
+		wantCode(t, "an offer to a tenant id with NUL", err, cubefleet.CodeInvalidInput, "toTenantId", "tenant id")
+
+		// List pages by id; a cursor or pool that is not an id of its kind is refused.
+		for range 3 {
+			e.mustCreate(compute.KindSite, site)
+		}
+		page, err := e.svc.List(e.ctx, e.db, compute.KindSite, compute.ListInput{TenantID: "root", Limit: 2})
+		if err != nil || len(page.Items) != 2 || page.NextCursor == "" {
+			t.Fatalf("first page = %+v, %v", page, err)
+		}
+		rest, err := e.svc.List(e.ctx, e.db, compute.KindSite, compute.ListInput{TenantID: "root", Limit: 1000, Cursor: page.NextCursor})
+		if err != nil || len(rest.Items) != 3 || rest.NextCursor != "" || rest.Items[0].ID <= page.NextCursor {
+			t.Fatalf("next page = %+v, %v", rest, err)
+		}
+		for _, c := range []struct {
+			in   compute.ListInput
+			path string
+		}{
+			{compute.ListInput{TenantID: "root", Cursor: "bogus"}, "cursor"},
+			{compute.ListInput{TenantID: "root", Cursor: "site_\x00"}, "cursor"},
+			{compute.ListInput{TenantID: "root", Cursor: b.pool.ID}, "cursor"},
+			{compute.ListInput{TenantID: "root", PoolID: "p\x00"}, "poolId"},
+			{compute.ListInput{TenantID: "ro\x00ot"}, "tenantId"},
+			{compute.ListInput{TenantID: "root", Limit: 1001}, "limit"},
+		} {
+			_, err := e.svc.List(e.ctx, e.db, compute.KindSite, c.in)
+			wantCode(t, fmt.Sprintf("list %+v", c.in), err, cubefleet.CodeInvalidInput, c.path, "")
+		}
+		flavors, err := e.svc.List(e.ctx, e.db, compute.KindFlavor, compute.ListInput{TenantID: "root", PoolID: b.pool.ID})
+		if err != nil || len(flavors.Items) != 1 || flavors.Items[0].ID != b.flavor.ID {
+			t.Errorf("the pool's flavors = %+v, %v", flavors, err)
+		}
+	})
+}

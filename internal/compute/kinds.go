@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"unicode"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
@@ -258,6 +259,8 @@ func (s OfferSpec) validate(p *problems) {
 	}
 	if s.ToTenantID == "" {
 		p.add("toTenantId", "toTenantId is required")
+	} else if !fieldrules.Name.Match(s.ToTenantID) {
+		p.add("toTenantId", "toTenantId must be a tenant id: %s", fieldrules.Name.Rule())
 	}
 	validQuota(p, "quota", s.Quota)
 	p.within("priority", int64(s.Priority), fieldrules.Priority)
@@ -290,4 +293,30 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 			p.add("warm.min", "warm.min must not exceed warm.max; raise max or lower min")
 		}
 	}
+}
+
+// checkTenantID checks the tenantId of an input: tenant ids are names (fieldrules.Name).
+func checkTenantID(id string) error {
+	if id == "" {
+		return cubefleet.Invalid("tenantId", "tenantId is required")
+	}
+	if !fieldrules.Name.Match(id) {
+		return cubefleet.Invalid("tenantId", "tenantId must be a tenant id: %s", fieldrules.Name.Rule())
+	}
+	return nil
+}
+
+// maxIdempotencyKey is the most characters of an idempotency key.
+const maxIdempotencyKey = 255
+
+// checkIdempotencyKey checks a create's idempotencyKey: at most 255 characters, none a control
+// character (the key is stored and shown; fleet's keys, fleet:<tenant>:<kind>:<name>, fit).
+func checkIdempotencyKey(key string) error {
+	n := 0
+	for _, r := range key {
+		if n++; n > maxIdempotencyKey || unicode.IsControl(r) {
+			return cubefleet.Invalid("idempotencyKey", "idempotencyKey is at most %d characters, none of them a control character", maxIdempotencyKey)
+		}
+	}
+	return nil
 }

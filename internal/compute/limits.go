@@ -8,7 +8,6 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
-	"github.com/cubefleet/cubefleet/internal/secretref"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -67,26 +66,14 @@ func checkSecretRefs(ctx context.Context, q store.Querier, sp spec, tenantID str
 		return nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(values)) {
-		ref, ok := secretref.Parse(values[k])
-		if !ok {
-			continue
+		msg, err := fieldrules.CheckSecretRef(k, values[k], tenantID, vault, func(name string) (bool, error) {
+			return secrets.Exists(ctx, q, tenantID, name)
+		})
+		if err != nil {
+			return fmt.Errorf("look up the secrets of %s: %w", field+"."+k, err)
 		}
-		switch ref.Scheme {
-		case secretref.SchemeSecret:
-			if ref.Tenant != "" && ref.Tenant != tenantID {
-				return cubefleet.Invalid(field+"."+k, "%s names tenant %s's secrets; an object may use only its own tenant's: store the secret in tenant %s and write secret://%s", k, ref.Tenant, tenantID, ref.Name)
-			}
-			ok, err := secrets.Exists(ctx, q, tenantID, ref.Name)
-			if err != nil {
-				return fmt.Errorf("look up secret %s: %w", ref.Name, err)
-			}
-			if !ok {
-				return cubefleet.Invalid(field+"."+k, "%s: tenant %s has no secret %s; create it with `cubefleet secrets create %s --tenant %s`", k, tenantID, ref.Name, ref.Name, tenantID)
-			}
-		case secretref.SchemeVault:
-			if !vault {
-				return cubefleet.Invalid(field+"."+k, "%s: vault:// references need a Vault server, and this one runs without (start it with --vault-addr), or use secret:// or env://", k)
-			}
+		if msg != "" {
+			return cubefleet.Invalid(field+"."+k, "%s", msg)
 		}
 	}
 	return nil

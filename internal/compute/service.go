@@ -101,11 +101,14 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	if err := takeString(fields, "tenantId", &tenantID, true); err != nil {
 		return Object{}, err
 	}
+	if err := checkTenantID(tenantID); err != nil {
+		return Object{}, err
+	}
 	if err := takeString(fields, "idempotencyKey", &key, false); err != nil {
 		return Object{}, err
 	}
-	if len(key) > 255 {
-		return Object{}, cubefleet.Invalid("idempotencyKey", "idempotencyKey is at most 255 characters")
+	if err := checkIdempotencyKey(key); err != nil {
+		return Object{}, err
 	}
 	if info.Named {
 		if err := takeString(fields, "name", &name, true); err != nil {
@@ -228,6 +231,15 @@ func (s *Service) List(ctx context.Context, q store.Querier, kind string, in Lis
 	}
 	if in.Limit < 0 || in.Limit > 1000 {
 		return ListOutput{}, cubefleet.Invalid("limit", "limit is 1 to 1000")
+	}
+	if err := checkTenantID(in.TenantID); err != nil {
+		return ListOutput{}, err
+	}
+	if info, _ := Info(kind); in.Cursor != "" && !cubefleet.IsID(in.Cursor, info.Prefix) {
+		return ListOutput{}, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (a %s id, %s_...): pass the nextCursor of the previous page", in.Cursor, kind, info.Prefix)
+	}
+	if in.PoolID != "" && !cubefleet.IsID(in.PoolID, "pool") {
+		return ListOutput{}, cubefleet.Invalid("poolId", "poolId takes a pool id (pool_ and 26 characters); compute.pools.list shows them")
 	}
 	if in.Limit == 0 {
 		in.Limit = 100

@@ -1,6 +1,7 @@
 package fieldrules
 
 import (
+	"errors"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -220,5 +221,37 @@ func TestRangesAndEnums(t *testing.T) {
 		if ValidDisruptionBudget(b) {
 			t.Errorf("ValidDisruptionBudget(%v) = true", b)
 		}
+	}
+}
+
+func TestCheckSecretRef(t *testing.T) {
+	has := func(name string) (bool, error) {
+		return name == "hetzner" || name == "sec_01JQ3ZK4Y6M8N9P0Q1R2S3T4V5", nil
+	}
+	cases := []struct {
+		value string
+		vault bool
+		want  string
+	}{
+		{"fsn1", false, ""},
+		{"hunter2", false, ""},
+		{"env://TOKEN", false, ""},
+		{"secret://hetzner", false, ""},
+		{"secret://root/hetzner", false, ""},
+		{"secret://sec_01JQ3ZK4Y6M8N9P0Q1R2S3T4V5", false, ""},
+		{"secret://nope", false, "tenant root has no secret nope"},
+		{"secret://acme/hetzner", false, "names tenant acme's secrets"},
+		{"vault://kv/x#token", false, "--vault-addr"},
+		{"vault://kv/x#token", true, ""},
+	}
+	for _, c := range cases {
+		got, err := CheckSecretRef("token", c.value, "root", c.vault, has)
+		if err != nil || c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("CheckSecretRef(%q, vault %v) = %q, %v; want %q", c.value, c.vault, got, err, c.want)
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := CheckSecretRef("token", "secret://x", "root", false, func(string) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("a failed look-up gives %v, want it returned", err)
 	}
 }

@@ -163,10 +163,10 @@ func (w *world) tenant(label string) string {
 func (w *world) create(kind string) {
 	info, _ := compute.Info(kind)
 	tenant := w.tenant("tenant")
-	in := map[string]any{"tenantId": tenant}
 	g := gen{t: w.t, badOdds: rapid.SampledFrom([]int{0, 0, 6, 2}).Draw(w.t, "badOdds")}
+	in := map[string]any{"tenantId": g.str("tenantId", rapid.Just(tenant), nil)}
 	if rapid.IntRange(0, 3).Draw(w.t, "withKey") == 0 {
-		key := rapid.SampledFrom([]string{"k1", "k2", "k3", "fleet:x"}).Draw(w.t, "key")
+		key := g.str("key", rapid.SampledFrom([]string{"k1", "k2", "k3", "fleet:x -> y"}), genLong(255))
 		in["idempotencyKey"] = key
 		w.keys = append(w.keys, key)
 	}
