@@ -72,20 +72,25 @@ type Warm struct {
 	Max int `json:"max"`
 }
 
-// SiteSpec is a site: Kind "shared" or "dedicated", Region e.g. "eu-central".
+// SiteSpec is a site: Kind "shared" or "dedicated" (fieldrules.SiteKinds), Region a region label
+// such as "eu-central" (fieldrules.Region).
 type SiteSpec struct {
 	Kind   string `json:"kind"`
 	Region string `json:"region"`
 }
 
-// ProviderAccountSpec is a cloud provider account. Credential-bearing Config values are secret
-// references (secret://, vault://, env://), never values.
+// ProviderAccountSpec is a cloud provider account: Provider "hetzner-cloud" or "ionos-cloud"
+// (fieldrules.Providers); Config at most 256 settings (keys fieldrules.ConfigKey, values at most
+// 4096 characters). Credential-bearing Config values are secret references (secret://, vault://,
+// env://), never values; a secret:// reference names a secret of the object's own tenant.
 type ProviderAccountSpec struct {
 	Provider string            `json:"provider"`
 	Config   map[string]string `json:"config,omitempty"`
 }
 
-// PoolSpec is a pool of compute hosts owned by the object's tenant.
+// PoolSpec is a pool of compute hosts owned by the object's tenant: Class "vps-host" or
+// "provider" (fieldrules.PoolClasses), GPUModel e.g. "L40S" (fieldrules.GPUModel), Policy's
+// DisruptionBudget a fraction from 0 to 1.
 type PoolSpec struct {
 	SiteID            string  `json:"siteId"`
 	Class             string  `json:"class"` // "vps-host" or "provider"
@@ -94,16 +99,18 @@ type PoolSpec struct {
 	ProviderAccountID string  `json:"providerAccountId,omitempty"` // class "provider" only
 }
 
-// OwnerQuotaSpec is how much of Resource the pool's owner keeps: Max units (vcpu, memoryGiB,
-// diskGiB, gpu, sandboxes; other keys are stored but not enforced).
+// OwnerQuotaSpec is how much of Resource (fieldrules.Resource) the pool's owner keeps: Max units
+// from 0 to 2^53 (vcpu, memoryGiB and diskGiB in GiB, gpu, sandboxes; other keys are stored but
+// not enforced). A pool has at most 256 owner quotas, one per resource.
 type OwnerQuotaSpec struct {
 	PoolID   string `json:"poolId"`
 	Resource string `json:"resource"`
 	Max      int64  `json:"max"`
 }
 
-// OfferSpec offers a pool to another tenant with a quota (resource -> max units) and a
-// priority (0-1000, higher first).
+// OfferSpec offers a pool to another tenant with a quota (resource -> max units, at most 256
+// resources, each 0 to 2^53) and a priority (0-1000, higher first). A pool has at most 1000
+// offers, one per tenant.
 type OfferSpec struct {
 	PoolID     string           `json:"poolId"`
 	ToTenantID string           `json:"toTenantId"`
@@ -111,8 +118,9 @@ type OfferSpec struct {
 	Priority   int              `json:"priority"`
 }
 
-// FlavorSpec is a sandbox size sold on a pool: VCPU (cores), MemoryGiB and DiskGiB (GiB), GPU
-// (devices). Size changes apply to new sandboxes only.
+// FlavorSpec is a sandbox size sold on a pool: VCPU (cores, 1-4096), MemoryGiB (GiB, 1-65536),
+// DiskGiB (GiB, 1-1048576), GPU (devices, 0-64); the ranges are fieldrules'. Size changes apply
+// to new sandboxes only.
 type FlavorSpec struct {
 	PoolID    string `json:"poolId"`
 	VCPU      int    `json:"vcpu"`
@@ -121,7 +129,11 @@ type FlavorSpec struct {
 	GPU       int    `json:"gpu"`
 }
 
-// SandboxTemplateSpec is a tenant's sandbox template on a pool it owns or is offered.
+// SandboxTemplateSpec is a tenant's sandbox template on a pool it owns or is offered, with a
+// flavor sold on that pool: ImageID 1-255 characters with no control character or Unicode space
+// (fieldrules.ImageID), Env at most 256 variables (names fieldrules.EnvName, values at most 4096
+// characters, credentials as secret references), Network "private" or "public", Warm
+// 0 <= Min <= Max <= 1000.
 type SandboxTemplateSpec struct {
 	PoolID   string            `json:"poolId"`
 	FlavorID string            `json:"flavorId"`

@@ -84,10 +84,14 @@ type Ref struct {
 }
 
 // Create creates an object of kind from the API input in: `tenantId`, an optional
-// `idempotencyKey` (1-255 characters; the id then derives from it and callerID, and a repeated
-// create returns the object it made), `name` for named kinds, and the spec's fields. Reference
-// fields take an id or `key:<idempotency key>`. Errors: INVALID_INPUT (with details.path),
-// CONFLICT (name taken, or the key's object is archived), UNSUPPORTED (module off).
+// `idempotencyKey` (1-255 characters, no control character; the id then derives from it and
+// callerID, and a repeated create returns the object it made), `name` for named kinds, and the
+// spec's fields, which follow the rule table the fleet document reads (package fieldrules).
+// Reference fields take an id or `key:<idempotency key>`. Errors: INVALID_INPUT (with
+// details.path: a field breaks its rule, a reference names no live object of the tenant, a
+// secret:// reference no secret of the tenant, a vault:// reference with no Vault configured),
+// CONFLICT (name taken, the key's object is archived, or the tenant or pool already holds as many
+// objects of the kind as one fleet document does), UNSUPPORTED (module off).
 func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID string, in json.RawMessage) (Object, error) {
 	if err := s.served(kind); err != nil {
 		return Object{}, err
@@ -332,7 +336,8 @@ func (s *Service) Update(ctx context.Context, q store.Querier, kind, callerID st
 }
 
 // Remove deletes an object, or archives it for pools. It refuses (CONFLICT, naming up to five)
-// while live objects still reference it.
+// while live objects still reference it, and an offer while the tenant it offers the pool to has
+// sandbox templates on the pool.
 func (s *Service) Remove(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
 	if err := s.served(kind); err != nil {
 		return Object{}, err
