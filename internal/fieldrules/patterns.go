@@ -35,11 +35,14 @@ var (
 	// character (Unicode category Cc) or a space separator (Z: Zs, Zl, Zp), so no whitespace of
 	// any kind and no NUL.
 	ImageID = &Pattern{
-		pattern: "^[^" + classOf(imageIDExcluded) + "]{1,255}$",
+		pattern: "^[^" + classOf(imageIDExcluded) + "]{1," + strconv.Itoa(MaxImageIDLen) + "}$",
 		rule:    "1-255 characters without whitespace or control characters, e.g. ubuntu-24.04",
 		other:   isImageID,
 	}
 )
+
+// MaxImageIDLen is the most characters (code points) of an image id.
+const MaxImageIDLen = 255
 
 // imageIDExcluded are the characters an image id must not hold.
 var imageIDExcluded = []*unicode.RangeTable{unicode.Cc, unicode.Z}
@@ -110,7 +113,7 @@ func (p *Pattern) Rule() string { return p.rule }
 func isImageID(s string) bool {
 	n := 0
 	for _, r := range s {
-		if n++; n > 255 || unicode.In(r, imageIDExcluded...) {
+		if n++; n > MaxImageIDLen || unicode.In(r, imageIDExcluded...) {
 			return false
 		}
 	}

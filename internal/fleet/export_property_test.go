@@ -83,7 +83,7 @@ type world struct {
 	keys    []string
 }
 
-const caller = "usr_property"
+const propertyCaller = "usr_property"
 
 func newWorld(t *rapid.T, db *store.DB) *world {
 	n := worlds.Add(1)
@@ -100,7 +100,7 @@ func newWorld(t *rapid.T, db *store.DB) *world {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"s1", "s2"} {
-			if _, err := box.Create(w.ctx, db, tenant, name, "value-of-"+name, caller, now); err != nil {
+			if _, err := box.Create(w.ctx, db, tenant, name, "value-of-"+name, propertyCaller, now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -118,7 +118,7 @@ func newWorld(t *rapid.T, db *store.DB) *world {
 }
 
 func (w *world) mustCreate(kind string, in map[string]any) compute.Object {
-	o, err := w.svc.Create(w.ctx, w.db, kind, caller, w.raw(in))
+	o, err := w.svc.Create(w.ctx, w.db, kind, propertyCaller, w.raw(in))
 	if err != nil {
 		w.t.Fatalf("create %s %v: %v", kind, in, err)
 	}
@@ -174,7 +174,7 @@ func (w *world) create(kind string) {
 		in["name"] = g.str("name", genName(), nil)
 	}
 	w.fields(kind, tenant, g, in, nil)
-	o, err := w.svc.Create(w.ctx, w.db, kind, caller, w.raw(in))
+	o, err := w.svc.Create(w.ctx, w.db, kind, propertyCaller, w.raw(in))
 	if w.accepted("create "+kind, in, err) {
 		w.made(o)
 	}
@@ -192,7 +192,7 @@ func (w *world) update(kind string) {
 		in["revision"] = o.Revision + rapid.Int64Range(-1, 0).Draw(w.t, "stale")
 	}
 	w.fields(kind, o.TenantID, g, in, info.Updatable)
-	up, err := w.svc.Update(w.ctx, w.db, kind, caller, w.raw(in))
+	up, err := w.svc.Update(w.ctx, w.db, kind, propertyCaller, w.raw(in))
 	if w.accepted("update "+kind, in, err) {
 		w.made(up)
 	}

@@ -227,7 +227,7 @@ func defs() obj {
 			{"name", ref("name", "The template's name.")},
 			{"pool", ref("poolRef", "The pool the sandboxes run in.")},
 			{"flavor", ref("name", "The name of a flavor of the pool.")},
-			{"imageId", append(pattern("The image the sandbox boots", fieldrules.ImageID), kv{"minLength", 1}, kv{"maxLength", 255})},
+			{"imageId", append(pattern("The image the sandbox boots", fieldrules.ImageID), kv{"minLength", 1}, kv{"maxLength", fieldrules.MaxImageIDLen})},
 			{"env", stringMap("Environment variables of the sandbox", fieldrules.EnvName, "A variable name", "A value")},
 			{"network", enum("private: no inbound access from the internet; public: reachable from it.", fieldrules.Networks)},
 			{"warm", record("Sandboxes kept booted ahead of demand; min must not exceed max.", []string{"min", "max"}, obj{
