@@ -511,9 +511,12 @@ func TestCountsStayWithinADocument(t *testing.T) {
 		}
 		site := map[string]any{"tenantId": "root", "kind": "shared", "region": "eu"}
 		fill("root", compute.KindSite, "", 998) // and the base's site: 999
-		e.mustCreate(compute.KindSite, site)
+		last := e.mustCreate(compute.KindSite, with(site, "idempotencyKey", "last"))
 		_, err := e.create(compute.KindSite, site)
 		wantCode(t, "the 1001st site", err, cubefleet.CodeConflict, "", "1000 sites")
+		if again, err := e.create(compute.KindSite, with(site, "idempotencyKey", "last")); err != nil || again.ID != last.ID {
+			t.Errorf("a retried create at the limit = %v, %v; want %s", again.ID, err, last.ID)
+		}
 		if _, err := e.create(compute.KindSite, with(site, "tenantId", "acme")); err != nil {
 			t.Errorf("another tenant's site: %v", err)
 		}

@@ -131,7 +131,15 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 		return Object{}, err
 	}
 	if err := checkCounts(ctx, q, kind, tenantID, sp); err != nil {
-		return Object{}, err
+		if key == "" {
+			return Object{}, err
+		}
+		// At the limit, a retried create still returns what its key made.
+		prior, lerr := loadKeyRef(ctx, q, info.Prefix, key, callerID)
+		if lerr != nil || prior.TenantID != tenantID || prior.Kind != kind {
+			return Object{}, err
+		}
+		return s.named(ctx, q, prior)
 	}
 	now := s.now().UnixMilli()
 	o := Object{TenantID: tenantID, Kind: kind, ParentID: sp.parent(), Refs: refsOf(sp), Name: sp.uniqueName(name),
