@@ -513,33 +513,51 @@ func TestCountsStayWithinADocument(t *testing.T) {
 		fill("root", compute.KindSite, "", 998) // and the base's site: 999
 		last := e.mustCreate(compute.KindSite, with(site, "idempotencyKey", "last"))
 		_, err := e.create(compute.KindSite, site)
-		wantCode(t, "the 1001st site", err, cubefleet.CodeConflict, "", "1000 sites")
+		wantCode(t, "the 1001st site", err, cubefleet.CodeConflict, "", "1001 sites")
 		if again, err := e.create(compute.KindSite, with(site, "idempotencyKey", "last")); err != nil || again.ID != last.ID {
 			t.Errorf("a retried create at the limit = %v, %v; want %s", again.ID, err, last.ID)
 		}
 		if _, err := e.create(compute.KindSite, with(site, "tenantId", "acme")); err != nil {
 			t.Errorf("another tenant's site: %v", err)
 		}
+		var sites int
+		if err := db.QueryRowContext(e.ctx, `SELECT count(*) FROM compute_objects WHERE tenant_id = 'root' AND kind = 'site'`).Scan(&sites); err != nil || sites != 1000 {
+			t.Errorf("root holds %d sites (%v) after the refusal, want 1000", sites, err)
+		}
+		// A caller that defers the counts (fleet apply) checks them once, before it commits.
+		deferred := *e.svc
+		deferred.DeferCounts = true
+		extra, err := deferred.Create(e.ctx, db, compute.KindSite, caller, raw(t, site))
+		if err != nil {
+			t.Fatalf("a deferred create: %v", err)
+		}
+		wantCode(t, "CheckCounts at 1001 sites", compute.CheckCounts(e.ctx, db, "root"), cubefleet.CodeConflict, "", "1001 sites")
+		if err := e.remove(extra); err != nil {
+			t.Fatal(err)
+		}
+		if err := compute.CheckCounts(e.ctx, db, "root"); err != nil {
+			t.Errorf("CheckCounts at 1000 sites: %v", err)
+		}
 
 		quota := map[string]any{"tenantId": "root", "poolId": b.pool.ID, "resource": "gpu", "max": 1}
 		fill("root", compute.KindOwnerQuota, b.pool.ID, 256)
 		_, err = e.create(compute.KindOwnerQuota, quota)
-		wantCode(t, "the 257th owner quota of a pool", err, cubefleet.CodeConflict, "", "256 ownerQuotas")
+		wantCode(t, "the 257th owner quota of a pool", err, cubefleet.CodeConflict, "", "257 ownerQuotas")
 		other := e.mustCreate(compute.KindPool, map[string]any{"tenantId": "root", "siteId": b.site.ID, "class": "vps-host"})
 		e.mustCreate(compute.KindOwnerQuota, with(quota, "poolId", other.ID))
 
 		fill("root", compute.KindOffer, other.ID, 1000)
 		_, err = e.create(compute.KindOffer, map[string]any{"tenantId": "root", "poolId": other.ID, "toTenantId": "acme"})
-		wantCode(t, "the 1001st offer of a pool", err, cubefleet.CodeConflict, "", "1000 offers")
+		wantCode(t, "the 1001st offer of a pool", err, cubefleet.CodeConflict, "", "1001 offers")
 
 		// root now holds 999+1 sites, 256+1 quotas, 1000 offers and its base: fill to 20,000.
 		var n int
 		if err := db.QueryRowContext(e.ctx, `SELECT count(*) FROM compute_objects WHERE tenant_id = 'root'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		fill("root", "fill", "", 20000-n)
+		fill("root", compute.KindOffer, cubefleet.NewID("pool"), 20000-n) // only owner quotas and offers go past it
 		_, err = e.create(compute.KindFlavor, map[string]any{"tenantId": "root", "poolId": other.ID, "name": "f", "vcpu": 1, "memoryGiB": 1, "diskGiB": 1})
-		wantCode(t, "the 20,001st object", err, cubefleet.CodeConflict, "", "20000 objects")
+		wantCode(t, "the 20,001st object", err, cubefleet.CodeConflict, "", "20001 objects")
 	})
 }
 

@@ -16,37 +16,99 @@ import (
 // document that decodes and plans with no changes (fleet spec, "The document" and "Plan"): the
 // planner blocks on the same conditions.
 
-// checkCounts refuses a new object of kind in tenantID that would take the tenant past what one
-// fleet document holds: fieldrules.MaxItems live sites, provider accounts, pools, flavors and
-// sandbox templates; fieldrules.MaxKeys owner quotas and fieldrules.MaxItems offers on one pool;
-// fieldrules.MaxObjects live objects in all. It returns CONFLICT naming the count and the fix.
-func checkCounts(ctx context.Context, q store.Querier, kind, tenantID string, sp spec) error {
-	info, _ := Info(kind)
-	limit, where, args := fieldrules.MaxItems, `tenant_id = $1 AND kind = $2 AND archived_at IS NULL`, []any{tenantID, kind}
-	scope := "tenant " + tenantID
-	switch kind {
-	case KindOwnerQuota, KindOffer:
-		if kind == KindOwnerQuota {
-			limit = fieldrules.MaxKeys
+// admit checks the counts of o's tenant once o, just inserted, is among its live objects
+// (unless s.DeferCounts), and when o takes the tenant past what one fleet document holds, removes
+// it again and returns the CONFLICT of countsOver.
+func (s *Service) admit(ctx context.Context, q store.Querier, o Object) error {
+	if s.DeferCounts {
+		return nil
+	}
+	refusal, err := countsOver(ctx, q, o.TenantID, &o)
+	if err != nil {
+		return err
+	}
+	if refusal == nil {
+		return nil
+	}
+	if err := deleteObject(ctx, q, o); err != nil {
+		return err
+	}
+	return refusal
+}
+
+// CheckCounts returns CONFLICT when tenantID holds more live objects than one fleet document
+// describes: fieldrules.MaxItems sites, provider accounts, pools, flavors or sandbox templates;
+// fieldrules.MaxKeys owner quotas or fieldrules.MaxItems offers on one pool;
+// fieldrules.MaxObjects objects in all. Every Create checks its own object's counts; a caller
+// that sets Service.DeferCounts runs CheckCounts once before it commits. It costs one grouped
+// count of the tenant's objects.
+func CheckCounts(ctx context.Context, q store.Querier, tenantID string) error {
+	refusal, err := countsOver(ctx, q, tenantID, nil)
+	if err != nil {
+		return err
+	}
+	if refusal == nil {
+		return nil
+	}
+	return refusal
+}
+
+// countsOver counts tenantID's live objects by kind and pool and returns the CONFLICT of the
+// first limit they pass (nil when none), naming the count and the fix. With o, it looks only at
+// the limits o's creation could have passed: its kind's, its pool's and the total.
+func countsOver(ctx context.Context, q store.Querier, tenantID string, o *Object) (*cubefleet.Error, error) {
+	rows, err := q.QueryContext(ctx, `SELECT kind, parent_id, count(*) FROM compute_objects
+		WHERE tenant_id = $1 AND archived_at IS NULL GROUP BY kind, parent_id ORDER BY kind, parent_id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("count the objects of %s: %w", tenantID, err)
+	}
+	defer rows.Close()
+	perKind := map[string]int{}
+	var over *cubefleet.Error
+	all := 0
+	for rows.Next() {
+		var kind, parent string
+		var n int
+		if err := rows.Scan(&kind, &parent, &n); err != nil {
+			return nil, fmt.Errorf("count the objects of %s: %w", tenantID, err)
 		}
-		where += ` AND parent_id = $3`
-		args = append(args, sp.parent())
-		scope = "pool " + sp.parent()
+		perKind[kind] += n
+		all += n
+		limit := fieldrules.MaxItems
+		switch kind {
+		case KindOwnerQuota:
+			limit = fieldrules.MaxKeys
+		case KindOffer:
+		default:
+			continue
+		}
+		if over == nil && n > limit && (o == nil || o.Kind == kind && o.ParentID == parent) {
+			over = tooMany("pool "+parent, kind, n, limit)
+		}
 	}
-	var n, all int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM compute_objects WHERE `+where, args...).Scan(&n); err != nil {
-		return fmt.Errorf("count %s: %w", info.API, err)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count the objects of %s: %w", tenantID, err)
 	}
-	if n >= limit {
-		return cubefleet.Errorf(cubefleet.CodeConflict, "%s already has %d %s, the most one fleet document holds: remove one before creating another", scope, n, info.API)
+	if over != nil {
+		return over, nil
 	}
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM compute_objects WHERE tenant_id = $1 AND archived_at IS NULL`, tenantID).Scan(&all); err != nil {
-		return fmt.Errorf("count objects: %w", err)
+	for _, k := range Kinds {
+		if k.Kind == KindOwnerQuota || k.Kind == KindOffer || o != nil && o.Kind != k.Kind {
+			continue
+		}
+		if n := perKind[k.Kind]; n > fieldrules.MaxItems {
+			return tooMany("tenant "+tenantID, k.Kind, n, fieldrules.MaxItems), nil
+		}
 	}
-	if all >= fieldrules.MaxObjects {
-		return cubefleet.Errorf(cubefleet.CodeConflict, "tenant %s already has %d objects (owner quotas and offers included), the most one fleet document describes: remove some before creating more", tenantID, all)
+	if all > fieldrules.MaxObjects {
+		return conflict("tenant %s would hold %d objects (owner quotas and offers included); one fleet document describes at most %d: remove some before creating more", tenantID, all, fieldrules.MaxObjects), nil
 	}
-	return nil
+	return nil, nil
+}
+
+func tooMany(scope, kind string, n, limit int) *cubefleet.Error {
+	info, _ := Info(kind)
+	return conflict("%s would hold %d %s; one fleet document holds at most %d: remove one before creating another", scope, n, info.API, limit)
 }
 
 // checkSecretRefs checks the secret references among the values of a provider account's config
@@ -94,4 +156,8 @@ func offerInUse(ctx context.Context, q store.Querier, o Object) error {
 		return cubefleet.Errorf(cubefleet.CodeConflict, "%s is still used: tenant %s has %s on the pool; delete the template first", describe(o), s.ToTenantID, describe(users[0]))
 	}
 	return nil
+}
+
+func conflict(format string, args ...any) *cubefleet.Error {
+	return &cubefleet.Error{Code: cubefleet.CodeConflict, Message: fmt.Sprintf(format, args...)}
 }

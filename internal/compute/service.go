@@ -43,6 +43,10 @@ type Service struct {
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// vault:// references are INVALID_INPUT, as they block a fleet plan.
 	VaultConfigured bool
+	// DeferCounts leaves the counts one fleet document holds to the caller, which runs
+	// CheckCounts before it commits: fleet apply, which creates up to 20,000 objects in one
+	// transaction and checks once. Without it, every Create checks its tenant.
+	DeferCounts bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -130,17 +134,6 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	if err := s.checkSpec(ctx, q, sp, tenantID, callerID); err != nil {
 		return Object{}, err
 	}
-	if err := checkCounts(ctx, q, kind, tenantID, sp); err != nil {
-		if key == "" {
-			return Object{}, err
-		}
-		// At the limit, a retried create still returns what its key made.
-		prior, lerr := loadKeyRef(ctx, q, info.Prefix, key, callerID)
-		if lerr != nil || prior.TenantID != tenantID || prior.Kind != kind {
-			return Object{}, err
-		}
-		return s.named(ctx, q, prior)
-	}
 	now := s.now().UnixMilli()
 	o := Object{TenantID: tenantID, Kind: kind, ParentID: sp.parent(), Refs: refsOf(sp), Name: sp.uniqueName(name),
 		Revision: 1, IdempotencyKey: key, CreatedBy: callerID, CreatedAt: now, UpdatedAt: now}
@@ -152,7 +145,7 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 		if _, err := insertObject(ctx, q, o); err != nil {
 			return Object{}, err
 		}
-		return o, nil // a new id has no fleet name yet
+		return o, s.admit(ctx, q, o) // a new id has no fleet name yet
 	}
 	// The id derives from the key and the caller. An archived object keeps its id, so a key
 	// reused after an archive derives the next generation's id: still deterministic, since it
@@ -160,8 +153,11 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	for gen := 0; ; gen++ {
 		o.ID = cubefleet.DerivedID(info.Prefix, generation(key, gen), callerID)
 		inserted, err := insertObject(ctx, q, o)
-		if err != nil || inserted {
-			return o, err
+		if err != nil {
+			return Object{}, err
+		}
+		if inserted {
+			return o, s.admit(ctx, q, o)
 		}
 		prior, err := Load(ctx, q, o.ID)
 		if err != nil {
