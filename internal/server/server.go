@@ -303,7 +303,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
-	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now}
+	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
 	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
 		return nil, err
 	}
