@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
@@ -19,6 +21,7 @@ const serverGCPercent = 40
 func newServerCmd(stdio IO) *cobra.Command {
 	var cfg server.Config
 	var modules, allowCIDRs string
+	var driftIgnore []string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane",
@@ -50,7 +53,14 @@ TLS 1.2 or later. The key file must be a regular file owned by this user with mo
 pair is loaded at start (a bad pair stops the start) and looked at again every few seconds: to
 rotate, replace the files (the key first, each by a rename) and new connections get the new
 certificate; a new pair that does not load is logged and the previous one kept. Clients pass
---ca-file when the certificate is not signed by a CA the system trusts. See docs/server.md.`,
+--ca-file when the certificate is not signed by a CA the system trusts. See docs/server.md.
+
+The drift reconciler re-plans every applied fleet document each --drift-every and publishes
+fleet.drifted and fleet.converged; --drift-ignore KIND.FIELD (repeatable, e.g. pool.gpuModel)
+leaves a field out of drift detection, never out of plan and apply. Webhooks deliver events to
+public addresses only unless --allow-private-webhook-targets is given (--dev does not imply
+it). The web console is served at /console; a sign-in lasts --console-session-ttl and ends
+with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			disabled, err := server.ParseModules(modules)
@@ -58,6 +68,12 @@ certificate; a new pair that does not load is logged and the previous one kept. 
 				return usagef("--modules: %v", err)
 			}
 			cfg.Disabled = disabled
+			if cfg.DriftIgnore, err = fleet.ParseIgnoreRules(driftIgnore); err != nil {
+				return usagef("%v", err)
+			}
+			if cfg.ConsoleSessionTTL < time.Minute || cfg.ConsoleSessionTTL > 7*24*time.Hour {
+				return usagef("--console-session-ttl %s: give 1m to 168h", cfg.ConsoleSessionTTL)
+			}
 			if cfg.NodeAgentAllowUnauthenticated, err = nodes.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
 			}
@@ -114,6 +130,9 @@ certificate; a new pair that does not load is logged and the previous one kept. 
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
+	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
+	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback, private, link-local and other non-public addresses (not implied by --dev)")
+	f.DurationVar(&cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }
