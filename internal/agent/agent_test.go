@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with the current output")
@@ -149,7 +151,7 @@ func TestReportLoop(t *testing.T) {
 	}
 	statuses := cp.callsTo("/status")
 	for i, s := range statuses {
-		if s.Path != "/internal/v1/node-agent/nodes/127.0.0.1/status" || s.Auth != "Bearer cfn_node1_secret" {
+		if s.Path != nodeapi.StatusPath("127.0.0.1") || s.Auth != "Bearer cfn_node1_secret" {
 			t.Errorf("status %d: %s with %q, want the node credential", i, s.Path, s.Auth)
 		}
 		if i > 0 {
@@ -341,8 +343,8 @@ func TestReplyAcceptance(t *testing.T) {
 		{`null`, false},
 		{`"x"`, false},
 	} {
-		if _, err := decodeReply([]byte(tc.body)); (err == nil) != tc.ok {
-			t.Errorf("decodeReply(%q) = %v, want ok=%v", tc.body, err, tc.ok)
+		if _, err := nodeapi.DecodeReply([]byte(tc.body)); (err == nil) != tc.ok {
+			t.Errorf("DecodeReply(%q) = %v, want ok=%v", tc.body, err, tc.ok)
 		}
 	}
 	// A 2xx that breaks the rule is a failure, without failover.
@@ -472,8 +474,8 @@ func TestPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.ver = ComponentVersion{Component: Component, Version: "v1.2.3", Commit: "abc123", BuildTime: "2026-05-01T00:00:00Z", Source: "binary"}
-	if q := a.Quota(); q != (StatusQuota{MilliCPU: 16000, MemMB: 20000, MaxMVMNum: 39}) {
+	a.ver = nodeapi.ComponentVersion{Component: Component, Version: "v1.2.3", Commit: "abc123", BuildTime: "2026-05-01T00:00:00Z", Source: "binary"}
+	if q := a.Quota(); q != (nodeapi.Quota{MilliCPU: 16000, MemMB: 20000, MaxMVMNum: 39}) {
 		t.Errorf("quota %+v: want 2 x 8 cores, 1.25 x 16000 MiB, 20000/512", q)
 	}
 	reg := a.RegisterRequest()
@@ -486,7 +488,7 @@ func TestPayloads(t *testing.T) {
 	if st.DiskUsage == nil {
 		t.Error("no disk usage")
 	}
-	st.DiskUsage = &DiskUsage{DataDiskUsagePer: 12.5, StorageDiskUsagePer: 12.5, SysDiskUsagePer: 40}
+	st.DiskUsage = &nodeapi.DiskUsage{DataDiskUsagePer: 12.5, StorageDiskUsagePer: 12.5, SysDiskUsagePer: 40}
 	golden(t, "register.golden", reg)
 	golden(t, "status.golden", st)
 

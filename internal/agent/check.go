@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // DefaultCheckInterval is how often Check probes again while a check fails (quickcheck's 2 s).
@@ -169,7 +171,7 @@ func checkReady(ctx context.Context, hc *http.Client, cfg *Config, det *tlsDetec
 	var fails []string
 	firewall := false // some endpoint could not be reached at all
 	for _, ep := range cfg.ControlPlane {
-		url := ep + PathReadyz
+		url := ep + nodeapi.PathReadyz
 		code, body, err := get(ctx, hc, url, "")
 		switch {
 		case err != nil:
@@ -179,7 +181,7 @@ func checkReady(ctx context.Context, hc *http.Client, cfg *Config, det *tlsDetec
 		case code < 200 || code >= 300:
 			fails = append(fails, url+": "+httpAnswer(ep, code, body))
 		default:
-			if _, err := decodeReply(body); err != nil {
+			if _, err := nodeapi.DecodeReply(body); err != nil {
 				fails = append(fails, fmt.Sprintf("%s: %v", url, err))
 				continue
 			}
@@ -239,7 +241,7 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 	want := `"IP":"` + cfg.NodeID() + `"`
 	var fails []string
 	for _, ep := range cfg.ControlPlane {
-		url := ep + PathNodes + "/" + cfg.NodeID()
+		url := ep + nodeapi.NodePath(cfg.NodeID())
 		code, body, err := get(ctx, hc, url, token)
 		switch {
 		case err != nil:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
@@ -40,7 +41,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	// The first endpoint refuses connections; the check names the one that answered.
-	if !strings.Contains(results[1].Detail, cp.srv.URL+"/internal/v1/node-agent/readyz: ready") {
+	if !strings.Contains(results[1].Detail, cp.srv.URL+nodeapi.PathReadyz+": ready") {
 		t.Errorf("control plane: %s", results[1])
 	}
 }
@@ -58,7 +59,7 @@ func TestCheckFails(t *testing.T) {
 	want := []struct{ status, detail string }{
 		{CheckFail, "connect: connection refused (is the agent running? systemctl status cubefleet-agent.service)"},
 		{CheckOK, "readyz: ready"},
-		{CheckFail, "/internal/v1/nodes/127.0.0.1: HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"},
+		{CheckFail, nodeapi.NodePath("127.0.0.1") + ": HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"},
 		{CheckFail, "connection refused (allow TCP"},
 	}
 	for i, w := range want {
@@ -104,7 +105,7 @@ func TestCheckWaits(t *testing.T) {
 	if !ok {
 		t.Errorf("Check: %v", results)
 	}
-	if n := len(cp.callsTo("/internal/v1/nodes/127.0.0.1")); n < 2 {
+	if n := len(cp.callsTo(nodeapi.NodePath("127.0.0.1"))); n < 2 {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
 	}
 	// A revoked agent fails the local check with its reason.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // installEnv is the .env of a compute node installed with the process runtime.
@@ -260,7 +262,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 		}
 	}
 	// The credential the check sent is the one the agent stored under root.
-	if nodes := cp.callsTo("/internal/v1/nodes/127.0.0.1"); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
+	if nodes := cp.callsTo(nodeapi.NodePath("127.0.0.1")); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
 		t.Errorf("node listing calls %+v, want the node credential", nodes)
 	}
 	r.stop()

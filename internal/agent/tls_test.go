@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/capool"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -144,10 +145,10 @@ func TestRegisterOverTLS(t *testing.T) {
 	if !ok {
 		t.Fatalf("Check over TLS failed: %v", results)
 	}
-	if want := srv.InternalURL() + PathReadyz + ": ready"; results[1].Detail != want {
+	if want := srv.InternalURL() + nodeapi.PathReadyz + ": ready"; results[1].Detail != want {
 		t.Errorf("control plane: %s, want %s", results[1], want)
 	}
-	if !strings.HasPrefix(results[2].Detail, srv.InternalURL()+PathNodes+"/127.0.0.1 lists") {
+	if !strings.HasPrefix(results[2].Detail, srv.InternalURL()+nodeapi.NodePath("127.0.0.1")+" lists") {
 		t.Errorf("node listed: %s", results[2])
 	}
 

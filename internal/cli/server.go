@@ -9,6 +9,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
@@ -58,7 +59,7 @@ certificate; a new pair that does not load is logged and the previous one kept. 
 				return usagef("--modules: %v", err)
 			}
 			cfg.Disabled = disabled
-			if cfg.NodeAgentAllowUnauthenticated, err = nodes.ParseCIDRs(allowCIDRs); err != nil {
+			if cfg.NodeAgentAllowUnauthenticated, err = nodehttp.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
 			}
 			switch {

@@ -30,6 +30,8 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -182,7 +184,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module}
 }
 
 // deps is what the method registrations need. Every field is set by New before any
@@ -197,6 +199,7 @@ type deps struct {
 	vaultAddr string           // "" when no Vault is configured
 	disabled  map[string]bool  // modules this deployment leaves out (compute.ModuleVPS, compute.ModuleTemplates)
 	nodes     *nodes.Registry  // the node registry
+	nodeStore *nodestore.Store // the registry's persistence, which keeps join tokens
 
 	// Test hooks of fleet.apply (nil in production): afterCheck runs between the permission
 	// checks and the transaction, beforeCall before each call inside it.
@@ -215,6 +218,8 @@ type Server struct {
 	ln        net.Listener
 	http      *http.Server
 	nodes     *nodes.Registry
+	nodeStore *nodestore.Store
+	nodeHTTP  *nodehttp.Handler
 	inLn      net.Listener  // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
@@ -303,10 +308,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		vaultAddr: cfg.VaultAddr,
 		disabled:  cfg.Disabled,
 	}
-	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
+	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}
-	d.nodes = s.nodes
+	d.nodes, d.nodeStore = s.nodes, s.nodeStore
 	s.deps = d
 	registerIAMMethods(d.registry, d)
 	registerAuditMethods(d.registry, d)
@@ -328,6 +333,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.db)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
+	s.metrics.reg.MustRegister(s.nodeStore.Collectors()...)
+	s.metrics.reg.MustRegister(s.nodeHTTP.Collectors()...)
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
@@ -362,7 +369,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	sort.Strings(disabled)
 	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
 		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
-		"node_agent_allow_unauthenticated", nodes.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
+		"node_agent_allow_unauthenticated", nodehttp.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
 	ok = true
 	return s, nil
 }
@@ -400,6 +407,9 @@ func (s *Server) InternalURL() string {
 // Nodes returns the server's node registry.
 func (s *Server) Nodes() *nodes.Registry { return s.nodes }
 
+// NodeStore returns the node registry's persistence (its Flush writes what the registry holds).
+func (s *Server) NodeStore() *nodestore.Store { return s.nodeStore }
+
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
@@ -422,6 +432,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
 	nodesDone := make(chan error, 1)
 	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	listDone := make(chan struct{})
+	go func() { s.nodeHTTP.Run(nodesCtx); close(listDone) }()
 	defer stopNodes()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -466,6 +478,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = nil
 	}
 	stopNodes()
+	<-listDone
 	if nerr := <-nodesDone; err == nil {
 		err = nerr
 	}
