@@ -2,16 +2,12 @@ package server
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"path/filepath"
 
-	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
-	"github.com/cubefleet/cubefleet/internal/store"
 )
 
 // newNodes builds the node registry of a server: its store on the server's database with the
@@ -32,7 +28,7 @@ func (s *Server) newNodes(ctx context.Context) error {
 		LostAfter:        s.cfg.NodeLostAfter,
 		Now:              s.cfg.Now,
 		Log:              s.log,
-		Pools:            poolLister(s.db),
+		Pools:            s.nodePools,
 	})
 	if err != nil {
 		return err
@@ -56,26 +52,16 @@ func (s *Server) newNodes(ctx context.Context) error {
 	return nil
 }
 
-// poolLister lists every pool with its fleet name (for a stock Cubelet's cluster_label) and
-// whether it is archived.
-func poolLister(db *store.DB) func(ctx context.Context) ([]nodes.Pool, error) {
-	return func(ctx context.Context) ([]nodes.Pool, error) {
-		rows, err := db.QueryContext(ctx, `SELECT o.id, o.tenant_id, COALESCE(n.name, ''), o.archived_at
-			FROM compute_objects o LEFT JOIN fleet_names n ON n.object_id = o.id WHERE o.kind = $1 ORDER BY o.id`, compute.KindPool)
-		if err != nil {
-			return nil, fmt.Errorf("list pools: %w", err)
-		}
-		defer rows.Close()
-		var out []nodes.Pool
-		for rows.Next() {
-			var p nodes.Pool
-			var archived sql.NullInt64
-			if err := rows.Scan(&p.ID, &p.TenantID, &p.Name, &archived); err != nil {
-				return nil, fmt.Errorf("list pools: %w", err)
-			}
-			p.Archived = archived.Valid
-			out = append(out, p)
-		}
-		return out, rows.Err()
+// nodePools lists every pool with its fleet name (for a stock Cubelet's cluster_label) and
+// whether it is archived: compute lists them, with the names fleet keeps.
+func (s *Server) nodePools(ctx context.Context) ([]nodes.Pool, error) {
+	pools, err := s.compute.Pools(ctx, s.db)
+	if err != nil {
+		return nil, err
 	}
+	out := make([]nodes.Pool, len(pools))
+	for i, p := range pools {
+		out[i] = nodes.Pool{ID: p.ID, TenantID: p.TenantID, Name: p.Name, Archived: p.Archived()}
+	}
+	return out, nil
 }
