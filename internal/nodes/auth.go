@@ -46,8 +46,8 @@ func sameHash(a, b string) bool {
 	return len(a) == len(b) && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
-// NewSecret returns a fresh token: prefix and 32 random bytes in unpadded base64url.
-func NewSecret(prefix string) (string, error) {
+// newSecret returns a fresh token: prefix and 32 random bytes in unpadded base64url.
+func newSecret(prefix string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("random token: %w", err)

@@ -126,7 +126,7 @@ func (r *Registry) NewJoinToken(ctx context.Context, in JoinTokenInput, createdB
 		}
 		ip = a.String()
 	}
-	secret, err := NewSecret(nodeapi.JoinTokenPrefix)
+	secret, err := newSecret(nodeapi.JoinTokenPrefix)
 	if err != nil {
 		return JoinToken{}, "", err
 	}

@@ -84,7 +84,7 @@ func (r *Registry) Register(ctx context.Context, req *nodeapi.RegisterRequest, c
 		if n == nil {
 			n = &node{id: req.NodeID, agent: AgentCubelet, registeredAt: now}
 			if out.Join != nil {
-				secret, err := NewSecret(nodeapi.CredentialPrefix)
+				secret, err := newSecret(nodeapi.CredentialPrefix)
 				if err != nil {
 					release()
 					return nil, false, err
