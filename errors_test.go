@@ -54,7 +54,8 @@ func TestIDs(t *testing.T) {
 	if !IsID(id, "pool") || IsID(id, "site") || !IsID(id, "") {
 		t.Fatalf("IsID disagrees with NewID for %s", id)
 	}
-	if DerivedID("pool", "k", "p") != DerivedID("pool", "k", "p") || DerivedID("pool", "k", "p") == DerivedID("pool", "k", "q") {
+	first, again, other := DerivedID("pool", "k", "p"), DerivedID("pool", "k", "p"), DerivedID("pool", "k", "q")
+	if first != again || first == other {
 		t.Fatal("DerivedID is not a function of key and caller")
 	}
 }
