@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // TestIAMDocListsEveryPermission checks docs/iam.md's permission table against the catalogue
 // (`cubefleet keys permissions`): every permission appears, spelled out or as
 // `prefix:a|b|c`, except the compute:<kind>:<verb> family, which one row describes.
 func TestIAMDocListsEveryPermission(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(pkgDir, "..", "..", "docs", "iam.md"))
+	doc, err := os.ReadFile(filepath.Join(testkit.PackageDir(), "..", "..", "docs", "iam.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
