@@ -213,7 +213,10 @@ func TestValuesNeverInErrors(t *testing.T) {
 			{"a value over 64 KiB", func() error { _, err := b.Create(ctx, db, "acme", "big", tooBig, "u", now); return err }, cubefleet.CodeInvalidInput, "value"},
 			{"a name taken", func() error { _, err := b.Create(ctx, db, "acme", "taken", value, "u", now); return err }, cubefleet.CodeConflict, ""},
 			{"a bad name", func() error { _, err := b.Create(ctx, db, "acme", "no spaces", value, "u", now); return err }, cubefleet.CodeInvalidInput, "name"},
-			{"a name of 64 characters", func() error { _, err := b.Create(ctx, db, "acme", strings.Repeat("n", 64), value, "u", now); return err }, cubefleet.CodeInvalidInput, "name"},
+			{"a name of 64 characters", func() error {
+				_, err := b.Create(ctx, db, "acme", strings.Repeat("n", 64), value, "u", now)
+				return err
+			}, cubefleet.CodeInvalidInput, "name"},
 			{"an update to an empty value", func() error { _, err := b.Update(ctx, db, "acme", "taken", ""); return err }, cubefleet.CodeInvalidInput, "value"},
 			{"an update over 64 KiB", func() error { _, err := b.Update(ctx, db, "acme", "taken", tooBig); return err }, cubefleet.CodeInvalidInput, "value"},
 			{"an update of a missing secret", func() error { _, err := b.Update(ctx, db, "acme", "missing", value); return err }, cubefleet.CodeNotFound, ""},
