@@ -203,26 +203,24 @@ func TestValuesNeverInErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		tooBig := value + strings.Repeat("x", secrets.MaxValueBytes)
+		create := func(name, v string) error { _, err := b.Create(ctx, db, "acme", name, v, "u", now); return err }
+		update := func(name, v string) error { _, err := b.Update(ctx, db, "acme", name, v); return err }
 		for _, c := range []struct {
 			what string
-			call func() error
+			err  error
 			code cubefleet.Code
 			path string
 		}{
-			{"an empty value", func() error { _, err := b.Create(ctx, db, "acme", "empty", "", "u", now); return err }, cubefleet.CodeInvalidInput, "value"},
-			{"a value over 64 KiB", func() error { _, err := b.Create(ctx, db, "acme", "big", tooBig, "u", now); return err }, cubefleet.CodeInvalidInput, "value"},
-			{"a name taken", func() error { _, err := b.Create(ctx, db, "acme", "taken", value, "u", now); return err }, cubefleet.CodeConflict, ""},
-			{"a bad name", func() error { _, err := b.Create(ctx, db, "acme", "no spaces", value, "u", now); return err }, cubefleet.CodeInvalidInput, "name"},
-			{"a name of 64 characters", func() error {
-				_, err := b.Create(ctx, db, "acme", strings.Repeat("n", 64), value, "u", now)
-				return err
-			}, cubefleet.CodeInvalidInput, "name"},
-			{"an update to an empty value", func() error { _, err := b.Update(ctx, db, "acme", "taken", ""); return err }, cubefleet.CodeInvalidInput, "value"},
-			{"an update over 64 KiB", func() error { _, err := b.Update(ctx, db, "acme", "taken", tooBig); return err }, cubefleet.CodeInvalidInput, "value"},
-			{"an update of a missing secret", func() error { _, err := b.Update(ctx, db, "acme", "missing", value); return err }, cubefleet.CodeNotFound, ""},
-			{"the value of a missing secret", func() error { _, err := b.Value(ctx, db, "acme", "missing"); return err }, cubefleet.CodeNotFound, ""},
+			{"an empty value", create("empty", ""), cubefleet.CodeInvalidInput, "value"},
+			{"a value over 64 KiB", create("big", tooBig), cubefleet.CodeInvalidInput, "value"},
+			{"a name taken", create("taken", value), cubefleet.CodeConflict, ""},
+			{"a bad name", create("no spaces", value), cubefleet.CodeInvalidInput, "name"},
+			{"a name of 64 characters", create(strings.Repeat("n", 64), value), cubefleet.CodeInvalidInput, "name"},
+			{"an update to an empty value", update("taken", ""), cubefleet.CodeInvalidInput, "value"},
+			{"an update over 64 KiB", update("taken", tooBig), cubefleet.CodeInvalidInput, "value"},
+			{"an update of a missing secret", update("missing", value), cubefleet.CodeNotFound, ""},
 		} {
-			err := c.call()
+			err := c.err
 			if !cubefleet.IsCode(err, c.code) {
 				t.Errorf("%s: %v, want %s", c.what, err, c.code)
 				continue
@@ -234,6 +232,9 @@ func TestValuesNeverInErrors(t *testing.T) {
 			if c.path != "" && (!errors.As(err, &ce) || ce.Details["path"] != c.path) {
 				t.Errorf("%s: %v, want details.path %q", c.what, err, c.path)
 			}
+		}
+		if _, err := b.Value(ctx, db, "acme", "missing"); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			t.Errorf("the value of a missing secret: %v, want NOT_FOUND", err)
 		}
 		// Nothing was written by the refusals, and the value is the first one.
 		if got, err := b.Value(ctx, db, "acme", "taken"); err != nil || got != value {
