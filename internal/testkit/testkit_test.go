@@ -91,7 +91,9 @@ func TestGoldenUpdate(t *testing.T) {
 	defer flag.Set("update", was)
 	dir := filepath.Join(testkit.PackageDir(), "testdata", "written-by-update")
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if f := run(t, func(tb testing.TB) { testkit.GoldenJSON(tb, "written-by-update/v.json", map[string]int{"b": 2, "a": 1}) }); len(f) != 0 {
+	if f := run(t, func(tb testing.TB) {
+		testkit.GoldenJSON(tb, "written-by-update/v.json", map[string]int{"b": 2, "a": 1})
+	}); len(f) != 0 {
 		t.Fatalf("update: %v", f)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "v.json"))
