@@ -32,20 +32,19 @@ type layer struct {
 	name  string
 	rank  int
 	paths []string // module-relative paths; each holds its subpackages too ("." is the root package alone)
-	job   string
 }
 
 // layers is the one table of layers, from the top down.
 var layers = []layer{
-	{"cmd", 8, []string{"cmd"}, "main packages: build the root command and exit with its code"},
-	{"cli", 7, []string{"internal/cli"}, "commands, flags, output and exit codes; imported only by cmd"},
-	{"server", 6, []string{"internal/server"}, "HTTP transport: listeners, TLS, authentication; mounts the API and the console"},
-	{"client", 5, []string{"internal/client"}, "the public API's client, as the CLI uses it"},
-	{"console", 5, []string{"internal/console"}, "the server-rendered web console"},
-	{"api", 4, []string{"internal/api"}, "the method table: permission, input, output and handler of every method"},
-	{"domain", 3, []string{"internal"}, "everything else under internal/: registry, scheduler, fleet, agent, ..."},
-	{"store", 2, []string{"internal/store"}, "the database: open, migrate, transactions, leases"},
-	{"vocabulary", 1, []string{"."}, "package cubefleet: error codes and ids every layer shares"},
+	{"cmd", 8, []string{"cmd"}},                  // main packages: build the root command and exit with its code
+	{"cli", 7, []string{"internal/cli"}},         // commands, flags, output and exit codes; imported only by cmd
+	{"server", 6, []string{"internal/server"}},   // HTTP transport: listeners, TLS, authentication; mounts the API and the console
+	{"client", 5, []string{"internal/client"}},   // the public API's client, as the CLI uses it
+	{"console", 5, []string{"internal/console"}}, // the server-rendered web console
+	{"api", 4, []string{"internal/api"}},         // the method table: permission, input, output and handler of every method
+	{"domain", 3, []string{"internal"}},          // everything else under internal/: registry, scheduler, fleet, agent, ...
+	{"store", 2, []string{"internal/store"}},     // the database: open, migrate, transactions, leases
+	{"vocabulary", 1, []string{"."}},             // package cubefleet: error codes and ids every layer shares
 }
 
 // neverDepends is the one table of packages that never depend on others, not even through a
