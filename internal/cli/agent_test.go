@@ -21,6 +21,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // agentCP is a minimal control plane for the agent commands: a join token, the credential it
@@ -114,12 +115,12 @@ func agentArgs(t *testing.T, dir, cpURL, listen string) []string {
 }
 
 // startAgentProcess runs `cubefleet agent run args...` as a child process.
-func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, *syncBuffer, chan error) {
+func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, *testkit.SyncBuffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"agent", "run", "--log-format", "json"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -133,18 +134,7 @@ func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd
 	return cmd, logs, done
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func wantExit0(t *testing.T, done chan error, logs *syncBuffer) {
+func wantExit0(t *testing.T, done chan error, logs *testkit.SyncBuffer) {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -168,7 +158,7 @@ func TestAgentProcess(t *testing.T) {
 	args := agentArgs(t, dir, cp.url, listen)
 	cmd, logs, done := startAgentProcess(t, bin, dir, args...)
 	status := nodeapi.StatusPath("127.0.0.1")
-	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
+	testkit.WaitFor(t, 20*time.Second, "2 status reports", func() bool { return cp.count(status) >= 2 })
 
 	// agent check, in process, with the same settings.
 	var out, errOut bytes.Buffer
@@ -213,7 +203,7 @@ func TestAgentProcess(t *testing.T) {
 	pidFile := filepath.Join(root, hostsetup.PIDFilePath)
 	_, logs, done = startAgentProcess(t, bin, dir, append(args, "--pid-file", pidFile)...)
 	before := cp.count(status)
-	waitUntil(t, "status reports after the restart", func() bool { return cp.count(status) >= before+2 })
+	testkit.WaitFor(t, 20*time.Second, "status reports after the restart", func() bool { return cp.count(status) >= before+2 })
 	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatalf("PID file: %v", err)
 	}
@@ -355,7 +345,7 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 	args := agentArgs(t, dir, cp.url, freeLoopback(t))
 	first, logs, done := startAgentProcess(t, bin, dir, args...)
 	status := nodeapi.StatusPath("127.0.0.1")
-	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
+	testkit.WaitFor(t, 20*time.Second, "2 status reports", func() bool { return cp.count(status) >= 2 })
 	stateDir := filepath.Join(dir, "state")
 	before, err := os.ReadFile(filepath.Join(stateDir, agent.StateFile))
 	if err != nil {
@@ -386,7 +376,7 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 		t.Errorf("the state file changed:\n%s\nwant\n%s", after, before)
 	}
 	n := cp.count(status)
-	waitUntil(t, "the first agent still reporting", func() bool { return cp.count(status) >= n+2 })
+	testkit.WaitFor(t, 20*time.Second, "the first agent still reporting", func() bool { return cp.count(status) >= n+2 })
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

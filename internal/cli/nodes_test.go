@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,12 +17,13 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // nodeBody is a Cubelet-shaped register body for node id (the registry's golden body).
 func nodeBody(t *testing.T, name, id string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(pkgDir, "..", "nodes", "nodetest", "testdata", name))
+	b, err := os.ReadFile(filepath.Join(testkit.PackageDir(), "..", "nodes", "nodetest", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "list", "--pool", pool.ID)
 		record("nodes", "join-token", "create", "--pool", "no-such-pool")
 		record("nodes", "join-token", "create", "--pool", pool.ID, "--ip", "10.0.0.1", "--any-ip")
-		golden(t, "nodes", c.normalize(strings.ReplaceAll(b.String(), token, "<join token>")))
+		testkit.Golden(t, "nodes.golden", []byte(c.normalize(strings.ReplaceAll(b.String(), token, "<join token>"))))
 
 		// nodes list -o json is the API's output.
 		var list struct {
@@ -135,64 +135,20 @@ func TestNodesCommands(t *testing.T) {
 			t.Errorf("nodes label -o json: %+v %v", labelled, err)
 		}
 		// Events reach the log within a second.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			out := c.admin("nodes", "events", "10.0.0.7")
-			if strings.Contains(out, "node.deleted") {
-				if !strings.Contains(out, "node.joined") || !strings.Contains(out, "node.cordoned") || !strings.Contains(out, "node.draining") {
-					t.Errorf("events:\n%s", out)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no node.deleted event:\n%s", out)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var eventsOut string
+		testkit.WaitFor(t, 5*time.Second, "a node.deleted event", func() bool {
+			eventsOut = c.admin("nodes", "events", "10.0.0.7")
+			return strings.Contains(eventsOut, "node.deleted")
+		})
+		if !strings.Contains(eventsOut, "node.joined") || !strings.Contains(eventsOut, "node.cordoned") || !strings.Contains(eventsOut, "node.draining") {
+			t.Errorf("events:\n%s", eventsOut)
 		}
 	})
 }
 
-// drainRun is a `cubefleet nodes drain` running in the background with its own context.
-type drainRun struct {
-	out, err syncBuffer
-	cancel   context.CancelFunc
-	done     chan int
-}
-
 // startDrain runs `cubefleet nodes drain args...` as the administrator in the background.
-func (c *cliEnv) startDrain(args ...string) *drainRun {
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &drainRun{cancel: cancel, done: make(chan int, 1)}
-	args = append([]string{"nodes", "drain"}, append(args, "--token-file", c.tokenFile)...)
-	go func() {
-		d.done <- Run(ctx, args, IO{In: strings.NewReader(""), Out: &d.out, Err: &d.err, Getenv: func(k string) string { return c.env[k] }})
-	}()
-	c.t.Cleanup(cancel)
-	return d
-}
-
-// waitFor waits until the command's standard error holds want.
-func (d *drainRun) waitFor(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(d.err.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q on stderr:\n%s", want, d.err.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// exit waits for the command to end and returns its exit code.
-func (d *drainRun) exit(t *testing.T) int {
-	t.Helper()
-	select {
-	case code := <-d.done:
-		return code
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nodes drain did not end\nstdout:\n%s\nstderr:\n%s", d.out.String(), d.err.String())
-	}
-	return -1
+func (c *cliEnv) startDrain(args ...string) *bgRun {
+	return start(c.t, func(k string) string { return c.env[k] }, append([]string{"nodes", "drain"}, append(args, "--token-file", c.tokenFile)...)...)
 }
 
 // TestNodesDrainWait runs `cubefleet nodes drain --wait` against a real server while a joined
@@ -222,9 +178,9 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// 4, 2, 0: drained.
 		d := c.startDrain("10.0.0.7", "--reason", "retire", "--wait", "--poll", "100ms", "--timeout", "1m")
-		d.waitFor(t, "10.0.0.7: 4 sandboxes left (0s)\n")
+		d.waitStderr(t, "10.0.0.7: 4 sandboxes left (0s)\n")
 		report(2)
-		d.waitFor(t, "10.0.0.7: 2 sandboxes left (0s)\n")
+		d.waitStderr(t, "10.0.0.7: 2 sandboxes left (0s)\n")
 		report(0)
 		if code := d.exit(t); code != ExitOK {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
@@ -268,14 +224,14 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// Ctrl-C: exit 1, the node stays draining.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
 		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") || d.out.String() != "" {
 			t.Errorf("interrupted: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
 		}
 		// The same with --output json: the node as last read on stdout.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
 		v = nodeOut{}
 		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
@@ -290,7 +246,7 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// Uncordon while waiting ends the wait with CONFLICT.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		c.admin("nodes", "uncordon", "10.0.0.7")
 		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: CONFLICT: node 10.0.0.7 is no longer draining") {
 			t.Errorf("uncordoned while waiting: exit %d\nstderr:\n%s", code, d.err.String())
@@ -299,7 +255,7 @@ func TestNodesDrainWait(t *testing.T) {
 		// Deleted while waiting: NOT_FOUND saying so, the node as last read on stdout.
 		report(3)
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		c.admin("nodes", "delete", "10.0.0.7", "--force")
 		v = nodeOut{}
 		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.ID != "10.0.0.7" || v.Drain == nil ||
@@ -390,13 +346,13 @@ func TestNodesHostileText(t *testing.T) {
 		var b strings.Builder
 		c.record(&b, "nodes", "list")
 		c.record(&b, "nodes", "get", "10.0.0.7")
-		waitUntil(t, "the node.cordoned event", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the node.cordoned event", func() bool {
 			return strings.Contains(c.admin("nodes", "events", "10.0.0.7"), "node.cordoned")
 		})
 		c.record(&b, "nodes", "events", "10.0.0.7")
 		c.record(&b, "nodes", "get", "10.0.0.9\x1b[2J\nFAKE") // the server's message quotes the id
 		got := c.normalize(b.String())
-		golden(t, "nodes_hostile", got)
+		testkit.Golden(t, "nodes_hostile.golden", []byte(got))
 		for _, bad := range []string{"\x1b", "\u202e", "\u2066", "\u2069", "\nFAKE"} {
 			if strings.Contains(got, bad) {
 				t.Errorf("the output holds %q raw:\n%s", bad, got)
@@ -433,7 +389,7 @@ func TestNodesListOrder(t *testing.T) {
 	}
 	var b strings.Builder
 	c.record(&b, "nodes", "list")
-	golden(t, "nodes_order", c.normalize(b.String()))
+	testkit.Golden(t, "nodes_order.golden", []byte(c.normalize(b.String())))
 
 	var list struct{ Items []struct{ ID string } }
 	json.Unmarshal([]byte(c.admin("nodes", "list", "-o", "json")), &list)
@@ -465,7 +421,7 @@ func TestNodesEvents(t *testing.T) {
 	var all struct {
 		Items []struct{ ID string }
 	}
-	waitUntil(t, "four events", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "four events", func() bool {
 		json.Unmarshal([]byte(c.admin("nodes", "events", "10.0.0.7", "-o", "json")), &all)
 		return len(all.Items) == 4
 	})
@@ -488,5 +444,5 @@ func TestNodesEvents(t *testing.T) {
 	c.record(&b, "nodes", "events", "--since", "yesterday")
 	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "1", "-o", "json")
 	c.record(&b, "nodes", "events", "10.0.0.7", "--cursor", all.Items[2].ID, "-o", "json")
-	golden(t, "nodes_events", c.normalize(b.String()))
+	testkit.Golden(t, "nodes_events.golden", []byte(c.normalize(b.String())))
 }
