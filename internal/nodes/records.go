@@ -61,7 +61,7 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 		rec := &c.Registrations[i]
 		r.regMu.Lock()
 		if n := r.set.get(rec.NodeID); n == nil {
-			fresh, err := restore(rec, now, r.started, r.health)
+			fresh, err := restore(rec, now, r.health)
 			if err != nil {
 				r.regMu.Unlock()
 				return err
@@ -88,7 +88,7 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 		n.mu.Lock()
 		if s.ReportedAt > n.reportedAt && !n.deleted {
 			n.setLive(s)
-			n.healthBase = s.ReportedAt
+			n.statusAt = max(n.statusAt, s.ReportedAt)
 		}
 		n.mu.Unlock()
 	}
