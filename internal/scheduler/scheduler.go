@@ -1,0 +1,918 @@
+package scheduler
+
+import (
+	"context"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+)
+
+// DefaultReservationTTL is how long a reservation waits for its sandbox to be listed by the
+// node (or released) before it expires: longer than any create (upstream's create timeout is
+// 300 s in the shipped configuration).
+const DefaultReservationTTL = 10 * time.Minute
+
+// DefaultRetryAfter is the retry hint of a RESOURCE_EXHAUSTED decision: about one report period
+// of the nodes, after which room freed by finished sandboxes is known.
+const DefaultRetryAfter = 2 * time.Second
+
+// Options configures a Scheduler. Every field has a usable zero value.
+type Options struct {
+	// Config is the scheduler configuration; the zero Config means Default().
+	Config Config
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Seed seeds the random picks; 0 means a random seed. simulate passes its --seed.
+	Seed uint64
+	// ReservationTTL bounds a reservation's life; 0 means DefaultReservationTTL.
+	ReservationTTL time.Duration
+	// Metrics receives the decision metrics; nil means none.
+	Metrics *Metrics
+	// Journal is told of every reservation made and released, so it can persist them; nil
+	// means reservations live only in memory.
+	Journal Journal
+}
+
+// Journal persists reservations so that another replica taking over the placement lane can
+// rebuild them ([Scheduler.Restore]). Its methods are called with the scheduler's lock held,
+// in decision order: they must not block (queue the write and return).
+type Journal interface {
+	Reserved(r Reservation)
+	Released(sandboxID string)
+}
+
+// Request is one sandbox to place. CPU is in millicores, MemoryMiB and DiskMiB in MiB.
+type Request struct {
+	// SandboxID names the sandbox; its reservation is released by this id. A second request
+	// with an id that holds a reservation returns that decision again.
+	SandboxID string `json:"sandboxId"`
+	// Pool is the pool id of the sandbox's template; only its nodes are considered.
+	Pool string `json:"pool"`
+	// Template is the template id, for template locality ("" for none).
+	Template     string            `json:"template,omitempty"`
+	CPU          int64             `json:"cpu"`
+	MemoryMiB    int64             `json:"memoryMiB"`
+	DiskMiB      int64             `json:"diskMiB,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Exclude lists node ids not to choose (a node that already failed this create).
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// Reservation is the room held on a node for a sandbox placed there and not yet listed in the
+// node's report: CPU in millicores, memory and disk in MiB, and one microVM slot.
+type Reservation struct {
+	SandboxID string    `json:"sandboxId"`
+	NodeID    string    `json:"nodeId"`
+	Pool      string    `json:"pool"`
+	CPU       int64     `json:"cpu"`
+	MemoryMiB int64     `json:"memoryMiB"`
+	DiskMiB   int64     `json:"diskMiB"`
+	At        time.Time `json:"-"`
+}
+
+// Decision is where a sandbox goes: the chosen node, its score in [0,1], how many nodes of the
+// pool could have taken it, and the reservation made for it.
+type Decision struct {
+	NodeID      string      `json:"nodeId"`
+	Score       float64     `json:"score"`
+	Feasible    int         `json:"feasible"`
+	Reservation Reservation `json:"reservation"`
+}
+
+// Room is what a node has and holds, for `nodes get`: reported use, reserved use and what is
+// left (CPU in millicores, memory and disk in MiB; Disk fields 0 when the node reports no disk
+// room), with the number of reservations outstanding.
+type Room struct {
+	Reported     Usage `json:"reported"`
+	Reserved     Usage `json:"reserved"`
+	Remaining    Usage `json:"remaining"`
+	Reservations int   `json:"reservations"`
+}
+
+// Usage is an amount of each resource.
+type Usage struct {
+	CPU       int64 `json:"cpu"`
+	MemoryMiB int64 `json:"memoryMiB"`
+	DiskMiB   int64 `json:"diskMiB"`
+	MvmNum    int64 `json:"mvmNum"`
+}
+
+// rec is the compact per-node record a decision scans: everything the common path reads, in
+// 32 bytes (two nodes per cache line). It is recomputed (refresh) whenever the node, its
+// reservations or the configuration change. A node that cannot be a candidate at all (not
+// Ready, cordoned, ...) has until = MinInt64, so one comparison covers every such reason.
+type rec struct {
+	until int64   // Unix ms: a candidate while now <= until (Ready and metrics fresh)
+	cpu   int32   // millicores left: quota − allocated − reserved (clamped to int32)
+	mem   int32   // MiB left, less the host reserve when the mem filter is on
+	disk  int32   // MiB left; MaxInt32 when the node reports no disk room
+	slots int32   // min(microVM slots left, creates the node may still start)
+	base  float64 // the score of the request-independent factors
+}
+
+// clamp32 bounds v to the int32 range.
+func clamp32(v int64) int32 {
+	return int32(max(min(v, math.MaxInt32), math.MinInt32))
+}
+
+// nodeInfo is the rest of a node's record, read off the common path.
+type nodeInfo struct {
+	st          NodeState // Templates and Sandboxes nil: the scheduler keeps its own copies
+	tids        []uint32  // interned template ids, sorted
+	mvmLimit    int64
+	createLimit int64
+	memTotal    int64
+	window      time.Duration // metric freshness: min(metric_update_timeout, 2 report periods)
+	resCPU      int64
+	resMem      int64
+	resDisk     int64
+	resMvm      int64
+	inflight    int
+	block       reason // why the node is no candidate whatever the request; fits when none
+	roomCPU     int64  // millicores left
+	roomMem     int64  // MiB left (less the host reserve with the mem filter)
+	roomDisk    int64  // MiB left; MaxInt64 when the node reports no disk room
+	roomMvm     int64  // microVM slots left
+	roomLive    int64  // creates the node may still start (MaxInt64 without realtime_create_num)
+	sw          float64 // smooth weighted round robin state
+	live        bool
+}
+
+type pool struct {
+	slots []int32
+	next  int // pre_select_num's rotating start
+}
+
+type held struct {
+	Reservation
+	slot int32 // -1 while the node is unknown (restored before it reported)
+}
+
+// Scheduler decides where sandboxes go and holds their reservations. It is safe for concurrent
+// use: decisions, releases and node updates are serialised by one lock, which is what makes a
+// decision and its reservation atomic.
+type Scheduler struct {
+	mu      sync.Mutex
+	plan    plan
+	now     func() time.Time
+	rng     *rand.Rand
+	ttl     time.Duration
+	metrics *Metrics
+	journal Journal
+
+	recs  []rec
+	info  []nodeInfo
+	free  []int32
+	byID  map[string]int32
+	pools map[string]*pool
+
+	tplIDs   map[string]uint32
+	tplNodes [][]uint64 // by interned template id: bitset over slots of the nodes holding it
+
+	resv           map[string]*held
+	maxCreateLimit int64
+
+	rrwIndex  int
+	rrwWeight int64
+	top       []cand
+	excl      []int32
+}
+
+// New returns a Scheduler with opts. A Config that is not valid is an error (*ConfigError).
+func New(opts Options) (*Scheduler, error) {
+	cfg := opts.Config
+	if cfg.Profile == "" {
+		cfg = Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		plan:    compile(cfg),
+		now:     opts.Now,
+		ttl:     opts.ReservationTTL,
+		metrics: opts.Metrics,
+		journal: opts.Journal,
+		byID:    map[string]int32{},
+		pools:   map[string]*pool{},
+		tplIDs:  map[string]uint32{},
+		resv:    map[string]*held{},
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.ttl <= 0 {
+		s.ttl = DefaultReservationTTL
+	}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	s.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return s, nil
+}
+
+// Config returns the configuration in force.
+func (s *Scheduler) Config() Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.plan.cfg
+}
+
+// SetConfig replaces the configuration (a reload): every node is re-evaluated under it, and
+// the reservations are kept. An invalid cfg is an error and changes nothing.
+func (s *Scheduler) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.plan = compile(cfg)
+	s.rrwIndex, s.rrwWeight = 0, 0
+	for slot := range s.info {
+		if s.info[slot].live {
+			s.info[slot].sw = 0
+			s.refresh(int32(slot))
+		}
+	}
+	return nil
+}
+
+// Update applies a node's new state (a report, a cordon, a pool change): the reservations of
+// the sandboxes it lists are released (its allocated figures now hold them), and its record is
+// recomputed.
+func (s *Scheduler) Update(st NodeState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.byID[st.ID]
+	if !ok {
+		slot = s.alloc(st.ID)
+	}
+	in := &s.info[slot]
+	if !ok || in.st.Pool != st.Pool {
+		if ok {
+			s.leavePool(in.st.Pool, slot)
+		}
+		p := s.pools[st.Pool]
+		if p == nil {
+			p = &pool{}
+			s.pools[st.Pool] = p
+		}
+		p.slots = append(p.slots, slot)
+	}
+	s.setTemplates(slot, st.Templates)
+	released := 0
+	if st.SandboxesReported && in.inflight > 0 {
+		for _, id := range st.Sandboxes {
+			if h, ok := s.resv[id]; ok {
+				s.drop(h)
+				released++
+			}
+		}
+	}
+	if st.Labels != nil {
+		st.Labels = maps.Clone(st.Labels)
+	}
+	st.Templates, st.Sandboxes = nil, nil
+	in.st = st
+	if !ok {
+		s.attachRestored(slot)
+	}
+	s.refreshLimits(slot)
+	s.refresh(slot)
+	if released > 0 {
+		s.metrics.release("reported", released, len(s.resv))
+	}
+}
+
+// Remove forgets a node (deleted from the registry) and drops its reservations.
+func (s *Scheduler) Remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.byID[id]
+	if !ok {
+		return
+	}
+	n := 0
+	for _, h := range s.resv {
+		if h.slot == slot {
+			s.drop(h)
+			n++
+		}
+	}
+	s.setTemplates(slot, nil)
+	s.leavePool(s.info[slot].st.Pool, slot)
+	delete(s.byID, id)
+	s.info[slot] = nodeInfo{}
+	s.recs[slot] = rec{until: math.MinInt64}
+	s.free = append(s.free, slot)
+	s.recomputeMaxCreateLimit()
+	s.metrics.release("removed", n, len(s.resv))
+}
+
+func (s *Scheduler) alloc(id string) int32 {
+	var slot int32
+	if n := len(s.free); n > 0 {
+		slot, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		slot = int32(len(s.recs))
+		s.recs = append(s.recs, rec{})
+		s.info = append(s.info, nodeInfo{})
+	}
+	s.byID[id] = slot
+	s.info[slot] = nodeInfo{live: true}
+	return slot
+}
+
+func (s *Scheduler) leavePool(name string, slot int32) {
+	p := s.pools[name]
+	if p == nil {
+		return
+	}
+	if i := slices.Index(p.slots, slot); i >= 0 {
+		p.slots = slices.Delete(p.slots, i, i+1)
+	}
+	if len(p.slots) == 0 {
+		delete(s.pools, name)
+	}
+}
+
+// setTemplates records the templates a node holds in the per-template bitsets.
+func (s *Scheduler) setTemplates(slot int32, templates []string) {
+	in := &s.info[slot]
+	tids := make([]uint32, 0, len(templates))
+	for _, t := range templates {
+		id, ok := s.tplIDs[t]
+		if !ok {
+			id = uint32(len(s.tplNodes))
+			s.tplIDs[t] = id
+			s.tplNodes = append(s.tplNodes, nil)
+		}
+		tids = append(tids, id)
+	}
+	slices.Sort(tids)
+	tids = slices.Compact(tids)
+	if slices.Equal(tids, in.tids) {
+		return
+	}
+	word, bit := slot/64, uint64(1)<<(slot%64)
+	for _, id := range in.tids {
+		if b := s.tplNodes[id]; int(word) < len(b) {
+			b[word] &^= bit
+		}
+	}
+	for _, id := range tids {
+		b := s.tplNodes[id]
+		if int(word) >= len(b) {
+			b = append(b, make([]uint64, int(word)+1-len(b))...)
+			s.tplNodes[id] = b
+		}
+		b[word] |= bit
+	}
+	in.tids = tids
+}
+
+// holds reports whether the node in slot holds the template whose bitset is bits.
+func holds(bits []uint64, slot int32) bool {
+	w := int(slot / 64)
+	return w < len(bits) && bits[w]&(1<<(slot%64)) != 0
+}
+
+// refreshLimits recomputes a node's limits from its state and the configuration.
+func (s *Scheduler) refreshLimits(slot int32) {
+	in := &s.info[slot]
+	c := &s.plan.cfg
+	limit := in.st.MaxMvmNum
+	if limit <= 0 {
+		limit = c.NodeMaxMvmNum
+	}
+	in.mvmLimit = int64(math.Ceil(float64(limit) * c.NodeMaxMvmNumReserveNumPercent))
+	old := in.createLimit
+	in.createLimit = in.st.CreateConcurrentNum
+	if in.createLimit <= 0 {
+		in.createLimit = DefaultCreateConcurrentLimit
+	}
+	in.memTotal = in.st.MemTotalMiB
+	if in.memTotal <= 0 {
+		in.memTotal = in.st.QuotaMemMiB
+	}
+	in.window = time.Duration(c.MetricUpdateTimeout)
+	if p := 2 * in.st.ReportPeriod; p > 0 && p < in.window {
+		in.window = p
+	}
+	switch {
+	case in.createLimit > s.maxCreateLimit:
+		s.maxCreateLimit = in.createLimit
+		s.refreshAllIf(s.plan.coef[fCreateLimit] != 0, slot)
+	case old == s.maxCreateLimit && in.createLimit < old:
+		s.recomputeMaxCreateLimit()
+	}
+}
+
+func (s *Scheduler) recomputeMaxCreateLimit() {
+	var m int64
+	for i := range s.info {
+		if s.info[i].live {
+			m = max(m, s.info[i].createLimit)
+		}
+	}
+	if m != s.maxCreateLimit {
+		s.maxCreateLimit = m
+		s.refreshAllIf(s.plan.coef[fCreateLimit] != 0, -1)
+	}
+}
+
+func (s *Scheduler) refreshAllIf(cond bool, except int32) {
+	if !cond {
+		return
+	}
+	for i := range s.info {
+		if s.info[i].live && int32(i) != except {
+			s.refresh(int32(i))
+		}
+	}
+}
+
+// refresh recomputes the record a decision scans from the node's state, its reservations and
+// the configuration: the one place a node's room is computed (overcommit is the node's own, in
+// its quota; nothing here multiplies it).
+func (s *Scheduler) refresh(slot int32) {
+	in := &s.info[slot]
+	st := &in.st
+	p := &s.plan
+	in.roomCPU = st.QuotaCPU - st.AllocatedCPU - in.resCPU
+	in.roomMem = st.QuotaMemMiB - st.AllocatedMemMiB - in.resMem
+	in.roomDisk = math.MaxInt64
+	if st.DiskMiB > 0 {
+		in.roomDisk = st.DiskMiB - st.AllocatedDiskMiB - in.resDisk
+	}
+	in.roomMvm = in.mvmLimit - st.MvmNum - in.resMvm
+	in.roomLive = math.MaxInt64
+	if p.createFilter {
+		in.roomLive = in.createLimit - int64(in.inflight)
+	}
+	if p.memFilter {
+		reserve := p.cfg.NodeMaxMemReservedInMB
+		if reserve >= in.memTotal {
+			reserve = int64(math.Ceil(float64(in.memTotal) * 0.1))
+		}
+		used := max(st.MemUsageMiB, st.AllocatedMemMiB+in.resMem)
+		in.roomMem = min(in.roomMem, in.memTotal-used-reserve)
+	}
+	switch {
+	case !st.Cubefleet:
+		in.block = reasonStockCubelet
+	case !st.ReportedSinceStart:
+		in.block = reasonNoReport
+	case !st.Ready || st.ReadyUntil.IsZero():
+		in.block = reasonNotReady
+	case st.Cordoned:
+		in.block = reasonCordoned
+	case st.Draining:
+		in.block = reasonDraining
+	case !st.HasMetrics:
+		in.block = reasonStaleMetrics
+	case p.cpuFilter && st.CPUUtil >= p.cfg.NodeMaxCPUUtil:
+		in.block = reasonCPUUtil
+	case p.diskFilter && max(st.DataDiskUsage, st.StorageDiskUsage, st.SysDiskUsage) >= p.cfg.DiskUsageMaxPercent:
+		in.block = reasonDiskUsage
+	default:
+		in.block = fits
+	}
+	r := rec{
+		until: math.MinInt64,
+		cpu:   clamp32(in.roomCPU),
+		mem:   clamp32(in.roomMem),
+		disk:  clamp32(in.roomDisk),
+		slots: clamp32(min(in.roomMvm, in.roomLive)),
+		base:  s.baseScore(in),
+	}
+	if in.block == fits {
+		r.until = min(st.ReadyUntil.UnixMilli(), st.MetricsReceivedAt.Add(in.window).UnixMilli())
+	}
+	s.recs[slot] = r
+}
+
+// cand is a candidate of the top N.
+type cand struct {
+	slot  int32
+	score float64
+}
+
+// Decide places req: it scans every node of req.Pool, keeps the best priority_select_num,
+// picks one as least_select_name says, and reserves the request's room on it before anyone
+// else can decide. Errors: INVALID_INPUT for a request missing its sandbox id or pool or with a
+// negative size; RESOURCE_EXHAUSTED when no node fits, its message the "why not placed" line
+// and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds}. A request whose
+// sandbox id already holds a reservation returns that decision again.
+func (s *Scheduler) Decide(ctx context.Context, req Request) (Decision, error) {
+	start := time.Now()
+	if err := req.validate(); err != nil {
+		s.metrics.decided(outcomeInvalid, start, nil)
+		return Decision{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	var rejected tally
+	s.mu.Lock()
+	d, err := s.decide(&req, &rejected)
+	s.mu.Unlock()
+	outcome := outcomePlaced
+	if err != nil {
+		outcome = outcomeExhausted
+	}
+	s.metrics.decided(outcome, start, &rejected)
+	return d, err
+}
+
+func (r *Request) validate() error {
+	var errs []cubefleet.FieldError
+	add := func(path, msg string) { errs = append(errs, cubefleet.FieldError{Path: path, Message: msg}) }
+	if r.SandboxID == "" {
+		add("sandboxId", "required: the id the reservation is released by")
+	}
+	if r.Pool == "" {
+		add("pool", "required: the pool id of the sandbox's template")
+	}
+	if r.CPU < 0 {
+		add("cpu", "must be >= 0 millicores")
+	}
+	if r.MemoryMiB < 0 {
+		add("memoryMiB", "must be >= 0 MiB")
+	}
+	if r.DiskMiB < 0 {
+		add("diskMiB", "must be >= 0 MiB")
+	}
+	for _, f := range []struct {
+		path string
+		v    int64
+	}{{"cpu", r.CPU}, {"memoryMiB", r.MemoryMiB}, {"diskMiB", r.DiskMiB}} {
+		if f.v > math.MaxInt32 {
+			errs = append(errs, cubefleet.FieldError{Path: f.path, Message: "must be at most 2147483647"})
+		}
+	}
+	if len(errs) > 0 {
+		return cubefleet.InvalidAll(errs)
+	}
+	return nil
+}
+
+// decide is Decide under s.mu.
+func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
+	if h, ok := s.resv[req.SandboxID]; ok {
+		return Decision{NodeID: h.NodeID, Reservation: h.Reservation, Feasible: 1}, nil
+	}
+	nowT := s.now()
+	now := nowT.UnixMilli()
+	p := s.pools[req.Pool]
+	if p == nil {
+		return Decision{}, s.exhausted(req, 0, rejected)
+	}
+	var bits []uint64
+	hasTpl := req.Template != ""
+	if hasTpl {
+		if id, ok := s.tplIDs[req.Template]; ok {
+			bits = s.tplNodes[id]
+		}
+	}
+	s.excl = s.excl[:0]
+	for _, id := range req.Exclude {
+		if slot, ok := s.byID[id]; ok {
+			s.excl = append(s.excl, slot)
+		}
+	}
+	q := query{
+		req: req, now: now, bits: bits, hasTpl: hasTpl, tplFilter: s.plan.tplFilter && hasTpl,
+		n: s.plan.cfg.PrioritySelectNum, limit: len(p.slots), rejected: rejected, top: s.top[:0],
+	}
+	if ps := s.plan.cfg.PreSelectNum; ps > 0 && ps < q.limit {
+		q.limit = ps
+	}
+	start := 0
+	if q.limit < len(p.slots) {
+		start = p.next % len(p.slots)
+	}
+	// The scan runs from start to the end, then from the beginning to start: no division per node.
+	if i, full := s.scan(&q, p.slots[start:]); full {
+		p.next = start + i + 1
+	} else if i, full := s.scan(&q, p.slots[:start]); full {
+		p.next = i + 1
+	}
+	top, seen := q.top, q.seen
+	s.top = top
+	if len(top) == 0 {
+		return Decision{}, s.exhausted(req, len(p.slots), rejected)
+	}
+	c := top[s.pick(top)]
+	h := &held{slot: c.slot, Reservation: Reservation{
+		SandboxID: req.SandboxID, NodeID: s.info[c.slot].st.ID, Pool: req.Pool,
+		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT,
+	}}
+	s.hold(h)
+	return Decision{NodeID: h.NodeID, Score: c.score, Feasible: seen, Reservation: h.Reservation}, nil
+}
+
+// query is one decision's scan state.
+type query struct {
+	req       *Request
+	now       int64
+	bits      []uint64
+	hasTpl    bool
+	tplFilter bool
+	n, limit  int
+	seen      int
+	rejected  *tally
+	top       []cand
+}
+
+// scan considers slots in order, adding each node that fits to q.top, until q.limit nodes
+// fit; it returns the index it stopped at and true when the limit stopped it.
+func (s *Scheduler) scan(q *query, slots []int32) (int, bool) {
+	// Everything the loop reads is a local, so it stays in registers.
+	req, now := q.req, q.now
+	cpu, mem, disk := clamp32(req.CPU), clamp32(req.MemoryMiB), clamp32(req.DiskMiB)
+	dynamic, bits, hasTpl, tplFilter, tplCoef := s.plan.dynamic, q.bits, q.hasTpl, q.tplFilter, s.plan.tplCoef
+	slow := len(s.excl) > 0 || len(req.NodeSelector) > 0
+	n, limit, seen, top := q.n, q.limit, q.seen, q.top
+	bar := math.Inf(-1) // the score to beat: the last of a full top N
+	if n >= 0 && len(top) == n {
+		bar = top[n-1].score
+	}
+	recs := s.recs
+	defer func() { q.seen, q.top = seen, top }()
+	for i, slot := range slots {
+		r := &recs[slot]
+		if now > r.until || r.cpu < cpu || r.mem < mem || r.disk < disk || r.slots < 1 {
+			q.rejected[s.classify(slot, req, now, bits)]++
+			continue
+		}
+		tplHit := true
+		if hasTpl {
+			w := int(slot >> 6)
+			tplHit = w < len(bits) && bits[w]&(1<<(slot&63)) != 0
+			if tplFilter && !tplHit {
+				q.rejected[reasonTemplate]++
+				continue
+			}
+		}
+		if slow {
+			if why := s.slowChecks(slot, req); why != fits {
+				q.rejected[why]++
+				continue
+			}
+		}
+		score := r.base
+		if tplHit {
+			score += tplCoef
+		}
+		if dynamic {
+			score += s.dynamicScore(&s.info[slot], req, now)
+		}
+		seen++
+		if score > bar {
+			top = insertTop(top, cand{slot, score}, n)
+			if n >= 0 && len(top) == n {
+				bar = top[n-1].score
+			}
+		}
+		if seen >= limit {
+			return i, true
+		}
+	}
+	return len(slots), false
+}
+
+// slowChecks applies the request's exclusions and node selector to the node in slot.
+func (s *Scheduler) slowChecks(slot int32, req *Request) reason {
+	if slices.Contains(s.excl, slot) {
+		return reasonExcluded
+	}
+	if len(req.NodeSelector) > 0 && !matches(s.info[slot].st.Labels, req.NodeSelector) {
+		return reasonSelector
+	}
+	return fits
+}
+
+// insertTop keeps top sorted by score, best first, holding at most n (n < 0: no bound); a
+// later candidate with an equal score ranks after the earlier one.
+func insertTop(top []cand, c cand, n int) []cand {
+	if n < 0 {
+		return append(top, c)
+	}
+	if len(top) == n {
+		if c.score <= top[n-1].score {
+			return top
+		}
+		top = top[:n-1]
+	}
+	i := len(top)
+	top = append(top, c)
+	for i > 0 && top[i-1].score < c.score {
+		top[i] = top[i-1]
+		i--
+	}
+	top[i] = c
+	return top
+}
+
+func matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// classify returns the first reason the node in slot cannot take req at now.
+func (s *Scheduler) classify(slot int32, req *Request, now int64, bits []uint64) reason {
+	in := &s.info[slot]
+	switch {
+	case in.block != fits:
+		return in.block
+	case now > in.st.ReadyUntil.UnixMilli():
+		return reasonNotReady
+	case now > s.recs[slot].until:
+		return reasonStaleMetrics
+	case slices.Contains(s.excl, slot):
+		return reasonExcluded
+	case len(req.NodeSelector) > 0 && !matches(in.st.Labels, req.NodeSelector):
+		return reasonSelector
+	case in.roomMvm < 1:
+		return reasonMvm
+	case in.roomCPU < req.CPU:
+		return reasonCPU
+	case in.roomMem < req.MemoryMiB:
+		return reasonMem
+	case in.roomDisk < req.DiskMiB:
+		return reasonDisk
+	case s.plan.tplFilter && req.Template != "" && !holds(bits, slot):
+		return reasonTemplate
+	}
+	return reasonCreates
+}
+
+// exhausted builds the RESOURCE_EXHAUSTED error of a request no node fits.
+func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
+	msg := "no node can take the sandbox: "
+	if nodes == 0 {
+		msg += "pool " + req.Pool + " has no nodes"
+	} else {
+		msg += t.line(nodes)
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Message: msg, Details: map[string]any{
+		"pool": req.Pool, "nodes": nodes, "reasons": t.counts(),
+		"retryAfterSeconds": int(DefaultRetryAfter / time.Second),
+	}}
+}
+
+// hold records h and takes its room on its node.
+func (s *Scheduler) hold(h *held) {
+	s.resv[h.SandboxID] = h
+	if h.slot >= 0 {
+		s.charge(h, 1)
+	}
+	if s.journal != nil {
+		s.journal.Reserved(h.Reservation)
+	}
+	s.metrics.outstanding(len(s.resv))
+}
+
+// drop removes h and gives its room back.
+func (s *Scheduler) drop(h *held) {
+	delete(s.resv, h.SandboxID)
+	if h.slot >= 0 {
+		s.charge(h, -1)
+	}
+	if s.journal != nil {
+		s.journal.Released(h.SandboxID)
+	}
+}
+
+// charge adds (sign 1) or removes (sign -1) h's room on its node.
+func (s *Scheduler) charge(h *held, sign int64) {
+	in := &s.info[h.slot]
+	in.resCPU += sign * h.CPU
+	in.resMem += sign * h.MemoryMiB
+	in.resDisk += sign * h.DiskMiB
+	in.resMvm += sign
+	in.inflight += int(sign)
+	s.refresh(h.slot)
+}
+
+// Release frees the reservation of a sandbox (its create failed or timed out) and reports
+// whether there was one. Room is released by sandbox id only, never by count.
+func (s *Scheduler) Release(sandboxID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.resv[sandboxID]
+	if ok {
+		s.drop(h)
+		s.metrics.release("released", 1, len(s.resv))
+	}
+	return ok
+}
+
+// Expire drops the reservations older than the reservation TTL (a sandbox whose create never
+// finished and was never released) and returns how many it dropped. The server calls it
+// every few seconds.
+func (s *Scheduler) Expire() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cut := s.now().Add(-s.ttl)
+	n := 0
+	for _, h := range s.resv {
+		if h.At.Before(cut) {
+			s.drop(h)
+			n++
+		}
+	}
+	if n > 0 {
+		s.metrics.release("expired", n, len(s.resv))
+	}
+	return n
+}
+
+// Restore adds reservations read back from the database (a replica taking over the placement
+// lane): each takes its room on its node at once, or as soon as the node is known. A
+// reservation whose sandbox already holds one is skipped.
+func (s *Scheduler) Restore(rs []Reservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rs {
+		if _, ok := s.resv[r.SandboxID]; ok {
+			continue
+		}
+		h := &held{Reservation: r, slot: -1}
+		if slot, ok := s.byID[r.NodeID]; ok {
+			h.slot = slot
+			s.charge(h, 1)
+		}
+		s.resv[r.SandboxID] = h
+	}
+	s.metrics.outstanding(len(s.resv))
+}
+
+// attachRestored charges the restored reservations of a node seen for the first time.
+func (s *Scheduler) attachRestored(slot int32) {
+	id := s.info[slot].st.ID
+	for _, h := range s.resv {
+		if h.slot < 0 && h.NodeID == id {
+			h.slot = slot
+			in := &s.info[slot]
+			in.resCPU += h.CPU
+			in.resMem += h.MemoryMiB
+			in.resDisk += h.DiskMiB
+			in.resMvm++
+			in.inflight++
+		}
+	}
+}
+
+// Reservations returns every reservation outstanding, sorted by sandbox id.
+func (s *Scheduler) Reservations() []Reservation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Reservation, 0, len(s.resv))
+	for _, h := range s.resv {
+		out = append(out, h.Reservation)
+	}
+	slices.SortFunc(out, func(a, b Reservation) int {
+		switch {
+		case a.SandboxID < b.SandboxID:
+			return -1
+		case a.SandboxID > b.SandboxID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Room returns a node's reported use, reserved use and remaining room, and whether the
+// scheduler knows the node.
+func (s *Scheduler) Room(nodeID string) (Room, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.byID[nodeID]
+	if !ok {
+		return Room{}, false
+	}
+	in := &s.info[slot]
+	room := Room{
+		Reported:     Usage{CPU: in.st.AllocatedCPU, MemoryMiB: in.st.AllocatedMemMiB, DiskMiB: in.st.AllocatedDiskMiB, MvmNum: in.st.MvmNum},
+		Reserved:     Usage{CPU: in.resCPU, MemoryMiB: in.resMem, DiskMiB: in.resDisk, MvmNum: in.resMvm},
+		Remaining:    Usage{CPU: max(in.roomCPU, 0), MemoryMiB: max(in.roomMem, 0), MvmNum: max(in.roomMvm, 0)},
+		Reservations: in.inflight,
+	}
+	if in.st.DiskMiB > 0 {
+		room.Remaining.DiskMiB = max(in.roomDisk, 0)
+	}
+	return room, true
+}
