@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -16,63 +17,63 @@ type Config struct {
 	// Profile is the built-in profile the filter and score defaults come from: ProfileBalancedSpread
 	// (default), ProfileTemplateLocalityFirst or ProfileBinpackUtilization. Keys given in the
 	// file (filter, score, priority_select_num, least_select_name) override the profile's.
-	Profile string `yaml:"profile"`
+	Profile string `yaml:"profile" json:"profile"`
 	// PrioritySelectNum is N of the final pick among the N best-scored nodes; -1 means every
 	// feasible node. Never 0.
-	PrioritySelectNum int `yaml:"priority_select_num"`
+	PrioritySelectNum int `yaml:"priority_select_num" json:"priority_select_num"`
 	// LeastSelectName is how the pick among the top N is made: SelectRandom (uniform),
 	// SelectSW (smooth weighted round robin), SelectRW (random weighted by score) or SelectRRW
 	// (weighted round robin).
-	LeastSelectName string `yaml:"least_select_name"`
+	LeastSelectName string `yaml:"least_select_name" json:"least_select_name"`
 	// PreSelectNum caps how many candidate nodes a decision looks at (from a rotating start);
 	// -1 (default) looks at every node of the pool. Any other value gives up the full scan.
-	PreSelectNum int `yaml:"pre_select_num"`
+	PreSelectNum int `yaml:"pre_select_num" json:"pre_select_num"`
 	// MetricUpdateTimeout bounds the age of a node's metrics: a node is a candidate only while
 	// its last metrics are no older than min(MetricUpdateTimeout, 2 of its report periods).
-	MetricUpdateTimeout Duration `yaml:"metric_update_timeout"`
+	MetricUpdateTimeout Duration `yaml:"metric_update_timeout" json:"metric_update_timeout"`
 	// NodeMaxMvmNum is the microVM limit of a node that reports no max_mvm_num.
-	NodeMaxMvmNum int64 `yaml:"node_max_mvm_num"`
+	NodeMaxMvmNum int64 `yaml:"node_max_mvm_num" json:"node_max_mvm_num"`
 	// NodeMaxMvmNumReserveNumPercent scales the microVM limit: ceil(limit × percent), in (0,1].
-	NodeMaxMvmNumReserveNumPercent float64 `yaml:"node_max_mvm_num_reserve_num_percent"`
+	NodeMaxMvmNumReserveNumPercent float64 `yaml:"node_max_mvm_num_reserve_num_percent" json:"node_max_mvm_num_reserve_num_percent"`
 	// NodeMaxCPUUtil is the cpu filter's threshold: a node whose reported CPU utilisation
 	// (percent, 0-100) is at or above it is filtered out.
-	NodeMaxCPUUtil float64 `yaml:"node_max_cpu_util"`
+	NodeMaxCPUUtil float64 `yaml:"node_max_cpu_util" json:"node_max_cpu_util"`
 	// NodeMaxMemReservedInMB is the mem filter's host reserve (MiB) kept free of sandboxes; a
 	// reserve at or above a node's memory becomes ceil(10% of it) on that node.
-	NodeMaxMemReservedInMB int64 `yaml:"node_max_mem_reserved_in_mb"`
+	NodeMaxMemReservedInMB int64 `yaml:"node_max_mem_reserved_in_mb" json:"node_max_mem_reserved_in_mb"`
 	// DiskUsageMaxPercent is the disk filter's threshold: a node with any of its data, storage
 	// or system disk usage (percent) at or above it is filtered out.
-	DiskUsageMaxPercent float64 `yaml:"disk_usage_max_percent"`
+	DiskUsageMaxPercent float64 `yaml:"disk_usage_max_percent" json:"disk_usage_max_percent"`
 	// Filter lists the enabled filters.
-	Filter FilterConfig `yaml:"filter"`
+	Filter FilterConfig `yaml:"filter" json:"filter"`
 	// Score is the weighted scoring.
-	Score ScoreConfig `yaml:"score"`
+	Score ScoreConfig `yaml:"score" json:"score"`
 }
 
 // FilterConfig is `scheduler.filter`.
 type FilterConfig struct {
 	// EnableFilters names the filters that run, from Filters.
-	EnableFilters []string `yaml:"enable_filters"`
+	EnableFilters []string `yaml:"enable_filters" json:"enable_filters"`
 }
 
 // ScoreConfig is `scheduler.score`.
 type ScoreConfig struct {
 	// EnableScorers names the scorers that run, from Scorers; each has a PluginConf entry.
-	EnableScorers []string `yaml:"enable_scorers"`
+	EnableScorers []string `yaml:"enable_scorers" json:"enable_scorers"`
 	// ResourceWeights is each factor's weight (>= 0), by factor name (Factors).
-	ResourceWeights map[string]float64 `yaml:"resource_weights"`
+	ResourceWeights map[string]float64 `yaml:"resource_weights" json:"resource_weights"`
 	// PluginConf is each scorer's settings, by scorer name.
-	PluginConf map[string]PluginConf `yaml:"plugin_conf"`
+	PluginConf map[string]PluginConf `yaml:"plugin_conf" json:"plugin_conf"`
 }
 
 // PluginConf is `scheduler.score.plugin_conf.<scorer>`.
 type PluginConf struct {
 	// Weight is the scorer's share of the blend Σ weight·S / Σ weight (> 0; 1 when omitted).
-	Weight float64 `yaml:"weight"`
+	Weight float64 `yaml:"weight" json:"weight"`
 	// EnableWeightFactors lists the factors of a weighted-average scorer (Factors).
-	EnableWeightFactors []string `yaml:"enable_weight_factors,omitempty"`
+	EnableWeightFactors []string `yaml:"enable_weight_factors,omitempty" json:"enable_weight_factors,omitempty"`
 	// Disable turns the scorer off while keeping its settings.
-	Disable bool `yaml:"disable,omitempty"`
+	Disable bool `yaml:"disable,omitempty" json:"disable,omitempty"`
 }
 
 // Duration is a time.Duration written as Go's duration string ("300s", "1m30s") in the file.
@@ -80,6 +81,9 @@ type Duration time.Duration
 
 // MarshalYAML writes d as a duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(time.Duration(d).String())), nil }
 
 // Profiles (`scheduler.profile`).
 const (
