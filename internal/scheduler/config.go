@@ -171,18 +171,21 @@ const (
 )
 
 // recommendedWeights is the spec's recommended multi-node scoring (cube-multi-node.md,
-// "Configure CubeMaster Scheduler Scoring").
-var recommendedWeights = map[string]float64{FactorMvmNum: 2, FactorLocalCreateNum: 3, FactorQuotaCPUUsage: 1, FactorQuotaMemUsage: 1}
+// "Configure CubeMaster Scheduler Scoring"), its factors in the spec's order.
+var (
+	recommendedWeights = map[string]float64{FactorMvmNum: 2, FactorLocalCreateNum: 3, FactorQuotaCPUUsage: 1, FactorQuotaMemUsage: 1}
+	recommendedFactors = []string{FactorMvmNum, FactorLocalCreateNum, FactorQuotaCPUUsage, FactorQuotaMemUsage}
+)
 
 // profile returns the filter and score blocks and pick defaults of a built-in profile.
 func profile(name string) (filters []string, score ScoreConfig, n int) {
 	all := []string{FilterCPU, FilterMem, FilterDisk, FilterTemplateLocality, FilterRealtimeCreateNum}
-	spread := func(w map[string]float64) ScoreConfig {
+	spread := func(w map[string]float64, factors []string) ScoreConfig {
 		return ScoreConfig{
 			EnableScorers:   []string{ScorerRealTimeWeightedAverage},
 			ResourceWeights: w,
 			PluginConf: map[string]PluginConf{ScorerRealTimeWeightedAverage: {
-				Weight: 1, EnableWeightFactors: slices.Sorted(maps.Keys(w)),
+				Weight: 1, EnableWeightFactors: factors,
 			}},
 		}
 	}
@@ -190,7 +193,8 @@ func profile(name string) (filters []string, score ScoreConfig, n int) {
 	case ProfileTemplateLocalityFirst:
 		w := maps.Clone(recommendedWeights)
 		w[FactorTemplateLocality] = 8 // > the sum of the others: a holder always outranks a non-holder
-		return slices.DeleteFunc(all, func(f string) bool { return f == FilterTemplateLocality }), spread(w), DefaultPrioritySelectNum
+		factors := append([]string{FactorTemplateLocality}, recommendedFactors...)
+		return slices.DeleteFunc(all, func(f string) bool { return f == FilterTemplateLocality }), spread(w, factors), DefaultPrioritySelectNum
 	case ProfileBinpackUtilization:
 		return all, ScoreConfig{
 			EnableScorers:   []string{ScorerBinpack},
@@ -198,7 +202,7 @@ func profile(name string) (filters []string, score ScoreConfig, n int) {
 			PluginConf:      map[string]PluginConf{ScorerBinpack: {Weight: 1}},
 		}, 1
 	}
-	return all, spread(maps.Clone(recommendedWeights)), DefaultPrioritySelectNum
+	return all, spread(maps.Clone(recommendedWeights), slices.Clone(recommendedFactors)), DefaultPrioritySelectNum
 }
 
 // Default returns the configuration used without a file: profile balanced_spread, the spec's

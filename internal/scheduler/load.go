@@ -145,6 +145,13 @@ func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!
 // mapping returns the key/value pairs of n, or reports that n is not a mapping. Duplicate keys
 // are a problem.
 func (l *loader) mapping(path string, n *yaml.Node) ([][2]*yaml.Node, bool) {
+	return l.merged(path, n, 0)
+}
+
+// maxMergeDepth bounds chains of merge keys (`<<: *base` in a base that merges another).
+const maxMergeDepth = 8
+
+func (l *loader) merged(path string, n *yaml.Node, depth int) ([][2]*yaml.Node, bool) {
 	n = resolve(n)
 	if n == nil || isNull(n) {
 		return nil, true
@@ -162,7 +169,11 @@ func (l *loader) mapping(path string, n *yaml.Node) ([][2]*yaml.Node, bool) {
 			continue
 		}
 		if k.Value == "<<" { // a merge key: its mapping's pairs come first, then ours override
-			sub, _ := l.mapping(path, v)
+			if depth >= maxMergeDepth {
+				l.fail(path, k.Line, "merge keys (<<) nested more than %d deep, or merging into themselves", maxMergeDepth)
+				continue
+			}
+			sub, _ := l.merged(path, v, depth+1)
 			pairs = append(pairs, sub...)
 			continue
 		}
