@@ -83,7 +83,9 @@ type Duration time.Duration
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
 // MarshalJSON writes d as a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(time.Duration(d).String())), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(time.Duration(d).String())), nil
+}
 
 // Profiles (`scheduler.profile`).
 const (

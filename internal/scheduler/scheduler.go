@@ -133,12 +133,12 @@ type nodeInfo struct {
 	resDisk     int64
 	resMvm      int64
 	inflight    int
-	block       reason // why the node is no candidate whatever the request; fits when none
-	roomCPU     int64  // millicores left
-	roomMem     int64  // MiB left (less the host reserve with the mem filter)
-	roomDisk    int64  // MiB left; MaxInt64 when the node reports no disk room
-	roomMvm     int64  // microVM slots left
-	roomLive    int64  // creates the node may still start (MaxInt64 without realtime_create_num)
+	block       reason  // why the node is no candidate whatever the request; fits when none
+	roomCPU     int64   // millicores left
+	roomMem     int64   // MiB left (less the host reserve with the mem filter)
+	roomDisk    int64   // MiB left; MaxInt64 when the node reports no disk room
+	roomMvm     int64   // microVM slots left
+	roomLive    int64   // creates the node may still start (MaxInt64 without realtime_create_num)
 	sw          float64 // smooth weighted round robin state
 	live        bool
 }

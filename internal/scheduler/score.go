@@ -55,8 +55,8 @@ type plan struct {
 	coef [numFactors]float64 // Σ over scorers of (scorer weight / Σ weights) · (w(f) / Σ_{k∈E} w(k))
 	// dynamic is true when a per-decision factor other than template_locality has a
 	// coefficient (template_locality is added in the scan itself: tplCoef).
-	dynamic bool
-	tplCoef float64
+	dynamic                                                   bool
+	tplCoef                                                   float64
 	cpuFilter, memFilter, diskFilter, tplFilter, createFilter bool
 	window                                                    time.Duration
 }
