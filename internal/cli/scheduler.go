@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
@@ -67,7 +66,7 @@ every problem with its key path and line.`,
 				if ce != nil {
 					return nil
 				}
-				body, err := yaml.Marshal(map[string]any{"scheduler": cfg})
+				body, err := cfg.YAML()
 				if err != nil {
 					return err
 				}

@@ -1,11 +1,14 @@
 package scheduler
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the effective scheduler configuration: the `scheduler:` section of a
@@ -310,11 +313,11 @@ func (c Config) check(e *ConfigError, lines map[string]int) {
 			add(fmt.Sprintf("scheduler.filter.enable_filters[%d]", i), "unknown filter %q: want one of %s", f, list(Filters))
 		}
 	}
-	c.Score.check(add)
+	c.Score.check(add, lines)
 }
 
 // check reports the score block's problems through add.
-func (s ScoreConfig) check(add func(path, format string, args ...any)) {
+func (s ScoreConfig) check(add func(path, format string, args ...any), lines map[string]int) {
 	for _, k := range slices.Sorted(maps.Keys(s.ResourceWeights)) {
 		w := s.ResourceWeights[k]
 		path := "scheduler.score.resource_weights." + k
@@ -324,16 +327,20 @@ func (s ScoreConfig) check(add func(path, format string, args ...any)) {
 			add(path, "weight must be >= 0 (got %g)", w)
 		}
 	}
-	active := 0
+	active, listed := 0, 0
 	for i, name := range s.EnableScorers {
 		path := fmt.Sprintf("scheduler.score.enable_scorers[%d]", i)
 		if !slices.Contains(Scorers, name) {
 			add(path, "unknown scorer %q: want one of %s", name, list(Scorers))
 			continue
 		}
+		listed++
 		pc, ok := s.PluginConf[name]
 		base := "scheduler.score.plugin_conf." + name
 		if !ok {
+			if lines != nil && lines[base] == 0 {
+				lines[base] = lines[path] // the problem is told at the scorer's line
+			}
 			add(base, "missing: enabled scorer %q needs its plugin_conf block (weight, enable_weight_factors)", name)
 			continue
 		}
@@ -373,7 +380,7 @@ func (s ScoreConfig) check(add func(path, format string, args ...any)) {
 			add("scheduler.score.plugin_conf."+name, "unknown scorer %q: want one of %s", name, list(Scorers))
 		}
 	}
-	if active == 0 {
+	if active == 0 && listed == len(s.EnableScorers) && (listed == 0 || len(s.PluginConf) > 0) {
 		add("scheduler.score.enable_scorers", "no scorer enabled: list at least one of %s (or leave score out to use the profile's)", list(Scorers))
 	}
 }
@@ -408,4 +415,19 @@ func (c Config) filled() Config {
 		score: c.Score.EnableScorers != nil,
 	})
 	return c
+}
+
+// YAML returns c as a `scheduler:` section of a cubemaster.yaml (two-space indents): the
+// effective configuration `cubefleet scheduler check` prints, which loads back to c.
+func (c Config) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(map[string]any{"scheduler": c}); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

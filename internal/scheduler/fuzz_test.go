@@ -5,8 +5,6 @@ import (
 	"os"
 	"reflect"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // FuzzLoad: the loader never panics; a file it accepts is a valid configuration, and the
@@ -36,7 +34,7 @@ func FuzzLoad(f *testing.F) {
 		if verr := cfg.Validate(); verr != nil {
 			t.Fatalf("accepted an invalid configuration: %v", verr)
 		}
-		out, err := yaml.Marshal(map[string]any{"scheduler": cfg})
+		out, err := cfg.YAML()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -67,7 +68,14 @@ func (e *ConfigError) orNil() error {
 	if len(e.Problems) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(e.Problems, func(a, b Problem) int { return a.Line - b.Line })
+	// File order; a problem without a line (a key the file lacks) comes last.
+	key := func(p Problem) int {
+		if p.Line == 0 {
+			return math.MaxInt
+		}
+		return p.Line
+	}
+	slices.SortStableFunc(e.Problems, func(a, b Problem) int { return cmp.Compare(key(a), key(b)) })
 	return e
 }
 
