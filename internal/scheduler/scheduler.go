@@ -839,12 +839,18 @@ func (s *Scheduler) Expire() int {
 	return n
 }
 
-// Restore adds reservations read back from the database (a replica taking over the placement
-// lane): each takes its room on its node at once, or as soon as the node is known. A
-// reservation whose sandbox already holds one is skipped.
+// Restore replaces every reservation held with rs, read back from the database by a replica
+// taking over the placement lane: each takes its room on its node at once, or as soon as the
+// node is known. The journal is not told (the rows are already there).
 func (s *Scheduler) Restore(rs []Reservation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, h := range s.resv {
+		delete(s.resv, h.SandboxID)
+		if h.slot >= 0 {
+			s.charge(h, -1)
+		}
+	}
 	for _, r := range rs {
 		if _, ok := s.resv[r.SandboxID]; ok {
 			continue
