@@ -512,3 +512,14 @@ func (l *loader) duration(path string, n *yaml.Node) Duration {
 	}
 	return Duration(d)
 }
+
+// ReloadFile loads the configuration file at path and puts it in force (SIGHUP). An invalid or
+// unreadable file changes nothing: the configuration in force stays, and the error (naming
+// every problem) is returned for the caller to log once.
+func (s *Scheduler) ReloadFile(path string) ([]Warning, error) {
+	cfg, warns, err := LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return warns, s.SetConfig(cfg)
+}

@@ -239,3 +239,17 @@ func TestLoadMergeCycle(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+func TestReloadFileKeepsConfigOnError(t *testing.T) {
+	c := newClock()
+	s := newScheduler(t, c, Config{})
+	path := t.TempDir() + "/cubemaster.yaml"
+	os.WriteFile(path, []byte("scheduler:\n  profile: binpack_utilization\n"), 0o600)
+	if _, err := s.ReloadFile(path); err != nil || s.Config().Profile != ProfileBinpackUtilization {
+		t.Fatalf("reload: %v %s", err, s.Config().Profile)
+	}
+	os.WriteFile(path, []byte("scheduler:\n  profile: nope\n"), 0o600)
+	if _, err := s.ReloadFile(path); err == nil || s.Config().Profile != ProfileBinpackUtilization {
+		t.Errorf("an invalid file replaced the configuration: %v %s", err, s.Config().Profile)
+	}
+}
