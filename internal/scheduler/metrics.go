@@ -44,7 +44,7 @@ func NewMetrics() *Metrics {
 		}),
 		rejectVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_scheduler_rejections_total",
-			Help: "Nodes a decision passed over, by the first check they failed (not_ready, cordoned, cpu, mem, template_locality, realtime_create_num, ...).",
+			Help: "For decisions that placed nothing: the nodes of the pool by the first check they failed (not_ready, cordoned, cpu, mem, template_locality, realtime_create_num, ...).",
 		}, []string{"reason"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_scheduler_reservations_released_total",

@@ -75,12 +75,11 @@ type Reservation struct {
 	At        time.Time `json:"-"`
 }
 
-// Decision is where a sandbox goes: the chosen node, its score in [0,1], how many nodes of the
-// pool could have taken it, and the reservation made for it.
+// Decision is where a sandbox goes: the chosen node, its score in [0,1] (0 for a retried
+// request answered from its reservation), and the reservation made for it.
 type Decision struct {
 	NodeID      string      `json:"nodeId"`
 	Score       float64     `json:"score"`
-	Feasible    int         `json:"feasible"`
 	Reservation Reservation `json:"reservation"`
 }
 
@@ -141,11 +140,16 @@ type nodeInfo struct {
 	roomLive    int64   // creates the node may still start (MaxInt64 without realtime_create_num)
 	sw          float64 // smooth weighted round robin state
 	live        bool
+	pool        *pool // the pool the node is in
+	pos         int   // its index in pool.slots
 }
 
+// pool is the nodes of one pool: their slots in scan order, and the index over them (one
+// block summary per blockSize slots).
 type pool struct {
-	slots []int32
-	next  int // pre_select_num's rotating start
+	slots  []int32
+	blocks []block
+	next   int // pre_select_num's rotating start
 }
 
 type held struct {
@@ -179,6 +183,7 @@ type Scheduler struct {
 
 	rrwIndex  int
 	rrwWeight int64
+	fullScan  bool // tests: scan every node without the index
 	top       []cand
 	excl      []int32
 }
@@ -263,7 +268,7 @@ func (s *Scheduler) Update(st NodeState) {
 			p = &pool{}
 			s.pools[st.Pool] = p
 		}
-		p.slots = append(p.slots, slot)
+		s.join(p, slot)
 	}
 	s.setTemplates(slot, st.Templates)
 	released := 0
@@ -334,9 +339,7 @@ func (s *Scheduler) leavePool(name string, slot int32) {
 	if p == nil {
 		return
 	}
-	if i := slices.Index(p.slots, slot); i >= 0 {
-		p.slots = slices.Delete(p.slots, i, i+1)
-	}
+	s.leave(p, slot)
 	if len(p.slots) == 0 {
 		delete(s.pools, name)
 	}
@@ -496,6 +499,9 @@ func (s *Scheduler) refresh(slot int32) {
 		r.until = min(st.ReadyUntil.UnixMilli(), st.MetricsReceivedAt.Add(in.window).UnixMilli())
 	}
 	s.recs[slot] = r
+	if in.pool != nil {
+		s.summarize(in.pool, in.pos/blockSize)
+	}
 }
 
 // cand is a candidate of the top N.
@@ -566,7 +572,7 @@ func (r *Request) validate() error {
 // decide is Decide under s.mu.
 func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 	if h, ok := s.resv[req.SandboxID]; ok {
-		return Decision{NodeID: h.NodeID, Reservation: h.Reservation, Feasible: 1}, nil
+		return Decision{NodeID: h.NodeID, Reservation: h.Reservation}, nil
 	}
 	nowT := s.now()
 	now := nowT.UnixMilli()
@@ -594,19 +600,27 @@ func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 	if ps := s.plan.cfg.PreSelectNum; ps > 0 && ps < q.limit {
 		q.limit = ps
 	}
-	start := 0
 	if q.limit < len(p.slots) {
-		start = p.next % len(p.slots)
+		// pre_select_num: a window of the pool from a rotating start.
+		start := p.next % len(p.slots)
+		if i, full := s.scan(&q, p.slots[start:]); full {
+			p.next = start + i + 1
+		} else if i, full := s.scan(&q, p.slots[:start]); full {
+			p.next = i + 1
+		}
+	} else if s.fullScan {
+		s.scan(&q, p.slots)
+	} else {
+		s.scanIndexed(&q, p)
 	}
-	// The scan runs from start to the end, then from the beginning to start: no division per node.
-	if i, full := s.scan(&q, p.slots[start:]); full {
-		p.next = start + i + 1
-	} else if i, full := s.scan(&q, p.slots[:start]); full {
-		p.next = i + 1
-	}
-	top, seen := q.top, q.seen
+	top := q.top
 	s.top = top
 	if len(top) == 0 {
+		// Count every node of the pool under the first check it fails (the index skipped
+		// whole blocks without looking at their nodes).
+		for _, slot := range p.slots {
+			rejected[s.classify(slot, req, q.now, q.bits)]++
+		}
 		return Decision{}, s.exhausted(req, len(p.slots), rejected)
 	}
 	c := top[s.pick(top)]
@@ -615,7 +629,7 @@ func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT,
 	}}
 	s.hold(h)
-	return Decision{NodeID: h.NodeID, Score: c.score, Feasible: seen, Reservation: h.Reservation}, nil
+	return Decision{NodeID: h.NodeID, Score: c.score, Reservation: h.Reservation}, nil
 }
 
 // query is one decision's scan state.
@@ -627,7 +641,7 @@ type query struct {
 	tplFilter bool
 	n, limit  int
 	seen      int
-	rejected  *tally
+	rejected  *tally // filled only when no node fits
 	top       []cand
 }
 
@@ -649,7 +663,6 @@ func (s *Scheduler) scan(q *query, slots []int32) (int, bool) {
 	for i, slot := range slots {
 		r := &recs[slot]
 		if now > r.until || r.cpu < cpu || r.mem < mem || r.disk < disk || r.slots < 1 {
-			q.rejected[s.classify(slot, req, now, bits)]++
 			continue
 		}
 		tplHit := true
@@ -657,15 +670,11 @@ func (s *Scheduler) scan(q *query, slots []int32) (int, bool) {
 			w := int(slot >> 6)
 			tplHit = w < len(bits) && bits[w]&(1<<(slot&63)) != 0
 			if tplFilter && !tplHit {
-				q.rejected[reasonTemplate]++
 				continue
 			}
 		}
-		if slow {
-			if why := s.slowChecks(slot, req); why != fits {
-				q.rejected[why]++
-				continue
-			}
+		if slow && s.slowChecks(slot, req) != fits {
+			continue
 		}
 		score := r.base
 		if tplHit {

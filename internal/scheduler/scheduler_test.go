@@ -302,7 +302,7 @@ func TestCandidates(t *testing.T) {
 		t.Errorf("details %v", e.Details)
 	}
 	r.Exclude, r.NodeSelector = nil, map[string]string{"zone": "b"}
-	if _, err := s.Decide(context.Background(), r); err == nil || !strings.Contains(err.Error(), "1 node selector mismatch") {
+	if _, err := s.Decide(context.Background(), r); err == nil || !strings.Contains(err.Error(), "2 node selector mismatch") {
 		t.Errorf("selector: %v", err)
 	}
 	r.NodeSelector = map[string]string{"zone": "a"}

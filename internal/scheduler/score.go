@@ -55,8 +55,10 @@ type plan struct {
 	coef [numFactors]float64 // Σ over scorers of (scorer weight / Σ weights) · (w(f) / Σ_{k∈E} w(k))
 	// dynamic is true when a per-decision factor other than template_locality has a
 	// coefficient (template_locality is added in the scan itself: tplCoef).
-	dynamic                                                   bool
-	tplCoef                                                   float64
+	dynamic bool
+	tplCoef float64
+	// dynUpper is the sum of the per-decision factors' coefficients: the most they can add.
+	dynUpper                                                  float64
 	cpuFilter, memFilter, diskFilter, tplFilter, createFilter bool
 	window                                                    time.Duration
 }
@@ -108,6 +110,9 @@ func compile(c Config) plan {
 		}
 	}
 	p.tplCoef = p.coef[fTemplate]
+	for _, c := range p.coef[numStatic:] {
+		p.dynUpper += c
+	}
 	p.dynamic = slices.ContainsFunc(p.coef[numStatic:fTemplate], func(v float64) bool { return v != 0 })
 	return p
 }
