@@ -5,9 +5,11 @@
 package cubefleet
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 )
 
 // Code is an error code of the public API. The list only grows; codes cross the wire.
@@ -54,6 +56,19 @@ func HTTPStatus(code Code) int {
 		return s
 	}
 	return http.StatusInternalServerError
+}
+
+// WireCodes returns the codes the public API answers with (those of the HTTPStatus table),
+// ordered by status, then code. The CLI-only codes are not among them.
+func WireCodes() []Code {
+	out := make([]Code, 0, len(httpStatus))
+	for c := range httpStatus {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Code) int {
+		return cmp.Or(cmp.Compare(httpStatus[a], httpStatus[b]), cmp.Compare(a, b))
+	})
+	return out
 }
 
 // FieldError is one problem with one input field: Path is a JSON path in the style

@@ -22,6 +22,16 @@ func TestHTTPStatus(t *testing.T) {
 	}
 }
 
+// TestWireCodes checks that WireCodes lists exactly the codes of the status table, by status,
+// and none of the CLI-only codes.
+func TestWireCodes(t *testing.T) {
+	got := fmt.Sprint(WireCodes())
+	want := "[INVALID_INPUT UNAUTHENTICATED FORBIDDEN NOT_FOUND CONFIG_DRIFT CONFLICT PAYLOAD_TOO_LARGE PLAN_BLOCKED RESOURCE_EXHAUSTED INTERNAL UNSUPPORTED]"
+	if got != want {
+		t.Errorf("WireCodes() = %s, want %s", got, want)
+	}
+}
+
 func TestErrorCode(t *testing.T) {
 	wrapped := fmt.Errorf("apply: %w", Invalid("pools[0].name", "bad"))
 	for _, c := range []struct {
@@ -54,7 +64,8 @@ func TestIDs(t *testing.T) {
 	if !IsID(id, "pool") || IsID(id, "site") || !IsID(id, "") {
 		t.Fatalf("IsID disagrees with NewID for %s", id)
 	}
-	if DerivedID("pool", "k", "p") != DerivedID("pool", "k", "p") || DerivedID("pool", "k", "p") == DerivedID("pool", "k", "q") {
+	first, again := DerivedID("pool", "k", "p"), DerivedID("pool", "k", "p")
+	if first != again || first == DerivedID("pool", "k", "q") {
 		t.Fatal("DerivedID is not a function of key and caller")
 	}
 }

@@ -1,10 +1,10 @@
-// Package agent is `cubefleet agent`, the node agent on every compute host: its configuration
-// (Cube Sandbox's .env variables, CUBEFLEET_* equivalents and flags), the register and status
-// loop that speaks a stock Cubelet's node-agent contract to the control plane (the register
-// and status calls of Cube Sandbox's Cubelet, https://github.com/TencentCloud/CubeSandbox, with
-// the same routes and fields) with a per-node credential, its local health endpoint, and the
-// install, check and down steps of Cube Sandbox's install-compute.sh, quickcheck.sh and
-// down.sh. See docs/agent.md.
+// Package agent is the node agent of `cubefleet agent run` on every compute host: its
+// configuration (Cube Sandbox's .env variables, CUBEFLEET_* equivalents and flags; see Load),
+// the register and status loop that speaks a stock Cubelet's node-agent contract to the control
+// plane (the register and status calls of Cube Sandbox's Cubelet,
+// https://github.com/TencentCloud/CubeSandbox, with the same routes and fields) with a per-node
+// credential kept in its state directory, and its local health endpoint. Setting a host up for
+// it (install, check, down) is package hostsetup's job. See docs/agent.md.
 package agent
 
 import (
@@ -22,6 +22,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // Backoff of registration: the first retry waits RegisterBackoffMin, each next one twice as
@@ -48,24 +51,6 @@ const (
 	LabelS3Bucket    = "cubefleet.io/s3-bucket"    // CUBE_S3_BUCKET (a valid bucket name is a valid label value)
 )
 
-// Health states of the agent, as GET /healthz reports them.
-const (
-	StateRegistering = "registering" // registering (first start, or again after a 404)
-	StateReporting   = "reporting"   // registered, and the last status report (if any yet) succeeded
-	StateFailing     = "failing"     // registered, but the last status report failed
-	StateRevoked     = "revoked"     // the control plane revoked the node's credential: needs a new join token
-)
-
-// Health is the body of GET /healthz: 200 in every state but StateRevoked, which is 503.
-type Health struct {
-	State        string `json:"state"`                    // StateRegistering, StateReporting, StateFailing or StateRevoked
-	NodeID       string `json:"node_id"`                  // the node IP
-	Version      string `json:"version"`                  // cubefleet's version
-	RegisteredAt string `json:"registered_at,omitempty"`  // RFC 3339, last successful registration
-	LastReportAt string `json:"last_report_at,omitempty"` // RFC 3339, last successful status report
-	Error        string `json:"error,omitempty"`          // the last failure, or what to do when revoked
-}
-
 // Options are the agent's collaborators; the zero value of each is usable.
 type Options struct {
 	Log        *slog.Logger     // nil discards
@@ -80,7 +65,7 @@ type Agent struct {
 	log   *slog.Logger
 	now   func() time.Time
 	wire  *wireClient
-	facts Facts
+	facts hostinfo.Facts
 	quota StatusQuota
 	ver   ComponentVersion
 	// sleep waits between registration attempts; tests replace it.
@@ -138,13 +123,6 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 // Quota returns the quota the agent reports: CPU in millicores, memory in MiB.
 func (a *Agent) Quota() StatusQuota { return a.quota }
 
-// Health returns the agent's current health, as GET /healthz answers it.
-func (a *Agent) Health() Health {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.health
-}
-
 // Run listens on cfg.Listen and calls Serve.
 func (a *Agent) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Listen)
@@ -165,7 +143,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // or the PID file cannot be used.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
-	was, err := prepareStateDir(a.cfg.StateDir)
+	was, err := PrepareStateDir(a.cfg.StateDir)
 	if err != nil {
 		return fmt.Errorf("state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): %w", err)
 	}
@@ -184,7 +162,7 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("state file: %w", err)
 	}
 	if a.cfg.PIDFile != "" {
-		if err := writeFileAtomic(a.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		if err := atomicfile.WriteFile(a.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fmt.Errorf("PID file (--pid-file, CUBEFLEET_AGENT_PID_FILE): %w", err)
 		}
 		defer os.Remove(a.cfg.PIDFile)
@@ -217,19 +195,6 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	a.log.Info("agent stopped", "node_id", a.cfg.NodeID())
 	return err
-}
-
-func (a *Agent) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		h := a.Health()
-		w.Header().Set("Content-Type", "application/json")
-		if h.State == StateRevoked {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		json.NewEncoder(w).Encode(h)
-	})
-	return mux
 }
 
 // report runs the register and status loop until ctx is done or the credential is revoked.
@@ -407,13 +372,6 @@ func (a *Agent) revoke(cause error) error {
 	return errRevoked
 }
 
-func (a *Agent) setRevoked(at string) {
-	a.setHealth(func(h *Health) {
-		h.State = StateRevoked
-		h.Error = "the control plane revoked this node's credential (the node was deleted" + ifNotEmpty(" at ", at) + "); give the agent a new join token (cubefleet nodes join-token create) and restart it"
-	})
-}
-
 func ifNotEmpty(prefix, s string) string {
 	if s == "" {
 		return ""
@@ -471,12 +429,6 @@ func (a *Agent) sendStatus(ctx context.Context) error {
 	defer cancel()
 	_, err := a.wire.post(cctx, PathStatus(a.cfg.NodeID()), token, a.StatusRequest())
 	return err
-}
-
-func (a *Agent) setHealth(f func(h *Health)) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f(&a.health)
 }
 
 // Labels returns the labels the agent registers with: a Cubelet's (hostname and metadata name
@@ -562,7 +514,7 @@ func (a *Agent) hostFacts() *HostFacts {
 // microvm runtime has no /dev/kvm.
 func (a *Agent) readiness() (bool, string, string) {
 	if a.cfg.Runtime == RuntimeMicroVM {
-		if _, err := os.Stat(a.cfg.Host.path("/dev/kvm")); err != nil {
+		if _, err := os.Stat(a.cfg.Host.Path("/dev/kvm")); err != nil {
 			return false, "KVMUnavailable", "the microvm runtime needs /dev/kvm, which this host does not have"
 		}
 	}
@@ -599,7 +551,7 @@ func (a *Agent) StatusRequest() *StatusRequest {
 		HostFacts:      a.hostFacts(),
 	}
 	data, err1 := diskUsedPercent(a.cfg.StateDir)
-	sys, err2 := diskUsedPercent(a.cfg.Host.path("/"))
+	sys, err2 := diskUsedPercent(a.cfg.Host.Path("/"))
 	if err1 == nil && err2 == nil {
 		req.DiskUsage = &DiskUsage{DataDiskUsagePer: data, StorageDiskUsagePer: data, SysDiskUsagePer: sys}
 	}

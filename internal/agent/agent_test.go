@@ -1,47 +1,26 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with the current output")
-
 const testPeriod = 100 * time.Millisecond
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testConfig is a compute node on 127.0.0.1 (fake host "compute") reporting to endpoints every
 // testPeriod, with its state in stateDir.
@@ -59,7 +38,7 @@ func testConfig(stateDir string, join string, endpoints ...string) *Config {
 type running struct {
 	a      *Agent
 	url    string // the health endpoint
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	stop   func()
 	sleeps func() []time.Duration // the registration backoffs so far
 }
@@ -67,7 +46,7 @@ type running struct {
 // startAgent runs an agent for cfg; its registration backoff is recorded and shortened to 1 ms.
 func startAgent(t *testing.T, cfg *Config) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	a, err := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -80,46 +59,14 @@ func startAgent(t *testing.T, cfg *Config) *running {
 		mu.Unlock()
 		return sleepCtx(ctx, time.Millisecond)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	var once sync.Once
-	r := &running{a: a, url: "http://" + ln.Addr().String() + "/healthz", logs: logs}
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Serve: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Error("Serve did not return within 5 s of cancel")
-			}
-		})
-	}
+	addr, stop := agenttest.Serve(t, cfg.Listen, a.Serve)
+	r := &running{a: a, url: "http://" + addr + "/healthz", logs: logs, stop: stop}
 	r.sleeps = func() []time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]time.Duration(nil), sleeps...)
 	}
-	t.Cleanup(r.stop)
 	return r
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func getHealth(t *testing.T, url string) (int, Health) {
@@ -137,17 +84,17 @@ func getHealth(t *testing.T, url string) (int, Health) {
 }
 
 func TestReportLoop(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	dir := filepath.Join(t.TempDir(), "state")
-	cfg := testConfig(dir, "cfj_join1", cp.srv.URL)
+	cfg := testConfig(dir, "cfj_join1", cp.URL)
 	r := startAgent(t, cfg)
-	waitFor(t, "4 status reports", func() bool { return len(cp.callsTo("/status")) >= 4 })
+	testkit.WaitFor(t, 10*time.Second, "4 status reports", func() bool { return len(cp.CallsTo("/status")) >= 4 })
 
-	regs := cp.callsTo("/register")
+	regs := cp.CallsTo("/register")
 	if len(regs) != 1 || regs[0].Auth != "Bearer cfj_join1" {
 		t.Fatalf("registrations %+v, want one with the join token", regs)
 	}
-	statuses := cp.callsTo("/status")
+	statuses := cp.CallsTo("/status")
 	for i, s := range statuses {
 		if s.Path != "/internal/v1/node-agent/nodes/127.0.0.1/status" || s.Auth != "Bearer cfn_node1_secret" {
 			t.Errorf("status %d: %s with %q, want the node credential", i, s.Path, s.Auth)
@@ -173,17 +120,17 @@ func TestReportLoop(t *testing.T) {
 	if err != nil || st.NodeID != "127.0.0.1" || st.NodeCredential != "cfn_node1_secret" || st.JoinTokenSHA256 != tokenHash("cfj_join1") || st.Revoked {
 		t.Errorf("state %+v, %v", st, err)
 	}
-	waitFor(t, "healthz reporting", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "healthz reporting", func() bool {
 		code, h := getHealth(t, r.url)
 		return code == 200 && h.State == StateReporting && h.NodeID == "127.0.0.1" && h.LastReportAt != "" && h.RegisteredAt != ""
 	})
 	r.stop()
 
 	// A restart registers with the stored credential; the join token was used up.
-	r = startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
-	waitFor(t, "registration after the restart", func() bool { return len(cp.callsTo("/register")) >= 2 })
-	waitFor(t, "a status report after the restart", func() bool { return r.a.Health().State == StateReporting })
-	if got := cp.callsTo("/register")[1].Auth; got != "Bearer cfn_node1_secret" {
+	r = startAgent(t, testConfig(dir, "cfj_join1", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "registration after the restart", func() bool { return len(cp.CallsTo("/register")) >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "a status report after the restart", func() bool { return r.a.Health().State == StateReporting })
+	if got := cp.CallsTo("/register")[1].Auth; got != "Bearer cfn_node1_secret" {
 		t.Errorf("registration after a restart sent %q, want the node credential", got)
 	}
 	r.stop()
@@ -195,10 +142,10 @@ func TestReportLoop(t *testing.T) {
 }
 
 func TestRegisterBackoff(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	var mu sync.Mutex
 	fails := 10
-	cp.setHook(func(r *http.Request) (int, string) {
+	cp.SetHook(func(r *http.Request) (int, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if strings.HasSuffix(r.URL.Path, "/register") && fails > 0 {
@@ -207,14 +154,14 @@ func TestRegisterBackoff(t *testing.T) {
 		}
 		return 0, ""
 	})
-	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.srv.URL))
-	waitFor(t, "a status report", func() bool { return len(cp.callsTo("/status")) > 0 })
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "a status report", func() bool { return len(cp.CallsTo("/status")) > 0 })
 	ms := time.Millisecond
 	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms, 7000 * ms, 7000 * ms, 7000 * ms}
 	if got := r.sleeps(); !reflect.DeepEqual(got, want) {
 		t.Errorf("backoffs %v, want %v", got, want)
 	}
-	if n := len(cp.callsTo("/register")); n != len(want)+1 {
+	if n := len(cp.CallsTo("/register")); n != len(want)+1 {
 		t.Errorf("%d registrations, want %d", n, len(want)+1)
 	}
 	if !strings.Contains(r.logs.String(), `"msg":"registration failed; retrying"`) {
@@ -223,10 +170,10 @@ func TestRegisterBackoff(t *testing.T) {
 }
 
 func TestFailoverTransportError(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", "http://"+closedAddr(t), cp.srv.URL))
-	waitFor(t, "3 status reports", func() bool { return len(cp.callsTo("/status")) >= 3 })
-	if n := len(cp.callsTo("/register")); n != 1 {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", "http://"+agenttest.ClosedAddr(t), cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "3 status reports", func() bool { return len(cp.CallsTo("/status")) >= 3 })
+	if n := len(cp.CallsTo("/register")); n != 1 {
 		t.Errorf("%d registrations, want 1 (the refused endpoint failed over at once)", n)
 	}
 	if len(r.sleeps()) != 0 {
@@ -235,11 +182,11 @@ func TestFailoverTransportError(t *testing.T) {
 }
 
 func TestFailover5xx(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	a, b := cp.srv.URL, cp.replica()
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	a, b := cp.URL, cp.Replica()
 	var mu sync.Mutex
 	failing := strings.TrimPrefix(a, "http://")
-	cp.setHook(func(r *http.Request) (int, string) {
+	cp.SetHook(func(r *http.Request) (int, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if r.Host == failing {
@@ -249,7 +196,7 @@ func TestFailover5xx(t *testing.T) {
 	})
 	hostCalls := countByHost(cp)
 	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
-	waitFor(t, "3 status reports", func() bool { return len(cp.callsTo("/status")) >= 3 })
+	testkit.WaitFor(t, 10*time.Second, "3 status reports", func() bool { return len(cp.CallsTo("/status")) >= 3 })
 	if got := hostCalls(a); got != 1 {
 		t.Errorf("%d calls to the failing endpoint, want 1 (the agent stays on the one that answers)", got)
 	}
@@ -258,7 +205,7 @@ func TestFailover5xx(t *testing.T) {
 	failing = strings.TrimPrefix(b, "http://")
 	mu.Unlock()
 	before := hostCalls(a)
-	waitFor(t, "status reports to the first endpoint", func() bool { return hostCalls(a) >= before+3 })
+	testkit.WaitFor(t, 10*time.Second, "status reports to the first endpoint", func() bool { return hostCalls(a) >= before+3 })
 	if h := r.a.Health(); h.State != StateReporting {
 		t.Errorf("health %+v, want reporting", h)
 	}
@@ -267,13 +214,13 @@ func TestFailover5xx(t *testing.T) {
 // TestFailoverHangingEndpoint: an endpoint that accepts and never answers costs one report
 // period; the next report goes to the next endpoint.
 func TestFailoverHangingEndpoint(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	a, b := cp.srv.URL, cp.replica()
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	a, b := cp.URL, cp.Replica()
 	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
-	waitFor(t, "2 status reports", func() bool { return len(cp.callsTo("/status")) >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "2 status reports", func() bool { return len(cp.CallsTo("/status")) >= 2 })
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) }) // runs before the servers close
-	cp.setHook(func(r *http.Request) (int, string) {
+	cp.SetHook(func(r *http.Request) (int, string) {
 		if r.Host == strings.TrimPrefix(a, "http://") {
 			io.Copy(io.Discard, r.Body) // the server notices a hang-up only after the body
 			select {                    // hang until the agent gives up
@@ -285,17 +232,15 @@ func TestFailoverHangingEndpoint(t *testing.T) {
 		return 0, ""
 	})
 	before := countByHost(cp)(b)
-	waitFor(t, "3 status reports to the second endpoint", func() bool { return countByHost(cp)(b) >= before+3 })
-	waitFor(t, "reporting", func() bool { return r.a.Health().State == StateReporting })
+	testkit.WaitFor(t, 10*time.Second, "3 status reports to the second endpoint", func() bool { return countByHost(cp)(b) >= before+3 })
+	testkit.WaitFor(t, 10*time.Second, "reporting", func() bool { return r.a.Health().State == StateReporting })
 }
 
 // countByHost returns a function counting the fake's calls that reached the server at url.
-func countByHost(cp *fakeCP) func(url string) int {
+func countByHost(cp *agenttest.FakeCP) func(url string) int {
 	return func(url string) int {
-		cp.mu.Lock()
-		defer cp.mu.Unlock()
 		n := 0
-		for _, c := range cp.calls {
+		for _, c := range cp.Calls() {
 			if c.Host == strings.TrimPrefix(url, "http://") {
 				n++
 			}
@@ -305,20 +250,20 @@ func countByHost(cp *fakeCP) func(url string) int {
 }
 
 func TestNoFailoverOn4xx(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	a, b := cp.srv.URL, cp.replica()
-	cp.setHook(func(r *http.Request) (int, string) {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	a, b := cp.URL, cp.Replica()
+	cp.SetHook(func(r *http.Request) (int, string) {
 		if r.Host == strings.TrimPrefix(a, "http://") && strings.HasSuffix(r.URL.Path, "/register") {
 			return http.StatusBadRequest, `{"error":"label kubernetes.io/hostname: invalid value"}`
 		}
 		return 0, ""
 	})
 	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
-	waitFor(t, "3 registration attempts", func() bool { return len(cp.callsTo("/register")) >= 3 })
+	testkit.WaitFor(t, 10*time.Second, "3 registration attempts", func() bool { return len(cp.CallsTo("/register")) >= 3 })
 	if n := countByHost(cp)(b); n != 0 {
 		t.Errorf("%d calls to the second endpoint after a 400, want none", n)
 	}
-	waitFor(t, "the 400 in the health", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the 400 in the health", func() bool {
 		h := r.a.Health()
 		return h.State == StateRegistering && strings.Contains(h.Error, "HTTP 400: label kubernetes.io/hostname: invalid value")
 	})
@@ -346,31 +291,31 @@ func TestReplyAcceptance(t *testing.T) {
 		}
 	}
 	// A 2xx that breaks the rule is a failure, without failover.
-	cp := newFakeCP(t, "cfj_join1")
-	a, b := cp.srv.URL, cp.replica()
-	cp.setHook(func(r *http.Request) (int, string) {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	a, b := cp.URL, cp.Replica()
+	cp.SetHook(func(r *http.Request) (int, string) {
 		if r.Host == strings.TrimPrefix(a, "http://") {
 			return http.StatusOK, `{"ret":{"ret_code":500,"ret_msg":"store down"}}`
 		}
 		return 0, ""
 	})
 	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", a, b))
-	waitFor(t, "2 registration attempts", func() bool { return len(cp.callsTo("/register")) >= 2 })
-	waitFor(t, "the ret_code in the health", func() bool { return strings.Contains(r.a.Health().Error, "HTTP 200: ret_code 500: store down") })
+	testkit.WaitFor(t, 10*time.Second, "2 registration attempts", func() bool { return len(cp.CallsTo("/register")) >= 2 })
+	testkit.WaitFor(t, 10*time.Second, "the ret_code in the health", func() bool { return strings.Contains(r.a.Health().Error, "HTTP 200: ret_code 500: store down") })
 	if n := countByHost(cp)(b); n != 0 {
 		t.Errorf("%d calls to the second endpoint, want none", n)
 	}
 }
 
 func TestReregisterOn404(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.srv.URL))
-	waitFor(t, "2 status reports", func() bool { return len(cp.callsTo("/status")) >= 2 })
-	cp.forget("127.0.0.1")
-	waitFor(t, "a second registration", func() bool { return len(cp.callsTo("/register")) >= 2 })
-	n := len(cp.callsTo("/status"))
-	waitFor(t, "status reports after it", func() bool { return len(cp.callsTo("/status")) >= n+2 })
-	if got := cp.callsTo("/register")[1].Auth; got != "Bearer cfn_node1_secret" {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "2 status reports", func() bool { return len(cp.CallsTo("/status")) >= 2 })
+	cp.Forget("127.0.0.1")
+	testkit.WaitFor(t, 10*time.Second, "a second registration", func() bool { return len(cp.CallsTo("/register")) >= 2 })
+	n := len(cp.CallsTo("/status"))
+	testkit.WaitFor(t, 10*time.Second, "status reports after it", func() bool { return len(cp.CallsTo("/status")) >= n+2 })
+	if got := cp.CallsTo("/register")[1].Auth; got != "Bearer cfn_node1_secret" {
 		t.Errorf("re-registration sent %q, want the node credential", got)
 	}
 	if !strings.Contains(r.logs.String(), "HTTP 404") {
@@ -379,15 +324,15 @@ func TestReregisterOn404(t *testing.T) {
 }
 
 func TestStopOn401AfterDeletion(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
+	cp := agenttest.NewFakeCP(t, "cfj_join1", "cfj_join2")
 	dir := t.TempDir()
-	r := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
-	waitFor(t, "2 status reports", func() bool { return len(cp.callsTo("/status")) >= 2 })
-	cp.deleteNode("127.0.0.1")
-	waitFor(t, "the revocation", func() bool { return r.a.Health().State == StateRevoked })
-	calls := len(cp.callsTo(""))
+	r := startAgent(t, testConfig(dir, "cfj_join1", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "2 status reports", func() bool { return len(cp.CallsTo("/status")) >= 2 })
+	cp.DeleteNode("127.0.0.1")
+	testkit.WaitFor(t, 10*time.Second, "the revocation", func() bool { return r.a.Health().State == StateRevoked })
+	calls := len(cp.CallsTo(""))
 	time.Sleep(6 * testPeriod)
-	if n := len(cp.callsTo("")); n != calls {
+	if n := len(cp.CallsTo("")); n != calls {
 		t.Errorf("%d calls after the revocation, want none", n-calls)
 	}
 	code, h := getHealth(t, r.url)
@@ -404,17 +349,17 @@ func TestStopOn401AfterDeletion(t *testing.T) {
 	r.stop()
 
 	// Restarted with the same join token, it stays down without calling.
-	r = startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
+	r = startAgent(t, testConfig(dir, "cfj_join1", cp.URL))
 	time.Sleep(6 * testPeriod)
-	if n := len(cp.callsTo("")); n != calls || r.a.Health().State != StateRevoked {
+	if n := len(cp.CallsTo("")); n != calls || r.a.Health().State != StateRevoked {
 		t.Errorf("a restart with the old join token: %d calls, health %+v", n-calls, r.a.Health())
 	}
 	r.stop()
 
 	// A new join token brings it back.
-	r = startAgent(t, testConfig(dir, "cfj_join2", cp.srv.URL))
-	waitFor(t, "reporting again", func() bool { return r.a.Health().State == StateReporting })
-	regs := cp.callsTo("/register")
+	r = startAgent(t, testConfig(dir, "cfj_join2", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "reporting again", func() bool { return r.a.Health().State == StateReporting })
+	regs := cp.CallsTo("/register")
 	if last := regs[len(regs)-1]; last.Auth != "Bearer cfj_join2" {
 		t.Errorf("rejoin sent %q", last.Auth)
 	}
@@ -429,19 +374,19 @@ func TestStopOn401AfterDeletion(t *testing.T) {
 }
 
 func TestJoinTokenRefused(t *testing.T) {
-	cp := newFakeCP(t) // knows no join token
-	r := startAgent(t, testConfig(t.TempDir(), "cfj_unknown", cp.srv.URL))
-	waitFor(t, "3 registration attempts", func() bool { return len(cp.callsTo("/register")) >= 3 })
-	waitFor(t, "the refusal in the health", func() bool {
+	cp := agenttest.NewFakeCP(t) // knows no join token
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_unknown", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "3 registration attempts", func() bool { return len(cp.CallsTo("/register")) >= 3 })
+	testkit.WaitFor(t, 10*time.Second, "the refusal in the health", func() bool {
 		h := r.a.Health()
 		return h.State == StateRegistering && strings.Contains(h.Error, "the join token was refused")
 	})
 }
 
 func TestServeErrors(t *testing.T) {
-	cp := newFakeCP(t)
-	cfg := testConfig(t.TempDir(), "", cp.srv.URL)
-	cfg.Listen = closedAddr(t) + "x"
+	cp := agenttest.NewFakeCP(t)
+	cfg := testConfig(t.TempDir(), "", cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t) + "x"
 	a, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -450,7 +395,7 @@ func TestServeErrors(t *testing.T) {
 		t.Errorf("Run with a bad listen address: %v", err)
 	}
 	// A state file others can read is refused.
-	cfg = testConfig(t.TempDir(), "", cp.srv.URL)
+	cfg = testConfig(t.TempDir(), "", cp.URL)
 	os.WriteFile(filepath.Join(cfg.StateDir, StateFile), []byte(`{}`), 0o644)
 	a, _ = New(cfg, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -487,8 +432,8 @@ func TestPayloads(t *testing.T) {
 		t.Error("no disk usage")
 	}
 	st.DiskUsage = &DiskUsage{DataDiskUsagePer: 12.5, StorageDiskUsagePer: 12.5, SysDiskUsagePer: 40}
-	golden(t, "register.golden", reg)
-	golden(t, "status.golden", st)
+	testkit.GoldenJSON(t, "register.golden", reg)
+	testkit.GoldenJSON(t, "status.golden", st)
 
 	// Every key is one of the upstream fields (Cubelet's RegisterNodeRequest and
 	// UpdateNodeStatusRequest).
@@ -544,37 +489,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// golden compares v, as indented JSON, with testdata/name (rewritten with -update).
-func golden(t *testing.T, name string, v any) {
-	t.Helper()
-	got, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goldenBytes(t, name, append(got, '\n'))
-}
-
-func goldenBytes(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
 func TestLabels(t *testing.T) {
 	cfg := testConfig(t.TempDir(), "", "http://127.0.0.1:1")
 	cfg.S3.Endpoint = "http://10.0.0.1:9000"
@@ -617,107 +531,4 @@ func TestLabels(t *testing.T) {
 			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
 		}
 	}
-}
-
-// TestStateDirMode: the state directory holds the node credential: it is created 0700, an
-// existing one that others may access is made 0700 (and the log says so), and one owned by
-// another user is refused.
-func TestStateDirMode(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
-	parent := t.TempDir()
-	dir := filepath.Join(parent, "open")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755) // whatever the umask
-	r := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
-	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
-	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("state directory: %v, %v; want mode 0700", fi.Mode(), err)
-	}
-	if want := `"msg":"the state directory holds the node credential and others could access it: its mode was changed to 0700","state_dir":"` + dir + `","old_mode":"0755"`; !strings.Contains(r.logs.String(), want) {
-		t.Errorf("the log lacks %s:\n%s", want, r.logs.String())
-	}
-	r.stop()
-
-	// Created, with its parents, 0700.
-	nested := filepath.Join(parent, "a", "b")
-	r = startAgent(t, testConfig(nested, "cfj_join2", cp.srv.URL))
-	waitFor(t, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
-	for _, d := range []string{filepath.Join(parent, "a"), nested} {
-		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
-			t.Errorf("%s: %v, %v; want mode 0700", d, fi.Mode(), err)
-		}
-	}
-	r.stop()
-
-	// Owned by someone else: refused.
-	if os.Geteuid() != 0 {
-		t.Skip("changing a directory's owner needs root")
-	}
-	other := filepath.Join(parent, "other")
-	os.Mkdir(other, 0o700)
-	if err := os.Chown(other, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(testConfig(other, "", cp.srv.URL), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "is owned by uid 65534, not by the agent's user (uid 0); it holds the node credential") {
-		t.Errorf("Run with another user's state directory: %v", err)
-	}
-}
-
-// TestStateDirLock: two agents sharing a state directory would overwrite each other's node
-// credential; the second one refuses to start, naming the directory, the first one's process
-// ID and the fix, and leaves the first one's credential alone. Once the first one stops, the
-// directory is free again. agent check only reads the directory and takes no lock.
-func TestStateDirLock(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1", "cfj_join2")
-	dir := filepath.Join(t.TempDir(), "state")
-	first := startAgent(t, testConfig(dir, "cfj_join1", cp.srv.URL))
-	waitFor(t, "reporting", func() bool { return first.a.Health().LastReportAt != "" })
-	before, err := ReadState(dir)
-	if err != nil || before.NodeCredential == "" {
-		t.Fatalf("the first agent's state: %+v, %v", before, err)
-	}
-
-	// Checking while the agent runs takes no lock.
-	checkCfg := testConfig(dir, "", cp.srv.URL)
-	checkCfg.Listen = strings.TrimSuffix(strings.TrimPrefix(first.url, "http://"), "/healthz")
-	if results, _ := Check(context.Background(), checkCfg, CheckOptions{StateDir: dir}); results[0].Status != CheckOK || results[2].Status != CheckOK {
-		t.Errorf("check beside the running agent: %+v", results)
-	}
-
-	second := testConfig(dir, "cfj_join2", cp.srv.URL)
-	second.NodeIP = netip.MustParseAddr("127.0.0.2")
-	second.Listen = "127.0.0.1:0"
-	a, err := New(second, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = a.Run(ctx)
-	want := "state directory (--state-dir, CUBEFLEET_AGENT_STATE_DIR): " + dir + " is in use by another agent (process " + strconv.Itoa(os.Getpid()) + "), which holds " + filepath.Join(dir, LockFile) + ": two agents sharing a state directory would overwrite each other's node credential; give each agent its own CUBEFLEET_AGENT_STATE_DIR (--state-dir), or stop the other agent"
-	if err == nil || err.Error() != want {
-		t.Fatalf("a second agent on the same state directory: %v\nwant %s", err, want)
-	}
-	if ctx.Err() != nil {
-		t.Error("the second agent ran until its context ended instead of refusing to start")
-	}
-	if after, err := ReadState(dir); err != nil || after != before {
-		t.Errorf("the state file changed: %+v, %v; want %+v", after, err, before)
-	}
-	if n := len(cp.callsTo("/register")); n != 1 {
-		t.Errorf("%d registrations, want only the first agent's", n)
-	}
-
-	// The lock goes with the agent: the next one starts.
-	first.stop()
-	again := startAgent(t, testConfig(dir, "", cp.srv.URL))
-	waitFor(t, "reporting after the first agent stopped", func() bool { return again.a.Health().LastReportAt != "" })
 }

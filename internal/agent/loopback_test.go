@@ -1,12 +1,14 @@
 package agent
 
 import (
-	"context"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 func TestLocalAddrFor(t *testing.T) {
@@ -33,29 +35,24 @@ func TestLocalAddrFor(t *testing.T) {
 // TestLoopbackNodeJoins is the single-host demo: node 127.0.0.11 (--allow-loopback) joins a
 // control plane on 127.0.0.1 with a join token bound to 127.0.0.11, which the control plane
 // accepts only from that address; and a token bound to another address is refused with the
-// address the agent registered from.
+// address the agent registered from. (agent check of such a node: hostsetup's
+// TestCheckLoopbackNode.)
 func TestLoopbackNodeJoins(t *testing.T) {
-	cp := startRealCP(t, server.Config{}, "")
-	cfg := testConfig(t.TempDir(), cp.joinToken(t, "127.0.0.11"), cp.srv.InternalURL())
+	cp := agenttest.StartRealCP(t, server.Config{}, "")
+	cfg := testConfig(t.TempDir(), cp.JoinToken(t, "127.0.0.11"), cp.Server.InternalURL())
 	cfg.NodeIP, cfg.Listen, cfg.S3.Endpoint = netip.MustParseAddr("127.0.0.11"), "127.0.0.11:0", ""
 	r := startAgent(t, cfg)
-	waitFor(t, "a status report", func() bool { return r.a.Health().LastReportAt != "" })
+	testkit.WaitFor(t, 10*time.Second, "a status report", func() bool { return r.a.Health().LastReportAt != "" })
 	if h := r.a.Health(); h.State != StateReporting || h.NodeID != "127.0.0.11" {
 		t.Errorf("health %+v", h)
-	}
-	// agent check, from the same address.
-	chk := *cfg
-	chk.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
-	if results, ok := Check(context.Background(), &chk, CheckOptions{}); !ok {
-		t.Errorf("Check: %v", results)
 	}
 	r.stop()
 
 	// Bound to another address: the agent says which address it came from.
-	cfg = testConfig(t.TempDir(), cp.joinToken(t, "127.0.0.12"), cp.srv.InternalURL())
+	cfg = testConfig(t.TempDir(), cp.JoinToken(t, "127.0.0.12"), cp.Server.InternalURL())
 	cfg.NodeIP, cfg.Listen, cfg.S3.Endpoint = netip.MustParseAddr("127.0.0.13"), "127.0.0.13:0", ""
 	r = startAgent(t, cfg)
-	waitFor(t, "a refused registration", func() bool { return len(r.sleeps()) > 0 })
+	testkit.WaitFor(t, 10*time.Second, "a refused registration", func() bool { return len(r.sleeps()) > 0 })
 	want := "bound to another address than the one this registration came from: this agent registered from 127.0.0.13 (the address the control plane sees"
 	if h := r.a.Health(); !strings.Contains(h.Error, want) || !strings.Contains(r.logs.String(), want) {
 		t.Errorf("health %+v\nwant it (and the log) to contain %q\n%s", h, want, r.logs.String())

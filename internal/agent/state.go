@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
 
@@ -99,15 +100,15 @@ func WriteState(dir string, st State) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
 }
 
-// prepareStateDir makes dir ready to hold the node credential: it creates it (and missing
+// PrepareStateDir makes dir ready to hold the node credential: it creates it (and missing
 // parents) with mode 0700, and tightens an existing directory that its group or others may
 // access to 0700, returning the mode it had (0 when it needed no change). A path that is not a
 // directory, or a directory owned by another user, is an error: the agent does not keep its
 // credential where someone else decides who reads it.
-func prepareStateDir(dir string) (fs.FileMode, error) {
+func PrepareStateDir(dir string) (fs.FileMode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
 	}
@@ -129,48 +130,6 @@ func prepareStateDir(dir string) (fs.FileMode, error) {
 		return 0, fmt.Errorf("%s has mode %04o and holds the node credential; it could not be made 0700: %w", dir, mode, err)
 	}
 	return mode, nil
-}
-
-// writeFileAtomic writes data to a new file beside path with mode perm, syncs it and renames it
-// over path; the directory is created with mode 0700 when missing.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // tokenHash returns the hex SHA-256 of a token ("" for none).

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
@@ -27,14 +27,14 @@ func TestLoadTLSSettings(t *testing.T) {
 		name  string
 		env   map[string]string
 		flags map[string]string
-		file  string // default computeEnv
+		file  string // default agenttest.ComputeEnv
 		want  []string
 		path  string // the variable the error names; "" when Load succeeds
 		msg   string
 		check func(t *testing.T, c *Config)
 	}{
 		{name: "the control-plane IP becomes https://<ip>:3010", env: map[string]string{"CUBEFLEET_CONTROL_PLANE_TLS": "1"}, want: []string{"https://10.0.0.1:3010"}},
-		{name: "from the env file too", file: computeEnv + "CUBEFLEET_CONTROL_PLANE_TLS=yes\n", want: []string{"https://10.0.0.1:3010"}},
+		{name: "from the env file too", file: agenttest.ComputeEnv + "CUBEFLEET_CONTROL_PLANE_TLS=yes\n", want: []string{"https://10.0.0.1:3010"}},
 		{name: "the flag alone", flags: map[string]string{"control-plane-tls": "1", "control-plane": "cp1:3010,https://10.0.0.3:3010,https://cp2:443"},
 			want: []string{"https://cp1:3010", "https://10.0.0.3:3010", "https://cp2:443"}},
 		{name: "an https:// address without the switch", env: map[string]string{"ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR": "https://10.0.0.1:3010"}, want: []string{"https://10.0.0.1:3010"}},
@@ -61,14 +61,14 @@ func TestLoadTLSSettings(t *testing.T) {
 			want: []string{"https://10.0.0.1:3010", "https://10.0.0.2:3010"}},
 		{name: "a missing CA file", env: map[string]string{"CUBEFLEET_CA_FILE": filepath.Join(dir, "missing.pem")}, path: "CUBEFLEET_CA_FILE", msg: "missing.pem: no such file"},
 		{name: "a CA file without a certificate", flags: map[string]string{"ca-file": garbage}, path: "--ca-file", msg: garbage + " holds no PEM certificate"},
-		{name: "a key is not a CA certificate", file: computeEnv + "CUBEFLEET_CA_FILE=" + files.Key + "\n", path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
+		{name: "a key is not a CA certificate", file: agenttest.ComputeEnv + "CUBEFLEET_CA_FILE=" + files.Key + "\n", path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
 		{name: "the CA file is checked before S3", file: "ONE_CLICK_DEPLOY_ROLE=compute\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\n",
 			env: map[string]string{"CUBEFLEET_CA_FILE": garbage}, path: "CUBEFLEET_CA_FILE", msg: "holds no PEM certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := tc.file
 			if file == "" {
-				file = computeEnv
+				file = agenttest.ComputeEnv
 			}
 			cfg, err := loadTest(t, "compute", file, tc.env, tc.flags)
 			if got := errPath(err); got != tc.path {
@@ -89,38 +89,32 @@ func TestLoadTLSSettings(t *testing.T) {
 		})
 	}
 
-	// A relative CA file is made absolute (the installed service runs elsewhere), and install
-	// carries the TLS settings into the env file it writes.
+	// A relative CA file is made absolute (the installed service runs elsewhere; hostsetup's
+	// TestEnvFileVarsTLS checks that install carries it into the env file it writes).
 	host := testHost("compute")
 	host.Root, _ = filepath.Abs(host.Root)
 	envFile := filepath.Join(dir, "compute.env")
-	os.WriteFile(envFile, []byte(computeEnv+"CUBEFLEET_CONTROL_PLANE_TLS=1\nCUBEFLEET_CA_FILE=ca.pem\n"), 0o600)
+	os.WriteFile(envFile, []byte(agenttest.ComputeEnv+"CUBEFLEET_CONTROL_PLANE_TLS=1\nCUBEFLEET_CA_FILE=ca.pem\n"), 0o600)
 	t.Chdir(dir)
 	cfg, err := Load(Sources{Flags: map[string]string{"env-file": envFile}, Host: host})
 	if err != nil || cfg.CAFile != files.CA {
 		t.Fatalf("relative CA file: %v %v", cfg, err)
 	}
-	vars := EnvMap(EnvFileVars(cfg))
-	if vars["CUBEFLEET_CA_FILE"].Value != files.CA || vars["CUBEFLEET_CONTROL_PLANE_TLS"].Value != "1" ||
-		vars["ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR"].Value != "https://10.0.0.1:3010" {
-		t.Errorf("installed env file: %+v", vars)
-	}
 }
 
 // TestRegisterOverTLS runs a real control plane whose node-agent routes are on an HTTPS
-// --internal-listen: the agent joins over https:// trusting the test CA, reports, and Check
-// passes with the same settings; without the CA, Check fails saying to set CUBEFLEET_CA_FILE.
+// --internal-listen: the agent joins over https:// trusting the test CA and reports. (agent
+// check over TLS: hostsetup's TestCheckOverTLS.)
 func TestRegisterOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
-	ctx := context.Background()
-	cp := startRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
-	srv := cp.srv
+	cp := agenttest.StartRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	srv := cp.Server
 	roots, err := capool.Load(files.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	join := struct{ Token string }{cp.joinToken(t, "127.0.0.1")}
+	join := struct{ Token string }{cp.JoinToken(t, "127.0.0.1")}
 
 	cfg := testConfig(filepath.Join(dir, "state"), join.Token, srv.InternalURL())
 	cfg.RootCAs, cfg.CAFile = roots, files.CA
@@ -135,34 +129,5 @@ func TestRegisterOverTLS(t *testing.T) {
 	}
 	if !strings.HasPrefix(srv.InternalURL(), "https://") {
 		t.Fatalf("InternalURL %s", srv.InternalURL())
-	}
-
-	// agent check, with the same settings (a copy: the running agent reads cfg).
-	chk := *cfg
-	chk.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
-	results, ok := Check(ctx, &chk, CheckOptions{Timeout: 5 * time.Second, Interval: 20 * time.Millisecond})
-	if !ok {
-		t.Fatalf("Check over TLS failed: %v", results)
-	}
-	if want := srv.InternalURL() + PathReadyz + ": ready"; results[1].Detail != want {
-		t.Errorf("control plane: %s, want %s", results[1], want)
-	}
-	if !strings.HasPrefix(results[2].Detail, srv.InternalURL()+PathNodes+"/127.0.0.1 lists") {
-		t.Errorf("node listed: %s", results[2])
-	}
-
-	// Without the CA: the control plane's certificate does not verify, and the check says
-	// what to set.
-	chk.RootCAs, chk.CAFile = nil, ""
-	results, ok = Check(ctx, &chk, CheckOptions{})
-	if ok || results[1].Status != CheckFail || !strings.Contains(results[1].Detail, "x509: certificate signed by unknown authority") ||
-		!strings.Contains(results[1].Detail, "set CUBEFLEET_CA_FILE or --ca-file") {
-		t.Errorf("Check without the CA: %v", results)
-	}
-	// Plain http:// to the HTTPS listener is refused, and said so.
-	chk.ControlPlane = []string{"http://" + strings.TrimPrefix(srv.InternalURL(), "https://")}
-	results, _ = Check(ctx, &chk, CheckOptions{})
-	if results[1].Status != CheckFail || !strings.Contains(results[1].Detail, "HTTP 400 Client sent an HTTP request to an HTTPS server") {
-		t.Errorf("Check over plain HTTP: %v", results)
 	}
 }

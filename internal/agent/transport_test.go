@@ -2,20 +2,16 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"fmt"
-	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
-	"github.com/cubefleet/cubefleet/internal/capool"
-	"github.com/cubefleet/cubefleet/internal/tlstest"
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 func TestScrubNetError(t *testing.T) {
@@ -53,22 +49,20 @@ func resetConn(w http.ResponseWriter) {
 // TestTransportErrorLoggedOnce: a status report that fails with the same transport error
 // every period is logged once, although every attempt comes from another local port.
 func TestTransportErrorLoggedOnce(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.srv.URL))
-	waitFor(t, "a status report", func() bool { return len(cp.callsTo("/status")) > 0 })
-	cp.mu.Lock()
-	cp.raw = func(w http.ResponseWriter, req *http.Request) bool {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", cp.URL))
+	testkit.WaitFor(t, 10*time.Second, "a status report", func() bool { return len(cp.CallsTo("/status")) > 0 })
+	cp.SetRaw(func(w http.ResponseWriter, req *http.Request) bool {
 		if !strings.HasSuffix(req.URL.Path, "/status") {
 			return false
 		}
-		cp.record(req, nil)
+		cp.Record(req, nil)
 		resetConn(w)
 		return true
-	}
-	cp.mu.Unlock()
-	n := len(cp.callsTo("/status"))
-	waitFor(t, "6 reset status reports", func() bool { return len(cp.callsTo("/status")) >= n+6 })
-	waitFor(t, "a failing health", func() bool { return r.a.Health().State == StateFailing })
+	})
+	n := len(cp.CallsTo("/status"))
+	testkit.WaitFor(t, 10*time.Second, "6 reset status reports", func() bool { return len(cp.CallsTo("/status")) >= n+6 })
+	testkit.WaitFor(t, 10*time.Second, "a failing health", func() bool { return r.a.Health().State == StateFailing })
 	logs := r.logs.String()
 	if n := strings.Count(logs, `"msg":"status report failed"`); n != 1 {
 		t.Errorf("%d log lines for the same failure, want 1:\n%s", n, logs)
@@ -81,43 +75,14 @@ func TestTransportErrorLoggedOnce(t *testing.T) {
 	}
 }
 
-// tlsServer starts an HTTPS server on addr (127.0.0.1:0 when empty) with a certificate for
-// 127.0.0.1 and localhost signed by a new test CA, and returns it and the CA's pool.
-func tlsServer(t *testing.T, addr string, h http.Handler) (*httptest.Server, *Config) {
-	t.Helper()
-	_, files := tlstest.Write(t, t.TempDir())
-	cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(h)
-	if addr != "" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Listener.Close()
-		srv.Listener = ln
-	}
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // TLS handshake errors are the point
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	roots, err := capool.Load(files.CA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, &Config{RootCAs: roots, CAFile: files.CA}
-}
-
 // TestPlainHTTPToTLSServer: an agent given http:// for an HTTPS control plane is refused at
 // every attempt (a 400 or a reset, depending on timing); it says once what to set, and its
 // health says it too.
 func TestPlainHTTPToTLSServer(t *testing.T) {
-	srv, _ := tlsServer(t, "", http.NotFoundHandler())
+	srv, _ := agenttest.TLSServer(t, "", http.NotFoundHandler())
 	plain := "http://" + srv.Listener.Addr().String()
 	r := startAgent(t, testConfig(t.TempDir(), "cfj_join1", plain))
-	waitFor(t, "5 registration attempts", func() bool { return len(r.sleeps()) >= 5 })
+	testkit.WaitFor(t, 10*time.Second, "5 registration attempts", func() bool { return len(r.sleeps()) >= 5 })
 	if h := r.a.Health(); h.State != StateRegistering || !strings.Contains(h.Error, hintHTTPS) {
 		t.Errorf("health %+v, want the hint %q", h, hintHTTPS)
 	}
@@ -137,56 +102,5 @@ func TestPlainHTTPToTLSServer(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), hintHTTPS) || strings.Contains(err.Error(), "->") {
 			t.Errorf("a %d-byte request: %v", size, err)
 		}
-	}
-}
-
-// TestCheckHints: the firewall hint goes only with errors that mean "not reachable"; an HTTP
-// answer or a TLS failure gets its own advice.
-func TestCheckHints(t *testing.T) {
-	const firewall = "check the firewall"
-	refused := "http://" + closedAddr(t)
-	unavailable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, `{"error":"starting"}`)
-	}))
-	t.Cleanup(unavailable.Close)
-	ready := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{"ret":{"ret_code":200}}`) })
-	good, trust := tlsServer(t, "", ready)
-	// A certificate for 127.0.0.1 served on 127.0.0.3: it does not name the address used.
-	other, _ := tlsServer(t, "127.0.0.3:0", ready)
-	for _, tc := range []struct {
-		name     string
-		endpoint string
-		trust    bool
-		want     []string
-		not      []string
-	}{
-		{"connection refused", refused, false, []string{"connection refused", firewall}, nil},
-		{"an HTTP answer", unavailable.URL, false, []string{"HTTP 503 starting"}, []string{firewall}},
-		{"plain HTTP to HTTPS", "http://" + good.Listener.Addr().String(), true, []string{hintHTTPS}, []string{firewall}},
-		{"unknown CA", good.URL, false, []string{"certificate signed by unknown authority", "set CUBEFLEET_CA_FILE"}, []string{firewall}},
-		{"name mismatch", strings.Replace(other.URL, "127.0.0.1", "127.0.0.3", 1), true,
-			[]string{"x509: certificate is valid for 127.0.0.1, not 127.0.0.3", "the control plane's TLS certificate does not name the address used, 127.0.0.3: reissue it"},
-			[]string{firewall, "CUBEFLEET_CA_FILE"}},
-		{"ok", good.URL, true, []string{"ready"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t.TempDir(), "", tc.endpoint)
-			if tc.trust {
-				cfg.RootCAs = trust.RootCAs
-			}
-			results, _ := Check(context.Background(), cfg, CheckOptions{})
-			d := results[1].Detail
-			for _, w := range tc.want {
-				if !strings.Contains(d, w) {
-					t.Errorf("%s\nwant it to contain %q", results[1], w)
-				}
-			}
-			for _, w := range tc.not {
-				if strings.Contains(d, w) {
-					t.Errorf("%s\nwant it not to contain %q", results[1], w)
-				}
-			}
-		})
 	}
 }

@@ -1,15 +1,18 @@
 // Package api is the public API's method table: every method's name (`compute.pools.create`),
-// the permission it decides and on which scope, whether it writes, and its handler. Call runs a
-// method for an HTTP request: it decides the permission before the handler touches data, audits
-// refusals and writes, and runs writes in one transaction. Check and Invoke let a composite
-// method (fleet.apply) decide many calls first and then run them inside its own transaction
-// (../shared/DESIGN.md, "Public API conventions"; fleet spec, "Apply").
+// the permission it decides and the form of the scope it decides it on, whether it writes, its
+// input, output and handler (one file per domain: compute.go, fleet.go, iam.go, audit.go,
+// secrets.go, nodes.go). Call runs a method for an HTTP request: it decides the permission
+// before the handler touches data, audits refusals and writes, and runs writes in one
+// transaction with their audit row. Handlers call their domain package directly. The permission
+// catalogue (`cubefleet keys permissions`) is derived from what the methods declare
+// (../shared/DESIGN.md, "Public API conventions").
 package api
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sort"
 	"time"
@@ -21,12 +24,42 @@ import (
 	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
-// Decision is what a method must decide for one input: Permission on Scope, acting on TenantID
+// Decision is what a method decides for one input: Permission on Scope, acting on TenantID
 // (the audit row's tenant).
 type Decision struct {
 	Permission string
 	Scope      string
 	TenantID   string
+}
+
+// ScopeForm is the form of the scope a method decides its permission on.
+type ScopeForm int
+
+// The scope forms. The zero ScopeForm is none: Register refuses a method without one.
+const (
+	// OnTenant decides on tenant/<tenantId>, the input's tenantId (required); the audit row's
+	// tenant is tenantId. The catalogue shows the scope as tenant/<id>.
+	OnTenant ScopeForm = iota + 1
+	// OnFleet decides on compute-fleet/global (root-tenant principals only); the input's
+	// tenantId (required) is the audit row's tenant.
+	OnFleet
+	// OnRoot decides on tenant/root (root-tenant principals only): platform-wide methods such as
+	// tenants, nodes and events. The input names no tenant.
+	OnRoot
+)
+
+// catalogue returns the scope as the catalogue shows it and whether only root-tenant
+// principals may hold a permission decided on it.
+func (f ScopeForm) catalogue() (scope string, rootOnly bool) {
+	switch f {
+	case OnTenant:
+		return iam.ScopeFormTenant, false
+	case OnFleet:
+		return iam.ScopeFleet, true
+	case OnRoot:
+		return iam.TenantScope(iam.RootTenant), true
+	}
+	return "", false
 }
 
 // Call is one invocation as a handler sees it.
@@ -36,23 +69,59 @@ type Call struct {
 	// Q runs the handler's SQL: the write transaction for write methods, the database for reads
 	// and composite methods.
 	Q store.Querier
+
+	method   string
+	decision Decision
+	now      func() time.Time
+}
+
+// AuditEntry returns the call's own audit row (outcome ok, At now) as the method table writes
+// it; a composite method writes it inside its own transaction, adding Target and Message.
+func (c *Call) AuditEntry() audit.Entry {
+	return audit.Entry{
+		At: c.now().UnixMilli(), TenantID: c.decision.TenantID, PrincipalID: c.Principal.ID, Method: c.method,
+		Permission: c.decision.Permission, Scope: c.decision.Scope, Outcome: audit.OutcomeOK, RequestID: c.RequestID,
+	}
 }
 
 // Method is one API method.
 type Method struct {
 	Name    string // e.g. "compute.pools.create"
 	Summary string // one line for the OpenAPI document
+	// Permission is the permission the method decides before its handler runs, e.g.
+	// "compute:pools:create"; Scope is the form of the scope it decides it on. Every method
+	// declares both (Register panics otherwise); the catalogue is built from them.
+	Permission string
+	Scope      ScopeForm
 	// Write methods run in one transaction with their audit row.
 	Write bool
-	// Composite methods (fleet.apply) run their own transactions; Call passes them the database.
+	// Composite methods (fleet.apply) run their own transactions and write their own audit
+	// rows; Call passes them the database.
 	Composite bool
-	// Decide returns the permission to decide for an input, or INVALID_INPUT when the input
-	// cannot name its scope.
-	Decide func(in json.RawMessage) (Decision, error)
 	// Handle runs the method.
 	Handle func(ctx context.Context, c *Call, in json.RawMessage) (any, error)
 	// Input and Output are zero values of the input and output types, for the OpenAPI document.
 	Input, Output any
+}
+
+// Decide returns the decision for input in: the method's Permission on the scope its Scope form
+// names. It is INVALID_INPUT when the form needs the input's tenantId and in has none.
+func (m *Method) Decide(in json.RawMessage) (Decision, error) {
+	if m.Scope == OnRoot {
+		return Decision{Permission: m.Permission, Scope: iam.TenantScope(iam.RootTenant), TenantID: iam.RootTenant}, nil
+	}
+	var t TenantInput
+	if err := json.Unmarshal(in, &t); err != nil {
+		return Decision{}, cubefleet.Invalid("", "the input must be a JSON object with tenantId")
+	}
+	if t.TenantID == "" {
+		return Decision{}, cubefleet.Invalid("tenantId", "tenantId is required")
+	}
+	d := Decision{Permission: m.Permission, Scope: iam.TenantScope(t.TenantID), TenantID: t.TenantID}
+	if m.Scope == OnFleet {
+		d.Scope = iam.ScopeFleet
+	}
+	return d, nil
 }
 
 // Registry holds the methods. Register them all before serving; then it is safe for concurrent
@@ -60,11 +129,13 @@ type Method struct {
 type Registry struct {
 	db      *store.DB
 	methods map[string]*Method
+	order   []*Method // registration order, the order the catalogue lists a permission's methods in
 	now     func() time.Time
 	log     *slog.Logger
 }
 
-// NewRegistry returns an empty registry over db. now and log may be nil.
+// NewRegistry returns an empty registry over db. now and log may be nil. New returns one
+// holding every method of the API.
 func NewRegistry(db *store.DB, now func() time.Time, log *slog.Logger) *Registry {
 	if now == nil {
 		now = time.Now
@@ -75,12 +146,25 @@ func NewRegistry(db *store.DB, now func() time.Time, log *slog.Logger) *Registry
 	return &Registry{db: db, methods: map[string]*Method{}, now: now, log: log}
 }
 
-// Register adds m. It panics on a duplicate name: the method table is fixed at start-up.
+// Register adds m. It panics (the method table is fixed at start-up) on a duplicate name, a
+// method without a handler, a Permission or a Scope, and a permission another method declares
+// on another scope form.
 func (r *Registry) Register(m Method) {
-	if _, dup := r.methods[m.Name]; dup {
+	switch {
+	case m.Name == "" || m.Handle == nil:
+		panic(fmt.Sprintf("api: method %q needs a name and a handler", m.Name))
+	case r.methods[m.Name] != nil:
 		panic("api: duplicate method " + m.Name)
+	case m.Permission == "" || m.Scope < OnTenant || m.Scope > OnRoot:
+		panic("api: method " + m.Name + " declares no permission and scope form")
+	}
+	for _, o := range r.order {
+		if o.Permission == m.Permission && o.Scope != m.Scope {
+			panic(fmt.Sprintf("api: %s decides %s on another scope form than %s does", m.Name, m.Permission, o.Name))
+		}
 	}
 	r.methods[m.Name] = &m
+	r.order = append(r.order, &m)
 }
 
 // Methods returns the registered methods sorted by name.
@@ -99,27 +183,39 @@ func (r *Registry) Lookup(name string) (*Method, bool) {
 	return m, ok
 }
 
-func (r *Registry) method(name string) (*Method, error) {
+// Catalogue returns the permission catalogue of the registered methods: one entry per declared
+// permission, with its scope form, whether only root-tenant principals may hold it, and the
+// methods that decide it in registration order; sorted by permission.
+func (r *Registry) Catalogue() iam.Catalogue {
+	index := map[string]int{}
+	out := iam.Catalogue{}
+	for _, m := range r.order {
+		if i, ok := index[m.Permission]; ok {
+			out[i].Methods = append(out[i].Methods, m.Name)
+			continue
+		}
+		scope, rootOnly := m.Scope.catalogue()
+		index[m.Permission] = len(out)
+		out = append(out, iam.PermissionInfo{Permission: m.Permission, Scope: scope, RootOnly: rootOnly, Methods: []string{m.Name}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Permission < out[j].Permission })
+	return out
+}
+
+// Call runs method name for principal p (nil: unauthenticated, refused UNAUTHENTICATED). It
+// decides the permission first; a refusal is FORBIDDEN and is audited in its own transaction.
+// Only a caller allowed on a tenant learns that it does not exist (NOT_FOUND). A write method
+// runs in one transaction with its audit row, so a failing handler leaves nothing.
+func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name string, in json.RawMessage) (any, error) {
 	m, ok := r.methods[name]
 	if !ok {
 		return nil, cubefleet.Errorf(cubefleet.CodeNotFound, "no API method %s; GET /api/v1/openapi.json lists them", name)
-	}
-	return m, nil
-}
-
-// Call runs method name for principal p (nil: unauthenticated). It decides the permission
-// first; a refusal is FORBIDDEN and is audited in its own transaction. A write method runs in
-// one transaction with its audit row.
-func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name string, in json.RawMessage) (any, error) {
-	m, err := r.method(name)
-	if err != nil {
-		return nil, err
 	}
 	d, err := r.decide(ctx, m, p, requestID, in)
 	if err != nil {
 		return nil, err
 	}
-	c := &Call{Principal: p, RequestID: requestID, Q: r.db}
+	c := &Call{Principal: p, RequestID: requestID, Q: r.db, method: m.Name, decision: d, now: r.now}
 	var out any
 	if !m.Write || m.Composite {
 		out, err = m.Handle(ctx, c, in)
@@ -130,7 +226,11 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 			if out, err = m.Handle(ctx, c, in); err != nil {
 				return err
 			}
-			return r.audit(ctx, tx, c, m, d, audit.OutcomeOK, out)
+			row := c.AuditEntry()
+			if t, ok := out.(Targeted); ok {
+				row.Target = t.AuditTarget()
+			}
+			return audit.Record(ctx, tx, row)
 		})
 	}
 	if cubefleet.IsCode(err, cubefleet.CodeForbidden) {
@@ -173,104 +273,22 @@ func (r *Registry) decide(ctx context.Context, m *Method, p *iam.Principal, requ
 // auditRefusal writes a forbidden row in its own transaction; a failure is logged, not
 // returned, so the caller still gets its FORBIDDEN.
 func (r *Registry) auditRefusal(ctx context.Context, m *Method, p *iam.Principal, requestID string, d Decision) {
-	c := &Call{Principal: p, RequestID: requestID, Q: r.db}
-	if err := r.audit(ctx, r.db, c, m, d, audit.OutcomeForbidden, nil); err != nil {
+	c := &Call{Principal: p, RequestID: requestID, method: m.Name, decision: d, now: r.now}
+	row := c.AuditEntry()
+	row.Outcome = audit.OutcomeForbidden
+	if err := audit.Record(ctx, r.db, row); err != nil {
 		r.log.ErrorContext(ctx, "audit refusal", "method", m.Name, "err", err)
 	}
 }
 
-// Check decides method name's permission for input in as p, without running it; a refusal is
-// FORBIDDEN and is audited, as Call's is.
-func (r *Registry) Check(ctx context.Context, p *iam.Principal, requestID, name string, in json.RawMessage) error {
-	m, err := r.method(name)
-	if err != nil {
-		return err
-	}
-	if m.Composite || !m.Write {
-		return cubefleet.Errorf(cubefleet.CodeInvalidInput, "%s cannot run inside another method", name)
-	}
-	_, err = r.decide(ctx, m, p, requestID, in)
-	return err
-}
-
-// Invoke runs write method name inside the caller's transaction tx, as p, and queues its audit
-// row in batch; the caller flushes the batch in the same transaction. The caller has decided the
-// permission with Check.
-func (r *Registry) Invoke(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, requestID, name string, in json.RawMessage) (any, error) {
-	m, err := r.method(name)
-	if err != nil {
-		return nil, err
-	}
-	if m.Composite || !m.Write {
-		return nil, cubefleet.Errorf(cubefleet.CodeInvalidInput, "%s cannot run inside another method", name)
-	}
-	d, err := m.Decide(in)
-	if err != nil {
-		return nil, err
-	}
-	c := &Call{Principal: p, RequestID: requestID, Q: tx}
-	out, err := m.Handle(ctx, c, in)
-	if err != nil {
-		return nil, err
-	}
-	batch.Add(r.entry(c, m, d, audit.OutcomeOK, out))
-	return out, nil
-}
-
-// Audit writes an audit row for a composite method's own success, inside its transaction.
-func (r *Registry) Audit(ctx context.Context, tx store.Querier, c *Call, name string, d Decision, target, message string) error {
-	return audit.Record(ctx, tx, audit.Entry{
-		At: r.now().UnixMilli(), TenantID: d.TenantID, PrincipalID: c.Principal.ID, Method: name,
-		Permission: d.Permission, Scope: d.Scope, Outcome: audit.OutcomeOK, Target: target, RequestID: c.RequestID, Message: message,
-	})
-}
-
-// Targeted is implemented by outputs that name the object a call acted on.
+// Targeted is implemented by outputs that name the object a call acted on (the audit row's
+// target).
 type Targeted interface{ AuditTarget() string }
 
-func (r *Registry) audit(ctx context.Context, q store.Querier, c *Call, m *Method, d Decision, outcome string, out any) error {
-	return audit.Record(ctx, q, r.entry(c, m, d, outcome, out))
-}
-
-func (r *Registry) entry(c *Call, m *Method, d Decision, outcome string, out any) audit.Entry {
-	target := ""
-	if t, ok := out.(Targeted); ok {
-		target = t.AuditTarget()
-	}
-	return audit.Entry{
-		At: r.now().UnixMilli(), TenantID: d.TenantID, PrincipalID: c.Principal.ID, Method: m.Name,
-		Permission: d.Permission, Scope: d.Scope, Outcome: outcome, Target: target, RequestID: c.RequestID,
-	}
-}
-
-// TenantInput is the part of every tenant-scoped input that names the tenant.
+// TenantInput is the part of every tenant-scoped input that names the tenant, and the whole
+// input of methods that act on a whole tenant (iam.keys.list, secrets.list, fleet.export, ...).
 type TenantInput struct {
 	TenantID string `json:"tenantId"`
-}
-
-// OnTenant decides permission on "tenant/<tenantId>" of the input.
-func OnTenant(permission string) func(json.RawMessage) (Decision, error) {
-	return func(in json.RawMessage) (Decision, error) {
-		var t TenantInput
-		if err := json.Unmarshal(in, &t); err != nil {
-			return Decision{}, cubefleet.Invalid("", "the input must be a JSON object with tenantId")
-		}
-		if t.TenantID == "" {
-			return Decision{}, cubefleet.Invalid("tenantId", "tenantId is required")
-		}
-		return Decision{Permission: permission, Scope: iam.TenantScope(t.TenantID), TenantID: t.TenantID}, nil
-	}
-}
-
-// OnFleet decides permission on compute-fleet/global; the audit row's tenant is the input's
-// tenantId (required).
-func OnFleet(permission string) func(json.RawMessage) (Decision, error) {
-	onTenant := OnTenant(permission)
-	return func(in json.RawMessage) (Decision, error) {
-		d, err := onTenant(in)
-		d.Scope = iam.ScopeFleet
-		return d, err
-	}
 }
 
 // Typed adapts a handler of a typed input (decoded strictly: unknown fields and wrong types are

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
+	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
@@ -58,7 +60,7 @@ network. See docs/agent.md for every setting.`,
 		Short: "Install the agent as a systemd service (Cube's install-compute.sh step), then check it",
 		Long: `Validate the settings, check the prerequisites (x86_64 or aarch64, cgroup v2, the memory floor,
 and for --runtime microvm /dev/kvm on a host that is not a virtual machine), stop an existing
-install, write ` + agent.InstalledEnvFile + ` (mode 0600) and ` + agent.UnitPath + `,
+install, write ` + agent.InstalledEnvFile + ` (mode 0600) and ` + hostsetup.UnitPath + `,
 enable and start the service, and run "agent check" unless --run-check=0 (ONE_CLICK_RUN_QUICKCHECK=0).
 --root DIR writes the files under DIR for another host (an image): no systemctl, no root, and
 no checks of this host (prerequisites, sandbox network conflicts); the agent checks its host
@@ -78,7 +80,7 @@ when it starts.`,
 					binary = resolved
 				}
 			}
-			return agent.Install(cmd.Context(), cfg, agent.InstallOptions{Root: root, Binary: binary, Out: cmd.OutOrStdout()})
+			return hostsetup.Install(cmd.Context(), cfg, hostsetup.InstallOptions{Root: root, Binary: binary, Out: cmd.OutOrStdout()})
 		},
 	}
 	install.Flags().StringVar(&root, "root", "", "write the files under this directory instead of / (no systemctl, no root needed)")
@@ -97,7 +99,7 @@ per check; exit 0 when all pass, else 1.`,
 			if err != nil {
 				return err
 			}
-			results, ok := agent.Check(cmd.Context(), cfg, agent.CheckOptions{Timeout: cfg.CheckTimeout})
+			results, ok := hostsetup.Check(cmd.Context(), cfg, hostsetup.CheckOptions{Timeout: cfg.CheckTimeout})
 			if err := render(cmd, results, func(w io.Writer) error {
 				for _, r := range results {
 					fmt.Fprintln(w, r.String())
@@ -119,10 +121,10 @@ per check; exit 0 when all pass, else 1.`,
 		Short: "Stop only this node's agent (systemctl stop, or under --root its PID file)",
 		Args:  agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return agent.Down(cmd.Context(), agent.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()})
+			return hostsetup.Down(cmd.Context(), hostsetup.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()})
 		},
 	}
-	down.Flags().StringVar(&downRoot, "root", "", "stop the agent whose PID is in DIR"+agent.PIDFilePath+" instead of running systemctl")
+	down.Flags().StringVar(&downRoot, "root", "", "stop the agent whose PID is in DIR"+hostsetup.PIDFilePath+" instead of running systemctl")
 
 	for _, s := range agent.Settings() {
 		switch s.Command {
@@ -185,7 +187,7 @@ func loadAgentConfig(cmd *cobra.Command, stdio IO, hostRoot string, noConflictCh
 			flags[s.Key] = f.Value.String()
 		}
 	}
-	cfg, err := agent.Load(agent.Sources{Flags: flags, Getenv: stdio.Getenv, Host: agent.Host{Root: hostRoot}, NoConflictCheck: noConflictCheck})
+	cfg, err := agent.Load(agent.Sources{Flags: flags, Getenv: stdio.Getenv, Host: hostinfo.Host{Root: hostRoot}, NoConflictCheck: noConflictCheck})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
 )
 
 // agentCP is a minimal control plane for the agent commands: a join token, the credential it
@@ -183,8 +184,8 @@ func TestAgentProcess(t *testing.T) {
 	if code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "0", "-o", "json"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
 		t.Fatalf("agent check -o json: exit %d", code)
 	}
-	var results []agent.CheckResult
-	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 || results[0].Status != agent.CheckOK {
+	var results []hostsetup.CheckResult
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 || results[0].Status != hostsetup.CheckOK {
 		t.Errorf("agent check -o json: %v\n%s", err, out.String())
 	}
 
@@ -208,7 +209,7 @@ func TestAgentProcess(t *testing.T) {
 
 	// Again, with a PID file under a root, stopped by `agent down --root`.
 	root := t.TempDir()
-	pidFile := filepath.Join(root, agent.PIDFilePath)
+	pidFile := filepath.Join(root, hostsetup.PIDFilePath)
 	_, logs, done = startAgentProcess(t, bin, dir, append(args, "--pid-file", pidFile)...)
 	before := cp.count(status)
 	waitUntil(t, "status reports after the restart", func() bool { return cp.count(status) >= before+2 })
@@ -265,7 +266,7 @@ func TestAgentInstallRoot(t *testing.T) {
 	root := filepath.Join(dir, "root")
 	envFile := filepath.Join(dir, ".env")
 	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\nCUBE_S3_SECRET_ACCESS_KEY=secret\nONE_CLICK_RUN_QUICKCHECK=0\n"), 0o600)
-	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	hostRoot, _ := filepath.Abs("../agent/hostinfo/testdata/host/compute")
 	var out, errOut bytes.Buffer
 	tok := filepath.Join(dir, "join.token")
 	os.WriteFile(tok, []byte("cfj_fromfile\n"), 0o600)
@@ -301,15 +302,15 @@ func TestAgentCheckNotRegistered(t *testing.T) {
 		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
 	}
 	var failed struct { // a failed command's --output json: its result and the error
-		Result []agent.CheckResult   `json:"result"`
-		Error  struct{ Code string } `json:"error"`
+		Result []hostsetup.CheckResult `json:"result"`
+		Error  struct{ Code string }   `json:"error"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &failed); err != nil || len(failed.Result) != 4 || failed.Error.Code == "" {
 		t.Fatalf("agent check -o json: %v\n%s", err, out.String())
 	}
 	results := failed.Result
 	want := "HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"
-	if r := results[2]; r.Status != agent.CheckFail || !strings.Contains(r.Detail, want) {
+	if r := results[2]; r.Status != hostsetup.CheckFail || !strings.Contains(r.Detail, want) {
 		t.Errorf("node listed: %+v\nwant FAIL containing %q", r, want)
 	}
 	if !strings.Contains(out.String(), "--pool <pool>") || strings.Contains(out.String(), `\u003c`) {
@@ -324,7 +325,7 @@ func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, ".env")
 	os.WriteFile(envFile, []byte("ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.7\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"), 0o600)
-	hostRoot, _ := filepath.Abs("../agent/testdata/host/vm")
+	hostRoot, _ := filepath.Abs("../agent/hostinfo/testdata/host/vm")
 	var out, errOut bytes.Buffer
 	args := []string{"agent", "install", "--root", filepath.Join(dir, "root"), "--run-check=0", "--binary", "/usr/local/bin/cubefleet", "--env-file", envFile, "--host-root", hostRoot}
 	if code := Run(context.Background(), args, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
@@ -334,7 +335,7 @@ func TestAgentInstallRootSkipsHostChecks(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 	// Nor on the build host's network: its addresses and routes are not the target's.
-	hostRoot, _ = filepath.Abs("../agent/testdata/host/conflicts")
+	hostRoot, _ = filepath.Abs("../agent/hostinfo/testdata/host/conflicts")
 	args[len(args)-1] = hostRoot
 	out.Reset()
 	errOut.Reset()
@@ -394,7 +395,7 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 // TestAgentInstallSkippedCheckSource: when install skips the check, it names what turned it
 // off: the flag, the variable in the environment, or the variable in the env file.
 func TestAgentInstallSkippedCheckSource(t *testing.T) {
-	hostRoot, _ := filepath.Abs("../agent/testdata/host/compute")
+	hostRoot, _ := filepath.Abs("../agent/hostinfo/testdata/host/compute")
 	const base = "ONE_CLICK_DEPLOY_ROLE=compute\nCUBE_SANDBOX_NODE_IP=10.0.0.5\nONE_CLICK_CONTROL_PLANE_IP=10.0.0.1\nCUBE_S3_ENDPOINT=http://10.0.0.1:9000\n"
 	for _, tc := range []struct {
 		name string

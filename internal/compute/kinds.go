@@ -3,6 +3,8 @@ package compute
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/secretref"
@@ -35,17 +37,18 @@ type KindInfo struct {
 	RemoveVerb string   // "delete", or "archive" for pools
 	Updatable  []string // spec fields an update may change
 	Creatable  bool
+	newSpec    func() spec // a new zero spec of the kind (*SiteSpec, *PoolSpec, ...)
 }
 
 // Kinds lists every kind in the fleet document's order.
 var Kinds = []KindInfo{
-	{Kind: KindSite, API: "sites", Prefix: "site", RemoveVerb: "delete", Creatable: true},
-	{Kind: KindProviderAccount, API: "providerAccounts", Prefix: "pacct", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"config"}, Creatable: true},
-	{Kind: KindPool, API: "pools", Prefix: "pool", RemoveVerb: "archive", Updatable: []string{"gpuModel", "policy"}, Creatable: true},
-	{Kind: KindOwnerQuota, API: "ownerQuotas", Prefix: "oq", RemoveVerb: "delete", Updatable: []string{"max"}, Creatable: true},
-	{Kind: KindOffer, API: "offers", Prefix: "offer", RemoveVerb: "delete", Updatable: []string{"quota", "priority"}, Creatable: true},
-	{Kind: KindFlavor, API: "flavors", Prefix: "flv", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"vcpu", "memoryGiB", "diskGiB"}, Creatable: true},
-	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm"}, Creatable: true},
+	{Kind: KindSite, API: "sites", Prefix: "site", RemoveVerb: "delete", Creatable: true, newSpec: func() spec { return &SiteSpec{} }},
+	{Kind: KindProviderAccount, API: "providerAccounts", Prefix: "pacct", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"config"}, Creatable: true, newSpec: func() spec { return &ProviderAccountSpec{} }},
+	{Kind: KindPool, API: "pools", Prefix: "pool", RemoveVerb: "archive", Updatable: []string{"gpuModel", "policy"}, Creatable: true, newSpec: func() spec { return &PoolSpec{} }},
+	{Kind: KindOwnerQuota, API: "ownerQuotas", Prefix: "oq", RemoveVerb: "delete", Updatable: []string{"max"}, Creatable: true, newSpec: func() spec { return &OwnerQuotaSpec{} }},
+	{Kind: KindOffer, API: "offers", Prefix: "offer", RemoveVerb: "delete", Updatable: []string{"quota", "priority"}, Creatable: true, newSpec: func() spec { return &OfferSpec{} }},
+	{Kind: KindFlavor, API: "flavors", Prefix: "flv", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"vcpu", "memoryGiB", "diskGiB"}, Creatable: true, newSpec: func() spec { return &FlavorSpec{} }},
+	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
 }
 
 // Info returns the KindInfo of kind; ok is false for an unknown kind.
@@ -56,6 +59,61 @@ func Info(kind string) (KindInfo, bool) {
 		}
 	}
 	return KindInfo{}, false
+}
+
+// Verbs of the compute API's methods: compute.<API>.<verb> decides compute:<API>:<verb>.
+const (
+	VerbCreate  = "create"
+	VerbGet     = "get"
+	VerbList    = "list"
+	VerbUpdate  = "update"
+	VerbDelete  = "delete"  // every kind but pools
+	VerbArchive = "archive" // pools
+)
+
+// Verbs returns the verbs the API serves for the kind, in the order the method table registers
+// them: create, get, list, update (only for kinds with Updatable fields), then RemoveVerb.
+func (k KindInfo) Verbs() []string {
+	verbs := []string{VerbCreate, VerbGet, VerbList}
+	if len(k.Updatable) > 0 {
+		verbs = append(verbs, VerbUpdate)
+	}
+	return append(verbs, k.RemoveVerb)
+}
+
+// Writes reports whether verb changes state (create, update, delete, archive).
+func (k KindInfo) Writes(verb string) bool { return verb != VerbGet && verb != VerbList }
+
+// Method returns the API method of verb on the kind: "compute.<API>.<verb>", e.g.
+// compute.pools.create.
+func (k KindInfo) Method(verb string) string { return "compute." + k.API + "." + verb }
+
+// Permission returns the permission the kind's verb decides on tenant/<id>:
+// "compute:<API>:<verb>", e.g. compute:pools:create (../shared/DESIGN.md, "Permission
+// catalogue"). The API's method table and fleet apply both read it here.
+func (k KindInfo) Permission(verb string) string { return "compute:" + k.API + ":" + verb }
+
+// Spec returns a new zero spec of the kind: a pointer to its spec type (*SiteSpec, *PoolSpec,
+// ...).
+func (k KindInfo) Spec() any { return k.newSpec() }
+
+// ParseMethod returns the kind and verb of a compute API method name such as
+// "compute.pools.create"; ok is false when name is not one of Verbs of a kind.
+func ParseMethod(name string) (info KindInfo, verb string, ok bool) {
+	rest, found := strings.CutPrefix(name, "compute.")
+	if !found {
+		return KindInfo{}, "", false
+	}
+	api, verb, found := strings.Cut(rest, ".")
+	if !found {
+		return KindInfo{}, "", false
+	}
+	for _, k := range Kinds {
+		if k.API == api && slices.Contains(k.Verbs(), verb) {
+			return k, verb, true
+		}
+	}
+	return KindInfo{}, "", false
 }
 
 // Policy is a pool's disruption policy: DisruptionBudget is the fraction (0 to 1) of the

@@ -1,7 +1,8 @@
 // Package compute holds the compute objects a fleet is made of: sites, provider accounts, pools,
 // owner quotas, offers, flavors and sandbox templates (fleet spec; ../shared/DESIGN.md). Every
 // operation takes a store.Querier, so it runs alone or inside a caller's transaction (fleet
-// apply runs a whole plan in one). Permission decisions and audit rows belong to the API layer.
+// apply runs a whole plan in one). Permission decisions and audit rows belong to the callers: the
+// API's method table, and fleet apply for the calls of a plan.
 package compute
 
 import (
@@ -252,6 +253,20 @@ func (s *Service) List(ctx context.Context, q store.Querier, kind string, in Lis
 		return ListOutput{}, err
 	}
 	return out, nil
+}
+
+// Pools returns every pool of every tenant, archived ones included, ordered by id, with their
+// fleet names (through Names): the node registry matches a Cubelet's cluster_label against
+// them. The rows are compute's (compute_objects); the names are fleet's (fleet_names).
+func (s *Service) Pools(ctx context.Context, q store.Querier) ([]Object, error) {
+	pools, err := queryObjects(ctx, q, `kind = $1 ORDER BY id`, KindPool)
+	if err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	if err := s.addNames(ctx, q, pools); err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	return pools, nil
 }
 
 // Update changes the updatable fields of an object: the input is `tenantId`, `id`, optional

@@ -32,24 +32,13 @@ type refField struct {
 	offered bool
 }
 
+// newSpec returns a new zero spec of kind (the kind table's constructor).
 func newSpec(kind string) spec {
-	switch kind {
-	case KindSite:
-		return &SiteSpec{}
-	case KindProviderAccount:
-		return &ProviderAccountSpec{}
-	case KindPool:
-		return &PoolSpec{}
-	case KindOwnerQuota:
-		return &OwnerQuotaSpec{}
-	case KindOffer:
-		return &OfferSpec{}
-	case KindFlavor:
-		return &FlavorSpec{}
-	case KindSandboxTemplate:
-		return &SandboxTemplateSpec{}
+	info, ok := Info(kind)
+	if !ok {
+		panic("compute: unknown kind " + kind) // kinds come from the method table, never from input
 	}
-	panic("compute: unknown kind " + kind) // kinds come from the method table, never from input
+	return info.newSpec()
 }
 
 func (s *SiteSpec) refFields() []refField                                                 { return nil }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -16,31 +17,25 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
-// Invoker runs API calls: the API's method table implements it.
-type Invoker interface {
-	// Check decides the permission of one call for p, without running it; it audits a refusal.
-	Check(ctx context.Context, p *iam.Principal, requestID, method string, in json.RawMessage) error
-	// Invoke runs one call inside tx as p and queues its audit row in batch.
-	Invoke(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, requestID, method string, in json.RawMessage) (any, error)
-}
-
-// Applier applies plans (fleet spec, "Apply").
+// Applier applies plans (fleet spec, "Apply"). It runs each call of a plan against compute
+// directly, deciding the call's permission as the caller (iam.Decide) and writing the call's
+// audit row in the apply's transaction, as the API's method table does for a single call.
 type Applier struct {
 	DB      *store.DB
-	Planner *Planner
-	Calls   Invoker
+	Planner *Planner // its Compute runs the calls
 	Now     func() time.Time
+	// Log receives a refusal's audit row that could not be written (the caller still gets its
+	// FORBIDDEN); nil discards it.
+	Log *slog.Logger
 	// AfterCheck, when set, runs after the permission checks and before the transaction opens.
 	// Tests use it to inject a hand edit at the worst moment.
 	AfterCheck func()
 	// BeforeCall, when set, runs before call i inside the transaction; an error it returns fails
 	// the apply there. Tests use it to inject faults at every call index.
 	BeforeCall func(i int) error
-	// OnApplied, when set, runs inside the transaction after every call succeeded; the API
-	// layer writes the apply's own audit row there. An error it returns rolls the apply back.
-	OnApplied func(ctx context.Context, tx store.Querier, res *ApplyResult) error
 }
 
 // ApplyInput is fleet.apply's input: the plan's input plus an optional PlanHash (refuse with
@@ -53,6 +48,10 @@ type ApplyInput struct {
 	PlanHash   string
 	DenyDelete bool
 	RequestID  string
+	// Audit is the apply's own audit row as the API decided it (method fleet.apply, its
+	// permission and scope, principal, tenant, request id). Apply sets At, Target (the tenant)
+	// and Message and writes it in the apply's transaction; a zero Method writes none.
+	Audit audit.Entry
 }
 
 var planHashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -63,11 +62,13 @@ type ApplyResult struct {
 	Applied int   `json:"applied"`
 }
 
-// Apply plans in.Document, decides every call's permission as p with no transaction open, then
-// runs all calls in one transaction under the tenant's lock, planning again inside it: if the
-// plan moved since the check (or differs from in.PlanHash) it fails CONFIG_DRIFT; a blocked
-// plan fails PLAN_BLOCKED; a plan that deletes with DenyDelete fails PLAN_BLOCKED. On success
-// it records the applied document. Any failure leaves the database as it was.
+// Apply plans in.Document, decides every call's permission as p with no transaction open (a
+// refusal is FORBIDDEN, audited in its own transaction), then runs all calls in one transaction
+// under the tenant's lock, planning again inside it: if the plan moved since the check (or
+// differs from in.PlanHash) it fails CONFIG_DRIFT; a blocked plan fails PLAN_BLOCKED; a plan
+// that deletes with DenyDelete fails PLAN_BLOCKED. Every call writes its audit row in the same
+// transaction. On success it records the applied document and in.Audit. Any failure leaves the
+// database as it was.
 func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*ApplyResult, error) {
 	in.PlanHash = strings.ToLower(in.PlanHash)
 	if in.PlanHash != "" && !planHashPattern.MatchString(in.PlanHash) {
@@ -84,11 +85,7 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 		return nil, err
 	}
 	for _, c := range checked.Calls {
-		raw, err := json.Marshal(c.Input)
-		if err != nil {
-			return nil, err
-		}
-		if err := a.Calls.Check(ctx, p, in.RequestID, c.Method, raw); err != nil {
+		if err := a.decide(ctx, p, in, c); err != nil {
 			return nil, err
 		}
 	}
@@ -135,10 +132,13 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 			return err
 		}
 		result = &ApplyResult{Plan: pl, Applied: len(pl.Calls)}
-		if a.OnApplied != nil {
-			return a.OnApplied(ctx, tx, result)
+		if in.Audit.Method == "" {
+			return nil
 		}
-		return nil
+		row := in.Audit
+		row.At, row.Target = a.now().UnixMilli(), in.TenantID
+		row.Message = fmt.Sprintf("applied %d calls, plan %s", result.Applied, pl.PlanHash)
+		return audit.Record(ctx, tx, row)
 	})
 	if err != nil {
 		return nil, err
@@ -153,31 +153,84 @@ func (a *Applier) now() time.Time {
 	return time.Now()
 }
 
-// run invokes one call and keeps fleet_names in step with it.
+// decide decides call c's permission (compute:<kind>:<verb> on the tenant) as p. A refusal is
+// FORBIDDEN and is audited in its own transaction, as the API's method table audits one.
+func (a *Applier) decide(ctx context.Context, p *iam.Principal, in ApplyInput, c Call) error {
+	info, verb, err := callOf(c)
+	if err != nil {
+		return err
+	}
+	row := a.entry(p, in, c.Method, info.Permission(verb))
+	if err := iam.Decide(p, row.Permission, row.Scope); err != nil {
+		row.Outcome = audit.OutcomeForbidden
+		if aerr := audit.Record(ctx, a.DB, row); aerr != nil && a.Log != nil {
+			a.Log.ErrorContext(ctx, "audit refusal", "method", c.Method, "err", aerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// run runs one call against compute inside tx, queues its audit row in batch, and keeps
+// fleet_names in step with it.
 func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, in ApplyInput, c Call) error {
+	info, verb, err := callOf(c)
+	if err != nil {
+		return err
+	}
 	raw, err := json.Marshal(c.Input)
 	if err != nil {
 		return err
 	}
-	out, err := a.Calls.Invoke(ctx, tx, batch, p, in.RequestID, c.Method, raw)
+	svc := a.Planner.Compute
+	var o compute.Object
+	switch verb {
+	case compute.VerbCreate:
+		o, err = svc.Create(ctx, tx, info.Kind, p.ID, raw)
+	case compute.VerbUpdate:
+		o, err = svc.Update(ctx, tx, info.Kind, p.ID, raw)
+	case info.RemoveVerb:
+		var ref compute.Ref
+		if err := strictjson.Decode(raw, &ref); err != nil {
+			return err
+		}
+		o, err = svc.Remove(ctx, tx, info.Kind, ref)
+	default:
+		return fmt.Errorf("fleet apply cannot run %s", c.Method)
+	}
 	if err != nil {
 		return err
 	}
-	if c.Kind != compute.KindSite && c.Kind != compute.KindPool {
+	row := a.entry(p, in, c.Method, info.Permission(verb))
+	row.Outcome, row.Target = audit.OutcomeOK, o.ID
+	batch.Add(row)
+	if info.Kind != compute.KindSite && info.Kind != compute.KindPool {
 		return nil
 	}
-	// The API's outputs name the object they acted on (api.Targeted).
-	target, ok := out.(interface{ AuditTarget() string })
-	if !ok {
-		return fmt.Errorf("%s returned no object id", c.Method)
-	}
-	switch c.Method {
-	case method(c.Kind, "create"):
-		return setName(ctx, tx, in.TenantID, c.Kind, c.Name, target.AuditTarget())
-	case method(c.Kind, "archive"):
-		return dropName(ctx, tx, target.AuditTarget())
+	switch verb {
+	case compute.VerbCreate:
+		return setName(ctx, tx, in.TenantID, c.Kind, c.Name, o.ID)
+	case compute.VerbArchive:
+		return dropName(ctx, tx, o.ID)
 	}
 	return nil
+}
+
+// callOf returns the compute kind and verb of call c (a plan's calls are compute methods).
+func callOf(c Call) (compute.KindInfo, string, error) {
+	info, verb, ok := compute.ParseMethod(c.Method)
+	if !ok || info.Kind != c.Kind {
+		return compute.KindInfo{}, "", fmt.Errorf("fleet apply cannot run %s on a %s", c.Method, c.Kind)
+	}
+	return info, verb, nil
+}
+
+// entry is the audit row of a call as p: the call's permission on the tenant's scope.
+func (a *Applier) entry(p *iam.Principal, in ApplyInput, method, permission string) audit.Entry {
+	return audit.Entry{
+		At: a.now().UnixMilli(), TenantID: in.TenantID, PrincipalID: p.ID, Method: method,
+		Permission: permission, Scope: iam.TenantScope(in.TenantID), RequestID: in.RequestID,
+	}
 }
 
 func refuse(pl *Plan, denyDelete bool) error {

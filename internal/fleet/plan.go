@@ -199,9 +199,10 @@ func refInput(tenant string, o compute.Object) map[string]any {
 	return map[string]any{"tenantId": tenant, "id": o.ID, "revision": o.Revision}
 }
 
+// method returns the compute API method of verb on kind (compute.pools.create).
 func method(kind, verb string) string {
 	info, _ := compute.Info(kind)
-	return "compute." + info.API + "." + verb
+	return info.Method(verb)
 }
 
 // notes collects a change's notes; blocked notes block it.

@@ -1,27 +1,29 @@
 package iam
 
 import (
-	"sort"
 	"strings"
 )
 
 // Scope forms. A tenant scope is "tenant/<id>"; "tenant/*" (root-tenant principals only) covers
 // every tenant.
 const (
-	ScopeFleet      = "compute-fleet/global"
-	ScopeAnyTenant  = "tenant/*"
+	ScopeFleet     = "compute-fleet/global"
+	ScopeAnyTenant = "tenant/*"
+	// ScopeFormTenant is the catalogue's scope form of a tenant-scoped permission: it is granted
+	// on tenant/<id> (a tenant's own id, or tenant/* from the root tenant).
+	ScopeFormTenant = "tenant/<id>"
 	scopeTenantPfx  = "tenant/"
 	PermFleetAdmin  = "compute:fleet:admin"
 	RootTenant      = "root"
-	scopeKindTenant = "tenant/<id>"
 )
 
 // TenantScope returns the scope "tenant/<id>".
 func TenantScope(tenantID string) string { return scopeTenantPfx + tenantID }
 
 // PermissionInfo is one entry of the permission catalogue: the permission, the form of the
-// scope it is granted on, whether only root-tenant principals may hold it, and the API methods
-// that decide it.
+// scope it is granted on (ScopeFormTenant, or one exact scope such as ScopeFleet or
+// tenant/root), whether only root-tenant principals may hold it, and the API methods that
+// decide it.
 type PermissionInfo struct {
 	Permission string   `json:"permission"`
 	Scope      string   `json:"scope"`
@@ -29,72 +31,48 @@ type PermissionInfo struct {
 	Methods    []string `json:"methods"`
 }
 
-// ComputeKinds are the compute object kinds as the API names them, in the fleet document's
-// order.
-var computeKinds = []string{"sites", "providerAccounts", "pools", "ownerQuotas", "offers", "flavors", "sandboxTemplates"}
+// Catalogue is the permission catalogue: every permission the API decides, sorted by
+// permission (../shared/DESIGN.md, "Permission catalogue"). The API's method table builds it
+// from what each method declares (api.Catalogue); iam reads it where it checks grants
+// (CreateServiceKey, Bootstrap), and `cubefleet keys permissions` prints it.
+type Catalogue []PermissionInfo
 
-// Catalogue returns every permission the API decides, sorted by permission (../shared/DESIGN.md,
-// "Permission catalogue"). `cubefleet keys permissions` prints it.
-func Catalogue() []PermissionInfo {
-	out := []PermissionInfo{
-		{Permission: PermFleetAdmin, Scope: ScopeFleet, RootOnly: true, Methods: []string{"fleet.export", "fleet.plan", "fleet.apply", "fleet.status"}},
-		{Permission: "iam:tenants:create", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"iam.tenants.create"}},
-		{Permission: "iam:tenants:list", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"iam.tenants.list"}},
-		{Permission: "iam:keys:create", Scope: scopeKindTenant, Methods: []string{"iam.keys.create", "iam.permissions.list"}},
-		{Permission: "iam:keys:list", Scope: scopeKindTenant, Methods: []string{"iam.keys.list"}},
-		{Permission: "iam:keys:revoke", Scope: scopeKindTenant, Methods: []string{"iam.keys.revoke"}},
-		{Permission: "audit:read", Scope: scopeKindTenant, Methods: []string{"audit.list"}},
-		{Permission: "compute:secrets:create", Scope: scopeKindTenant, Methods: []string{"secrets.create"}},
-		{Permission: "compute:secrets:update", Scope: scopeKindTenant, Methods: []string{"secrets.update"}},
-		{Permission: "compute:secrets:list", Scope: scopeKindTenant, Methods: []string{"secrets.list"}},
-		{Permission: "compute:secrets:delete", Scope: scopeKindTenant, Methods: []string{"secrets.delete"}},
-		{Permission: "events:read", Scope: TenantScope(RootTenant), RootOnly: true, Methods: []string{"events.list"}},
-	}
-	// The node registry's permissions (nodes:<verb> on tenant/root): platform operators only.
-	// The internal nodes routes decide the same permissions for API keys (GET list/one,
-	// isolation, labels, delete).
-	// nodes:join-token covers every join token method: who may make tokens may see and revoke
-	// them.
-	for _, n := range []struct {
-		verb    string
-		methods []string
-	}{
-		{"list", []string{"nodes.list"}}, {"get", []string{"nodes.get"}}, {"cordon", []string{"nodes.cordon"}},
-		{"uncordon", []string{"nodes.uncordon"}}, {"label", []string{"nodes.label"}}, {"drain", []string{"nodes.drain"}},
-		{"delete", []string{"nodes.delete"}},
-		{"join-token", []string{"nodes.joinTokens.create", "nodes.joinTokens.list", "nodes.joinTokens.revoke"}},
-	} {
-		out = append(out, PermissionInfo{Permission: "nodes:" + n.verb, Scope: TenantScope(RootTenant), RootOnly: true, Methods: n.methods})
-	}
-	for _, kind := range computeKinds {
-		last := "delete"
-		if kind == "pools" {
-			last = "archive"
-		}
-		for _, verb := range []string{"create", "get", "list", "update", last} {
-			if kind == "sites" && verb == "update" {
-				continue // a site has nothing to change (kind and region are fixed)
-			}
-			out = append(out, PermissionInfo{
-				Permission: "compute:" + kind + ":" + verb,
-				Scope:      scopeKindTenant,
-				Methods:    []string{"compute." + kind + "." + verb},
-			})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Permission < out[j].Permission })
-	return out
-}
-
-// lookup returns the catalogue entry of permission, or of any permission a wildcard ("x:y:*")
-// covers.
-func lookup(permission string) (PermissionInfo, bool) {
-	for _, p := range Catalogue() {
+// Lookup returns the entry of permission, or, for a wildcard ("x:y:*"), of the first
+// permission it covers.
+func (c Catalogue) Lookup(permission string) (PermissionInfo, bool) {
+	for _, p := range c {
 		if p.Permission == permission || permMatches(permission, p.Permission) {
 			return p, true
 		}
 	}
 	return PermissionInfo{}, false
+}
+
+// Grantable returns the entries a principal of tenantID can be granted: all of them in the root
+// tenant, the ones that are not RootOnly elsewhere.
+func (c Catalogue) Grantable(tenantID string) Catalogue {
+	out := Catalogue{}
+	for _, p := range c {
+		if p.RootOnly && tenantID != RootTenant {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// AdminGrants are the grants of the bootstrap administrator: every catalogued permission, on
+// every tenant (tenant/*) where the permission is tenant-scoped.
+func (c Catalogue) AdminGrants() []Grant {
+	var out []Grant
+	for _, p := range c {
+		scope := p.Scope
+		if scope == ScopeFormTenant {
+			scope = ScopeAnyTenant
+		}
+		out = append(out, Grant{Permission: p.Permission, Scope: scope})
+	}
+	return out
 }
 
 // permMatches reports whether a granted permission (possibly ending in the "*" verb) covers

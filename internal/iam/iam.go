@@ -165,11 +165,11 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._ -]{0,62}$`)
 
 // CreateServiceKey creates a service account in in.TenantID holding in.Grants and one API key
 // for it, and returns the key and its token (shown once). creator must itself hold every grant
-// it gives (no escalation); grants must name catalogued permissions on scopes of their form, and
+// it gives (no escalation); grants must name permissions of cat on scopes of their form, and
 // a principal outside the root tenant may hold grants only on its own tenant. Errors:
 // INVALID_INPUT (with the grant's index in details.path), NOT_FOUND for an unknown tenant,
 // FORBIDDEN for a grant the creator does not hold.
-func CreateServiceKey(ctx context.Context, q store.Querier, creator *Principal, in NewServiceKey, now time.Time) (Key, string, error) {
+func CreateServiceKey(ctx context.Context, q store.Querier, cat Catalogue, creator *Principal, in NewServiceKey, now time.Time) (Key, string, error) {
 	if !namePattern.MatchString(in.Name) {
 		return Key{}, "", cubefleet.Invalid("name", "name %q must be 1-63 of letters, digits, '.', '_', '-', ' '", in.Name)
 	}
@@ -187,7 +187,7 @@ func CreateServiceKey(ctx context.Context, q store.Querier, creator *Principal, 
 		return Key{}, "", cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s does not exist", in.TenantID)
 	}
 	for i, g := range in.Grants {
-		if err := checkGrant(in.TenantID, g); err != nil {
+		if err := checkGrant(cat, in.TenantID, g); err != nil {
 			return Key{}, "", cubefleet.Invalid(fmt.Sprintf("grants[%d]", i), "%s", err)
 		}
 		if id, ok := strings.CutPrefix(g.Scope, scopeTenantPfx); ok && id != "*" {
@@ -197,7 +197,7 @@ func CreateServiceKey(ctx context.Context, q store.Querier, creator *Principal, 
 				return Key{}, "", cubefleet.Invalid(fmt.Sprintf("grants[%d]", i), "tenant %s does not exist; `cubefleet tenants list` shows the tenants", id)
 			}
 		}
-		if creator != nil && !holds(creator, g) {
+		if creator != nil && !holds(cat, creator, g) {
 			return Key{}, "", cubefleet.Errorf(cubefleet.CodeForbidden, "you cannot grant %s: you do not hold it", g)
 		}
 	}
@@ -244,10 +244,10 @@ func CreateServiceKey(ctx context.Context, q store.Querier, creator *Principal, 
 	return k, token, nil
 }
 
-// checkGrant checks that g names a catalogued permission on a scope of its form, valid for a
+// checkGrant checks that g names a permission of cat on a scope of its form, valid for a
 // principal of tenantID.
-func checkGrant(tenantID string, g Grant) error {
-	info, ok := lookup(g.Permission)
+func checkGrant(cat Catalogue, tenantID string, g Grant) error {
+	info, ok := cat.Lookup(g.Permission)
 	if !ok {
 		return fmt.Errorf("unknown permission %q; `cubefleet keys permissions` lists them", g.Permission)
 	}
@@ -255,7 +255,7 @@ func checkGrant(tenantID string, g Grant) error {
 		return fmt.Errorf("%s can be held only by root-tenant principals", g.Permission)
 	}
 	switch info.Scope {
-	case scopeKindTenant:
+	case ScopeFormTenant:
 		id, ok := strings.CutPrefix(g.Scope, scopeTenantPfx)
 		if !ok || (id != "*" && !tenantPattern.MatchString(id)) {
 			return fmt.Errorf("%s is granted on tenant/<id>, not %q", g.Permission, g.Scope)
@@ -272,8 +272,8 @@ func checkGrant(tenantID string, g Grant) error {
 }
 
 // holds reports whether p's grants cover g entirely (used to refuse escalation). A wildcard
-// grant ("compute:pools:*") is held when p holds it, or every catalogued permission it covers.
-func holds(p *Principal, g Grant) bool {
+// grant ("compute:pools:*") is held when p holds it, or every permission of cat it covers.
+func holds(cat Catalogue, p *Principal, g Grant) bool {
 	if holdsExactly(p, g) {
 		return true
 	}
@@ -281,7 +281,7 @@ func holds(p *Principal, g Grant) bool {
 		return false
 	}
 	covered := 0
-	for _, c := range Catalogue() {
+	for _, c := range cat {
 		if permMatches(g.Permission, c.Permission) {
 			covered++
 			if !holdsExactly(p, Grant{Permission: c.Permission, Scope: g.Scope}) {
@@ -399,20 +399,6 @@ func RevokeKey(ctx context.Context, q store.Querier, tenantID, id string, now ti
 	return nil
 }
 
-// AdminGrants are the grants of the bootstrap administrator: every catalogued permission, on
-// every tenant where the permission is tenant-scoped.
-func AdminGrants() []Grant {
-	var out []Grant
-	for _, p := range Catalogue() {
-		scope := p.Scope
-		if scope == scopeKindTenant {
-			scope = ScopeAnyTenant
-		}
-		out = append(out, Grant{Permission: p.Permission, Scope: scope})
-	}
-	return out
-}
-
 // Initialized reports whether the root tenant has a principal (Bootstrap or `server init` ran).
 func Initialized(ctx context.Context, q store.Querier) (bool, error) {
 	var n int
@@ -426,9 +412,9 @@ func Initialized(ctx context.Context, q store.Querier) (bool, error) {
 var ErrInitialized = errors.New("already initialized: the root tenant has principals")
 
 // Bootstrap creates the root tenant and its first administrator (a service account "admin"
-// holding AdminGrants) with one API key, and returns the key and its token. It returns
-// ErrInitialized when the root tenant already has a principal.
-func Bootstrap(ctx context.Context, q store.Querier, now time.Time) (Key, string, error) {
+// holding cat.AdminGrants: every permission of the catalogue) with one API key, and returns the
+// key and its token. It returns ErrInitialized when the root tenant already has a principal.
+func Bootstrap(ctx context.Context, q store.Querier, cat Catalogue, now time.Time) (Key, string, error) {
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM iam_principals WHERE tenant_id = $1`, RootTenant).Scan(&n); err != nil {
 		return Key{}, "", fmt.Errorf("bootstrap: %w", err)
@@ -443,7 +429,7 @@ func Bootstrap(ctx context.Context, q store.Querier, now time.Time) (Key, string
 			return Key{}, "", err
 		}
 	}
-	return CreateServiceKey(ctx, q, nil, NewServiceKey{TenantID: RootTenant, Name: "admin", Grants: AdminGrants()}, now)
+	return CreateServiceKey(ctx, q, cat, nil, NewServiceKey{TenantID: RootTenant, Name: "admin", Grants: cat.AdminGrants()}, now)
 }
 
 func sortGrants(gs []Grant) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/secrets"
@@ -27,7 +28,7 @@ func (s *Server) bootstrapDev(ctx context.Context) error {
 	path := filepath.Join(s.cfg.DataDir, AdminTokenFile)
 	now := s.cfg.Now()
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		key, token, err := iam.Bootstrap(ctx, tx, now)
+		key, token, err := iam.Bootstrap(ctx, tx, s.api.Catalogue(), now)
 		switch {
 		case errors.Is(err, iam.ErrInitialized):
 			// Initialized before: the admin key was written then.
@@ -131,7 +132,7 @@ func Init(ctx context.Context, cfg InitConfig) (iam.Key, error) {
 	var key iam.Key
 	wrote := false
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		k, token, err := iam.Bootstrap(ctx, tx, cfg.Now())
+		k, token, err := iam.Bootstrap(ctx, tx, api.Catalogue(), cfg.Now())
 		if errors.Is(err, iam.ErrInitialized) {
 			return cubefleet.Errorf(cubefleet.CodeConflict,
 				"this control plane is already initialized (the root tenant has principals); use its administrator key, or make another with `cubefleet keys create`")

@@ -168,7 +168,7 @@ func TestFleetApplyIsAllOrNothing(t *testing.T) {
 		before := dump(t, db)
 		injected := errors.New("injected fault")
 		for i := range p.Calls {
-			e.srv.deps.beforeCall = func(n int) error {
+			e.srv.hooks.beforeCall = func(n int) error {
 				if n == i {
 					return injected
 				}
@@ -181,7 +181,7 @@ func TestFleetApplyIsAllOrNothing(t *testing.T) {
 				t.Fatalf("a fault at call %d of %d left a partial apply", i, len(p.Calls))
 			}
 		}
-		e.srv.deps.beforeCall = nil
+		e.srv.hooks.beforeCall = nil
 		if _, err := e.apply(e.admin, raw(docV2), true, p.PlanHash); err != nil {
 			t.Fatal(err)
 		}
@@ -207,12 +207,12 @@ func TestFleetApplyRefusesAHandEditBetweenCheckAndCommit(t *testing.T) {
 		}
 		poolID := e.poolID("vps-fra")
 		p := e.plan(e.admin, raw(docV2), false)
-		e.srv.deps.afterCheck = func() {
+		e.srv.hooks.afterCheck = func() {
 			e.mustCall(e.admin, "compute.pools.update", map[string]any{"tenantId": "root", "id": poolID, "gpuModel": "A100"}, nil)
 		}
 		before := dump(t, db)
 		_, err := e.apply(e.admin, raw(docV2), false, p.PlanHash)
-		e.srv.deps.afterCheck = nil
+		e.srv.hooks.afterCheck = nil
 		if !cubefleet.IsCode(err, cubefleet.CodeConfigDrift) {
 			t.Fatalf("apply after a hand edit = %v, want CONFIG_DRIFT", err)
 		}

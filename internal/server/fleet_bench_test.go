@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/fleet/fleettest"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -27,7 +28,7 @@ func newBenchEnv(b *testing.B, db *store.DB) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { srv.Close() })
-	_, token, err := iam.Bootstrap(ctx, db, time.Now())
+	_, token, err := iam.Bootstrap(ctx, db, api.Catalogue(), time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func newBenchEnv(b *testing.B, db *store.DB) *benchEnv {
 func (e *benchEnv) call(b *testing.B, method string, in map[string]any) any {
 	b.Helper()
 	raw, _ := json.Marshal(in)
-	out, err := e.srv.deps.registry.Call(context.Background(), e.admin, "bench", method, raw)
+	out, err := e.srv.api.Call(context.Background(), e.admin, "bench", method, raw)
 	if err != nil {
 		b.Fatalf("%s: %v", method, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -48,7 +49,7 @@ func newFleetEnvConfig(t testing.TB, cfg Config) *fleetEnv {
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	_, token, err := iam.Bootstrap(ctx, db, time.Now())
+	_, token, err := iam.Bootstrap(ctx, db, api.Catalogue(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -168,7 +169,7 @@ func (e *testEnv) mustFail(token, method string, in any, code cubefleet.Code) *c
 // key creates a service account in tenant holding grants and returns its token and principal id.
 func (e *testEnv) key(tenant, name string, grants ...string) (token, principal string) {
 	e.t.Helper()
-	var out KeyCreated
+	var out api.KeyCreated
 	e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": tenant, "name": name, "grants": grants}, &out)
 	return out.Token, out.Key.PrincipalID
 }

@@ -136,7 +136,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		if p != nil {
 			principal = p.ID
 		}
-		return s.deps.registry.Call(ctx, p, RequestID(ctx), name, body)
+		return s.api.Call(ctx, p, RequestID(ctx), name, body)
 	}()
 	code := cubefleet.ErrorCode(err)
 	status := http.StatusOK
@@ -149,7 +149,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 	}
 	label := name
-	if _, ok := s.deps.registry.Lookup(name); !ok {
+	if _, ok := s.api.Lookup(name); !ok {
 		label = "unknown"
 	}
 	if code == "" {

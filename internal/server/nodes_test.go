@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -85,7 +86,7 @@ func TestNodesAPI(t *testing.T) {
 			}
 		}
 		// A cubefleet agent that joins with a token for the pool.
-		var jt JoinTokenCreated
+		var jt api.JoinTokenCreated
 		e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "fra-cubes", "ip": "127.0.0.1"}, &jt)
 		if !strings.HasPrefix(jt.Token, nodes.JoinTokenPrefix) || jt.JoinToken.PoolID != poolID || jt.JoinToken.Uses != 1 {
 			t.Fatalf("join token: %+v", jt)
@@ -106,7 +107,7 @@ func TestNodesAPI(t *testing.T) {
 		}
 		e.srv.Nodes().CheckHealth(ctx)
 
-		var list NodeList
+		var list api.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
 		if len(list.Items) != 3 || list.HeartbeatTimeout != 15000 || list.LostAfter != 300000 {
 			t.Fatalf("list: %+v", list)
@@ -149,13 +150,13 @@ func TestNodesAPI(t *testing.T) {
 		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": poolID, "uses": -1}, cubefleet.CodeInvalidInput)
 
 		// Cordon, label, delete through the API.
-		var got NodeOutput
+		var got api.NodeOutput
 		e.must(e.admin, "nodes.cordon", map[string]any{"nodeId": "127.0.0.1", "detail": "kernel update"}, &got)
 		if !got.Cordoned || got.CordonDetail != "kernel update" || got.Schedulable {
 			t.Errorf("cordon: %+v", got.View)
 		}
-		got = NodeOutput{}
-		var labelled NodeLabelOutput
+		got = api.NodeOutput{}
+		var labelled api.NodeLabelOutput
 		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &labelled)
 		if got := labelled.View; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodes.ReservedLabel] != "true" || !labelled.Changed {
 			t.Errorf("label: %v changed %v", got.Labels, labelled.Changed)
@@ -165,7 +166,7 @@ func TestNodesAPI(t *testing.T) {
 			{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}},
 			{"nodeId": "127.0.0.1", "remove": []string{"missing"}},
 		} {
-			labelled = NodeLabelOutput{}
+			labelled = api.NodeLabelOutput{}
 			e.must(e.admin, "nodes.label", in, &labelled)
 			if labelled.Changed || labelled.ID != "127.0.0.1" || labelled.Labels["rack"] != "r12" {
 				t.Errorf("label %v: changed %v, %+v", in, labelled.Changed, labelled.Labels)
@@ -194,7 +195,7 @@ func TestNodesAPI(t *testing.T) {
 		if err := e.srv.Nodes().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var evs EventList
+		var evs api.EventList
 		e.must(e.admin, "events.list", map[string]any{"subject": "127.0.0.1"}, &evs)
 		var types []string
 		for _, ev := range evs.Items {
@@ -257,7 +258,7 @@ func TestInternalListen(t *testing.T) {
 		if code, _, _ := nodeCall(t, "GET", in+"/healthz", "", nil); code != 200 {
 			t.Errorf("healthz on the internal listener: %d", code)
 		}
-		var list NodeList
+		var list api.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
 		if len(list.Items) != 1 {
 			t.Errorf("nodes.list: %d nodes", len(list.Items))
@@ -318,7 +319,7 @@ func TestNodesDrain(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%d forbidden audit rows for nodes.drain, want 1", n)
 		}
-		var got NodeOutput
+		var got api.NodeOutput
 		e.must(cordoner, "nodes.get", map[string]any{"nodeId": "10.0.0.7"}, &got)
 		if got.Cordoned || got.Drain != nil {
 			t.Fatalf("a refused drain changed the node: %+v", got.View)
@@ -328,7 +329,7 @@ func TestNodesDrain(t *testing.T) {
 		e.mustFail(drainer, "nodes.drain", map[string]any{}, cubefleet.CodeInvalidInput)
 		e.mustFail(drainer, "nodes.drain", map[string]any{"nodeId": "10.9.9.9"}, cubefleet.CodeNotFound)
 		for range 2 { // idempotent
-			got = NodeOutput{}
+			got = api.NodeOutput{}
 			e.must(drainer, "nodes.drain", map[string]any{"nodeId": "10.0.0.7", "reason": "kernel update"}, &got)
 			d := got.Drain
 			if d == nil || d.State != nodes.DrainDraining || d.SandboxesLeft != 4 || d.Reason != "kernel update" || d.RequestedBy != drainerID ||
@@ -351,12 +352,12 @@ func TestNodesDrain(t *testing.T) {
 		if code, _, out := nodeCall(t, "POST", agentURL+"10.0.0.7/status", "", empty); code != 200 {
 			t.Fatalf("status: %d %s", code, out)
 		}
-		got = NodeOutput{}
+		got = api.NodeOutput{}
 		e.must(e.admin, "nodes.get", map[string]any{"nodeId": "10.0.0.7"}, &got)
 		if d := got.Drain; d == nil || d.State != nodes.DrainDrained || d.SandboxesLeft != 0 || d.DrainedAt == 0 {
 			t.Errorf("after a report of no sandboxes: %+v", d)
 		}
-		var list NodeList
+		var list api.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
 		if len(list.Items) != 1 || list.Items[0].Drain == nil || list.Items[0].Drain.State != nodes.DrainDrained {
 			t.Errorf("nodes.list: %+v", list.Items)
@@ -365,7 +366,7 @@ func TestNodesDrain(t *testing.T) {
 		if err := e.srv.Nodes().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var evs EventList
+		var evs api.EventList
 		e.must(e.admin, "events.list", map[string]any{"subject": "10.0.0.7"}, &evs)
 		var types []string
 		for _, ev := range evs.Items {
@@ -381,7 +382,7 @@ func TestNodesDrain(t *testing.T) {
 			}
 		}
 
-		got = NodeOutput{}
+		got = api.NodeOutput{}
 		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
 		if got.Drain != nil || got.Cordoned {
 			t.Errorf("after uncordon: %+v", got.View)

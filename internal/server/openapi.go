@@ -2,16 +2,19 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/api"
 )
 
 // schemaProvider is implemented by Method.Input/Output values whose JSON shape reflection
-// cannot see (compute objects, which marshal flat): they give their JSON Schema themselves.
+// cannot see (compute objects, which marshal flat): they give their JSON Schema themselves,
+// given reflect, which returns the JSON Schema of a value's type (schemaOfValue).
 type schemaProvider interface {
-	JSONSchema() map[string]any
+	JSONSchema(reflect func(v any) map[string]any) map[string]any
 }
 
 // openAPIDocument renders the OpenAPI 3.1 document of every method in r: one POST path per
@@ -37,9 +40,9 @@ func openAPIDocument(r *api.Registry) ([]byte, error) {
 			},
 			"x-write": m.Write,
 		}
-		if perm, scope, ok := permissionOf(m); ok {
-			op["x-permission"] = perm
-			op["x-scope"] = scope
+		if d, err := m.Decide(json.RawMessage(`{"tenantId":"{tenantId}"}`)); err == nil {
+			op["x-permission"] = d.Permission
+			op["x-scope"] = d.Scope // the scope form, e.g. tenant/{tenantId}
 		}
 		paths["/api/v1/"+m.Name] = map[string]any{"post": op}
 	}
@@ -55,7 +58,7 @@ func openAPIDocument(r *api.Registry) ([]byte, error) {
 		"components": map[string]any{
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 			"responses": map[string]any{"Error": map[string]any{
-				"description": "an error: INVALID_INPUT 400, UNAUTHENTICATED 401, FORBIDDEN 403, NOT_FOUND 404, PAYLOAD_TOO_LARGE 413, CONFLICT and CONFIG_DRIFT 409, PLAN_BLOCKED 422, RESOURCE_EXHAUSTED 429, INTERNAL 500, UNSUPPORTED 501",
+				"description": "an error: " + errorStatuses(),
 				"content":     map[string]any{"application/json": map[string]any{"schema": errorSchema()}},
 			}},
 		},
@@ -63,17 +66,14 @@ func openAPIDocument(r *api.Registry) ([]byte, error) {
 	return json.MarshalIndent(doc, "", "  ")
 }
 
-// permissionOf asks m.Decide about a placeholder input and returns the permission and the
-// scope form it decides (e.g. compute:pools:create on tenant/{tenantId}).
-func permissionOf(m *api.Method) (perm, scope string, ok bool) {
-	if m.Decide == nil {
-		return "", "", false
+// errorStatuses lists the error codes with the status each is answered with, from the one
+// table (cubefleet.HTTPStatus): "INVALID_INPUT 400, UNAUTHENTICATED 401, ...".
+func errorStatuses() string {
+	var out []string
+	for _, c := range cubefleet.WireCodes() {
+		out = append(out, fmt.Sprintf("%s %d", c, cubefleet.HTTPStatus(c)))
 	}
-	d, err := m.Decide(json.RawMessage(`{"tenantId":"{tenantId}"}`))
-	if err != nil {
-		return "", "", false
-	}
-	return d.Permission, d.Scope, true
+	return strings.Join(out, ", ")
 }
 
 func errorSchema() map[string]any {
@@ -97,7 +97,7 @@ func schemaOfValue(v any) map[string]any {
 		return map[string]any{"type": "object"}
 	}
 	if p, ok := v.(schemaProvider); ok {
-		return p.JSONSchema()
+		return p.JSONSchema(schemaOfValue)
 	}
 	return schemaOf(reflect.TypeOf(v), 0)
 }
@@ -114,7 +114,7 @@ func schemaOf(t reflect.Type, depth int) map[string]any {
 		return map[string]any{}
 	}
 	if t.Implements(providerType) {
-		return reflect.Zero(t).Interface().(schemaProvider).JSONSchema()
+		return reflect.Zero(t).Interface().(schemaProvider).JSONSchema(schemaOfValue)
 	}
 	if t == rawMessageType {
 		return map[string]any{}

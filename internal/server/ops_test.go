@@ -149,7 +149,7 @@ func TestOpenAPIListsEveryMethod(t *testing.T) {
 	if doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi = %q", doc.OpenAPI)
 	}
-	methods := e.srv.deps.registry.Methods()
+	methods := e.srv.api.Methods()
 	if len(doc.Paths) != len(methods) {
 		t.Errorf("%d paths for %d methods", len(doc.Paths), len(methods))
 	}
@@ -186,11 +186,8 @@ func TestOpenAPIListsEveryMethod(t *testing.T) {
 func TestRequestIDsErrorsAndLimits(t *testing.T) {
 	e := mustStart(t, nil, nil)
 	// A method that fails with an internal cause (registered before any request reaches it).
-	e.srv.deps.registry.Register(api.Method{
-		Name: "test.boom",
-		Decide: func(json.RawMessage) (api.Decision, error) {
-			return api.Decision{Permission: "audit:read", Scope: iam.TenantScope("root"), TenantID: "root"}, nil
-		},
+	e.srv.api.Register(api.Method{
+		Name: "test.boom", Permission: "events:read", Scope: api.OnRoot,
 		Handle: func(ctx context.Context, c *api.Call, in json.RawMessage) (any, error) {
 			return nil, errors.New("disk on fire at /var/lib/db")
 		},
@@ -284,7 +281,7 @@ func TestRequestIDsErrorsAndLimits(t *testing.T) {
 		t.Errorf("unknown method: %d %s", status, raw)
 	}
 	// A revoked key is refused.
-	var k KeyCreated
+	var k api.KeyCreated
 	e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": "root", "name": "short", "grants": []string{"iam:tenants:list@tenant/root"}}, &k)
 	e.must(k.Token, "iam.tenants.list", nil, nil)
 	e.must(e.admin, "iam.keys.revoke", map[string]any{"tenantId": "root", "id": k.Key.ID}, nil)
@@ -298,7 +295,7 @@ func TestKeyExpiry(t *testing.T) {
 	now := fixedNow()
 	var offset atomic.Int64 // nanoseconds past now
 	e := mustStart(t, nil, func(c *Config) { c.Now = func() time.Time { return now.Add(time.Duration(offset.Load())) } })
-	var k KeyCreated
+	var k api.KeyCreated
 	e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": "root", "name": "ci", "grants": []string{"iam:tenants:list@tenant/root"}, "ttlSeconds": 3600}, &k)
 	if k.Key.ExpiresAt == nil || *k.Key.ExpiresAt != now.Add(time.Hour).UnixMilli() {
 		t.Errorf("expiresAt = %v", k.Key.ExpiresAt)
@@ -384,7 +381,7 @@ func TestInitOnce(t *testing.T) {
 			if err := privatefile.Check(cfg.TokenOut); err != nil {
 				t.Fatalf("token file: %v", err)
 			}
-			if !cubefleet.IsID(key.ID, "key") || len(key.Grants) != len(iam.AdminGrants()) {
+			if !cubefleet.IsID(key.ID, "key") || len(key.Grants) != len(api.Catalogue().AdminGrants()) {
 				t.Errorf("key %+v", key)
 			}
 			// Refuses to overwrite the token file.

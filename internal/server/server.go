@@ -1,10 +1,10 @@
-// Package server is the control plane's HTTP wiring: it opens the store and runs every module's
-// migrations, registers the API methods (one file per domain: methods_iam.go, methods_audit.go,
-// methods_compute.go, methods_secrets.go, methods_fleet.go, methods_nodes.go), and serves
-// `POST /api/v1/<method>` with bearer authentication, the error-to-status table, request ids,
-// logs and metrics, plus /healthz, /readyz, /metrics and /api/v1/openapi.json, and the node
-// registry's node-agent and internal nodes routes (on --internal-listen when it is set)
-// (../shared/DESIGN.md).
+// Package server is the control plane's HTTP transport: listeners and TLS, bearer
+// authentication, request ids, logs and metrics, /healthz, /readyz, /metrics and the OpenAPI
+// document at /api/v1/openapi.json, and `POST /api/v1/<method>`, which it hands to the API's
+// method table (internal/api) and answers with the one error-to-status table
+// (cubefleet.HTTPStatus). New wires the modules together: it opens the store and runs every
+// module's migrations, builds the method table and the node registry, whose node-agent and
+// internal nodes routes it serves (on --internal-listen when it is set) (../shared/DESIGN.md).
 package server
 
 import (
@@ -185,21 +185,10 @@ func Modules() []store.Module {
 	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module}
 }
 
-// deps is what the method registrations need. Every field is set by New before any
-// register*Methods function runs, and is read-only afterwards.
-type deps struct {
-	db        *store.DB        // the database (the registry runs write methods in its transactions)
-	registry  *api.Registry    // the method table; composite methods call Check/Invoke/Audit on it
-	compute   *compute.Service // compute objects, with fleet names and the disabled modules
-	secrets   *secrets.Box     // seals secret values
-	now       func() time.Time // the clock
-	log       *slog.Logger     // logs with the request id of ctx
-	vaultAddr string           // "" when no Vault is configured
-	disabled  map[string]bool  // modules this deployment leaves out (compute.ModuleVPS, compute.ModuleTemplates)
-	nodes     *nodes.Registry  // the node registry
-
-	// Test hooks of fleet.apply (nil in production): afterCheck runs between the permission
-	// checks and the transaction, beforeCall before each call inside it.
+// fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
+// permission checks and the transaction, beforeCall before each call inside it. Tests set them
+// while the server runs.
+type fleetHooks struct {
 	afterCheck func()
 	beforeCall func(i int) error
 }
@@ -211,7 +200,9 @@ type Server struct {
 	log       *slog.Logger
 	db        *store.DB
 	ownsDB    bool
-	deps      *deps
+	api       *api.Registry    // the method table
+	compute   *compute.Service // compute objects, with fleet names and the disabled modules
+	hooks     fleetHooks
 	ln        net.Listener
 	http      *http.Server
 	nodes     *nodes.Registry
@@ -293,28 +284,25 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := box.CheckKey(ctx, s.db); err != nil {
 		return nil, err
 	}
-	d := &deps{
-		db:        s.db,
-		registry:  api.NewRegistry(s.db, cfg.Now, log),
-		compute:   &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now},
-		secrets:   box,
-		now:       cfg.Now,
-		log:       log,
-		vaultAddr: cfg.VaultAddr,
-		disabled:  cfg.Disabled,
-	}
+	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now}
 	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
 		return nil, err
 	}
-	d.nodes = s.nodes
-	s.deps = d
-	registerIAMMethods(d.registry, d)
-	registerAuditMethods(d.registry, d)
-	registerComputeMethods(d.registry, d)
-	registerSecretsMethods(d.registry, d)
-	registerFleetMethods(d.registry, d)
-	registerNodesMethods(d.registry, d)
-	if s.openapi, err = openAPIDocument(d.registry); err != nil {
+	s.api = api.New(api.Config{
+		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		AfterCheck: func() {
+			if s.hooks.afterCheck != nil {
+				s.hooks.afterCheck()
+			}
+		},
+		BeforeCall: func(i int) error {
+			if s.hooks.beforeCall != nil {
+				return s.hooks.beforeCall(i)
+			}
+			return nil
+		},
+	})
+	if s.openapi, err = openAPIDocument(s.api); err != nil {
 		return nil, err
 	}
 	if cfg.Dev {
@@ -361,7 +349,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	sort.Strings(disabled)
 	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
-		"methods", len(d.registry.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
+		"methods", len(s.api.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
 		"node_agent_allow_unauthenticated", nodes.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
 	ok = true
 	return s, nil
@@ -484,7 +472,7 @@ func (s *Server) drift() *fleet.Reconciler {
 	host, _ := os.Hostname()
 	return &fleet.Reconciler{
 		DB:      s.db,
-		Planner: &fleet.Planner{Compute: s.deps.compute, VaultConfigured: s.cfg.VaultAddr != ""},
+		Planner: &fleet.Planner{Compute: s.compute, VaultConfigured: s.cfg.VaultAddr != ""},
 		Every:   s.cfg.DriftEvery,
 		Holder:  fmt.Sprintf("%s/%d/%s", host, os.Getpid(), s.ln.Addr()),
 		Now:     s.cfg.Now,

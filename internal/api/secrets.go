@@ -1,10 +1,9 @@
-package server
+package api
 
 import (
 	"context"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 )
@@ -35,20 +34,20 @@ type SecretDeleteInput struct {
 	Name     string `json:"name"`
 }
 
-func registerSecretsMethods(r *api.Registry, d *deps) {
-	r.Register(api.Method{
+func registerSecretsMethods(r *Registry, d *deps) {
+	r.Register(Method{
 		Name: "secrets.create", Summary: "Store a secret value (sealed at rest, never returned); documents refer to it as secret://NAME", Write: true,
-		Decide: api.OnTenant("compute:secrets:create"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretCreateInput) (any, error) {
+		Permission: "compute:secrets:create", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in SecretCreateInput) (any, error) {
 			s, err := d.secrets.Create(ctx, c.Q, in.TenantID, in.Name, in.Value, c.Principal.ID, d.now())
 			return SecretOutput{s}, err
 		}),
 		Input: SecretCreateInput{}, Output: secrets.Secret{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "secrets.update", Summary: "Replace a secret's value (rotation); objects referring to it keep their reference", Write: true,
-		Decide: api.OnTenant("compute:secrets:update"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretCreateInput) (any, error) {
+		Permission: "compute:secrets:update", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in SecretCreateInput) (any, error) {
 			if in.Name == "" {
 				return nil, cubefleet.Invalid("name", "name (or the secret's id) is required")
 			}
@@ -57,19 +56,19 @@ func registerSecretsMethods(r *api.Registry, d *deps) {
 		}),
 		Input: SecretCreateInput{}, Output: secrets.Secret{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "secrets.list", Summary: "List a tenant's secrets (names and metadata, never values)",
-		Decide: api.OnTenant("compute:secrets:list"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in TenantRef) (any, error) {
+		Permission: "compute:secrets:list", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantInput) (any, error) {
 			items, err := secrets.List(ctx, c.Q, in.TenantID)
 			return SecretList{Items: items}, err
 		}),
-		Input: TenantRef{}, Output: SecretList{},
+		Input: TenantInput{}, Output: SecretList{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "secrets.delete", Summary: "Delete a secret by name or id (refused while an object refers to it)", Write: true,
-		Decide: api.OnTenant("compute:secrets:delete"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in SecretDeleteInput) (any, error) {
+		Permission: "compute:secrets:delete", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in SecretDeleteInput) (any, error) {
 			if in.Name == "" {
 				return nil, cubefleet.Invalid("name", "name (or the secret's id) is required")
 			}

@@ -1,4 +1,9 @@
-package agent
+// Package envfile reads and writes env files: Cube Sandbox's `.env` (install-compute.sh sources
+// it with `. ./.env`), the file the node agent reads its settings from and the one `agent
+// install` writes. Parse accepts the subset of POSIX shell syntax that assigns without
+// expanding or running anything, and Write writes what both Parse and a shell read back to the
+// same values. See docs/agent.md, "The env file".
+package envfile
 
 import (
 	"fmt"
@@ -6,15 +11,15 @@ import (
 	"strings"
 )
 
-// EnvVar is one assignment of an env file: Name=Value, from line Line (1-based; 0 for a value
+// Var is one assignment of an env file: Name=Value, from line Line (1-based; 0 for a value
 // that was not read from a file).
-type EnvVar struct {
-	Name  string // [A-Za-z_][A-Za-z0-9_]*; "" in WriteEnv for a comment
+type Var struct {
+	Name  string // [A-Za-z_][A-Za-z0-9_]*; "" in Write for a comment
 	Value string // unquoted
 	Line  int    // where the assignment starts
 }
 
-// ParseEnv parses an env file (Cube Sandbox's `.env`) in the subset of POSIX shell syntax that
+// Parse parses an env file (Cube Sandbox's `.env`) in the subset of POSIX shell syntax that
 // `. ./.env` runs without executing anything: one or more `NAME=VALUE` assignments per line,
 // optionally preceded by `export `; blank lines and `#` comments; values unquoted (a backslash
 // escapes the next character), in single quotes (literal) or in double quotes (`\"`, `\\`, `\$`
@@ -29,9 +34,9 @@ type EnvVar struct {
 // any word that is not an assignment. Names are `[A-Za-z_][A-Za-z0-9_]*`. Assignments are
 // returned in file order; when a name repeats, the last one wins (as in the shell). Errors name
 // the line and say how to fix it.
-func ParseEnv(data []byte) ([]EnvVar, error) {
-	p := &envParser{s: string(data), line: 1}
-	var out []EnvVar
+func Parse(data []byte) ([]Var, error) {
+	p := &parser{s: string(data), line: 1}
+	var out []Var
 	for {
 		p.skipBlank()
 		if p.eof() {
@@ -57,22 +62,22 @@ func ParseEnv(data []byte) ([]EnvVar, error) {
 	}
 }
 
-// EnvMap returns vars as a map; for a repeated name the last assignment wins.
-func EnvMap(vars []EnvVar) map[string]EnvVar {
-	m := make(map[string]EnvVar, len(vars))
+// Map returns vars as a map; for a repeated name the last assignment wins.
+func Map(vars []Var) map[string]Var {
+	m := make(map[string]Var, len(vars))
 	for _, v := range vars {
 		m[v.Name] = v
 	}
 	return m
 }
 
-// WriteEnv writes vars as an env file that both ParseEnv and a POSIX shell read back to the same
+// Write writes vars as an env file that both Parse and a POSIX shell read back to the same
 // values: `NAME=value` when value holds only characters that need no quoting, else
 // `NAME='value'`, where a single quote is written as quote, backslash, quote, quote (the
 // shell's idiom for ending the quoted string, adding a literal quote and opening a new one). A
 // var with an empty Name writes its Value as a comment line (`# ...`); an empty comment writes a
-// blank line. Names must be valid (see ParseEnv); an invalid one is an error.
-func WriteEnv(w io.Writer, vars []EnvVar) error {
+// blank line. Names must be valid (see Parse); an invalid one is an error.
+func Write(w io.Writer, vars []Var) error {
 	var b strings.Builder
 	for _, v := range vars {
 		if v.Name == "" {
@@ -86,20 +91,20 @@ func WriteEnv(w io.Writer, vars []EnvVar) error {
 			}
 			continue
 		}
-		if !validEnvName(v.Name) {
+		if !ValidName(v.Name) {
 			return fmt.Errorf("env file: %q is not a valid variable name", v.Name)
 		}
 		b.WriteString(v.Name)
 		b.WriteByte('=')
-		b.WriteString(quoteEnvValue(v.Value))
+		b.WriteString(quote(v.Value))
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// quoteEnvValue returns value as a shell word.
-func quoteEnvValue(value string) string {
+// quote returns value as a shell word.
+func quote(value string) string {
 	safe := true
 	for i := 0; i < len(value); i++ {
 		c := value[i]
@@ -115,7 +120,8 @@ func quoteEnvValue(value string) string {
 	return "'" + strings.ReplaceAll(value, "'", `'\''`) + "'"
 }
 
-func validEnvName(s string) bool {
+// ValidName reports whether s is a variable name an env file can hold: `[A-Za-z_][A-Za-z0-9_]*`.
+func ValidName(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -128,21 +134,21 @@ func validEnvName(s string) bool {
 	return true
 }
 
-type envParser struct {
+type parser struct {
 	s    string
 	i    int
 	line int
 	// prev is the assignment read last on the current line (nil at the start of a line), and
 	// prevRawEmpty whether its value was written as nothing at all (NAME=), for errors about
 	// what follows it.
-	prev         *EnvVar
+	prev         *Var
 	prevRawEmpty bool
 }
 
-func (p *envParser) eof() bool  { return p.i >= len(p.s) }
-func (p *envParser) peek() byte { return p.s[p.i] }
+func (p *parser) eof() bool  { return p.i >= len(p.s) }
+func (p *parser) peek() byte { return p.s[p.i] }
 
-func (p *envParser) next() byte {
+func (p *parser) next() byte {
 	c := p.s[p.i]
 	p.i++
 	if c == '\n' {
@@ -151,12 +157,12 @@ func (p *envParser) next() byte {
 	return c
 }
 
-func (p *envParser) errorf(format string, args ...any) error {
+func (p *parser) errorf(format string, args ...any) error {
 	return fmt.Errorf("line %d: %s", p.line, fmt.Sprintf(format, args...))
 }
 
 // skipBlank skips spaces, tabs and a CR that ends a line.
-func (p *envParser) skipBlank() {
+func (p *parser) skipBlank() {
 	for !p.eof() {
 		switch p.peek() {
 		case ' ', '\t':
@@ -172,14 +178,14 @@ func (p *envParser) skipBlank() {
 	}
 }
 
-func (p *envParser) skipComment() {
+func (p *parser) skipComment() {
 	for !p.eof() && p.peek() != '\n' {
 		p.i++
 	}
 }
 
 // assignment reads `[export ]NAME=VALUE` and the blanks and comment after it.
-func (p *envParser) assignment() (EnvVar, error) {
+func (p *parser) assignment() (Var, error) {
 	line := p.line
 	start := p.i
 	for !p.eof() && isNameByte(p.peek(), p.i > start) {
@@ -191,26 +197,26 @@ func (p *envParser) assignment() (EnvVar, error) {
 		return p.assignment()
 	}
 	if name == "" || p.eof() || p.peek() != '=' {
-		return EnvVar{}, p.notAssignment(start, name)
+		return Var{}, p.notAssignment(start, name)
 	}
 	p.i++ // '='
 	valueStart := p.i
 	value, err := p.value(name)
 	if err != nil {
-		return EnvVar{}, err
+		return Var{}, err
 	}
 	p.prevRawEmpty = p.i == valueStart
 	p.skipBlank()
 	if !p.eof() && p.peek() == '#' {
 		p.skipComment()
 	}
-	return EnvVar{Name: name, Value: value, Line: line}, nil
+	return Var{Name: name, Value: value, Line: line}, nil
 }
 
 // notAssignment explains why the word at start (whose name part is name) is not NAME=VALUE:
 // a space after the previous assignment's =, a value with spaces that is not quoted, a shell
 // redirection or operator, spaces around =, or something else.
-func (p *envParser) notAssignment(start int, name string) error {
+func (p *parser) notAssignment(start int, name string) error {
 	end := start
 	for end < len(p.s) && strings.IndexByte(" \t\r\n", p.s[end]) < 0 {
 		end++
@@ -256,7 +262,7 @@ func isNameByte(c byte, notFirst bool) bool {
 }
 
 // value reads one shell word: unquoted, '...' and "..." parts up to an unquoted blank or newline.
-func (p *envParser) value(name string) (string, error) {
+func (p *parser) value(name string) (string, error) {
 	var b strings.Builder
 	first := true
 	for !p.eof() {
@@ -308,7 +314,7 @@ func (p *envParser) value(name string) (string, error) {
 	return b.String(), nil
 }
 
-func (p *envParser) doubleQuoted(name string, b *strings.Builder) error {
+func (p *parser) doubleQuoted(name string, b *strings.Builder) error {
 	for !p.eof() {
 		c := p.next()
 		switch c {

@@ -1,4 +1,4 @@
-package agent
+package envfile
 
 import (
 	"bytes"
@@ -12,34 +12,34 @@ import (
 func TestParseEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
-		want     []EnvVar
+		want     []Var
 	}{
 		{"empty", "", nil},
 		{"comments and blanks", "# a comment\n\n   \n\t# indented\n", nil},
-		{"plain", "A=1\nB=two\n", []EnvVar{{"A", "1", 1}, {"B", "two", 2}}},
-		{"export", "export A=1\nexport\tB=2", []EnvVar{{"A", "1", 1}, {"B", "2", 2}}},
-		{"empty value", "A=\nB=''\nC=\"\"", []EnvVar{{"A", "", 1}, {"B", "", 2}, {"C", "", 3}}},
-		{"trailing comment", "A=1 # the first\nB='x y' # two words", []EnvVar{{"A", "1", 1}, {"B", "x y", 2}}},
-		{"hash inside a word", "A=a#b\nB=#c", []EnvVar{{"A", "a#b", 1}, {"B", "#c", 2}}},
-		{"single quotes", `A='$HOME \n "x"'`, []EnvVar{{"A", `$HOME \n "x"`, 1}}},
-		{"double quotes", `A="a \"b\" \\ \$c d\e"`, []EnvVar{{"A", `a "b" \ $c d\e`, 1}}},
-		{"concatenation", `A='it'\''s'"!"x`, []EnvVar{{"A", `it's!x`, 1}}},
-		{"backslash unquoted", `A=a\ b\$c`, []EnvVar{{"A", `a b$c`, 1}}},
-		{"multi-line quoted", "A='one\ntwo'\nB=3", []EnvVar{{"A", "one\ntwo", 1}, {"B", "3", 3}}},
-		{"line continuation", "A=one\\\ntwo\nB=\"x\\\ny\"", []EnvVar{{"A", "onetwo", 1}, {"B", "xy", 3}}},
-		{"CRLF", "A=1\r\nB='2'\r\n", []EnvVar{{"A", "1", 1}, {"B", "2", 2}}},
-		{"two on a line", "A=1 B=2", []EnvVar{{"A", "1", 1}, {"B", "2", 1}}},
-		{"repeat", "A=1\nA=2", []EnvVar{{"A", "1", 1}, {"A", "2", 2}}},
+		{"plain", "A=1\nB=two\n", []Var{{"A", "1", 1}, {"B", "two", 2}}},
+		{"export", "export A=1\nexport\tB=2", []Var{{"A", "1", 1}, {"B", "2", 2}}},
+		{"empty value", "A=\nB=''\nC=\"\"", []Var{{"A", "", 1}, {"B", "", 2}, {"C", "", 3}}},
+		{"trailing comment", "A=1 # the first\nB='x y' # two words", []Var{{"A", "1", 1}, {"B", "x y", 2}}},
+		{"hash inside a word", "A=a#b\nB=#c", []Var{{"A", "a#b", 1}, {"B", "#c", 2}}},
+		{"single quotes", `A='$HOME \n "x"'`, []Var{{"A", `$HOME \n "x"`, 1}}},
+		{"double quotes", `A="a \"b\" \\ \$c d\e"`, []Var{{"A", `a "b" \ $c d\e`, 1}}},
+		{"concatenation", `A='it'\''s'"!"x`, []Var{{"A", `it's!x`, 1}}},
+		{"backslash unquoted", `A=a\ b\$c`, []Var{{"A", `a b$c`, 1}}},
+		{"multi-line quoted", "A='one\ntwo'\nB=3", []Var{{"A", "one\ntwo", 1}, {"B", "3", 3}}},
+		{"line continuation", "A=one\\\ntwo\nB=\"x\\\ny\"", []Var{{"A", "onetwo", 1}, {"B", "xy", 3}}},
+		{"CRLF", "A=1\r\nB='2'\r\n", []Var{{"A", "1", 1}, {"B", "2", 2}}},
+		{"two on a line", "A=1 B=2", []Var{{"A", "1", 1}, {"B", "2", 1}}},
+		{"repeat", "A=1\nA=2", []Var{{"A", "1", 1}, {"A", "2", 2}}},
 		{"url and options", "CUBE_S3_ENDPOINT=http://10.0.0.1:9000\nCUBE_S3_S3FS_EXTRA_OPTS=-ouse_path_request_style",
-			[]EnvVar{{"CUBE_S3_ENDPOINT", "http://10.0.0.1:9000", 1}, {"CUBE_S3_S3FS_EXTRA_OPTS", "-ouse_path_request_style", 2}}},
+			[]Var{{"CUBE_S3_ENDPOINT", "http://10.0.0.1:9000", 1}, {"CUBE_S3_S3FS_EXTRA_OPTS", "-ouse_path_request_style", 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseEnv([]byte(tc.in))
+			got, err := Parse([]byte(tc.in))
 			if err != nil {
-				t.Fatalf("ParseEnv(%q): %v", tc.in, err)
+				t.Fatalf("Parse(%q): %v", tc.in, err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("ParseEnv(%q)\n got %#v\nwant %#v", tc.in, got, tc.want)
+				t.Errorf("Parse(%q)\n got %#v\nwant %#v", tc.in, got, tc.want)
 			}
 		})
 	}
@@ -70,15 +70,15 @@ func TestParseEnvRefuses(t *testing.T) {
 		{`A="open`, "no closing double quote"},
 		{"A=1\n\nB=\"x\\", "line 3: the value of B has no closing double quote"},
 	} {
-		_, err := ParseEnv([]byte(tc.in))
+		_, err := Parse([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ParseEnv(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.in, err, tc.want)
 		}
 	}
 }
 
 func TestWriteEnvShellRoundTrip(t *testing.T) {
-	vars := []EnvVar{
+	vars := []Var{
 		{Value: "a comment\non two lines"},
 		{},
 		{Name: "PLAIN", Value: "http://10.0.0.1:9000"},
@@ -89,14 +89,14 @@ func TestWriteEnvShellRoundTrip(t *testing.T) {
 		{Name: "TILDE", Value: "~/x"},
 	}
 	var buf bytes.Buffer
-	if err := WriteEnv(&buf, vars); err != nil {
+	if err := Write(&buf, vars); err != nil {
 		t.Fatal(err)
 	}
-	parsed, err := ParseEnv(buf.Bytes())
+	parsed, err := Parse(buf.Bytes())
 	if err != nil {
-		t.Fatalf("ParseEnv(WriteEnv(...)): %v\n%s", err, buf.String())
+		t.Fatalf("Parse(Write(...)): %v\n%s", err, buf.String())
 	}
-	m := EnvMap(parsed)
+	m := Map(parsed)
 	for _, v := range vars[2:] {
 		if m[v.Name].Value != v.Value {
 			t.Errorf("%s: got %q, want %q", v.Name, m[v.Name].Value, v.Value)
@@ -120,13 +120,13 @@ func TestWriteEnvShellRoundTrip(t *testing.T) {
 			t.Errorf("sh: %s = %q, want %q", v.Name, out, v.Value)
 		}
 	}
-	if err := WriteEnv(&buf, []EnvVar{{Name: "BAD-NAME", Value: "x"}}); err == nil {
-		t.Error("WriteEnv accepted an invalid name")
+	if err := Write(&buf, []Var{{Name: "BAD-NAME", Value: "x"}}); err == nil {
+		t.Error("Write accepted an invalid name")
 	}
 }
 
-// FuzzParseEnv checks that ParseEnv never panics and that what it accepts survives a round trip
-// through WriteEnv.
+// FuzzParseEnv checks that Parse never panics and that what it accepts survives a round trip
+// through Write.
 func FuzzParseEnv(f *testing.F) {
 	for _, s := range []string{
 		"A=1\nB='two words'\n# c\nexport C=\"x\\\"y\"\n",
@@ -136,17 +136,17 @@ func FuzzParseEnv(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		vars, err := ParseEnv(data)
+		vars, err := Parse(data)
 		if err != nil {
 			return
 		}
 		var buf bytes.Buffer
-		if err := WriteEnv(&buf, vars); err != nil {
-			t.Fatalf("WriteEnv of parsed vars: %v", err)
+		if err := Write(&buf, vars); err != nil {
+			t.Fatalf("Write of parsed vars: %v", err)
 		}
-		again, err := ParseEnv(buf.Bytes())
+		again, err := Parse(buf.Bytes())
 		if err != nil {
-			t.Fatalf("ParseEnv(WriteEnv(vars)): %v\n%q", err, buf.String())
+			t.Fatalf("Parse(Write(vars)): %v\n%q", err, buf.String())
 		}
 		if len(again) != len(vars) {
 			t.Fatalf("round trip: %d vars, want %d", len(again), len(vars))

@@ -1,4 +1,4 @@
-package agent
+package agenttest
 
 import (
 	"context"
@@ -10,18 +10,19 @@ import (
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
-// realCP is a real control plane (`cubefleet server --dev`) on 127.0.0.1, with its node-agent
-// routes on their own --internal-listen, and an API client holding its administrator key.
-type realCP struct {
-	srv  *server.Server
-	api  *client.Client
-	pool string // a pool to make join tokens for
+// RealCP is a real control plane (`cubefleet server --dev`) on 127.0.0.1, with its node-agent
+// routes on their own --internal-listen (Server.InternalURL), and an API client holding its
+// administrator key.
+type RealCP struct {
+	Server *server.Server
+	API    *client.Client
+	Pool   string // the ID of a pool to make join tokens for
 }
 
-// startRealCP starts a control plane with cfg (its Listen, InternalListen, DataDir and Dev are
+// StartRealCP starts a control plane with cfg (its Listen, InternalListen, DataDir and Dev are
 // filled in) until the test ends, and creates a site and a pool. caFile is the CA the client
-// trusts when cfg serves TLS.
-func startRealCP(t *testing.T, cfg server.Config, caFile string) *realCP {
+// trusts when cfg serves TLS ("" for none).
+func StartRealCP(t testing.TB, cfg server.Config, caFile string) *RealCP {
 	t.Helper()
 	cfg.Listen, cfg.InternalListen, cfg.DataDir, cfg.Dev = "127.0.0.1:0", "127.0.0.1:0", filepath.Join(t.TempDir(), "data"), true
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,7 +43,7 @@ func startRealCP(t *testing.T, cfg server.Config, caFile string) *realCP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := &realCP{srv: srv, api: api}
+	cp := &RealCP{Server: srv, API: api}
 	var site, pool struct{ ID string }
 	// Inputs point at the outputs before them: they are encoded when their call runs.
 	for _, c := range []struct {
@@ -57,15 +58,15 @@ func startRealCP(t *testing.T, cfg server.Config, caFile string) *realCP {
 			t.Fatalf("%s: %v", c.method, err)
 		}
 	}
-	cp.pool = pool.ID
+	cp.Pool = pool.ID
 	return cp
 }
 
-// joinToken makes a join token bound to ip.
-func (cp *realCP) joinToken(t *testing.T, ip string) string {
+// JoinToken makes a join token for Pool bound to ip (nodes.joinTokens.create) and returns it.
+func (cp *RealCP) JoinToken(t testing.TB, ip string) string {
 	t.Helper()
 	var join struct{ Token string }
-	if err := cp.api.Call(context.Background(), "nodes.joinTokens.create", map[string]any{"pool": cp.pool, "ip": ip}, &join); err != nil {
+	if err := cp.API.Call(context.Background(), "nodes.joinTokens.create", map[string]any{"pool": cp.Pool, "ip": ip}, &join); err != nil {
 		t.Fatalf("nodes.joinTokens.create: %v", err)
 	}
 	return join.Token

@@ -1,13 +1,11 @@
-package server
+package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
 
@@ -45,11 +43,6 @@ type KeyCreated struct {
 // AuditTarget names the key (never the token) in the audit row.
 func (k KeyCreated) AuditTarget() string { return k.Key.ID }
 
-// TenantRef is the input of methods that act on a whole tenant.
-type TenantRef struct {
-	TenantID string `json:"tenantId"`
-}
-
 // KeyList is the output of iam.keys.list, newest first.
 type KeyList struct {
 	Items []iam.Key `json:"items"`
@@ -76,39 +69,32 @@ type PermissionList struct {
 	Items []iam.PermissionInfo `json:"items"`
 }
 
-// onRoot decides permission on tenant/root, the scope of platform-wide IAM methods.
-func onRoot(permission string) func(json.RawMessage) (api.Decision, error) {
-	return func(json.RawMessage) (api.Decision, error) {
-		return api.Decision{Permission: permission, Scope: iam.TenantScope(iam.RootTenant), TenantID: iam.RootTenant}, nil
-	}
-}
-
 // maxKeyTTL bounds ttlSeconds (ten years).
 const maxKeyTTL = 10 * 365 * 24 * time.Hour
 
-func registerIAMMethods(r *api.Registry, d *deps) {
-	r.Register(api.Method{
+func registerIAMMethods(r *Registry, d *deps) {
+	r.Register(Method{
 		Name: "iam.tenants.create", Summary: "Create a tenant", Write: true,
-		Decide: onRoot("iam:tenants:create"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in TenantCreateInput) (any, error) {
+		Permission: "iam:tenants:create", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantCreateInput) (any, error) {
 			t, err := iam.CreateTenant(ctx, c.Q, in.ID, d.now())
 			return TenantOutput{t}, err
 		}),
 		Input: TenantCreateInput{}, Output: iam.Tenant{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "iam.tenants.list", Summary: "List every tenant",
-		Decide: onRoot("iam:tenants:list"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, _ struct{}) (any, error) {
+		Permission: "iam:tenants:list", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, _ struct{}) (any, error) {
 			ts, err := iam.ListTenants(ctx, c.Q)
 			return TenantList{Items: ts}, err
 		}),
 		Input: struct{}{}, Output: TenantList{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "iam.keys.create", Summary: "Create a service account with grants and an API key (the token is shown once)", Write: true,
-		Decide: api.OnTenant("iam:keys:create"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in KeyCreateInput) (any, error) {
+		Permission: "iam:keys:create", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in KeyCreateInput) (any, error) {
 			if in.TTLSeconds < 0 || time.Duration(in.TTLSeconds)*time.Second > maxKeyTTL {
 				return nil, cubefleet.Invalid("ttlSeconds", "ttlSeconds is 0 (no expiry) to %d (ten years)", int64(maxKeyTTL/time.Second))
 			}
@@ -120,7 +106,7 @@ func registerIAMMethods(r *api.Registry, d *deps) {
 				}
 				grants = append(grants, g)
 			}
-			k, token, err := iam.CreateServiceKey(ctx, c.Q, c.Principal, iam.NewServiceKey{
+			k, token, err := iam.CreateServiceKey(ctx, c.Q, r.Catalogue(), c.Principal, iam.NewServiceKey{
 				TenantID: in.TenantID, Name: in.Name, Grants: grants, TTL: time.Duration(in.TTLSeconds) * time.Second,
 			}, d.now())
 			if err != nil {
@@ -130,19 +116,19 @@ func registerIAMMethods(r *api.Registry, d *deps) {
 		}),
 		Input: KeyCreateInput{}, Output: KeyCreated{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "iam.keys.list", Summary: "List a tenant's API keys (never their tokens)",
-		Decide: api.OnTenant("iam:keys:list"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in TenantRef) (any, error) {
+		Permission: "iam:keys:list", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantInput) (any, error) {
 			ks, err := iam.ListKeys(ctx, c.Q, in.TenantID)
 			return KeyList{Items: ks}, err
 		}),
-		Input: TenantRef{}, Output: KeyList{},
+		Input: TenantInput{}, Output: KeyList{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "iam.keys.revoke", Summary: "Revoke an API key", Write: true,
-		Decide: api.OnTenant("iam:keys:revoke"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in KeyRevokeInput) (any, error) {
+		Permission: "iam:keys:revoke", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in KeyRevokeInput) (any, error) {
 			if in.ID == "" {
 				return nil, cubefleet.Invalid("id", "id (the key's id, key_...) is required")
 			}
@@ -153,20 +139,13 @@ func registerIAMMethods(r *api.Registry, d *deps) {
 		}),
 		Input: KeyRevokeInput{}, Output: KeyRevoked{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "iam.permissions.list", Summary: "List the permissions a key of the tenant can be granted, with their scopes and methods",
 		// Whoever may create keys in a tenant may read what they can grant.
-		Decide: api.OnTenant("iam:keys:create"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in TenantRef) (any, error) {
-			out := PermissionList{Items: []iam.PermissionInfo{}}
-			for _, p := range iam.Catalogue() {
-				if p.RootOnly && in.TenantID != iam.RootTenant {
-					continue
-				}
-				out.Items = append(out.Items, p)
-			}
-			return out, nil
+		Permission: "iam:keys:create", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantInput) (any, error) {
+			return PermissionList{Items: r.Catalogue().Grantable(in.TenantID)}, nil
 		}),
-		Input: TenantRef{}, Output: PermissionList{},
+		Input: TenantInput{}, Output: PermissionList{},
 	})
 }

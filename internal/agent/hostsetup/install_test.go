@@ -1,10 +1,9 @@
-package agent
+package hostsetup
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +11,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
+	"github.com/cubefleet/cubefleet/internal/testkit"
+	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
 
 // installEnv is the .env of a compute node installed with the process runtime.
-const installEnv = computeEnv + "CUBEFLEET_JOIN_TOKEN=cfj_join1\nCUBEFLEET_RUNTIME=process\nONE_CLICK_RUN_QUICKCHECK=0\n"
+const installEnv = agenttest.ComputeEnv + "CUBEFLEET_JOIN_TOKEN=cfj_join1\nCUBEFLEET_RUNTIME=process\nONE_CLICK_RUN_QUICKCHECK=0\n"
 
 func noSystemctl(t *testing.T) Systemctl {
 	return func(_ context.Context, args ...string) error {
@@ -34,7 +40,7 @@ func TestInstallRoot(t *testing.T) {
 	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t)}); err != nil {
 		t.Fatalf("Install: %v\n%s", err, out.String())
 	}
-	env, err := os.ReadFile(filepath.Join(root, InstalledEnvFile))
+	env, err := os.ReadFile(filepath.Join(root, agent.InstalledEnvFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,17 +48,17 @@ func TestInstallRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenBytes(t, "install/agent.env.golden", env)
-	goldenBytes(t, "install/cubefleet-agent.service.golden", unit)
-	goldenBytes(t, "install/output.golden", []byte(strings.NewReplacer(root, "$ROOT", cfg.EnvFile, "$ENV").Replace(out.String())))
-	for path, mode := range map[string]os.FileMode{InstalledEnvFile: 0o600, UnitPath: 0o644, DefaultStateDir: 0o700} {
+	testkit.Golden(t, "install/agent.env.golden", env)
+	testkit.Golden(t, "install/cubefleet-agent.service.golden", unit)
+	testkit.Golden(t, "install/output.golden", []byte(strings.NewReplacer(root, "$ROOT", cfg.EnvFile, "$ENV").Replace(out.String())))
+	for path, mode := range map[string]os.FileMode{agent.InstalledEnvFile: 0o600, UnitPath: 0o644, agent.DefaultStateDir: 0o700} {
 		if fi, err := os.Stat(filepath.Join(root, path)); err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v, want mode %04o", path, fi.Mode(), mode)
 		}
 	}
 
 	// The agent reads the installed env file back to the same configuration.
-	again, err := Load(Sources{Flags: map[string]string{"env-file": filepath.Join(root, InstalledEnvFile)}, Host: testHost("compute")})
+	again, err := agent.Load(agent.Sources{Flags: map[string]string{"env-file": filepath.Join(root, agent.InstalledEnvFile)}, Host: testHost("compute")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +73,9 @@ func TestInstallRoot(t *testing.T) {
 }
 
 // dump renders a config with its secrets, for comparisons.
-func dump(c *Config) string {
+func dump(c *agent.Config) string {
 	var b bytes.Buffer
-	WriteEnv(&b, EnvFileVars(c))
+	envfile.Write(&b, EnvFileVars(c))
 	return b.String()
 }
 
@@ -100,7 +106,7 @@ func TestReinstallStopsTheRunningAgent(t *testing.T) {
 	go func() { exited <- proc.Wait() }()
 	t.Cleanup(func() { proc.Process.Kill() })
 	pidFile := filepath.Join(root, PIDFilePath)
-	if err := writeFileAtomic(pidFile, []byte(strconv.Itoa(proc.Process.Pid)+"\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(pidFile, []byte(strconv.Itoa(proc.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -130,69 +136,10 @@ func TestReinstallStopsTheRunningAgent(t *testing.T) {
 		t.Errorf("Down: %v, %q", err, out.String())
 	}
 	// A stale PID file (a process that is not an agent) is removed, nothing is signalled.
-	writeFileAtomic(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	atomicfile.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	out.Reset()
 	if err := Down(context.Background(), DownOptions{Root: root, Out: &out}); err != nil || !strings.Contains(out.String(), "is not a cubefleet agent") {
 		t.Errorf("Down with a stale PID file: %v, %q", err, out.String())
-	}
-}
-
-func TestPrerequisites(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		host    string
-		edit    map[string]string // files to replace in a copy of the host ("" deletes)
-		runtime Runtime
-		minKB   int64
-		want    []string
-	}{
-		{name: "bare metal, microvm", host: "compute", runtime: RuntimeMicroVM},
-		{name: "bare metal, process", host: "compute", runtime: RuntimeProcess},
-		{name: "virtual machine, microvm", host: "vm", runtime: RuntimeMicroVM,
-			want: []string{"cgroup v2 is required", "4028000 kB of memory (MemTotal) and the floor is 7500000 kB", "/dev/kvm is missing", "this host is a virtual machine"}},
-		{name: "virtual machine, process", host: "vm", runtime: RuntimeProcess,
-			want: []string{"cgroup v2 is required", "the floor is 7500000 kB"}},
-		{name: "architecture", host: "compute", runtime: RuntimeProcess, edit: map[string]string{"/proc/sys/kernel/arch": "riscv64\n"},
-			want: []string{`architecture is "riscv64"; the agent runs on x86_64 or aarch64`}},
-		{name: "aarch64", host: "compute", runtime: RuntimeProcess, edit: map[string]string{"/proc/sys/kernel/arch": "aarch64\n"}},
-		{name: "no cpu controller", host: "compute", runtime: RuntimeProcess, edit: map[string]string{"/sys/fs/cgroup/cgroup.controllers": "memory pids\n"},
-			want: []string{"the cgroup v2 cpu controller is not available"}},
-		{name: "raised memory floor", host: "compute", runtime: RuntimeProcess, minKB: 20_000_000,
-			want: []string{"16384000 kB of memory (MemTotal) and the floor is 20000000 kB"}},
-		{name: "no kvm", host: "compute", runtime: RuntimeMicroVM, edit: map[string]string{"/dev/kvm": ""},
-			want: []string{"/dev/kvm is missing"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := testHost(tc.host)
-			if tc.edit != nil {
-				h = copyHost(t, h)
-				for p, content := range tc.edit {
-					path := filepath.Join(h.Root, p)
-					if content == "" {
-						os.Remove(path)
-						continue
-					}
-					os.WriteFile(path, []byte(content), 0o644)
-				}
-			}
-			f, err := h.Facts()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := &Config{Runtime: tc.runtime, MinMemoryKB: DefaultMinMemoryKB, Host: h}
-			if tc.minKB != 0 {
-				cfg.MinMemoryKB = tc.minKB
-			}
-			got := Prerequisites(cfg, f)
-			if len(got) != len(tc.want) {
-				t.Fatalf("Prerequisites = %q, want %d problems", got, len(tc.want))
-			}
-			for i := range got {
-				if !strings.Contains(got[i], tc.want[i]) {
-					t.Errorf("problem %d: %q, want it to contain %q", i, got[i], tc.want[i])
-				}
-			}
-		})
 	}
 }
 
@@ -220,7 +167,7 @@ func TestInstallRefuses(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "Skipped the host prerequisite checks under --root (the files are for another host): the agent logs any unmet prerequisite when it starts there\n") {
 		t.Errorf("output:\n%s", out.String())
 	}
-	if _, err := os.Stat(filepath.Join(root, InstalledEnvFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(root, agent.InstalledEnvFile)); err != nil {
 		t.Errorf("Install --root wrote no env file: %v", err)
 	}
 	// On the real system, only root installs; checked before anything is touched.
@@ -236,18 +183,18 @@ func TestInstallRefuses(t *testing.T) {
 }
 
 func TestInstallRunsTheCheck(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	s3 := listen(t)
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	s3 := agenttest.Listen(t)
 	root := t.TempDir()
-	cfg := testConfig("/var/lib/cubefleet/agent", "cfj_join1", cp.srv.URL)
-	cfg.Listen = closedAddr(t)
+	cfg := testConfig(t, "/var/lib/cubefleet/agent", "cfj_join1", cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t)
 	cfg.S3.Endpoint = "http://" + s3
-	cfg.RunCheck, cfg.CheckTimeout, cfg.MinMemoryKB = true, 10*time.Second, DefaultMinMemoryKB
+	cfg.RunCheck, cfg.CheckTimeout, cfg.MinMemoryKB = true, 10*time.Second, agent.DefaultMinMemoryKB
 	// The agent "started by systemd": same node, same listen address, state under root.
 	running := *cfg
 	running.StateDir = filepath.Join(root, cfg.StateDir)
 	r := startAgent(t, &running)
-	waitFor(t, "a status report (the credential is stored)", func() bool { return r.a.Health().LastReportAt != "" })
+	testkit.WaitFor(t, 10*time.Second, "a status report (the credential is stored)", func() bool { return r.a.Health().LastReportAt != "" })
 	var out bytes.Buffer
 	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t),
 		Check: CheckOptions{Interval: 50 * time.Millisecond}}); err != nil {
@@ -260,7 +207,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 		}
 	}
 	// The credential the check sent is the one the agent stored under root.
-	if nodes := cp.callsTo("/internal/v1/nodes/127.0.0.1"); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
+	if nodes := cp.CallsTo("/internal/v1/nodes/127.0.0.1"); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
 		t.Errorf("node listing calls %+v, want the node credential", nodes)
 	}
 	r.stop()
@@ -269,67 +216,6 @@ func TestInstallRunsTheCheck(t *testing.T) {
 	err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t)})
 	if err == nil || !strings.Contains(err.Error(), "agent check failed") || !strings.Contains(out.String(), "FAIL  local agent: ") {
 		t.Errorf("Install with the agent down: %v\n%s", err, out.String())
-	}
-}
-
-// copyHost copies a fake host tree into a temporary directory.
-func copyHost(t *testing.T, h Host) Host {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.Walk(h.Root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(h.Root, p)
-		if fi.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Host{Root: dst}
-}
-
-// listen returns the address of a TCP listener on 127.0.0.1 that accepts and closes
-// connections until the test ends.
-func listen(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// TestStartLogsPrerequisites: a host install did not check (an image built with --root) is
-// checked when the agent starts: each unmet prerequisite is logged.
-func TestStartLogsPrerequisites(t *testing.T) {
-	cp := newFakeCP(t, "cfj_join1")
-	cfg := testConfig(t.TempDir(), "cfj_join1", cp.srv.URL)
-	cfg.Host, cfg.MinMemoryKB = testHost("vm"), DefaultMinMemoryKB
-	r := startAgent(t, cfg)
-	waitFor(t, "a status report", func() bool { return len(cp.callsTo("/status")) > 0 })
-	logs := r.logs.String()
-	for _, want := range []string{`"msg":"this host does not meet a prerequisite of the agent","node_id":"127.0.0.1","problem":"cgroup v2 is required`, `"problem":"this host has 4028000 kB of memory`} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the log lacks %s:\n%s", want, logs)
-		}
 	}
 }
 
@@ -355,5 +241,26 @@ func TestInstallTightensStateDir(t *testing.T) {
 	}
 	if want := "Changed the mode of " + stateDir + " from 0755 to 0700 (it holds the node credential)\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}
+
+// TestEnvFileVarsTLS: install carries the TLS settings into the env file it writes, with the CA
+// file's path made absolute by Load (the installed service runs elsewhere).
+func TestEnvFileVarsTLS(t *testing.T) {
+	dir := t.TempDir()
+	_, files := tlstest.Write(t, dir)
+	host := testHost("compute")
+	host.Root, _ = filepath.Abs(host.Root)
+	envFile := filepath.Join(dir, "compute.env")
+	os.WriteFile(envFile, []byte(agenttest.ComputeEnv+"CUBEFLEET_CONTROL_PLANE_TLS=1\nCUBEFLEET_CA_FILE=ca.pem\n"), 0o600)
+	t.Chdir(dir)
+	cfg, err := agent.Load(agent.Sources{Flags: map[string]string{"env-file": envFile}, Host: host})
+	if err != nil || cfg.CAFile != files.CA {
+		t.Fatalf("relative CA file: %v %v", cfg, err)
+	}
+	vars := envfile.Map(EnvFileVars(cfg))
+	if vars["CUBEFLEET_CA_FILE"].Value != files.CA || vars["CUBEFLEET_CONTROL_PLANE_TLS"].Value != "1" ||
+		vars["ONE_CLICK_CONTROL_PLANE_CUBEOPS_ADDR"].Value != "https://10.0.0.1:3010" {
+		t.Errorf("installed env file: %+v", vars)
 	}
 }

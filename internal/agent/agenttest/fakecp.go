@@ -1,4 +1,9 @@
-package agent
+// Package agenttest is the test support of the node agent's packages (agent, hostsetup): a
+// fake control plane and a real one on 127.0.0.1, an HTTPS server with a test CA, listeners, a
+// runner for an agent's Serve and a compute node's env file. Only _test.go files import it: it
+// starts a real control plane, so it links package server, which the agent's own packages never
+// import. It imports none of the agent's packages, so that their internal tests can use it.
+package agenttest
 
 import (
 	"encoding/json"
@@ -12,13 +17,16 @@ import (
 	"time"
 )
 
-// fakeCP is a minimal control plane on 127.0.0.1 that speaks the agent's side of the registry
+// FakeCP is a minimal control plane on 127.0.0.1 that speaks the agent's side of the registry
 // contract (docs/nodes.md): readyz, register (a join token once, then the node credential it
-// issues), status (the credential; 404 for an unknown node, 401 for a revoked credential) and
-// GET /internal/v1/nodes/{id} in CubeMaster's compact shape.
-type fakeCP struct {
-	t       *testing.T
-	srv     *httptest.Server
+// issues: cfn_node1_secret, cfn_node2_secret, ...), status (the credential; 404 for an unknown
+// node, 401 for a revoked credential) and GET /internal/v1/nodes/{id} in CubeMaster's compact
+// shape. It records every call. Its methods are safe for concurrent use.
+type FakeCP struct {
+	// URL is the base URL of the server NewFakeCP started, http://127.0.0.1:<port>.
+	URL string
+
+	t       testing.TB
 	handler http.Handler
 
 	mu      sync.Mutex
@@ -26,7 +34,7 @@ type fakeCP struct {
 	creds   map[string]string // credential -> node ID
 	revoked map[string]bool   // revoked credentials
 	nodes   map[string]bool   // registered node IDs
-	calls   []fakeCall
+	calls   []Call
 	// hook, when set, answers a request first: a status other than 0 is written with body.
 	hook func(r *http.Request) (int, string)
 	// raw, when set, sees a request before hook and answers it itself when it returns true.
@@ -34,27 +42,30 @@ type fakeCP struct {
 	issue int
 }
 
-type fakeCall struct {
-	Method, Host, Path, Auth string
-	At                       time.Time
-	Body                     map[string]any
+// Call is a request the fake received.
+type Call struct {
+	Method, Host, Path, Auth string         // Host is the server it reached, Auth the Authorization header
+	At                       time.Time      // when it arrived
+	Body                     map[string]any // the JSON body of a register or status call; nil for others
 }
 
-func newFakeCP(t *testing.T, joinTokens ...string) *fakeCP {
+// NewFakeCP starts a fake control plane that accepts each of joinTokens once, until the test
+// ends.
+func NewFakeCP(t testing.TB, joinTokens ...string) *FakeCP {
 	t.Helper()
-	cp := &fakeCP{t: t, joins: map[string]bool{}, creds: map[string]string{}, revoked: map[string]bool{}, nodes: map[string]bool{}}
+	cp := &FakeCP{t: t, joins: map[string]bool{}, creds: map[string]string{}, revoked: map[string]bool{}, nodes: map[string]bool{}}
 	for _, j := range joinTokens {
 		cp.joins[j] = true
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /internal/v1/node-agent/readyz", func(w http.ResponseWriter, r *http.Request) {
-		cp.record(r, nil)
+		cp.Record(r, nil)
 		fmt.Fprint(w, `{"ret":{"ret_code":200,"ret_msg":"ok"}}`)
 	})
 	mux.HandleFunc("POST /internal/v1/node-agent/nodes/register", cp.register)
 	mux.HandleFunc("POST /internal/v1/node-agent/nodes/{id}/status", cp.status)
 	mux.HandleFunc("GET /internal/v1/nodes/{id}", func(w http.ResponseWriter, r *http.Request) {
-		cp.record(r, nil)
+		cp.Record(r, nil)
 		id := r.PathValue("id")
 		cp.mu.Lock()
 		ok := cp.nodes[id]
@@ -75,7 +86,7 @@ func newFakeCP(t *testing.T, joinTokens ...string) *fakeCP {
 		}
 		if hook != nil {
 			if code, body := hook(r); code != 0 {
-				cp.record(r, nil)
+				cp.Record(r, nil)
 				w.WriteHeader(code)
 				fmt.Fprint(w, body)
 				return
@@ -83,36 +94,55 @@ func newFakeCP(t *testing.T, joinTokens ...string) *fakeCP {
 		}
 		mux.ServeHTTP(w, r)
 	})
-	cp.srv = httptest.NewServer(cp.handler)
-	t.Cleanup(cp.srv.Close)
+	srv := httptest.NewServer(cp.handler)
+	t.Cleanup(srv.Close)
+	cp.URL = srv.URL
 	return cp
 }
 
-// replica starts another server on the same state (a second control-plane replica) and
-// returns its URL.
-func (cp *fakeCP) replica() string {
+// Replica starts another server on the same state (a second control-plane replica) until the
+// test ends, and returns its URL.
+func (cp *FakeCP) Replica() string {
 	srv := httptest.NewServer(cp.handler)
 	cp.t.Cleanup(srv.Close)
 	return srv.URL
 }
 
-func (cp *fakeCP) setHook(h func(r *http.Request) (int, string)) {
+// SetHook makes h answer every request first: a status other than 0 is written with the body
+// h returns (and the call recorded); 0 lets the fake answer. nil removes the hook.
+func (cp *FakeCP) SetHook(h func(r *http.Request) (int, string)) {
 	cp.mu.Lock()
 	cp.hook = h
 	cp.mu.Unlock()
 }
 
-func (cp *fakeCP) record(r *http.Request, body map[string]any) {
+// SetRaw makes raw see every request before the hook; when it returns true it has answered the
+// request itself (and records it with Record if it counts). nil removes it.
+func (cp *FakeCP) SetRaw(raw func(w http.ResponseWriter, r *http.Request) bool) {
 	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	cp.calls = append(cp.calls, fakeCall{Method: r.Method, Host: r.Host, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), At: time.Now(), Body: body})
+	cp.raw = raw
+	cp.mu.Unlock()
 }
 
-// callsTo returns the calls whose path ends with suffix.
-func (cp *fakeCP) callsTo(suffix string) []fakeCall {
+// Record records r, with its decoded JSON body or nil, as a call.
+func (cp *FakeCP) Record(r *http.Request, body map[string]any) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	var out []fakeCall
+	cp.calls = append(cp.calls, Call{Method: r.Method, Host: r.Host, Path: r.URL.Path, Auth: r.Header.Get("Authorization"), At: time.Now(), Body: body})
+}
+
+// Calls returns every call so far, oldest first.
+func (cp *FakeCP) Calls() []Call {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]Call(nil), cp.calls...)
+}
+
+// CallsTo returns the calls whose path ends with suffix ("" for all), oldest first.
+func (cp *FakeCP) CallsTo(suffix string) []Call {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	var out []Call
 	for _, c := range cp.calls {
 		if strings.HasSuffix(c.Path, suffix) {
 			out = append(out, c)
@@ -121,21 +151,21 @@ func (cp *fakeCP) callsTo(suffix string) []fakeCall {
 	return out
 }
 
-func (cp *fakeCP) decode(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
+func (cp *FakeCP) decode(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
 	var body map[string]any
 	if r.Header.Get("Content-Type") != "application/json" {
 		cp.t.Errorf("%s: Content-Type %q", r.URL.Path, r.Header.Get("Content-Type"))
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		cp.record(r, nil)
+		cp.Record(r, nil)
 		http.Error(w, `{"error":"invalid body"}`, http.StatusBadRequest)
 		return nil, false
 	}
-	cp.record(r, body)
+	cp.Record(r, body)
 	return body, true
 }
 
-func (cp *fakeCP) register(w http.ResponseWriter, r *http.Request) {
+func (cp *FakeCP) register(w http.ResponseWriter, r *http.Request) {
 	body, ok := cp.decode(w, r)
 	if !ok {
 		return
@@ -169,7 +199,7 @@ func (cp *fakeCP) register(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(snap)
 }
 
-func (cp *fakeCP) status(w http.ResponseWriter, r *http.Request) {
+func (cp *FakeCP) status(w http.ResponseWriter, r *http.Request) {
 	if _, ok := cp.decode(w, r); !ok {
 		return
 	}
@@ -190,15 +220,16 @@ func (cp *fakeCP) status(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"node_id":%q,"healthy":true}`, id)
 }
 
-// forget drops the node's registration but keeps its credential valid (a lost database).
-func (cp *fakeCP) forget(id string) {
+// Forget drops the node's registration but keeps its credential valid (a lost database): its
+// status reports get 404.
+func (cp *FakeCP) Forget(id string) {
 	cp.mu.Lock()
 	delete(cp.nodes, id)
 	cp.mu.Unlock()
 }
 
-// deleteNode deletes the node and revokes its credentials.
-func (cp *fakeCP) deleteNode(id string) {
+// DeleteNode deletes the node and revokes its credentials: its calls get 401.
+func (cp *FakeCP) DeleteNode(id string) {
 	cp.mu.Lock()
 	delete(cp.nodes, id)
 	for c, n := range cp.creds {
@@ -209,8 +240,8 @@ func (cp *fakeCP) deleteNode(id string) {
 	cp.mu.Unlock()
 }
 
-// closedAddr returns a 127.0.0.1 address nothing listens on.
-func closedAddr(t *testing.T) string {
+// ClosedAddr returns a 127.0.0.1 address nothing listens on (a connection is refused).
+func ClosedAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -219,4 +250,25 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// Listen returns the address of a TCP listener on 127.0.0.1 that accepts and closes
+// connections until the test ends (an S3 endpoint that answers on TCP).
+func Listen(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -1,4 +1,9 @@
-package agent
+// Package hostsetup sets up a host for the node agent (package agent) and checks it: the
+// install, check and down steps of Cube Sandbox's install-compute.sh, quickcheck.sh and down.sh.
+// Install checks the host's prerequisites and writes the env file and the systemd unit that run
+// `cubefleet agent run`; Check probes the local agent, the control plane, this node's
+// registration and the S3 endpoint; Down stops only this node's agent. See docs/agent.md.
+package hostsetup
 
 import (
 	"bytes"
@@ -6,21 +11,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // Paths of an installation (under InstallOptions.Root / DownOptions.Root when set).
 const (
-	UnitName    = "cubefleet-agent.service"
-	UnitPath    = "/etc/systemd/system/" + UnitName
-	PIDFilePath = "/run/cubefleet-agent.pid" // the installed agent's PID file
+	UnitName    = "cubefleet-agent.service"         // the systemd unit that runs the agent
+	UnitPath    = "/etc/systemd/system/" + UnitName // where Install writes it
+	PIDFilePath = "/run/cubefleet-agent.pid"        // the installed agent's PID file
 )
 
 // Systemctl runs `systemctl args...`; tests replace it.
@@ -66,12 +73,12 @@ func rooted(root, p string) string {
 }
 
 // Install is `cubefleet agent install`, the install-compute.sh step, for a validated cfg (see
-// Load): it checks the prerequisites (see Prerequisites; not under Root), stops an existing install
-// (reinstall), writes the env file InstalledEnvFile (mode 0600) and the systemd unit UnitPath,
-// creates the state directory (0700), enables and starts the unit with systemctl (not under
-// Root), and runs Check unless cfg.RunCheck is false. It returns an error for unmet
+// agent.Load): it checks the prerequisites (see agent.Prerequisites; not under Root), stops an
+// existing install (reinstall), writes the env file agent.InstalledEnvFile (mode 0600) and the
+// systemd unit UnitPath, creates the state directory (0700), enables and starts the unit with
+// systemctl (not under Root), and runs Check unless cfg.RunCheck is false. It returns an error for unmet
 // prerequisites (all of them at once), a file or systemctl failure, or a failed check.
-func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
+func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 	out := opt.Out
 	if out == nil {
 		out = io.Discard
@@ -94,7 +101,7 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 		if opt.Geteuid() != 0 {
 			problems = append(problems, "run it as root (sudo cubefleet agent install), or pass --root DIR to write the files under DIR")
 		}
-		problems = append(problems, Prerequisites(cfg, facts)...)
+		problems = append(problems, agent.Prerequisites(cfg, facts)...)
 		if _, err := exec.LookPath("systemctl"); err != nil {
 			problems = append(problems, "systemctl was not found: the agent installs as a systemd service")
 		}
@@ -102,7 +109,7 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 			return fmt.Errorf("prerequisites not met:\n  - %s", strings.Join(problems, "\n  - "))
 		}
 		kvm := "no KVM needed"
-		if cfg.Runtime == RuntimeMicroVM {
+		if cfg.Runtime == agent.RuntimeMicroVM {
 			kvm = "/dev/kvm present, not a virtual machine"
 		}
 		fmt.Fprintf(out, "Prerequisites: ok (%s, cgroup v2 with the cpu controller, %d MiB of memory (floor %d MiB), runtime %s: %s)\n",
@@ -122,23 +129,23 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	}
 
 	var env bytes.Buffer
-	if err := WriteEnv(&env, EnvFileVars(cfg)); err != nil {
+	if err := envfile.Write(&env, EnvFileVars(cfg)); err != nil {
 		return err
 	}
-	envPath := rooted(opt.Root, InstalledEnvFile)
-	if err := writeFileAtomic(envPath, env.Bytes(), 0o600); err != nil {
+	envPath := rooted(opt.Root, agent.InstalledEnvFile)
+	if err := atomicfile.WriteFile(envPath, env.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("write the env file: %w", err)
 	}
 	fmt.Fprintf(out, "Wrote %s (mode 0600)\n", envPath)
 	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(unit, RenderUnit(opt.Binary), 0o644); err != nil {
+	if err := atomicfile.WriteFile(unit, RenderUnit(opt.Binary), 0o644); err != nil {
 		return fmt.Errorf("write the systemd unit: %w", err)
 	}
 	fmt.Fprintf(out, "Wrote %s\n", unit)
 	stateDir := rooted(opt.Root, cfg.StateDir)
-	was, err := prepareStateDir(stateDir)
+	was, err := agent.PrepareStateDir(stateDir)
 	if err != nil {
 		return fmt.Errorf("the state directory: %w", err)
 	}
@@ -181,41 +188,12 @@ func Install(ctx context.Context, cfg *Config, opt InstallOptions) error {
 	return nil
 }
 
-// Prerequisites returns what keeps this host from running the agent, each with its fix; none
-// when it is ready: the architecture (x86_64 or aarch64), cgroup v2 with the cpu controller,
-// the memory floor (cfg.MinMemoryKB of MemTotal) and, for the microvm runtime only, /dev/kvm
-// and a host that is not itself a virtual machine.
-func Prerequisites(cfg *Config, f Facts) []string {
-	var p []string
-	if f.Arch != "x86_64" && f.Arch != "aarch64" {
-		p = append(p, fmt.Sprintf("this host's architecture is %q; the agent runs on x86_64 or aarch64", f.Arch))
-	}
-	switch {
-	case !f.Cgroup2:
-		p = append(p, "cgroup v2 is required, and /sys/fs/cgroup is not a cgroup v2 mount (cgroup v1 or hybrid): add systemd.unified_cgroup_hierarchy=1 to the kernel command line and reboot")
-	case !f.CgroupCPU:
-		p = append(p, "the cgroup v2 cpu controller is not available (it is missing from /sys/fs/cgroup/cgroup.controllers): enable it with `echo +cpu > /sys/fs/cgroup/cgroup.subtree_control` or use a kernel built with CONFIG_CGROUP_SCHED")
-	}
-	if f.MemTotalKB < cfg.MinMemoryKB {
-		p = append(p, fmt.Sprintf("this host has %d kB of memory (MemTotal) and the floor is %d kB: use a host with more memory", f.MemTotalKB, cfg.MinMemoryKB))
-	}
-	if cfg.Runtime == RuntimeMicroVM {
-		if !f.KVM {
-			p = append(p, "the microvm runtime needs KVM and /dev/kvm is missing: enable virtualization (VT-x/AMD-V) in the firmware and load kvm_intel or kvm_amd, or use --runtime process")
-		}
-		if f.Hypervisor {
-			p = append(p, "this host is a virtual machine (CPU flag \"hypervisor\"): the microvm runtime needs a physical or bare-metal server (nested virtualization is not supported); use --runtime process on virtual machines")
-		}
-	}
-	return p
-}
-
 // EnvFileVars returns the env file Install writes for cfg: every setting, resolved (the
 // detected node IP, the listen address, the control-plane endpoints (https:// ones with their
 // scheme), the TLS settings, the join token's value even when it came from a file), under Cube Sandbox's variable names where they exist and
 // CUBEFLEET_* otherwise. It holds the S3 secret and the join token, so it is written with mode
 // 0600.
-func EnvFileVars(cfg *Config) []EnvVar {
+func EnvFileVars(cfg *agent.Config) []envfile.Var {
 	var eps []string
 	for _, ep := range cfg.ControlPlane {
 		eps = append(eps, strings.TrimPrefix(ep, "http://"))
@@ -227,7 +205,7 @@ func EnvFileVars(cfg *Config) []EnvVar {
 		return "0"
 	}
 	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
-	vars := []EnvVar{
+	vars := []envfile.Var{
 		{Value: "cubefleet agent configuration, written by `cubefleet agent install` (see docs/agent.md).\nMode 0600: it holds the S3 secret access key and the join token. Reinstalling rewrites it."},
 		{},
 		{Name: "ONE_CLICK_DEPLOY_ROLE", Value: string(cfg.Role)},
@@ -246,28 +224,28 @@ func EnvFileVars(cfg *Config) []EnvVar {
 	}
 	if cfg.CAFile != "" {
 		// An absolute path (Load made it one): the service does not run in this directory.
-		vars = append(vars, EnvVar{Name: "CUBEFLEET_CA_FILE", Value: cfg.CAFile})
+		vars = append(vars, envfile.Var{Name: "CUBEFLEET_CA_FILE", Value: cfg.CAFile})
 	}
 	if cfg.JoinToken != "" {
 		// The value, not the file it came from: the operator may delete that file once the
 		// node has joined, and the service must still start.
-		vars = append(vars, EnvVar{Name: "CUBEFLEET_JOIN_TOKEN", Value: cfg.JoinToken.Reveal()})
+		vars = append(vars, envfile.Var{Name: "CUBEFLEET_JOIN_TOKEN", Value: cfg.JoinToken.Reveal()})
 	}
 	return append(vars,
-		EnvVar{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
-		EnvVar{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
-		EnvVar{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
-		EnvVar{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
-		EnvVar{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
-		EnvVar{Name: "CUBEFLEET_AGENT_PID_FILE", Value: PIDFilePath},
-		EnvVar{Name: "CUBEFLEET_REPORT_PERIOD", Value: cfg.ReportPeriod.String()},
-		EnvVar{Name: "CUBEFLEET_QUOTA_CPU", Value: i64(cfg.QuotaCPU)},
-		EnvVar{Name: "CUBEFLEET_QUOTA_MEM_MB", Value: i64(cfg.QuotaMemMB)},
-		EnvVar{Name: "CUBEFLEET_MAX_MVM_NUM", Value: i64(cfg.MaxMVMNum)},
-		EnvVar{Name: "CUBEFLEET_CREATE_CONCURRENT_NUM", Value: i64(cfg.CreateConcurrentNum)},
-		EnvVar{Name: "CUBE_MIN_MEMORY_KB", Value: i64(cfg.MinMemoryKB)},
-		EnvVar{Name: "ONE_CLICK_RUN_QUICKCHECK", Value: b01(cfg.RunCheck)},
-		EnvVar{Name: "CUBE_QUICKCHECK_READY_TIMEOUT", Value: strconv.FormatInt(int64(cfg.CheckTimeout/time.Second), 10)},
+		envfile.Var{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
+		envfile.Var{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
+		envfile.Var{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
+		envfile.Var{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
+		envfile.Var{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
+		envfile.Var{Name: "CUBEFLEET_AGENT_PID_FILE", Value: PIDFilePath},
+		envfile.Var{Name: "CUBEFLEET_REPORT_PERIOD", Value: cfg.ReportPeriod.String()},
+		envfile.Var{Name: "CUBEFLEET_QUOTA_CPU", Value: i64(cfg.QuotaCPU)},
+		envfile.Var{Name: "CUBEFLEET_QUOTA_MEM_MB", Value: i64(cfg.QuotaMemMB)},
+		envfile.Var{Name: "CUBEFLEET_MAX_MVM_NUM", Value: i64(cfg.MaxMVMNum)},
+		envfile.Var{Name: "CUBEFLEET_CREATE_CONCURRENT_NUM", Value: i64(cfg.CreateConcurrentNum)},
+		envfile.Var{Name: "CUBE_MIN_MEMORY_KB", Value: i64(cfg.MinMemoryKB)},
+		envfile.Var{Name: "ONE_CLICK_RUN_QUICKCHECK", Value: b01(cfg.RunCheck)},
+		envfile.Var{Name: "CUBE_QUICKCHECK_READY_TIMEOUT", Value: strconv.FormatInt(int64(cfg.CheckTimeout/time.Second), 10)},
 	)
 }
 
@@ -282,7 +260,7 @@ After=network-online.target
 
 [Service]
 Type=exec
-ExecStart=` + systemdQuote(binary) + ` agent run --env-file ` + InstalledEnvFile + `
+ExecStart=` + systemdQuote(binary) + ` agent run --env-file ` + agent.InstalledEnvFile + `
 Restart=always
 RestartSec=2
 KillSignal=SIGTERM
@@ -300,105 +278,4 @@ func systemdQuote(s string) string {
 		return s
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
-}
-
-// DownOptions tune Down.
-type DownOptions struct {
-	// Root, when set and not "/", stops the agent whose PID is in Root/run/cubefleet-agent.pid
-	// instead of running systemctl.
-	Root string
-	// Out receives one line per step; nil discards.
-	Out io.Writer
-	// Systemctl runs systemctl; nil runs the real one.
-	Systemctl Systemctl
-	// Wait is how long to wait for a signalled agent to exit; 0 means 15 s.
-	Wait time.Duration
-}
-
-// Down is `cubefleet agent down`: it stops only this node's agent (the control plane and the
-// other nodes are not affected) and deletes no state. On the real system it runs
-// `systemctl stop cubefleet-agent.service` when the unit is installed, else it signals the PID
-// in /run/cubefleet-agent.pid; under Root it signals the PID in Root/run/cubefleet-agent.pid.
-// An agent that is not running is not an error.
-func Down(ctx context.Context, opt DownOptions) error {
-	out := opt.Out
-	if out == nil {
-		out = io.Discard
-	}
-	if opt.Systemctl == nil {
-		opt.Systemctl = runSystemctl
-	}
-	if opt.Wait <= 0 {
-		opt.Wait = 15 * time.Second
-	}
-	real := opt.Root == "" || opt.Root == "/"
-	if real {
-		if _, err := os.Stat(UnitPath); err == nil {
-			if err := opt.Systemctl(ctx, "stop", UnitName); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "Stopped %s (only this node's agent)\n", UnitName)
-			return nil
-		}
-	}
-	return stopPIDFile(ctx, rooted(opt.Root, PIDFilePath), opt.Wait, out)
-}
-
-// stopPIDFile sends SIGTERM to the agent whose PID is in path and waits for it to exit.
-func stopPIDFile(ctx context.Context, path string, wait time.Duration, out io.Writer) error {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(out, "The agent is not running (no %s)\n", path)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid <= 1 {
-		return fmt.Errorf("%s does not hold a process ID; remove it", path)
-	}
-	if !isAgentProcess(pid) {
-		fmt.Fprintf(out, "The agent is not running (process %d from %s is gone or is not a cubefleet agent); removed the stale PID file\n", pid, path)
-		os.Remove(path)
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return fmt.Errorf("stop process %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(wait)
-	for isAgentProcess(pid) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the agent (process %d) did not stop within %s of SIGTERM", pid, wait)
-		}
-		if sleepCtx(ctx, 50*time.Millisecond) != nil {
-			return ctx.Err()
-		}
-	}
-	os.Remove(path)
-	fmt.Fprintf(out, "Stopped the agent (process %d; only this node's agent)\n", pid)
-	return nil
-}
-
-// isAgentProcess reports whether pid is a live (not zombie) process whose command line runs
-// `agent`.
-func isAgentProcess(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses: "pid (comm) S ...".
-	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
-		return false
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	for _, arg := range bytes.Split(cmdline, []byte{0}) {
-		if string(arg) == "agent" {
-			return true
-		}
-	}
-	return false
 }

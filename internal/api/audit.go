@@ -1,10 +1,9 @@
-package server
+package api
 
 import (
 	"context"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 )
 
@@ -23,11 +22,11 @@ type AuditList struct {
 	NextCursor string        `json:"nextCursor,omitempty"`
 }
 
-func registerAuditMethods(r *api.Registry, d *deps) {
-	r.Register(api.Method{
+func registerAuditMethods(r *Registry, d *deps) {
+	r.Register(Method{
 		Name: "audit.list", Summary: "Read a tenant's audit log, oldest first",
-		Decide: api.OnTenant("audit:read"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in AuditListInput) (any, error) {
+		Permission: "audit:read", Scope: OnTenant,
+		Handle: Typed(func(ctx context.Context, c *Call, in AuditListInput) (any, error) {
 			if in.Limit < 0 || in.Limit > 1000 {
 				return nil, cubefleet.Invalid("limit", "limit is 1 to 1000")
 			}

@@ -1,4 +1,9 @@
-package agent
+// Package hostinfo reads the machine a node agent runs on, from files only (nothing runs in a
+// shell): its IPv4 routes, addresses and nameservers, the node IP Cube Sandbox's installer would
+// pick, what a sandbox network would overlap, and the facts the agent reports and `agent
+// install` checks (architecture, CPUs, memory, kernel, KVM, cgroup v2). Host.Root points it at
+// a fake tree for tests and image builds.
+package hostinfo
 
 import (
 	"bufio"
@@ -31,14 +36,16 @@ type Host struct {
 // real reports whether h reads the running machine (not a fake tree).
 func (h Host) real() bool { return h.Root == "" || h.Root == "/" }
 
-func (h Host) path(p string) string {
+// Path returns where h reads the machine's absolute path p: p itself on the running machine,
+// else p under Root.
+func (h Host) Path(p string) string {
 	if h.real() {
 		return p
 	}
 	return filepath.Join(h.Root, p)
 }
 
-func (h Host) read(p string) ([]byte, error) { return os.ReadFile(h.path(p)) }
+func (h Host) read(p string) ([]byte, error) { return os.ReadFile(h.Path(p)) }
 
 // Route is one IPv4 route of the main table (/proc/net/route).
 type Route struct {
@@ -226,22 +233,22 @@ func (h Host) DetectNodeIP() (netip.Addr, error) {
 	}
 	if def != nil {
 		for _, ia := range ifaddrs {
-			if ia.Iface == def.Iface && globalUnicast(ia.Addr) {
+			if ia.Iface == def.Iface && GlobalUnicast(ia.Addr) {
 				return ia.Addr, nil
 			}
 		}
 	}
 	for _, ia := range ifaddrs {
-		if globalUnicast(ia.Addr) && !isCubeDevice(ia.Iface) {
+		if GlobalUnicast(ia.Addr) && !isCubeDevice(ia.Iface) {
 			return ia.Addr, nil
 		}
 	}
 	return netip.Addr{}, errors.New("no global IPv4 address on this host")
 }
 
-// globalUnicast reports whether a is an IPv4 address other hosts can route to: not loopback,
+// GlobalUnicast reports whether a is an IPv4 address other hosts can route to: not loopback,
 // link-local, multicast, broadcast, unspecified or in 0.0.0.0/8 or 240.0.0.0/4.
-func globalUnicast(a netip.Addr) bool {
+func GlobalUnicast(a netip.Addr) bool {
 	if !a.Is4() || a.IsLoopback() {
 		return false
 	}
@@ -357,7 +364,7 @@ func (h Host) Facts() (Facts, error) {
 	if f.Arch == "" {
 		f.Arch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
 	}
-	if _, err := os.Stat(h.path("/dev/kvm")); err == nil {
+	if _, err := os.Stat(h.Path("/dev/kvm")); err == nil {
 		f.KVM = true
 		if h.real() {
 			f.KVMAPIVersion = kvmAPIVersion()
@@ -410,17 +417,4 @@ func kvmAPIVersion() int {
 		return 0
 	}
 	return int(v)
-}
-
-// diskUsedPercent returns how full the file system holding path is, 0-100, rounded to 0.01.
-func diskUsedPercent(path string) (float64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		return 0, err
-	}
-	if st.Blocks == 0 {
-		return 0, nil
-	}
-	used := float64(st.Blocks-st.Bfree) / float64(st.Blocks) * 100
-	return float64(int64(used*100+0.5)) / 100, nil
 }

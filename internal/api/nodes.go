@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
@@ -157,7 +156,7 @@ type EventList struct {
 // poolExists returns NOT_FOUND unless ref is the id or fleet name of a pool (archived ones
 // included): nodes.list with a pool nothing matches is an empty list only when the pool exists.
 func poolExists(ctx context.Context, d *deps, ref string) error {
-	pools, err := poolLister(d.db)(ctx)
+	pools, err := d.compute.Pools(ctx, d.db)
 	if err != nil {
 		return err
 	}
@@ -179,7 +178,7 @@ func needNode(id string) error {
 // registerNodesMethods registers nodes.* (permission nodes:<verb> on tenant/root; the
 // nodes.joinTokens.* methods all decide nodes:join-token) and events.list (events:read on
 // tenant/root).
-func registerNodesMethods(r *api.Registry, d *deps) {
+func registerNodesMethods(r *Registry, d *deps) {
 	reg := d.nodes
 	out := func(v nodes.View, err error) (any, error) {
 		if err != nil {
@@ -187,10 +186,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}
 		return NodeOutput{View: v, Now: d.now().UnixMilli()}, nil
 	}
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.list", Summary: "List the registered compute nodes with their health, pool and usage",
-		Decide: onRoot("nodes:list"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeListInput) (any, error) {
+		Permission: "nodes:list", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeListInput) (any, error) {
 			items, err := reg.List(ctx, nodes.ListFilter{Pool: in.Pool, State: nodes.State(in.State)})
 			if err != nil {
 				return nil, err
@@ -205,10 +204,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeListInput{}, Output: NodeList{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.get", Summary: "Get one compute node",
-		Decide: onRoot("nodes:get"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeRef) (any, error) {
+		Permission: "nodes:get", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeRef) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
@@ -216,10 +215,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeRef{}, Output: NodeOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.cordon", Summary: "Cordon a node: it keeps running what it has but receives no new work (idempotent)", Write: true,
-		Decide: onRoot("nodes:cordon"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeCordonInput) (any, error) {
+		Permission: "nodes:cordon", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeCordonInput) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
@@ -227,10 +226,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeCordonInput{}, Output: NodeOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.uncordon", Summary: "Uncordon a node (idempotent)", Write: true,
-		Decide: onRoot("nodes:uncordon"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeRef) (any, error) {
+		Permission: "nodes:uncordon", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeRef) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
@@ -238,10 +237,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeRef{}, Output: NodeOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.drain", Summary: "Drain a node: cordon it and mark it draining until it reports no sandboxes (idempotent; uncordon ends it)", Write: true,
-		Decide: onRoot("nodes:drain"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeDrainInput) (any, error) {
+		Permission: "nodes:drain", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeDrainInput) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
@@ -249,10 +248,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeDrainInput{}, Output: NodeOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.label", Summary: "Set (merge) and remove a node's labels", Write: true,
-		Decide: onRoot("nodes:label"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeLabelInput) (any, error) {
+		Permission: "nodes:label", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeLabelInput) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
@@ -271,10 +270,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeLabelInput{}, Output: NodeLabelOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.delete", Summary: "Delete a cordoned node and revoke its credential (force: even while it is not Ready or runs sandboxes)", Write: true,
-		Decide: onRoot("nodes:delete"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in NodeDeleteInput) (any, error) {
+		Permission: "nodes:delete", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in NodeDeleteInput) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
@@ -282,10 +281,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: NodeDeleteInput{}, Output: NodeOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.joinTokens.create", Summary: "Create a join token for `cubefleet agent` (single-use, short-lived, bound to an address by default; shown once)", Write: true,
-		Decide: onRoot("nodes:join-token"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in JoinTokenCreateInput) (any, error) {
+		Permission: "nodes:join-token", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in JoinTokenCreateInput) (any, error) {
 			if in.TTLSeconds < 0 || in.TTLSeconds > int64(nodes.MaxJoinTokenTTL/time.Second) {
 				return nil, cubefleet.Invalid("ttlSeconds", "ttlSeconds is 1 to %d", int64(nodes.MaxJoinTokenTTL/time.Second))
 			}
@@ -305,10 +304,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: JoinTokenCreateInput{}, Output: JoinTokenCreated{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.joinTokens.list", Summary: "List join tokens (never the token or its hash): the usable ones, or with all every one (used, expired, revoked)",
-		Decide: onRoot("nodes:join-token"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in JoinTokenListInput) (any, error) {
+		Permission: "nodes:join-token", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in JoinTokenListInput) (any, error) {
 			items, err := reg.ListJoinTokens(ctx, c.Q, in.All)
 			if err != nil {
 				return nil, err
@@ -317,10 +316,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: JoinTokenListInput{}, Output: JoinTokenList{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "nodes.joinTokens.revoke", Summary: "Revoke a join token: every replica refuses it from then on (idempotent; nodes that joined with it stay)", Write: true,
-		Decide: onRoot("nodes:join-token"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in JoinTokenRef) (any, error) {
+		Permission: "nodes:join-token", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in JoinTokenRef) (any, error) {
 			t, err := reg.RevokeJoinToken(ctx, c.Q, in.ID, c.Principal.ID)
 			if err != nil {
 				return nil, err
@@ -329,10 +328,10 @@ func registerNodesMethods(r *api.Registry, d *deps) {
 		}),
 		Input: JoinTokenRef{}, Output: JoinTokenOutput{},
 	})
-	r.Register(api.Method{
+	r.Register(Method{
 		Name: "events.list", Summary: "Read the event log (node lifecycle: joined, suspect, down, lost, recovered, cordoned, uncordoned, draining, drained, deleted), oldest first",
-		Decide: onRoot("events:read"),
-		Handle: api.Typed(func(ctx context.Context, c *api.Call, in EventListInput) (any, error) {
+		Permission: "events:read", Scope: OnRoot,
+		Handle: Typed(func(ctx context.Context, c *Call, in EventListInput) (any, error) {
 			if in.Limit < 0 || in.Limit > 1000 {
 				return nil, cubefleet.Invalid("limit", "limit is 1 to 1000")
 			}

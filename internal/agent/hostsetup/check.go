@@ -1,11 +1,10 @@
-package agent
+package hostsetup
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent"
 )
 
 // DefaultCheckInterval is how often Check probes again while a check fails (quickcheck's 2 s).
@@ -64,7 +65,7 @@ func (r CheckResult) String() string {
 // /internal/v1/nodes/{node_id} with "IP":"<node ip>", and the S3 endpoint answers on TCP
 // (skipped when none is configured). It probes every Interval until all pass or Timeout passes
 // (or ctx is done), and returns the last result of each check and whether all passed.
-func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, bool) {
+func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckResult, bool) {
 	if opt.Interval <= 0 {
 		opt.Interval = DefaultCheckInterval
 	}
@@ -81,11 +82,11 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 	if stateDir == "" {
 		stateDir = cfg.StateDir
 	}
-	det := &tlsDetector{dial: cfg.DialContext(&net.Dialer{Timeout: 5 * time.Second}), config: cfg.TLSClientConfig()}
+	prober := agent.NewProber(cfg, hc)
 	probes := []func(context.Context) CheckResult{
-		func(ctx context.Context) CheckResult { return checkLocal(ctx, hc, cfg) },
-		func(ctx context.Context) CheckResult { return checkReady(ctx, hc, cfg, det) },
-		func(ctx context.Context) CheckResult { return checkListed(ctx, hc, cfg, stateDir, det) },
+		func(ctx context.Context) CheckResult { return checkLocal(ctx, prober, cfg) },
+		func(ctx context.Context) CheckResult { return checkReady(ctx, prober, cfg) },
+		func(ctx context.Context) CheckResult { return checkListed(ctx, prober, cfg, stateDir) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
 	}
 	results := make([]CheckResult, len(probes))
@@ -104,47 +105,23 @@ func Check(ctx context.Context, cfg *Config, opt CheckOptions) ([]CheckResult, b
 		if all {
 			return results, true
 		}
-		if time.Until(deadline) < opt.Interval || sleepCtx(ctx, opt.Interval) != nil {
+		if time.Until(deadline) < opt.Interval {
 			return results, false
+		}
+		select {
+		case <-ctx.Done():
+			return results, false
+		case <-time.After(opt.Interval):
 		}
 	}
 }
 
-// HealthURL returns the URL of the agent's health endpoint; an unspecified listen host means
-// the node IP.
-func (c *Config) HealthURL() string {
-	host, port, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return "http://" + c.Listen + "/healthz"
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = c.NodeID()
-	}
-	return "http://" + net.JoinHostPort(host, port) + "/healthz"
-}
-
-func get(ctx context.Context, hc *http.Client, url string, token Secret) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token.Reveal())
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, scrubURLError(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	return resp.StatusCode, body, scrubNetError(err)
-}
-
-func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
+// checkLocal is CheckLocalAgent: the agent's health endpoint answers 200, for this node, reporting.
+func checkLocal(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckLocalAgent, Status: CheckFail}
 	url := cfg.HealthURL()
-	code, body, err := get(ctx, hc, url, "")
-	var h Health
+	code, body, err := p.Get(ctx, url, "")
+	var h agent.Health
 	switch {
 	case err != nil:
 		r.Detail = fmt.Sprintf("%s: %v (is the agent running? systemctl status %s)", url, err, UnitName)
@@ -154,7 +131,7 @@ func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 		r.Detail = fmt.Sprintf("%s: %s: %s", url, h.State, h.Error)
 	case h.NodeID != cfg.NodeID():
 		r.Detail = fmt.Sprintf("%s: the agent there reports node %s, not %s", url, h.NodeID, cfg.NodeID())
-	case h.State != StateReporting:
+	case h.State != agent.StateReporting:
 		// Registering (not registered yet, or again) or failing (its last report failed): the
 		// agent runs, but the control plane does not hear from it.
 		r.Detail = url + ": " + h.State + ifNotEmpty(": ", h.Error)
@@ -164,22 +141,23 @@ func checkLocal(ctx context.Context, hc *http.Client, cfg *Config) CheckResult {
 	return r
 }
 
-func checkReady(ctx context.Context, hc *http.Client, cfg *Config, det *tlsDetector) CheckResult {
+// checkReady is CheckControlPlane: some endpoint's readyz answers a 2xx that Cubelet accepts.
+func checkReady(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckControlPlane, Status: CheckFail}
 	var fails []string
 	firewall := false // some endpoint could not be reached at all
 	for _, ep := range cfg.ControlPlane {
-		url := ep + PathReadyz
-		code, body, err := get(ctx, hc, url, "")
+		url := ep + agent.PathReadyz
+		code, body, err := p.Get(ctx, url, "")
 		switch {
 		case err != nil:
-			err = det.hint(ctx, ep, err)
+			err = p.Hint(ctx, ep, err)
 			fails = append(fails, fmt.Sprintf("%s: %v", url, err))
 			firewall = firewall || unreachable(err)
 		case code < 200 || code >= 300:
-			fails = append(fails, url+": "+httpAnswer(ep, code, body))
+			fails = append(fails, url+": "+agent.DescribeAnswer(ep, code, body))
 		default:
-			if _, err := decodeReply(body); err != nil {
+			if err := agent.AcceptReply(body); err != nil {
 				fails = append(fails, fmt.Sprintf("%s: %v", url, err))
 				continue
 			}
@@ -194,17 +172,6 @@ func checkReady(ctx context.Context, hc *http.Client, cfg *Config, det *tlsDetec
 	return r
 }
 
-// httpAnswer describes an HTTP answer that is not a success: "HTTP 503 <message>", with what
-// to do when an http:// endpoint answered like a TLS server.
-func httpAnswer(ep string, code int, body []byte) string {
-	msg := errorMessage(body)
-	s := fmt.Sprintf("HTTP %d %s", code, msg)
-	if strings.HasPrefix(ep, "http://") && code == http.StatusBadRequest && answeredLikeTLS(msg) {
-		s += " (" + hintHTTPS + ")"
-	}
-	return s
-}
-
 // unreachable reports whether err means the endpoint could not be reached at all (connection
 // refused, a timeout, no route), which a firewall or a wrong address explains; an HTTP
 // answer or a TLS failure is not that.
@@ -214,6 +181,7 @@ func unreachable(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
+// portsOf returns the distinct ports of the endpoints eps, comma-separated.
 func portsOf(eps []string) string {
 	seen := map[string]bool{}
 	var ports []string
@@ -226,12 +194,14 @@ func portsOf(eps []string) string {
 	return strings.Join(ports, ",")
 }
 
-func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir string, det *tlsDetector) CheckResult {
+// checkListed is CheckNodeListed: some endpoint lists this node, asked with the node credential
+// from stateDir (none when the state file belongs to another node or cannot be read).
+func checkListed(ctx context.Context, p *agent.Prober, cfg *agent.Config, stateDir string) CheckResult {
 	r := CheckResult{Name: CheckNodeListed, Status: CheckFail}
-	var token Secret
-	st, stErr := ReadState(stateDir)
+	var token agent.Secret
+	st, stErr := agent.ReadState(stateDir)
 	if stErr == nil && st.NodeID == cfg.NodeID() {
-		token = Secret(st.NodeCredential)
+		token = agent.Secret(st.NodeCredential)
 	}
 	// What to do about a node that is not registered: the agent's log says why it is not, and
 	// a new node (or a deleted one) needs a join token.
@@ -239,11 +209,11 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 	want := `"IP":"` + cfg.NodeID() + `"`
 	var fails []string
 	for _, ep := range cfg.ControlPlane {
-		url := ep + PathNodes + "/" + cfg.NodeID()
-		code, body, err := get(ctx, hc, url, token)
+		url := ep + agent.PathNodes + "/" + cfg.NodeID()
+		code, body, err := p.Get(ctx, url, token)
 		switch {
 		case err != nil:
-			fails = append(fails, fmt.Sprintf("%s: %v", url, det.hint(ctx, ep, err)))
+			fails = append(fails, fmt.Sprintf("%s: %v", url, p.Hint(ctx, ep, err)))
 		case code == http.StatusNotFound:
 			fails = append(fails, url+": HTTP 404: this node is not registered; "+join)
 		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && token == "":
@@ -256,11 +226,11 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 			case st.NodeID == cfg.NodeID() && st.Revoked:
 				why = "its credential was revoked (the node was deleted" + ifNotEmpty(" at ", st.RevokedAt) + ")"
 			}
-			fails = append(fails, fmt.Sprintf("%s: HTTP %d: this node has no node credential in %s (%s), so the control plane does not show it to this check; %s", url, code, filepath.Join(stateDir, StateFile), why, join))
+			fails = append(fails, fmt.Sprintf("%s: HTTP %d: this node has no node credential in %s (%s), so the control plane does not show it to this check; %s", url, code, filepath.Join(stateDir, agent.StateFile), why, join))
 		case code == http.StatusUnauthorized:
-			fails = append(fails, fmt.Sprintf("%s: HTTP 401: the control plane does not accept this node's credential (%s): the node is not registered (it was deleted, or the control plane lost it); %s", url, errorMessage(body), join))
+			fails = append(fails, fmt.Sprintf("%s: HTTP 401: the control plane does not accept this node's credential (%s): the node is not registered (it was deleted, or the control plane lost it); %s", url, agent.ErrorMessage(body), join))
 		case code != http.StatusOK:
-			fails = append(fails, url+": "+httpAnswer(ep, code, body))
+			fails = append(fails, url+": "+agent.DescribeAnswer(ep, code, body))
 		case !strings.Contains(string(body), want):
 			fails = append(fails, fmt.Sprintf("%s: the answer does not contain %s", url, want))
 		default:
@@ -272,7 +242,8 @@ func checkListed(ctx context.Context, hc *http.Client, cfg *Config, stateDir str
 	return r
 }
 
-func checkS3(ctx context.Context, cfg *Config) CheckResult {
+// checkS3 is CheckS3: the S3 endpoint accepts a TCP connection; skipped without one.
+func checkS3(ctx context.Context, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckS3, Status: CheckSkip, Detail: "CUBE_S3_ENDPOINT is not set"}
 	hp := cfg.S3.HostPort()
 	if hp == "" {
@@ -287,4 +258,12 @@ func checkS3(ctx context.Context, cfg *Config) CheckResult {
 	conn.Close()
 	r.Status, r.Detail = CheckOK, hp+" answers on TCP"
 	return r
+}
+
+// ifNotEmpty returns prefix+s, or "" when s is empty.
+func ifNotEmpty(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }
