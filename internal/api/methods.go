@@ -7,6 +7,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -22,6 +23,8 @@ type Config struct {
 	Secrets *secrets.Box
 	// Nodes is the node registry.
 	Nodes *nodes.Registry
+	// Scheduler is the placement lane (nil: the scheduler.* methods answer UNSUPPORTED).
+	Scheduler *lane.Lane
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// fleet plans block on vault:// references.
 	VaultConfigured bool
@@ -41,6 +44,7 @@ type deps struct {
 	compute         *compute.Service
 	secrets         *secrets.Box
 	nodes           *nodes.Registry
+	scheduler       *lane.Lane
 	vaultConfigured bool
 	now             func() time.Time
 	log             *slog.Logger
@@ -49,7 +53,7 @@ type deps struct {
 }
 
 // New returns the registry of every API method, over cfg: iam.*, audit.list, compute.<kind>.*,
-// secrets.*, fleet.*, nodes.* and events.list. Methods of a module the deployment leaves out
+// secrets.*, fleet.*, nodes.*, events.list and scheduler.*. Methods of a module the deployment leaves out
 // stay registered and answer UNSUPPORTED, so the table (and its catalogue) is the same for
 // every deployment.
 func New(cfg Config) *Registry {
@@ -59,7 +63,7 @@ func New(cfg Config) *Registry {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, vaultConfigured: cfg.VaultConfigured,
+	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, scheduler: cfg.Scheduler, vaultConfigured: cfg.VaultConfigured,
 		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)
 	registerIAMMethods(r, d)
@@ -68,6 +72,7 @@ func New(cfg Config) *Registry {
 	registerSecretsMethods(r, d)
 	registerFleetMethods(r, d)
 	registerNodesMethods(r, d)
+	registerSchedulerMethods(r, d)
 	return r
 }
 

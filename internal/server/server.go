@@ -30,6 +30,8 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -114,6 +116,10 @@ type Config struct {
 	// TLSReloadEvery is how often, at most, the TLS files are looked at for a new pair. Zero
 	// means DefaultTLSReloadEvery (2 s).
 	TLSReloadEvery time.Duration
+	// SchedulerConfig is --scheduler-config: a cubemaster.yaml-shaped file whose scheduler
+	// section configures placement (docs/scheduler.md). "" means the defaults (profile
+	// balanced_spread). An invalid file fails New; ReloadSchedulerConfig re-reads it (SIGHUP).
+	SchedulerConfig string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -182,7 +188,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module, lane.Module}
 }
 
 // fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
@@ -206,7 +212,9 @@ type Server struct {
 	ln        net.Listener
 	http      *http.Server
 	nodes     *nodes.Registry
-	inLn      net.Listener  // --internal-listen, or nil
+	lane      *lane.Lane         // the placement lane and its scheduler
+	schedM    *scheduler.Metrics // the scheduler's collectors
+	inLn      net.Listener       // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
@@ -288,8 +296,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.newLane(); err != nil {
+		return nil, err
+	}
 	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
 				s.hooks.afterCheck()
@@ -316,6 +327,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.db)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
+	s.metrics.reg.MustRegister(s.schedM.Collectors()...)
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
@@ -420,6 +432,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.drift().Run(loops)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.runScheduler(loops)
+	}()
 	defer func() {
 		stopLoops()
 		wg.Wait()

@@ -35,6 +35,9 @@ type journal struct {
 	failed    [][2]uint64
 	done      chan struct{} // closed (and replaced) whenever committed or failed changes
 	wake      chan struct{}
+	// active reports whether this replica holds the lease: a follower's scheduler releases
+	// reservations too (its copy, reloaded from the database), but writes nothing.
+	active func() bool
 }
 
 func newJournal() *journal {
@@ -48,6 +51,9 @@ func (j *journal) Reserved(r scheduler.Reservation) { j.push(op{id: r.SandboxID,
 func (j *journal) Released(id string) { j.push(op{id: id}) }
 
 func (j *journal) push(o op) {
+	if j.active != nil && !j.active() {
+		return
+	}
 	j.mu.Lock()
 	j.queued++
 	o.seq = j.queued

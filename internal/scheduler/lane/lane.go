@@ -98,6 +98,7 @@ func New(cfg Config) (*Lane, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
+	l.journal.active = l.holds
 	opts := cfg.Scheduler
 	opts.Journal = l.journal
 	s, err := scheduler.New(opts)
