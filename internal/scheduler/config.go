@@ -90,6 +90,20 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(strconv.Quote(time.Duration(d).String())), nil
 }
 
+// UnmarshalJSON reads a duration string ("300s").
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return fmt.Errorf("a duration must be a string such as \"300s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // Profiles (`scheduler.profile`).
 const (
 	// ProfileBalancedSpread spreads sandboxes over the least loaded nodes: the spec's
