@@ -1,0 +1,144 @@
+package process
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// stageInstr is what a supervisor tells its exec stage: whom to become and what to run.
+type stageInstr struct {
+	Supervisor int      `json:"supervisor"` // the supervisor's pid: the stage's parent
+	UID        int      `json:"uid"`        // -1: stay the agent's user
+	GID        int      `json:"gid"`
+	Work       string   `json:"work"` // the working directory, created when missing
+	Argv       []string `json:"argv"`
+	Env        []string `json:"env"`
+	Rlimits    []rlimit `json:"rlimits,omitempty"`
+}
+
+// stageReady is the byte an exec stage writes on its status pipe once it waits for its
+// instructions.
+const stageReady = 'R'
+
+// defaultPath is searched for Argv[0] when the sandbox's environment has no PATH.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// runStage is the exec stage: started early by a supervisor (fd 3: its instructions; fd 4: one
+// byte once it is ready for them, then why it could not start, closed on exec), it waits for its
+// instructions, then
+// becomes the sandbox: no new privileges, its own user and group with no supplementary groups,
+// SIGKILL when the supervisor dies, umask 077, its working directory, its rlimits, and exec of
+// the program with exactly the given environment. It is in the sandbox's cgroup and session
+// already (the supervisor put it there), and no signal is ignored: the supervisor catches
+// SIGHUP and SIGINT even when the agent was started with them ignored (nohup), and a caught
+// signal is reset to its default by exec, where an ignored one would stay ignored.
+func runStage() int {
+	// no_new_privs and the parent-death signal are a thread's, and exec keeps those of the
+	// thread that calls it: all of it happens on this one.
+	runtime.LockOSThread()
+	instr := os.NewFile(3, "instructions")
+	status := os.NewFile(4, "status")
+	status.Write([]byte{stageReady})
+	data, _ := io.ReadAll(instr)
+	instr.Close()
+	if len(data) == 0 { // the supervisor gave up on it
+		return 0
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(status, format, args...)
+		return 127
+	}
+	var in stageInstr
+	if err := json.Unmarshal(data, &in); err != nil {
+		return fail("read the instructions: %v", err)
+	}
+	unix.Umask(0o077)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail("set no_new_privs: %v", err)
+	}
+	if in.UID >= 0 {
+		if err := syscall.Setgroups([]int{}); err != nil {
+			return fail("drop the supplementary groups: %v", err)
+		}
+		if err := syscall.Setgid(in.GID); err != nil {
+			return fail("become gid %d: %v", in.GID, err)
+		}
+		if err := syscall.Setuid(in.UID); err != nil {
+			return fail("become uid %d: %v", in.UID, err)
+		}
+	}
+	// Changing the user cleared the parent-death signal; set it again, then make sure the
+	// supervisor did not die before that.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fail("set the parent-death signal: %v", err)
+	}
+	if os.Getppid() != in.Supervisor {
+		return 1
+	}
+	if err := os.MkdirAll(in.Work, 0o700); err != nil {
+		return fail("working directory: %v", err)
+	}
+	if err := os.Chdir(in.Work); err != nil {
+		return fail("working directory: %v", err)
+	}
+	path, err := lookPath(in.Argv[0], in.Env)
+	if err != nil {
+		return fail("%v", err)
+	}
+	pathp, err1 := syscall.BytePtrFromString(path)
+	argvp, err2 := syscall.SlicePtrFromStrings(in.Argv)
+	envp, err3 := syscall.SlicePtrFromStrings(in.Env)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fail("exec %s: %v", in.Argv[0], err)
+	}
+	syscall.CloseOnExec(4)
+	// The rlimits come last: under a low RLIMIT_AS this Go process could not allocate any
+	// more, so nothing is allocated between them and the exec.
+	for _, r := range in.Rlimits {
+		var cur unix.Rlimit
+		unix.Getrlimit(r.Resource, &cur)
+		v := min(r.Value, cur.Max) // the hard limit only goes down without privileges
+		if err := unix.Setrlimit(r.Resource, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+			return fail("set rlimit %d to %d: %v", r.Resource, v, err)
+		}
+	}
+	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE,
+		uintptr(unsafe.Pointer(pathp)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
+	return fail("exec %s: %v", path, errno)
+}
+
+// lookPath finds the program file like execvp(3): a name with a '/' is used as it is, another
+// is searched for in the PATH of env (the first PATH entry), else in defaultPath. The PATH's
+// value is not repeated in the error: the environment may hold secrets.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path, where := defaultPath, "the default PATH ("+defaultPath+")"
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path, where = v, "the PATH of the sandbox's environment"
+			break
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec %s: not found in %s", file, where)
+}

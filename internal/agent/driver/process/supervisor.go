@@ -1,0 +1,476 @@
+package process
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/agent/driver"
+)
+
+// The names the binary is re-executed under (its argv[0]) to act as a sandbox's supervisor or
+// as the exec stage that becomes the sandbox's process; `ps` shows them.
+const (
+	supervisorArg0 = "cubefleet-sandbox-supervisor"
+	stageArg0      = "cubefleet-sandbox-exec"
+)
+
+// maxLaunchBytes bounds what a supervisor reads from the driver: a spec with its environment.
+const maxLaunchBytes = 16 << 20
+
+// MaybeRunSupervisor runs the hidden modes of the binary and exits when this process was
+// started in one of them by the process driver (as a sandbox's supervisor, or as the exec stage
+// that becomes the sandbox's process, told apart by argv[0]); otherwise it returns at once.
+// Call it first thing in main (and in TestMain of tests that start sandboxes): the driver
+// re-executes the running binary (/proc/self/exe) for both.
+func MaybeRunSupervisor() {
+	switch os.Args[0] {
+	case supervisorArg0:
+		os.Exit(runSupervisor())
+	case stageArg0:
+		os.Exit(runStage())
+	}
+}
+
+// launch is what the driver hands a supervisor on its standard input. It holds the
+// environment's values, which may be secrets: it only ever travels through that pipe.
+type launch struct {
+	Dir          string       `json:"dir"`  // the sandbox's directory
+	Work         string       `json:"work"` // its working directory (the work directory, or Spec.WorkDir under it)
+	Spec         driver.Spec  `json:"spec"`
+	UID          int          `json:"uid"` // -1: the agent's own user
+	GID          int          `json:"gid"`
+	Cgroup       string       `json:"cgroup,omitempty"` // the supervisor's cgroup (its argument), "" for none
+	CgroupLimits cgroupLimits `json:"cgroupLimits"`
+	Rlimits      []rlimit     `json:"rlimits,omitempty"`
+}
+
+// rlimit is one resource limit the exec stage sets (soft and hard) before it becomes the
+// sandbox's program.
+type rlimit struct {
+	Resource int    `json:"resource"` // unix.RLIMIT_*
+	Value    uint64 `json:"value"`
+}
+
+// report is the supervisor's answer to the driver, a line of JSON on fd 3 after the line
+// "ready" (written once the supervisor and its exec stage wait for a launch): Error is set when
+// it could not even record the sandbox's outcome; otherwise the records in the sandbox's
+// directory say what happened.
+type report struct {
+	Error string `json:"error,omitempty"`
+}
+
+// stage is a pre-started exec stage: the process that becomes the sandbox's program once told
+// what to run, with the pipes the supervisor holds of it.
+type stage struct {
+	pid    int
+	instr  *os.File // write: the stageInstr
+	status *os.File // read: EOF once the program runs (close-on-exec), else why it could not
+	stdout *os.File // read: the sandbox's stdout
+	stderr *os.File // read: the sandbox's stderr
+}
+
+// startStage starts the exec stage in a session of its own, with /dev/null for stdin and the
+// write ends of two pipes for stdout and stderr, and SIGKILL as its parent-death signal. With a
+// cgroup, it is created and the stage started right into it (clone3 CLONE_INTO_CGROUP): moving
+// a process later, through cgroup.procs, waits for an RCU grace period, milliseconds on the
+// path of every Start.
+func startStage(cgroup string) (*stage, error) {
+	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if cgroup != "" {
+		if err := createCgroup(cgroup, cgroupLimits{}); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		fd, err := unix.Open(cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		sys.UseCgroupFD, sys.CgroupFD = true, fd
+	}
+	var pipes [4][2]*os.File
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	outW, errW, instrR, statusW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1]
+	attr := &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{"GOMAXPROCS=1", "GOGC=off"}, // its own: fewer threads for exec to end
+		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()},
+		Sys:   sys,
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+	moveIn := false
+	if sys.UseCgroupFD && (errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)) {
+		sys.UseCgroupFD, moveIn = false, true
+		pid, err = syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+	}
+	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW} {
+		f.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the exec stage: %w", err)
+	}
+	if moveIn { // a kernel without clone3 into a cgroup (before 5.7)
+		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			unix.Wait4(pid, nil, 0, nil)
+			return nil, fmt.Errorf("cgroup: move the exec stage into %s: %w", cgroup, err)
+		}
+	}
+	return &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}, nil
+}
+
+// ready waits until the stage waits for its instructions.
+func (s *stage) ready() error {
+	var b [1]byte
+	if _, err := io.ReadFull(s.status, b[:]); err != nil || b[0] != stageReady {
+		s.abort()
+		return fmt.Errorf("the exec stage did not start (%v)", err)
+	}
+	return nil
+}
+
+// readyLine is the supervisor's first line to the driver: it and its exec stage are ready.
+const readyLine = "ready\n"
+
+// abort kills a stage that will not run anything and collects it.
+func (s *stage) abort() {
+	unix.Kill(s.pid, unix.SIGKILL)
+	var ws unix.WaitStatus
+	unix.Wait4(s.pid, &ws, 0, nil)
+	for _, f := range []*os.File{s.instr, s.status, s.stdout, s.stderr} {
+		f.Close()
+	}
+}
+
+// runSupervisor is a sandbox's supervisor: started by the driver (often before any sandbox
+// needs it) with the sandbox's cgroup as its argument ("" for none), it starts its exec stage
+// in that cgroup, reads a launch on stdin, runs the sandbox through the stage, records its
+// start, answers the driver on fd 3, then captures its output, enforces its timeout, stops it
+// on SIGTERM, collects it and records its end. It outlives the agent.
+func runSupervisor() int {
+	// The sandbox's parent-death signal fires when the thread that started it ends: that is
+	// this one, locked to the goroutine that lives as long as the supervisor.
+	runtime.LockOSThread()
+	var cgroup string
+	if len(os.Args) > 1 {
+		cgroup = os.Args[1]
+	}
+	reportFile := os.NewFile(3, "report")
+	stop := make(chan os.Signal, 4)
+	signal.Notify(stop, syscall.SIGTERM)
+	// Caught rather than ignored (even when inherited ignored), so that the sandbox does not
+	// inherit them ignored.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+	st, err := startStage(cgroup)
+	if err == nil {
+		err = st.ready()
+	}
+	if err != nil {
+		if cgroup != "" {
+			removeCgroup(cgroup)
+		}
+		writeReport(reportFile, err)
+		return 1
+	}
+	io.WriteString(reportFile, readyLine)
+	var l launch
+	err = json.NewDecoder(io.LimitReader(os.Stdin, maxLaunchBytes)).Decode(&l)
+	if err == nil && l.Cgroup != cgroup {
+		err = fmt.Errorf("the launch names the cgroup %q, this supervisor's is %q", l.Cgroup, cgroup)
+	}
+	if err != nil {
+		st.abort()
+		if cgroup != "" {
+			removeCgroup(cgroup)
+		}
+		if errors.Is(err, io.EOF) { // a spare the driver no longer needs
+			return 0
+		}
+		writeReport(reportFile, fmt.Errorf("read the launch: %w", err))
+		return 1
+	}
+	if f, err := os.OpenFile(filepath.Join(l.Dir, fileLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+		unix.Dup2(int(f.Fd()), 2)
+		f.Close()
+	}
+	s := &supervisor{l: l, st: st}
+	return s.run(reportFile, stop)
+}
+
+func writeReport(f *os.File, err error) {
+	var r report
+	if err != nil {
+		r.Error = err.Error()
+	}
+	json.NewEncoder(f).Encode(r)
+	f.Close()
+}
+
+type supervisor struct {
+	l  launch
+	st *stage
+
+	mu       sync.Mutex
+	cpu      time.Duration // user+system CPU time of every process collected
+	maxRSS   int64         // largest ru_maxrss collected, bytes
+	reapDone chan struct{}
+}
+
+func (s *supervisor) path(name string) string { return filepath.Join(s.l.Dir, name) }
+
+// fail records that the sandbox could not be started and answers the driver.
+func (s *supervisor) fail(reportFile *os.File, cause error) int {
+	s.st.abort()
+	if s.l.Cgroup != "" {
+		removeCgroup(s.l.Cgroup)
+	}
+	err := writeJSON(s.path(fileResult), resultRecord{
+		Reason: driver.ReasonFailed, Message: cause.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
+	})
+	writeReport(reportFile, err)
+	return 0
+}
+
+func (s *supervisor) run(reportFile *os.File, stop chan os.Signal) int {
+	stdout, err1 := os.OpenFile(s.path(fileStdout), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	stderr, err2 := os.OpenFile(s.path(fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := errors.Join(err1, err2); err != nil {
+		return s.fail(reportFile, fmt.Errorf("create the output files: %w", err))
+	}
+	if s.l.Cgroup != "" { // the stage is in it already, waiting
+		if err := createCgroup(s.l.Cgroup, s.l.CgroupLimits); err != nil {
+			return s.fail(reportFile, fmt.Errorf("cgroup: %w", err))
+		}
+	}
+	err := json.NewEncoder(s.st.instr).Encode(stageInstr{
+		Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Work: s.l.Work,
+		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits,
+	})
+	s.st.instr.Close()
+	if err != nil {
+		return s.fail(reportFile, fmt.Errorf("hand the spec to the exec stage: %w", err))
+	}
+	msg, _ := io.ReadAll(s.st.status)
+	s.st.status.Close()
+	startedAt := time.Now().UTC()
+	if len(msg) > 0 {
+		return s.fail(reportFile, errors.New(string(msg)))
+	}
+	pid := s.st.pid
+	proc, err := identOf(pid)
+	if err != nil {
+		// It ended already; its identity is only needed while it runs.
+		proc = Ident{PID: pid, BootID: bootID()}
+	}
+	if err := writeJSON(s.path(fileState), stateRecord{Process: proc, StartedAt: startedAt}); err != nil {
+		s.kill()
+		return s.fail(reportFile, fmt.Errorf("record the start: %w", err))
+	}
+	writeReport(reportFile, nil)
+
+	limit := s.l.Spec.OutputLimitOrDefault()
+	var outBytes, errBytes int64
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { defer copies.Done(); outBytes = capture(s.st.stdout, stdout, limit) }()
+	go func() { defer copies.Done(); errBytes = capture(s.st.stderr, stderr, limit) }()
+
+	exited := make(chan unix.WaitStatus, 1)
+	s.reapDone = make(chan struct{})
+	go s.reap(pid, exited)
+
+	var timeoutC, graceC <-chan time.Time
+	if t := s.l.Spec.Timeout; t > 0 {
+		timeoutC = time.After(t - time.Since(startedAt))
+	}
+	var cause driver.Reason
+	var killedAfterGrace bool
+	grace := s.l.Spec.GraceOrDefault()
+	terminate := func(why driver.Reason) {
+		if cause != "" {
+			return
+		}
+		cause = why
+		unix.Kill(-pid, unix.SIGTERM)
+		graceC = time.After(grace)
+	}
+	var ws unix.WaitStatus
+wait:
+	for {
+		select {
+		case <-stop:
+			terminate(driver.ReasonStopped)
+		case <-timeoutC:
+			terminate(driver.ReasonTimeout)
+		case <-graceC:
+			killedAfterGrace = true
+			s.kill()
+		case ws = <-exited:
+			break wait
+		}
+	}
+	endedAt := time.Now().UTC()
+	// The sandbox ends with its main process: whatever it left behind goes too.
+	s.kill()
+	waitTimeout(&copies, 2*time.Second)
+	s.st.stdout.Close()
+	s.st.stderr.Close()
+	stdout.Close()
+	stderr.Close()
+	select {
+	case <-s.reapDone:
+	case <-time.After(time.Second):
+	}
+
+	res := resultRecord{EndedAt: endedAt, ExitCode: -1, StdoutBytes: outBytes, StderrBytes: errBytes}
+	switch {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		res.Signal = unix.SignalName(ws.Signal())
+	}
+	s.mu.Lock()
+	res.Stats = driver.Stats{CPU: s.cpu, PeakMemoryBytes: s.maxRSS}
+	s.mu.Unlock()
+	oom := false
+	if s.l.Cgroup != "" {
+		if us := cgroupStat(s.l.Cgroup, "cpu.stat", "usage_usec"); us >= 0 {
+			res.Stats.CPU = time.Duration(us) * time.Microsecond
+		}
+		if p := cgroupValue(s.l.Cgroup, "memory.peak"); p >= 0 {
+			res.Stats.PeakMemoryBytes = p
+		}
+		oom = cgroupStat(s.l.Cgroup, "memory.events", "oom_kill") > 0
+		if err := removeCgroup(s.l.Cgroup); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	res.Reason, res.Message = endMessage(cause, ws, killedAfterGrace, s.l.Spec, oom)
+	if err := writeJSON(s.path(fileResult), res); err != nil {
+		fmt.Fprintf(os.Stderr, "record the end of the sandbox: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// endMessage returns the Reason and the message a sandbox ended with.
+func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec, oom bool) (driver.Reason, string) {
+	how := "exited with code " + strconv.Itoa(ws.ExitStatus())
+	if ws.Signaled() {
+		how = "killed by " + unix.SignalName(ws.Signal())
+	}
+	if afterGrace {
+		how = fmt.Sprintf("killed by SIGKILL after ignoring SIGTERM for %s", spec.GraceOrDefault())
+	} else if cause != "" {
+		how = "after SIGTERM, " + how
+	}
+	if oom {
+		how += fmt.Sprintf("; the kernel's OOM killer ended a process (memory limit %d MiB)", spec.MemoryMiB)
+	}
+	switch cause {
+	case driver.ReasonTimeout:
+		return cause, fmt.Sprintf("timeout after %s: %s", spec.Timeout, how)
+	case driver.ReasonStopped:
+		return cause, "stopped: " + how
+	}
+	return driver.ReasonExited, how
+}
+
+// reap collects every child of the supervisor (the sandbox's main process, and as the
+// subreaper any orphan of its tree), adding up their CPU time and peak memory, and sends the
+// main process's status on exited.
+func (s *supervisor) reap(main int, exited chan<- unix.WaitStatus) {
+	defer close(s.reapDone)
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, 0, &ru)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		s.maxRSS = max(s.maxRSS, ru.Maxrss*1024)
+		s.mu.Unlock()
+		if pid == main {
+			exited <- ws
+		}
+	}
+}
+
+// kill sends SIGKILL to everything of the sandbox: its cgroup, its process group, and every
+// process of its own user (or, without one, of its session).
+func (s *supervisor) kill() {
+	pid := s.st.pid
+	deadline := time.Now().Add(2 * time.Second)
+	unix.Kill(-pid, unix.SIGKILL)
+	if s.l.Cgroup != "" {
+		killCgroup(s.l.Cgroup, deadline)
+	}
+	if s.l.UID >= 0 {
+		killMembers(s.l.UID, -1, deadline)
+	} else {
+		killMembers(-1, pid, deadline)
+	}
+}
+
+// capture copies a sandbox's output stream from r to the file w until r ends: the first limit
+// bytes, then driver.TruncationMarker once, and the rest is read and discarded so the sandbox
+// never blocks on a full pipe. It returns how many bytes the sandbox wrote.
+func capture(r io.Reader, w io.Writer, limit int64) int64 {
+	buf := make([]byte, 64<<10)
+	var total, kept int64
+	marked := false
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			total += int64(n)
+			if k := min(int64(n), limit-kept); k > 0 {
+				w.Write(buf[:k])
+				kept += k
+			}
+			if total > limit && !marked {
+				io.WriteString(w, driver.TruncationMarker(limit))
+				marked = true
+			}
+		}
+		if err != nil {
+			return total
+		}
+	}
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,131 @@
+package process
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// uidLeases hands out the user ids of a range, one per sandbox, through lease files in a
+// directory shared by every agent of the host (<dir>/<uid>, holding the sandbox directory it is
+// lent to): two agents on one host never give the same uid to two sandboxes, and neither does
+// one agent after a restart.
+type uidLeases struct {
+	dir          string
+	first, count int
+	mu           sync.Mutex
+	next         int // offset of the next uid to try: round robin, so a freed uid rests a while
+}
+
+// acquire leases a free uid of the range to the sandbox directory owner. A lease whose
+// directory no longer exists (removed while its agent was away) is taken over.
+func (l *uidLeases) acquire(owner string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return -1, fmt.Errorf("sandbox user leases: %w", err)
+	}
+	for i := 0; i < l.count; i++ {
+		uid := l.first + (l.next+i)%l.count
+		path := filepath.Join(l.dir, strconv.Itoa(uid))
+		err := l.create(path, owner)
+		if errors.Is(err, fs.ErrExist) && l.stale(path) {
+			os.Remove(path)
+			err = l.create(path, owner)
+		}
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return -1, fmt.Errorf("sandbox user leases: %w", err)
+		}
+		l.next = (l.next + i + 1) % l.count
+		return uid, nil
+	}
+	return -1, fmt.Errorf("all %d sandbox user ids from %d to %d are in use: remove ended sandboxes, or widen the range", l.count, l.first, l.first+l.count-1)
+}
+
+func (l *uidLeases) create(path, owner string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(owner + "\n")
+	return errors.Join(err, f.Close())
+}
+
+// holder returns the sandbox directory the lease at path is lent to, "" when unknown.
+func (l *uidLeases) holder(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// stale reports whether the lease at path belongs to a sandbox directory that is gone.
+func (l *uidLeases) stale(path string) bool {
+	h := l.holder(path)
+	if h == "" {
+		return false
+	}
+	_, err := os.Stat(h)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// claim makes sure uid is leased to owner (a sandbox found again after a restart, or after a
+// reboot emptied /run). It fails when another sandbox directory holds it.
+func (l *uidLeases) claim(uid int, owner string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return err
+	}
+	path := filepath.Join(l.dir, strconv.Itoa(uid))
+	err := l.create(path, owner)
+	if errors.Is(err, fs.ErrExist) {
+		if h := l.holder(path); h != owner {
+			return fmt.Errorf("uid %d is leased to %s", uid, h)
+		}
+		return nil
+	}
+	return err
+}
+
+// release ends owner's lease of uid (nothing when another directory holds it).
+func (l *uidLeases) release(uid int, owner string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	path := filepath.Join(l.dir, strconv.Itoa(uid))
+	if l.holder(path) == owner {
+		os.Remove(path)
+	}
+}
+
+// accountsInRange returns the accounts of /etc/passwd whose uid is in [first, first+count): a
+// sandbox given such a uid could read that account's files.
+func accountsInRange(passwd string, first, count int) []string {
+	f, err := os.Open(passwd)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		p := strings.Split(sc.Text(), ":")
+		if len(p) < 3 {
+			continue
+		}
+		if uid, err := strconv.Atoi(p[2]); err == nil && uid >= first && uid < first+count {
+			out = append(out, fmt.Sprintf("%s (uid %d)", p[0], uid))
+		}
+	}
+	return out
+}
