@@ -292,7 +292,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := box.CheckKey(ctx, s.db); err != nil {
 		return nil, err
 	}
-	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now}
+	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
 	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
 		return nil, err
 	}
