@@ -215,8 +215,8 @@ type Server struct {
 	lane      *lane.Lane         // the placement lane and its scheduler
 	schedM    *scheduler.Metrics // the scheduler's collectors
 	inLn      net.Listener       // --internal-listen, or nil
-	inHTTP    *http.Server  // serves inLn
-	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
+	inHTTP    *http.Server       // serves inLn
+	tls       *certReloader      // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	openapi   []byte
 	tokenPath string
