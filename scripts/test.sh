@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: vet, then every package's tests against real SQLite and a throwaway
 # PostgreSQL cluster (started by the tests themselves with initdb/pg_ctl on 127.0.0.1), plus the
-# multi-host test in network namespaces when run as root. Installs PostgreSQL (and iproute2) with
-# apt-get when the machine lacks them.
+# multi-host test in network namespaces when run as root and the web console's test in headless
+# Chromium. Installs PostgreSQL, Chromium (and iproute2) with apt-get when the machine lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +21,13 @@ fi
 if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null 2>&1; then
   echo "Installing iproute2 (the multi-host test makes its own network namespaces)..."
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
+
+# The console's browser test drives Debian's chromium headless (under CI=true it fails without it).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "Installing chromium (the web console's test runs it headless)..."
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 fi
 
 go vet ./...

@@ -37,7 +37,7 @@ type statusInput struct {
 // compute:fleet:admin on compute-fleet/global; fleet.apply then decides, as the caller, every
 // call of its plan (fleet.Applier runs the calls against compute itself).
 func registerFleetMethods(r *Registry, d *deps) {
-	planner := &fleet.Planner{Compute: d.compute, VaultConfigured: d.vaultConfigured}
+	planner := &fleet.Planner{Compute: d.compute, VaultConfigured: d.vaultConfigured, DriftIgnore: d.driftIgnore}
 	applier := &fleet.Applier{DB: d.db, Planner: planner, Now: d.now, Log: d.log, AfterCheck: d.afterCheck, BeforeCall: d.beforeCall}
 	r.Register(Method{
 		Name: "fleet.export", Summary: "Export a tenant's fleet as a document", Permission: iam.PermFleetAdmin, Scope: OnFleet,
@@ -78,7 +78,7 @@ func registerFleetMethods(r *Registry, d *deps) {
 			if in.Check {
 				return planner.CheckDrift(ctx, d.db, in.TenantID, d.now())
 			}
-			return fleet.LoadStatus(ctx, c.Q, in.TenantID)
+			return planner.Status(ctx, c.Q, in.TenantID)
 		}),
 	})
 }

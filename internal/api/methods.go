@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
@@ -25,6 +27,12 @@ type Config struct {
 	Nodes *nodes.Registry
 	// Scheduler is the placement lane (nil: the scheduler.* methods answer UNSUPPORTED).
 	Scheduler *lane.Lane
+	// Webhooks manages webhook subscriptions; nil answers webhooks.create and
+	// webhooks.rotateSecret UNSUPPORTED.
+	Webhooks *events.Webhooks
+	// DriftIgnore are the drift ignore rules (--drift-ignore): fleet.status shows them and
+	// fleet.status with check leaves their fields out.
+	DriftIgnore []fleet.IgnoreRule
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// fleet plans block on vault:// references.
 	VaultConfigured bool
@@ -45,6 +53,8 @@ type deps struct {
 	secrets         *secrets.Box
 	nodes           *nodes.Registry
 	scheduler       *lane.Lane
+	webhooks        *events.Webhooks
+	driftIgnore     []fleet.IgnoreRule
 	vaultConfigured bool
 	now             func() time.Time
 	log             *slog.Logger
@@ -53,7 +63,7 @@ type deps struct {
 }
 
 // New returns the registry of every API method, over cfg: iam.*, audit.list, compute.<kind>.*,
-// secrets.*, fleet.*, nodes.*, events.list and scheduler.*. Methods of a module the deployment leaves out
+// secrets.*, fleet.*, nodes.*, events.list, webhooks.* and scheduler.*. Methods of a module the deployment leaves out
 // stay registered and answer UNSUPPORTED, so the table (and its catalogue) is the same for
 // every deployment.
 func New(cfg Config) *Registry {
@@ -63,7 +73,8 @@ func New(cfg Config) *Registry {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, scheduler: cfg.Scheduler, vaultConfigured: cfg.VaultConfigured,
+	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, scheduler: cfg.Scheduler,
+		webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
 		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)
 	registerIAMMethods(r, d)
@@ -73,6 +84,7 @@ func New(cfg Config) *Registry {
 	registerFleetMethods(r, d)
 	registerNodesMethods(r, d)
 	registerSchedulerMethods(r, d)
+	registerWebhooksMethods(r, d)
 	return r
 }
 

@@ -211,7 +211,7 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 		}
 		linef(w, "%s\n", line)
 		for _, d := range c.Diffs {
-			linef(w, "    %s: %s -> %s\n", d.Field, shortJSON(d.From), shortJSON(d.To))
+			linef(w, "    %s: %s -> %s\n", d.Field, fleet.ShortValue(d.From), fleet.ShortValue(d.To))
 		}
 	}
 	s := pl.Summary
@@ -345,6 +345,9 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 	return cmd
 }
 
+// printStatus prints who applied the tenant's document and when, when it was last checked, the
+// drift ignore rules in force, and the recorded drift: its counts, then its changes grouped by
+// kind in the plan notation (fleet.ChangeLine, as the console shows them).
 func printStatus(w io.Writer, st *fleet.Status) {
 	if st.Applied == nil {
 		linef(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
@@ -353,15 +356,32 @@ func printStatus(w io.Writer, st *fleet.Status) {
 	a := st.Applied
 	linef(w, "Tenant:     %s\n", st.TenantID)
 	linef(w, "Applied:    %s by %s (plan %s, prune %v)\n", formatTime(a.AppliedAt), a.AppliedBy, a.PlanHash, a.Prune)
-	if a.CheckedAt != nil {
-		linef(w, "Checked:    %s\n", formatTime(*a.CheckedAt))
+	linef(w, "Checked:    %s\n", formatTimePtr(a.CheckedAt))
+	if len(st.DriftIgnore) > 0 {
+		linef(w, "Ignoring:   %s (drift only; plan and apply still compare them)\n", strings.Join(st.DriftIgnore, ", "))
 	}
-	if st.Drift == nil {
+	d := st.Drift
+	if d == nil {
 		fmt.Fprintln(w, "Drift:      none")
 		return
 	}
-	fmt.Fprintln(w, "Drift:")
-	printFleetPlan(w, &fleet.Plan{Changes: st.Drift.Changes, Summary: st.Drift.Summary}, false)
+	s := d.Summary
+	blocked := ""
+	if d.Blocked {
+		blocked = fmt.Sprintf(", %d blocked", s.BlockedChanges)
+	}
+	linef(w, "Drift:      %d to create, %d to update, %d to delete%s (drift plan %s)\n", s.Create, s.Update, s.Delete, blocked, d.PlanHash)
+	shown := 0
+	for _, k := range fleet.ByKind(d.Changes) {
+		linef(w, "%s:\n", k.Kind)
+		for _, line := range k.Lines {
+			linef(w, "  %s\n", line)
+			shown++
+		}
+	}
+	if total := s.Create + s.Update + s.Delete + s.BlockedChanges; total > shown {
+		linef(w, "(%d more changes; fleet plan with the applied document lists them all)\n", total-shown)
+	}
 }
 
 // wantJSON reports whether --output json was given (the root's PersistentPreRunE has already
@@ -377,23 +397,4 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
-}
-
-// maxDiffValue bounds a value shown in a plan's `field: from -> to` line, in characters.
-const maxDiffValue = 120
-
-// shortJSON renders v as compact JSON (null for an empty value), cut at maxDiffValue
-// characters with an ellipsis; --output json has the whole value.
-func shortJSON(v any) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Sprint(v)
-	}
-	s := strings.TrimSuffix(b.String(), "\n")
-	if r := []rune(s); len(r) > maxDiffValue {
-		s = string(r[:maxDiffValue-1]) + "…"
-	}
-	return s
 }

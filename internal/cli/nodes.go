@@ -18,6 +18,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
@@ -83,8 +84,8 @@ Drained: nodes being drained, or drained), in any case.`,
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
 				for _, v := range sortedForTable(out.Items) {
-					rows = append(rows, []string{v.ID, v.IP, poolCell(v), stateCell(v), ago(out.Now, v.LastReportAt),
-						mvmCell(v), cpuCell(v), memCell(v), notesCell(v)})
+					rows = append(rows, []string{v.ID, v.IP, nodetext.Pool(v), nodetext.State(v), nodetext.Ago(out.Now, v.LastReportAt),
+						nodetext.MicroVMs(v), nodetext.CPU(v), nodetext.Memory(v), nodetext.Notes(v)})
 				}
 				return printTable(w, []string{"NODE", "IP", "POOL", "STATE", "LAST REPORT", "MVM", "CPU", "MEMORY", "NOTES"}, rows)
 			})
@@ -141,93 +142,6 @@ func compareNodeIDs(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// stateCell is the table's STATE: the health state, and the drain beside it as kubectl shows
-// SchedulingDisabled (Ready,Draining; Lost,Drained).
-func stateCell(v nodes.View) string {
-	if v.Drain != nil {
-		return string(v.State) + "," + string(v.Drain.State)
-	}
-	return string(v.State)
-}
-
-func poolCell(v nodes.View) string {
-	switch {
-	case v.Pool != "":
-		return v.Pool
-	case v.PoolID != "":
-		return v.PoolID
-	case v.ClusterLabel != "":
-		return v.ClusterLabel + "?"
-	}
-	return "-"
-}
-
-// ago renders the age of a report at now (both Unix ms) as "3s ago", "-" when never.
-func ago(now, at int64) string {
-	if at == 0 {
-		return "-"
-	}
-	d := time.Duration(max(now-at, 0)) * time.Millisecond
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds ago", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
-}
-
-func usedOf(v nodes.View) (cpu, mem, mvm int64) {
-	if v.Allocated != nil {
-		return v.Allocated.MilliCPU, v.Allocated.MemoryMiB, v.Allocated.Mvm
-	}
-	return 0, 0, 0
-}
-
-func mvmCell(v nodes.View) string {
-	_, _, mvm := usedOf(v)
-	return fmt.Sprintf("%d/%d", mvm, v.Quota.MaxMvm)
-}
-
-func cpuCell(v nodes.View) string {
-	cpu, _, _ := usedOf(v)
-	return cores(cpu) + "/" + cores(v.Quota.MilliCPU)
-}
-
-func memCell(v nodes.View) string {
-	_, mem, _ := usedOf(v)
-	return gib(mem) + "/" + gib(v.Quota.MemoryMiB) + "Gi"
-}
-
-// cores renders thousandths of a core as cores with at most one decimal.
-func cores(milli int64) string {
-	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
-}
-
-// gib renders MiB as GiB with one decimal.
-func gib(mib int64) string {
-	return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64)
-}
-
-func notesCell(v nodes.View) string {
-	var notes []string
-	if v.Cordoned {
-		notes = append(notes, "cordoned")
-	}
-	if v.RegistryOnly {
-		notes = append(notes, "registry-only")
-	}
-	for _, r := range v.UnschedulableReasons {
-		if strings.HasPrefix(r, "unknown pool") || strings.Contains(r, "archived") || strings.Contains(r, "no longer exists") {
-			notes = append(notes, "no pool")
-			break
-		}
-	}
-	return orDash(strings.Join(notes, ","))
-}
-
 func newNodesGetCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NODE",
@@ -258,19 +172,19 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Node", v.ID},
 		{"IP", v.IP},
 		{"Agent", agent},
-		{"Pool", poolCell(v)},
+		{"Pool", nodetext.Pool(v)},
 		{"Cluster label", orDash(v.ClusterLabel)},
 		{"State", string(v.State) + stateSince(out.Now, v.StateSince)},
-		{"Last report", ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + ")"},
+		{"Last report", nodetext.Ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + ")"},
 		{"Schedulable", sched},
-		{"Cordoned", cordonCell(v)},
-		{"Drain", drainCell(out.Now, v)},
+		{"Cordoned", nodetext.Cordon(v)},
+		{"Drain", nodetext.Drain(out.Now, v)},
 		{"Registered", formatTime(v.RegisteredAt)},
 		{"Instance type", orDash(v.InstanceType)},
-		{"MicroVMs", mvmCell(v)},
-		{"CPU (cores)", cpuCell(v)},
-		{"Memory", memCell(v)},
-		{"Capacity", fmt.Sprintf("%s cores, %sGi", cores(v.Capacity.MilliCPU), gib(v.Capacity.MemoryMiB))},
+		{"MicroVMs", nodetext.MicroVMs(v)},
+		{"CPU (cores)", nodetext.CPU(v)},
+		{"Memory", nodetext.Memory(v)},
+		{"Capacity", fmt.Sprintf("%s cores, %sGi", nodetext.Cores(v.Capacity.MilliCPU), nodetext.GiB(v.Capacity.MemoryMiB))},
 		{"Images", strconv.Itoa(v.Images)},
 		{"Templates", templatesCell(v)},
 		{"Labels", labelsCell(v.Labels)},
@@ -293,9 +207,9 @@ func printNode(w io.Writer, out nodeOut) error {
 // usageCell renders an amount of each resource: "1.5 cores, 3.0Gi, 2 microVMs" (disk when
 // there is any).
 func usageCell(u scheduler.Usage) string {
-	s := fmt.Sprintf("%s cores, %sGi, %s", cores(u.CPU), gib(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
+	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
 	if u.DiskMiB > 0 {
-		s += ", disk " + gib(u.DiskMiB) + "Gi"
+		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
 	}
 	return s
 }
@@ -304,41 +218,7 @@ func stateSince(now, since int64) string {
 	if since == 0 {
 		return ""
 	}
-	return " (since " + strings.TrimSuffix(ago(now, since), " ago") + ")"
-}
-
-func cordonCell(v nodes.View) string {
-	if !v.Cordoned {
-		return "no"
-	}
-	if v.CordonDetail != "" {
-		return "yes: " + v.CordonDetail
-	}
-	return "yes"
-}
-
-// drainCell describes v's drain at now (Unix ms): "no", or where it stands, when and by whom
-// it was asked, and why.
-func drainCell(now int64, v nodes.View) string {
-	d := v.Drain
-	if d == nil {
-		return "no"
-	}
-	state := "draining, " + plural(int(d.SandboxesLeft), "sandbox", "sandboxes") + " left"
-	if d.State == nodes.DrainDrained {
-		state = "drained, no sandboxes left"
-		if d.DrainedAt != 0 {
-			state = "drained " + formatTime(d.DrainedAt) + ", no sandboxes left"
-		}
-	}
-	asked := "asked " + ago(now, d.RequestedAt)
-	if d.RequestedBy != "" {
-		asked += " by " + d.RequestedBy
-	}
-	if d.Reason != "" {
-		asked += "; reason: " + d.Reason
-	}
-	return state + " (" + asked + ")"
+	return " (since " + strings.TrimSuffix(nodetext.Ago(now, since), " ago") + ")"
 }
 
 func templatesCell(v nodes.View) string {

@@ -122,6 +122,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newNodesCmd(stdio),
 		newAgentCmd(stdio),
 		newSchedulerCmd(stdio),
+		newWebhooksCmd(),
 	)
 	return root
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/simulate"
 )
@@ -62,7 +63,7 @@ nodes have not listed them yet.`,
 				fmt.Fprintln(w)
 				rows := make([][]string, 0, len(out.Reservations))
 				for _, r := range out.Reservations {
-					rows = append(rows, []string{r.SandboxID, r.NodeID, r.Pool, cores(r.CPU), gib(r.MemoryMiB) + "Gi"})
+					rows = append(rows, []string{r.SandboxID, r.NodeID, r.Pool, nodetext.Cores(r.CPU), nodetext.GiB(r.MemoryMiB) + "Gi"})
 				}
 				return printTable(w, []string{"SANDBOX", "NODE", "POOL", "CPU", "MEMORY"}, rows)
 			})

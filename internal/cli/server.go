@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
@@ -22,6 +24,7 @@ const serverGCPercent = 40
 func newServerCmd(stdio IO) *cobra.Command {
 	var cfg server.Config
 	var modules, allowCIDRs string
+	var driftIgnore []string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane",
@@ -58,7 +61,14 @@ certificate; a new pair that does not load is logged and the previous one kept. 
 --scheduler-config FILE is a cubemaster.yaml whose scheduler section configures placement
 (docs/scheduler.md; "cubefleet scheduler check FILE" validates one). An invalid file stops the
 start. SIGHUP re-reads it; when the new file is invalid the previous configuration stays in
-force and one error line names every problem.`,
+force and one error line names every problem.
+
+The drift reconciler re-plans every applied fleet document each --drift-every and publishes
+fleet.drifted and fleet.converged; --drift-ignore KIND.FIELD (repeatable, e.g. pool.gpuModel)
+leaves a field out of drift detection, never out of plan and apply. Webhooks deliver events to
+public addresses only unless --allow-private-webhook-targets is given (--dev does not imply
+it). The web console is served at /console; a sign-in lasts --console-session-ttl and ends
+with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			disabled, err := server.ParseModules(modules)
@@ -66,6 +76,12 @@ force and one error line names every problem.`,
 				return usagef("--modules: %v", err)
 			}
 			cfg.Disabled = disabled
+			if cfg.DriftIgnore, err = fleet.ParseIgnoreRules(driftIgnore); err != nil {
+				return usagef("%v", err)
+			}
+			if cfg.ConsoleSessionTTL < time.Minute || cfg.ConsoleSessionTTL > 7*24*time.Hour {
+				return usagef("--console-session-ttl %s: give 1m to 168h", cfg.ConsoleSessionTTL)
+			}
 			if cfg.NodeAgentAllowUnauthenticated, err = nodes.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
 			}
@@ -138,6 +154,9 @@ force and one error line names every problem.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
+	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
+	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback, private, link-local and other non-public addresses (not implied by --dev)")
+	f.DurationVar(&cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }

@@ -1,7 +1,11 @@
 // Package events is the control plane's event log: an append-only table of what happened to the
 // things it manages (node lifecycle: joined, suspect, down, lost, recovered, cordoned, ...), read
-// through the events.list API method (permission events:read on tenant/root). Webhook delivery
-// reads from the same log later (../shared/DESIGN.md, "events and webhooks").
+// through the events.list API method (permission events:read on tenant/root); fleet drift
+// (fleet.drifted, fleet.converged, in the drifted tenant's log). It is also the webhook
+// outbox: tenants subscribe endpoints to event types (webhooks.go), Append queues a delivery
+// per matching subscription in the event's own transaction (outbox.go), and the Dispatcher
+// sends them signed the Standard Webhooks way, at least once, with retries (dispatch.go)
+// (../shared/DESIGN.md, "events and webhooks"; issue "Drift events").
 package events
 
 import (
@@ -19,7 +23,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Module is the events module's migrations (`events/0001_log`).
+// Module is the events module's migrations (`events/0001_log`, `events/0002_webhooks`).
 var Module = store.EmbeddedModule("events", migrations)
 
 // Event is one entry of the log. ID is `evt_<ULID>`, so ids sort by the time they were made;
@@ -40,9 +44,11 @@ type Event struct {
 const batchRows = 50
 
 // Append writes evs through q, in order, assigning ids to those without one (in evs, so a
-// retry after an unknown outcome writes the same ids). An event whose id the log already holds
-// is not written again: a batch retried after a commit that did happen adds nothing. With a
-// transaction as q the events commit or roll back with the caller's work.
+// retry after an unknown outcome writes the same ids), and queues one webhook delivery per
+// event and subscription of its tenant to its type (the outbox). An event whose id the log
+// already holds is not written again: a batch retried after a commit that did happen adds
+// nothing. With a transaction as q the events and their deliveries commit or roll back with
+// the caller's work.
 func Append(ctx context.Context, q store.Querier, evs ...Event) error {
 	for start := 0; start < len(evs); start += batchRows {
 		chunk := evs[start:min(start+batchRows, len(evs))]
@@ -68,6 +74,9 @@ func Append(ctx context.Context, q store.Querier, evs ...Event) error {
 		sql.WriteString(" ON CONFLICT (id) DO NOTHING")
 		if _, err := q.ExecContext(ctx, sql.String(), args...); err != nil {
 			return fmt.Errorf("append events: %w", err)
+		}
+		if err := fanOut(ctx, q, chunk); err != nil {
+			return err
 		}
 	}
 	return nil

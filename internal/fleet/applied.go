@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/fleet/document"
+	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -21,8 +21,13 @@ type Applied struct {
 	CheckedAt *int64 `json:"checkedAt,omitempty"`
 }
 
-// Drift is what the last drift check found: the changes (at most 50) a new plan of the applied
-// document would make.
+// MaxDriftChanges is how many changes a recorded drift (and a fleet.drifted event) holds at
+// most; Summary counts them all (fleet spec, "Drift").
+const MaxDriftChanges = 50
+
+// Drift is what the last drift check found: the changes (at most MaxDriftChanges) a new plan
+// of the applied document would make, less the fields the drift ignore rules leave out, and
+// the hash of that plan's calls (the drift's identity: the same drift has the same hash).
 type Drift struct {
 	Changes  []Change `json:"changes"`
 	Summary  Summary  `json:"summary"`
@@ -35,6 +40,8 @@ type Status struct {
 	TenantID string   `json:"tenantId"`
 	Applied  *Applied `json:"applied,omitempty"`
 	Drift    *Drift   `json:"drift,omitempty"`
+	// DriftIgnore lists the server's drift ignore rules (KIND.FIELD) in force.
+	DriftIgnore []string `json:"driftIgnore,omitempty"`
 }
 
 func recordApplied(ctx context.Context, q store.Querier, tenantID string, canonical []byte, planHash, by string, prune bool, now time.Time) error {
@@ -43,32 +50,34 @@ func recordApplied(ctx context.Context, q store.Querier, tenantID string, canoni
 		pr = 1
 	}
 	at := now.UnixMilli()
-	_, err := q.ExecContext(ctx, `INSERT INTO fleet_applied (tenant_id, document, plan_hash, applied_by, applied_at, prune, checked_at, drift)
-		VALUES ($1, $2, $3, $4, $5, $6, $5, NULL)
+	_, err := q.ExecContext(ctx, `INSERT INTO fleet_applied (tenant_id, document, plan_hash, applied_by, applied_at, prune, checked_at, drift, document_hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $5, NULL, $7)
 		ON CONFLICT (tenant_id) DO UPDATE SET document = excluded.document, plan_hash = excluded.plan_hash, applied_by = excluded.applied_by,
-			applied_at = excluded.applied_at, prune = excluded.prune, checked_at = excluded.checked_at, drift = NULL`,
-		tenantID, string(canonical), planHash, by, at, pr)
+			applied_at = excluded.applied_at, prune = excluded.prune, checked_at = excluded.checked_at, drift = NULL, document_hash = excluded.document_hash`,
+		tenantID, string(canonical), planHash, by, at, pr, documentHash(canonical))
 	if err != nil {
 		return fmt.Errorf("record applied document: %w", err)
 	}
 	return nil
 }
 
-// appliedDoc is a stored apply with its document.
+// appliedDoc is a stored apply: its record, the drift recorded, and the hash of its document
+// (DocumentHash, "" for a row applied before the hash was kept).
 type appliedDoc struct {
 	Applied
-	Document *document.Document
-	Drift    *Drift
+	Drift        *Drift
+	DocumentHash string
 }
 
+// loadApplied reads tenantID's apply record without its document (appliedDocument reads that),
+// or nil when the tenant never applied one.
 func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*appliedDoc, error) {
 	var a appliedDoc
-	var doc string
 	var prune int
 	var checked sql.NullInt64
-	var drift sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT document, plan_hash, applied_by, applied_at, prune, checked_at, drift FROM fleet_applied WHERE tenant_id = $1`, tenantID).
-		Scan(&doc, &a.PlanHash, &a.AppliedBy, &a.AppliedAt, &prune, &checked, &drift)
+	var drift, hash sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT plan_hash, applied_by, applied_at, prune, checked_at, drift, document_hash FROM fleet_applied WHERE tenant_id = $1`, tenantID).
+		Scan(&a.PlanHash, &a.AppliedBy, &a.AppliedAt, &prune, &checked, &drift, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -76,6 +85,7 @@ func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*applie
 		return nil, fmt.Errorf("load applied document: %w", err)
 	}
 	a.Prune = prune == 1
+	a.DocumentHash = hash.String
 	if checked.Valid {
 		a.CheckedAt = &checked.Int64
 	}
@@ -84,9 +94,6 @@ func loadApplied(ctx context.Context, q store.Querier, tenantID string) (*applie
 		if err := json.Unmarshal([]byte(drift.String), a.Drift); err != nil {
 			return nil, fmt.Errorf("decode recorded drift: %w", err)
 		}
-	}
-	if a.Document, err = document.Decode([]byte(doc)); err != nil {
-		return nil, fmt.Errorf("decode applied document: %w", err)
 	}
 	return &a, nil
 }
@@ -100,29 +107,73 @@ func LoadStatus(ctx context.Context, q store.Querier, tenantID string) (*Status,
 	return &Status{TenantID: tenantID, Applied: &a.Applied, Drift: a.Drift}, nil
 }
 
-// CheckDrift re-plans tenantID's applied document and records the result: drift when the plan
-// has calls or is blocked, none otherwise. It returns the status after the check, and whether
-// the drift state changed (for events). A tenant with no applied document is left alone.
+// CheckDrift re-plans tenantID's applied document now and records the result (drift when the
+// plan, less the fields p.DriftIgnore leaves out, has calls or is blocked), publishing
+// fleet.drifted or fleet.converged in the same transaction when the drift changed. It returns
+// the status after the check. A tenant with no applied document gets only its TenantID.
 func (p *Planner) CheckDrift(ctx context.Context, db *store.DB, tenantID string, now time.Time) (*Status, error) {
-	var st *Status
+	c, err := p.check(ctx, db, tenantID, now, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	return c.Status, nil
+}
+
+// Status returns tenantID's applied record, the drift found by the last check and the ignore
+// rules in force (fleet.status).
+func (p *Planner) Status(ctx context.Context, q store.Querier, tenantID string) (*Status, error) {
+	st, err := LoadStatus(ctx, q, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	st.DriftIgnore = p.ignoreStrings()
+	return st, nil
+}
+
+func (p *Planner) ignoreStrings() []string {
+	var out []string
+	for _, r := range p.DriftIgnore {
+		out = append(out, r.String())
+	}
+	return out
+}
+
+// driftCheck is the outcome of one tenant's check.
+type driftCheck struct {
+	Status  *Status
+	Skipped bool   // checked since the cut-off (by another replica, or fleet.status --check)
+	Event   string // EventDrifted, EventConverged, or "" when nothing was published
+}
+
+// check is CheckDrift that skips a tenant checked after notBefore (zero: never skips). It
+// holds the tenant's lock (the one fleet.apply takes) from before it reads the recorded drift
+// until it commits, so two checks, or a check and an apply, never interleave.
+func (p *Planner) check(ctx context.Context, db *store.DB, tenantID string, now, notBefore time.Time) (*driftCheck, error) {
+	var out *driftCheck
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		a, err := loadApplied(ctx, tx, tenantID)
-		if err != nil || a == nil {
-			st = &Status{TenantID: tenantID}
+		if err := db.LockKey(ctx, tx, "fleet:"+tenantID); err != nil {
 			return err
 		}
-		pl, err := p.Plan(ctx, tx, tenantID, a.Document, a.Prune)
+		a, err := loadApplied(ctx, tx, tenantID)
+		if err != nil || a == nil {
+			out = &driftCheck{Status: &Status{TenantID: tenantID}}
+			return err
+		}
+		if !notBefore.IsZero() && a.CheckedAt != nil && *a.CheckedAt > notBefore.UnixMilli() {
+			out = &driftCheck{Status: &Status{TenantID: tenantID, Applied: &a.Applied, Drift: a.Drift}, Skipped: true}
+			return nil
+		}
+		doc, err := p.appliedDocument(ctx, tx, tenantID, a.DocumentHash)
 		if err != nil {
 			return err
 		}
-		var drift *Drift
-		if len(pl.Calls) > 0 || pl.Summary.Blocked {
-			drift = &Drift{Summary: pl.Summary, Blocked: pl.Summary.Blocked, PlanHash: pl.PlanHash, Changes: []Change{}}
-			for _, c := range pl.Changes {
-				if c.Action != ActionUnchanged && len(drift.Changes) < 50 {
-					drift.Changes = append(drift.Changes, c)
-				}
-			}
+		pl, err := p.Plan(ctx, tx, tenantID, doc, a.Prune)
+		if err != nil {
+			return err
+		}
+		drift, err := p.driftOf(pl)
+		if err != nil {
+			return err
 		}
 		var driftJSON sql.NullString
 		if drift != nil {
@@ -136,11 +187,77 @@ func (p *Planner) CheckDrift(ctx context.Context, db *store.DB, tenantID string,
 		if _, err := tx.ExecContext(ctx, `UPDATE fleet_applied SET checked_at = $1, drift = $2 WHERE tenant_id = $3`, at, driftJSON, tenantID); err != nil {
 			return fmt.Errorf("record drift: %w", err)
 		}
-		a.CheckedAt = &at
-		st = &Status{TenantID: tenantID, Applied: &a.Applied, Drift: drift}
-		return nil
+		out = &driftCheck{Status: &Status{TenantID: tenantID, Applied: &a.Applied, Drift: drift, DriftIgnore: p.ignoreStrings()}}
+		out.Status.Applied.CheckedAt = &at
+		ev, err := driftEvent(tenantID, a, drift, now)
+		if err != nil || ev == nil {
+			return err
+		}
+		out.Event = ev.Type
+		return events.Append(ctx, tx, *ev)
 	})
-	return st, err
+	return out, err
+}
+
+// driftOf is the drift a plan of the applied document shows, less the ignored fields: nil when
+// no call would run and nothing is blocked.
+func (p *Planner) driftOf(pl *Plan) (*Drift, error) {
+	changes, calls := ignoring(pl, p.DriftIgnore)
+	summary := summarize(changes)
+	if len(calls) == 0 && !summary.Blocked {
+		return nil, nil
+	}
+	hash := pl.PlanHash
+	if len(p.DriftIgnore) > 0 {
+		var err error
+		if hash, err = HashCalls(calls); err != nil {
+			return nil, err
+		}
+	}
+	d := &Drift{Summary: summary, Blocked: summary.Blocked, PlanHash: hash, Changes: []Change{}}
+	for _, c := range changes {
+		if c.Action != ActionUnchanged || c.Blocked {
+			if len(d.Changes) == MaxDriftChanges {
+				break
+			}
+			d.Changes = append(d.Changes, c)
+		}
+	}
+	return d, nil
+}
+
+// ListStatus returns the status of every tenant with an applied document, by tenant, without
+// reading the documents (the console's Fleet drift page).
+func ListStatus(ctx context.Context, q store.Querier) ([]Status, error) {
+	rows, err := q.QueryContext(ctx, `SELECT tenant_id, plan_hash, applied_by, applied_at, prune, checked_at, drift FROM fleet_applied ORDER BY tenant_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list fleet status: %w", err)
+	}
+	defer rows.Close()
+	out := []Status{}
+	for rows.Next() {
+		var st Status
+		var a Applied
+		var prune int
+		var checked sql.NullInt64
+		var drift sql.NullString
+		if err := rows.Scan(&st.TenantID, &a.PlanHash, &a.AppliedBy, &a.AppliedAt, &prune, &checked, &drift); err != nil {
+			return nil, fmt.Errorf("list fleet status: %w", err)
+		}
+		a.Prune = prune == 1
+		if checked.Valid {
+			a.CheckedAt = &checked.Int64
+		}
+		st.Applied = &a
+		if drift.Valid {
+			st.Drift = &Drift{}
+			if err := json.Unmarshal([]byte(drift.String), st.Drift); err != nil {
+				return nil, fmt.Errorf("decode the recorded drift of %s: %w", st.TenantID, err)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }
 
 // AppliedTenants lists the tenants with an applied document.

@@ -33,7 +33,7 @@ func (p *Planner) Export(ctx context.Context, q store.Querier, tenantID string) 
 	}
 	doc := &document.Document{Version: 1}
 	out := &Export{Config: doc, Missing: []Missing{}}
-	skip := func(o compute.Object) bool {
+	skip := func(o *compute.Object) bool {
 		if p.Compute == nil || p.Compute.Serves(o.Kind) {
 			return false
 		}
@@ -87,7 +87,7 @@ func (p *Planner) Export(ctx context.Context, q store.Querier, tenantID string) 
 			pool.Policy = &document.Policy{DisruptionBudget: s.Policy.DisruptionBudget}
 		}
 		if s.ProviderAccountID != "" {
-			pool.ProviderAccount = st.byID[s.ProviderAccountID].Name
+			pool.ProviderAccount = st.ownName(s.ProviderAccountID)
 		}
 		sort.Slice(pool.Offers, func(i, j int) bool { return pool.Offers[i].Tenant < pool.Offers[j].Tenant })
 		doc.Pools = append(doc.Pools, pool)
@@ -110,7 +110,7 @@ func (p *Planner) Export(ctx context.Context, q store.Querier, tenantID string) 
 		if err := o.DecodeSpec(&s); err != nil {
 			return nil, err
 		}
-		t := document.SandboxTemplate{Name: o.Name, Pool: st.fleetName(s.PoolID), Flavor: st.byID[s.FlavorID].Name, ImageID: s.ImageID, Env: s.Env, Network: s.Network}
+		t := document.SandboxTemplate{Name: o.Name, Pool: st.fleetName(s.PoolID), Flavor: st.ownName(s.FlavorID), ImageID: s.ImageID, Env: s.Env, Network: s.Network}
 		if pool, ok := st.byID[s.PoolID]; ok && pool.TenantID != tenantID {
 			t.Pool = pool.ID
 		}

@@ -52,19 +52,34 @@ func empty(v reflect.Value) bool {
 }
 
 // diff returns the names of the fields, in the order given, whose values differ between the
-// desired and current specs (two structs of one type); empty values are all equal.
+// desired and current specs (two structs of one type); empty values are all equal. Strings and
+// numbers compare directly, the rest with reflect.DeepEqual.
 func diff(names []string, desired, current any) []string {
+	dv, cv := reflect.ValueOf(desired), reflect.ValueOf(current)
+	fi := indexOf(dv.Type())
 	var out []string
 	for _, name := range names {
-		d, c := field(desired, name), field(current, name)
+		i := fi.index[name]
+		d, c := dv.Field(i), cv.Field(i)
 		if empty(d) && empty(c) {
 			continue
 		}
-		if !reflect.DeepEqual(d.Interface(), c.Interface()) {
+		if !equal(d, c) {
 			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// equal reports whether two values of one field are reflect.DeepEqual.
+func equal(d, c reflect.Value) bool {
+	switch d.Kind() {
+	case reflect.String:
+		return d.String() == c.String()
+	case reflect.Int, reflect.Int64:
+		return d.Int() == c.Int()
+	}
+	return reflect.DeepEqual(d.Interface(), c.Interface())
 }
 
 // diffs returns the current and desired values of the named fields (those of the spec type;

@@ -13,6 +13,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Module is the fleet module's migrations: `fleet/0001_names` (table fleet_names) and
-// `fleet/0002_applied` (table fleet_applied).
+// Module is the fleet module's migrations: `fleet/0001_names` (table fleet_names),
+// `fleet/0002_applied` (table fleet_applied) and `fleet/0003_document_hash` (its
+// document_hash).
 var Module = store.EmbeddedModule("fleet", migrations)

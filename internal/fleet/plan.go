@@ -93,6 +93,11 @@ type Planner struct {
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// vault:// references block the plan.
 	VaultConfigured bool
+	// DriftIgnore are the drift ignore rules (--drift-ignore): drift checks leave these fields
+	// out; Plan never does.
+	DriftIgnore []IgnoreRule
+
+	docs docCache // applied documents decoded by drift checks, by hash
 }
 
 // MaxObjects bounds the objects one document describes (every list item, owner quota key and
@@ -128,7 +133,8 @@ const (
 // Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
 // nothing. doc must have passed document validation.
 func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
-	if n := objectCount(doc); n > MaxObjects {
+	n := objectCount(doc)
+	if n > MaxObjects {
 		return nil, cubefleet.Invalid("", "the document describes %d objects (owner quotas and offers included); one document holds at most %d: split the fleet across documents of different tenants, or trim quota keys and offers", n, MaxObjects)
 	}
 	st, err := loadState(ctx, q, tenantID)
@@ -137,7 +143,7 @@ func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, do
 	}
 	b := &builder{ctx: ctx, q: q, p: p, st: st, tenant: tenantID, prune: prune,
 		siteRef: map[string]string{}, poolRef: map[string]string{}, accountRef: map[string]string{}, flavorRef: map[string]string{},
-		matched: map[string]bool{}, desiredRefs: map[string][]string{}}
+		matched: make(map[string]bool, n), desiredRefs: map[string][]string{}, changes: make([]Change, 0, n)}
 	if err := b.build(doc); err != nil {
 		return nil, err
 	}
@@ -195,7 +201,7 @@ func (b *builder) createInput(kind, name string) map[string]any {
 	return map[string]any{"tenantId": b.tenant, "idempotencyKey": b.key(kind, name)}
 }
 
-func refInput(tenant string, o compute.Object) map[string]any {
+func refInput(tenant string, o *compute.Object) map[string]any {
 	return map[string]any{"tenantId": tenant, "id": o.ID, "revision": o.Revision}
 }
 
@@ -259,13 +265,17 @@ func (b *builder) checkSecrets(values map[string]string, n *notes) error {
 // update records an update (or unchanged) change of existing object o: names lists the
 // updatable fields to compare between the desired and current specs (structs of one type).
 // fixed names the fixed fields the document would change (each already blocks n).
-func (b *builder) update(o compute.Object, name string, group int, names []string, desired, current any, fixed []string, n notes) {
+func (b *builder) update(o *compute.Object, name string, group int, names []string, desired, current any, fixed []string, n notes) {
 	changed := diff(names, desired, current)
 	c := Change{Kind: o.Kind, Name: name, Action: ActionUnchanged}
 	if all := append(slices.Clone(fixed), changed...); len(all) > 0 {
 		c.Action = ActionUpdate
 		c.Fields = all
 		c.Diffs = diffs(all, desired, current)
+	}
+	if c.Action == ActionUnchanged {
+		b.change(n.apply(c), group, "", nil) // no call: most objects of a converged fleet
+		return
 	}
 	input := refInput(b.tenant, o)
 	for _, f := range changed {
@@ -282,29 +292,36 @@ func (b *builder) finish() (*Plan, error) {
 	if pl.Changes == nil {
 		pl.Changes = []Change{}
 	}
-	for _, c := range pl.Changes {
-		if c.Blocked {
-			pl.Summary.Blocked = true
-			pl.Summary.BlockedChanges++
-			continue
-		}
-		switch c.Action {
-		case ActionCreate:
-			pl.Summary.Create++
-		case ActionUpdate:
-			pl.Summary.Update++
-		case ActionDelete:
-			pl.Summary.Delete++
-		default:
-			pl.Summary.Unchanged++
-		}
-	}
+	pl.Summary = summarize(pl.Changes)
 	h, err := HashCalls(pl.Calls)
 	if err != nil {
 		return nil, err
 	}
 	pl.PlanHash = h
 	return pl, nil
+}
+
+// summarize counts changes: those that can run by action, the blocked ones apart.
+func summarize(changes []Change) Summary {
+	var s Summary
+	for _, c := range changes {
+		if c.Blocked {
+			s.Blocked = true
+			s.BlockedChanges++
+			continue
+		}
+		switch c.Action {
+		case ActionCreate:
+			s.Create++
+		case ActionUpdate:
+			s.Update++
+		case ActionDelete:
+			s.Delete++
+		default:
+			s.Unchanged++
+		}
+	}
+	return s
 }
 
 // HashCalls returns the hex SHA-256 of the RFC 8785 canonical JSON of calls.

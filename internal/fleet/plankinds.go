@@ -11,31 +11,31 @@ import (
 )
 
 // ownByName finds the tenant's live provider account or template called name.
-func (b *builder) ownByName(kind, name string) (compute.Object, bool) {
+func (b *builder) ownByName(kind, name string) (*compute.Object, bool) {
 	o, ok := b.st.named[kind][name]
 	return o, ok
 }
 
 // flavorOn finds the live flavor called name on pool poolID (the tenant's own, or offered).
-func (b *builder) flavorOn(poolID, name string) (compute.Object, bool) {
+func (b *builder) flavorOn(poolID, name string) (*compute.Object, bool) {
 	for _, o := range b.st.children[compute.KindFlavor][poolID] {
 		if o.Name == name {
 			return o, true
 		}
 	}
-	return compute.Object{}, false
+	return nil, false
 }
 
 // ownByFleetName finds the tenant's live site or pool called name: by fleet name, or by id when
 // name is one.
-func (b *builder) ownByFleetName(kind, name string) (compute.Object, bool) {
+func (b *builder) ownByFleetName(kind, name string) (*compute.Object, bool) {
 	id, ok := b.st.names[kind][name]
 	if !ok && cubefleet.IsID(name, kind) {
 		id = name
 	}
 	o, found := b.st.byID[id]
 	if !found || o.Kind != kind || o.TenantID != b.tenant || o.Archived() {
-		return compute.Object{}, false
+		return nil, false
 	}
 	return o, true
 }
@@ -207,8 +207,8 @@ func (b *builder) pools(doc *document.Document) error {
 }
 
 // children returns the tenant's live objects of kind under poolID, by unique name.
-func (b *builder) children(kind, poolID string, name func(compute.Object) string) map[string]compute.Object {
-	out := map[string]compute.Object{}
+func (b *builder) children(kind, poolID string, name func(*compute.Object) string) map[string]*compute.Object {
+	out := map[string]*compute.Object{}
 	if poolID == "" {
 		return out
 	}
@@ -232,7 +232,7 @@ func unenforced(n *notes, quota map[string]int64) {
 }
 
 func (b *builder) quotas(d document.Pool, poolID string) error {
-	existing := b.children(compute.KindOwnerQuota, poolID, func(o compute.Object) string {
+	existing := b.children(compute.KindOwnerQuota, poolID, func(o *compute.Object) string {
 		var s compute.OwnerQuotaSpec
 		o.DecodeSpec(&s)
 		return s.Resource
@@ -263,7 +263,7 @@ func (b *builder) quotas(d document.Pool, poolID string) error {
 }
 
 func (b *builder) offers(d document.Pool, poolID string) error {
-	existing := b.children(compute.KindOffer, poolID, func(o compute.Object) string {
+	existing := b.children(compute.KindOffer, poolID, func(o *compute.Object) string {
 		var s compute.OfferSpec
 		o.DecodeSpec(&s)
 		return s.ToTenantID
@@ -307,7 +307,7 @@ func (b *builder) flavors(doc *document.Document) error {
 			n.block("unknown pool %s: flavors are sold on the tenant's own pools", d.Pool)
 		}
 		desired := compute.FlavorSpec{PoolID: poolRef, VCPU: d.VCPU, MemoryGiB: d.MemoryGiB, DiskGiB: d.DiskGiB, GPU: d.GPU}
-		var existing compute.Object
+		var existing *compute.Object
 		found := false
 		if ok && cubefleet.IsID(poolRef, "pool") {
 			existing, found = b.flavorOn(poolRef, d.Name)
@@ -410,7 +410,7 @@ func (b *builder) templates(doc *document.Document) error {
 // object still references it.
 func (b *builder) pruneUnnamed() {
 	b.deleted = map[string]bool{}
-	var gone []compute.Object
+	var gone []*compute.Object
 	for _, k := range compute.Kinds {
 		for _, o := range b.st.own[k.Kind] {
 			if b.matched[o.ID] || k.Kind == compute.KindSite || (b.p.Compute != nil && !b.p.Compute.Serves(k.Kind)) {
@@ -465,7 +465,7 @@ func (b *builder) pruneUnnamed() {
 
 // blockUnofferInUse blocks withdrawing an offer while the offered tenant has templates on the
 // pool.
-func (b *builder) blockUnofferInUse(offer compute.Object, n *notes) {
+func (b *builder) blockUnofferInUse(offer *compute.Object, n *notes) {
 	var s compute.OfferSpec
 	offer.DecodeSpec(&s)
 	for _, t := range b.st.related.ForeignTemplates {

@@ -13,13 +13,14 @@ import (
 // state is everything a plan or export of one tenant reads, loaded in a handful of queries.
 type state struct {
 	tenantID string
-	own      map[string][]compute.Object // kind -> the tenant's live objects, by id
+	own      map[string][]*compute.Object // kind -> the tenant's live objects, by id
 	// Indexes of own, so matching a document at the limits stays linear: kind -> name -> object
 	// for provider accounts and templates; kind -> pool id -> objects for owner quotas, offers
-	// and flavors (offered pools' flavors included).
-	named    map[string]map[string]compute.Object
-	children map[string]map[string][]compute.Object
-	byID     map[string]compute.Object // every loaded object, by id
+	// and flavors (offered pools' flavors included). They point into the loaded objects, so a
+	// plan of thousands of objects copies none.
+	named    map[string]map[string]*compute.Object
+	children map[string]map[string][]*compute.Object
+	byID     map[string]*compute.Object // every loaded object, by id
 	names    map[string]map[string]string
 	idName   map[string]string // site/pool id -> fleet name
 	tenants  map[string]bool
@@ -28,14 +29,15 @@ type state struct {
 }
 
 func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, error) {
-	st := &state{tenantID: tenantID, own: map[string][]compute.Object{}, byID: map[string]compute.Object{}, idName: map[string]string{}}
 	objs, err := compute.LoadTenant(ctx, q, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	st.named = map[string]map[string]compute.Object{compute.KindProviderAccount: {}, compute.KindSandboxTemplate: {}}
-	st.children = map[string]map[string][]compute.Object{compute.KindOwnerQuota: {}, compute.KindOffer: {}, compute.KindFlavor: {}}
-	for _, o := range objs {
+	st := &state{tenantID: tenantID, own: map[string][]*compute.Object{}, byID: make(map[string]*compute.Object, len(objs)), idName: map[string]string{}}
+	st.named = map[string]map[string]*compute.Object{compute.KindProviderAccount: {}, compute.KindSandboxTemplate: {}}
+	st.children = map[string]map[string][]*compute.Object{compute.KindOwnerQuota: {}, compute.KindOffer: {}, compute.KindFlavor: {}}
+	for i := range objs {
+		o := &objs[i]
 		st.byID[o.ID] = o
 		if o.Archived() {
 			continue
@@ -60,11 +62,12 @@ func loadState(ctx context.Context, q store.Querier, tenantID string) (*state, e
 		return nil, err
 	}
 	for _, list := range [][]compute.Object{st.related.Offers, st.related.OfferedPools, st.related.OfferedFlavors, st.related.ForeignTemplates} {
-		for _, o := range list {
-			st.byID[o.ID] = o
+		for i := range list {
+			st.byID[list[i].ID] = &list[i]
 		}
 	}
-	for _, o := range st.related.OfferedFlavors {
+	for i := range st.related.OfferedFlavors {
+		o := &st.related.OfferedFlavors[i]
 		st.children[compute.KindFlavor][o.ParentID] = append(st.children[compute.KindFlavor][o.ParentID], o)
 	}
 	tenants, err := iam.ListTenants(ctx, q)
@@ -95,6 +98,15 @@ func (st *state) hasSecret(ctx context.Context, q store.Querier, nameOrID string
 	return st.secrets[nameOrID], nil
 }
 
+// ownName is the own name of loaded object id (a provider account, flavor or template), or ""
+// when none was loaded.
+func (st *state) ownName(id string) string {
+	if o, ok := st.byID[id]; ok {
+		return o.Name
+	}
+	return ""
+}
+
 // fleetName is the name a site or pool goes by in documents: its fleet name, else its id.
 func (st *state) fleetName(id string) string {
 	if n, ok := st.idName[id]; ok {
@@ -105,7 +117,7 @@ func (st *state) fleetName(id string) string {
 
 // nameOf is the composite fleet name of any object: `<pool>/<flavor>`, `<pool> -> <tenant>`,
 // `<pool>:<resource>`, or the object's own or fleet name.
-func (st *state) nameOf(o compute.Object) string {
+func (st *state) nameOf(o *compute.Object) string {
 	switch o.Kind {
 	case compute.KindSite, compute.KindPool:
 		return st.fleetName(o.ID)

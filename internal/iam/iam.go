@@ -25,7 +25,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Module is the iam module's migrations (`iam/0001_init`).
+// Module is the iam module's migrations (`iam/0001_init`, `iam/0002_sessions`).
 var Module = store.EmbeddedModule("iam", migrations)
 
 // Grant is one permission on one scope, e.g. {compute:pools:create, tenant/acme}.

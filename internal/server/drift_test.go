@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +138,44 @@ func (e *fleetEnv) status() statusOut {
 	var st statusOut
 	e.mustCall(e.admin, "fleet.status", map[string]any{"tenantId": "root"}, &st)
 	return st
+}
+
+// TestDriftAndWebhookMetrics: after a drift check that finds a hand edit and the delivery of
+// its fleet.drifted to a receiver, /metrics shows the tenant in drift, the check and the event,
+// the delivery by outcome and an empty outbox.
+func TestDriftAndWebhookMetrics(t *testing.T) {
+	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
+		e := mustStart(t, db, func(c *Config) { c.AllowPrivateWebhookTargets = true })
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		t.Cleanup(receiver.Close)
+		e.must(e.admin, "webhooks.create", map[string]any{"tenantId": "root", "url": receiver.URL, "events": []string{"fleet.drifted"}}, nil)
+		e.driftedFleet()
+		want := []string{
+			`cubefleet_fleet_drifted{tenant="root"} 1`,
+			`cubefleet_fleet_drifted{tenant="acme"} 0`,
+			`cubefleet_fleet_drift_checks_total{result="ok"} 2`,
+			`cubefleet_fleet_drift_events_total{type="fleet.drifted"} 1`,
+			`cubefleet_fleet_drift_check_duration_seconds_count 2`,
+			`cubefleet_webhook_deliveries_total{outcome="delivered"} 1`,
+			`cubefleet_webhook_outbox_pending 0`,
+			`cubefleet_webhook_outbox_oldest_age_seconds 0`,
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, body := e.get("/metrics")
+			var missing []string
+			for _, w := range want {
+				if !strings.Contains(string(body), w+"\n") {
+					missing = append(missing, w)
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics lacks %q", missing)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }

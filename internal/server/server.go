@@ -26,9 +26,11 @@ import (
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/netguard"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
@@ -120,6 +122,16 @@ type Config struct {
 	// section configures placement (docs/scheduler.md). "" means the defaults (profile
 	// balanced_spread). An invalid file fails New; ReloadSchedulerConfig re-reads it (SIGHUP).
 	SchedulerConfig string
+	// DriftIgnore are the drift ignore rules (--drift-ignore KIND.FIELD, parsed with
+	// fleet.ParseIgnoreRules): drift checks leave these fields out; plan and apply never do.
+	DriftIgnore []fleet.IgnoreRule
+	// AllowPrivateWebhookTargets is --allow-private-webhook-targets: webhook URLs may then
+	// resolve to loopback, private, link-local and other non-public addresses. Off by default,
+	// and Dev does not turn it on.
+	AllowPrivateWebhookTargets bool
+	// ConsoleSessionTTL is how long a web console session lasts (--console-session-ttl). Zero
+	// means console.DefaultSessionTTL (8 hours).
+	ConsoleSessionTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -214,9 +226,14 @@ type Server struct {
 	nodes     *nodes.Registry
 	lane      *lane.Lane         // the placement lane and its scheduler
 	schedM    *scheduler.Metrics // the scheduler's collectors
-	inLn      net.Listener       // --internal-listen, or nil
-	inHTTP    *http.Server       // serves inLn
-	tls       *certReloader      // the --tls-cert/--tls-key pair, or nil for plain HTTP
+	box       *secrets.Box       // seals secret values and webhook signing secrets
+	guard     *netguard.Guard    // the SSRF guard webhook URLs and deliveries pass
+	console   *console.Console   // the web console at /console
+	driftM    *fleet.DriftMetrics
+	webhookM  *events.WebhookMetrics
+	inLn      net.Listener  // --internal-listen, or nil
+	inHTTP    *http.Server  // serves inLn
+	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	openapi   []byte
 	tokenPath string
@@ -292,6 +309,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := box.CheckKey(ctx, s.db); err != nil {
 		return nil, err
 	}
+	s.box = box
+	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
 	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
 	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
 		return nil, err
@@ -301,6 +320,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.api = api.New(api.Config{
 		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
 				s.hooks.afterCheck()
@@ -328,6 +348,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.metrics = newMetrics(s.db)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
 	s.metrics.reg.MustRegister(s.schedM.Collectors()...)
+	s.driftM = fleet.NewDriftMetrics(s.db)
+	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
+	s.webhookM = events.NewWebhookMetrics(s.db, cfg.Now)
+	s.metrics.reg.MustRegister(s.webhookM.Collectors()...)
+	var ignore []string
+	for _, r := range cfg.DriftIgnore {
+		ignore = append(ignore, r.String())
+	}
+	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, now: cfg.Now}, TLS: s.tls != nil,
+		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log}); err != nil {
+		return nil, err
+	}
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
@@ -426,17 +458,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	if s.cfg.DriftEvery >= 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.drift().Run(loops)
-		}()
+		wg.Go(func() { s.reconciler().Run(loops) })
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.runScheduler(loops)
-	}()
+	wg.Go(func() { s.dispatcher().Run(loops) })
+	wg.Go(func() { s.runScheduler(loops) })
 	defer func() {
 		stopLoops()
 		wg.Wait()
@@ -484,22 +509,47 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// drift returns the fleet.drift reconciler of this server.
-func (s *Server) drift() *fleet.Reconciler {
+// holder names this replica in database leases and claims: host, process and address.
+func (s *Server) holder() string {
 	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), s.ln.Addr())
+}
+
+// reconciler returns the fleet.drift reconciler of this server.
+func (s *Server) reconciler() *fleet.Reconciler {
 	return &fleet.Reconciler{
 		DB:      s.db,
-		Planner: &fleet.Planner{Compute: s.compute, VaultConfigured: s.cfg.VaultAddr != ""},
+		Planner: &fleet.Planner{Compute: s.compute, VaultConfigured: s.cfg.VaultAddr != "", DriftIgnore: s.cfg.DriftIgnore},
 		Every:   s.cfg.DriftEvery,
-		Holder:  fmt.Sprintf("%s/%d/%s", host, os.Getpid(), s.ln.Addr()),
+		Holder:  s.holder(),
 		Now:     s.cfg.Now,
 		Log:     s.log,
+		Metrics: s.driftM,
 	}
+}
+
+// dispatcher returns the webhook dispatcher of this server: it sends the outbox's deliveries,
+// dialling through the SSRF guard.
+func (s *Server) dispatcher() *events.Dispatcher {
+	return &events.Dispatcher{DB: s.db, Box: s.box, Guard: s.guard, Holder: s.holder(), Now: s.cfg.Now, Log: s.log, Metrics: s.webhookM}
+}
+
+// EventTypes maps every event type a webhook may subscribe to to whether only the root
+// tenant's log holds it: the fleet's (each tenant's own) and the node registry's (root only).
+func EventTypes() map[string]bool {
+	out := map[string]bool{}
+	for _, t := range fleet.EventTypes {
+		out[t] = false
+	}
+	for _, t := range nodes.EventTypes {
+		out[t] = true
+	}
+	return out
 }
 
 // CheckDrift runs one drift pass now (what the reconciler does every DriftEvery) and returns
 // how many tenants have drifted, and the failures of tenants it could not check.
-func (s *Server) CheckDrift(ctx context.Context) (int, error) { return s.drift().CheckAll(ctx) }
+func (s *Server) CheckDrift(ctx context.Context) (int, error) { return s.reconciler().CheckAll(ctx) }
 
 // Close stops listening and closes the store if New opened it. It is safe to call more than
 // once and after Serve.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/gowebpki/jcs"
 )
 
@@ -22,4 +23,16 @@ func Canonical(d *Document) ([]byte, error) {
 		return nil, fmt.Errorf("document: canonical form: %w", err)
 	}
 	return out, nil
+}
+
+// DecodeCanonical reads a document that Canonical wrote from a document this package accepted
+// (the applied document fleet keeps): for such bytes it returns what Decode returns, several
+// times faster, because it checks the JSON (syntax, unknown and repeated members, types) but not
+// the rules again. Untrusted input goes through Decode, which also places every problem.
+func DecodeCanonical(data []byte) (*Document, error) {
+	var d Document
+	if err := jsonv2.Unmarshal(data, &d, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return nil, fmt.Errorf("document: decode a canonical document: %w", err)
+	}
+	return &d, nil
 }

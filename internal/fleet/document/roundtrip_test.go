@@ -33,6 +33,13 @@ func roundTrip(t *testing.T, d *Document) {
 	if !reflect.DeepEqual(d, back) {
 		t.Fatalf("the canonical form decodes to another document")
 	}
+	fast, err := DecodeCanonical(c1)
+	if err != nil {
+		t.Fatalf("DecodeCanonical(Canonical(d)): %v", err)
+	}
+	if !reflect.DeepEqual(back, fast) {
+		t.Fatalf("DecodeCanonical reads another document than Decode:\n%+v\n%+v", back, fast)
+	}
 	c2, err := Canonical(back)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/events"
+)
+
+func newWebhooksCmd() *cobra.Command {
+	cmd := groupCmd("webhooks", "Subscribe endpoints to events (fleet drift, node lifecycle), signed the Standard Webhooks way", `A subscription POSTs each event of the types it names, in the tenant's event log, to its URL,
+at least once: retried with exponential backoff and jitter for 24 hours, then dead-lettered
+(webhooks deliveries --failed; webhooks redeliver queues one again). Every request carries
+webhook-id (the same on every retry), webhook-timestamp and webhook-signature (HMAC-SHA256 with
+the subscription's whsec_ secret, shown once). node.* events belong to the root tenant. See
+docs/drift-webhooks.md for verifying a signature.`)
+	cmd.AddCommand(newWebhooksCreateCmd(), newWebhooksListCmd(), newWebhooksDeleteCmd(), newWebhooksRotateCmd(), newWebhooksDeliveriesCmd(), newWebhooksRedeliverCmd())
+	return cmd
+}
+
+func newWebhooksCreateCmd() *cobra.Command {
+	var tenant, description string
+	var types []string
+	cmd := &cobra.Command{
+		Use:   "create URL --tenant T --events TYPE[,TYPE...] [--description D]",
+		Short: "Subscribe an endpoint; prints its signing secret once",
+		Long: `Subscribe the endpoint URL (http or https; its host must resolve to public addresses unless
+the server runs with --allow-private-webhook-targets) to event types: fleet.drifted,
+fleet.converged, and in the root tenant node.joined, node.suspect, node.down, node.lost, ...
+The endpoint is an argument because --url names the control plane, on this command as on
+every other. The signing secret (whsec_...) is printed once: store it where the receiver
+reads it.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out events.WithSecret
+			in := map[string]any{"tenantId": tenant, "url": args[0], "events": splitList(types), "description": description}
+			if err := call(cmd, "webhooks.create", in, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := linef(w, "Created webhook %s: %s -> %s\nSigning secret (shown only now): %s\n", out.ID, strings.Join(out.Events, ","), out.URL, out.Secret)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose events to deliver")
+	cmd.Flags().StringSliceVar(&types, "events", nil, "event types, comma-separated or repeated")
+	cmd.Flags().StringVar(&description, "description", "", "what the endpoint is (at most 200 characters)")
+	cmd.MarkFlagRequired("tenant")
+	cmd.MarkFlagRequired("events")
+	return cmd
+}
+
+// splitList is the values of a repeatable, comma-separated flag, trimmed, without empty ones.
+func splitList(values []string) []string {
+	out := []string{}
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func newWebhooksListCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "list --tenant T",
+		Short: "List a tenant's webhook subscriptions",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Items []events.Subscription `json:"items"`
+			}
+			if err := call(cmd, "webhooks.list", map[string]any{"tenantId": tenant}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, s := range out.Items {
+					rows = append(rows, []string{s.ID, s.URL, strings.Join(s.Events, ","), orDash(s.Description), formatTime(s.CreatedAt)})
+				}
+				return printTable(w, []string{"ID", "URL", "EVENTS", "DESCRIPTION", "CREATED"}, rows)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose subscriptions to list")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func newWebhooksDeleteCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "delete ID --tenant T",
+		Short: "Delete a subscription with its secrets and deliveries",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out events.Subscription
+			if err := call(cmd, "webhooks.delete", map[string]any{"tenantId": tenant, "id": args[0]}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := linef(w, "Deleted webhook %s (%s).\n", out.ID, out.URL)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the subscription belongs to")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func newWebhooksRotateCmd() *cobra.Command {
+	var tenant string
+	var overlap time.Duration
+	cmd := &cobra.Command{
+		Use:   "rotate-secret ID --tenant T [--overlap 24h]",
+		Short: "Give a subscription a new signing secret; the old one keeps signing for --overlap",
+		Long: `Give a subscription a new signing secret, printed once. Until --overlap has passed (24h by
+default, at most 168h), every delivery carries a signature under the old secret and one under
+the new, so the receiver can switch to the new secret at any time in between.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if overlap < 0 || overlap > events.MaxSecretOverlap {
+				return usagef("--overlap %s: give 0 (24h) to 168h", overlap)
+			}
+			var out events.WithSecret
+			in := map[string]any{"tenantId": tenant, "id": args[0], "overlapSeconds": int64(overlap / time.Second)}
+			if err := call(cmd, "webhooks.rotateSecret", in, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := linef(w, "New signing secret of webhook %s (shown only now): %s\nThe previous secret keeps signing until %s.\n",
+					out.ID, out.Secret, formatTime(out.PreviousSecretExpiresAt))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the subscription belongs to")
+	cmd.Flags().DurationVar(&overlap, "overlap", events.DefaultSecretOverlap, "how long the previous secret keeps signing")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func newWebhooksDeliveriesCmd() *cobra.Command {
+	var tenant, webhook, state string
+	var failed bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "deliveries --tenant T [--webhook ID] [--failed | --state S] [--limit N]",
+		Short: "List deliveries, newest first, with their outcome; --failed shows the dead letters",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if failed {
+				if state != "" && state != events.StateFailed {
+					return usagef("use --failed or --state, not both")
+				}
+				state = events.StateFailed
+			}
+			var out struct {
+				Items      []events.Delivery `json:"items"`
+				NextCursor string            `json:"nextCursor,omitempty"`
+			}
+			in := map[string]any{"tenantId": tenant, "subscriptionId": webhook, "state": state, "limit": limit}
+			if err := call(cmd, "webhooks.deliveries", in, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, d := range out.Items {
+					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, outcome(d), strconv.Itoa(d.Attempts),
+						formatTime(d.LastAttemptAt), nextAttempt(d)})
+				}
+				if err := printTable(w, []string{"DELIVERY", "WEBHOOK", "EVENT", "EVENT ID", "OUTCOME", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT"}, rows); err != nil {
+					return err
+				}
+				if out.NextCursor != "" {
+					_, err := linef(w, "(more: raise --limit, or page with the API's cursor %s)\n", out.NextCursor)
+					return err
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose deliveries to list")
+	cmd.Flags().StringVar(&webhook, "webhook", "", "only this subscription's deliveries")
+	cmd.Flags().BoolVar(&failed, "failed", false, "only dead-lettered deliveries (retried for 24 hours without success)")
+	cmd.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, delivered, failed")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// outcome is a delivery's state with its last answer: "delivered (204)", "pending: answered
+// 503", "failed: no answer within the timeout".
+func outcome(d events.Delivery) string {
+	s := d.State
+	if d.State == events.StateDelivered && d.LastStatus != 0 {
+		s += fmt.Sprintf(" (%d)", d.LastStatus)
+	}
+	if d.LastError != "" {
+		s += ": " + d.LastError
+	}
+	return s
+}
+
+func nextAttempt(d events.Delivery) string {
+	if d.State != events.StatePending {
+		return "-"
+	}
+	return formatTime(d.NextAttemptAt)
+}
+
+func newWebhooksRedeliverCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "redeliver DELIVERY --tenant T",
+		Short: "Queue a delivery again now, with the same webhook-id and body",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out events.Delivery
+			if err := call(cmd, "webhooks.redeliver", map[string]any{"tenantId": tenant, "id": args[0]}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := linef(w, "Queued delivery %s of %s %s again; retried for 24 hours from now.\n", out.ID, out.EventType, out.EventID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the delivery belongs to")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}

@@ -1,0 +1,309 @@
+// Package console is the server-rendered web console at /console (issue "Drift events", item
+// 5): sign in with an API key, exchanged for a session cookie (HttpOnly, Secure when served
+// over TLS, SameSite=Strict) that expires and dies with its key; pages for Fleet drift
+// (compute:fleet:admin), Nodes (nodes:list, read-only) and Webhooks (webhooks:list on the
+// signed-in tenant). Pages are html/template with embedded assets (no CDN, no build step) and
+// work without JavaScript; the one script only refreshes the page's content in place.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/fleet"
+	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Prefix is the path the console is served under.
+const Prefix = "/console"
+
+// CookieName is the session cookie's name.
+const CookieName = "cubefleet_session"
+
+// DefaultSessionTTL is how long a console session lasts.
+const DefaultSessionTTL = 8 * time.Hour
+
+// Node is one row of the Nodes page, in the CLI's words: State is the health state with the
+// drain beside it (`Ready`, `Ready,Draining`), LastReport its age (`3s ago`), MicroVMs, CPU
+// (cores) and Memory (GiB) as used/capacity, Notes as `nodes list` shows them.
+type Node struct {
+	ID, State, Pool, LastReport, MicroVMs, CPU, Memory, Cordon, Drain, Notes string
+}
+
+// NodeSource lists the registry's nodes for the Nodes page.
+type NodeSource interface {
+	ConsoleNodes(ctx context.Context) ([]Node, error)
+}
+
+// Config configures the console.
+type Config struct {
+	DB *store.DB
+	// Nodes lists nodes; nil shows the page empty.
+	Nodes NodeSource
+	// TLS is true when the server serves HTTPS: the cookie is then Secure.
+	TLS bool
+	// SessionTTL is how long a session lasts (DefaultSessionTTL when zero).
+	SessionTTL time.Duration
+	// DriftIgnore are the drift ignore rules in force (KIND.FIELD), shown on the Fleet page.
+	DriftIgnore []string
+	Now         func() time.Time
+	Log         *slog.Logger
+}
+
+// Console serves the pages.
+type Console struct {
+	cfg   Config
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+}
+
+// New returns the console; mount it at Prefix + "/".
+func New(cfg Config) (*Console, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	funcs := template.FuncMap{"time": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
+		"byKind": fleet.ByKind, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
+			if len(s) > 12 {
+				return s[:12] + "…"
+			}
+			return s
+		}}
+	for _, page := range []string{"signin", "fleet", "nodes", "webhooks", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[page] = t
+	}
+	assets, _ := fs.Sub(assetFS, "assets")
+	c.mux.Handle("GET "+Prefix+"/assets/", http.StripPrefix(Prefix+"/assets/", http.FileServerFS(assets)))
+	c.mux.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"/fleet", http.StatusSeeOther)
+	})
+	c.mux.HandleFunc("GET "+Prefix+"/sign-in", c.signInForm)
+	c.mux.HandleFunc("POST "+Prefix+"/sign-in", c.signIn)
+	c.mux.HandleFunc("POST "+Prefix+"/sign-out", c.signOut)
+	c.mux.HandleFunc("GET "+Prefix+"/fleet", c.page("fleet", iam.PermFleetAdmin, func(*iam.Principal) string { return iam.ScopeFleet }, c.fleetData))
+	c.mux.HandleFunc("GET "+Prefix+"/nodes", c.page("nodes", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }, c.nodesData))
+	c.mux.HandleFunc("GET "+Prefix+"/webhooks", c.page("webhooks", "webhooks:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }, c.webhooksData))
+	return c, nil
+}
+
+// ServeHTTP serves the console's routes, with headers that keep its pages out of frames and
+// caches and allow only its own scripts and styles.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	if !strings.HasPrefix(r.URL.Path, Prefix+"/assets/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// view is what every page template gets.
+type view struct {
+	Title     string
+	Principal *iam.Principal
+	CSRF      string
+	Error     string
+	Active    string
+	Data      any
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, page string, v view) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := c.pages[page].Execute(w, v); err != nil {
+		c.cfg.Log.Error("console: render", "page", page, "err", err)
+	}
+}
+
+// session returns the signed-in principal and the session token, or an error.
+func (c *Console) session(r *http.Request) (*iam.Principal, string, error) {
+	ck, err := r.Cookie(CookieName)
+	if err != nil {
+		return nil, "", cubefleet.Errorf(cubefleet.CodeUnauthenticated, "not signed in")
+	}
+	p, err := iam.AuthenticateSession(r.Context(), c.cfg.DB, ck.Value, c.cfg.Now())
+	return p, ck.Value, err
+}
+
+// csrfToken is the form token of a session: an HMAC of the session token, so it needs no
+// storage and a page of another session cannot forge it.
+func csrfToken(session string) string {
+	m := hmac.New(sha256.New, []byte(session))
+	m.Write([]byte("cubefleet console form"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sameOrigin refuses a form posted from another site: an Origin header, when sent, must name
+// this host.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" && r.Header.Get("Sec-Fetch-Site") == "same-origin" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := c.session(r); err == nil {
+		http.Redirect(w, r, Prefix+"/fleet", http.StatusSeeOther)
+		return
+	}
+	c.render(w, http.StatusOK, "signin", view{Title: "Sign in"})
+}
+
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if !sameOrigin(r) {
+		c.render(w, http.StatusForbidden, "signin", view{Title: "Sign in", Error: "This form was posted from another site."})
+		return
+	}
+	key := strings.TrimSpace(r.PostFormValue("key"))
+	now := c.cfg.Now()
+	p, err := iam.Authenticate(r.Context(), c.cfg.DB, key, now)
+	if err != nil {
+		msg := "That API key is not valid."
+		var ce *cubefleet.Error
+		if errors.As(err, &ce) && ce.Code == cubefleet.CodeUnauthenticated {
+			msg = "That API key is not valid (unknown, revoked or expired)."
+		} else {
+			c.cfg.Log.Error("console: sign in", "err", err)
+		}
+		c.render(w, http.StatusUnauthorized, "signin", view{Title: "Sign in", Error: msg})
+		return
+	}
+	token, expires, err := iam.CreateSession(r.Context(), c.cfg.DB, p, c.cfg.SessionTTL, now)
+	if err != nil {
+		c.cfg.Log.Error("console: session", "err", err)
+		c.render(w, http.StatusInternalServerError, "signin", view{Title: "Sign in", Error: "Could not start a session; try again."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: Prefix, HttpOnly: true, Secure: c.cfg.TLS,
+		SameSite: http.SameSiteStrictMode, Expires: time.UnixMilli(expires)})
+	next := Prefix + "/fleet"
+	if iam.Decide(p, iam.PermFleetAdmin, iam.ScopeFleet) != nil {
+		next = Prefix + "/webhooks"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	_, token, err := c.session(r)
+	if err == nil && (!sameOrigin(r) || !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(csrfToken(token)))) {
+		c.render(w, http.StatusForbidden, "error", view{Title: "Refused", Error: "This form was not posted from this console."})
+		return
+	}
+	if token != "" {
+		if err := iam.DeleteSession(r.Context(), c.cfg.DB, token); err != nil {
+			c.cfg.Log.Error("console: sign out", "err", err)
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, HttpOnly: true, Secure: c.cfg.TLS, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
+}
+
+// page serves a signed-in page that needs permission on scope: 303 to sign in without a
+// session, 403 without the permission.
+func (c *Console) page(name, permission string, scope func(*iam.Principal) string, data func(ctx context.Context, p *iam.Principal) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, token, err := c.session(r)
+		if err != nil {
+			http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
+			return
+		}
+		v := view{Title: titles[name], Principal: p, CSRF: csrfToken(token), Active: name}
+		if err := iam.Decide(p, permission, scope(p)); err != nil {
+			v.Error = "Your key lacks " + permission + " on " + scope(p) + "."
+			c.render(w, http.StatusForbidden, "error", v)
+			return
+		}
+		if v.Data, err = data(r.Context(), p); err != nil {
+			c.cfg.Log.Error("console: page", "page", name, "err", err)
+			v.Error = "This page could not be read; try again."
+			c.render(w, http.StatusInternalServerError, "error", v)
+			return
+		}
+		c.render(w, http.StatusOK, name, v)
+	}
+}
+
+// titles are the signed-in pages' titles.
+var titles = map[string]string{"fleet": "Fleet drift", "nodes": "Nodes", "webhooks": "Webhooks"}
+
+type fleetPage struct {
+	Tenants     []fleet.Status
+	Drifted     int
+	DriftIgnore []string
+}
+
+func (c *Console) fleetData(ctx context.Context, _ *iam.Principal) (any, error) {
+	st, err := fleet.ListStatus(ctx, c.cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	page := fleetPage{Tenants: st, DriftIgnore: c.cfg.DriftIgnore}
+	for _, s := range st {
+		if s.Drift != nil {
+			page.Drifted++
+		}
+	}
+	return page, nil
+}
+
+func (c *Console) nodesData(ctx context.Context, _ *iam.Principal) (any, error) {
+	if c.cfg.Nodes == nil {
+		return []Node{}, nil
+	}
+	return c.cfg.Nodes.ConsoleNodes(ctx)
+}
+
+type webhooksPage struct {
+	Subscriptions []events.Subscription
+	Deliveries    []events.Delivery
+}
+
+func (c *Console) webhooksData(ctx context.Context, p *iam.Principal) (any, error) {
+	subs, err := events.ListSubscriptions(ctx, c.cfg.DB, p.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	ds, _, err := events.ListDeliveries(ctx, c.cfg.DB, events.DeliveryFilter{TenantID: p.TenantID, Limit: 50})
+	if err != nil {
+		return nil, err
+	}
+	return webhooksPage{Subscriptions: subs, Deliveries: ds}, nil
+}

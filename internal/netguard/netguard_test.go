@@ -1,0 +1,72 @@
+package netguard_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/netguard"
+)
+
+func TestPublic(t *testing.T) {
+	for _, c := range []struct {
+		addr   string
+		public bool
+	}{
+		{"93.184.216.34", true}, {"2606:2800:220:1:248:1893:25c8:1946", true}, {"8.8.8.8", true},
+		{"127.0.0.1", false}, {"127.9.9.9", false}, {"::1", false},
+		{"10.0.0.1", false}, {"172.16.5.4", false}, {"192.168.0.1", false}, {"fd00::1", false}, {"fd00:ec2::254", false},
+		{"169.254.169.254", false}, {"fe80::1", false}, {"0.0.0.0", false}, {"::", false}, {"224.0.0.1", false}, {"ff02::1", false},
+		{"100.64.0.1", false}, {"198.18.0.1", false}, {"255.255.255.255", false}, {"::ffff:10.0.0.1", false}, {"::ffff:8.8.8.8", true},
+		{"64:ff9b::a00:1", false}, {"2002:a00:1::", false}, {"192.0.2.1", false},
+	} {
+		if got := netguard.Public(netip.MustParseAddr(c.addr)); got != c.public {
+			t.Errorf("Public(%s) = %v, want %v", c.addr, got, c.public)
+		}
+	}
+}
+
+// TestDialRefusesPrivateAnswers: the dialler refuses a private answer before connecting, and
+// allows it with AllowPrivate (the connection then goes to a closed loopback port).
+func TestDialRefusesPrivateAnswers(t *testing.T) {
+	g := &netguard.Guard{Resolver: fixed{"x.test": {netip.MustParseAddr("127.0.0.1")}}}
+	_, err := g.DialContext(context.Background(), "tcp", "x.test:1")
+	if !errors.Is(err, netguard.ErrRefused) {
+		t.Fatalf("dial of a loopback answer: %v, want ErrRefused", err)
+	}
+	g.AllowPrivate = true
+	_, err = g.DialContext(context.Background(), "tcp", "x.test:1")
+	if err == nil || errors.Is(err, netguard.ErrRefused) {
+		t.Fatalf("dial with AllowPrivate: %v, want a refused connection, not a refused address", err)
+	}
+}
+
+type fixed map[string][]netip.Addr
+
+func (f fixed) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return f[host], nil
+}
+
+// FuzzCheckURL: any string is refused with an error or accepted as an http(s) URL with a host
+// and no credentials; nothing panics.
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"http://93.184.216.34/x", "https://[2606:2800::1]:8443/a?b=c", "http://user@h/", "ftp://x", "http://%zz", "", "http://[::ffff:127.0.0.1]/"} {
+		f.Add(s)
+	}
+	g := &netguard.Guard{Resolver: fixed{}}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := g.CheckURL(context.Background(), s)
+		if err != nil {
+			return
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || strings.Contains(s, "#") {
+			t.Fatalf("accepted %q as %+v", s, u)
+		}
+		addr, perr := netip.ParseAddr(strings.Trim(u.Hostname(), "[]"))
+		if perr != nil || !netguard.Public(addr) {
+			t.Fatalf("accepted %q, whose host is not a public address", s)
+		}
+	})
+}

@@ -1,0 +1,157 @@
+// Package nodetext is the words a node is shown with, in the CLI (`cubefleet nodes list`,
+// `nodes get`) and in the web console's Nodes page alike: its state with the drain beside it,
+// its pool, the age of its last report, microVMs, CPU and memory as used/quota, notes, cordon and
+// drain. Every function reads a nodes.View, with the server's clock where an age is shown.
+package nodetext
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodes"
+)
+
+// State is the health state with the drain beside it, as kubectl shows SchedulingDisabled:
+// "Ready", "Ready,Draining", "Lost,Drained".
+func State(v nodes.View) string {
+	if v.Drain != nil {
+		return string(v.State) + "," + string(v.Drain.State)
+	}
+	return string(v.State)
+}
+
+// Pool is the pool's fleet name, else its id, else the stock Cubelet's cluster label with a
+// "?" (no pool has it), else "-".
+func Pool(v nodes.View) string {
+	switch {
+	case v.Pool != "":
+		return v.Pool
+	case v.PoolID != "":
+		return v.PoolID
+	case v.ClusterLabel != "":
+		return v.ClusterLabel + "?"
+	}
+	return "-"
+}
+
+// Ago renders the age at now of a time at (both Unix ms): "3s ago", "2m05s ago", "1h30m ago",
+// "3d ago"; "-" when at is 0 (never).
+func Ago(now, at int64) string {
+	if at == 0 {
+		return "-"
+	}
+	d := time.Duration(max(now-at, 0)) * time.Millisecond
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds ago", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// used is what the node last reported as committed: millicores, MiB and microVMs.
+func used(v nodes.View) (cpu, mem, mvm int64) {
+	if v.Allocated != nil {
+		return v.Allocated.MilliCPU, v.Allocated.MemoryMiB, v.Allocated.Mvm
+	}
+	return 0, 0, 0
+}
+
+// MicroVMs is microVMs used/max: "3/64".
+func MicroVMs(v nodes.View) string {
+	_, _, mvm := used(v)
+	return fmt.Sprintf("%d/%d", mvm, v.Quota.MaxMvm)
+}
+
+// CPU is cores used/quota: "6/32", "0.5/7.5".
+func CPU(v nodes.View) string {
+	cpu, _, _ := used(v)
+	return Cores(cpu) + "/" + Cores(v.Quota.MilliCPU)
+}
+
+// Memory is GiB used/quota: "12.0/128.0Gi".
+func Memory(v nodes.View) string {
+	_, mem, _ := used(v)
+	return GiB(mem) + "/" + GiB(v.Quota.MemoryMiB) + "Gi"
+}
+
+// Cores renders thousandths of a core as cores, without trailing zeros.
+func Cores(milli int64) string {
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
+}
+
+// GiB renders MiB as GiB with one decimal.
+func GiB(mib int64) string {
+	return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64)
+}
+
+// Notes are what keeps a node from work besides its state, comma-separated: "cordoned",
+// "registry-only" (a stock Cubelet), "no pool"; "-" when none.
+func Notes(v nodes.View) string {
+	var notes []string
+	if v.Cordoned {
+		notes = append(notes, "cordoned")
+	}
+	if v.RegistryOnly {
+		notes = append(notes, "registry-only")
+	}
+	for _, r := range v.UnschedulableReasons {
+		if strings.HasPrefix(r, "unknown pool") || strings.Contains(r, "archived") || strings.Contains(r, "no longer exists") {
+			notes = append(notes, "no pool")
+			break
+		}
+	}
+	if len(notes) == 0 {
+		return "-"
+	}
+	return strings.Join(notes, ",")
+}
+
+// Cordon is "no", "yes", or "yes: <detail>".
+func Cordon(v nodes.View) string {
+	if !v.Cordoned {
+		return "no"
+	}
+	if v.CordonDetail != "" {
+		return "yes: " + v.CordonDetail
+	}
+	return "yes"
+}
+
+// Drain describes the node's drain at now (Unix ms): "no", or where it stands, when and by whom
+// it was asked, and why: "draining, 2 sandboxes left (asked 1m10s ago by usr_ops; reason:
+// kernel update)".
+func Drain(now int64, v nodes.View) string {
+	d := v.Drain
+	if d == nil {
+		return "no"
+	}
+	state := "draining, " + sandboxes(d.SandboxesLeft) + " left"
+	if d.State == nodes.DrainDrained {
+		state = "drained, no sandboxes left"
+		if d.DrainedAt != 0 {
+			state = "drained " + time.UnixMilli(d.DrainedAt).UTC().Format(time.RFC3339) + ", no sandboxes left"
+		}
+	}
+	asked := "asked " + Ago(now, d.RequestedAt)
+	if d.RequestedBy != "" {
+		asked += " by " + d.RequestedBy
+	}
+	if d.Reason != "" {
+		asked += "; reason: " + d.Reason
+	}
+	return state + " (" + asked + ")"
+}
+
+// sandboxes renders a count of sandboxes: "1 sandbox", "3 sandboxes".
+func sandboxes(n int64) string {
+	if n == 1 {
+		return "1 sandbox"
+	}
+	return fmt.Sprintf("%d sandboxes", n)
+}

@@ -1,0 +1,35 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/console"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+)
+
+// consoleNodes shows the node registry on the console's Nodes page, in the CLI's words
+// (nodetext), sorted as `cubefleet nodes list` sorts them (by id).
+type consoleNodes struct {
+	reg *nodes.Registry
+	now func() time.Time
+}
+
+var _ console.NodeSource = consoleNodes{}
+
+// ConsoleNodes lists every node.
+func (c consoleNodes) ConsoleNodes(ctx context.Context) ([]console.Node, error) {
+	items, err := c.reg.List(ctx, nodes.ListFilter{})
+	if err != nil {
+		return nil, err
+	}
+	now := c.now().UnixMilli()
+	out := make([]console.Node, 0, len(items))
+	for _, v := range items {
+		out = append(out, console.Node{ID: v.ID, State: nodetext.State(v), Pool: nodetext.Pool(v), LastReport: nodetext.Ago(now, v.LastReportAt),
+			MicroVMs: nodetext.MicroVMs(v), CPU: nodetext.CPU(v), Memory: nodetext.Memory(v), Cordon: nodetext.Cordon(v),
+			Drain: nodetext.Drain(now, v), Notes: nodetext.Notes(v)})
+	}
+	return out, nil
+}
