@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: vet, then every package's tests against real SQLite and a throwaway
-# PostgreSQL cluster (started by the tests themselves with initdb/pg_ctl on 127.0.0.1), plus the
-# multi-host test in network namespaces when run as root and the web console's test in headless
-# Chromium. Installs PostgreSQL, Chromium (and iproute2) with apt-get when the machine lacks them.
+# The whole test suite: vet, staticcheck (the version pinned below, fetched by `go run` on first
+# use; any finding fails the script), then every package's tests against real SQLite and a
+# throwaway PostgreSQL cluster (started by the tests themselves with initdb/pg_ctl on
+# 127.0.0.1), plus the multi-host test in network namespaces when run as root and the web
+# console's test in headless Chromium. The tests include the architecture's rules
+# (architecture_test.go: imports, package docs, file length). Installs PostgreSQL, Chromium
+# (and iproute2) with apt-get when the machine lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,4 +34,5 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 fi
 
 go vet ./...
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 -timeout 20m "$@" ./...

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -112,8 +113,8 @@ func startServerIn(t testing.TB, dataDir, database, caFile string, extra ...stri
 	args = append(args, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, c.bin, args...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &testkit.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -134,19 +135,20 @@ func startServerIn(t testing.TB, dataDir, database, caFile string, extra ...stri
 			}
 		})
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
 	t.Cleanup(c.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.WaitFor(t, 30*time.Second, "the server to answer GET /readyz with 200", func() bool {
 		resp, err := hc.Get(c.url + "/readyz")
-		if err == nil && resp.StatusCode == 200 {
-			resp.Body.Close()
-			break
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	return c
 }
 

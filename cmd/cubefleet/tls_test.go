@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
 
@@ -66,7 +69,7 @@ func TestTLSProcess(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	resp, err := hc.Get("https://" + internal + "/internal/v1/node-agent/readyz")
+	resp, err := hc.Get("https://" + internal + nodeapi.PathReadyz)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +93,9 @@ func TestTLSProcess(t *testing.T) {
 		t.Fatal("the test CA issued the same serial twice")
 	}
 	for _, addr := range []string{internal, strings.TrimPrefix(c.url, "https://")} {
-		deadline := time.Now().Add(15 * time.Second)
-		for got := serial(addr); got != next; got = serial(addr) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still presents %s after the rotation, want %s", addr, got, next)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testkit.WaitFor(t, 15*time.Second, fmt.Sprintf("%s to present the rotated certificate (serial %s, not %s)", addr, next, before), func() bool {
+			return serial(addr) == next
+		})
 	}
 	c.ok("tenants", "list") // the CLI still connects
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -33,6 +34,8 @@ type Config struct {
 	// DriftIgnore are the drift ignore rules (--drift-ignore): fleet.status shows them and
 	// fleet.status with check leaves their fields out.
 	DriftIgnore []fleet.IgnoreRule
+	// NodeStore is the node registry's persistence: it keeps join tokens.
+	NodeStore *nodestore.Store
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// fleet plans block on vault:// references.
 	VaultConfigured bool
@@ -55,6 +58,7 @@ type deps struct {
 	scheduler       *lane.Lane
 	webhooks        *events.Webhooks
 	driftIgnore     []fleet.IgnoreRule
+	nodeStore       *nodestore.Store
 	vaultConfigured bool
 	now             func() time.Time
 	log             *slog.Logger
@@ -73,7 +77,7 @@ func New(cfg Config) *Registry {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, scheduler: cfg.Scheduler,
+	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, nodeStore: cfg.NodeStore, scheduler: cfg.Scheduler,
 		webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
 		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // agentCP is a minimal control plane for the agent commands: a join token, the credential it
@@ -41,20 +43,20 @@ func newAgentCP(t *testing.T) *agentCP {
 		cp.auth[r.URL.Path] = r.Header.Get("Authorization")
 		auth := r.Header.Get("Authorization")
 		switch {
-		case r.URL.Path == agent.PathReadyz:
+		case r.URL.Path == nodeapi.PathReadyz:
 			fmt.Fprint(w, `{"ret":{"ret_code":200,"ret_msg":"ok"}}`)
-		case r.URL.Path == agent.PathRegister && (auth == "Bearer cfj_clitest" || auth == "Bearer cfn_clitest"):
+		case r.URL.Path == nodeapi.PathRegister && (auth == "Bearer cfj_clitest" || auth == "Bearer cfn_clitest"):
 			var body struct {
 				NodeID string `json:"node_id"`
 			}
 			json.NewDecoder(r.Body).Decode(&body)
 			cp.node = body.NodeID
 			fmt.Fprintf(w, `{"node_id":%q,"healthy":true,"node_credential":"cfn_clitest"}`, body.NodeID)
-		case cp.node != "" && r.URL.Path == agent.PathStatus(cp.node) && auth == "Bearer cfn_clitest":
+		case cp.node != "" && r.URL.Path == nodeapi.StatusPath(cp.node) && auth == "Bearer cfn_clitest":
 			fmt.Fprint(w, `{"healthy":true}`)
-		case cp.node != "" && r.URL.Path == agent.PathNodes+"/"+cp.node:
+		case cp.node != "" && r.URL.Path == nodeapi.NodePath(cp.node):
 			fmt.Fprintf(w, `{"InstanceID":%q,"IP":%q,"Healthy":true}`, cp.node, cp.node)
-		case strings.HasPrefix(r.URL.Path, "/internal/v1/node-agent/"):
+		case strings.HasPrefix(r.URL.Path, nodeapi.AgentPrefix+"/"):
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprint(w, `{"error":"unauthenticated"}`)
 		default:
@@ -113,12 +115,12 @@ func agentArgs(t *testing.T, dir, cpURL, listen string) []string {
 }
 
 // startAgentProcess runs `cubefleet agent run args...` as a child process.
-func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, *syncBuffer, chan error) {
+func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd, *testkit.SyncBuffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"agent", "run", "--log-format", "json"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -132,18 +134,7 @@ func startAgentProcess(t *testing.T, bin, dir string, args ...string) (*exec.Cmd
 	return cmd, logs, done
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func wantExit0(t *testing.T, done chan error, logs *syncBuffer) {
+func wantExit0(t *testing.T, done chan error, logs *testkit.SyncBuffer) {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -166,8 +157,8 @@ func TestAgentProcess(t *testing.T) {
 	listen := freeLoopback(t)
 	args := agentArgs(t, dir, cp.url, listen)
 	cmd, logs, done := startAgentProcess(t, bin, dir, args...)
-	status := agent.PathStatus("127.0.0.1")
-	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
+	status := nodeapi.StatusPath("127.0.0.1")
+	testkit.WaitFor(t, 20*time.Second, "2 status reports", func() bool { return cp.count(status) >= 2 })
 
 	// agent check, in process, with the same settings.
 	var out, errOut bytes.Buffer
@@ -203,8 +194,8 @@ func TestAgentProcess(t *testing.T) {
 			t.Errorf("the log shows a token:\n%s", logs.String())
 		}
 	}
-	if cp.lastAuth(agent.PathRegister) != "Bearer cfj_clitest" || cp.lastAuth(status) != "Bearer cfn_clitest" {
-		t.Errorf("authorization: register %q, status %q", cp.lastAuth(agent.PathRegister), cp.lastAuth(status))
+	if cp.lastAuth(nodeapi.PathRegister) != "Bearer cfj_clitest" || cp.lastAuth(status) != "Bearer cfn_clitest" {
+		t.Errorf("authorization: register %q, status %q", cp.lastAuth(nodeapi.PathRegister), cp.lastAuth(status))
 	}
 
 	// Again, with a PID file under a root, stopped by `agent down --root`.
@@ -212,12 +203,12 @@ func TestAgentProcess(t *testing.T) {
 	pidFile := filepath.Join(root, hostsetup.PIDFilePath)
 	_, logs, done = startAgentProcess(t, bin, dir, append(args, "--pid-file", pidFile)...)
 	before := cp.count(status)
-	waitUntil(t, "status reports after the restart", func() bool { return cp.count(status) >= before+2 })
+	testkit.WaitFor(t, 20*time.Second, "status reports after the restart", func() bool { return cp.count(status) >= before+2 })
 	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatalf("PID file: %v", err)
 	}
-	if cp.lastAuth(agent.PathRegister) != "Bearer cfn_clitest" {
-		t.Errorf("the restarted agent registered with %q, want its stored credential", cp.lastAuth(agent.PathRegister))
+	if cp.lastAuth(nodeapi.PathRegister) != "Bearer cfn_clitest" {
+		t.Errorf("the restarted agent registered with %q, want its stored credential", cp.lastAuth(nodeapi.PathRegister))
 	}
 	out.Reset()
 	if code := Run(context.Background(), []string{"agent", "down", "--root", root}, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
@@ -353,8 +344,8 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 	dir := t.TempDir()
 	args := agentArgs(t, dir, cp.url, freeLoopback(t))
 	first, logs, done := startAgentProcess(t, bin, dir, args...)
-	status := agent.PathStatus("127.0.0.1")
-	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
+	status := nodeapi.StatusPath("127.0.0.1")
+	testkit.WaitFor(t, 20*time.Second, "2 status reports", func() bool { return cp.count(status) >= 2 })
 	stateDir := filepath.Join(dir, "state")
 	before, err := os.ReadFile(filepath.Join(stateDir, agent.StateFile))
 	if err != nil {
@@ -385,7 +376,7 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 		t.Errorf("the state file changed:\n%s\nwant\n%s", after, before)
 	}
 	n := cp.count(status)
-	waitUntil(t, "the first agent still reporting", func() bool { return cp.count(status) >= n+2 })
+	testkit.WaitFor(t, 20*time.Second, "the first agent still reporting", func() bool { return cp.count(status) >= n+2 })
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

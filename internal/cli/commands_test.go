@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,14 +12,15 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/privatefile"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 func TestGoldenTables(t *testing.T) {
 	eachDatabase(t, func(t *testing.T, c *cliEnv) {
-		golden(t, "keys_permissions", c.admin("keys", "permissions"))
-		golden(t, "keys_permissions_acme", c.admin("keys", "permissions", "--tenant", "acme"))
-		golden(t, "tenants_list", c.admin("tenants", "list"))
-		golden(t, "tenants_list_json", c.admin("tenants", "list", "--output", "json"))
+		testkit.Golden(t, "keys_permissions.golden", []byte(c.admin("keys", "permissions")))
+		testkit.Golden(t, "keys_permissions_acme.golden", []byte(c.admin("keys", "permissions", "--tenant", "acme")))
+		testkit.Golden(t, "tenants_list.golden", []byte(c.admin("tenants", "list")))
+		testkit.Golden(t, "tenants_list_json.golden", []byte(c.admin("tenants", "list", "--output", "json")))
 	})
 }
 
@@ -67,7 +67,7 @@ func TestGoldenErrors(t *testing.T) {
 			}
 			b.WriteString("\n")
 		}
-		golden(t, "errors", c.normalize(b.String()))
+		testkit.Golden(t, "errors.golden", []byte(c.normalize(b.String())))
 	})
 }
 
@@ -117,7 +117,7 @@ func TestGoldenErrorsJSON(t *testing.T) {
 			t.Errorf("%v: stdout %q, want none without --output json", args, out)
 		}
 	}
-	golden(t, "errors_json", c.normalize(b.String()))
+	testkit.Golden(t, "errors_json.golden", []byte(c.normalize(b.String())))
 }
 
 func TestKeysLifecycle(t *testing.T) {
@@ -262,29 +262,9 @@ func TestAuditAndAPICommands(t *testing.T) {
 func TestServerDevCommand(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"server", "--dev", "--listen", "127.0.0.1:0", "--log-format", "json"},
-			IO{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
-	}()
-	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	var url string
-	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("server exited %d: %s %s", code, out.String(), errOut.String())
-		default:
-		}
-	}
-	if url == "" {
-		t.Fatalf("no listening line: %s %s", out.String(), errOut.String())
-	}
+	srv := start(t, nil, "server", "--dev", "--listen", "127.0.0.1:0", "--log-format", "json")
+	url := srv.listening(t, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`))[1]
+	out, errOut := &srv.out, &srv.err
 	path := filepath.Join(".cubefleet", "admin.token")
 	if err := privatefile.Check(path); err != nil {
 		t.Fatalf("admin.token: %v", err)
@@ -302,14 +282,8 @@ func TestServerDevCommand(t *testing.T) {
 	if code, list, errs := c.run("", "tenants", "list"); code != ExitOK || !strings.Contains(list, "globex") {
 		t.Errorf("tenants list against the dev server: %d %s %s", code, list, errs)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("exit %d after cancel: %s", code, errOut.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("server did not stop")
+	if code := srv.stop(t); code != ExitOK {
+		t.Errorf("exit %d after cancel: %s", code, errOut.String())
 	}
 	for name, s := range map[string]string{"stdout": out.String(), "log": errOut.String()} {
 		if strings.Contains(s, tok) || strings.Contains(s, tok[4:16]) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // TestFleetStatusDriftGolden: a hand edit shows in fleet status grouped by kind in the plan
@@ -30,7 +31,7 @@ func TestFleetStatusDriftGolden(t *testing.T) {
 			t.Fatalf("secrets create: %d %s %s", code, out, errOut)
 		}
 	}
-	example, err := os.ReadFile(filepath.Join(pkgDir, "..", "..", "examples", "fleet.json"))
+	example, err := os.ReadFile(filepath.Join(testkit.PackageDir(), "..", "..", "examples", "fleet.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,13 +65,13 @@ func TestFleetStatusDriftGolden(t *testing.T) {
 		t.Fatalf("the edited document does not match the hand edits: %+v", pl.Calls)
 	}
 	hash := regexp.MustCompile(`\b[0-9a-f]{64}\b`)
-	golden(t, "fleet_status_drift", hash.ReplaceAllString(c.transcript(
+	testkit.Golden(t, "fleet_status_drift.golden", []byte(hash.ReplaceAllString(c.transcript(
 		"fleet status --tenant root",
 		"fleet status --tenant root --check --fail-on-drift",
 		"fleet status --tenant root --output json",
 		"fleet apply edited.json --tenant root --plan-hash "+pl.PlanHash,
 		"fleet status --tenant root --fail-on-drift",
-	), "<hash>"))
+	), "<hash>")))
 }
 
 // TestWebhooksCommandsGolden drives webhooks create, list, deliveries (with --failed),
@@ -127,5 +128,5 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 	)
 	transcript = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`).ReplaceAllString(transcript, "whsec_<secret>")
 	transcript = strings.ReplaceAll(transcript, receiver.URL, "$RECEIVER")
-	golden(t, "webhooks", next.ReplaceAllString(transcript, "<next attempt>\n"))
+	testkit.Golden(t, "webhooks.golden", []byte(next.ReplaceAllString(transcript, "<next attempt>\n")))
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // fleetEnv is a --dev server on SQLite with root's secrets hetzner and pip-index, and a copy of
@@ -19,7 +21,7 @@ func fleetEnv(t *testing.T) *cliEnv {
 			t.Fatalf("secrets create: %d %s %s", code, out, errOut)
 		}
 	}
-	example, err := os.ReadFile(filepath.Join(pkgDir, "..", "..", "examples", "fleet.json"))
+	example, err := os.ReadFile(filepath.Join(testkit.PackageDir(), "..", "..", "examples", "fleet.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func (c *cliEnv) transcript(lines ...string) string {
 
 func TestFleetCommandsGolden(t *testing.T) {
 	c := fleetEnv(t)
-	golden(t, "fleet_lifecycle", c.transcript(
+	testkit.Golden(t, "fleet_lifecycle.golden", []byte(c.transcript(
 		"fleet status --tenant root",
 		"fleet plan fleet.json --tenant root",
 		"fleet plan fleet.json --tenant root --calls",
@@ -63,7 +65,7 @@ func TestFleetCommandsGolden(t *testing.T) {
 		"fleet apply fleet.json --tenant root --yes",
 		"fleet status --tenant root --fail-on-drift",
 		"fleet export --tenant root",
-	))
+	)))
 
 	edited, _ := os.ReadFile("fleet.json")
 	doc := strings.Replace(string(edited), `"disruptionBudget": 0.1`, `"disruptionBudget": 0.25`, 1)
@@ -73,11 +75,11 @@ func TestFleetCommandsGolden(t *testing.T) {
 	writeFile(t, "edited.json", doc)
 	// Deletes carry ids, which derive from the administrator's principal id (new each run).
 	hash := regexp.MustCompile(`"planHash": "[0-9a-f]{64}"`)
-	golden(t, "fleet_blocked", hash.ReplaceAllString(c.transcript(
+	testkit.Golden(t, "fleet_blocked.golden", []byte(hash.ReplaceAllString(c.transcript(
 		"fleet plan edited.json --tenant root",
 		"fleet apply edited.json --tenant root --yes",
 		"fleet plan edited.json --tenant root --prune --output json",
-	), `"planHash": "<hash>"`))
+	), `"planHash": "<hash>"`)))
 
 	writeFile(t, "bad.json", `{"version": 2, "sites": [{"name": "Fra", "kind": "shared", "region": "eu"}],
  "pools": [{"name": "p", "site": "fra", "class": "vps-host", "offers": [{"tenant": "acme", "quota": {"gpu": -1}}]}],
@@ -94,7 +96,7 @@ func TestFleetCommandsGolden(t *testing.T) {
 	if strings.Contains(out, "hunter2") {
 		t.Fatal("an error repeated a literal secret")
 	}
-	golden(t, "fleet_errors", out)
+	testkit.Golden(t, "fleet_errors.golden", []byte(out))
 }
 
 // TestFleetStdin pipes the document through standard input ("-") for plan and for apply --yes:

@@ -199,24 +199,9 @@ func TestIonosUsageAndRefusals(t *testing.T) {
 func TestIonosSimulate(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "sim.json")
 	serve := func(extra ...string) (url string, stop func() (int, string)) {
-		ctx, cancel := context.WithCancel(context.Background())
-		var out, errb syncBuffer
-		done := make(chan int, 1)
-		args := append([]string{"ionos", "simulate", "--listen", "127.0.0.1:0", "--state", state}, extra...)
-		go func() {
-			done <- Run(ctx, args, IO{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
-		}()
-		re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if m := re.FindStringSubmatch(out.String()); m != nil {
-				return m[1], func() (int, string) { cancel(); return <-done, out.String() }
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		cancel()
-		t.Fatalf("the simulator did not start: %s %s", out.String(), errb.String())
-		return "", nil
+		sim := start(t, nil, append([]string{"ionos", "simulate", "--listen", "127.0.0.1:0", "--state", state}, extra...)...)
+		url = sim.listening(t, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`))[1]
+		return url, func() (int, string) { code := sim.stop(t); return code, sim.out.String() }
 	}
 	url, stop := serve("--sample-cubes", "2")
 	req, _ := http.NewRequest(http.MethodGet, url+"/cloudapi/v6/datacenters/"+ionossim.SampleDatacenterID+"/servers?depth=1", nil)

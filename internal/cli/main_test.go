@@ -3,41 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
+	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with the current output")
-
 func TestMain(m *testing.M) { storetest.Main(m) }
-
-// syncBuffer is a bytes.Buffer safe for a command's goroutine to write while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // cliEnv is a running --dev control plane on 127.0.0.1:0 and an environment pointing the CLI
 // at it.
@@ -120,36 +99,83 @@ func (c *cliEnv) normalize(s string) string {
 	return strings.ReplaceAll(s, c.url, "$URL")
 }
 
-// golden compares got with testdata/name.golden (rewritten with -update).
-func golden(t *testing.T, name, got string) {
+// bgRun is a cubefleet command running in the background with its own context: a server, a
+// simulator, a `nodes drain --wait`.
+type bgRun struct {
+	args     []string
+	out, err testkit.SyncBuffer
+	cancel   context.CancelFunc
+	exited   chan struct{} // closed when Run returned
+	code     int           // Run's exit code, once exited is closed
+}
+
+// start runs `cubefleet args...` in the background with the environment getenv (nil: an empty
+// one). The test's end cancels it and waits for it, and a failed test logs its output.
+func start(t *testing.T, getenv func(string) string, args ...string) *bgRun {
 	t.Helper()
-	path := filepath.Join(goldenDir(t), name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &bgRun{args: args, cancel: cancel, exited: make(chan struct{})}
+	go func() {
+		defer close(r.exited)
+		r.code = Run(ctx, args, IO{In: strings.NewReader(""), Out: &r.out, Err: &r.err, Getenv: getenv})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.exited:
+		case <-time.After(20 * time.Second):
+			t.Errorf("cubefleet %s did not stop within 20 s of its cancel", strings.Join(args, " "))
 		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s (go test -update rewrites it):\n--- got\n%s--- want\n%s", name, path, got, want)
-	}
+		if t.Failed() {
+			t.Logf("cubefleet %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.out.String(), r.err.String())
+		}
+	})
+	return r
 }
 
-// goldenDir is testdata in the package directory (tests chdir away from it).
-func goldenDir(t *testing.T) string {
+// listening waits until standard output holds a match of re (a "listening on URL" line) and
+// returns the match and its groups. The command exiting first fails the test.
+func (r *bgRun) listening(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	return filepath.Join(pkgDir, "testdata")
+	var m []string
+	testkit.WaitFor(t, 20*time.Second, "a line matching "+re.String()+" on standard output", func() bool {
+		select {
+		case <-r.exited:
+			t.Fatalf("cubefleet %s exited %d before it listened", strings.Join(r.args, " "), r.code)
+		default:
+		}
+		m = re.FindStringSubmatch(r.out.String())
+		return m != nil
+	})
+	return m
 }
 
-// pkgDir is the package directory, where go test starts.
-var pkgDir = func() string {
-	d, err := os.Getwd()
-	if err != nil {
-		panic(err)
+// waitStderr waits until standard error holds want.
+func (r *bgRun) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("%q on standard error", want), func() bool {
+		return strings.Contains(r.err.String(), want)
+	})
+}
+
+// exit waits for the command to end and returns its exit code.
+func (r *bgRun) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-r.exited:
+		return r.code
+	case <-time.After(20 * time.Second):
+		t.Fatalf("cubefleet %s did not end", strings.Join(r.args, " "))
 	}
-	return d
-}()
+	return -1
+}
+
+// stop cancels the command (Ctrl-C) and returns its exit code.
+func (r *bgRun) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	return r.exit(t)
+}

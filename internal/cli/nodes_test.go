@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,14 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // nodeBody is a Cubelet-shaped register body for node id (the registry's golden body).
 func nodeBody(t *testing.T, name, id string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(pkgDir, "..", "nodes", "testdata", name))
+	b, err := os.ReadFile(filepath.Join(testkit.PackageDir(), "..", "nodes", "nodetest", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,17 +72,15 @@ func TestNodesCommands(t *testing.T) {
 		}
 		creds := map[string]string{}
 		for _, id := range []string{"10.0.0.7", "10.0.0.8"} {
-			code, out := c.post("/internal/v1/node-agent/nodes/register", token, nodeBody(t, "register.json", id))
-			var reg struct {
-				Credential string `json:"node_credential"`
-			}
+			code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", id))
+			var reg nodeapi.RegisterResponse
 			json.Unmarshal(out, &reg)
-			if code != 200 || reg.Credential == "" {
+			if code != 200 || reg.NodeCredential == "" {
 				t.Fatalf("join %s: %d %s", id, code, out)
 			}
-			creds[id] = reg.Credential
+			creds[id] = reg.NodeCredential
 		}
-		if code, out := c.post("/internal/v1/node-agent/nodes/10.0.0.7/status", creds["10.0.0.7"], nodeBody(t, "status.json", "10.0.0.7")); code != 200 {
+		if code, out := c.post(nodeapi.StatusPath("10.0.0.7"), creds["10.0.0.7"], nodeBody(t, "status.json", "10.0.0.7")); code != 200 {
 			t.Fatalf("status: %d %s", code, out)
 		}
 		record("nodes", "list")
@@ -113,7 +112,7 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "list", "--pool", pool.ID)
 		record("nodes", "join-token", "create", "--pool", "no-such-pool")
 		record("nodes", "join-token", "create", "--pool", pool.ID, "--ip", "10.0.0.1", "--any-ip")
-		golden(t, "nodes", c.normalize(strings.ReplaceAll(b.String(), token, "<join token>")))
+		testkit.Golden(t, "nodes.golden", []byte(c.normalize(strings.ReplaceAll(b.String(), token, "<join token>"))))
 
 		// nodes list -o json is the API's output.
 		var list struct {
@@ -136,64 +135,20 @@ func TestNodesCommands(t *testing.T) {
 			t.Errorf("nodes label -o json: %+v %v", labelled, err)
 		}
 		// Events reach the log within a second.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			out := c.admin("nodes", "events", "10.0.0.7")
-			if strings.Contains(out, "node.deleted") {
-				if !strings.Contains(out, "node.joined") || !strings.Contains(out, "node.cordoned") || !strings.Contains(out, "node.draining") {
-					t.Errorf("events:\n%s", out)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no node.deleted event:\n%s", out)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var eventsOut string
+		testkit.WaitFor(t, 5*time.Second, "a node.deleted event", func() bool {
+			eventsOut = c.admin("nodes", "events", "10.0.0.7")
+			return strings.Contains(eventsOut, "node.deleted")
+		})
+		if !strings.Contains(eventsOut, "node.joined") || !strings.Contains(eventsOut, "node.cordoned") || !strings.Contains(eventsOut, "node.draining") {
+			t.Errorf("events:\n%s", eventsOut)
 		}
 	})
 }
 
-// drainRun is a `cubefleet nodes drain` running in the background with its own context.
-type drainRun struct {
-	out, err syncBuffer
-	cancel   context.CancelFunc
-	done     chan int
-}
-
 // startDrain runs `cubefleet nodes drain args...` as the administrator in the background.
-func (c *cliEnv) startDrain(args ...string) *drainRun {
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &drainRun{cancel: cancel, done: make(chan int, 1)}
-	args = append([]string{"nodes", "drain"}, append(args, "--token-file", c.tokenFile)...)
-	go func() {
-		d.done <- Run(ctx, args, IO{In: strings.NewReader(""), Out: &d.out, Err: &d.err, Getenv: func(k string) string { return c.env[k] }})
-	}()
-	c.t.Cleanup(cancel)
-	return d
-}
-
-// waitFor waits until the command's standard error holds want.
-func (d *drainRun) waitFor(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(d.err.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q on stderr:\n%s", want, d.err.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// exit waits for the command to end and returns its exit code.
-func (d *drainRun) exit(t *testing.T) int {
-	t.Helper()
-	select {
-	case code := <-d.done:
-		return code
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nodes drain did not end\nstdout:\n%s\nstderr:\n%s", d.out.String(), d.err.String())
-	}
-	return -1
+func (c *cliEnv) startDrain(args ...string) *bgRun {
+	return start(c.t, func(k string) string { return c.env[k] }, append([]string{"nodes", "drain"}, append(args, "--token-file", c.tokenFile)...)...)
 }
 
 // TestNodesDrainWait runs `cubefleet nodes drain --wait` against a real server while a joined
@@ -206,18 +161,16 @@ func TestNodesDrainWait(t *testing.T) {
 		json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
 		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
-		code, out := c.post("/internal/v1/node-agent/nodes/register", token, nodeBody(t, "register.json", "10.0.0.7"))
-		var reg struct {
-			Credential string `json:"node_credential"`
-		}
+		code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", "10.0.0.7"))
+		var reg nodeapi.RegisterResponse
 		json.Unmarshal(out, &reg)
-		if code != 200 || reg.Credential == "" {
+		if code != 200 || reg.NodeCredential == "" {
 			t.Fatalf("join: %d %s", code, out)
 		}
 		report := func(mvm int) {
 			t.Helper()
 			body := bytes.Replace(nodeBody(t, "status.json", "10.0.0.7"), []byte(`"mvm_num": 4`), []byte(fmt.Sprintf(`"mvm_num": %d`, mvm)), 1)
-			if code, out := c.post("/internal/v1/node-agent/nodes/10.0.0.7/status", reg.Credential, body); code != 200 {
+			if code, out := c.post(nodeapi.StatusPath("10.0.0.7"), reg.NodeCredential, body); code != 200 {
 				t.Fatalf("status: %d %s", code, out)
 			}
 		}
@@ -225,9 +178,9 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// 4, 2, 0: drained.
 		d := c.startDrain("10.0.0.7", "--reason", "retire", "--wait", "--poll", "100ms", "--timeout", "1m")
-		d.waitFor(t, "10.0.0.7: 4 sandboxes left (0s)\n")
+		d.waitStderr(t, "10.0.0.7: 4 sandboxes left (0s)\n")
 		report(2)
-		d.waitFor(t, "10.0.0.7: 2 sandboxes left (0s)\n")
+		d.waitStderr(t, "10.0.0.7: 2 sandboxes left (0s)\n")
 		report(0)
 		if code := d.exit(t); code != ExitOK {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
@@ -271,14 +224,14 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// Ctrl-C: exit 1, the node stays draining.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
 		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet: it still runs 3 sandboxes") || d.out.String() != "" {
 			t.Errorf("interrupted: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
 		}
 		// The same with --output json: the node as last read on stdout.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
 		v = nodeOut{}
 		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
@@ -293,7 +246,7 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// Uncordon while waiting ends the wait with CONFLICT.
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		c.admin("nodes", "uncordon", "10.0.0.7")
 		if code := d.exit(t); code != ExitFailure || !strings.Contains(d.err.String(), "error: CONFLICT: node 10.0.0.7 is no longer draining") {
 			t.Errorf("uncordoned while waiting: exit %d\nstderr:\n%s", code, d.err.String())
@@ -302,7 +255,7 @@ func TestNodesDrainWait(t *testing.T) {
 		// Deleted while waiting: NOT_FOUND saying so, the node as last read on stdout.
 		report(3)
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
-		d.waitFor(t, "10.0.0.7: 3 sandboxes left")
+		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		c.admin("nodes", "delete", "10.0.0.7", "--force")
 		v = nodeOut{}
 		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.ID != "10.0.0.7" || v.Drain == nil ||
@@ -380,26 +333,26 @@ func TestNodesHostileText(t *testing.T) {
 		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip", "--uses", "2"))
 		escapes := func(body map[string]any) { body["cluster_label"] = "x\u001b[31mRED\nFAKE 1.2.3.4 Ready" }
-		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", escapes)); code != 400 {
+		if code, out := c.post(nodeapi.PathRegister, token, registerBody(t, "10.0.0.7", escapes)); code != 400 {
 			t.Fatalf("join with escapes in cluster_label: %d %s, want 400", code, out)
 		}
 		bidi := func(body map[string]any) {
 			body["versions"] = []any{map[string]any{"component": "cubelet", "version": version}}
 		}
-		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", bidi)); code != 200 {
+		if code, out := c.post(nodeapi.PathRegister, token, registerBody(t, "10.0.0.7", bidi)); code != 200 {
 			t.Fatalf("join: %d %s", code, out)
 		}
 		c.admin("nodes", "cordon", "10.0.0.7", "--detail", detail)
 		var b strings.Builder
 		c.record(&b, "nodes", "list")
 		c.record(&b, "nodes", "get", "10.0.0.7")
-		waitUntil(t, "the node.cordoned event", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the node.cordoned event", func() bool {
 			return strings.Contains(c.admin("nodes", "events", "10.0.0.7"), "node.cordoned")
 		})
 		c.record(&b, "nodes", "events", "10.0.0.7")
 		c.record(&b, "nodes", "get", "10.0.0.9\x1b[2J\nFAKE") // the server's message quotes the id
 		got := c.normalize(b.String())
-		golden(t, "nodes_hostile", got)
+		testkit.Golden(t, "nodes_hostile.golden", []byte(got))
 		for _, bad := range []string{"\x1b", "\u202e", "\u2066", "\u2069", "\nFAKE"} {
 			if strings.Contains(got, bad) {
 				t.Errorf("the output holds %q raw:\n%s", bad, got)
@@ -430,13 +383,13 @@ func TestNodesListOrder(t *testing.T) {
 				body["host_ip"] = "10.1.0.1" // a node id that is not an address needs one
 			}
 		})
-		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, body); code != 200 {
+		if code, out := c.post(nodeapi.PathRegister, token, body); code != 200 {
 			t.Fatalf("join %s: %d %s", id, code, out)
 		}
 	}
 	var b strings.Builder
 	c.record(&b, "nodes", "list")
-	golden(t, "nodes_order", c.normalize(b.String()))
+	testkit.Golden(t, "nodes_order.golden", []byte(c.normalize(b.String())))
 
 	var list struct{ Items []struct{ ID string } }
 	json.Unmarshal([]byte(c.admin("nodes", "list", "-o", "json")), &list)
@@ -459,7 +412,7 @@ func TestNodesEvents(t *testing.T) {
 	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
 	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
-	if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", nil)); code != 200 {
+	if code, out := c.post(nodeapi.PathRegister, token, registerBody(t, "10.0.0.7", nil)); code != 200 {
 		t.Fatalf("join: %d %s", code, out)
 	}
 	c.admin("nodes", "cordon", "10.0.0.7", "--detail", "one")
@@ -468,7 +421,7 @@ func TestNodesEvents(t *testing.T) {
 	var all struct {
 		Items []struct{ ID string }
 	}
-	waitUntil(t, "four events", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "four events", func() bool {
 		json.Unmarshal([]byte(c.admin("nodes", "events", "10.0.0.7", "-o", "json")), &all)
 		return len(all.Items) == 4
 	})
@@ -491,5 +444,5 @@ func TestNodesEvents(t *testing.T) {
 	c.record(&b, "nodes", "events", "--since", "yesterday")
 	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "1", "-o", "json")
 	c.record(&b, "nodes", "events", "10.0.0.7", "--cursor", all.Items[2].ID, "-o", "json")
-	golden(t, "nodes_events", c.normalize(b.String()))
+	testkit.Golden(t, "nodes_events.golden", []byte(c.normalize(b.String())))
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // runOffline runs a command that needs no server and returns its exit code, stdout and stderr.
@@ -40,7 +42,7 @@ scheduler:
 	if code != ExitOK || errOut != "" {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	golden(t, "scheduler_check", strings.ReplaceAll(out, shipped, "$FILE"))
+	testkit.Golden(t, "scheduler_check.golden", []byte(strings.ReplaceAll(out, shipped, "$FILE")))
 
 	// The printed configuration is a file that loads to the same configuration, with no warning.
 	effective := out[strings.Index(out, "\nscheduler:\n")+1:]
@@ -55,7 +57,7 @@ scheduler:
 	if code != ExitFailure {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	golden(t, "scheduler_check_bad", strings.ReplaceAll(out+"--- stderr\n"+errOut, bad, "$FILE"))
+	testkit.Golden(t, "scheduler_check_bad.golden", []byte(strings.ReplaceAll(out+"--- stderr\n"+errOut, bad, "$FILE")))
 
 	code, out, _ = runOffline("scheduler", "check", bad, "-o", "json")
 	var res struct {
@@ -86,7 +88,7 @@ func TestSchedulerSimulate(t *testing.T) {
 	if code != ExitOK || !strings.Contains(errOut, "decision latency: p50") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	golden(t, "scheduler_simulate", out)
+	testkit.Golden(t, "scheduler_simulate.golden", []byte(out))
 	_, again, _ := runOffline(args...)
 	if again != out {
 		t.Error("the same seed printed a different report")

@@ -14,6 +14,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
@@ -82,7 +83,7 @@ with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 			if cfg.ConsoleSessionTTL < time.Minute || cfg.ConsoleSessionTTL > 7*24*time.Hour {
 				return usagef("--console-session-ttl %s: give 1m to 168h", cfg.ConsoleSessionTTL)
 			}
-			if cfg.NodeAgentAllowUnauthenticated, err = nodes.ParseCIDRs(allowCIDRs); err != nil {
+			if cfg.NodeAgentAllowUnauthenticated, err = nodehttp.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
 			}
 			switch {

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
 
@@ -26,30 +28,10 @@ func TestServerTLSCommand(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	_, files := tlstest.Write(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"server", "--dev", "--listen", "127.0.0.1:0", "--internal-listen", "127.0.0.1:0",
-			"--tls-cert", files.Cert, "--tls-key", files.Key, "--log-format", "json"},
-			IO{In: strings.NewReader(""), Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
-	}()
-	listening := regexp.MustCompile(`listening on (https://127\.0\.0\.1:\d+) \(node-agent routes on (https://127\.0\.0\.1:\d+)\)`)
-	var url string
-	for deadline := time.Now().Add(20 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("server exited %d: %s %s", code, out.String(), errOut.String())
-		default:
-		}
-	}
-	if url == "" {
-		t.Fatalf("no https listening line: %s %s", out.String(), errOut.String())
-	}
+	srv := start(t, nil, "server", "--dev", "--listen", "127.0.0.1:0", "--internal-listen", "127.0.0.1:0",
+		"--tls-cert", files.Cert, "--tls-key", files.Key, "--log-format", "json")
+	url := srv.listening(t, regexp.MustCompile(`listening on (https://127\.0\.0\.1:\d+) \(node-agent routes on (https://127\.0\.0\.1:\d+)\)`))[1]
+	errOut := &srv.err
 	if !strings.Contains(errOut.String(), `"tls":true`) || !strings.Contains(errOut.String(), `"msg":"TLS certificate loaded"`) {
 		t.Errorf("the log does not say TLS is on:\n%s", errOut.String())
 	}
@@ -88,14 +70,8 @@ func TestServerTLSCommand(t *testing.T) {
 		t.Errorf("--url http://: %d %q", code, errs)
 	}
 
-	cancel()
-	select {
-	case code := <-done:
-		if code != ExitOK {
-			t.Errorf("exit %d after cancel: %s", code, errOut.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("server did not stop")
+	if code := srv.stop(t); code != ExitOK {
+		t.Errorf("exit %d after cancel: %s", code, errOut.String())
 	}
 }
 
@@ -171,7 +147,7 @@ func TestAgentOverTLS(t *testing.T) {
 			t.Logf("last nodes get: %s\nagent log:\n%s", last, logs.String())
 		}
 	}()
-	waitUntil(t, "the node Ready over TLS", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the node Ready over TLS", func() bool {
 		code, out, errs := c.run("", "nodes", "get", "127.0.0.1", "-o", "json", "--token-file", c.tokenFile)
 		last = out + errs
 		var n struct{ State string }
@@ -185,8 +161,8 @@ func TestAgentOverTLS(t *testing.T) {
 	var out, errOut bytes.Buffer
 	noEnv := func(string) string { return "" }
 	code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "10s"}, tlsArgs...), IO{Out: &out, Err: &errOut, Getenv: noEnv})
-	if code != ExitOK || !strings.Contains(out.String(), "ok    control plane: "+srv.InternalURL()+"/internal/v1/node-agent/readyz: ready") ||
-		!strings.Contains(out.String(), "ok    node listed: "+srv.InternalURL()+"/internal/v1/nodes/127.0.0.1") {
+	if code != ExitOK || !strings.Contains(out.String(), "ok    control plane: "+srv.InternalURL()+nodeapi.PathReadyz+": ready") ||
+		!strings.Contains(out.String(), "ok    node listed: "+srv.InternalURL()+nodeapi.NodePath("127.0.0.1")) {
 		t.Errorf("agent check over TLS: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	// The environment works as the flags do.

@@ -26,7 +26,7 @@ func CreateSession(ctx context.Context, q store.Querier, p *Principal, ttl time.
 	if err != nil {
 		return "", 0, err
 	}
-	token = sessionPrefix + strings.TrimPrefix(token, tokenPrefix)
+	token = sessionPrefix + strings.TrimPrefix(token, TokenPrefix)
 	expires := now.Add(ttl).UnixMilli()
 	if _, err := q.ExecContext(ctx, `DELETE FROM iam_sessions WHERE expires_at <= $1`, now.UnixMilli()); err != nil {
 		return "", 0, fmt.Errorf("create session: %w", err)

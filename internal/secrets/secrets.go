@@ -59,8 +59,11 @@ func OpenKeyFile(path string) (*Box, error) {
 	return NewBox(key)
 }
 
-// NewBox returns a Box for a 32-byte key.
+// NewBox returns a Box for a 32-byte key (AES-256); a key of any other length is refused.
 func NewBox(key []byte) (*Box, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("secret key: want 32 bytes, found %d", len(key))
+	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
@@ -100,6 +103,43 @@ func (b *Box) seal(plain []byte, id string) (string, error) {
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString(b.aead.Seal(nonce, nonce, plain, []byte(id))), nil
+}
+
+// open returns the value that seal sealed for the secret id. It fails, wrapping ErrWrongKey,
+// when b's key is not the one that sealed it or the sealed text was altered or moved to another
+// secret (id is the cipher's additional data).
+func (b *Box) open(sealed, id string) ([]byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(sealed)
+	if err != nil || len(raw) < b.aead.NonceSize() {
+		return nil, fmt.Errorf("secret %s: the sealed value is not one this store wrote", id)
+	}
+	n := b.aead.NonceSize()
+	plain, err := b.aead.Open(nil, raw[:n], raw[n:], []byte(id))
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w, or its sealed value was altered", id, ErrWrongKey)
+	}
+	return plain, nil
+}
+
+// Value returns the value of tenantID's secret nameOrID (a name or an id), unsealed: what the
+// control plane resolves a secret:// reference to when it must hand the value on (a sandbox's
+// environment, issue "Sandboxes"); callers never log it or store it elsewhere. Errors:
+// NOT_FOUND; one wrapping ErrWrongKey when b's key did not seal the value (or the sealed text
+// was altered). No error contains the value.
+func (b *Box) Value(ctx context.Context, q store.Querier, tenantID, nameOrID string) (string, error) {
+	var id, sealed string
+	err := q.QueryRowContext(ctx, `SELECT id, sealed FROM secrets WHERE tenant_id = $1 AND (name = $2 OR id = $2)`, tenantID, nameOrID).Scan(&id, &sealed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", cubefleet.Errorf(cubefleet.CodeNotFound, "tenant %s has no secret %s", tenantID, nameOrID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read secret: %w", err)
+	}
+	plain, err := b.open(sealed, id)
+	if err != nil {
+		return "", err
+	}
+	return string(plain), nil
 }
 
 // Secret is a secret as listings show it: never its value.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,27 +18,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines to write while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testEnv is a running server on 127.0.0.1:0 with its collaborators.
 type testEnv struct {
@@ -47,7 +29,7 @@ type testEnv struct {
 	srv   *Server
 	url   string
 	db    *store.DB
-	log   *syncBuffer
+	log   *testkit.SyncBuffer
 	admin string // the --dev administrator's API key
 	dir   string
 }
@@ -57,7 +39,7 @@ type testEnv struct {
 func mustStart(t *testing.T, db *store.DB, mod func(*Config)) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
-	logBuf := &syncBuffer{}
+	logBuf := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, DB: db, Dev: true}
 	if mod != nil {

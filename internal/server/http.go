@@ -30,7 +30,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(console.Prefix+"/", s.console)
 	mux.Handle("GET "+console.Prefix, http.RedirectHandler(console.Prefix+"/", http.StatusMovedPermanently))
 	if s.inLn == nil {
-		s.nodes.Routes(mux)
+		s.nodeHTTP.Routes(mux)
 	}
 	return s.withRequestID(mux)
 }
@@ -39,7 +39,7 @@ func (s *Server) routes() http.Handler {
 // internal nodes routes, and /healthz.
 func (s *Server) internalRoutes() http.Handler {
 	mux := http.NewServeMux()
-	s.nodes.Routes(mux)
+	s.nodeHTTP.Routes(mux)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	return s.withRequestID(mux)
 }

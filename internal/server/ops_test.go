@@ -20,6 +20,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // TestSecretsNeverLeave stores a secret and looks for its value in every response, the log,
@@ -316,7 +317,7 @@ func TestDevBootstrap(t *testing.T) {
 			if dialect == "postgres" {
 				database = storetest.PostgresURL(t)
 			}
-			logBuf := &syncBuffer{}
+			logBuf := &testkit.SyncBuffer{}
 			log := slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			cfg := Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Database: database, Dev: true}
 			srv, err := New(context.Background(), cfg, log)

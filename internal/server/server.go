@@ -32,6 +32,8 @@ import (
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/netguard"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
@@ -200,7 +202,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module, lane.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module}
 }
 
 // fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
@@ -231,6 +233,8 @@ type Server struct {
 	console   *console.Console   // the web console at /console
 	driftM    *fleet.DriftMetrics
 	webhookM  *events.WebhookMetrics
+	nodeStore *nodestore.Store
+	nodeHTTP  *nodehttp.Handler
 	inLn      net.Listener  // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
@@ -312,14 +316,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
 	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
-	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
+	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.newLane(); err != nil {
 		return nil, err
 	}
 	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
 		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
@@ -360,6 +364,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log}); err != nil {
 		return nil, err
 	}
+	s.metrics.reg.MustRegister(s.nodeStore.Collectors()...)
+	s.metrics.reg.MustRegister(s.nodeHTTP.Collectors()...)
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
@@ -394,7 +400,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	sort.Strings(disabled)
 	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
 		"methods", len(s.api.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
-		"node_agent_allow_unauthenticated", nodes.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
+		"node_agent_allow_unauthenticated", nodehttp.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
 	ok = true
 	return s, nil
 }
@@ -432,6 +438,9 @@ func (s *Server) InternalURL() string {
 // Nodes returns the server's node registry.
 func (s *Server) Nodes() *nodes.Registry { return s.nodes }
 
+// NodeStore returns the node registry's persistence (its Flush writes what the registry holds).
+func (s *Server) NodeStore() *nodestore.Store { return s.nodeStore }
+
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
@@ -454,6 +463,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
 	nodesDone := make(chan error, 1)
 	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	listDone := make(chan struct{})
+	go func() { s.nodeHTTP.Run(nodesCtx); close(listDone) }()
 	defer stopNodes()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -496,6 +507,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = nil
 	}
 	stopNodes()
+	<-listDone
 	if nerr := <-nodesDone; err == nil {
 		err = nerr
 	}

@@ -76,7 +76,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		q.Add("_pragma", "busy_timeout(10000)")
 		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Set("_txlock", "immediate")
-		sqldb, err := sql.Open("sqlite", "file:"+dsn+"?"+q.Encode())
+		sqldb, err := sql.Open("sqlite", "file:"+uriPath.Replace(dsn)+"?"+q.Encode())
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w", dsn, err)
 		}
@@ -100,6 +100,11 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	}
 	return db, nil
 }
+
+// uriPath escapes what a file: URI's path cannot hold as it is: SQLite reads '%' as an escape,
+// '?' as the start of the query and '#' as the start of the fragment (a data directory such as
+// "job#2" would otherwise open a database at "job").
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 
 // redact hides the password of a URL-shaped DSN.
 func redact(dsn string) string {

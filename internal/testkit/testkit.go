@@ -28,6 +28,10 @@ var pkgDir = func() string {
 	return d
 }()
 
+// PackageDir returns the directory of the package under test (where go test starts the test
+// binary), for reading the package's files after a test changed its working directory.
+func PackageDir() string { return pkgDir }
+
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads: give it to a logger, a
 // child process's stdout, or a command's output while the test reads it.
 type SyncBuffer struct {

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+)
+
+// Defaults of nodes drain --wait.
+const (
+	drainTimeout = 10 * time.Minute
+	drainPoll    = 2 * time.Second
+	minDrainPoll = 100 * time.Millisecond
+	// drainGoneAfter is how long --wait must keep reading the node without a drain before it
+	// concludes the drain ended (uncordon): a replica other than the one that took the drain
+	// shows it within a second or two.
+	drainGoneAfter = 3 * time.Second
+)
+
+func newNodesDrainCmd() *cobra.Command {
+	var reason string
+	var wait bool
+	var timeout, poll time.Duration
+	cmd := &cobra.Command{
+		Use:   "drain NODE [--reason TEXT] [--wait [--timeout 10m] [--poll 2s]]",
+		Short: "Drain a node: cordon it and (with --wait) wait until it runs no sandboxes",
+		Long: `Drain a node, as kubectl drain does: cordon it (it receives no new work; --reason becomes the
+cordon's detail unless it is already cordoned) and mark it as draining. The node is drained once
+it runs no sandboxes: cubefleet places no sandboxes yet, so that is the node's own last report
+(allocated.mvm_num 0, or none reported). Draining a node that is already draining changes
+nothing; uncordon ends the drain.
+
+Without --wait it prints what it did and the sandboxes left. With --wait it polls the node every
+--poll, prints a line on standard error each time the count changes
+("10.0.0.5: 3 sandboxes left (42s)", the time since the drain was asked), and exits 0 once the
+node is drained; after --timeout (0: no limit) it exits 1 with DEADLINE_EXCEEDED, naming the
+sandboxes left. The node stays cordoned and draining either way, also when you interrupt the
+wait. --output json prints the node as it was last read, also when the wait times out, is
+interrupted, or ends because the node was uncordoned or deleted (then with an "error" member;
+the error text goes to stderr as always).`,
+		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
+  cubefleet nodes delete 10.0.0.5`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !wait && (cmd.Flags().Changed("timeout") || cmd.Flags().Changed("poll")) {
+				return usagef("--timeout and --poll apply only with --wait")
+			}
+			if timeout < 0 {
+				return usagef("--timeout %s: want 0 (no limit) or more", timeout)
+			}
+			if poll < minDrainPoll {
+				return usagef("--poll %s: want at least %s", poll, minDrainPoll)
+			}
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			ctx := cmd.Context()
+			if wait && timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			w := drainWait{cmd: cmd, c: c, ctx: ctx, id: id, timeout: timeout, poll: poll}
+			var out nodeOut
+			if err := c.Call(ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason}, &out); err != nil {
+				return w.stopped(err, nil)
+			}
+			if wait {
+				if out, err = w.wait(out); err != nil {
+					// Timed out, interrupted, uncordoned or deleted: --output json still
+					// prints the node as last read (with the error added; see Run).
+					if wantJSON(cmd) {
+						if jerr := emitJSON(cmd, out); jerr != nil {
+							return errors.Join(err, jerr)
+						}
+					}
+					return err
+				}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				_, err := linef(w, "%s\n", drainDone(out, wait))
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
+	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
+	f.DurationVar(&timeout, "timeout", drainTimeout, "with --wait: give up after this long (0: no limit)")
+	f.DurationVar(&poll, "poll", drainPoll, "with --wait: read the node this often")
+	return cmd
+}
+
+// drainDone is what nodes drain prints once it is done (waited: after --wait).
+func drainDone(out nodeOut, waited bool) string {
+	d := out.Drain
+	switch {
+	case d == nil: // cannot happen: nodes.drain answers a draining node
+		return "Cordoned node " + out.ID + "."
+	case d.State == nodes.DrainDrained && waited:
+		end := d.DrainedAt
+		if end == 0 {
+			end = out.Now
+		}
+		return fmt.Sprintf("Drained node %s: cordoned, no sandboxes left (%s after it was asked).", out.ID, elapsed(end, d.RequestedAt))
+	case d.State == nodes.DrainDrained:
+		return "Drained node " + out.ID + ": cordoned, no sandboxes left."
+	}
+	return fmt.Sprintf("Draining node %s: cordoned, %s left.", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
+}
+
+// elapsed renders the time from since to now (both Unix ms) in whole seconds: "42s", "2m5s".
+func elapsed(now, since int64) string {
+	return (time.Duration(max(now-since, 0)) * time.Millisecond).Round(time.Second).String()
+}
+
+// drainWait is one nodes drain --wait: it polls node id through c until it is drained, ctx
+// (bounded by --timeout) ends, or a call fails.
+type drainWait struct {
+	cmd     *cobra.Command
+	c       *client.Client
+	ctx     context.Context
+	id      string
+	timeout time.Duration
+	poll    time.Duration
+}
+
+// wait polls from out (the answer of nodes.drain) until the node is drained and returns it as
+// last read, printing a progress line on standard error each time the count changes. Errors:
+// DEADLINE_EXCEEDED after --timeout; CONFLICT when the node shows no drain for drainGoneAfter
+// (it was uncordoned meanwhile); NOT_FOUND when it was deleted meanwhile; an interruption; any
+// failed call. On an error, the node returned is the one last read.
+func (w drainWait) wait(out nodeOut) (nodeOut, error) {
+	progress := w.cmd.ErrOrStderr()
+	shown := int64(-1)
+	last := out.Drain // the last drain read
+	var gone time.Time
+	for {
+		switch d := out.Drain; {
+		case d == nil && gone.IsZero():
+			gone = time.Now() // perhaps a replica that has not seen the drain yet
+		case d == nil && time.Since(gone) >= drainGoneAfter:
+			return out, cubefleet.Errorf(cubefleet.CodeConflict, "node %s is no longer draining: it was uncordoned while this waited", w.id)
+		case d == nil:
+		case d.State == nodes.DrainDrained:
+			return out, nil
+		default:
+			last, gone = d, time.Time{}
+			if d.SandboxesLeft != shown {
+				linef(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
+				shown = d.SandboxesLeft
+			}
+		}
+		t := time.NewTimer(w.poll)
+		select {
+		case <-w.ctx.Done():
+			t.Stop()
+			return out, w.stopped(w.ctx.Err(), last)
+		case <-t.C:
+		}
+		var next nodeOut
+		if err := w.c.Call(w.ctx, "nodes.get", map[string]any{"nodeId": w.id}, &next); err != nil {
+			if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				return out, cubefleet.Errorf(cubefleet.CodeNotFound, "node %s was deleted while this waited for its drain (%s when last read)", w.id, sandboxesLeft(last, "it ran"))
+			}
+			return out, w.stopped(err, last)
+		}
+		out = next
+	}
+}
+
+// stopped turns the error that ended a drain or its wait into the command's error: the
+// timeout is DEADLINE_EXCEEDED and an interruption (Ctrl-C) says so, both naming the node and
+// the sandboxes it ran when last read (last; nil when it was never read); other errors pass.
+func (w drainWait) stopped(err error, last *nodes.DrainView) error {
+	left := sandboxesLeft(last, "it still runs")
+	switch {
+	case w.cmd.Context().Err() != nil:
+		return fmt.Errorf("interrupted: node %s is not drained yet: %s; it stays cordoned and draining", w.id, left)
+	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
+		return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "node %s is not drained after %s: %s; it stays cordoned and draining (run the command again to keep waiting; uncordon ends the drain)",
+			w.id, w.timeout, left)
+	}
+	return err
+}
+
+// sandboxesLeft says how many sandboxes a drain had left when last read ("it still runs 3
+// sandboxes", verb first), or that the count is unknown (last is nil).
+func sandboxesLeft(last *nodes.DrainView, verb string) string {
+	if last == nil {
+		return "its sandbox count is unknown"
+	}
+	return verb + " " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
+}

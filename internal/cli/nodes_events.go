@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/events"
+)
+
+// eventPage is what `nodes events` prints with --output json: events.list's answer.
+type eventPage struct {
+	Items      []events.Event `json:"items"`
+	NextCursor string         `json:"nextCursor,omitempty"`
+	OlderExist bool           `json:"olderExist,omitempty"`
+}
+
+func newNodesEventsCmd() *cobra.Command {
+	var typ, since, cursor string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "events [NODE] [--type node.lost] [--since 10m|RFC3339] [--limit N] [--cursor C]",
+		Short: "List node lifecycle events (joined, suspect, down, lost, recovered, cordoned, draining, drained, ...), the newest by default",
+		Long: `List the node lifecycle events of the event log (of NODE, or of every node), oldest first:
+node.joined, node.suspect, node.down, node.lost, node.recovered, node.notReady, node.cordoned,
+node.uncordoned, node.draining, node.drained, node.deleted.
+
+Without --since or --cursor it lists the newest --limit events (default 100, at most 1000),
+like journalctl -n: what just happened. When older ones exist a last line says so
+(--output json: olderExist). With --since (a duration back from now, 10m, 2h, 7d, or an
+RFC 3339 time) or --cursor it reads forwards from there, --limit events at a time; when more
+exist a last line names the --cursor that lists the next ones (--output json: nextCursor).
+
+Events reach the log about a second after the change: the registry writes them with its
+once-a-second flush.`,
+		Example: `  cubefleet nodes events 10.0.0.5                 # why did it just go Down?
+  cubefleet nodes events --type node.lost --since 24h`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("events takes at most one NODE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			sinceMs, err := parseSince(since, time.Now())
+			if err != nil {
+				return err
+			}
+			if typ == "" {
+				typ = "node."
+			}
+			subject := ""
+			if len(args) == 1 {
+				subject = args[0]
+			}
+			in := map[string]any{"type": typ, "subject": subject, "since": sinceMs}
+			var out eventPage
+			if since == "" && cursor == "" { // the tail of the log
+				if limit > 1000 {
+					return usagef("--limit is at most 1000 for the newest events; read older ones with --since")
+				}
+				in["newest"], in["limit"] = true, limit
+				if err := call(cmd, "events.list", in, &out); err != nil {
+					return err
+				}
+			} else {
+				p, err := listPages[events.Event](cmd, "events.list", in, cursor, limit)
+				if err != nil {
+					return err
+				}
+				out.Items, out.NextCursor = p.Items, p.NextCursor
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, e := range out.Items {
+					rows = append(rows, []string{formatTime(e.At), e.Type, e.Subject, string(e.Data)})
+				}
+				if err := printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows); err != nil {
+					return err
+				}
+				if out.OlderExist {
+					_, err := linef(w, "(the newest %d events; older ones exist: raise --limit, or read from a time with --since 2h)\n", len(out.Items))
+					return err
+				}
+				return moreNotice(w, len(out.Items), "events", out.NextCursor, "narrow --since")
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&typ, "type", "", "only events of this type (node.lost) or prefix (node.)")
+	f.StringVar(&since, "since", "", "only events since this long ago (10m, 1h, 7d) or this RFC 3339 time")
+	f.IntVar(&limit, "limit", 100, "at most this many events (the newest, without --since or --cursor: at most 1000)")
+	f.StringVar(&cursor, "cursor", "", "start after this event (the cursor a previous page named)")
+	return cmd
+}

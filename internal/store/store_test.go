@@ -1,0 +1,213 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+var demo = store.Module{Name: "demo", FS: fstest.MapFS{
+	"0001_things.sql": {Data: []byte("-- +goose Up\nCREATE TABLE things (id TEXT PRIMARY KEY, n BIGINT NOT NULL);\n-- +goose Down\nDROP TABLE things;\n")},
+}}
+
+func TestEachMigratesAndRollsBack(t *testing.T) {
+	storetest.Each(t, []store.Module{demo}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		st, err := db.MigrationStatus(ctx, demo)
+		if err != nil || len(st) != 1 || st[0] != "demo/0001_things" {
+			t.Fatalf("status = %v, %v", st, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, "a", 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, "a", 2); !store.IsUniqueViolation(err) {
+			t.Fatalf("duplicate insert: %v, want a unique violation", err)
+		}
+		boom := errors.New("boom")
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, "b", 1); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("InTx = %v, want boom", err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM things`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("rows after rollback = %d, %v; want 1", n, err)
+		}
+		// Migrating again is a no-op.
+		if err := db.Migrate(ctx, demo); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestLease(t *testing.T) {
+	storetest.Each(t, []store.Module{store.LeaseModule}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		now := time.UnixMilli(1_790_000_000_000)
+		take := func(holder string, at time.Time) bool {
+			ok, err := db.TryLease(ctx, "drift", holder, 10*time.Second, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !take("a", now) {
+			t.Fatal("a could not take a free lease")
+		}
+		if take("b", now.Add(5*time.Second)) {
+			t.Fatal("b took a's live lease")
+		}
+		if !take("a", now.Add(9*time.Second)) {
+			t.Fatal("a could not renew")
+		}
+		if take("b", now.Add(18*time.Second)) {
+			t.Fatal("b took the lease a renewed")
+		}
+		if !take("b", now.Add(20*time.Second)) {
+			t.Fatal("b could not take the expired lease")
+		}
+	})
+}
+
+// TestInTxRollsBackOnPanic: a panic inside InTx rolls the transaction back and goes on up.
+func TestInTxRollsBackOnPanic(t *testing.T) {
+	storetest.Each(t, []store.Module{demo}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		func() {
+			defer func() {
+				if p := recover(); p != "boom" {
+					t.Errorf("recovered %v, want the panic to go on up", p)
+				}
+			}()
+			db.InTx(ctx, func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, "p", 1); err != nil {
+					t.Fatal(err)
+				}
+				panic("boom")
+			})
+		}()
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM things`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("rows after the panic = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// TestLockKeySerializes: two transactions that lock the same key run one after the other.
+func TestLockKeySerializes(t *testing.T) {
+	storetest.Each(t, []store.Module{demo}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		if _, err := db.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ('counter', 0)`); err != nil {
+			t.Fatal(err)
+		}
+		// Each transaction reads the counter, then writes it plus one: without the lock two of
+		// them could read the same value on PostgreSQL (READ COMMITTED) and lose an increment.
+		const workers, rounds = 4, 10
+		errs := make(chan error, workers)
+		for range workers {
+			go func() {
+				for range rounds {
+					err := db.InTx(ctx, func(tx *sql.Tx) error {
+						if err := db.LockKey(ctx, tx, "counter"); err != nil {
+							return err
+						}
+						var n int
+						if err := tx.QueryRowContext(ctx, `SELECT n FROM things WHERE id = 'counter'`).Scan(&n); err != nil {
+							return err
+						}
+						_, err := tx.ExecContext(ctx, `UPDATE things SET n = $1 WHERE id = 'counter'`, n+1)
+						return err
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range workers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT n FROM things WHERE id = 'counter'`).Scan(&n); err != nil || n != workers*rounds {
+			t.Fatalf("counter = %d, %v; want %d", n, err, workers*rounds)
+		}
+	})
+}
+
+// TestOpenErrorsHideThePassword: a PostgreSQL URL that cannot be reached is named in the error
+// without its password.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = store.Open(ctx, "postgres://cubefleet:hunter2@"+addr+"/fleet?sslmode=disable&connect_timeout=2")
+	if err == nil {
+		t.Fatal("Open of a closed port succeeded")
+	}
+	if msg := err.Error(); strings.Contains(msg, "hunter2") || !strings.Contains(msg, "cubefleet:xxxxx@"+addr) {
+		t.Errorf("Open error %q: want the URL with its password hidden", msg)
+	}
+}
+
+// TestSQLitePathWithURICharacters: a database path holding '#', '?', '%' or a space opens the
+// file at that very path.
+func TestSQLitePathWithURICharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "job#2 ?x=1 %41")
+	path := filepath.Join(dir, "cubefleet.db")
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Migrate(context.Background(), demo); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("%s: %v", path, err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 1 {
+		t.Errorf("files beside the data directory: %v, want only it", entries)
+	}
+}
+
+func TestSQLiteFileIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cubefleet.db")
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("database file mode %04o, want 0600", fi.Mode().Perm())
+	}
+}
