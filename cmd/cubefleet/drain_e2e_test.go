@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // TestDrainWaitBinary drives `cubefleet nodes drain --wait` as a process against a `cubefleet
@@ -22,11 +24,11 @@ func TestDrainWaitBinary(t *testing.T) {
 	for name, dsn := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			c := startServerB(t, dsn(t), "--node-agent-allow-unauthenticated", "127.0.0.0/8")
-			regBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "testdata", "register.json"))
+			regBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "nodetest", "testdata", "register.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			statusBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "testdata", "status.json"))
+			statusBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "nodetest", "testdata", "status.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,10 +45,10 @@ func TestDrainWaitBinary(t *testing.T) {
 			}
 			report := func(mvm int) {
 				t.Helper()
-				post("/internal/v1/node-agent/nodes/10.0.0.7/status",
+				post(nodeapi.StatusPath("10.0.0.7"),
 					bytes.Replace(statusBody, []byte(`"mvm_num": 4`), []byte(fmt.Sprintf(`"mvm_num": %d`, mvm)), 1))
 			}
-			post("/internal/v1/node-agent/nodes/register", regBody)
+			post(nodeapi.PathRegister, regBody)
 			report(2)
 
 			// drain starts `cubefleet nodes drain 10.0.0.7 --wait` and returns it with a

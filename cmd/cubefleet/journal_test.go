@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -32,17 +33,15 @@ func TestRegistrationSurvivesCrash(t *testing.T) {
 
 			release := holdDatabase(t, c.dataDir, database)
 			joined := registerBody(t, "127.0.0.1")
-			code, body, d := post(t, c.url+"/internal/v1/node-agent/nodes/register", token, joined)
+			code, body, d := post(t, c.url+nodeapi.PathRegister, token, joined)
 			if code != 200 || d >= time.Second {
 				t.Fatalf("join while the database is held: %d in %s: %s", code, d, body)
 			}
-			var reply struct {
-				Credential string `json:"node_credential"`
-			}
-			if err := json.Unmarshal(body, &reply); err != nil || reply.Credential == "" {
+			var reply nodeapi.RegisterResponse
+			if err := json.Unmarshal(body, &reply); err != nil || reply.NodeCredential == "" {
 				t.Fatalf("join answered without a credential: %s", body)
 			}
-			if code, body, d = post(t, c.url+"/internal/v1/node-agent/nodes/register", "", registerBody(t, "10.9.0.2")); code != 200 || d >= time.Second {
+			if code, body, d = post(t, c.url+nodeapi.PathRegister, "", registerBody(t, "10.9.0.2")); code != 200 || d >= time.Second {
 				t.Fatalf("stock register while the database is held: %d in %s: %s", code, d, body)
 			}
 			if fi, err := os.Stat(filepath.Join(c.dataDir, "nodes-journal.jsonl")); err != nil || fi.Mode().Perm() != 0o600 {
@@ -58,10 +57,10 @@ func TestRegistrationSurvivesCrash(t *testing.T) {
 					t.Errorf("node.joined events of %s after the replay:\n%s", id, out)
 				}
 			}
-			if code, body, _ := post(t, c.url+"/internal/v1/node-agent/nodes/127.0.0.1/status", reply.Credential, statusBody(t)); code != 200 {
+			if code, body, _ := post(t, c.url+nodeapi.StatusPath("127.0.0.1"), reply.NodeCredential, statusBody(t)); code != 200 {
 				t.Errorf("status with the credential issued before the crash: %d %s", code, body)
 			}
-			if code, body, _ := post(t, c.url+"/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.9.0.3")); code != 401 {
+			if code, body, _ := post(t, c.url+nodeapi.PathRegister, token, registerBody(t, "10.9.0.3")); code != 401 {
 				t.Errorf("the journaled join's token was used again: %d %s", code, body)
 			}
 			if _, err := os.Stat(filepath.Join(c.dataDir, "nodes-journal.jsonl")); !os.IsNotExist(err) {
@@ -130,20 +129,20 @@ func post(t *testing.T, url, token string, body []byte) (int, []byte, time.Durat
 	return resp.StatusCode, out.Bytes(), time.Since(start)
 }
 
-// registerBody is the stock Cubelet register payload of internal/nodes/testdata for node id.
+// registerBody is the stock Cubelet register payload of internal/nodes/nodetest/testdata for node id.
 func registerBody(t *testing.T, id string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "testdata", "register.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "nodetest", "testdata", "register.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return bytes.ReplaceAll(b, []byte("10.0.0.7"), []byte(id))
 }
 
-// statusBody is the stock Cubelet status payload of internal/nodes/testdata.
+// statusBody is the stock Cubelet status payload of internal/nodes/nodetest/testdata.
 func statusBody(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "testdata", "status.json"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "nodetest", "testdata", "status.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 )
 
@@ -89,7 +90,7 @@ func TestMultiHost(t *testing.T) {
 		k := i + 1
 		a := &agentNode{ns: tn.ns(k), ip: tn.nsIP(k), dir: t.TempDir()}
 		token := strings.TrimSpace(c.ok("nodes", "join-token", "create", "--pool", "cubes", "--ip", a.ip.String(), "--ttl", "10m"))
-		if !strings.HasPrefix(token, nodes.JoinTokenPrefix) {
+		if !strings.HasPrefix(token, nodeapi.JoinTokenPrefix) {
 			t.Fatalf("join-token create printed %q", token)
 		}
 		a.envFile = filepath.Join(a.dir, "agent.env")
@@ -212,35 +213,35 @@ func stockCubelet(t *testing.T, c *cluster, tn *testNet, internal string) {
 	base := "http://" + internal
 	id := tn.nsIP(4).String()
 	inside, outside := tn.client(4), tn.client(1)
-	regBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "testdata", "register.json"))
+	regBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "nodetest", "testdata", "register.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	regBody = bytes.ReplaceAll(regBody, []byte("10.0.0.7"), []byte(id))
 	regBody = bytes.ReplaceAll(regBody, []byte(`"default-cluster"`), []byte(`"cubes"`))
-	statusBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "testdata", "status.json"))
+	statusBody, err := os.ReadFile(filepath.Join("..", "..", "internal", "nodes", "nodetest", "testdata", "status.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	for _, p := range nodes.AgentPrefixes {
+	for _, p := range nodeapi.AgentPrefixes {
 		code, body := nsCall(t, inside, "GET", base+p+"/readyz", nil)
 		if err := cubeletAccepts(code, body); err != nil {
 			t.Errorf("readyz on %s: %v", p, err)
 		}
 	}
-	code, body := nsCall(t, inside, "POST", base+"/internal/v1/node-agent/nodes/register", regBody)
+	code, body := nsCall(t, inside, "POST", base+nodeapi.PathRegister, regBody)
 	if err := cubeletAccepts(code, body); err != nil {
 		t.Fatalf("register from the allowed network: %v", err)
 	}
 	if bytes.Contains(body, []byte("node_credential")) {
 		t.Errorf("a stock Cubelet was given a node credential: %s", body)
 	}
-	code, body = nsCall(t, inside, "POST", base+"/internal/v1/node-agent/nodes/"+id+"/status", statusBody)
+	code, body = nsCall(t, inside, "POST", base+nodeapi.StatusPath(id), statusBody)
 	if err := cubeletAccepts(code, body); err != nil {
 		t.Fatalf("status from the allowed network: %v", err)
 	}
-	for _, path := range []string{"/internal/v1/nodes", "/internal/v1/nodes?ids=" + id, "/internal/v1/nodes/" + id} {
+	for _, path := range []string{nodeapi.NodesPrefix, nodeapi.NodesPrefix + "?ids=" + id, nodeapi.NodePath(id)} {
 		code, body = nsCall(t, inside, "GET", base+path, nil)
 		if code != http.StatusOK || !bytes.Contains(body, []byte(`"IP":"`+id+`"`)) {
 			t.Errorf("GET %s from the allowed network: %d %s", path, code, body)
@@ -260,12 +261,12 @@ func stockCubelet(t *testing.T, c *cluster, tn *testNet, internal string) {
 
 	// Outside the allowed network: every call without credentials is refused.
 	other := bytes.ReplaceAll(regBody, []byte(id), []byte(tn.nsIP(1).String()))
-	code, body = nsCall(t, outside, "POST", base+"/internal/v1/node-agent/nodes/register", other)
+	code, body = nsCall(t, outside, "POST", base+nodeapi.PathRegister, other)
 	if code != http.StatusUnauthorized || !bytes.Contains(body, []byte("--node-agent-allow-unauthenticated")) {
 		t.Errorf("register without credentials from outside the allowed network: %d %s", code, body)
 	}
 	for _, call := range []struct{ method, path string }{
-		{"POST", "/internal/v1/node-agent/nodes/" + id + "/status"}, {"GET", "/internal/v1/nodes"}, {"GET", "/internal/v1/nodes/" + id},
+		{"POST", nodeapi.StatusPath(id)}, {"GET", nodeapi.NodesPrefix}, {"GET", nodeapi.NodePath(id)},
 	} {
 		var b []byte
 		if call.method == "POST" {
@@ -300,10 +301,10 @@ func stockCubelet(t *testing.T, c *cluster, tn *testNet, internal string) {
 	// Deleted: the stock Cubelet's heartbeat is 404 (it does not register again by itself).
 	c.ok("nodes", "cordon", id)
 	c.ok("nodes", "delete", id, "--force")
-	if code, body := nsCall(t, inside, "POST", base+"/internal/v1/node-agent/nodes/"+id+"/status", statusBody); code != http.StatusNotFound {
+	if code, body := nsCall(t, inside, "POST", base+nodeapi.StatusPath(id), statusBody); code != http.StatusNotFound {
 		t.Errorf("status after delete: %d %s", code, body)
 	}
-	if code, body := nsCall(t, inside, "GET", base+"/internal/v1/nodes/"+id, nil); code != http.StatusNotFound {
+	if code, body := nsCall(t, inside, "GET", base+nodeapi.NodePath(id), nil); code != http.StatusNotFound {
 		t.Errorf("GET node after delete: %d %s", code, body)
 	}
 }
@@ -314,20 +315,8 @@ func cubeletAccepts(code int, body []byte) error {
 	if code < 200 || code > 299 {
 		return fmt.Errorf("HTTP %d: %s", code, body)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return fmt.Errorf("not a JSON object (%v): %s", err, body)
-	}
-	if raw, ok := obj["ret"]; ok {
-		var ret struct {
-			RetCode *int `json:"ret_code"`
-		}
-		if err := json.Unmarshal(raw, &ret); err != nil {
-			return fmt.Errorf("ret is not an object (%v): %s", err, body)
-		}
-		if ret.RetCode != nil && *ret.RetCode != 200 {
-			return fmt.Errorf("ret_code %d: %s", *ret.RetCode, body)
-		}
+	if _, err := nodeapi.DecodeReply(body); err != nil {
+		return fmt.Errorf("%v: %s", err, body)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
 
@@ -66,7 +67,7 @@ func TestTLSProcess(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	resp, err := hc.Get("https://" + internal + "/internal/v1/node-agent/readyz")
+	resp, err := hc.Get("https://" + internal + nodeapi.PathReadyz)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // Backoff of registration: the first retry waits RegisterBackoffMin, each next one twice as
@@ -66,8 +67,8 @@ type Agent struct {
 	now   func() time.Time
 	wire  *wireClient
 	facts hostinfo.Facts
-	quota StatusQuota
-	ver   ComponentVersion
+	quota nodeapi.Quota
+	ver   nodeapi.ComponentVersion
 	// sleep waits between registration attempts; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 
@@ -106,7 +107,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 		hc = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	a.wire = newWireClient(cfg.ControlPlane, hc, &tlsDetector{dial: dial, config: cfg.TLSClientConfig()})
-	a.quota = StatusQuota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}
+	a.quota = nodeapi.Quota{MilliCPU: cfg.QuotaCPU, MemMB: cfg.QuotaMemMB, MaxMVMNum: cfg.MaxMVMNum, CreateConcurrentNum: cfg.CreateConcurrentNum}
 	if a.quota.MilliCPU == 0 {
 		a.quota.MilliCPU = facts.CPUCount * 1000 * 2
 	}
@@ -121,7 +122,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 }
 
 // Quota returns the quota the agent reports: CPU in millicores, memory in MiB.
-func (a *Agent) Quota() StatusQuota { return a.quota }
+func (a *Agent) Quota() nodeapi.Quota { return a.quota }
 
 // Run listens on cfg.Listen and calls Serve.
 func (a *Agent) Run(ctx context.Context) error {
@@ -286,7 +287,7 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	reply, err := a.wire.post(cctx, PathRegister, token, a.RegisterRequest())
+	reply, err := a.wire.post(cctx, nodeapi.PathRegister, token, a.RegisterRequest())
 	if err != nil {
 		if statusCode(err) == http.StatusUnauthorized {
 			if isCredential {
@@ -427,7 +428,7 @@ func (a *Agent) sendStatus(ctx context.Context) error {
 	token, _ := a.credential()
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.ReportPeriod)
 	defer cancel()
-	_, err := a.wire.post(cctx, PathStatus(a.cfg.NodeID()), token, a.StatusRequest())
+	_, err := a.wire.post(cctx, nodeapi.StatusPath(a.cfg.NodeID()), token, a.StatusRequest())
 	return err
 }
 
@@ -443,8 +444,8 @@ func (a *Agent) Labels() map[string]string {
 	l := map[string]string{
 		"kubernetes.io/hostname":                    ip,
 		"kubernetes.io/metadata.name":               ip,
-		"cube.cloud.tencentcloud.com/instance-type": InstanceType,
-		"beta.kubernetes.io/instance-type":          InstanceType,
+		"cube.cloud.tencentcloud.com/instance-type": nodeapi.InstanceType,
+		"beta.kubernetes.io/instance-type":          nodeapi.InstanceType,
 		"kubernetes.io/os":                          "linux",
 		"beta.kubernetes.io/os":                     "linux",
 		"kubernetes.io/arch":                        arch,
@@ -475,36 +476,35 @@ func (a *Agent) Labels() map[string]string {
 }
 
 // RegisterRequest returns the body of the next registration.
-func (a *Agent) RegisterRequest() *RegisterRequest {
-	res := &Resources{MilliCPU: a.quota.MilliCPU, MemoryMB: a.quota.MemMB}
-	alloc := *res
-	return &RegisterRequest{
+func (a *Agent) RegisterRequest() *nodeapi.RegisterRequest {
+	res := nodeapi.Resources{MilliCPU: a.quota.MilliCPU, MemoryMB: a.quota.MemMB}
+	return &nodeapi.RegisterRequest{
 		RequestID:           newRequestID(),
 		NodeID:              a.cfg.NodeID(),
 		HostIP:              a.cfg.NodeID(),
 		Labels:              a.Labels(),
 		Capacity:            res,
-		Allocatable:         &alloc,
-		InstanceType:        InstanceType,
+		Allocatable:         res,
+		InstanceType:        nodeapi.InstanceType,
 		ClusterLabel:        a.cfg.ClusterLabel,
 		QuotaCPU:            a.quota.MilliCPU,
 		QuotaMemMB:          a.quota.MemMB,
 		CreateConcurrentNum: a.quota.CreateConcurrentNum,
 		MaxMVMNum:           a.quota.MaxMVMNum,
-		Versions:            []ComponentVersion{a.ver},
+		Versions:            []nodeapi.ComponentVersion{a.ver},
 		HostFacts:           a.hostFacts(),
 	}
 }
 
-func (a *Agent) hostFacts() *HostFacts {
+func (a *Agent) hostFacts() *nodeapi.HostFacts {
 	f := a.facts
-	return &HostFacts{
+	return &nodeapi.HostFacts{
 		CPUVendor:             f.CPUVendor,
 		CPUModel:              f.CPUModel,
 		CPUIDHash:             f.CPUIDHash(),
 		HostKernelRelease:     f.KernelRelease,
 		HostKernelFingerprint: f.KernelFingerprint(),
-		KVMAPIVersion:         f.KVMAPIVersion,
+		KVMAPIVersion:         int64(f.KVMAPIVersion),
 		CPUCount:              f.CPUCount,
 		MemTotalMB:            f.MemTotalMiB(),
 	}
@@ -524,7 +524,7 @@ func (a *Agent) readiness() (bool, string, string) {
 // StatusRequest returns the body of the next status report: one Ready condition, no local
 // templates yet ([]), nothing allocated, the disk usage of the state directory's file system
 // (data and storage) and of the root file system (sys), the quota, versions and host facts.
-func (a *Agent) StatusRequest() *StatusRequest {
+func (a *Agent) StatusRequest() *nodeapi.StatusRequest {
 	now := a.now().UTC()
 	ts := now.Format(time.RFC3339)
 	ready, reason, msg := a.readiness()
@@ -539,21 +539,21 @@ func (a *Agent) StatusRequest() *StatusRequest {
 		status = "True"
 	}
 	quota := a.quota
-	req := &StatusRequest{
+	req := &nodeapi.StatusRequest{
 		RequestID:      newRequestID(),
-		Conditions:     []Condition{{Type: "Ready", Status: status, LastHeartbeatTime: ts, LastTransitionTime: transition, Reason: reason, Message: msg}},
-		LocalTemplates: []LocalTemplate{},
-		HeartbeatTime:  ts,
-		Allocated:      &Allocated{},
-		MetricTime:     ts,
+		Conditions:     []nodeapi.Condition{{Type: "Ready", Status: status, LastHeartbeatTime: ts, LastTransitionTime: transition, Reason: reason, Message: msg}},
+		LocalTemplates: nodeapi.RawOf([]nodeapi.LocalTemplate{}),
+		HeartbeatTime:  nodeapi.WireTime{Time: now.Truncate(time.Second)},
+		Allocated:      &nodeapi.Allocated{},
+		MetricTime:     nodeapi.WireTime{Time: now.Truncate(time.Second)},
 		Quota:          &quota,
-		Versions:       []ComponentVersion{a.ver},
-		HostFacts:      a.hostFacts(),
+		Versions:       nodeapi.RawOf([]nodeapi.ComponentVersion{a.ver}),
+		HostFacts:      nodeapi.RawOf(*a.hostFacts()),
 	}
 	data, err1 := diskUsedPercent(a.cfg.StateDir)
 	sys, err2 := diskUsedPercent(a.cfg.Host.Path("/"))
 	if err1 == nil && err2 == nil {
-		req.DiskUsage = &DiskUsage{DataDiskUsagePer: data, StorageDiskUsagePer: data, SysDiskUsagePer: sys}
+		req.DiskUsage = &nodeapi.DiskUsage{DataDiskUsagePer: data, StorageDiskUsagePer: data, SysDiskUsagePer: sys}
 	}
 	return req
 }

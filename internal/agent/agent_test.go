@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -96,7 +97,7 @@ func TestReportLoop(t *testing.T) {
 	}
 	statuses := cp.CallsTo("/status")
 	for i, s := range statuses {
-		if s.Path != "/internal/v1/node-agent/nodes/127.0.0.1/status" || s.Auth != "Bearer cfn_node1_secret" {
+		if s.Path != nodeapi.StatusPath("127.0.0.1") || s.Auth != "Bearer cfn_node1_secret" {
 			t.Errorf("status %d: %s with %q, want the node credential", i, s.Path, s.Auth)
 		}
 		if i > 0 {
@@ -269,28 +270,9 @@ func TestNoFailoverOn4xx(t *testing.T) {
 	})
 }
 
+// TestReplyAcceptance: a 2xx that breaks Cubelet's rule (nodeapi.DecodeReply, whose cases
+// nodeapi's TestDecodeReply lists) is a failure, without failover.
 func TestReplyAcceptance(t *testing.T) {
-	for _, tc := range []struct {
-		body string
-		ok   bool
-	}{
-		{`{}`, true},
-		{`{"node_id":"10.0.0.5","healthy":true}`, true},
-		{`{"ret":{"ret_code":200,"ret_msg":"ok"}}`, true},
-		{`{"ret":{"ret_msg":"no code"}}`, true},
-		{`{"ret":{"ret_code":500,"ret_msg":"boom"}}`, false},
-		{`{"ret":{"ret_code":0}}`, false},
-		{``, false},
-		{`OK`, false},
-		{`[]`, false},
-		{`null`, false},
-		{`"x"`, false},
-	} {
-		if _, err := decodeReply([]byte(tc.body)); (err == nil) != tc.ok {
-			t.Errorf("decodeReply(%q) = %v, want ok=%v", tc.body, err, tc.ok)
-		}
-	}
-	// A 2xx that breaks the rule is a failure, without failover.
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	a, b := cp.URL, cp.Replica()
 	cp.SetHook(func(r *http.Request) (int, string) {
@@ -417,8 +399,8 @@ func TestPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.ver = ComponentVersion{Component: Component, Version: "v1.2.3", Commit: "abc123", BuildTime: "2026-05-01T00:00:00Z", Source: "binary"}
-	if q := a.Quota(); q != (StatusQuota{MilliCPU: 16000, MemMB: 20000, MaxMVMNum: 39}) {
+	a.ver = nodeapi.ComponentVersion{Component: Component, Version: "v1.2.3", Commit: "abc123", BuildTime: "2026-05-01T00:00:00Z", Source: "binary"}
+	if q := a.Quota(); q != (nodeapi.Quota{MilliCPU: 16000, MemMB: 20000, MaxMVMNum: 39}) {
 		t.Errorf("quota %+v: want 2 x 8 cores, 1.25 x 16000 MiB, 20000/512", q)
 	}
 	reg := a.RegisterRequest()
@@ -431,7 +413,7 @@ func TestPayloads(t *testing.T) {
 	if st.DiskUsage == nil {
 		t.Error("no disk usage")
 	}
-	st.DiskUsage = &DiskUsage{DataDiskUsagePer: 12.5, StorageDiskUsagePer: 12.5, SysDiskUsagePer: 40}
+	st.DiskUsage = &nodeapi.DiskUsage{DataDiskUsagePer: 12.5, StorageDiskUsagePer: 12.5, SysDiskUsagePer: 40}
 	testkit.GoldenJSON(t, "register.golden", reg)
 	testkit.GoldenJSON(t, "status.golden", st)
 

@@ -16,6 +16,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/capool"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 )
 
@@ -402,9 +403,9 @@ func (cfg *Config) loadJoinToken(s *sources) error {
 	}
 	if t := cfg.JoinToken.Reveal(); t != "" {
 		switch {
-		case strings.HasPrefix(t, "cfn_"):
+		case strings.HasPrefix(t, nodeapi.CredentialPrefix):
 			return tok.fail("holds a node credential (cfn_...), not a join token; create a join token on the control plane: cubefleet nodes join-token create --pool <pool>")
-		case !strings.HasPrefix(t, "cfj_") || strings.ContainsAny(t, " \t\r\n"):
+		case !strings.HasPrefix(t, nodeapi.JoinTokenPrefix) || strings.ContainsAny(t, " \t\r\n"):
 			return tok.fail("is not a join token (cfj_...); create one on the control plane: cubefleet nodes join-token create --pool <pool>")
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // Prober makes the read-only calls of `agent check` (package hostsetup): GETs of the control
@@ -71,6 +73,6 @@ func ErrorMessage(body []byte) string { return errorMessage(body) }
 // AcceptReply applies Cubelet's acceptance rule to the body of a 2xx answer: it must be a JSON
 // object, and a "ret" object in it must carry ret_code 200. It returns what breaks the rule.
 func AcceptReply(body []byte) error {
-	_, err := decodeReply(body)
+	_, err := nodeapi.DecodeReply(body)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -98,7 +99,7 @@ func TestPlainHTTPToTLSServer(t *testing.T) {
 	det := &tlsDetector{}
 	for _, size := range []int{10, 200_000} {
 		wc := newWireClient([]string{plain}, &http.Client{}, det)
-		_, err := wc.post(context.Background(), PathStatus("127.0.0.1"), "", &StatusRequest{RequestID: strings.Repeat("x", size)})
+		_, err := wc.post(context.Background(), nodeapi.StatusPath("127.0.0.1"), "", &nodeapi.StatusRequest{RequestID: strings.Repeat("x", size)})
 		if err == nil || !strings.Contains(err.Error(), hintHTTPS) || strings.Contains(err.Error(), "->") {
 			t.Errorf("a %d-byte request: %v", size, err)
 		}

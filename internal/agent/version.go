@@ -1,6 +1,10 @@
 package agent
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+)
 
 // Component is the name the agent reports itself under in versions.
 const Component = "cubefleet-agent"
@@ -8,8 +12,8 @@ const Component = "cubefleet-agent"
 // BuildVersion returns cubefleet's version as the Go toolchain recorded it in the binary: the
 // main module's version ("(devel)" for a build from a work tree), the VCS revision (with
 // "+dirty" when the tree had changes) and the commit time, with source "binary".
-func BuildVersion() ComponentVersion {
-	v := ComponentVersion{Component: Component, Version: "(devel)", Source: "binary"}
+func BuildVersion() nodeapi.ComponentVersion {
+	v := nodeapi.ComponentVersion{Component: Component, Version: "(devel)", Source: "binary"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v

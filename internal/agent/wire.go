@@ -20,146 +20,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
-
-// The node-agent routes (those a stock Cubelet calls on CubeMaster), relative to a control
-// plane's base URL.
-const (
-	PathReadyz   = "/internal/v1/node-agent/readyz"
-	PathRegister = "/internal/v1/node-agent/nodes/register"
-	PathNodes    = "/internal/v1/nodes" // GET PathNodes + "/" + node ID: the node, CubeMaster's shape
-)
-
-// PathStatus returns the status route of nodeID.
-func PathStatus(nodeID string) string {
-	return "/internal/v1/node-agent/nodes/" + nodeID + "/status"
-}
-
-// InstanceType is what every Cubelet and our agent report as instance_type.
-const InstanceType = "cubebox"
-
-// Resources is capacity or allocatable: CPU in millicores, memory in MiB.
-type Resources struct {
-	MilliCPU int64 `json:"milli_cpu"` // CPU, millicores
-	MemoryMB int64 `json:"memory_mb"` // memory, MiB
-}
-
-// ComponentVersion is one entry of versions: a component's version and where it was read
-// (source: manifest, binary, file or component-json).
-type ComponentVersion struct {
-	Component string `json:"component"`            // e.g. "cubefleet-agent", "guest-image"
-	Version   string `json:"version,omitempty"`    // e.g. "v1.2.3", "(devel)"
-	Commit    string `json:"commit,omitempty"`     // VCS revision
-	BuildTime string `json:"build_time,omitempty"` // RFC 3339
-	Source    string `json:"source,omitempty"`     // manifest, binary, file or component-json
-	Variant   string `json:"variant,omitempty"`    // bm or pvm for the guest kernel
-}
-
-// HostFacts is host_facts: the host's CPU, kernel and KVM identity and its physical size
-// (cpu_count logical CPUs, mem_total_mb MiB, before any overcommit).
-type HostFacts struct {
-	CPUVendor             string `json:"cpu_vendor,omitempty"`              // /proc/cpuinfo vendor_id (x86) or CPU implementer (arm64)
-	CPUModel              string `json:"cpu_model,omitempty"`               // /proc/cpuinfo model name (x86) or CPU part (arm64)
-	CPUIDHash             string `json:"cpuid_hash,omitempty"`              // Facts.CPUIDHash: 16 hex digits
-	HostKernelRelease     string `json:"host_kernel_release,omitempty"`     // /proc/sys/kernel/osrelease
-	HostKernelFingerprint string `json:"host_kernel_fingerprint,omitempty"` // Facts.KernelFingerprint: 16 hex digits
-	KVMAPIVersion         int    `json:"kvm_api_version,omitempty"`         // KVM_GET_API_VERSION of /dev/kvm; 0 unknown
-	KVMModuleFingerprint  string `json:"kvm_module_fingerprint,omitempty"`  // not reported by the agent yet
-	KVMModuleTaint        string `json:"kvm_module_taint,omitempty"`        // not reported by the agent yet
-	KVMModuleScanned      bool   `json:"kvm_module_scanned,omitempty"`      // false: the two above were not scanned
-	CPUCount              int64  `json:"cpu_count,omitempty"`               // logical CPUs of the host, before overcommit
-	MemTotalMB            int64  `json:"mem_total_mb,omitempty"`            // MemTotal of the host, MiB, before overcommit
-}
-
-// RegisterRequest is the body of POST PathRegister, Cubelet's RegisterNodeRequest. NodeID is
-// the node's IPv4 address; QuotaCPU is in millicores, QuotaMemMB in MiB; Capacity and
-// Allocatable both equal the quota.
-type RegisterRequest struct {
-	RequestID           string             `json:"requestID,omitempty"`             // 32 hex digits, also sent as X-Request-ID
-	NodeID              string             `json:"node_id"`                         // the node's IPv4 address
-	HostIP              string             `json:"host_ip,omitempty"`               // the same address
-	Labels              map[string]string  `json:"labels,omitempty"`                // Agent.Labels
-	Capacity            *Resources         `json:"capacity,omitempty"`              // the quota
-	Allocatable         *Resources         `json:"allocatable,omitempty"`           // the quota
-	InstanceType        string             `json:"instance_type,omitempty"`         // InstanceType
-	ClusterLabel        string             `json:"cluster_label,omitempty"`         // Config.ClusterLabel
-	QuotaCPU            int64              `json:"quota_cpu,omitempty"`             // millicores
-	QuotaMemMB          int64              `json:"quota_mem_mb,omitempty"`          // MiB
-	CreateConcurrentNum int64              `json:"create_concurrent_num,omitempty"` // concurrent creations; 0 = the scheduler's limit
-	MaxMVMNum           int64              `json:"max_mvm_num,omitempty"`           // sandboxes
-	Versions            []ComponentVersion `json:"versions,omitempty"`              // BuildVersion
-	InventoryIncomplete bool               `json:"inventory_incomplete,omitempty"`  // versions is a partial list
-	HostFacts           *HostFacts         `json:"host_facts,omitempty"`            // the host's identity and size
-}
-
-// Condition is a Kubernetes-style node condition (camelCase keys, RFC 3339 times). The agent
-// sends one, Type "Ready", Status "True" or "False".
-type Condition struct {
-	Type               string `json:"type"`                         // "Ready"
-	Status             string `json:"status"`                       // "True" or "False"
-	LastHeartbeatTime  string `json:"lastHeartbeatTime,omitempty"`  // RFC 3339
-	LastTransitionTime string `json:"lastTransitionTime,omitempty"` // RFC 3339, when Status last changed
-	Reason             string `json:"reason,omitempty"`             // AgentReady, KVMUnavailable
-	Message            string `json:"message,omitempty"`            // for people
-}
-
-// LocalTemplate is one sandbox template held on the node.
-type LocalTemplate struct {
-	TemplateID string `json:"template_id"`         // the template's ID
-	ID         string `json:"id,omitempty"`        // the local copy's ID
-	Media      string `json:"media,omitempty"`     // its media type
-	Path       string `json:"path,omitempty"`      // where it is on the node
-	Namespace  string `json:"namespace,omitempty"` // its image namespace
-}
-
-// Allocated is what good-state sandboxes hold: CPU in millicores, memory and disks in MiB.
-type Allocated struct {
-	MilliCPU      int64 `json:"milli_cpu"`       // millicores
-	MemoryMB      int64 `json:"memory_mb"`       // MiB
-	MVMNum        int64 `json:"mvm_num"`         // sandboxes
-	MVMRunningNum int64 `json:"mvm_running_num"` // running sandboxes
-	NICQueues     int64 `json:"nic_queues"`      // NIC queues in use
-	DataDiskMB    int64 `json:"data_disk_mb"`    // MiB
-	StorageDiskMB int64 `json:"storage_disk_mb"` // MiB
-}
-
-// DiskUsage is how full the node's disks are, each a percentage from 0 to 100.
-type DiskUsage struct {
-	DataDiskUsagePer    float64 `json:"data_disk_usage_per"`    // the state directory's file system
-	StorageDiskUsagePer float64 `json:"storage_disk_usage_per"` // the same (one data disk)
-	SysDiskUsagePer     float64 `json:"sys_disk_usage_per"`     // the root file system
-}
-
-// StatusQuota is the quota branch's quota object of a status report (CPU in millicores,
-// memory in MiB).
-type StatusQuota struct {
-	MilliCPU            int64 `json:"milli_cpu"`             // millicores
-	MemMB               int64 `json:"mem_mb"`                // MiB
-	MaxMVMNum           int64 `json:"max_mvm_num"`           // sandboxes
-	CreateConcurrentNum int64 `json:"create_concurrent_num"` // concurrent creations; 0 = the scheduler's limit
-}
-
-// StatusRequest is the body of POST PathStatus(node), Cubelet's UpdateNodeStatusRequest. Times
-// are RFC 3339 (UTC). LocalTemplates is always sent, [] when empty, as Cubelet does.
-type StatusRequest struct {
-	RequestID           string             `json:"requestID,omitempty"`            // 32 hex digits, also sent as X-Request-ID
-	Conditions          []Condition        `json:"conditions,omitempty"`           // one: Ready
-	LocalTemplates      []LocalTemplate    `json:"local_templates"`                // [] until the runtime holds templates
-	HeartbeatTime       string             `json:"heartbeat_time,omitempty"`       // RFC 3339, UTC
-	Allocated           *Allocated         `json:"allocated,omitempty"`            // what sandboxes hold
-	DiskUsage           *DiskUsage         `json:"disk_usage,omitempty"`           // nil when statfs fails
-	MetricTime          string             `json:"metric_time,omitempty"`          // RFC 3339, UTC
-	Quota               *StatusQuota       `json:"quota,omitempty"`                // the quota (the quota branch's object)
-	Versions            []ComponentVersion `json:"versions,omitempty"`             // BuildVersion
-	InventoryIncomplete bool               `json:"inventory_incomplete,omitempty"` // versions is a partial list
-	HostFacts           *HostFacts         `json:"host_facts,omitempty"`           // the host's identity and size
-}
 
 // maxResponse caps how much of a response the agent reads.
 const maxResponse = 1 << 20
 
 // StatusError is a control plane's answer that is not a success: an HTTP status of 300 or
-// more, or a 2xx whose body breaks Cubelet's rule (Code 200 then; see decodeReply).
+// more, or a 2xx whose body breaks Cubelet's rule (Code 200 then; see nodeapi.DecodeReply).
 type StatusError struct {
 	Endpoint string // base URL of the control plane that answered
 	Code     int    // HTTP status
@@ -265,30 +134,11 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
 		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local})
 	}
-	reply, err := decodeReply(raw)
+	reply, err := nodeapi.DecodeReply(raw)
 	if err != nil {
 		return nil, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: err.Error()}
 	}
 	return reply, nil
-}
-
-// decodeReply applies Cubelet's acceptance rule to a 2xx body: it must decode as a JSON object,
-// and a "ret" object in it must carry ret_code 200.
-func decodeReply(raw []byte) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, errors.New("the reply is not a JSON object")
-	}
-	if r, ok := m["ret"]; ok {
-		var ret struct {
-			Code *int   `json:"ret_code"`
-			Msg  string `json:"ret_msg"`
-		}
-		if err := json.Unmarshal(r, &ret); err == nil && ret.Code != nil && *ret.Code != 200 {
-			return nil, fmt.Errorf("ret_code %d: %s", *ret.Code, ret.Msg)
-		}
-	}
-	return m, nil
 }
 
 // errorMessage extracts a short message from an error body: {"error":"msg"},
@@ -481,9 +331,9 @@ func (d *tlsDetector) speaksTLS(ctx context.Context, hostport string) bool {
 // requestID returns the requestID of a request body.
 func requestID(body any) string {
 	switch b := body.(type) {
-	case *RegisterRequest:
+	case *nodeapi.RegisterRequest:
 		return b.RequestID
-	case *StatusRequest:
+	case *nodeapi.StatusRequest:
 		return b.RequestID
 	}
 	return ""

@@ -19,6 +19,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -27,7 +28,7 @@ import (
 func TestMain(m *testing.M) { storetest.Main(m) }
 
 // modules are the migrations the method table's handlers read and write.
-var modules = []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module}
+var modules = []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module}
 
 // table is the API's method table over a real database, with the tenants root, acme and globex
 // and the bootstrap administrator.
@@ -45,11 +46,15 @@ func newTable(t *testing.T, db *store.DB) *table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := nodes.New(ctx, nodes.Config{DB: db})
+	st, err := nodestore.New(nodestore.Config{DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := api.New(api.Config{DB: db, Compute: &compute.Service{Names: fleet.Names{}}, Secrets: box, Nodes: reg})
+	reg, err := nodes.New(ctx, nodes.Config{Store: st, JoinTokens: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := api.New(api.Config{DB: db, Compute: &compute.Service{Names: fleet.Names{}}, Secrets: box, Nodes: reg, NodeStore: st})
 	_, token, err := iam.Bootstrap(ctx, db, r.Catalogue(), time.Now())
 	if err != nil {
 		t.Fatal(err)

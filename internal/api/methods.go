@@ -7,6 +7,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -25,6 +26,8 @@ type Config struct {
 	Nodes *nodes.Registry
 	// Scheduler is the placement lane (nil: the scheduler.* methods answer UNSUPPORTED).
 	Scheduler *lane.Lane
+	// NodeStore is the node registry's persistence: it keeps join tokens.
+	NodeStore *nodestore.Store
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// fleet plans block on vault:// references.
 	VaultConfigured bool
@@ -45,6 +48,7 @@ type deps struct {
 	secrets         *secrets.Box
 	nodes           *nodes.Registry
 	scheduler       *lane.Lane
+	nodeStore       *nodestore.Store
 	vaultConfigured bool
 	now             func() time.Time
 	log             *slog.Logger
@@ -63,8 +67,9 @@ func New(cfg Config) *Registry {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, scheduler: cfg.Scheduler, vaultConfigured: cfg.VaultConfigured,
-		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
+	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, nodeStore: cfg.NodeStore, scheduler: cfg.Scheduler,
+		vaultConfigured: cfg.VaultConfigured,
+		now:             cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)
 	registerIAMMethods(r, d)
 	registerAuditMethods(r, d)

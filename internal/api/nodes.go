@@ -304,7 +304,7 @@ func registerNodesMethods(r *Registry, d *deps) {
 					return nil, cubefleet.Invalid("uses", "uses must be 1 to %d (got %d)", nodes.MaxJoinTokenUses, uses)
 				}
 			}
-			t, secret, err := reg.CreateJoinToken(ctx, c.Q, nodes.JoinTokenInput{
+			t, secret, err := d.nodeStore.CreateJoinToken(ctx, c.Q, nodes.JoinTokenInput{
 				Pool: in.Pool, Uses: uses, TTL: time.Duration(in.TTLSeconds) * time.Second, IP: in.IP, AnyIP: in.AnyIP,
 			}, c.Principal.ID)
 			if err != nil {
@@ -318,7 +318,7 @@ func registerNodesMethods(r *Registry, d *deps) {
 		Name: "nodes.joinTokens.list", Summary: "List join tokens (never the token or its hash): the usable ones, or with all every one (used, expired, revoked)",
 		Permission: "nodes:join-token", Scope: OnRoot,
 		Handle: Typed(func(ctx context.Context, c *Call, in JoinTokenListInput) (any, error) {
-			items, err := reg.ListJoinTokens(ctx, c.Q, in.All)
+			items, err := d.nodeStore.ListJoinTokens(ctx, c.Q, in.All)
 			if err != nil {
 				return nil, err
 			}
@@ -330,7 +330,7 @@ func registerNodesMethods(r *Registry, d *deps) {
 		Name: "nodes.joinTokens.revoke", Summary: "Revoke a join token: every replica refuses it from then on (idempotent; nodes that joined with it stay)", Write: true,
 		Permission: "nodes:join-token", Scope: OnRoot,
 		Handle: Typed(func(ctx context.Context, c *Call, in JoinTokenRef) (any, error) {
-			t, err := reg.RevokeJoinToken(ctx, c.Q, in.ID, c.Principal.ID)
+			t, err := d.nodeStore.RevokeJoinToken(ctx, c.Q, in.ID, c.Principal.ID)
 			if err != nil {
 				return nil, err
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // agentCP is a minimal control plane for the agent commands: a join token, the credential it
@@ -41,20 +42,20 @@ func newAgentCP(t *testing.T) *agentCP {
 		cp.auth[r.URL.Path] = r.Header.Get("Authorization")
 		auth := r.Header.Get("Authorization")
 		switch {
-		case r.URL.Path == agent.PathReadyz:
+		case r.URL.Path == nodeapi.PathReadyz:
 			fmt.Fprint(w, `{"ret":{"ret_code":200,"ret_msg":"ok"}}`)
-		case r.URL.Path == agent.PathRegister && (auth == "Bearer cfj_clitest" || auth == "Bearer cfn_clitest"):
+		case r.URL.Path == nodeapi.PathRegister && (auth == "Bearer cfj_clitest" || auth == "Bearer cfn_clitest"):
 			var body struct {
 				NodeID string `json:"node_id"`
 			}
 			json.NewDecoder(r.Body).Decode(&body)
 			cp.node = body.NodeID
 			fmt.Fprintf(w, `{"node_id":%q,"healthy":true,"node_credential":"cfn_clitest"}`, body.NodeID)
-		case cp.node != "" && r.URL.Path == agent.PathStatus(cp.node) && auth == "Bearer cfn_clitest":
+		case cp.node != "" && r.URL.Path == nodeapi.StatusPath(cp.node) && auth == "Bearer cfn_clitest":
 			fmt.Fprint(w, `{"healthy":true}`)
-		case cp.node != "" && r.URL.Path == agent.PathNodes+"/"+cp.node:
+		case cp.node != "" && r.URL.Path == nodeapi.NodePath(cp.node):
 			fmt.Fprintf(w, `{"InstanceID":%q,"IP":%q,"Healthy":true}`, cp.node, cp.node)
-		case strings.HasPrefix(r.URL.Path, "/internal/v1/node-agent/"):
+		case strings.HasPrefix(r.URL.Path, nodeapi.AgentPrefix+"/"):
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprint(w, `{"error":"unauthenticated"}`)
 		default:
@@ -166,7 +167,7 @@ func TestAgentProcess(t *testing.T) {
 	listen := freeLoopback(t)
 	args := agentArgs(t, dir, cp.url, listen)
 	cmd, logs, done := startAgentProcess(t, bin, dir, args...)
-	status := agent.PathStatus("127.0.0.1")
+	status := nodeapi.StatusPath("127.0.0.1")
 	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
 
 	// agent check, in process, with the same settings.
@@ -203,8 +204,8 @@ func TestAgentProcess(t *testing.T) {
 			t.Errorf("the log shows a token:\n%s", logs.String())
 		}
 	}
-	if cp.lastAuth(agent.PathRegister) != "Bearer cfj_clitest" || cp.lastAuth(status) != "Bearer cfn_clitest" {
-		t.Errorf("authorization: register %q, status %q", cp.lastAuth(agent.PathRegister), cp.lastAuth(status))
+	if cp.lastAuth(nodeapi.PathRegister) != "Bearer cfj_clitest" || cp.lastAuth(status) != "Bearer cfn_clitest" {
+		t.Errorf("authorization: register %q, status %q", cp.lastAuth(nodeapi.PathRegister), cp.lastAuth(status))
 	}
 
 	// Again, with a PID file under a root, stopped by `agent down --root`.
@@ -216,8 +217,8 @@ func TestAgentProcess(t *testing.T) {
 	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatalf("PID file: %v", err)
 	}
-	if cp.lastAuth(agent.PathRegister) != "Bearer cfn_clitest" {
-		t.Errorf("the restarted agent registered with %q, want its stored credential", cp.lastAuth(agent.PathRegister))
+	if cp.lastAuth(nodeapi.PathRegister) != "Bearer cfn_clitest" {
+		t.Errorf("the restarted agent registered with %q, want its stored credential", cp.lastAuth(nodeapi.PathRegister))
 	}
 	out.Reset()
 	if code := Run(context.Background(), []string{"agent", "down", "--root", root}, IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }}); code != 0 {
@@ -353,7 +354,7 @@ func TestAgentRunStateDirLocked(t *testing.T) {
 	dir := t.TempDir()
 	args := agentArgs(t, dir, cp.url, freeLoopback(t))
 	first, logs, done := startAgentProcess(t, bin, dir, args...)
-	status := agent.PathStatus("127.0.0.1")
+	status := nodeapi.StatusPath("127.0.0.1")
 	waitUntil(t, "2 status reports", func() bool { return cp.count(status) >= 2 })
 	stateDir := filepath.Join(dir, "state")
 	before, err := os.ReadFile(filepath.Join(stateDir, agent.StateFile))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
@@ -22,7 +23,7 @@ import (
 // nodeBody is a Cubelet-shaped register body for node id (the registry's golden body).
 func nodeBody(t *testing.T, name, id string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(pkgDir, "..", "nodes", "testdata", name))
+	b, err := os.ReadFile(filepath.Join(pkgDir, "..", "nodes", "nodetest", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,17 +72,15 @@ func TestNodesCommands(t *testing.T) {
 		}
 		creds := map[string]string{}
 		for _, id := range []string{"10.0.0.7", "10.0.0.8"} {
-			code, out := c.post("/internal/v1/node-agent/nodes/register", token, nodeBody(t, "register.json", id))
-			var reg struct {
-				Credential string `json:"node_credential"`
-			}
+			code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", id))
+			var reg nodeapi.RegisterResponse
 			json.Unmarshal(out, &reg)
-			if code != 200 || reg.Credential == "" {
+			if code != 200 || reg.NodeCredential == "" {
 				t.Fatalf("join %s: %d %s", id, code, out)
 			}
-			creds[id] = reg.Credential
+			creds[id] = reg.NodeCredential
 		}
-		if code, out := c.post("/internal/v1/node-agent/nodes/10.0.0.7/status", creds["10.0.0.7"], nodeBody(t, "status.json", "10.0.0.7")); code != 200 {
+		if code, out := c.post(nodeapi.StatusPath("10.0.0.7"), creds["10.0.0.7"], nodeBody(t, "status.json", "10.0.0.7")); code != 200 {
 			t.Fatalf("status: %d %s", code, out)
 		}
 		record("nodes", "list")
@@ -206,18 +205,16 @@ func TestNodesDrainWait(t *testing.T) {
 		json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
 		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
-		code, out := c.post("/internal/v1/node-agent/nodes/register", token, nodeBody(t, "register.json", "10.0.0.7"))
-		var reg struct {
-			Credential string `json:"node_credential"`
-		}
+		code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", "10.0.0.7"))
+		var reg nodeapi.RegisterResponse
 		json.Unmarshal(out, &reg)
-		if code != 200 || reg.Credential == "" {
+		if code != 200 || reg.NodeCredential == "" {
 			t.Fatalf("join: %d %s", code, out)
 		}
 		report := func(mvm int) {
 			t.Helper()
 			body := bytes.Replace(nodeBody(t, "status.json", "10.0.0.7"), []byte(`"mvm_num": 4`), []byte(fmt.Sprintf(`"mvm_num": %d`, mvm)), 1)
-			if code, out := c.post("/internal/v1/node-agent/nodes/10.0.0.7/status", reg.Credential, body); code != 200 {
+			if code, out := c.post(nodeapi.StatusPath("10.0.0.7"), reg.NodeCredential, body); code != 200 {
 				t.Fatalf("status: %d %s", code, out)
 			}
 		}
@@ -380,13 +377,13 @@ func TestNodesHostileText(t *testing.T) {
 		json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 		token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip", "--uses", "2"))
 		escapes := func(body map[string]any) { body["cluster_label"] = "x\u001b[31mRED\nFAKE 1.2.3.4 Ready" }
-		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", escapes)); code != 400 {
+		if code, out := c.post(nodeapi.PathRegister, token, registerBody(t, "10.0.0.7", escapes)); code != 400 {
 			t.Fatalf("join with escapes in cluster_label: %d %s, want 400", code, out)
 		}
 		bidi := func(body map[string]any) {
 			body["versions"] = []any{map[string]any{"component": "cubelet", "version": version}}
 		}
-		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", bidi)); code != 200 {
+		if code, out := c.post(nodeapi.PathRegister, token, registerBody(t, "10.0.0.7", bidi)); code != 200 {
 			t.Fatalf("join: %d %s", code, out)
 		}
 		c.admin("nodes", "cordon", "10.0.0.7", "--detail", detail)
@@ -430,7 +427,7 @@ func TestNodesListOrder(t *testing.T) {
 				body["host_ip"] = "10.1.0.1" // a node id that is not an address needs one
 			}
 		})
-		if code, out := c.post("/internal/v1/node-agent/nodes/register", token, body); code != 200 {
+		if code, out := c.post(nodeapi.PathRegister, token, body); code != 200 {
 			t.Fatalf("join %s: %d %s", id, code, out)
 		}
 	}
@@ -459,7 +456,7 @@ func TestNodesEvents(t *testing.T) {
 	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
 	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--any-ip"))
-	if code, out := c.post("/internal/v1/node-agent/nodes/register", token, registerBody(t, "10.0.0.7", nil)); code != 200 {
+	if code, out := c.post(nodeapi.PathRegister, token, registerBody(t, "10.0.0.7", nil)); code != 200 {
 		t.Fatalf("join: %d %s", code, out)
 	}
 	c.admin("nodes", "cordon", "10.0.0.7", "--detail", "one")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
@@ -185,8 +186,8 @@ func TestAgentOverTLS(t *testing.T) {
 	var out, errOut bytes.Buffer
 	noEnv := func(string) string { return "" }
 	code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "10s"}, tlsArgs...), IO{Out: &out, Err: &errOut, Getenv: noEnv})
-	if code != ExitOK || !strings.Contains(out.String(), "ok    control plane: "+srv.InternalURL()+"/internal/v1/node-agent/readyz: ready") ||
-		!strings.Contains(out.String(), "ok    node listed: "+srv.InternalURL()+"/internal/v1/nodes/127.0.0.1") {
+	if code != ExitOK || !strings.Contains(out.String(), "ok    control plane: "+srv.InternalURL()+nodeapi.PathReadyz+": ready") ||
+		!strings.Contains(out.String(), "ok    node listed: "+srv.InternalURL()+nodeapi.NodePath("127.0.0.1")) {
 		t.Errorf("agent check over TLS: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	// The environment works as the flags do.

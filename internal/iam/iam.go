@@ -137,15 +137,15 @@ type Key struct {
 	RevokedAt     *int64  `json:"revokedAt,omitempty"` // Unix ms
 }
 
-// tokenPrefix starts every API key, so secret scanners can find leaked keys.
-const tokenPrefix = "cfk_"
+// TokenPrefix starts every API key, so secret scanners can find leaked keys.
+const TokenPrefix = "cfk_"
 
 func newToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 func hashToken(token string) string {
@@ -227,7 +227,7 @@ func CreateServiceKey(ctx context.Context, q store.Querier, cat Catalogue, creat
 	}
 	k := Key{
 		ID: cubefleet.NewID("key"), PrincipalID: principalID, PrincipalName: in.Name, TenantID: in.TenantID,
-		Prefix: token[:len(tokenPrefix)+6], CreatedAt: now.UnixMilli(), CreatedBy: createdBy,
+		Prefix: token[:len(TokenPrefix)+6], CreatedAt: now.UnixMilli(), CreatedBy: createdBy,
 	}
 	for g := range seen {
 		k.Grants = append(k.Grants, g)
@@ -306,7 +306,7 @@ func holdsExactly(p *Principal, g Grant) bool {
 // Authenticate returns the principal that token belongs to, with its grants. It returns
 // UNAUTHENTICATED for an unknown, revoked or expired key; the message never repeats the token.
 func Authenticate(ctx context.Context, q store.Querier, token string, now time.Time) (*Principal, error) {
-	if !strings.HasPrefix(token, tokenPrefix) {
+	if !strings.HasPrefix(token, TokenPrefix) {
 		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "malformed API key")
 	}
 	var p Principal

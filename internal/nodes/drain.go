@@ -2,6 +2,8 @@ package nodes
 
 import (
 	"context"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // Draining, as operators know it from `kubectl drain` and `nomad node drain`: a drained node is
@@ -57,12 +59,12 @@ func (n *node) sandboxes() int64 {
 	if !n.hasAllocated {
 		return 0
 	}
-	return max(n.allocated.MvmNum, 0)
+	return max(n.allocated.MVMNum, 0)
 }
 
 // drainState is n's DrainStatus. Requires n.mu.
 func (n *node) drainState() DrainState {
-	return DrainStatus(n.drainAt, n.hasAllocated, n.allocated.MvmNum)
+	return DrainStatus(n.drainAt, n.hasAllocated, n.allocated.MVMNum)
 }
 
 // drainView renders n's drain (nil when it is not draining). Requires n.mu.
@@ -84,7 +86,7 @@ func (n *node) endDrain() {
 }
 
 // drainChange is what settleDrain changed: typ is the event to emit ("" for none); changed
-// says drainedAt moved, so the registration row must be written.
+// says drainedAt moved, so the registration row must be saved.
 type drainChange struct {
 	changed bool
 	typ     string
@@ -95,15 +97,15 @@ type drainChange struct {
 // node.drained event) or, should anything place work on it anyway, running some again
 // (drainedAt cleared, no event; node.drained follows when it is empty again). Only the replica
 // that applies the change (the drain request, or the report) calls it, so each change is one
-// event. Requires n.mu; the caller writes the row and emits the event after unlocking.
-func (r *Registry) settleDrain(n *node, now int64) drainChange {
+// event. Requires n.mu; the caller saves the row under it and emits the event after unlocking.
+func (n *node) settleDrain(now int64, pools *poolIndex) drainChange {
 	if n.drainAt == 0 {
 		return drainChange{}
 	}
 	switch s := n.drainState(); {
 	case s == DrainDrained && n.drainedAt == 0:
 		n.drainedAt, n.updatedAt = now, now
-		d := r.eventOf(n)
+		d := n.event(pools)
 		d.Detail, d.By = n.drainReason, n.drainBy
 		return drainChange{changed: true, typ: EventDrained, data: d}
 	case s == DrainDraining && n.drainedAt != 0:
@@ -113,26 +115,20 @@ func (r *Registry) settleDrain(n *node, now int64) drainChange {
 	return drainChange{}
 }
 
-// applyDrain writes n's settled drain change c: its registration row, and its event. The wire
-// does not show drainedAt, so the node list stays as it is.
-func (r *Registry) applyDrain(n *node, c drainChange, now int64) {
-	if !c.changed {
-		return
-	}
-	r.w.markReg(n)
-	if c.typ != "" {
-		r.emit(now, c.typ, c.data)
-	}
-}
-
-// drainNode drains node id (see Drain). Errors: NOT_FOUND, INVALID_INPUT for a long reason.
-func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (*node, error) {
-	if err := checkText("reason", reason); err != nil {
-		return nil, err
+// Drain drains node id, as `kubectl drain` does: it cordons the node (unless it is already
+// cordoned, whose detail it then keeps, though the cordon becomes by's, so a node cannot lift
+// it itself; reason, at most 200 characters, becomes the detail otherwise) and marks it as
+// draining with reason, by and the time; the node is drained once it reports no sandboxes
+// (node.drained, at once when it runs none). Draining a node that is already draining changes
+// nothing (the first request's reason and time stand). Uncordon ends the drain. Errors:
+// NOT_FOUND, INVALID_INPUT.
+func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View, error) {
+	if err := nodeapi.CheckText("reason", reason); err != nil {
+		return View{}, err
 	}
 	n, err := r.live(ctx, id)
 	if err != nil {
-		return nil, err
+		return View{}, err
 	}
 	now := r.now()
 	n.mu.Lock()
@@ -146,19 +142,19 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 	if started {
 		n.drainReason, n.drainBy, n.drainAt, n.drainedAt = reason, string(by), now, 0
 	}
-	settled := r.settleDrain(n, now)
+	settled := n.settleDrain(now, r.pools.Load())
 	if cordoned || started {
 		n.updatedAt = now
 	}
-	d := r.eventOf(n)
+	if cordoned || started || settled.changed {
+		n.save(r.store)
+	}
+	d := n.event(r.pools.Load())
 	d.By, d.Detail = string(by), reason
 	left := n.sandboxes()
 	n.mu.Unlock()
 	if cordoned {
 		r.listGen.Add(1) // SchedulingDisabled changed on the wire
-	}
-	if cordoned || started {
-		r.w.markReg(n)
 	}
 	if cordoned {
 		r.emit(now, EventCordoned, d)
@@ -167,17 +163,8 @@ func (r *Registry) drainNode(ctx context.Context, id, reason string, by Actor) (
 		d.Sandboxes = left
 		r.emit(now, EventDraining, d)
 	}
-	r.applyDrain(n, settled, now)
-	return n, nil
-}
-
-// Drain drains node id, as `kubectl drain` does: it cordons the node (unless it is already
-// cordoned, whose detail it then keeps, though the cordon becomes by's, so a node cannot lift
-// it itself; reason, at most 200 characters, becomes the detail otherwise) and marks it as draining with reason, by and the time; the node is drained once
-// it reports no sandboxes (node.drained, at once when it runs none). Draining a node that is
-// already draining changes nothing (the first request's reason and time stand). Uncordon ends
-// the drain. Errors: NOT_FOUND, INVALID_INPUT.
-func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View, error) {
-	n, err := r.drainNode(ctx, id, reason, by)
-	return r.viewOf(n, err)
+	if settled.typ != "" { // the wire does not show drainedAt, so the node list stays as it is
+		r.emit(now, settled.typ, settled.data)
+	}
+	return r.viewOf(n, nil)
 }

@@ -1,4 +1,4 @@
-package nodes
+package nodes_test
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetest"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -23,20 +26,20 @@ func TestDrainStatus(t *testing.T) {
 		requestedAt int64
 		reported    bool
 		mvm         int64
-		want        DrainState
+		want        nodes.DrainState
 	}{
 		{"not draining", 0, true, 3, ""},
 		{"not draining, idle", 0, true, 0, ""},
 		{"not draining, never reported", 0, false, 0, ""},
-		{"runs sandboxes", 1, true, 3, DrainDraining},
-		{"runs one", 1, true, 1, DrainDraining},
-		{"runs none", 1, true, 0, DrainDrained},
-		{"never reported allocated", 1, false, 0, DrainDrained},
-		{"never reported allocated, stale count ignored", 1, false, 5, DrainDrained},
-		{"negative count is none", 1, true, -1, DrainDrained},
+		{"runs sandboxes", 1, true, 3, nodes.DrainDraining},
+		{"runs one", 1, true, 1, nodes.DrainDraining},
+		{"runs none", 1, true, 0, nodes.DrainDrained},
+		{"never reported allocated", 1, false, 0, nodes.DrainDrained},
+		{"never reported allocated, stale count ignored", 1, false, 5, nodes.DrainDrained},
+		{"negative count is none", 1, true, -1, nodes.DrainDrained},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := DrainStatus(c.requestedAt, c.reported, c.mvm); got != c.want {
+			if got := nodes.DrainStatus(c.requestedAt, c.reported, c.mvm); got != c.want {
 				t.Errorf("DrainStatus(%d, %v, %d) = %q, want %q", c.requestedAt, c.reported, c.mvm, got, c.want)
 			}
 		})
@@ -46,7 +49,7 @@ func TestDrainStatus(t *testing.T) {
 // statusWith is the Cubelet status body reporting mvm sandboxes (allocated.mvm_num).
 func statusWith(t testing.TB, mvm int) []byte {
 	t.Helper()
-	body := testdata(t, "status.json")
+	body := nodetest.Status()
 	out := bytes.Replace(body, []byte(`"mvm_num": 4`), []byte(fmt.Sprintf(`"mvm_num": %d`, mvm)), 1)
 	if bytes.Equal(out, body) && mvm != 4 {
 		t.Fatal("status.json has no \"mvm_num\": 4 to replace")
@@ -54,13 +57,13 @@ func statusWith(t testing.TB, mvm int) []byte {
 	return out
 }
 
-// eventsOf returns the events of node id, oldest first.
-func (e *env) eventsOf(id string) []events.Event {
-	e.t.Helper()
-	e.flush()
-	evs, _, err := events.List(context.Background(), e.db, events.Filter{TenantID: "root", Subject: id, Limit: 1000})
+// eventsOf returns the events of node id in e, oldest first.
+func eventsOf(e *nodetest.Env, id string) []events.Event {
+	e.T.Helper()
+	e.Flush()
+	evs, _, err := events.List(context.Background(), e.DB, events.Filter{TenantID: "root", Subject: id, Limit: 1000})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return evs
 }
@@ -71,93 +74,93 @@ func (e *env) eventsOf(id string) []events.Event {
 // event, even after more reports of 0 and another restart); uncordon ends the drain for good.
 // A node that runs nothing, or never reported, is drained at once.
 func TestDrain(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
-		if err := c.register(testdata(t, "register.json")); err != nil {
+		c := nodetest.NewCubelet(e.URL)
+		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		e.reg.CheckHealth(ctx)
-		asked := e.clock.Now().UnixMilli()
-		get := func() View {
+		e.Reg.CheckHealth(ctx)
+		asked := e.Clock.Now().UnixMilli()
+		get := func() nodes.View {
 			t.Helper()
-			v, err := e.reg.Get(ctx, "10.0.0.7")
+			v, err := e.Reg.Get(ctx, "10.0.0.7")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return v
 		}
-		wantDrain := func(v View, state DrainState, left, drainedAt int64) {
+		wantDrain := func(v nodes.View, state nodes.DrainState, left, drainedAt int64) {
 			t.Helper()
 			d := v.Drain
 			if d == nil {
 				t.Fatalf("no drain in %+v", v)
 			}
-			want := DrainView{State: state, Reason: "kernel update", RequestedBy: "ops", RequestedAt: asked, SandboxesLeft: left, DrainedAt: drainedAt}
+			want := nodes.DrainView{State: state, Reason: "kernel update", RequestedBy: "ops", RequestedAt: asked, SandboxesLeft: left, DrainedAt: drainedAt}
 			if *d != want {
 				t.Errorf("drain = %+v, want %+v", *d, want)
 			}
-			if !v.Cordoned || v.Schedulable || v.State != StateReady || !v.Healthy {
+			if !v.Cordoned || v.Schedulable || v.State != nodes.StateReady || !v.Healthy {
 				t.Errorf("a draining node: cordoned %v, schedulable %v, state %s, healthy %v; want cordoned, not schedulable, Ready and healthy",
 					v.Cordoned, v.Schedulable, v.State, v.Healthy)
 			}
 		}
 
-		v, err := e.reg.Drain(ctx, "10.0.0.7", "kernel update", "ops")
+		v, err := e.Reg.Drain(ctx, "10.0.0.7", "kernel update", "ops")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantDrain(v, DrainDraining, 4, 0)
+		wantDrain(v, nodes.DrainDraining, 4, 0)
 		if v.CordonDetail != "kernel update" {
 			t.Errorf("cordon detail %q, want the drain's reason", v.CordonDetail)
 		}
-		_, body := e.do(http.MethodGet, NodesPrefix+"/10.0.0.7", "", nil)
-		if n := decodeObject(t, body); n["SchedulingDisabled"] != true || n["Healthy"] != true {
+		_, body := e.Do(http.MethodGet, nodeapi.NodesPrefix+"/10.0.0.7", "", nil)
+		if n := nodetest.DecodeObject(t, body); n["SchedulingDisabled"] != true || n["Healthy"] != true {
 			t.Errorf("wire: SchedulingDisabled %v, Healthy %v; want true, true", n["SchedulingDisabled"], n["Healthy"])
 		}
 
 		// Draining again changes nothing: the first request's reason and time stand.
-		e.clock.Add(time.Second)
-		v, err = e.reg.Drain(ctx, "10.0.0.7", "another reason", "someone-else")
+		e.Clock.Add(time.Second)
+		v, err = e.Reg.Drain(ctx, "10.0.0.7", "another reason", "someone-else")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantDrain(v, DrainDraining, 4, 0)
+		wantDrain(v, nodes.DrainDraining, 4, 0)
 
 		// A report of 2 sandboxes: still draining.
-		if err := c.status("10.0.0.7", statusWith(t, 2)); err != nil {
+		if err := c.Status("10.0.0.7", statusWith(t, 2)); err != nil {
 			t.Fatal(err)
 		}
-		wantDrain(get(), DrainDraining, 2, 0)
+		wantDrain(get(), nodes.DrainDraining, 2, 0)
 
 		// A restart keeps the mark.
-		e = e.restart()
-		c = newCubelet(t, e.url)
-		wantDrain(get(), DrainDraining, 2, 0)
+		e = e.Restart()
+		c = nodetest.NewCubelet(e.URL)
+		wantDrain(get(), nodes.DrainDraining, 2, 0)
 
 		// A report of 0: drained, once.
-		e.clock.Add(time.Second)
-		drained := e.clock.Now().UnixMilli()
-		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+		e.Clock.Add(time.Second)
+		drained := e.Clock.Now().UnixMilli()
+		if err := c.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 			t.Fatal(err)
 		}
-		wantDrain(get(), DrainDrained, 0, drained)
-		e.clock.Add(time.Second)
-		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+		wantDrain(get(), nodes.DrainDrained, 0, drained)
+		e.Clock.Add(time.Second)
+		if err := c.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 			t.Fatal(err)
 		}
-		wantDrain(get(), DrainDrained, 0, drained)
-		e = e.restart()
-		c = newCubelet(t, e.url)
-		wantDrain(get(), DrainDrained, 0, drained)
-		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+		wantDrain(get(), nodes.DrainDrained, 0, drained)
+		e = e.Restart()
+		c = nodetest.NewCubelet(e.URL)
+		wantDrain(get(), nodes.DrainDrained, 0, drained)
+		if err := c.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{EventJoined, EventCordoned, EventDraining, EventDrained}
-		evs := e.eventsOf("10.0.0.7")
+		want := []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDraining, nodes.EventDrained}
+		evs := eventsOf(e, "10.0.0.7")
 		var types []string
 		for _, ev := range evs {
 			types = append(types, ev.Type)
@@ -165,7 +168,7 @@ func TestDrain(t *testing.T) {
 		if !slices.Equal(types, want) {
 			t.Fatalf("events = %v, want %v", types, want)
 		}
-		var data eventData
+		var data nodes.EventData
 		json.Unmarshal(evs[2].Data, &data)
 		if data.Sandboxes != 4 || data.Detail != "kernel update" || data.By != "ops" {
 			t.Errorf("node.draining data %s", evs[2].Data)
@@ -175,72 +178,72 @@ func TestDrain(t *testing.T) {
 		}
 
 		// Uncordon ends the drain, also across a restart.
-		v, err = e.reg.Uncordon(ctx, "10.0.0.7", "ops")
+		v, err = e.Reg.Uncordon(ctx, "10.0.0.7", "ops")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if v.Drain != nil || v.Cordoned {
 			t.Errorf("after uncordon: drain %+v, cordoned %v", v.Drain, v.Cordoned)
 		}
-		e = e.restart()
-		c = newCubelet(t, e.url)
+		e = e.Restart()
+		c = nodetest.NewCubelet(e.URL)
 		if v := get(); v.Drain != nil || v.Cordoned {
 			t.Errorf("after uncordon and a restart: drain %+v, cordoned %v", v.Drain, v.Cordoned)
 		}
-		if n := e.count(`SELECT count(*) FROM nodes_registrations WHERE drain_requested_at <> 0 OR drained_at <> 0 OR drain_reason <> '' OR drain_by <> ''`); n != 0 {
+		if n := e.Count(`SELECT count(*) FROM nodes_registrations WHERE drain_requested_at <> 0 OR drained_at <> 0 OR drain_reason <> '' OR drain_by <> ''`); n != 0 {
 			t.Errorf("%d registration rows keep a drain after uncordon", n)
 		}
 
 		// Draining a node that runs nothing: drained at once (cordoned, draining, drained).
-		e.clock.Add(time.Second)
-		asked = e.clock.Now().UnixMilli()
-		v, err = e.reg.Drain(ctx, "10.0.0.7", "kernel update", "ops")
+		e.Clock.Add(time.Second)
+		asked = e.Clock.Now().UnixMilli()
+		v, err = e.Reg.Drain(ctx, "10.0.0.7", "kernel update", "ops")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantDrain(v, DrainDrained, 0, asked)
+		wantDrain(v, nodes.DrainDrained, 0, asked)
 		types = types[:0]
-		for _, ev := range e.eventsOf("10.0.0.7") {
+		for _, ev := range eventsOf(e, "10.0.0.7") {
 			types = append(types, ev.Type)
 		}
-		want = append(want, EventUncordoned, EventCordoned, EventDraining, EventDrained)
+		want = append(want, nodes.EventUncordoned, nodes.EventCordoned, nodes.EventDraining, nodes.EventDrained)
 		if !slices.Equal(types, want) {
 			t.Errorf("events = %v, want %v", types, want)
 		}
-		for typ, n := range map[string]float64{EventDraining: 1, EventDrained: 1} {
-			if got := counterValue(t, e.reg, typ); got != n {
+		for typ, n := range map[string]float64{nodes.EventDraining: 1, nodes.EventDrained: 1} {
+			if got := counterValue(t, e.Reg, typ); got != n {
 				t.Errorf("cubefleet_node_events_total{type=%q} = %v, want %v", typ, got, n)
 			}
 		}
 
 		// A node that never reported allocated resources is drained at once; a cordoned node
 		// keeps its cordon's detail.
-		if err := c.register(withNode(t, "10.0.0.8")); err != nil {
+		if err := c.Register(nodetest.WithNode("10.0.0.8")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Cordon(ctx, "10.0.0.8", "rack move", "ops"); err != nil {
+		if _, err := e.Reg.Cordon(ctx, "10.0.0.8", "rack move", "ops"); err != nil {
 			t.Fatal(err)
 		}
-		v, err = e.reg.Drain(ctx, "10.0.0.8", "", "ops")
+		v, err = e.Reg.Drain(ctx, "10.0.0.8", "", "ops")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Drain == nil || v.Drain.State != DrainDrained || v.Drain.Reason != "" || v.CordonDetail != "rack move" {
+		if v.Drain == nil || v.Drain.State != nodes.DrainDrained || v.Drain.Reason != "" || v.CordonDetail != "rack move" {
 			t.Errorf("drain of a node that never reported: %+v, cordon detail %q", v.Drain, v.CordonDetail)
 		}
 		types = types[:0]
-		for _, ev := range e.eventsOf("10.0.0.8") {
+		for _, ev := range eventsOf(e, "10.0.0.8") {
 			types = append(types, ev.Type)
 		}
-		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained}; !slices.Equal(types, want) {
+		if want := []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDraining, nodes.EventDrained}; !slices.Equal(types, want) {
 			t.Errorf("events of 10.0.0.8 = %v, want %v", types, want)
 		}
 
 		// Refusals.
-		if _, err := e.reg.Drain(ctx, "10.9.9.9", "", "ops"); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+		if _, err := e.Reg.Drain(ctx, "10.9.9.9", "", "ops"); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
 			t.Errorf("drain of an unknown node: %v, want NOT_FOUND", err)
 		}
-		if _, err := e.reg.Drain(ctx, "10.0.0.8", strings.Repeat("x", MaxDetailRunes+1), "ops"); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
+		if _, err := e.Reg.Drain(ctx, "10.0.0.8", strings.Repeat("x", nodeapi.MaxDetailRunes+1), "ops"); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
 			t.Errorf("drain with a long reason: %v, want INVALID_INPUT", err)
 		}
 	})
@@ -249,31 +252,31 @@ func TestDrain(t *testing.T) {
 // TestDrainKeepsDeleteRefusal: a draining node still running sandboxes cannot be deleted
 // without force, and the refusal says how to drain it; once drained it can.
 func TestDrainKeepsDeleteRefusal(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
-		if err := c.register(testdata(t, "register.json")); err != nil {
+		c := nodetest.NewCubelet(e.URL)
+		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Drain(ctx, "10.0.0.7", "", "ops"); err != nil {
+		if _, err := e.Reg.Drain(ctx, "10.0.0.7", "", "ops"); err != nil {
 			t.Fatal(err)
 		}
-		_, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		_, err := e.Reg.Delete(ctx, "10.0.0.7", false, "ops")
 		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "still runs 4 sandboxes") ||
 			!strings.Contains(err.Error(), "cubefleet nodes drain 10.0.0.7 --wait") {
 			t.Fatalf("delete of a draining node with sandboxes: %v", err)
 		}
-		code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		code, body := e.Do(http.MethodDelete, nodeapi.NodesPrefix+"/10.0.0.7", "", nil)
 		if code != http.StatusConflict || !bytes.Contains(body, []byte("cubefleet nodes drain 10.0.0.7 --wait")) {
 			t.Errorf("DELETE of a draining node with sandboxes: %d %s", code, body)
 		}
-		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+		if err := c.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops"); err != nil {
+		if _, err := e.Reg.Delete(ctx, "10.0.0.7", false, "ops"); err != nil {
 			t.Errorf("delete of a drained node: %v", err)
 		}
 	})
@@ -282,70 +285,70 @@ func TestDrainKeepsDeleteRefusal(t *testing.T) {
 // TestDrainAcrossReplicas drains a node on one replica while it reports to the other: both
 // see the drain and who cordoned the node, the drained event is written once, and uncordon on either ends it for both.
 func TestDrainAcrossReplicas(t *testing.T) {
-	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+	storetest.Each(t, nodetest.Modules, func(t *testing.T, db *store.DB) {
 		ctx := context.Background()
-		a := mustEnv(t, db, func(c *Config) { c.Holder = "replica-a" })
-		b := start(t, db, a.clock, func() Config { c := a.cfg; c.Holder = "replica-b"; return c }())
-		a.reg.announce(ctx)
+		a := nodetest.MustEnv(t, db, func(c *nodetest.Config) { c.Store.Holder = "replica-a" })
+		b := nodetest.Start(t, db, a.Clock, func() nodetest.Config { c := a.Cfg; c.Store.Holder = "replica-b"; return c }())
+		a.Store.Announce(ctx)
 		sync := func() {
 			t.Helper()
-			for _, e := range []*env{a, b} {
-				e.flush()
+			for _, e := range []*nodetest.Env{a, b} {
+				e.Flush()
 			}
-			for _, e := range []*env{a, b} {
-				if err := e.reg.Sync(ctx); err != nil {
+			for _, e := range []*nodetest.Env{a, b} {
+				if err := e.Store.Sync(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		drainOf := func(e *env) *DrainView {
+		drainOf := func(e *nodetest.Env) *nodes.DrainView {
 			t.Helper()
-			v, err := e.reg.Get(ctx, "10.0.0.7")
+			v, err := e.Reg.Get(ctx, "10.0.0.7")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return v.Drain
 		}
-		cb := newCubelet(t, b.url)
-		if err := cb.register(testdata(t, "register.json")); err != nil {
+		cb := nodetest.NewCubelet(b.URL)
+		if err := cb.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := cb.status("10.0.0.7", statusWith(t, 3)); err != nil {
-			t.Fatal(err)
-		}
-		sync()
-		a.clock.Add(time.Second)
-		if _, err := a.reg.Drain(ctx, "10.0.0.7", "retire", "ops"); err != nil {
+		if err := cb.Status("10.0.0.7", statusWith(t, 3)); err != nil {
 			t.Fatal(err)
 		}
 		sync()
-		if d := drainOf(b); d == nil || d.State != DrainDraining || d.SandboxesLeft != 3 || d.Reason != "retire" {
+		a.Clock.Add(time.Second)
+		if _, err := a.Reg.Drain(ctx, "10.0.0.7", "retire", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		if d := drainOf(b); d == nil || d.State != nodes.DrainDraining || d.SandboxesLeft != 3 || d.Reason != "retire" {
 			t.Fatalf("b after the drain on a: %+v", d)
 		}
-		if v, _ := b.reg.Get(ctx, "10.0.0.7"); v.CordonedBy != "ops" {
+		if v, _ := b.Reg.Get(ctx, "10.0.0.7"); v.CordonedBy != "ops" {
 			t.Errorf("b after the drain on a: cordoned by %q, want ops", v.CordonedBy)
 		}
-		a.clock.Add(time.Second)
+		a.Clock.Add(time.Second)
 		for range 3 {
-			if err := cb.status("10.0.0.7", statusWith(t, 0)); err != nil {
+			if err := cb.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 				t.Fatal(err)
 			}
 			sync()
 		}
-		for _, e := range []*env{a, b} {
-			if d := drainOf(e); d == nil || d.State != DrainDrained || d.DrainedAt == 0 {
-				t.Errorf("%s after reports of 0: %+v", e.reg.holder, d)
+		for _, e := range []*nodetest.Env{a, b} {
+			if d := drainOf(e); d == nil || d.State != nodes.DrainDrained || d.DrainedAt == 0 {
+				t.Errorf("%s after reports of 0: %+v", e.Store.Holder(), d)
 			}
 		}
 		var types []string
-		for _, ev := range a.eventsOf("10.0.0.7") {
+		for _, ev := range eventsOf(a, "10.0.0.7") {
 			types = append(types, ev.Type)
 		}
-		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained}; !slices.Equal(types, want) {
+		if want := []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDraining, nodes.EventDrained}; !slices.Equal(types, want) {
 			t.Errorf("events = %v, want %v", types, want)
 		}
-		a.clock.Add(time.Second)
-		if _, err := b.reg.Uncordon(ctx, "10.0.0.7", "ops"); err != nil {
+		a.Clock.Add(time.Second)
+		if _, err := b.Reg.Uncordon(ctx, "10.0.0.7", "ops"); err != nil {
 			t.Fatal(err)
 		}
 		sync()
@@ -358,48 +361,48 @@ func TestDrainAcrossReplicas(t *testing.T) {
 // TestDrainReopens: a drained node that reports sandboxes again (something placed work on it
 // despite the cordon) is Draining again, and node.drained follows when it is empty again.
 func TestDrainReopens(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
-		if err := c.register(testdata(t, "register.json")); err != nil {
+		c := nodetest.NewCubelet(e.URL)
+		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+		if err := c.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 			t.Fatal(err)
 		}
-		state := func() *DrainView {
+		state := func() *nodes.DrainView {
 			t.Helper()
-			v, err := e.reg.Get(ctx, "10.0.0.7")
+			v, err := e.Reg.Get(ctx, "10.0.0.7")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return v.Drain
 		}
-		if _, err := e.reg.Drain(ctx, "10.0.0.7", "", "ops"); err != nil {
+		if _, err := e.Reg.Drain(ctx, "10.0.0.7", "", "ops"); err != nil {
 			t.Fatal(err)
 		}
-		if d := state(); d == nil || d.State != DrainDrained {
+		if d := state(); d == nil || d.State != nodes.DrainDrained {
 			t.Fatalf("drain of an idle node: %+v", d)
 		}
-		e.clock.Add(time.Second)
-		if err := c.status("10.0.0.7", statusWith(t, 1)); err != nil {
+		e.Clock.Add(time.Second)
+		if err := c.Status("10.0.0.7", statusWith(t, 1)); err != nil {
 			t.Fatal(err)
 		}
-		if d := state(); d == nil || d.State != DrainDraining || d.DrainedAt != 0 || d.SandboxesLeft != 1 {
+		if d := state(); d == nil || d.State != nodes.DrainDraining || d.DrainedAt != 0 || d.SandboxesLeft != 1 {
 			t.Fatalf("after a report of 1: %+v", d)
 		}
-		e.clock.Add(time.Second)
-		if err := c.status("10.0.0.7", statusWith(t, 0)); err != nil {
+		e.Clock.Add(time.Second)
+		if err := c.Status("10.0.0.7", statusWith(t, 0)); err != nil {
 			t.Fatal(err)
 		}
-		if d := state(); d == nil || d.State != DrainDrained || d.DrainedAt != e.clock.Now().UnixMilli() {
+		if d := state(); d == nil || d.State != nodes.DrainDrained || d.DrainedAt != e.Clock.Now().UnixMilli() {
 			t.Fatalf("after a report of 0: %+v", d)
 		}
 		var types []string
-		for _, ev := range e.eventsOf("10.0.0.7") {
+		for _, ev := range eventsOf(e, "10.0.0.7") {
 			types = append(types, ev.Type)
 		}
-		if want := []string{EventJoined, EventCordoned, EventDraining, EventDrained, EventDrained}; !slices.Equal(types, want) {
+		if want := []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventDraining, nodes.EventDrained, nodes.EventDrained}; !slices.Equal(types, want) {
 			t.Errorf("events = %v, want %v", types, want)
 		}
 	})
@@ -410,41 +413,41 @@ func TestDrainReopens(t *testing.T) {
 // ErrSandboxCheckFailed, saying force=true; the public API (Delete) CONFLICT saying --force. A
 // Ready node still running sandboxes is 409 CONFLICT on both, each saying its own way to force.
 func TestDeleteRefusals(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
-		if err := c.register(testdata(t, "register.json")); err != nil {
+		c := nodetest.NewCubelet(e.URL)
+		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Cordon(ctx, "10.0.0.7", "", "ops"); err != nil {
+		if _, err := e.Reg.Cordon(ctx, "10.0.0.7", "", "ops"); err != nil {
 			t.Fatal(err)
 		}
 		// Ready, 4 sandboxes: 409 both ways.
-		code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		code, body := e.Do(http.MethodDelete, nodeapi.NodesPrefix+"/10.0.0.7", "", nil)
 		if code != http.StatusConflict || !bytes.Contains(body, []byte(`"code":"CONFLICT"`)) || !bytes.Contains(body, []byte("add force=true (DELETE /internal/v1/nodes/10.0.0.7?force=true)")) ||
 			bytes.Contains(body, []byte("--force")) {
 			t.Errorf("route, sandboxes: %d %s", code, body)
 		}
-		_, err := e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		_, err := e.Reg.Delete(ctx, "10.0.0.7", false, "ops")
 		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "use --force (cubefleet nodes delete 10.0.0.7 --force)") ||
 			strings.Contains(err.Error(), "force=true") {
 			t.Errorf("API, sandboxes: %v", err)
 		}
 		// Down: the sandbox check fails.
-		e.clock.Add(3 * DefaultHeartbeatTimeout)
-		code, body = e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7", "", nil)
+		e.Clock.Add(3 * nodes.DefaultHeartbeatTimeout)
+		code, body = e.Do(http.MethodDelete, nodeapi.NodesPrefix+"/10.0.0.7", "", nil)
 		want := `{"error":"node 10.0.0.7 is Down, so its sandbox count is unknown: to delete it anyway, add force=true (DELETE /internal/v1/nodes/10.0.0.7?force=true)","code":"SANDBOX_CHECK_FAILED"}`
 		if code != http.StatusBadGateway || string(body) != want {
 			t.Errorf("route, Down: %d %s\nwant 502 %s", code, body, want)
 		}
-		_, err = e.reg.Delete(ctx, "10.0.0.7", false, "ops")
+		_, err = e.Reg.Delete(ctx, "10.0.0.7", false, "ops")
 		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "is Down, so its sandbox count is unknown: to delete it anyway, use --force (cubefleet nodes delete 10.0.0.7 --force)") {
 			t.Errorf("API, Down: %v", err)
 		}
-		if code, body := e.do(http.MethodDelete, NodesPrefix+"/10.0.0.7?force=true", "", nil); code != 200 {
+		if code, body := e.Do(http.MethodDelete, nodeapi.NodesPrefix+"/10.0.0.7?force=true", "", nil); code != 200 {
 			t.Errorf("route with force=true: %d %s", code, body)
 		}
 	})

@@ -1,67 +1,61 @@
 package nodes
 
 import (
-	"encoding/json"
-	"math"
+	"context"
 	"strconv"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
-// A node's JSON (NodeSnapshot for the node-agent and isolation/label answers, SchedulerNode
-// for /internal/v1/nodes) is appended by hand, without reflection: the nested objects a node
-// reports (labels, images, templates, versions, host facts) are kept as canonical compact JSON,
-// re-encoded only when they change, and copied in; the SchedulerNode's fields that change only
-// with the registration are kept encoded too (n.schedule, about 1.5 KB), so listing 10,000 nodes
-// is mostly copying.
+// A node's JSON (nodeapi.NodeSnapshot for the node-agent and isolation/label answers,
+// nodeapi.SchedulerNode for the internal nodes list) is appended by hand, without reflection:
+// the nested objects a node reports (labels, images, templates, versions, host facts) are kept as
+// canonical compact JSON, re-encoded only when they change, and copied in; the SchedulerNode's
+// fields that change only with the registration are kept encoded too (n.schedule, about 1.5 KB),
+// so listing 10,000 nodes is mostly copying.
 
-// canonical is v as compact JSON with sorted map keys (encoding/json), for the cached parts.
-func canonical(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil { // cannot happen: plain values only
-		return []byte("null")
+// ListGeneration changes whenever the node list (AppendList) changes beyond the fields every
+// report changes: a node added or removed, cordoned, relabelled, changing state, or reporting a
+// new inventory or quota. A cached list of the same generation differs from a fresh one only
+// in those per-report fields.
+func (r *Registry) ListGeneration() uint64 { return r.listGen.Load() }
+
+// AppendList appends the JSON array of the SchedulerNode (or, with scoreOnly, SchedulerScore)
+// of every node in want (nil: every node), sorted by id (GET nodeapi.NodesPrefix, spec §2.1).
+func (r *Registry) AppendList(dst []byte, want map[string]bool, scoreOnly bool) []byte {
+	dst = append(dst, '[')
+	now := r.now()
+	first := true
+	for _, n := range r.set.sorted() {
+		if want != nil && !want[n.id] {
+			continue
+		}
+		n.mu.Lock()
+		if n.deleted {
+			n.mu.Unlock()
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = n.appendScheduler(dst, r.health.state(n, now), scoreOnly)
+		n.mu.Unlock()
 	}
-	return b
+	return append(dst, ']')
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// AppendNode appends node id's SchedulerNode (or, with scoreOnly, SchedulerScore) to dst (GET
+// nodeapi.NodePath). Errors: NOT_FOUND.
+func (r *Registry) AppendNode(ctx context.Context, dst []byte, id string, scoreOnly bool) ([]byte, error) {
+	n, err := r.live(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	return s
-}
-
-// setLabels replaces n's labels. Requires n.mu.
-func (n *node) setLabels(labels map[string]string) {
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	n.labels, n.labelsJSON, n.schedule = labels, canonical(labels), nil
-}
-
-// setImages replaces n's image inventory. Requires n.mu.
-func (n *node) setImages(images []Image) {
-	n.imagesJSON, n.imageCount = canonical(nonNil(images)), len(images)
-}
-
-// setTemplates replaces n's template inventory. Requires n.mu.
-func (n *node) setTemplates(tpls []LocalTemplate) {
-	n.templatesJSON, n.schedule = canonical(nonNil(tpls)), nil
-	n.templateIDs = make([]string, len(tpls))
-	for i, t := range tpls {
-		n.templateIDs[i] = t.TemplateID
-	}
-}
-
-// setVersions replaces n's component versions. Requires n.mu.
-func (n *node) setVersions(v []Version) {
-	n.versions, n.versionsJSON, n.schedule = v, canonical(nonNil(v)), nil
-}
-
-// setHostFacts replaces n's host facts. Requires n.mu.
-func (n *node) setHostFacts(h HostFacts) {
-	n.hostFacts, n.hostFactsJSON, n.schedule = h, canonical(h), nil
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.appendScheduler(dst, r.health.state(n, r.now()), scoreOnly), nil
 }
 
 // orEmpty returns cached JSON, or empty when it was never set.
@@ -72,7 +66,7 @@ func orEmpty(b []byte, empty string) []byte {
 	return b
 }
 
-func appendResources(dst []byte, key string, r Resources) []byte {
+func appendResources(dst []byte, key string, r nodeapi.Resources) []byte {
 	dst = appendKey(dst, key)
 	dst = append(dst, `{"milli_cpu":`...)
 	dst = strconv.AppendInt(dst, r.MilliCPU, 10)
@@ -81,18 +75,17 @@ func appendResources(dst []byte, key string, r Resources) []byte {
 }
 
 func appendStringField(dst []byte, key, v string) []byte {
-	return appendString(appendKey(dst, key), v)
+	return nodeapi.AppendString(appendKey(dst, key), v)
 }
 
 func appendRawField(dst []byte, key string, raw []byte) []byte {
 	return append(appendKey(dst, key), raw...)
 }
 
-// appendSnapshot appends n's NodeSnapshot (spec §2.3) at now. Requires n.mu.
-func (r *Registry) appendSnapshot(dst []byte, n *node, now int64) []byte {
-	s := r.health(n, now)
+// appendSnapshot appends n's NodeSnapshot (spec §2.3) in health state s. Requires n.mu.
+func (n *node) appendSnapshot(dst []byte, s State) []byte {
 	dst = append(dst, `{"node_id":`...)
-	dst = appendString(dst, n.id)
+	dst = nodeapi.AppendString(dst, n.id)
 	dst = appendStringField(dst, "host_ip", n.hostIP)
 	dst = appendIntField(dst, "grpc_port", n.grpcPort)
 	dst = appendRawField(dst, "labels", orEmpty(n.labelsJSON, "{}"))
@@ -103,7 +96,7 @@ func (r *Registry) appendSnapshot(dst []byte, n *node, now int64) []byte {
 	dst = appendIntField(dst, "quota_cpu", n.quotaCPU)
 	dst = appendIntField(dst, "quota_mem_mb", n.quotaMemMB)
 	dst = appendIntField(dst, "create_concurrent_num", n.createConcurrent)
-	dst = appendIntField(dst, "max_mvm_num", n.maxMvm)
+	dst = appendIntField(dst, "max_mvm_num", n.maxMVM)
 	if n.pausedRatio != nil {
 		dst = appendFloatField(dst, "paused_release_ratio", *n.pausedRatio)
 	}
@@ -114,7 +107,7 @@ func (r *Registry) appendSnapshot(dst []byte, n *node, now int64) []byte {
 	dst = appendRawField(dst, "host_facts", orEmpty(n.hostFactsJSON, "{}"))
 	dst = appendBoolField(dst, "scheduling_disabled", n.cordoned())
 	dst = append(dst, `,"conditions":`...)
-	dst = appendConditions(dst, n.conditions)
+	dst = nodeapi.AppendConditions(dst, n.conditions)
 	dst = appendTimeField(dst, "heartbeat_time", n.heartbeatAt)
 	dst = appendBoolField(dst, "healthy", s == StateReady)
 	dst = appendBoolField(dst, "reported_ready", n.ready)
@@ -127,7 +120,7 @@ func (r *Registry) appendSnapshot(dst []byte, n *node, now int64) []byte {
 	a, d := n.allocated, n.diskUsage
 	dst = appendIntField(dst, "quota_cpu_usage", a.MilliCPU)
 	dst = appendIntField(dst, "quota_mem_mb_usage", a.MemoryMB)
-	dst = appendIntField(dst, "mvm_num", a.MvmNum)
+	dst = appendIntField(dst, "mvm_num", a.MVMNum)
 	dst = appendIntField(dst, "nic_queues", a.NICQueues)
 	dst = appendFloatField(dst, "data_disk_usage_per", d.DataDiskUsagePer)
 	dst = appendFloatField(dst, "storage_disk_usage_per", d.StorageDiskUsagePer)
@@ -137,11 +130,12 @@ func (r *Registry) appendSnapshot(dst []byte, n *node, now int64) []byte {
 
 // appendScheduler appends n's SchedulerNode (CubeMaster's node.Node, spec §2.2: PascalCase
 // except uuid, mvm_num and nic_queues; LocalTemplates only once the node reported its
-// inventory) at now; scoreOnly gives the reduced view of ?score_only=true. Requires n.mu.
-func (r *Registry) appendScheduler(dst []byte, n *node, now int64, scoreOnly bool) []byte {
+// inventory) in health state s; scoreOnly gives the reduced view of ?score_only=true. Requires
+// n.mu.
+func (n *node) appendScheduler(dst []byte, s State, scoreOnly bool) []byte {
 	if scoreOnly {
 		dst = append(dst, `{"InstanceID":`...)
-		dst = appendString(dst, n.id)
+		dst = nodeapi.AppendString(dst, n.id)
 		dst = append(dst, `,"Score":0`...)
 		dst = appendTimeField(dst, "MetricUpdateAt", n.metricAt)
 		dst = appendTimeField(dst, "MetricLocalUpdateAt", n.metricLocalAt)
@@ -149,7 +143,6 @@ func (r *Registry) appendScheduler(dst []byte, n *node, now int64, scoreOnly boo
 		return append(dst, '}')
 	}
 	dst = append(dst, n.staticScheduler()...)
-	s := r.health(n, now)
 	if n.ready {
 		dst = append(dst, `,"ReportedReady":true`...)
 	}
@@ -163,7 +156,7 @@ func (r *Registry) appendScheduler(dst []byte, n *node, now int64, scoreOnly boo
 	a, d := n.allocated, n.diskUsage
 	dst = appendIntField(dst, "QuotaCpuUsage", a.MilliCPU)
 	dst = appendIntField(dst, "QuotaMemUsage", a.MemoryMB)
-	dst = appendIntField(dst, "mvm_num", a.MvmNum)
+	dst = appendIntField(dst, "mvm_num", a.MVMNum)
 	dst = appendIntField(dst, "nic_queues", a.NICQueues)
 	dst = appendFloatField(dst, "DataDiskUsagePer", d.DataDiskUsagePer)
 	dst = appendFloatField(dst, "StorageDiskUsagePer", d.StorageDiskUsagePer)
@@ -184,7 +177,7 @@ func (n *node) staticScheduler() []byte {
 	}
 	dst := make([]byte, 0, 1024)
 	dst = append(dst, `{"InstanceID":`...)
-	dst = appendString(dst, n.id)
+	dst = nodeapi.AppendString(dst, n.id)
 	dst = appendStringField(dst, "uuid", n.id)
 	dst = appendStringField(dst, "IP", n.hostIP)
 	dst = appendIntField(dst, "CpuTotal", n.capacity.MilliCPU/1000)
@@ -196,7 +189,7 @@ func (n *node) staticScheduler() []byte {
 	dst = appendStringField(dst, "InstanceType", instanceType)
 	dst = append(dst, `,"HostStatus":"RUNNING"`...)
 	dst = appendIntField(dst, "CreateConcurrentNum", n.createConcurrent)
-	dst = appendIntField(dst, "MaxMvmLimit", n.maxMvm)
+	dst = appendIntField(dst, "MaxMvmLimit", n.maxMVM)
 	dst = appendRawField(dst, "NodeLabels", orEmpty(n.labelsJSON, "{}"))
 	dst = appendBoolField(dst, "SchedulingDisabled", n.cordoned())
 	if n.templatesReported {
@@ -205,7 +198,7 @@ func (n *node) staticScheduler() []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, id)
+			dst = nodeapi.AppendString(dst, id)
 		}
 		dst = append(dst, ']')
 	}
@@ -214,43 +207,6 @@ func (n *node) staticScheduler() []byte {
 	dst = appendRawField(dst, "HostFacts", orEmpty(n.hostFactsJSON, "{}"))
 	n.schedule = dst
 	return dst
-}
-
-func appendConditions(dst []byte, cs []Condition) []byte {
-	dst = append(dst, '[')
-	for i, c := range cs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, c.Type)
-		dst = append(dst, `,"status":`...)
-		dst = appendString(dst, c.Status)
-		dst = appendOptString(dst, "lastHeartbeatTime", c.LastHeartbeatTime)
-		dst = appendOptString(dst, "lastTransitionTime", c.LastTransitionTime)
-		dst = appendOptString(dst, "reason", c.Reason)
-		dst = appendOptString(dst, "message", c.Message)
-		dst = append(dst, '}')
-	}
-	return append(dst, ']')
-}
-
-func appendString(dst []byte, s string) []byte {
-	out, err := jsontext.AppendQuote(dst, s)
-	if err != nil { // invalid UTF-8 never gets past the decoder
-		return append(dst, `""`...)
-	}
-	return out
-}
-
-func appendOptString(dst []byte, key, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	dst = append(dst, ',', '"')
-	dst = append(dst, key...)
-	dst = append(dst, '"', ':')
-	return appendString(dst, s)
 }
 
 func appendKey(dst []byte, key string) []byte {
@@ -271,18 +227,7 @@ func appendIntField(dst []byte, key string, v int64) []byte {
 
 // appendFloatField appends a float the way encoding/json writes it.
 func appendFloatField(dst []byte, key string, v float64) []byte {
-	return appendFloat(appendKey(dst, key), v)
-}
-
-func appendFloat(dst []byte, v float64) []byte {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return append(dst, '0')
-	}
-	format := byte('f')
-	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	return strconv.AppendFloat(dst, v, format, -1, 64)
+	return nodeapi.AppendFloat(appendKey(dst, key), v)
 }
 
 // appendTimeField appends a Unix-ms time as RFC 3339 in UTC (Go's zero time for 0, as Go's

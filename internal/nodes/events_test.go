@@ -1,57 +1,61 @@
-package nodes
+package nodes_test
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetest"
 )
 
 // TestEventsCarryPool: every node event names the node's pool (poolId): the pool of its join
 // token for our agent, the pool its cluster_label names for a stock Cubelet; cordon and
 // uncordon as much as drain, the health events, joined and deleted.
 func TestEventsCarryPool(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		a := from("127.0.0.1")
-		join := e.joinToken(JoinTokenInput{IP: "127.0.0.1"})
-		if code, out := e.call(a, "POST", registerPath, join, patch(t, withNode(t, "127.0.0.1"), "cluster_label", "")); code != 200 {
+		a := nodetest.From("127.0.0.1")
+		join := e.JoinToken(nodes.JoinTokenInput{IP: "127.0.0.1"})
+		if code, out := e.Call(a, "POST", nodeapi.PathRegister, join, nodetest.Patch(t, nodetest.WithNode("127.0.0.1"), "cluster_label", "")); code != 200 {
 			t.Fatalf("join: %d %s", code, out)
 		}
-		if code, out := e.call(a, "POST", registerPath, "", withNode(t, "10.0.0.7")); code != 200 { // cluster_label default-cluster
+		if code, out := e.Call(a, "POST", nodeapi.PathRegister, "", nodetest.WithNode("10.0.0.7")); code != 200 { // cluster_label default-cluster
 			t.Fatalf("stock register: %d %s", code, out)
 		}
 		for _, id := range []string{"127.0.0.1", "10.0.0.7"} {
-			if _, err := e.reg.Cordon(ctx, id, "kernel update", "ops"); err != nil {
+			if _, err := e.Reg.Cordon(ctx, id, "kernel update", "ops"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.reg.Uncordon(ctx, id, "ops"); err != nil {
+			if _, err := e.Reg.Uncordon(ctx, id, "ops"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.reg.Drain(ctx, id, "retire", "ops"); err != nil { // drained at once: it never reported
+			if _, err := e.Reg.Drain(ctx, id, "retire", "ops"); err != nil { // drained at once: it never reported
 				t.Fatal(err)
 			}
 		}
-		e.reg.CheckHealth(ctx)
-		e.clock.Add(2 * DefaultHeartbeatTimeout)
-		e.reg.CheckHealth(ctx)
+		e.Reg.CheckHealth(ctx)
+		e.Clock.Add(2 * nodes.DefaultHeartbeatTimeout)
+		e.Reg.CheckHealth(ctx)
 		for _, id := range []string{"127.0.0.1", "10.0.0.7"} {
-			if _, err := e.reg.Delete(ctx, id, true, "ops"); err != nil {
+			if _, err := e.Reg.Delete(ctx, id, true, "ops"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, id := range []string{"127.0.0.1", "10.0.0.7"} {
 			seen := map[string]bool{}
-			for _, ev := range e.eventsOf(id) {
+			for _, ev := range eventsOf(e, id) {
 				seen[ev.Type] = true
 				var d struct {
 					Pool string `json:"poolId"`
 				}
 				json.Unmarshal(ev.Data, &d)
-				if d.Pool != testPool.ID {
-					t.Errorf("%s %s: poolId %q, want %s (%s)", id, ev.Type, d.Pool, testPool.ID, ev.Data)
+				if d.Pool != nodetest.Pool.ID {
+					t.Errorf("%s %s: poolId %q, want %s (%s)", id, ev.Type, d.Pool, nodetest.Pool.ID, ev.Data)
 				}
 			}
-			for _, typ := range []string{EventJoined, EventCordoned, EventUncordoned, EventDraining, EventDrained, EventSuspect, EventDeleted} {
+			for _, typ := range []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventUncordoned, nodes.EventDraining, nodes.EventDrained, nodes.EventSuspect, nodes.EventDeleted} {
 				if !seen[typ] {
 					t.Errorf("%s: no %s event (%v)", id, typ, seen)
 				}

@@ -1,4 +1,4 @@
-package nodes
+package nodes_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetest"
 )
 
 func TestHealth(t *testing.T) {
@@ -17,108 +19,108 @@ func TestHealth(t *testing.T) {
 	for _, c := range []struct {
 		age   time.Duration
 		ready bool
-		want  State
+		want  nodes.State
 	}{
-		{0, true, StateReady},
-		{-time.Hour, true, StateReady}, // a report "from the future" is fresh
-		{15 * time.Second, true, StateReady},
-		{15*time.Second + time.Millisecond, true, StateSuspect},
-		{0, false, StateNotReady},
-		{15 * time.Second, false, StateNotReady},
-		{16 * time.Second, false, StateSuspect},
-		{30 * time.Second, true, StateSuspect},
-		{30*time.Second + time.Millisecond, true, StateDown},
-		{5*time.Minute - time.Millisecond, true, StateDown},
-		{5 * time.Minute, true, StateLost},
-		{50 * time.Hour, false, StateLost},
+		{0, true, nodes.StateReady},
+		{-time.Hour, true, nodes.StateReady}, // a report "from the future" is fresh
+		{15 * time.Second, true, nodes.StateReady},
+		{15*time.Second + time.Millisecond, true, nodes.StateSuspect},
+		{0, false, nodes.StateNotReady},
+		{15 * time.Second, false, nodes.StateNotReady},
+		{16 * time.Second, false, nodes.StateSuspect},
+		{30 * time.Second, true, nodes.StateSuspect},
+		{30*time.Second + time.Millisecond, true, nodes.StateDown},
+		{5*time.Minute - time.Millisecond, true, nodes.StateDown},
+		{5 * time.Minute, true, nodes.StateLost},
+		{50 * time.Hour, false, nodes.StateLost},
 	} {
 		t.Run(fmt.Sprintf("%s/%v", c.age, c.ready), func(t *testing.T) {
-			if got := Health(base.Add(c.age), base, c.ready, timeout, lost); got != c.want {
+			if got := nodes.Health(base.Add(c.age), base, c.ready, timeout, lost); got != c.want {
 				t.Errorf("Health(age %s, ready %v) = %s, want %s", c.age, c.ready, got, c.want)
 			}
 		})
 	}
 }
 
-func counterValue(t *testing.T, r *Registry, typ string) float64 {
+func counterValue(t *testing.T, r *nodes.Registry, typ string) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := r.m.events.WithLabelValues(typ).Write(&m); err != nil {
+	v, err := nodes.EventCount(r, typ)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetCounter().GetValue()
+	return v
 }
 
-func gaugeValue(t *testing.T, r *Registry, s State) float64 {
+func gaugeValue(t *testing.T, r *nodes.Registry, s nodes.State) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := r.m.nodes.WithLabelValues(string(s)).Write(&m); err != nil {
+	v, err := nodes.StateCount(r, s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetGauge().GetValue()
+	return v
 }
 
 // TestHealthTransitions walks a node that stops reporting through Ready -> Suspect -> Down ->
 // Lost with the injected clock, brings it back (recovered), and checks the events, the
 // metrics and what every reader sees.
 func TestHealthTransitions(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
-		if err := c.register(testdata(t, "register.json")); err != nil {
+		c := nodetest.NewCubelet(e.URL)
+		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		check := func(want State, healthy bool, reason string) {
+		check := func(want nodes.State, healthy bool, reason string) {
 			t.Helper()
-			e.reg.CheckHealth(ctx)
-			v, err := e.reg.Get(ctx, "10.0.0.7")
+			e.Reg.CheckHealth(ctx)
+			v, err := e.Reg.Get(ctx, "10.0.0.7")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if v.State != want || v.Healthy != healthy || v.UnhealthyReason != reason {
 				t.Errorf("view: %s healthy=%v %q, want %s %v %q", v.State, v.Healthy, v.UnhealthyReason, want, healthy, reason)
 			}
-			_, body := e.do(http.MethodGet, NodesPrefix+"/10.0.0.7", "", nil)
-			n := decodeObject(t, body)
+			_, body := e.Do(http.MethodGet, nodeapi.NodesPrefix+"/10.0.0.7", "", nil)
+			n := nodetest.DecodeObject(t, body)
 			if n["Healthy"] != healthy || (reason != "" && n["UnhealthyReason"] != reason) {
 				t.Errorf("wire: Healthy %v %v, want %v %q", n["Healthy"], n["UnhealthyReason"], healthy, reason)
 			}
-			if gaugeValue(t, e.reg, want) != 1 {
-				t.Errorf("cubefleet_nodes{state=%q} = %v, want 1", want, gaugeValue(t, e.reg, want))
+			if gaugeValue(t, e.Reg, want) != 1 {
+				t.Errorf("cubefleet_nodes{state=%q} = %v, want 1", want, gaugeValue(t, e.Reg, want))
 			}
 		}
-		check(StateReady, true, "")
-		e.clock.Add(15 * time.Second)
-		check(StateReady, true, "")
-		e.clock.Add(time.Second)
-		check(StateSuspect, false, ReasonHeartbeatExpired)
-		e.clock.Add(15 * time.Second)
-		check(StateDown, false, ReasonHeartbeatExpired)
-		e.clock.Add(5 * time.Minute)
-		check(StateLost, false, ReasonHeartbeatExpired)
+		check(nodes.StateReady, true, "")
+		e.Clock.Add(15 * time.Second)
+		check(nodes.StateReady, true, "")
+		e.Clock.Add(time.Second)
+		check(nodes.StateSuspect, false, nodeapi.ReasonHeartbeatExpired)
+		e.Clock.Add(15 * time.Second)
+		check(nodes.StateDown, false, nodeapi.ReasonHeartbeatExpired)
+		e.Clock.Add(5 * time.Minute)
+		check(nodes.StateLost, false, nodeapi.ReasonHeartbeatExpired)
 		// Cordoning does not change health, and Lost nodes are not schedulable.
-		if v, _ := e.reg.Cordon(ctx, "10.0.0.7", "", "test"); v.State != StateLost || v.Schedulable {
+		if v, _ := e.Reg.Cordon(ctx, "10.0.0.7", "", "test"); v.State != nodes.StateLost || v.Schedulable {
 			t.Errorf("cordon: %+v", v)
 		}
-		e.reg.Uncordon(ctx, "10.0.0.7", "test")
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		e.Reg.Uncordon(ctx, "10.0.0.7", "test")
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		check(StateReady, true, "")
-		e.clock.Add(time.Second)
-		if err := c.status("10.0.0.7", []byte(`{"conditions":[{"type":"Ready","status":"False"}]}`)); err != nil {
+		check(nodes.StateReady, true, "")
+		e.Clock.Add(time.Second)
+		if err := c.Status("10.0.0.7", []byte(`{"conditions":[{"type":"Ready","status":"False"}]}`)); err != nil {
 			t.Fatal(err)
 		}
-		check(StateNotReady, false, ReasonReportedNotReady)
-		want := []string{EventJoined, EventSuspect, EventDown, EventLost, EventCordoned, EventUncordoned, EventRecovered, EventNotReady}
-		if got := e.eventTypes("10.0.0.7"); !slices.Equal(got, want) {
+		check(nodes.StateNotReady, false, nodeapi.ReasonReportedNotReady)
+		want := []string{nodes.EventJoined, nodes.EventSuspect, nodes.EventDown, nodes.EventLost, nodes.EventCordoned, nodes.EventUncordoned, nodes.EventRecovered, nodes.EventNotReady}
+		if got := e.EventTypes("10.0.0.7"); !slices.Equal(got, want) {
 			t.Errorf("events = %v, want %v", got, want)
 		}
 		for _, typ := range want[1:] {
-			if v := counterValue(t, e.reg, typ); v != 1 {
+			if v := counterValue(t, e.Reg, typ); v != 1 {
 				t.Errorf("cubefleet_node_events_total{type=%q} = %v, want 1", typ, v)
 			}
 		}
@@ -128,28 +130,28 @@ func TestHealthTransitions(t *testing.T) {
 // TestReportAfterAnUnobservedLoss reports from a node readers see as Lost before the health
 // loop has noticed: the loss still gets its event, before the recovery.
 func TestReportAfterAnUnobservedLoss(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
-		if err := c.register(testdata(t, "register.json")); err != nil {
+		c := nodetest.NewCubelet(e.URL)
+		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		e.reg.CheckHealth(ctx)
-		e.clock.Add(31 * time.Second)
-		e.reg.CheckHealth(ctx) // Down
-		e.clock.Add(5 * time.Minute)
-		if v, _ := e.reg.Get(ctx, "10.0.0.7"); v.State != StateLost {
+		e.Reg.CheckHealth(ctx)
+		e.Clock.Add(31 * time.Second)
+		e.Reg.CheckHealth(ctx) // Down
+		e.Clock.Add(5 * time.Minute)
+		if v, _ := e.Reg.Get(ctx, "10.0.0.7"); v.State != nodes.StateLost {
 			t.Fatalf("state after 5 min of silence = %s, want Lost", v.State)
 		}
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		e.reg.CheckHealth(ctx)
-		want := []string{EventJoined, EventDown, EventLost, EventRecovered}
-		if got := e.eventTypes("10.0.0.7"); !slices.Equal(got, want) {
+		e.Reg.CheckHealth(ctx)
+		want := []string{nodes.EventJoined, nodes.EventDown, nodes.EventLost, nodes.EventRecovered}
+		if got := e.EventTypes("10.0.0.7"); !slices.Equal(got, want) {
 			t.Fatalf("events = %v, want %v", got, want)
 		}
 	})
@@ -159,57 +161,57 @@ func TestReportAfterAnUnobservedLoss(t *testing.T) {
 // marked Suspect for a full heartbeat timeout, and a node that was Lost before stays Lost. No
 // events come from the restart itself.
 func TestRestartGrace(t *testing.T) {
-	eachEnv(t, nil, func(t *testing.T, e *env) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
-		c := newCubelet(t, e.url)
+		c := nodetest.NewCubelet(e.URL)
 		for _, id := range []string{"10.0.0.7", "10.0.0.8"} {
-			if err := c.register(withNode(t, id)); err != nil {
+			if err := c.Register(nodetest.WithNode(id)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := c.status("10.0.0.8", testdata(t, "status.json")); err != nil {
+		if err := c.Status("10.0.0.8", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		e.reg.CheckHealth(ctx)
-		e.clock.Add(6 * time.Minute) // 10.0.0.8 goes silent and is Lost
-		if err := c.status("10.0.0.7", testdata(t, "status.json")); err != nil {
+		e.Reg.CheckHealth(ctx)
+		e.Clock.Add(6 * time.Minute) // 10.0.0.8 goes silent and is Lost
+		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		e.reg.CheckHealth(ctx)
-		before := e.eventTypes("10.0.0.8")
-		e.clock.Add(time.Hour) // the server is down for an hour
-		e = e.restart()
-		state := func(id string) State {
+		e.Reg.CheckHealth(ctx)
+		before := e.EventTypes("10.0.0.8")
+		e.Clock.Add(time.Hour) // the server is down for an hour
+		e = e.Restart()
+		state := func(id string) nodes.State {
 			t.Helper()
-			v, err := e.reg.Get(ctx, id)
+			v, err := e.Reg.Get(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return v.State
 		}
-		e.reg.CheckHealth(ctx)
-		if s7, s8 := state("10.0.0.7"), state("10.0.0.8"); s7 != StateReady || s8 != StateLost {
+		e.Reg.CheckHealth(ctx)
+		if s7, s8 := state("10.0.0.7"), state("10.0.0.8"); s7 != nodes.StateReady || s8 != nodes.StateLost {
 			t.Fatalf("after the restart: %s %s, want Ready Lost", s7, s8)
 		}
-		e.clock.Add(15 * time.Second)
-		e.reg.CheckHealth(ctx)
-		if s := state("10.0.0.7"); s != StateReady {
+		e.Clock.Add(15 * time.Second)
+		e.Reg.CheckHealth(ctx)
+		if s := state("10.0.0.7"); s != nodes.StateReady {
 			t.Errorf("one timeout after the restart: %s, want Ready", s)
 		}
-		e.clock.Add(time.Second)
-		e.reg.CheckHealth(ctx)
-		if s := state("10.0.0.7"); s != StateSuspect {
+		e.Clock.Add(time.Second)
+		e.Reg.CheckHealth(ctx)
+		if s := state("10.0.0.7"); s != nodes.StateSuspect {
 			t.Errorf("past one timeout after the restart: %s, want Suspect", s)
 		}
-		if got := e.eventTypes("10.0.0.8"); !slices.Equal(got, before) {
+		if got := e.EventTypes("10.0.0.8"); !slices.Equal(got, before) {
 			t.Errorf("the restart made events for the lost node: %v, before %v", got, before)
 		}
-		if got := e.eventTypes("10.0.0.7"); !slices.Equal(got, []string{EventJoined, EventSuspect}) {
+		if got := e.EventTypes("10.0.0.7"); !slices.Equal(got, []string{nodes.EventJoined, nodes.EventSuspect}) {
 			t.Errorf("events of 10.0.0.7 = %v", got)
 		}
 		// The restored node kept its registration and inventory.
-		_, body := e.do(http.MethodGet, NodesPrefix+"/10.0.0.8", "", nil)
-		n := decodeObject(t, body)
+		_, body := e.Do(http.MethodGet, nodeapi.NodesPrefix+"/10.0.0.8", "", nil)
+		n := nodetest.DecodeObject(t, body)
 		if n["MaxMvmLimit"] != 312.0 || len(n["LocalTemplates"].([]any)) != 2 || n["mvm_num"] != 4.0 {
 			t.Errorf("restored node: %v", n)
 		}

@@ -2,12 +2,12 @@ package nodes
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
+	"net/netip"
+	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // JoinTokenState is where a join token stands, from [JoinTokenStatus].
@@ -39,98 +39,101 @@ func JoinTokenStatus(now, expiresAt, revokedAt int64, usesLeft int) JoinTokenSta
 	return JoinTokenUsable
 }
 
-// joinTokenCols are the columns a JoinToken is read from (never hash).
-const joinTokenCols = `id, prefix, pool_id, ip, any_ip, uses, uses_left, expires_at, created_at, created_by, revoked_at, revoked_by`
-
-// ledgerByID copies this process's ledger by token id.
-func (r *Registry) ledgerByID() map[string]tokenLedger {
-	r.joinMu.Lock()
-	defer r.joinMu.Unlock()
-	out := make(map[string]tokenLedger, len(r.ledger))
-	for _, l := range r.ledger {
-		out[l.id] = *l
-	}
-	return out
+// JoinTokenInput is what a join token is made of: Pool is a pool id or a fleet name held by
+// one pool; Uses how many registrations it allows (0: 1; the API and the CLI refuse an explicit
+// 0); TTL its lifetime (0: DefaultJoinTokenTTL, at most MaxJoinTokenTTL); IP the one address it
+// is accepted from and registers (ParseJoinTokenIP). Without IP the token binds itself to the
+// address of its first successful registration, unless AnyIP.
+type JoinTokenInput struct {
+	Pool  string
+	Uses  int
+	TTL   time.Duration
+	IP    string
+	AnyIP bool
 }
 
-// scanJoinToken reads one row of joinTokenCols at now; ledger (ledgerByID) adds the uses this
-// replica took but has not written yet (at most a flush interval old).
-func (r *Registry) scanJoinToken(row interface{ Scan(...any) error }, now int64, ledger map[string]tokenLedger) (JoinToken, error) {
-	var t JoinToken
-	var anyIP int
-	if err := row.Scan(&t.ID, &t.Prefix, &t.PoolID, &t.IP, &anyIP, &t.Uses, &t.UsesLeft, &t.ExpiresAt, &t.CreatedAt, &t.CreatedBy,
-		&t.RevokedAt, &t.RevokedBy); err != nil {
-		return JoinToken{}, err
-	}
-	t.AnyIP = anyIP == 1
-	if l, ok := ledger[t.ID]; ok {
-		t.UsesLeft = min(t.UsesLeft, l.usesLeft)
-		if t.IP == "" && !t.AnyIP {
-			t.IP = l.ip
-		}
-	}
-	if p, ok := r.pools.Load().byID[t.PoolID]; ok {
-		t.Pool = p.Name
-	}
-	t.State = JoinTokenStatus(now, t.ExpiresAt, t.RevokedAt, t.UsesLeft)
-	return t, nil
+// JoinToken is a join token as the API shows it: never the token itself (shown once, at
+// creation) nor its hash. Prefix is the token's first characters, to recognise it; Pool the
+// pool's fleet name; Uses the registrations it allowed and UsesLeft those left; IP the address
+// it is bound to ("" until its first successful registration binds it, or with AnyIP); State
+// one of JoinTokenStates. Times are Unix milliseconds; RevokedAt and RevokedBy (a principal id)
+// are set once it is revoked.
+type JoinToken struct {
+	ID        string         `json:"id"`
+	Prefix    string         `json:"prefix"`
+	PoolID    string         `json:"poolId"`
+	Pool      string         `json:"pool,omitempty"`
+	Uses      int            `json:"uses"`
+	UsesLeft  int            `json:"usesLeft"`
+	IP        string         `json:"ip,omitempty"`
+	AnyIP     bool           `json:"anyIp,omitempty"`
+	State     JoinTokenState `json:"state"`
+	ExpiresAt int64          `json:"expiresAt"`
+	CreatedAt int64          `json:"createdAt"`
+	CreatedBy string         `json:"createdBy"`
+	RevokedAt int64          `json:"revokedAt,omitempty"`
+	RevokedBy string         `json:"revokedBy,omitempty"`
 }
 
-// ListJoinTokens lists the join tokens through q, oldest first: only the usable ones, or with
-// all every one (used, expired and revoked too). Neither a token nor its hash is ever in the
-// answer. UsesLeft counts this replica's uses not yet written, not another replica's (those
-// within a second).
-func (r *Registry) ListJoinTokens(ctx context.Context, q store.Querier, all bool) ([]JoinToken, error) {
-	now := r.now()
-	query := `SELECT ` + joinTokenCols + ` FROM nodes_join_tokens`
-	var args []any
-	if !all {
-		query += ` WHERE revoked_at = 0 AND expires_at > $1 AND uses_left > 0`
-		args = append(args, now)
-	}
-	rows, err := q.QueryContext(ctx, query+` ORDER BY created_at, id`, args...)
+// ParseJoinTokenIP parses the address a join token is bound to (--ip): an IP address a node
+// can have, so not the unspecified address (0.0.0.0, ::), a multicast address, the IPv4
+// broadcast address or an address with a zone; an IPv4-mapped IPv6 address is unmapped. The
+// error reads after the flag or field name: `"224.0.0.1" is a multicast address, not a node's`.
+func ParseJoinTokenIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return nil, fmt.Errorf("list join tokens: %w", err)
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
 	}
-	defer rows.Close()
-	out := []JoinToken{}
-	ledger := r.ledgerByID()
-	for rows.Next() {
-		t, err := r.scanJoinToken(rows, now, ledger)
+	if p := nodeapi.NodeAddrProblem(a); p != "" {
+		return netip.Addr{}, fmt.Errorf("%q is %s, not a node's", s, p)
+	}
+	return a.Unmap(), nil
+}
+
+// NewJoinToken makes a join token of in, created by createdBy (a principal id), and its
+// secret (shown once; store only its HashToken): it resolves the pool (ResolvePool) and applies
+// the rules of JoinTokenInput. The caller stores it (nodestore.Store.CreateJoinToken). Errors:
+// INVALID_INPUT naming the field (pool missing, unknown, archived or ambiguous; uses, ttl out of
+// range; ip not an address a node can have, see ParseJoinTokenIP).
+func (r *Registry) NewJoinToken(ctx context.Context, in JoinTokenInput, createdBy string) (JoinToken, string, error) {
+	if in.Pool == "" {
+		return JoinToken{}, "", cubefleet.Invalid("pool", "pool is required: the pool id or fleet name the node joins")
+	}
+	pool, err := r.ResolvePool(ctx, in.Pool)
+	if err != nil {
+		return JoinToken{}, "", err
+	}
+	if in.Uses == 0 {
+		in.Uses = 1
+	}
+	if in.Uses < 1 || in.Uses > MaxJoinTokenUses {
+		return JoinToken{}, "", cubefleet.Invalid("uses", "uses is 1 to %d", MaxJoinTokenUses)
+	}
+	if in.TTL == 0 {
+		in.TTL = DefaultJoinTokenTTL
+	}
+	if in.TTL < time.Second || in.TTL > MaxJoinTokenTTL {
+		return JoinToken{}, "", cubefleet.Invalid("ttlSeconds", "a join token lives 1 second to %s", MaxJoinTokenTTL)
+	}
+	ip := ""
+	if in.IP != "" {
+		if in.AnyIP {
+			return JoinToken{}, "", cubefleet.Invalid("ip", "give ip or anyIp, not both")
+		}
+		a, err := ParseJoinTokenIP(in.IP)
 		if err != nil {
-			return nil, fmt.Errorf("list join tokens: %w", err)
+			return JoinToken{}, "", cubefleet.Invalid("ip", "ip %s", err)
 		}
-		if !all && t.State != JoinTokenUsable { // used up by this replica since
-			continue
-		}
-		out = append(out, t)
+		ip = a.String()
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list join tokens: %w", err)
-	}
-	return out, nil
-}
-
-// RevokeJoinToken revokes join token id through q (the caller's transaction), recording by (a
-// principal id) and the time, and returns it. It is idempotent: revoking a revoked token
-// changes nothing (the first revocation's time and principal stand), and a used or expired
-// token can be revoked too. Every replica reads the revocation when the token is next used, so
-// it is refused everywhere (401 "join token ... was revoked"). Nodes that joined with it stay.
-// Errors: INVALID_INPUT without an id, NOT_FOUND for an unknown one.
-func (r *Registry) RevokeJoinToken(ctx context.Context, q store.Querier, id, by string) (JoinToken, error) {
-	if id == "" {
-		return JoinToken{}, cubefleet.Invalid("id", "id is required: the join token's id (jtk_...), as nodes.joinTokens.list shows it")
+	secret, err := newSecret(nodeapi.JoinTokenPrefix)
+	if err != nil {
+		return JoinToken{}, "", err
 	}
 	now := r.now()
-	if _, err := q.ExecContext(ctx, `UPDATE nodes_join_tokens SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at = 0`, id, now, by); err != nil {
-		return JoinToken{}, fmt.Errorf("revoke join token %s: %w", id, err)
-	}
-	t, err := r.scanJoinToken(q.QueryRowContext(ctx, `SELECT `+joinTokenCols+` FROM nodes_join_tokens WHERE id = $1`, id), now, r.ledgerByID())
-	if errors.Is(err, sql.ErrNoRows) {
-		return JoinToken{}, cubefleet.Errorf(cubefleet.CodeNotFound, "join token %s not found", id)
-	}
-	if err != nil {
-		return JoinToken{}, fmt.Errorf("revoke join token %s: %w", id, err)
-	}
-	return t, nil
+	return JoinToken{
+		ID: cubefleet.NewID("jtk"), Prefix: secret[:len(nodeapi.JoinTokenPrefix)+6], PoolID: pool.ID, Pool: pool.Name, Uses: in.Uses,
+		UsesLeft: in.Uses, IP: ip, AnyIP: in.AnyIP, State: JoinTokenUsable, ExpiresAt: now + in.TTL.Milliseconds(), CreatedAt: now,
+		CreatedBy: createdBy,
+	}, secret, nil
 }

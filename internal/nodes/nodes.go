@@ -1,18 +1,22 @@
-// Package nodes is the node registry of the control plane: compute nodes ("Cubes") register
-// and report their status every second through the node-agent API, byte-compatible with a stock
-// Cube Sandbox Cubelet (specs/cubesandbox-node-agent.md §1); operators and CubeMaster-shaped
-// readers list, cordon, label and delete them through the internal nodes API (§2) and the
-// public API (nodes.*).
+// Package nodes is the node registry of the control plane, in memory: compute nodes ("Cubes")
+// register and report their status every second (the node-agent contract, internal/nodeapi),
+// and operators list, cordon, label, drain and delete them. It holds each node's state, the one
+// health function ([Health], used by every reader and by the loop that turns state changes into
+// lifecycle events and metrics), the pools nodes belong to, and the node's answers on the wire
+// (NodeSnapshot, SchedulerNode), written by hand so that a report never waits on reflection.
 //
-// Live state is in memory. Registrations are durable; heartbeats are coalesced in memory and
-// flushed to the database at least every second by one writer, so a report never waits on a
-// disk write and a registration answers within a second even while a long transaction holds the
-// database. Health is one function, [Health], used by every reader and by the loop that turns
-// state changes into lifecycle events (table events_log) and metrics.
+// The registry does no I/O of its own. Its persistence is a [Store] (nodestore.Store): what it
+// loads at start, the coalesced writes it queues (registrations durable before they are answered,
+// heartbeats at least every second, events), join tokens, and the health lease among server
+// replicas. Its HTTP routes are nodehttp's. A report changes memory only, so it never waits on a
+// disk write.
 package nodes
 
 import (
+	"strings"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // Defaults of Config.
@@ -22,13 +26,9 @@ const (
 	DefaultHeartbeatTimeout = 15 * time.Second
 	// DefaultLostAfter is --node-lost-after: a node silent this long is Lost.
 	DefaultLostAfter = 5 * time.Minute
-	// DefaultFlushEvery is how often coalesced reports are written to the database.
-	DefaultFlushEvery = time.Second
 	// DefaultRegisterWait is how long a registration waits for its row to be durable before it
-	// answers anyway from memory (the write stays queued).
+	// is journaled and answered (the write stays queued).
 	DefaultRegisterWait = 800 * time.Millisecond
-	// DefaultMaxBodyBytes bounds a node-agent request body (4 MiB); larger is 413.
-	DefaultMaxBodyBytes = 4 << 20
 	// DefaultJoinTokenTTL is a join token's lifetime when none is given.
 	DefaultJoinTokenTTL = time.Hour
 	// MaxJoinTokenTTL bounds a join token's lifetime.
@@ -88,39 +88,33 @@ func Health(now, last time.Time, ready bool, timeout, lostAfter time.Duration) S
 	return StateReady
 }
 
-// Unhealthy reasons on the wire (spec §2.2): the heartbeat is checked first.
-const (
-	ReasonHeartbeatExpired = "HeartbeatExpired"
-	ReasonReportedNotReady = "ReportedNotReady"
-)
-
 // unhealthyReason is the wire's UnhealthyReason of a node in state s ("" when Ready).
 func unhealthyReason(s State) string {
 	switch s {
 	case StateReady:
 		return ""
 	case StateNotReady:
-		return ReasonReportedNotReady
+		return nodeapi.ReasonReportedNotReady
 	}
-	return ReasonHeartbeatExpired
+	return nodeapi.ReasonHeartbeatExpired
 }
 
 // Event types of node lifecycle changes, in events_log (subject: the node id) and in the
 // metric cubefleet_node_events_total{type}.
 const (
-	EventJoined     = "node.joined"
-	EventNotReady   = "node.notReady"
-	EventSuspect    = "node.suspect"
-	EventDown       = "node.down"
-	EventLost       = "node.lost"
-	EventRecovered  = "node.recovered"
-	EventCordoned   = "node.cordoned"
-	EventUncordoned = "node.uncordoned"
+	EventJoined     = "node.joined"     // a node registered that was not registered
+	EventNotReady   = "node.notReady"   // a node that had been Ready reported Ready False
+	EventSuspect    = "node.suspect"    // one heartbeat timeout passed without a report
+	EventDown       = "node.down"       // two heartbeat timeouts passed without a report
+	EventLost       = "node.lost"       // the lost-after duration passed without a report
+	EventRecovered  = "node.recovered"  // a node that had been Ready is Ready again
+	EventCordoned   = "node.cordoned"   // a node was cordoned (isolation, drain)
+	EventUncordoned = "node.uncordoned" // a node's cordon was lifted (which ends a drain)
 	// EventDraining: a drain was asked (nodes.drain) of a node that was not draining.
 	EventDraining = "node.draining"
 	// EventDrained: a draining node reports no sandboxes (at once when it already ran none).
 	EventDrained = "node.drained"
-	EventDeleted = "node.deleted"
+	EventDeleted = "node.deleted" // a node was deleted (its credential revoked)
 )
 
 // EventTypes lists every node event type.
@@ -136,3 +130,18 @@ type Pool struct {
 	Name     string
 	Archived bool
 }
+
+// Actor names who asked for an operation, for events and audit rows: an API principal's id,
+// "node:<id>" for a node credential, "anonymous@<ip>" for an allowed unauthenticated caller.
+type Actor string
+
+// nodeActorPrefix starts the Actor of a node credential.
+const nodeActorPrefix = "node:"
+
+// NodeActor is the Actor of node id acting with its own credential ("node:<id>").
+func NodeActor(id string) Actor { return Actor(nodeActorPrefix + id) }
+
+// IsNode reports whether a is a node acting with its own credential ("node:<id>"); every other
+// actor (an API key, the public API, the CLI, an allowed unauthenticated caller) is an
+// operator.
+func (a Actor) IsNode() bool { return strings.HasPrefix(string(a), nodeActorPrefix) }

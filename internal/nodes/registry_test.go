@@ -3,6 +3,7 @@ package nodes
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -10,10 +11,7 @@ import (
 // list must never keep missing a node added while it was being built.
 func TestNodesListSeesEveryNode(t *testing.T) {
 	r := fuzzRegistry()
-	for i := range r.shards {
-		r.shards[i].m = map[string]*node{}
-	}
-	r.creds, r.misses = map[string]string{}, map[string]int64{}
+	r.set.init(r.seed, new(atomic.Uint64))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -23,7 +21,7 @@ func TestNodesListSeesEveryNode(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					r.nodes()
+					r.set.sorted()
 				}
 			}
 		})
@@ -31,12 +29,12 @@ func TestNodesListSeesEveryNode(t *testing.T) {
 	const n = 5000
 	for i := range n {
 		r.regMu.Lock()
-		r.add(&node{id: fmt.Sprintf("10.9.%d.%d", i/250, i%250)})
+		r.set.add(&node{id: fmt.Sprintf("10.9.%d.%d", i/250, i%250)})
 		r.regMu.Unlock()
 	}
 	close(stop)
 	wg.Wait()
-	if got := len(r.nodes()); got != n {
-		t.Fatalf("nodes() lists %d nodes, want %d", got, n)
+	if got := len(r.set.sorted()); got != n {
+		t.Fatalf("sorted() lists %d nodes, want %d", got, n)
 	}
 }

@@ -27,7 +27,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	if s.inLn == nil {
-		s.nodes.Routes(mux)
+		s.nodeHTTP.Routes(mux)
 	}
 	return s.withRequestID(mux)
 }
@@ -36,7 +36,7 @@ func (s *Server) routes() http.Handler {
 // internal nodes routes, and /healthz.
 func (s *Server) internalRoutes() http.Handler {
 	mux := http.NewServeMux()
-	s.nodes.Routes(mux)
+	s.nodeHTTP.Routes(mux)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	return s.withRequestID(mux)
 }

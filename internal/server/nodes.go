@@ -6,26 +6,50 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 )
 
-// newNodeRegistry builds the node registry of a server: its pools are the compute pools with
-// their fleet names, API keys on the internal nodes routes are checked by iam, and audit rows
-// carry the request id.
-func (s *Server) newNodeRegistry(ctx context.Context) (*nodes.Registry, error) {
-	return nodes.New(ctx, nodes.Config{
+// newNodes builds the node registry of a server: its store on the server's database with the
+// registration journal in the data directory, the registry (its pools are the compute pools
+// with their fleet names), and its routes (API keys on the internal nodes routes are checked by
+// iam, and audit rows carry the request id).
+func (s *Server) newNodes(ctx context.Context) error {
+	st, err := nodestore.New(nodestore.Config{
+		DB: s.db, Now: s.cfg.Now, Log: s.log, JournalPath: filepath.Join(s.cfg.DataDir, nodestore.JournalFile),
+	})
+	if err != nil {
+		return err
+	}
+	reg, err := nodes.New(ctx, nodes.Config{
+		Store:            st,
+		JoinTokens:       st,
+		HeartbeatTimeout: s.cfg.NodeHeartbeatTimeout,
+		LostAfter:        s.cfg.NodeLostAfter,
+		Now:              s.cfg.Now,
+		Log:              s.log,
+		Pools:            s.nodePools,
+	})
+	if err != nil {
+		return err
+	}
+	routes, err := nodehttp.New(nodehttp.Config{
+		Registry:             reg,
+		Audit:                st,
 		DB:                   s.db,
-		HeartbeatTimeout:     s.cfg.NodeHeartbeatTimeout,
-		LostAfter:            s.cfg.NodeLostAfter,
 		AllowUnauthenticated: s.cfg.NodeAgentAllowUnauthenticated,
-		Now:                  s.cfg.Now,
-		Log:                  s.log,
-		Pools:                s.nodePools,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return iam.Authenticate(ctx, s.db, token, s.cfg.Now())
 		},
-		RequestID:   RequestID,
-		JournalPath: filepath.Join(s.cfg.DataDir, nodes.JournalFile),
+		RequestID: RequestID,
+		Now:       s.cfg.Now,
+		Log:       s.log,
 	})
+	if err != nil {
+		return err
+	}
+	s.nodes, s.nodeStore, s.nodeHTTP = reg, st, routes
+	return nil
 }
 
 // nodePools lists every pool with its fleet name (for a stock Cubelet's cluster_label) and

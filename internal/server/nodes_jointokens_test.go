@@ -8,6 +8,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -97,7 +98,7 @@ func TestJoinTokensListRevoke(t *testing.T) {
 			t.Errorf("%d ok audit rows for the revocations, want 2", n)
 		}
 
-		code, _, out := nodeCall(t, "POST", e.srv.InternalURL()+"/internal/v1/node-agent/nodes/register", jt.Token, registerBody(t, "127.0.0.1", "x"))
+		code, _, out := nodeCall(t, "POST", e.srv.InternalURL()+nodeapi.PathRegister, jt.Token, registerBody(t, "127.0.0.1", "x"))
 		if code != 401 || !strings.Contains(string(out), "was revoked") {
 			t.Errorf("join with the revoked token: %d %s", code, out)
 		}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodesim"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -230,11 +231,11 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	p.api(t, "compute.pools.create", map[string]any{"tenantId": "root", "siteId": site.id(), "class": "vps-host"}, &pool)
 	var jt api.JoinTokenCreated
 	p.api(t, "nodes.joinTokens.create", map[string]any{"pool": pool.id(), "uses": count, "anyIp": true, "ttlSeconds": 3600}, &jt)
-	regBody, err := os.ReadFile(filepath.Join("..", "nodes", "testdata", "register.json"))
+	regBody, err := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "register.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stBody, _ := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
+	stBody, _ := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "status.json"))
 	stBody = bytes.ReplaceAll(stBody, []byte("2026-05-04T10:00:00Z"), []byte("2006-01-02T15:04:05Z"))
 	stBody = bytes.ReplaceAll(stBody, []byte("2026-05-04T09:59:59Z"), []byte("2006-01-02T15:04:05Z"))
 	start := time.Now()
@@ -296,7 +297,7 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 			case <-time.After(5 * time.Second):
 			}
 			t0 := time.Now()
-			status, out, err := c.Do("GET", "/internal/v1/nodes", p.admin, nil)
+			status, out, err := c.Do("GET", nodeapi.NodesPrefix, p.admin, nil)
 			d := time.Since(t0)
 			if err != nil || status != 200 {
 				t.Errorf("list: %d %v", status, err)

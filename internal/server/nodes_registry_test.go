@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -16,9 +17,9 @@ import (
 func TestNodesDeleteNotReady(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, allowLoopback)
-		agentURL := e.srv.InternalURL() + "/internal/v1/node-agent/nodes/"
+		agent := e.srv.InternalURL()
 		for _, id := range []string{"10.0.0.7", "10.0.0.8"} {
-			if code, _, out := nodeCall(t, "POST", agentURL+"register", "", registerBody(t, id, "x")); code != 200 {
+			if code, _, out := nodeCall(t, "POST", agent+nodeapi.PathRegister, "", registerBody(t, id, "x")); code != 200 {
 				t.Fatalf("register %s: %d %s", id, code, out)
 			}
 			e.must(e.admin, "nodes.cordon", map[string]any{"nodeId": id}, nil)
@@ -28,7 +29,7 @@ func TestNodesDeleteNotReady(t *testing.T) {
 			!strings.Contains(string(body), "node 10.0.0.7 is NotReady, so its sandbox count is unknown: to delete it anyway, use --force (cubefleet nodes delete 10.0.0.7 --force)") {
 			t.Errorf("nodes.delete of a NotReady node: %d %s", code, body)
 		}
-		url := e.srv.InternalURL() + "/internal/v1/nodes/10.0.0.8"
+		url := e.srv.InternalURL() + nodeapi.NodePath("10.0.0.8")
 		code, _, body = nodeCall(t, "DELETE", url, e.admin, nil)
 		if code != 502 || !strings.Contains(string(body), `"code":"SANDBOX_CHECK_FAILED"`) || !strings.Contains(string(body), "add force=true") ||
 			strings.Contains(string(body), "CONFLICT") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -23,7 +24,7 @@ import (
 // registerBody is a stock Cubelet's register body for node id in cluster label.
 func registerBody(t *testing.T, id, label string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "nodes", "testdata", "register.json"))
+	b, err := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "register.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,30 +79,28 @@ func TestNodesAPI(t *testing.T) {
 		e := mustStart(t, db, allowLoopback)
 		ctx := context.Background()
 		poolID := e.makePool("fra-cubes")
-		agentURL := e.srv.InternalURL() + "/internal/v1/node-agent/nodes/"
+		agent := e.srv.InternalURL()
 		// A stock Cubelet whose cluster_label names the pool, one whose label names none.
 		for id, label := range map[string]string{"10.0.0.7": "fra-cubes", "10.0.0.8": "nowhere"} {
-			if code, _, out := nodeCall(t, "POST", agentURL+"register", "", registerBody(t, id, label)); code != 200 {
+			if code, _, out := nodeCall(t, "POST", agent+nodeapi.PathRegister, "", registerBody(t, id, label)); code != 200 {
 				t.Fatalf("register %s: %d %s", id, code, out)
 			}
 		}
 		// A cubefleet agent that joins with a token for the pool.
 		var jt api.JoinTokenCreated
 		e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "fra-cubes", "ip": "127.0.0.1"}, &jt)
-		if !strings.HasPrefix(jt.Token, nodes.JoinTokenPrefix) || jt.JoinToken.PoolID != poolID || jt.JoinToken.Uses != 1 {
+		if !strings.HasPrefix(jt.Token, nodeapi.JoinTokenPrefix) || jt.JoinToken.PoolID != poolID || jt.JoinToken.Uses != 1 {
 			t.Fatalf("join token: %+v", jt)
 		}
-		code, _, out := nodeCall(t, "POST", agentURL+"register", jt.Token, registerBody(t, "127.0.0.1", "ignored"))
+		code, _, out := nodeCall(t, "POST", agent+nodeapi.PathRegister, jt.Token, registerBody(t, "127.0.0.1", "ignored"))
 		if code != 200 || !bytes.Contains(out, []byte(`"node_credential":"cfn_`)) {
 			t.Fatalf("join: %d %s", code, out)
 		}
-		var joined struct {
-			Credential string `json:"node_credential"`
-		}
+		var joined nodeapi.RegisterResponse
 		json.Unmarshal(out, &joined)
-		status, _ := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
-		for _, c := range []struct{ id, token string }{{"10.0.0.7", ""}, {"10.0.0.8", ""}, {"127.0.0.1", joined.Credential}} {
-			if code, _, out := nodeCall(t, "POST", agentURL+c.id+"/status", c.token, status); code != 200 {
+		status, _ := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "status.json"))
+		for _, c := range []struct{ id, token string }{{"10.0.0.7", ""}, {"10.0.0.8", ""}, {"127.0.0.1", joined.NodeCredential}} {
+			if code, _, out := nodeCall(t, "POST", agent+nodeapi.StatusPath(c.id), c.token, status); code != 200 {
 				t.Fatalf("status %s: %d %s", c.id, code, out)
 			}
 		}
@@ -158,7 +157,7 @@ func TestNodesAPI(t *testing.T) {
 		got = api.NodeOutput{}
 		var labelled api.NodeLabelOutput
 		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &labelled)
-		if got := labelled.View; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodes.ReservedLabel] != "true" || !labelled.Changed {
+		if got := labelled.View; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodeapi.ReservedLabel] != "true" || !labelled.Changed {
 			t.Errorf("label: %v changed %v", got.Labels, labelled.Changed)
 		}
 		// The same again, and removing a label the node does not have, change nothing.
@@ -172,7 +171,7 @@ func TestNodesAPI(t *testing.T) {
 				t.Errorf("label %v: changed %v, %+v", in, labelled.Changed, labelled.Labels)
 			}
 		}
-		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{nodes.ReservedLabel: "false"}}, cubefleet.CodeForbidden)
+		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{nodeapi.ReservedLabel: "false"}}, cubefleet.CodeForbidden)
 		e.mustFail(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{"bad key": "x"}}, cubefleet.CodeInvalidInput)
 		e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "10.0.0.7"}, cubefleet.CodeConflict) // not cordoned
 		ce := e.mustFail(e.admin, "nodes.delete", map[string]any{"nodeId": "127.0.0.1"}, cubefleet.CodeConflict)
@@ -184,15 +183,15 @@ func TestNodesAPI(t *testing.T) {
 			t.Errorf("delete answered %+v", got.View)
 		}
 		// The deleted agent is refused; the internal route agrees the node is gone.
-		if code, _, _ := nodeCall(t, "POST", agentURL+"127.0.0.1/status", joined.Credential, status); code != 401 {
+		if code, _, _ := nodeCall(t, "POST", agent+nodeapi.StatusPath("127.0.0.1"), joined.NodeCredential, status); code != 401 {
 			t.Errorf("status of the deleted agent: %d, want 401", code)
 		}
-		if code, _, _ := nodeCall(t, "GET", e.srv.InternalURL()+"/internal/v1/nodes/127.0.0.1", "", nil); code != 404 {
+		if code, _, _ := nodeCall(t, "GET", e.srv.InternalURL()+nodeapi.NodePath("127.0.0.1"), "", nil); code != 404 {
 			t.Errorf("GET the deleted node: %d, want 404", code)
 		}
 		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
 
-		if err := e.srv.Nodes().Flush(ctx); err != nil {
+		if err := e.srv.NodeStore().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var evs api.EventList
@@ -214,7 +213,7 @@ func TestNodesAPI(t *testing.T) {
 			t.Errorf("%d audit rows for the node changes, want 6", n)
 		}
 		// The join token's secret never reached the log.
-		if strings.Contains(e.log.String(), jt.Token) || strings.Contains(e.log.String(), joined.Credential) {
+		if strings.Contains(e.log.String(), jt.Token) || strings.Contains(e.log.String(), joined.NodeCredential) {
 			t.Errorf("a token reached the log")
 		}
 		// Metrics count reports and events.
@@ -240,16 +239,16 @@ func TestInternalListen(t *testing.T) {
 			t.Fatalf("InternalURL = URL = %s", in)
 		}
 		body := registerBody(t, "10.0.0.7", "x")
-		if code, _, out := nodeCall(t, "POST", in+"/internal/v1/node-agent/nodes/register", "", body); code != 200 {
+		if code, _, out := nodeCall(t, "POST", in+nodeapi.PathRegister, "", body); code != 200 {
 			t.Errorf("register on the internal listener: %d %s", code, out)
 		}
-		if code, _, _ := nodeCall(t, "POST", e.url+"/internal/v1/node-agent/nodes/register", "", body); code != 404 {
+		if code, _, _ := nodeCall(t, "POST", e.url+nodeapi.PathRegister, "", body); code != 404 {
 			t.Errorf("register on the public listener: %d, want 404", code)
 		}
-		if code, _, _ := nodeCall(t, "GET", e.url+"/internal/v1/nodes", "", nil); code != 404 {
+		if code, _, _ := nodeCall(t, "GET", e.url+nodeapi.NodesPrefix, "", nil); code != 404 {
 			t.Errorf("nodes on the public listener: %d, want 404", code)
 		}
-		if code, _, out := nodeCall(t, "GET", in+"/internal/v1/nodes", "", nil); code != 200 || !bytes.Contains(out, []byte(`"IP":"10.0.0.7"`)) {
+		if code, _, out := nodeCall(t, "GET", in+nodeapi.NodesPrefix, "", nil); code != 200 || !bytes.Contains(out, []byte(`"IP":"10.0.0.7"`)) {
 			t.Errorf("nodes on the internal listener: %d %s", code, out)
 		}
 		if code, _, _ := nodeCall(t, "POST", in+"/api/v1/nodes.list", e.admin, []byte(`{}`)); code != 404 {
@@ -271,7 +270,7 @@ func TestInternalListen(t *testing.T) {
 // echoed back.
 func TestNodeAgentRequestID(t *testing.T) {
 	e := mustStart(t, storetest.SQLite(t), allowLoopback)
-	url := e.url + "/internal/v1/node-agent/readyz"
+	url := e.url + nodeapi.PathReadyz
 	for _, c := range []struct {
 		header, value string
 		echoed        bool
@@ -299,12 +298,12 @@ func TestNodesDrain(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, allowLoopback)
 		ctx := context.Background()
-		agentURL := e.srv.InternalURL() + "/internal/v1/node-agent/nodes/"
-		if code, _, out := nodeCall(t, "POST", agentURL+"register", "", registerBody(t, "10.0.0.7", "x")); code != 200 {
+		agent := e.srv.InternalURL()
+		if code, _, out := nodeCall(t, "POST", agent+nodeapi.PathRegister, "", registerBody(t, "10.0.0.7", "x")); code != 200 {
 			t.Fatalf("register: %d %s", code, out)
 		}
-		status, _ := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
-		if code, _, out := nodeCall(t, "POST", agentURL+"10.0.0.7/status", "", status); code != 200 {
+		status, _ := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "status.json"))
+		if code, _, out := nodeCall(t, "POST", agent+nodeapi.StatusPath("10.0.0.7"), "", status); code != 200 {
 			t.Fatalf("status: %d %s", code, out)
 		}
 
@@ -343,13 +342,13 @@ func TestNodesDrain(t *testing.T) {
 			t.Errorf("%d ok audit rows for nodes.drain, want 2", n)
 		}
 		// The wire keeps Healthy and says SchedulingDisabled.
-		_, _, wire := nodeCall(t, "GET", e.srv.InternalURL()+"/internal/v1/nodes/10.0.0.7", "", nil)
+		_, _, wire := nodeCall(t, "GET", e.srv.InternalURL()+nodeapi.NodePath("10.0.0.7"), "", nil)
 		if !bytes.Contains(wire, []byte(`"SchedulingDisabled":true`)) || !bytes.Contains(wire, []byte(`"Healthy":true`)) {
 			t.Errorf("wire of a draining node: %s", wire)
 		}
 
 		empty := bytes.Replace(status, []byte(`"mvm_num": 4`), []byte(`"mvm_num": 0`), 1)
-		if code, _, out := nodeCall(t, "POST", agentURL+"10.0.0.7/status", "", empty); code != 200 {
+		if code, _, out := nodeCall(t, "POST", agent+nodeapi.StatusPath("10.0.0.7"), "", empty); code != 200 {
 			t.Fatalf("status: %d %s", code, out)
 		}
 		got = api.NodeOutput{}
@@ -363,7 +362,7 @@ func TestNodesDrain(t *testing.T) {
 			t.Errorf("nodes.list: %+v", list.Items)
 		}
 
-		if err := e.srv.Nodes().Flush(ctx); err != nil {
+		if err := e.srv.NodeStore().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var evs api.EventList

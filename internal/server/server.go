@@ -30,6 +30,8 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
@@ -188,7 +190,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodes.Module, lane.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module}
 }
 
 // fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
@@ -212,11 +214,13 @@ type Server struct {
 	ln        net.Listener
 	http      *http.Server
 	nodes     *nodes.Registry
+	nodeStore *nodestore.Store
+	nodeHTTP  *nodehttp.Handler
 	lane      *lane.Lane         // the placement lane and its scheduler
 	schedM    *scheduler.Metrics // the scheduler's collectors
 	inLn      net.Listener       // --internal-listen, or nil
-	inHTTP    *http.Server  // serves inLn
-	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
+	inHTTP    *http.Server       // serves inLn
+	tls       *certReloader      // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	openapi   []byte
 	tokenPath string
@@ -293,14 +297,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now}
-	if s.nodes, err = s.newNodeRegistry(ctx); err != nil {
+	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.newLane(); err != nil {
 		return nil, err
 	}
 	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
 				s.hooks.afterCheck()
@@ -328,6 +332,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.metrics = newMetrics(s.db)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
 	s.metrics.reg.MustRegister(s.schedM.Collectors()...)
+	s.metrics.reg.MustRegister(s.nodeStore.Collectors()...)
+	s.metrics.reg.MustRegister(s.nodeHTTP.Collectors()...)
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
@@ -362,7 +368,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	sort.Strings(disabled)
 	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
 		"methods", len(s.api.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
-		"node_agent_allow_unauthenticated", nodes.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
+		"node_agent_allow_unauthenticated", nodehttp.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
 	ok = true
 	return s, nil
 }
@@ -400,6 +406,9 @@ func (s *Server) InternalURL() string {
 // Nodes returns the server's node registry.
 func (s *Server) Nodes() *nodes.Registry { return s.nodes }
 
+// NodeStore returns the node registry's persistence (its Flush writes what the registry holds).
+func (s *Server) NodeStore() *nodestore.Store { return s.nodeStore }
+
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
@@ -422,6 +431,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
 	nodesDone := make(chan error, 1)
 	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	listDone := make(chan struct{})
+	go func() { s.nodeHTTP.Run(nodesCtx); close(listDone) }()
 	defer stopNodes()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -471,6 +482,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = nil
 	}
 	stopNodes()
+	<-listDone
 	if nerr := <-nodesDone; err == nil {
 		err = nerr
 	}

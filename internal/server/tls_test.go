@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
@@ -57,7 +58,7 @@ func TestTLSListeners(t *testing.T) {
 		t.Fatalf("URL %s, InternalURL %s, TLS %v", e.url, in, e.srv.TLS())
 	}
 	hc := tlsClient(ca)
-	for _, u := range []string{e.url + "/readyz", in + "/internal/v1/node-agent/readyz", in + "/healthz"} {
+	for _, u := range []string{e.url + "/readyz", in + nodeapi.PathReadyz, in + "/healthz"} {
 		resp, err := hc.Get(u)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)

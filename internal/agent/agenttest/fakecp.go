@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // FakeCP is a minimal control plane on 127.0.0.1 that speaks the agent's side of the registry
@@ -58,15 +60,15 @@ func NewFakeCP(t testing.TB, joinTokens ...string) *FakeCP {
 		cp.joins[j] = true
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /internal/v1/node-agent/readyz", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+nodeapi.PathReadyz, func(w http.ResponseWriter, r *http.Request) {
 		cp.Record(r, nil)
 		fmt.Fprint(w, `{"ret":{"ret_code":200,"ret_msg":"ok"}}`)
 	})
-	mux.HandleFunc("POST /internal/v1/node-agent/nodes/register", cp.register)
-	mux.HandleFunc("POST /internal/v1/node-agent/nodes/{id}/status", cp.status)
-	mux.HandleFunc("GET /internal/v1/nodes/{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+nodeapi.PathRegister, cp.register)
+	mux.HandleFunc("POST "+nodeapi.AgentPrefix+nodeapi.RouteStatus, cp.status)
+	mux.HandleFunc("GET "+nodeapi.NodesPrefix+nodeapi.RouteNode, func(w http.ResponseWriter, r *http.Request) {
 		cp.Record(r, nil)
-		id := r.PathValue("id")
+		id := r.PathValue("node_id")
 		cp.mu.Lock()
 		ok := cp.nodes[id]
 		cp.mu.Unlock()
@@ -203,7 +205,7 @@ func (cp *FakeCP) status(w http.ResponseWriter, r *http.Request) {
 	if _, ok := cp.decode(w, r); !ok {
 		return
 	}
-	id := r.PathValue("id")
+	id := r.PathValue("node_id")
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	cp.mu.Lock()
 	defer cp.mu.Unlock()

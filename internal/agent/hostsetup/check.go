@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // DefaultCheckInterval is how often Check probes again while a check fails (quickcheck's 2 s).
@@ -147,7 +148,7 @@ func checkReady(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckRe
 	var fails []string
 	firewall := false // some endpoint could not be reached at all
 	for _, ep := range cfg.ControlPlane {
-		url := ep + agent.PathReadyz
+		url := ep + nodeapi.PathReadyz
 		code, body, err := p.Get(ctx, url, "")
 		switch {
 		case err != nil:
@@ -209,7 +210,7 @@ func checkListed(ctx context.Context, p *agent.Prober, cfg *agent.Config, stateD
 	want := `"IP":"` + cfg.NodeID() + `"`
 	var fails []string
 	for _, ep := range cfg.ControlPlane {
-		url := ep + agent.PathNodes + "/" + cfg.NodeID()
+		url := ep + nodeapi.NodePath(cfg.NodeID())
 		code, body, err := p.Get(ctx, url, token)
 		switch {
 		case err != nil:

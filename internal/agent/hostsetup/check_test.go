@@ -17,6 +17,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/capool"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
@@ -49,7 +50,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	// The first endpoint refuses connections; the check names the one that answered.
-	if !strings.Contains(results[1].Detail, cp.URL+"/internal/v1/node-agent/readyz: ready") {
+	if !strings.Contains(results[1].Detail, cp.URL+nodeapi.PathReadyz+": ready") {
 		t.Errorf("control plane: %s", results[1])
 	}
 }
@@ -67,7 +68,7 @@ func TestCheckFails(t *testing.T) {
 	want := []struct{ status, detail string }{
 		{CheckFail, "connect: connection refused (is the agent running? systemctl status cubefleet-agent.service)"},
 		{CheckOK, "readyz: ready"},
-		{CheckFail, "/internal/v1/nodes/127.0.0.1: HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"},
+		{CheckFail, nodeapi.NodePath("127.0.0.1") + ": HTTP 404: this node is not registered; see the agent's log (journalctl -u cubefleet-agent.service); a node joins with a join token: cubefleet nodes join-token create --pool <pool> --ip 127.0.0.1"},
 		{CheckFail, "connection refused (allow TCP"},
 	}
 	for i, w := range want {
@@ -113,7 +114,7 @@ func TestCheckWaits(t *testing.T) {
 	if !ok {
 		t.Errorf("Check: %v", results)
 	}
-	if n := len(cp.CallsTo("/internal/v1/nodes/127.0.0.1")); n < 2 {
+	if n := len(cp.CallsTo(nodeapi.NodePath("127.0.0.1"))); n < 2 {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
 	}
 	// A revoked agent fails the local check with its reason.
@@ -318,10 +319,10 @@ func TestCheckOverTLS(t *testing.T) {
 	if !ok {
 		t.Fatalf("Check over TLS failed: %v", results)
 	}
-	if want := srv.InternalURL() + agent.PathReadyz + ": ready"; results[1].Detail != want {
+	if want := srv.InternalURL() + nodeapi.PathReadyz + ": ready"; results[1].Detail != want {
 		t.Errorf("control plane: %s, want %s", results[1], want)
 	}
-	if !strings.HasPrefix(results[2].Detail, srv.InternalURL()+agent.PathNodes+"/127.0.0.1 lists") {
+	if !strings.HasPrefix(results[2].Detail, srv.InternalURL()+nodeapi.NodePath("127.0.0.1")+" lists") {
 		t.Errorf("node listed: %s", results[2])
 	}
 

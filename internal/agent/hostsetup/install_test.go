@@ -16,6 +16,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -207,7 +208,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 		}
 	}
 	// The credential the check sent is the one the agent stored under root.
-	if nodes := cp.CallsTo("/internal/v1/nodes/127.0.0.1"); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
+	if nodes := cp.CallsTo(nodeapi.NodePath("127.0.0.1")); len(nodes) == 0 || nodes[len(nodes)-1].Auth != "Bearer cfn_node1_secret" {
 		t.Errorf("node listing calls %+v, want the node credential", nodes)
 	}
 	r.stop()

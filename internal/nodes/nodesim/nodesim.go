@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 // Conn is one keep-alive HTTP/1.1 connection. It is not safe for concurrent use.
@@ -153,9 +155,6 @@ type Node struct {
 	Credential string
 }
 
-// StatusPath is the status route of node id.
-func StatusPath(id string) string { return "/internal/v1/node-agent/nodes/" + id + "/status" }
-
 // Config is a load run: Nodes report to Addr every Period for Duration, each starting at a
 // random offset within the first period (as real nodes do); Body returns node i's status body
 // for report n (it may reuse a buffer per node). Conns caps the connections opened at once
@@ -224,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		go func() {
 			defer wg.Done()
 			node, c := cfg.Nodes[i], conns[i]
-			path := StatusPath(node.ID)
+			path := nodeapi.StatusPath(node.ID)
 			var buf []byte
 			mine := make([]time.Duration, 0, int(cfg.Duration/cfg.Period)+2)
 			var sent, ok, lost, missed int64
@@ -313,7 +312,7 @@ func Flood(ctx context.Context, addr string, nodes []Node, conns int, d time.Dur
 			for n := 0; time.Now().Before(stop) && ctx.Err() == nil; n++ {
 				i := (w + n*conns) % len(nodes)
 				buf = body(i, n, buf)
-				status, _, err := cs[w].Do(http.MethodPost, StatusPath(nodes[i].ID), nodes[i].Credential, buf)
+				status, _, err := cs[w].Do(http.MethodPost, nodeapi.StatusPath(nodes[i].ID), nodes[i].Credential, buf)
 				if err == nil && status == http.StatusOK {
 					okN.Add(1)
 				} else {
@@ -351,9 +350,6 @@ func StatusBody(template []byte) func(node, n int, buf []byte) []byte {
 	}
 }
 
-// RegisterPath is the register route.
-const RegisterPath = "/internal/v1/node-agent/nodes/register"
-
 // RegisterAll registers a node for every id over conns connections at once, with token (a join
 // token allowing len(ids) uses, or "" for stock Cubelets), body(id) being each register body. It
 // returns the nodes with the credentials they were given.
@@ -377,7 +373,7 @@ func RegisterAll(ctx context.Context, addr string, ids []string, token string, c
 				if i >= len(ids) {
 					return
 				}
-				status, ans, err := c.Do(http.MethodPost, RegisterPath, token, body(ids[i]))
+				status, ans, err := c.Do(http.MethodPost, nodeapi.PathRegister, token, body(ids[i]))
 				if err != nil || status != http.StatusOK {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("register %s: %d %v %.300s", ids[i], status, err, ans))
 					return
@@ -393,7 +389,8 @@ func RegisterAll(ctx context.Context, addr string, ids []string, token string, c
 	return out, ctx.Err()
 }
 
-// credentialOf finds "node_credential":"..." in a register answer ("" when absent).
+// credentialOf finds "node_credential":"..." in a register answer (nodeapi.RegisterResponse;
+// "" when absent).
 func credentialOf(ans []byte) string {
 	key := []byte(`"node_credential":"`)
 	i := bytes.Index(ans, key)

@@ -1,0 +1,61 @@
+package nodehttp
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the routes' Prometheus collectors (Handler.Collectors). The per-report counters
+// are resolved once, so the hot path only increments.
+type metrics struct {
+	reports     *prometheus.CounterVec
+	registers   *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
+	listTime    prometheus.Histogram
+	reportTime  prometheus.Histogram
+	reportOK    prometheus.Counter
+	reportBad   prometheus.Counter
+	reportGone  prometheus.Counter
+	reportAuth  prometheus.Counter
+	reportLarge prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cubefleet_node_reports_total",
+			Help: "Node status reports by result: ok, invalid (400), unknown (404), unauthenticated (401), too_large (413).",
+		}, []string{"result"}),
+		registers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cubefleet_node_registrations_total",
+			Help: "Node registrations by result: ok, ok_journaled (answered once journaled to disk while the database was busy), refused, invalid.",
+		}, []string{"result"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cubefleet_node_agent_refusals_total",
+			Help: "Refused node-agent and internal-route calls by reason (each is audited; repeats are summarized).",
+		}, []string{"reason"}),
+		reportTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cubefleet_node_report_duration_seconds",
+			Help:    "Time the server spends on one status report, from its arrival to its answer, in seconds.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}),
+		listTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cubefleet_node_list_duration_seconds",
+			Help:    "Time to build the answer of GET /internal/v1/nodes, in seconds.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1},
+		}),
+	}
+	m.reportOK = m.reports.WithLabelValues("ok")
+	m.reportBad = m.reports.WithLabelValues("invalid")
+	m.reportGone = m.reports.WithLabelValues("unknown")
+	m.reportAuth = m.reports.WithLabelValues("unauthenticated")
+	m.reportLarge = m.reports.WithLabelValues("too_large")
+	return m
+}
+
+// Collectors returns the routes' Prometheus collectors, for the server's registry:
+// cubefleet_node_reports_total{result}, cubefleet_node_registrations_total{result},
+// cubefleet_node_agent_refusals_total{reason}, cubefleet_node_report_duration_seconds and
+// cubefleet_node_list_duration_seconds.
+func (h *Handler) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{h.m.reports, h.m.registers, h.m.refusals, h.m.listTime, h.m.reportTime}
+}

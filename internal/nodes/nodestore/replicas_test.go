@@ -1,0 +1,99 @@
+package nodestore_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetest"
+	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+)
+
+// TestReplicas runs two registries (two server replicas) on one database: a node registered
+// on one reports to the other, both see its reports, cordon and deletion, and each health
+// change is one event, from the replica holding the health lease.
+func TestReplicas(t *testing.T) {
+	storetest.Each(t, nodetest.Modules, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		a := nodetest.MustEnv(t, db, func(c *nodetest.Config) { c.Store.Holder = "replica-a" })
+		b := nodetest.Start(t, db, a.Clock, func() nodetest.Config { c := a.Cfg; c.Store.Holder = "replica-b"; return c }())
+		a.Store.Announce(ctx) // a learns about b (b announced after a started)
+		if !nodestore.Others(a.Store) || !nodestore.Others(b.Store) || !a.Store.Leader() || b.Store.Leader() {
+			t.Fatalf("others %v %v, leader %v %v", nodestore.Others(a.Store), nodestore.Others(b.Store), a.Store.Leader(), b.Store.Leader())
+		}
+		sync := func() {
+			t.Helper()
+			for _, e := range []*nodetest.Env{a, b} {
+				e.Flush()
+			}
+			for _, e := range []*nodetest.Env{a, b} {
+				if err := e.Store.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		state := func(e *nodetest.Env) nodes.State {
+			t.Helper()
+			v, err := e.Reg.Get(ctx, "10.0.0.7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v.State
+		}
+		if err := nodetest.NewCubelet(a.URL).Register(nodetest.Register()); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		// Reports go to b only; a follows them.
+		for range 3 {
+			a.Clock.Add(10 * time.Second)
+			if err := nodetest.NewCubelet(b.URL).Status("10.0.0.7", nodetest.Status()); err != nil {
+				t.Fatal(err)
+			}
+			sync()
+			a.Reg.CheckHealth(ctx)
+			b.Reg.CheckHealth(ctx)
+			if sa, sb := state(a), state(b); sa != nodes.StateReady || sb != nodes.StateReady {
+				t.Fatalf("after a report to b: a sees %s, b sees %s", sa, sb)
+			}
+		}
+		// Silence: both see Suspect, one event.
+		a.Clock.Add(16 * time.Second)
+		a.Reg.CheckHealth(ctx)
+		b.Reg.CheckHealth(ctx)
+		if sa, sb := state(a), state(b); sa != nodes.StateSuspect || sb != nodes.StateSuspect {
+			t.Fatalf("silent: a sees %s, b sees %s", sa, sb)
+		}
+		sync()
+		if got := a.EventTypes("10.0.0.7"); !slices.Equal(got, []string{nodes.EventJoined, nodes.EventSuspect}) {
+			t.Errorf("events = %v, want one joined and one suspect", got)
+		}
+		// A cordon on a reaches b; a deletion on b reaches a.
+		if _, err := a.Reg.Cordon(ctx, "10.0.0.7", "maintenance", "test"); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		if v, _ := b.Reg.Get(ctx, "10.0.0.7"); !v.Cordoned || v.CordonDetail != "maintenance" {
+			t.Errorf("b after the cordon on a: %+v", v)
+		}
+		if _, err := b.Reg.Delete(ctx, "10.0.0.7", true, "test"); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		if _, err := a.Reg.Get(ctx, "10.0.0.7"); err == nil {
+			t.Errorf("a still has the node b deleted")
+		}
+		if code, _ := a.Do(http.MethodPost, nodeapi.StatusPath("10.0.0.7"), "", nodetest.Status()); code != http.StatusNotFound {
+			t.Errorf("status to a after the delete on b: %d, want 404", code)
+		}
+		if n := a.Count(`SELECT count(*) FROM nodes_registrations`); n != 0 {
+			t.Errorf("%d registrations after the delete", n)
+		}
+	})
+}
