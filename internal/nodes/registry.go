@@ -90,6 +90,10 @@ type Registry struct {
 	regMu  sync.Mutex
 
 	pools   atomic.Pointer[poolIndex]
+
+	// The scheduler's subscriptions (Subscribe): copied on write under subMu.
+	subMu       sync.Mutex
+	subscribers atomic.Pointer[[]*subscriber]
 	m       *metrics
 	listGen atomic.Uint64 // +1 whenever the node list changes beyond the per-report fields
 }
