@@ -126,10 +126,10 @@ func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Se
 	if !req.HeartbeatTime.IsZero() {
 		hb = min(req.HeartbeatTime.UnixMilli(), now) // future heartbeat times are clamped
 	}
-	if n.reportedAt > 0 && now > n.reportedAt {
-		n.reportEvery = now - n.reportedAt
+	if n.statusAt > 0 && now > n.statusAt {
+		n.reportEvery = max(now-n.statusAt, minReportEvery)
 	}
-	n.reportedAt, n.healthBase, n.heartbeatAt, n.learnedAt = now, now, hb, now
+	n.reportedAt, n.healthBase, n.heartbeatAt, n.learnedAt, n.statusAt = now, now, hb, now, now
 	conds := make([]nodeapi.Condition, len(req.Conditions))
 	copy(conds, req.Conditions)
 	n.conditions, n.ready = conds, readyOf(conds)

@@ -13,6 +13,11 @@ import (
 // ReadyUntil, computed here from the one health function, so a node whose reports stop is no
 // candidate from the instant Health stops calling it Ready, without waiting for a loop.
 
+// minReportEvery is the shortest report period the scheduler is told (ms): the shortest a
+// Cubelet (one-click: 1 s) or cubefleet agent uses, so two reports sent back to back (an agent
+// restarting) do not make the node's metrics stale within milliseconds.
+const minReportEvery = 1000
+
 // subscriber is one Subscribe callback.
 type subscriber struct {
 	fn func(scheduler.NodeState, bool)
