@@ -519,6 +519,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	// The loops stop while the store is open: the scheduler writes what it queued and hands
+	// its lease over, so another replica takes over at once.
+	stopLoops()
+	wg.Wait()
 	stopNodes()
 	<-listDone
 	if nerr := <-nodesDone; err == nil {
