@@ -106,7 +106,7 @@ func (s objectSchema) JSONSchema(reflect func(v any) map[string]any) map[string]
 		}
 	case formCreate:
 		props["tenantId"] = str
-		props["idempotencyKey"] = map[string]any{"type": "string", "maxLength": 255, "description": "the id derives from it and the caller, so a retried create returns the same object; reference fields accept key:<idempotencyKey>"}
+		props["idempotencyKey"] = map[string]any{"type": "string", "maxLength": compute.MaxIdempotencyKey, "description": "the id derives from it and the caller, so a retried create returns the same object; reference fields accept key:<idempotencyKey>"}
 		required = append(required, "tenantId")
 		if s.info.Named {
 			props["name"] = str

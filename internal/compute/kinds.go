@@ -2,12 +2,13 @@ package compute
 
 import (
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/secretref"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 )
 
 // Kind identifiers, as the fleet document, plans, calls and the CLI spell them.
@@ -128,20 +129,25 @@ type Warm struct {
 	Max int `json:"max"`
 }
 
-// SiteSpec is a site: Kind "shared" or "dedicated", Region e.g. "eu-central".
+// SiteSpec is a site: Kind "shared" or "dedicated" (fieldrules.SiteKinds), Region a region label
+// such as "eu-central" (fieldrules.Region).
 type SiteSpec struct {
 	Kind   string `json:"kind"`
 	Region string `json:"region"`
 }
 
-// ProviderAccountSpec is a cloud provider account. Credential-bearing Config values are secret
-// references (secret://, vault://, env://), never values.
+// ProviderAccountSpec is a cloud provider account: Provider "hetzner-cloud" or "ionos-cloud"
+// (fieldrules.Providers); Config at most 256 settings (keys fieldrules.ConfigKey, values at most
+// 4096 characters). Credential-bearing Config values are secret references (secret://, vault://,
+// env://), never values; a secret:// reference names a secret of the object's own tenant.
 type ProviderAccountSpec struct {
 	Provider string            `json:"provider"`
 	Config   map[string]string `json:"config,omitempty"`
 }
 
-// PoolSpec is a pool of compute hosts owned by the object's tenant.
+// PoolSpec is a pool of compute hosts owned by the object's tenant: Class "vps-host" or
+// "provider" (fieldrules.PoolClasses), GPUModel e.g. "L40S" (fieldrules.GPUModel), Policy's
+// DisruptionBudget a fraction from 0 to 1.
 type PoolSpec struct {
 	SiteID            string  `json:"siteId"`
 	Class             string  `json:"class"` // "vps-host" or "provider"
@@ -150,16 +156,18 @@ type PoolSpec struct {
 	ProviderAccountID string  `json:"providerAccountId,omitempty"` // class "provider" only
 }
 
-// OwnerQuotaSpec is how much of Resource the pool's owner keeps: Max units (vcpu, memoryGiB,
-// diskGiB, gpu, sandboxes; other keys are stored but not enforced).
+// OwnerQuotaSpec is how much of Resource (fieldrules.Resource) the pool's owner keeps: Max units
+// from 0 to 2^53 (vcpu, memoryGiB and diskGiB in GiB, gpu, sandboxes; other keys are stored but
+// not enforced). A pool has at most 256 owner quotas, one per resource.
 type OwnerQuotaSpec struct {
 	PoolID   string `json:"poolId"`
 	Resource string `json:"resource"`
 	Max      int64  `json:"max"`
 }
 
-// OfferSpec offers a pool to another tenant with a quota (resource -> max units) and a
-// priority (0-1000, higher first).
+// OfferSpec offers a pool to another tenant with a quota (resource -> max units, at most 256
+// resources, each 0 to 2^53) and a priority (0-1000, higher first). A pool has at most 1000
+// offers, one per tenant.
 type OfferSpec struct {
 	PoolID     string           `json:"poolId"`
 	ToTenantID string           `json:"toTenantId"`
@@ -167,8 +175,9 @@ type OfferSpec struct {
 	Priority   int              `json:"priority"`
 }
 
-// FlavorSpec is a sandbox size sold on a pool: VCPU (cores), MemoryGiB and DiskGiB (GiB), GPU
-// (devices). Size changes apply to new sandboxes only.
+// FlavorSpec is a sandbox size sold on a pool: VCPU (cores, 1-4096), MemoryGiB (GiB, 1-65536),
+// DiskGiB (GiB, 1-1048576), GPU (devices, 0-64); the ranges are fieldrules'. Size changes apply
+// to new sandboxes only.
 type FlavorSpec struct {
 	PoolID    string `json:"poolId"`
 	VCPU      int    `json:"vcpu"`
@@ -177,7 +186,11 @@ type FlavorSpec struct {
 	GPU       int    `json:"gpu"`
 }
 
-// SandboxTemplateSpec is a tenant's sandbox template on a pool it owns or is offered.
+// SandboxTemplateSpec is a tenant's sandbox template on a pool it owns or is offered, with a
+// flavor sold on that pool: ImageID 1-255 characters with no control character or Unicode space
+// (fieldrules.ImageID), Env at most 256 variables (names fieldrules.EnvName, values at most 4096
+// characters, credentials as secret references), Network "private" or "public", Warm
+// 0 <= Min <= Max <= 1000.
 type SandboxTemplateSpec struct {
 	PoolID   string            `json:"poolId"`
 	FlavorID string            `json:"flavorId"`
@@ -187,23 +200,24 @@ type SandboxTemplateSpec struct {
 	Warm     *Warm             `json:"warm,omitempty"`
 }
 
-// EnforcedResources are the quota resources admission enforces (../shared/DESIGN.md); other
-// valid keys are stored and shown only.
-var EnforcedResources = map[string]bool{"vcpu": true, "memoryGiB": true, "diskGiB": true, "gpu": true, "sandboxes": true}
+// EnforcedResources are the quota resources admission enforces (fieldrules.EnforcedResources);
+// other valid keys are stored and shown only.
+var EnforcedResources = setOf(fieldrules.EnforcedResources.Values())
 
-var (
-	namePattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	regionPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	resourcePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,63}$`)
-	gpuModelPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,63}$`)
-	configKey       = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
-	envName         = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
-	imagePattern    = regexp.MustCompile(`^\S{1,255}$`)
-)
+func setOf(values []string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
+}
 
-// ValidName reports whether s is a valid object name: 1-63 of a-z, 0-9, '.', '_', '-',
-// starting with a letter or digit.
-func ValidName(s string) bool { return namePattern.MatchString(s) }
+// ValidName reports whether s is a valid object name (fieldrules.Name): 1-63 of a-z, 0-9, '.',
+// '_', '-', starting with a letter or digit.
+func ValidName(s string) bool { return fieldrules.Name.Match(s) }
+
+// The spec types check their fields against the rule table (package fieldrules), which the fleet
+// document reads too: whatever the API accepts, a document can hold.
 
 type problems []cubefleet.FieldError
 
@@ -211,76 +225,91 @@ func (p *problems) add(path, format string, args ...any) {
 	*p = append(*p, cubefleet.FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
-func (s SiteSpec) validate(p *problems) {
-	if s.Kind != "shared" && s.Kind != "dedicated" {
-		p.add("kind", "kind must be \"shared\" or \"dedicated\"")
-	}
-	if !regionPattern.MatchString(s.Region) {
-		p.add("region", "region must be 1-63 of a-z, 0-9, '-' (e.g. eu-central)")
+// match checks the string field at path against rule.
+func (p *problems) match(path, v string, rule *fieldrules.Pattern) {
+	if !rule.Match(v) {
+		p.add(path, "%s must be %s", path, rule.Rule())
 	}
 }
 
-func (s ProviderAccountSpec) validate(p *problems) {
-	if s.Provider != "hetzner-cloud" && s.Provider != "ionos-cloud" {
-		p.add("provider", "provider must be \"hetzner-cloud\" or \"ionos-cloud\"")
+// oneOf checks the string field at path against the enumeration e.
+func (p *problems) oneOf(path, v string, e fieldrules.Enum) {
+	if !e.Has(v) {
+		p.add(path, "%s must be %s", path, e.Rule())
 	}
-	validStrings(p, "config", s.Config, configKey, "config keys are 1-63 of letters, digits, '_', '.', '-'")
+}
+
+// within checks the whole number at path against r.
+func (p *problems) within(path string, v int64, r fieldrules.Range) {
+	if !r.Contains(v) {
+		p.add(path, "%s must be %s", path, r.Rule())
+	}
+}
+
+func (s SiteSpec) validate(p *problems) {
+	p.oneOf("kind", s.Kind, fieldrules.SiteKinds)
+	p.match("region", s.Region, fieldrules.Region)
+}
+
+func (s ProviderAccountSpec) validate(p *problems) {
+	p.oneOf("provider", s.Provider, fieldrules.Providers)
+	validStrings(p, "config", s.Config, fieldrules.ConfigKey, "config keys")
 }
 
 func (s PoolSpec) validate(p *problems) {
 	switch s.Class {
-	case "vps-host":
+	case fieldrules.PoolClassVPSHost:
 		if s.ProviderAccountID != "" {
-			p.add("providerAccountId", "only pools of class \"provider\" have a provider account")
+			p.add("providerAccountId", "only pools of class provider have a provider account; remove providerAccountId, or create a pool of class provider")
 		}
-	case "provider":
+	case fieldrules.PoolClassProvider:
 		if s.ProviderAccountID == "" {
-			p.add("providerAccountId", "a pool of class \"provider\" needs providerAccountId")
+			p.add("providerAccountId", "a pool of class provider needs providerAccountId, the provider account it buys servers from")
 		}
 	default:
-		p.add("class", "class must be \"vps-host\" or \"provider\"")
+		p.oneOf("class", s.Class, fieldrules.PoolClasses)
 	}
 	if s.SiteID == "" {
 		p.add("siteId", "siteId is required")
 	}
-	if s.GPUModel != "" && !gpuModelPattern.MatchString(s.GPUModel) {
-		p.add("gpuModel", "gpuModel must be 1-63 of letters, digits, '.', '_', '-'")
+	if s.GPUModel != "" {
+		p.match("gpuModel", s.GPUModel, fieldrules.GPUModel)
 	}
-	if s.Policy != nil && s.Policy.DisruptionBudget != nil {
-		if b := *s.Policy.DisruptionBudget; b < 0 || b > 1 {
-			p.add("policy.disruptionBudget", "disruptionBudget is a fraction from 0 to 1")
-		}
+	if s.Policy != nil && s.Policy.DisruptionBudget != nil && !fieldrules.ValidDisruptionBudget(*s.Policy.DisruptionBudget) {
+		p.add("policy.disruptionBudget", "disruptionBudget must be %s", fieldrules.DisruptionBudgetRule)
 	}
 }
 
-// validStrings checks a map of strings (provider account config, template env): at most 256
-// keys matching keyPattern, values of at most 4096 characters, and a secret reference for every
-// key that names a credential.
-func validStrings(p *problems, field string, m map[string]string, keyPattern *regexp.Regexp, keyRule string) {
-	if len(m) > 256 {
-		p.add(field, "%s holds at most 256 keys", field)
+// validStrings checks a map of strings (provider account config, template env): at most
+// fieldrules.MaxKeys keys matching key, values of at most fieldrules.MaxValueLen characters, and
+// a secret reference under every key that names a credential. what names the keys in messages.
+func validStrings(p *problems, field string, m map[string]string, key *fieldrules.Pattern, what string) {
+	if len(m) > fieldrules.MaxKeys {
+		p.add(field, "%s", fieldrules.TooMany(field, len(m), fieldrules.MaxKeys, "keys"))
 	}
-	for k, v := range m {
-		switch {
-		case !keyPattern.MatchString(k):
-			p.add(field+"."+k, "%s", keyRule)
-		case len(v) > 4096:
-			p.add(field+"."+k, "values are at most 4096 characters")
-		case secretref.IsCredentialName(k) && !secretref.IsRef(v):
-			p.add(field+"."+k, "%s holds a credential: store it with `cubefleet secrets create` and write secret://NAME (or vault://, env://) here", k)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !key.Match(k) {
+			p.add(field+"."+k, "%s must be %s", what, key.Rule())
+			continue
+		}
+		if msg := fieldrules.CheckValueLen(m[k]); msg != "" {
+			p.add(field+"."+k, "%s", msg)
+		}
+		if msg := fieldrules.CheckCredential(k, m[k]); msg != "" {
+			p.add(field+"."+k, "%s", msg)
 		}
 	}
 }
 
 func validQuota(p *problems, path string, q map[string]int64) {
-	if len(q) > 256 {
-		p.add(path, "a quota holds at most 256 resources")
+	if len(q) > fieldrules.MaxKeys {
+		p.add(path, "%s", fieldrules.TooMany(path, len(q), fieldrules.MaxKeys, "keys"))
 	}
-	for k, v := range q {
-		if !resourcePattern.MatchString(k) {
-			p.add(path+"."+k, "resource names are a letter, then up to 63 letters, digits, '.', '_', '-'")
-		} else if v < 0 {
-			p.add(path+"."+k, "quota maxima are integers of 0 or more")
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !fieldrules.Resource.Match(k) {
+			p.add(path+"."+k, "resource names must be %s", fieldrules.Resource.Rule())
+		} else {
+			p.within(path+"."+k, q[k], fieldrules.Quota)
 		}
 	}
 }
@@ -289,12 +318,8 @@ func (s OwnerQuotaSpec) validate(p *problems) {
 	if s.PoolID == "" {
 		p.add("poolId", "poolId is required")
 	}
-	if !resourcePattern.MatchString(s.Resource) {
-		p.add("resource", "resource names are a letter, then up to 63 letters, digits, '.', '_', '-'")
-	}
-	if s.Max < 0 {
-		p.add("max", "max is an integer of 0 or more")
-	}
+	p.match("resource", s.Resource, fieldrules.Resource)
+	p.within("max", s.Max, fieldrules.Quota)
 }
 
 func (s OfferSpec) validate(p *problems) {
@@ -303,29 +328,21 @@ func (s OfferSpec) validate(p *problems) {
 	}
 	if s.ToTenantID == "" {
 		p.add("toTenantId", "toTenantId is required")
+	} else if !fieldrules.Name.Match(s.ToTenantID) {
+		p.add("toTenantId", "toTenantId must be a tenant id: %s", fieldrules.Name.Rule())
 	}
 	validQuota(p, "quota", s.Quota)
-	if s.Priority < 0 || s.Priority > 1000 {
-		p.add("priority", "priority is an integer from 0 to 1000")
-	}
+	p.within("priority", int64(s.Priority), fieldrules.Priority)
 }
 
 func (s FlavorSpec) validate(p *problems) {
 	if s.PoolID == "" {
 		p.add("poolId", "poolId is required")
 	}
-	if s.VCPU < 1 || s.VCPU > 4096 {
-		p.add("vcpu", "vcpu is an integer from 1 to 4096")
-	}
-	if s.MemoryGiB < 1 || s.MemoryGiB > 65536 {
-		p.add("memoryGiB", "memoryGiB is an integer from 1 to 65536")
-	}
-	if s.DiskGiB < 1 || s.DiskGiB > 1048576 {
-		p.add("diskGiB", "diskGiB is an integer from 1 to 1048576")
-	}
-	if s.GPU < 0 || s.GPU > 64 {
-		p.add("gpu", "gpu is an integer from 0 to 64")
-	}
+	p.within("vcpu", int64(s.VCPU), fieldrules.VCPU)
+	p.within("memoryGiB", int64(s.MemoryGiB), fieldrules.MemoryGiB)
+	p.within("diskGiB", int64(s.DiskGiB), fieldrules.DiskGiB)
+	p.within("gpu", int64(s.GPU), fieldrules.GPU)
 }
 
 func (s SandboxTemplateSpec) validate(p *problems) {
@@ -335,14 +352,40 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 	if s.FlavorID == "" {
 		p.add("flavorId", "flavorId is required")
 	}
-	if !imagePattern.MatchString(s.ImageID) {
-		p.add("imageId", "imageId is 1-255 characters without spaces")
+	p.match("imageId", s.ImageID, fieldrules.ImageID)
+	validStrings(p, "env", s.Env, fieldrules.EnvName, "variable names")
+	p.oneOf("network", s.Network, fieldrules.Networks)
+	if s.Warm != nil {
+		p.within("warm.min", int64(s.Warm.Min), fieldrules.Warm)
+		p.within("warm.max", int64(s.Warm.Max), fieldrules.Warm)
+		if s.Warm.Min > s.Warm.Max {
+			p.add("warm.min", "warm.min must not exceed warm.max; raise max or lower min")
+		}
 	}
-	validStrings(p, "env", s.Env, envName, "variable names are a letter or '_', then letters, digits, '_'")
-	if s.Network != "private" && s.Network != "public" {
-		p.add("network", "network must be \"private\" or \"public\"")
+}
+
+// checkTenantID checks the tenantId of an input: tenant ids are names (fieldrules.Name).
+func checkTenantID(id string) error {
+	if id == "" {
+		return cubefleet.Invalid("tenantId", "tenantId is required")
 	}
-	if s.Warm != nil && (s.Warm.Min < 0 || s.Warm.Max < s.Warm.Min || s.Warm.Max > 1000) {
-		p.add("warm", "warm needs 0 <= min <= max <= 1000")
+	if !fieldrules.Name.Match(id) {
+		return cubefleet.Invalid("tenantId", "tenantId must be a tenant id: %s", fieldrules.Name.Rule())
 	}
+	return nil
+}
+
+// MaxIdempotencyKey is the most characters of a create's idempotencyKey.
+const MaxIdempotencyKey = 255
+
+// checkIdempotencyKey checks a create's idempotencyKey: at most 255 characters, none a control
+// character (the key is stored and shown; fleet's keys, fleet:<tenant>:<kind>:<name>, fit).
+func checkIdempotencyKey(key string) error {
+	n := 0
+	for _, r := range key {
+		if n++; n > MaxIdempotencyKey || unicode.IsControl(r) {
+			return cubefleet.Invalid("idempotencyKey", "idempotencyKey is at most %d characters, none of them a control character", MaxIdempotencyKey)
+		}
+	}
+	return nil
 }

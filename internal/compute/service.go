@@ -11,14 +11,13 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/secretref"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
@@ -41,6 +40,13 @@ type Service struct {
 	Disabled map[string]bool
 	// Names adds fleet names to sites and pools; nil adds none.
 	Names FleetNamer
+	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
+	// vault:// references are INVALID_INPUT, as they block a fleet plan.
+	VaultConfigured bool
+	// DeferCounts leaves the counts one fleet document holds to the caller, which runs
+	// CheckCounts before it commits: fleet apply, which creates up to 20,000 objects in one
+	// transaction and checks once. Without it, every Create checks its tenant.
+	DeferCounts bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -83,10 +89,14 @@ type Ref struct {
 }
 
 // Create creates an object of kind from the API input in: `tenantId`, an optional
-// `idempotencyKey` (1-255 characters; the id then derives from it and callerID, and a repeated
-// create returns the object it made), `name` for named kinds, and the spec's fields. Reference
-// fields take an id or `key:<idempotency key>`. Errors: INVALID_INPUT (with details.path),
-// CONFLICT (name taken, or the key's object is archived), UNSUPPORTED (module off).
+// `idempotencyKey` (1-255 characters, no control character; the id then derives from it and
+// callerID, and a repeated create returns the object it made), `name` for named kinds, and the
+// spec's fields, which follow the rule table the fleet document reads (package fieldrules).
+// Reference fields take an id or `key:<idempotency key>`. Errors: INVALID_INPUT (with
+// details.path: a field breaks its rule, a reference names no live object of the tenant, a
+// secret:// reference no secret of the tenant, a vault:// reference with no Vault configured),
+// CONFLICT (name taken, the key's object is archived, or the tenant or pool already holds as many
+// objects of the kind as one fleet document does), UNSUPPORTED (module off).
 func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID string, in json.RawMessage) (Object, error) {
 	if err := s.served(kind); err != nil {
 		return Object{}, err
@@ -100,18 +110,21 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	if err := takeString(fields, "tenantId", &tenantID, true); err != nil {
 		return Object{}, err
 	}
+	if err := checkTenantID(tenantID); err != nil {
+		return Object{}, err
+	}
 	if err := takeString(fields, "idempotencyKey", &key, false); err != nil {
 		return Object{}, err
 	}
-	if len(key) > 255 {
-		return Object{}, cubefleet.Invalid("idempotencyKey", "idempotencyKey is at most 255 characters")
+	if err := checkIdempotencyKey(key); err != nil {
+		return Object{}, err
 	}
 	if info.Named {
 		if err := takeString(fields, "name", &name, true); err != nil {
 			return Object{}, err
 		}
 		if !ValidName(name) {
-			return Object{}, cubefleet.Invalid("name", "name must be 1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit")
+			return Object{}, cubefleet.Invalid("name", "name must be %s", fieldrules.Name.Rule())
 		}
 	}
 	sp := newSpec(kind)
@@ -132,7 +145,7 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 		if _, err := insertObject(ctx, q, o); err != nil {
 			return Object{}, err
 		}
-		return o, nil // a new id has no fleet name yet
+		return o, s.admit(ctx, q, o) // a new id has no fleet name yet
 	}
 	// The id derives from the key and the caller. An archived object keeps its id, so a key
 	// reused after an archive derives the next generation's id: still deterministic, since it
@@ -140,8 +153,11 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	for gen := 0; ; gen++ {
 		o.ID = cubefleet.DerivedID(info.Prefix, generation(key, gen), callerID)
 		inserted, err := insertObject(ctx, q, o)
-		if err != nil || inserted {
-			return o, err
+		if err != nil {
+			return Object{}, err
+		}
+		if inserted {
+			return o, s.admit(ctx, q, o)
 		}
 		prior, err := Load(ctx, q, o.ID)
 		if err != nil {
@@ -162,7 +178,7 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	if len(p) > 0 {
 		return cubefleet.InvalidAll(p)
 	}
-	if err := ownSecretsOnly(sp, tenantID); err != nil {
+	if err := checkSecretRefs(ctx, q, sp, tenantID, s.VaultConfigured); err != nil {
 		return err
 	}
 	refs, err := resolveRefs(ctx, q, sp, tenantID, callerID)
@@ -224,6 +240,15 @@ func (s *Service) List(ctx context.Context, q store.Querier, kind string, in Lis
 	}
 	if in.Limit < 0 || in.Limit > 1000 {
 		return ListOutput{}, cubefleet.Invalid("limit", "limit is 1 to 1000")
+	}
+	if err := checkTenantID(in.TenantID); err != nil {
+		return ListOutput{}, err
+	}
+	if info, _ := Info(kind); in.Cursor != "" && !cubefleet.IsID(in.Cursor, info.Prefix) {
+		return ListOutput{}, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (a %s id, %s_...): pass the nextCursor of the previous page", in.Cursor, kind, info.Prefix)
+	}
+	if in.PoolID != "" && !cubefleet.IsID(in.PoolID, "pool") {
+		return ListOutput{}, cubefleet.Invalid("poolId", "poolId takes a pool id (pool_ and 26 characters); compute.pools.list shows them")
 	}
 	if in.Limit == 0 {
 		in.Limit = 100
@@ -330,7 +355,8 @@ func (s *Service) Update(ctx context.Context, q store.Querier, kind, callerID st
 }
 
 // Remove deletes an object, or archives it for pools. It refuses (CONFLICT, naming up to five)
-// while live objects still reference it.
+// while live objects still reference it, and an offer while the tenant it offers the pool to has
+// sandbox templates on the pool.
 func (s *Service) Remove(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
 	if err := s.served(kind); err != nil {
 		return Object{}, err
@@ -356,6 +382,11 @@ func (s *Service) Remove(ctx context.Context, q store.Querier, kind string, ref 
 			names = append(names, describe(u))
 		}
 		return Object{}, cubefleet.Errorf(cubefleet.CodeConflict, "%s is still used by %s", describe(o), strings.Join(names, ", "))
+	}
+	if kind == KindOffer {
+		if err := offerInUse(ctx, q, o); err != nil {
+			return Object{}, err
+		}
 	}
 	o, err = s.named(ctx, q, o)
 	if err != nil {
@@ -418,26 +449,4 @@ func generation(key string, gen int) string {
 		return key
 	}
 	return fmt.Sprintf("%s#%d", key, gen)
-}
-
-// ownSecretsOnly refuses a secret://TENANT/NAME reference to another tenant's secret store: an
-// object may use only its own tenant's secrets.
-func ownSecretsOnly(sp spec, tenantID string) error {
-	var field string
-	var values map[string]string
-	switch s := sp.(type) {
-	case *ProviderAccountSpec:
-		field, values = "config", s.Config
-	case *SandboxTemplateSpec:
-		field, values = "env", s.Env
-	default:
-		return nil
-	}
-	for _, k := range slices.Sorted(maps.Keys(values)) {
-		ref, ok := secretref.Parse(values[k])
-		if ok && ref.Scheme == secretref.SchemeSecret && ref.Tenant != "" && ref.Tenant != tenantID {
-			return cubefleet.Invalid(field+"."+k, "%s names tenant %s's secrets; an object may use only its own tenant's: store the secret in tenant %s and write secret://%s", k, ref.Tenant, tenantID, ref.Name)
-		}
-	}
-	return nil
 }

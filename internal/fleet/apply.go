@@ -125,6 +125,9 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 				return fmt.Errorf("call %d (%s %s): %w", i, c.Method, c.Name, err)
 			}
 		}
+		if err := compute.CheckCounts(ctx, tx, in.TenantID); err != nil {
+			return err // the creates ran with DeferCounts: the tenant's counts are checked once
+		}
 		if err := batch.Flush(ctx, tx); err != nil {
 			return err
 		}
@@ -182,7 +185,8 @@ func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch,
 	if err != nil {
 		return err
 	}
-	svc := a.Planner.Compute
+	svc := *a.Planner.Compute
+	svc.DeferCounts = true // Apply checks the tenant's counts once, after the last call
 	var o compute.Object
 	switch verb {
 	case compute.VerbCreate:

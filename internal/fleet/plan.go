@@ -15,8 +15,8 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
-	"github.com/cubefleet/cubefleet/internal/secretref"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -96,9 +96,9 @@ type Planner struct {
 }
 
 // MaxObjects bounds the objects one document describes (every list item, owner quota key and
-// offer), so a plan, its response and its apply stay bounded: each list holds at most 1000
-// items, but 1000 pools with 256 quota keys each would be 256,000 objects.
-const MaxObjects = 20000
+// offer), so a plan, its response and its apply stay bounded: fieldrules.MaxObjects, which the
+// compute API holds each tenant to as well.
+const MaxObjects = fieldrules.MaxObjects
 
 func objectCount(d *document.Document) int {
 	n := len(d.Sites) + len(d.ProviderAccounts) + len(d.Pools) + len(d.Flavors) + len(d.SandboxTemplates)
@@ -239,31 +239,18 @@ func (b *builder) served(kind string, n *notes) {
 	}
 }
 
-// checkSecrets blocks n for each secret:// reference the secret store lacks and each vault://
-// reference when no Vault is configured.
+// checkSecrets blocks n for each secret reference the compute API would refuse
+// (fieldrules.CheckSecretRef): a secret:// reference the tenant's secret store lacks or to
+// another tenant's, a vault:// reference when no Vault is configured.
 func (b *builder) checkSecrets(values map[string]string, n *notes) error {
+	has := func(name string) (bool, error) { return b.st.hasSecret(b.ctx, b.q, name) }
 	for _, k := range slices.Sorted(maps.Keys(values)) {
-		ref, ok := secretref.Parse(values[k])
-		if !ok {
-			continue
+		msg, err := fieldrules.CheckSecretRef(k, values[k], b.tenant, b.p.VaultConfigured, has)
+		if err != nil {
+			return err
 		}
-		switch ref.Scheme {
-		case secretref.SchemeSecret:
-			if ref.Tenant != "" && ref.Tenant != b.tenant {
-				n.block("%s: names tenant %s's secrets; an object may use only its own tenant's: store it in tenant %s and write secret://%s", k, ref.Tenant, b.tenant, ref.Name)
-				continue
-			}
-			ok, err := b.st.hasSecret(b.ctx, b.q, ref.Name)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				n.block("%s: tenant %s has no secret %s; create it with `cubefleet secrets create %s --tenant %s`", k, b.tenant, ref.Name, ref.Name, b.tenant)
-			}
-		case secretref.SchemeVault:
-			if !b.p.VaultConfigured {
-				n.block("%s: vault:// references need a Vault server (start the server with --vault-addr)", k)
-			}
+		if msg != "" {
+			n.block("%s", msg)
 		}
 	}
 	return nil

@@ -21,10 +21,14 @@ const (
 // Pattern is the regular expression (RE2 and ECMA-262 alike) of a well-formed reference:
 // secret://NAME or secret://TENANT/NAME (each 1-63 of A-Z, a-z, 0-9, '.', '_', '-', so an id
 // such as sec_01... fits), vault://PATH with an optional #field (printable ASCII without space
-// or '#'), or env://NAME (a letter or '_', then letters, digits or '_').
-const Pattern = `^(?:secret://(?:[A-Za-z0-9._-]{1,63}/)?[A-Za-z0-9._-]{1,63}` +
-	`|vault://[!-"$-~]+(?:#[!-"$-~]+)?` +
+// or '#'), or env://NAME (a letter or '_', then letters, digits or '_'). It uses only the
+// constructs every JSON Schema validator compiles (fieldrules.Portable): plain groups, no flags.
+const Pattern = `^(secret://([A-Za-z0-9._-]{1,63}/)?[A-Za-z0-9._-]{1,63}` +
+	`|vault://[!-"$-~]+(#[!-"$-~]+)?` +
 	`|env://[A-Za-z_][A-Za-z0-9_]*)$`
+
+// Forms lists the forms of a reference in words, for messages.
+const Forms = "secret://NAME, secret://TENANT/NAME, vault://PATH[#field] or env://NAME"
 
 // CredentialPattern matches (unanchored, in any ASCII case) a config key or variable name that
 // names a credential: one containing token, password, secret, key or credential. It is spelled

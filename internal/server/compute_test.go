@@ -27,6 +27,9 @@ type fixture struct {
 func (e *testEnv) fixture() fixture {
 	e.t.Helper()
 	var f fixture
+	for _, name := range []string{"hz", "tok"} { // the secrets the objects below reference
+		e.must(e.admin, "secrets.create", map[string]any{"tenantId": "root", "name": name, "value": "v-" + name}, nil)
+	}
 	e.must(e.admin, "compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &f.site)
 	e.must(e.admin, "compute.providerAccounts.create", map[string]any{"tenantId": "root", "name": "pa-base", "provider": "hetzner-cloud", "config": map[string]any{"token": "secret://hz"}}, &f.account)
 	e.must(e.admin, "compute.pools.create", map[string]any{"tenantId": "root", "siteId": f.site.id(), "class": "vps-host"}, &f.pool)
@@ -51,7 +54,7 @@ func kindCases(f fixture) map[string]kindCase {
 		},
 		compute.KindProviderAccount: {
 			create: func(i int) map[string]any {
-				return map[string]any{"name": fmt.Sprintf("pa-%d", i), "provider": "ionos-cloud", "config": map[string]any{"password": "vault://kv/ionos", "location": "de/fra"}}
+				return map[string]any{"name": fmt.Sprintf("pa-%d", i), "provider": "ionos-cloud", "config": map[string]any{"password": "secret://hz", "location": "de/fra"}}
 			},
 			update:  map[string]any{"config": map[string]any{"password": "env://IONOS_PASSWORD", "location": "de/txl"}},
 			fixed:   "provider",

@@ -308,7 +308,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := box.CheckKey(ctx, s.db); err != nil {
 		return nil, err
 	}
-	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now}
+	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
 	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}

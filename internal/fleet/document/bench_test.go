@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 )
 
 // limitsDocument is a document at the list limits: 1000 of every list, each pool with an owner
@@ -11,7 +13,7 @@ import (
 func limitsDocument() *Document {
 	budget := 0.25
 	d := &Document{Version: 1}
-	for i := range maxItems {
+	for i := range fieldrules.MaxItems {
 		site := fmt.Sprintf("site-%d", i)
 		pool := fmt.Sprintf("pool-%d", i)
 		d.Sites = append(d.Sites, Site{Name: site, Kind: "shared", Region: "eu-central"})

@@ -10,7 +10,8 @@
 // Everything in this package is a pure function of its arguments and safe for concurrent use.
 package document
 
-// Document is version 1 of the fleet document (specs/fleet-config.md, "The document"). Every list
+// Document is version 1 of the fleet document (specs/fleet-config.md, "The document"). Its rules
+// are those of the rule table the compute API reads too (package fieldrules). Every list
 // is optional and holds at most 1000 items; an empty list and a missing one mean the same (the
 // decoder returns nil for both). Names are unique within their list (flavors by pool and name).
 type Document struct {
@@ -122,7 +123,8 @@ type SandboxTemplate struct {
 	Pool string `json:"pool"`
 	// Flavor is the name of a flavor of Pool.
 	Flavor string `json:"flavor"`
-	// ImageID is the image the sandbox boots, 1-255 characters without whitespace.
+	// ImageID is the image the sandbox boots: 1-255 characters, none of them a control
+	// character or a Unicode space separator (fieldrules.ImageID).
 	ImageID string `json:"imageId"`
 	// Env holds at most 256 environment variables, each value at most 4096 characters.
 	Env map[string]string `json:"env,omitempty"`

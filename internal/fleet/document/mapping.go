@@ -1,6 +1,10 @@
 package document
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
+)
 
 // This file maps each object type of the document from the tree (see decode.go for the helpers).
 
@@ -11,16 +15,16 @@ var (
 		fieldSpec{name: "pools"}, fieldSpec{name: "flavors"}, fieldSpec{name: "sandboxTemplates"})
 	siteSpec = spec("a site",
 		fieldSpec{"name", "name the site, e.g. fra"},
-		fieldSpec{"kind", "set it to shared or dedicated"},
+		fieldSpec{"kind", "set it to " + fieldrules.SiteKinds.Rule()},
 		fieldSpec{"region", "set the site's region, e.g. eu-central"})
 	providerAccountSpec = spec("a provider account",
 		fieldSpec{"name", "name the account, e.g. cloud"},
-		fieldSpec{"provider", "set it to hetzner-cloud or ionos-cloud"},
+		fieldSpec{"provider", "set it to " + fieldrules.Providers.Rule()},
 		fieldSpec{name: "config"})
 	poolSpec = spec("a pool",
 		fieldSpec{"name", "name the pool, e.g. vps-fra"},
 		fieldSpec{"site", "name the pool's site, by name or site id"},
-		fieldSpec{"class", "set it to vps-host or provider"},
+		fieldSpec{"class", "set it to " + fieldrules.PoolClasses.Rule()},
 		fieldSpec{name: "gpuModel"}, fieldSpec{name: "policy"}, fieldSpec{name: "providerAccount"},
 		fieldSpec{name: "ownerQuota"}, fieldSpec{name: "offers"})
 	policySpec = spec("a policy", fieldSpec{name: "disruptionBudget"})
@@ -30,9 +34,9 @@ var (
 	flavorSpec = spec("a flavor",
 		fieldSpec{"pool", "name the flavor's pool, by name or pool id"},
 		fieldSpec{"name", "name the flavor, e.g. g1.small"},
-		fieldSpec{"vcpu", "give the number of virtual CPUs, 1 to 4096"},
-		fieldSpec{"memoryGiB", "give the memory in GiB, 1 to 65536"},
-		fieldSpec{"diskGiB", "give the disk size in GiB, 1 to 1048576"},
+		fieldSpec{"vcpu", "give the number of virtual CPUs, " + fieldrules.VCPU.Span()},
+		fieldSpec{"memoryGiB", "give the memory in GiB, " + fieldrules.MemoryGiB.Span()},
+		fieldSpec{"diskGiB", "give the disk size in GiB, " + fieldrules.DiskGiB.Span()},
 		fieldSpec{name: "gpu"})
 	templateSpec = spec("a sandbox template",
 		fieldSpec{"name", "name the template, e.g. py-small"},
@@ -40,11 +44,11 @@ var (
 		fieldSpec{"flavor", "name a flavor of the pool, e.g. g1.small"},
 		fieldSpec{"imageId", "give the image the sandbox boots, e.g. ubuntu-24.04"},
 		fieldSpec{name: "env"},
-		fieldSpec{"network", "set it to private or public"},
+		fieldSpec{"network", "set it to " + fieldrules.Networks.Rule()},
 		fieldSpec{name: "warm"})
 	warmSpec = spec("warm",
-		fieldSpec{"min", "give the least number of warm sandboxes, 0 to 1000"},
-		fieldSpec{"max", "give the most number of warm sandboxes, 0 to 1000"})
+		fieldSpec{"min", "give the least number of warm sandboxes, " + fieldrules.Warm.Span()},
+		fieldSpec{"max", "give the most number of warm sandboxes, " + fieldrules.Warm.Span()})
 )
 
 func (m *mapper) document(n value) *Document {

@@ -1,6 +1,10 @@
 package document
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
+)
 
 // JSON numbers are read exactly from their literals, never through float64 first, so that
 // 1.0000000000000000001 is above 1 and 9007199254740993 is above 2^53, as JSON Schema sees
@@ -62,7 +66,7 @@ func parseExp(s string) int64 {
 }
 
 // bigInt stands for every integer beyond 2^53 in either direction: it fails every range check.
-const bigInt = maxQuota + 1
+const bigInt = fieldrules.MaxExactInteger + 1
 
 // intValue returns the integer lit denotes, clamped to ±bigInt, and false if lit is not a whole
 // number (1.5); 1.0 and 1e3 are whole numbers, as in JSON Schema.

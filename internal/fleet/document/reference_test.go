@@ -20,10 +20,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/secretref"
 )
 
-var refImageIDRE = regexp.MustCompile(imageIDPattern)
+var refImageIDRE = regexp.MustCompile(fieldrules.ImageID.Pattern())
 
 // refParse reads data, a single JSON value, into a tree. It rejects invalid UTF-8, malformed JSON,
 // nesting deeper than maxDepth and trailing data, each with the position of the problem.
@@ -588,14 +589,14 @@ func (c *refChecker) add(path, msg string) {
 }
 
 func (c *refChecker) listLen(path string, n int) {
-	if n > maxItems {
-		c.add(path, fmt.Sprintf("%s has %d items; at most %d are allowed", path, n, maxItems))
+	if n > fieldrules.MaxItems {
+		c.add(path, fmt.Sprintf("%s has %d items; at most %d are allowed", path, n, fieldrules.MaxItems))
 	}
 }
 
 func (c *refChecker) mapLen(path, key string, n int) {
-	if n > maxKeys {
-		c.add(join(path, key), fmt.Sprintf("%s has %d keys; at most %d are allowed", key, n, maxKeys))
+	if n > fieldrules.MaxKeys {
+		c.add(join(path, key), fmt.Sprintf("%s has %d keys; at most %d are allowed", key, n, fieldrules.MaxKeys))
 	}
 }
 
@@ -609,13 +610,13 @@ func (c *refChecker) need(path, key, v string, ok func(string) bool, rule string
 	}
 }
 
-func (c *refChecker) enum(path, key, v string, allowed []string) {
-	c.need(path, key, v, func(s string) bool { return oneOf(s, allowed) }, strings.Join(allowed, " or "))
+func (c *refChecker) enum(path, key, v string, allowed fieldrules.Enum) {
+	c.need(path, key, v, allowed.Has, allowed.Rule())
 }
 
-func (c *refChecker) intRange(path, key string, v, lo, hi int64, unit string) {
-	if v < lo || v > hi {
-		c.add(join(path, key), fmt.Sprintf("%s must be a whole number from %d to %d (%s)", key, lo, hi, unit))
+func (c *refChecker) intRange(path, key string, v int64, r fieldrules.Range, note string) {
+	if v < r.Min || v > r.Max {
+		c.add(join(path, key), fmt.Sprintf("%s must be a whole number from %d to %d (%s%s)", key, r.Min, r.Max, r.Unit, note))
 	}
 }
 
@@ -645,18 +646,18 @@ func (u *refUnique) check(c *refChecker, key string, i int, path, field, what st
 func (c *refChecker) site(s *Site, p string, u *refUnique, i int) {
 	c.need(p, "name", s.Name, isSiteRef, siteRefNoun)
 	u.check(c, s.Name, i, p, "name", "name")
-	c.enum(p, "kind", s.Kind, siteKinds)
-	c.need(p, "region", s.Region, isRegion, regionNoun)
+	c.enum(p, "kind", s.Kind, fieldrules.SiteKinds)
+	c.need(p, "region", s.Region, fieldrules.Region.Match, fieldrules.Region.Rule())
 }
 
 func (c *refChecker) providerAccount(a *ProviderAccount, p string, u *refUnique, i int) {
 	c.need(p, "name", a.Name, isName, nameNoun)
 	u.check(c, a.Name, i, p, "name", "name")
-	c.enum(p, "provider", a.Provider, providers)
+	c.enum(p, "provider", a.Provider, fieldrules.Providers)
 	c.mapLen(p, "config", len(a.Config))
 	for _, k := range refSortedKeys(a.Config) {
-		if !isConfigKey(k) {
-			c.add(join(join(p, "config"), k), "config keys must be 1-63 letters, digits, '_', '.' or '-'")
+		if !fieldrules.ConfigKey.Match(k) {
+			c.add(join(join(p, "config"), k), "config keys must be "+fieldrules.ConfigKey.Rule())
 		}
 		c.secretValue(p, "config", k, a.Config[k], secretref.IsCredentialName(k))
 	}
@@ -665,9 +666,9 @@ func (c *refChecker) providerAccount(a *ProviderAccount, p string, u *refUnique,
 // secretValue checks the value v of key in the map field of the object at path (config or
 // env). It never puts the value in a message.
 func (c *refChecker) secretValue(path, field, key, v string, secretBearing bool) {
-	if len(v) > maxValueLen { // more bytes than allowed characters: count them
-		if n := utf8.RuneCountInString(v); n > maxValueLen {
-			c.add(join(join(path, field), key), fmt.Sprintf("the value is %d characters long; at most %d are allowed", n, maxValueLen))
+	if len(v) > fieldrules.MaxValueLen { // more bytes than allowed characters: count them
+		if n := utf8.RuneCountInString(v); n > fieldrules.MaxValueLen {
+			c.add(join(join(path, field), key), fmt.Sprintf("the value is %d characters long; at most %d are allowed", n, fieldrules.MaxValueLen))
 		}
 	}
 	if !secretBearing || secretref.IsRef(v) {
@@ -675,20 +676,20 @@ func (c *refChecker) secretValue(path, field, key, v string, secretBearing bool)
 	}
 	for _, scheme := range []string{"secret:", "vault:", "env:"} {
 		if strings.HasPrefix(v, scheme) {
-			c.add(join(join(path, field), key), key+" is not a well-formed secret reference; write it as "+secretRefRule)
+			c.add(join(join(path, field), key), key+" is not a well-formed secret reference; write it as "+secretref.Forms)
 			return
 		}
 	}
-	c.add(join(join(path, field), key), key+" names a credential, so its value must be a secret reference, not a literal secret: "+storeSecret)
+	c.add(join(join(path, field), key), key+" names a credential, so its value must be a secret reference, not a literal secret: "+fieldrules.StoreSecret)
 }
 
 func (c *refChecker) pool(pl *Pool, p string, u *refUnique, i int) {
 	c.need(p, "name", pl.Name, isPoolRef, poolRefNoun)
 	u.check(c, pl.Name, i, p, "name", "name")
 	c.need(p, "site", pl.Site, isSiteRef, siteRefNoun)
-	c.enum(p, "class", pl.Class, poolClass)
-	if pl.GPUModel != "" && !isGPUModel(pl.GPUModel) {
-		c.add(join(p, "gpuModel"), "gpuModel must be "+gpuNoun)
+	c.enum(p, "class", pl.Class, fieldrules.PoolClasses)
+	if pl.GPUModel != "" && !fieldrules.GPUModel.Match(pl.GPUModel) {
+		c.add(join(p, "gpuModel"), "gpuModel must be "+fieldrules.GPUModel.Rule())
 	}
 	if pl.Policy != nil && pl.Policy.DisruptionBudget != nil {
 		if b := *pl.Policy.DisruptionBudget; !(b >= 0 && b <= 1) { // NaN fails too
@@ -715,10 +716,10 @@ func (c *refChecker) pool(pl *Pool, p string, u *refUnique, i int) {
 func (c *refChecker) quota(path, key string, q map[string]int64) {
 	c.mapLen(path, key, len(q))
 	for _, k := range refSortedKeys(q) {
-		if !isResource(k) {
-			c.add(join(join(path, key), k), key+" keys must be resource names: a letter, then up to 63 letters, digits, '.', '_' or '-' (vcpu, memoryGiB, diskGiB, gpu, sandboxes)")
+		if !fieldrules.Resource.Match(k) {
+			c.add(join(join(path, key), k), key+" keys must be resource names: "+fieldrules.Resource.Rule())
 		}
-		if v := q[k]; v < 0 || v > maxQuota {
+		if v := q[k]; v < 0 || v > fieldrules.Quota.Max {
 			c.add(join(join(path, key), k), key+" values must be "+quotaNoun)
 		}
 	}
@@ -728,7 +729,7 @@ func (c *refChecker) offer(o *Offer, p string, u *refUnique, i int) {
 	c.need(p, "tenant", o.Tenant, isName, "a tenant id of "+nameNoun)
 	u.check(c, o.Tenant, i, p, "tenant", "tenant")
 	c.quota(p, "quota", o.Quota)
-	c.intRange(p, "priority", int64(o.Priority), 0, maxPriority, "0 when left out")
+	c.intRange(p, "priority", int64(o.Priority), fieldrules.Priority, ", 0 when left out")
 }
 
 func (c *refChecker) flavor(f *Flavor, p string, u *refUnique, i int) {
@@ -737,10 +738,10 @@ func (c *refChecker) flavor(f *Flavor, p string, u *refUnique, i int) {
 	if f.Pool != "" && f.Name != "" {
 		u.check(c, f.Pool+"\x00"+f.Name, i, p, "name", "pool and name")
 	}
-	c.intRange(p, "vcpu", int64(f.VCPU), 1, maxVCPU, "virtual CPUs")
-	c.intRange(p, "memoryGiB", int64(f.MemoryGiB), 1, maxMemoryGiB, "GiB")
-	c.intRange(p, "diskGiB", int64(f.DiskGiB), 1, maxDiskGiB, "GiB")
-	c.intRange(p, "gpu", int64(f.GPU), 0, maxGPU, "GPUs, 0 when left out")
+	c.intRange(p, "vcpu", int64(f.VCPU), fieldrules.VCPU, "")
+	c.intRange(p, "memoryGiB", int64(f.MemoryGiB), fieldrules.MemoryGiB, "")
+	c.intRange(p, "diskGiB", int64(f.DiskGiB), fieldrules.DiskGiB, "")
+	c.intRange(p, "gpu", int64(f.GPU), fieldrules.GPU, ", 0 when left out")
 }
 
 func (c *refChecker) template(t *SandboxTemplate, p string, u *refUnique, i int) {
@@ -748,20 +749,20 @@ func (c *refChecker) template(t *SandboxTemplate, p string, u *refUnique, i int)
 	u.check(c, t.Name, i, p, "name", "name")
 	c.need(p, "pool", t.Pool, isPoolRef, poolRefNoun)
 	c.need(p, "flavor", t.Flavor, isName, "the name of a flavor of the pool: "+nameNoun)
-	c.need(p, "imageId", t.ImageID, refImageIDRE.MatchString, imageNoun)
+	c.need(p, "imageId", t.ImageID, refImageIDRE.MatchString, fieldrules.ImageID.Rule())
 	c.mapLen(p, "env", len(t.Env))
 	for _, k := range refSortedKeys(t.Env) {
-		if !isEnvName(k) {
-			c.add(join(join(p, "env"), k), "env names must be a letter or '_', then up to 254 letters, digits or '_'")
+		if !fieldrules.EnvName.Match(k) {
+			c.add(join(join(p, "env"), k), "env names must be "+fieldrules.EnvName.Rule())
 		}
 		c.secretValue(p, "env", k, t.Env[k], secretref.IsCredentialName(k))
 	}
-	c.enum(p, "network", t.Network, networks)
+	c.enum(p, "network", t.Network, fieldrules.Networks)
 	if t.Warm != nil {
 		wp := p + ".warm"
-		c.intRange(wp, "min", int64(t.Warm.Min), 0, maxWarm, "warm sandboxes")
-		c.intRange(wp, "max", int64(t.Warm.Max), 0, maxWarm, "warm sandboxes")
-		if t.Warm.Min > t.Warm.Max && t.Warm.Min <= maxWarm && t.Warm.Max >= 0 {
+		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")
+		c.intRange(wp, "max", int64(t.Warm.Max), fieldrules.Warm, "")
+		if t.Warm.Min > t.Warm.Max && t.Warm.Min <= int(fieldrules.Warm.Max) && t.Warm.Max >= 0 {
 			c.add(join(wp, "min"), "min must not exceed max; raise max or lower min")
 			if c.deps == nil {
 				c.deps = make(map[int]string)

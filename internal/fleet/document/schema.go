@@ -3,6 +3,12 @@ package document
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
+	"github.com/cubefleet/cubefleet/internal/secretref"
 )
 
 // SchemaID is the $id of the JSON Schema Schema returns.
@@ -12,8 +18,10 @@ const SchemaID = "https://cubefleet.dev/schemas/fleet-document-v1.json"
 // $id SchemaID and a description on every property (specs/fleet-config.md, "The document"). It
 // states every rule of Decode except those JSON Schema cannot express: names unique within their
 // list (flavors by pool and name, offers by tenant), warm.min <= warm.max, no repeated keys in an
-// object, and UTF-8 input. The patterns mean the same in ECMA-262 and Go's RE2. Each call returns
-// a fresh copy.
+// object, and UTF-8 input. Every pattern uses only the regular expression constructs every
+// draft 2020-12 validator compiles (fieldrules.Portable), and the text is ASCII: characters
+// beyond it are written as JSON \u escapes, which a validator reads as the characters themselves.
+// Each call returns a fresh copy.
 func Schema() []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -22,7 +30,27 @@ func Schema() []byte {
 	if err := enc.Encode(schema()); err != nil {
 		panic("document: the schema does not encode: " + err.Error()) // a bug, caught by the tests
 	}
-	return b.Bytes()
+	return asciiJSON(b.Bytes())
+}
+
+// asciiJSON writes every character of the JSON text j beyond ASCII as a \uXXXX escape (a
+// surrogate pair beyond the Basic Multilingual Plane). Outside strings JSON is ASCII, so only
+// strings change, and only in spelling.
+func asciiJSON(j []byte) []byte {
+	out := make([]byte, 0, len(j))
+	for _, r := range string(j) {
+		if r < utf8.RuneSelf {
+			out = append(out, byte(r))
+			continue
+		}
+		if r > 0xFFFF {
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+			continue
+		}
+		out = fmt.Appendf(out, `\u%04x`, r)
+	}
+	return out
 }
 
 // obj is a JSON object that keeps its keys in the order written, so the schema reads top-down.
@@ -68,20 +96,26 @@ func ref(def, description string) obj {
 	return obj{{"description", description}, {"$ref", "#/$defs/" + def}}
 }
 
+// list is a list of def items; description holds a %d for the limit.
 func list(def, description string) obj {
-	return obj{{"description", description}, {"type", "array"}, {"maxItems", maxItems}, {"items", obj{{"$ref", "#/$defs/" + def}}}}
+	return obj{{"description", fmt.Sprintf(description, fieldrules.MaxItems)}, {"type", "array"}, {"maxItems", fieldrules.MaxItems}, {"items", obj{{"$ref", "#/$defs/" + def}}}}
 }
 
 func str(description string, more ...kv) obj {
 	return append(obj{{"description", description}, {"type", "string"}}, more...)
 }
 
-func integer(description string, lo, hi int64, more ...kv) obj {
-	return append(obj{{"description", description}, {"type", "integer"}, {"minimum", lo}, {"maximum", hi}}, more...)
+func integer(description string, r fieldrules.Range, more ...kv) obj {
+	return append(obj{{"description", description}, {"type", "integer"}, {"minimum", r.Min}, {"maximum", r.Max}}, more...)
 }
 
-func enum(description string, values []string) obj {
-	return obj{{"description", description}, {"enum", values}}
+func enum(description string, values fieldrules.Enum) obj {
+	return obj{{"description", description}, {"enum", values.Values()}}
+}
+
+// pattern is a string matching rule, described by description and the rule's words.
+func pattern(description string, rule *fieldrules.Pattern) obj {
+	return str(description+": "+rule.Rule()+".", kv{"pattern", rule.Pattern()})
 }
 
 // record is an object type with the given required fields and properties, and no others.
@@ -94,17 +128,17 @@ func record(description string, required []string, props obj, more ...kv) obj {
 	return append(o, more...)
 }
 
-// stringMap is config or env: strings of at most 4096 characters under keys matching keyPattern,
+// stringMap is config or env: strings of at most MaxValueLen characters under keys matching key,
 // and secret references under keys naming a credential.
-func stringMap(description, keyPattern, keyRule, valueRule string) obj {
+func stringMap(description string, key *fieldrules.Pattern, keyWhat, valueWhat string) obj {
 	return obj{
-		{"description", description},
+		{"description", fmt.Sprintf("%s, at most %d.", description, fieldrules.MaxKeys)},
 		{"type", "object"},
-		{"maxProperties", maxKeys},
-		{"propertyNames", obj{{"description", keyRule}, {"pattern", keyPattern}}},
-		{"patternProperties", obj{{secretKeyPattern, ref("secretRef",
+		{"maxProperties", fieldrules.MaxKeys},
+		{"propertyNames", obj{{"description", keyWhat + ": " + key.Rule() + "."}, {"pattern", key.Pattern()}}},
+		{"patternProperties", obj{{secretref.CredentialPattern, ref("secretRef",
 			"A key that names a credential (it contains token, password, secret, key or credential, in any case) holds a secret reference, never the secret.")}}},
-		{"additionalProperties", str(valueRule, kv{"maxLength", maxValueLen})},
+		{"additionalProperties", str(fmt.Sprintf("%s, at most %d characters.", valueWhat, fieldrules.MaxValueLen), kv{"maxLength", fieldrules.MaxValueLen})},
 	}
 }
 
@@ -120,11 +154,11 @@ func schema() obj {
 		{"required", []string{"version"}},
 		{"properties", obj{
 			{"version", obj{{"description", "The document format; always 1."}, {"const", version}}},
-			{"sites", list("site", "The sites, at most 1000, unique by name.")},
-			{"providerAccounts", list("providerAccount", "The provider accounts, at most 1000, unique by name.")},
-			{"pools", list("pool", "The pools, at most 1000, unique by name.")},
-			{"flavors", list("flavor", "The flavors (VM sizes), at most 1000, unique by pool and name.")},
-			{"sandboxTemplates", list("sandboxTemplate", "The sandbox templates, at most 1000, unique by name.")},
+			{"sites", list("site", "The sites, %d at most, unique by name.")},
+			{"providerAccounts", list("providerAccount", "The provider accounts, %d at most, unique by name.")},
+			{"pools", list("pool", "The pools, %d at most, unique by name.")},
+			{"flavors", list("flavor", "The flavors (VM sizes), %d at most, unique by pool and name.")},
+			{"sandboxTemplates", list("sandboxTemplate", "The sandbox templates, %d at most, unique by name.")},
 		}},
 		{"additionalProperties", false},
 		{"$defs", defs()},
@@ -132,75 +166,73 @@ func schema() obj {
 }
 
 func defs() obj {
-	quotaValue := integer("The maximum, a count (GiB for memoryGiB and diskGiB).", 0, maxQuota)
+	quotaValue := integer("The maximum, a count (GiB for memoryGiB and diskGiB).", fieldrules.Quota)
 	return obj{
-		{"name", str("A name: "+nameRule+".", kv{"pattern", namePattern})},
+		{"name", str("A name: "+nameRule+".", kv{"pattern", fieldrules.Name.Pattern()})},
 		{"siteRef", str("A site's name, or the id of a site fleet did not create (site_ and 26 Crockford base32 characters).", kv{"pattern", siteRefPattern})},
 		{"poolRef", str("A pool's name, or the id of a pool fleet did not create (pool_ and 26 Crockford base32 characters).", kv{"pattern", poolRefPattern})},
-		{"secretRef", str("A secret reference: "+secretRefRule+". Store a secret with `cubefleet secrets create`.",
-			kv{"maxLength", maxValueLen}, kv{"pattern", secretRefPattern})},
+		{"secretRef", str("A secret reference: "+secretref.Forms+". Store a secret with `cubefleet secrets create`.",
+			kv{"maxLength", fieldrules.MaxValueLen}, kv{"pattern", secretref.Pattern})},
 		{"quota", obj{
-			{"description", "Maxima per resource, at most 256 resources. The resources fleet enforces are vcpu, memoryGiB, diskGiB, gpu and sandboxes; others are stored and shown."},
+			{"description", fmt.Sprintf("Maxima per resource, at most %d resources. The resources fleet enforces are %s; others are stored and shown.",
+				fieldrules.MaxKeys, fieldrules.EnforcedResources.Rule())},
 			{"type", "object"},
-			{"maxProperties", maxKeys},
-			{"propertyNames", obj{{"description", "A resource name: a letter, then up to 63 letters, digits, '.', '_' or '-'."}, {"pattern", resourcePattern}}},
+			{"maxProperties", fieldrules.MaxKeys},
+			{"propertyNames", obj{{"description", "A resource name: " + fieldrules.Resource.Rule() + "."}, {"pattern", fieldrules.Resource.Pattern()}}},
 			{"additionalProperties", quotaValue},
 		}},
 		{"site", record("A site, a place that holds pools.", []string{"name", "kind", "region"}, obj{
 			{"name", ref("siteRef", "The site's name in the document, or its id.")},
-			{"kind", enum("shared: pools sold to many tenants; dedicated: one tenant's.", siteKinds)},
-			{"region", str("The region label, e.g. eu-central: 1-63 lower-case letters, digits or '-', starting with a letter or digit.", kv{"pattern", regionPattern})},
+			{"kind", enum("shared: pools sold to many tenants; dedicated: one tenant's.", fieldrules.SiteKinds)},
+			{"region", pattern("The region label", fieldrules.Region)},
 		})},
 		{"providerAccount", record("A cloud account that provider pools buy servers from.", []string{"name", "provider"}, obj{
 			{"name", ref("name", "The account's name.")},
-			{"provider", enum("The cloud provider.", providers)},
-			{"config", stringMap("Provider settings as strings, at most 256; e.g. token and location.", configKeyPattern,
-				"A setting name: 1-63 letters, digits, '_', '.' or '-'.", "A setting value, at most 4096 characters.")},
+			{"provider", enum("The cloud provider.", fieldrules.Providers)},
+			{"config", stringMap("Provider settings as strings, e.g. token and location", fieldrules.ConfigKey, "A setting name", "A setting value")},
 		})},
 		{"pool", record("A pool of capacity at a site, with its owner's quota and the tenants it is offered to.", []string{"name", "site", "class"}, obj{
 			{"name", ref("poolRef", "The pool's name in the document, or its id.")},
 			{"site", ref("siteRef", "The site that holds the pool.")},
-			{"class", enum("vps-host: hosts the platform owns; provider: servers bought through providerAccount.", poolClass)},
-			{"gpuModel", str("The GPU model of the pool's hosts, e.g. L40S: 1-63 letters, digits, '.', '_' or '-'.", kv{"pattern", gpuModelPattern})},
+			{"class", enum("vps-host: hosts the platform owns; provider: servers bought through providerAccount.", fieldrules.PoolClasses)},
+			{"gpuModel", pattern("The GPU model of the pool's hosts", fieldrules.GPUModel)},
 			{"policy", record("The pool's operating policy.", nil, obj{
 				{"disruptionBudget", obj{{"description", "The fraction of the pool's hosts that may be disrupted at once, from 0 to 1, e.g. 0.1."},
 					{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
 			})},
 			{"providerAccount", ref("name", "The provider account of a provider pool: required for class provider, forbidden for vps-host.")},
 			{"ownerQuota", ref("quota", "What the pool's owner keeps, per resource.")},
-			{"offers", obj{{"description", "The tenants the pool is offered to, at most 1000, at most one per tenant."},
-				{"type", "array"}, {"maxItems", maxItems}, {"items", obj{{"$ref", "#/$defs/offer"}}}}},
+			{"offers", obj{{"description", fmt.Sprintf("The tenants the pool is offered to, %d at most, at most one per tenant.", fieldrules.MaxItems)},
+				{"type", "array"}, {"maxItems", fieldrules.MaxItems}, {"items", obj{{"$ref", "#/$defs/offer"}}}}},
 		}, kv{"allOf", []obj{
-			{{"if", obj{{"properties", obj{{"class", obj{{"description", "A provider pool..."}, {"const", "provider"}}}}}, {"required", []string{"class"}}}},
+			{{"if", obj{{"properties", obj{{"class", obj{{"description", "A provider pool..."}, {"const", fieldrules.PoolClassProvider}}}}}, {"required", []string{"class"}}}},
 				{"then", obj{{"description", "...names its provider account."}, {"required", []string{"providerAccount"}}}}},
-			{{"if", obj{{"properties", obj{{"class", obj{{"description", "A vps-host pool..."}, {"const", "vps-host"}}}}}, {"required", []string{"class"}}}},
+			{{"if", obj{{"properties", obj{{"class", obj{{"description", "A vps-host pool..."}, {"const", fieldrules.PoolClassVPSHost}}}}}, {"required", []string{"class"}}}},
 				{"then", obj{{"description", "...has none."}, {"not", obj{{"required", []string{"providerAccount"}}}}}}},
 		}})},
 		{"offer", record("An offer of the pool to a tenant.", []string{"tenant"}, obj{
 			{"tenant", ref("name", "The tenant id, a name such as acme.")},
 			{"quota", ref("quota", "The tenant's maxima in the pool, per resource.")},
-			{"priority", integer("The offer's priority among the tenant's offers, 0 to 1000.", 0, maxPriority, kv{"default", 0})},
+			{"priority", integer("The offer's priority among the tenant's offers, "+fieldrules.Priority.Span()+", higher first.", fieldrules.Priority, kv{"default", 0})},
 		})},
 		{"flavor", record("A VM size sold from a pool.", []string{"pool", "name", "vcpu", "memoryGiB", "diskGiB"}, obj{
 			{"pool", ref("poolRef", "The pool the flavor is sold from.")},
 			{"name", ref("name", "The flavor's name within its pool, e.g. g1.small.")},
-			{"vcpu", integer("The number of virtual CPUs.", 1, maxVCPU)},
-			{"memoryGiB", integer("The memory, in GiB.", 1, maxMemoryGiB)},
-			{"diskGiB", integer("The disk size, in GiB.", 1, maxDiskGiB)},
-			{"gpu", integer("The number of GPUs.", 0, maxGPU, kv{"default", 0})},
+			{"vcpu", integer("The number of virtual CPUs.", fieldrules.VCPU)},
+			{"memoryGiB", integer("The memory, in GiB.", fieldrules.MemoryGiB)},
+			{"diskGiB", integer("The disk size, in GiB.", fieldrules.DiskGiB)},
+			{"gpu", integer("The number of GPUs.", fieldrules.GPU, kv{"default", 0})},
 		})},
 		{"sandboxTemplate", record("A sandbox shape (vps v0.5).", []string{"name", "pool", "flavor", "imageId", "network"}, obj{
 			{"name", ref("name", "The template's name.")},
 			{"pool", ref("poolRef", "The pool the sandboxes run in.")},
 			{"flavor", ref("name", "The name of a flavor of the pool.")},
-			{"imageId", str("The image the sandbox boots, e.g. ubuntu-24.04: 1-255 characters without whitespace or control characters.",
-				kv{"minLength", 1}, kv{"maxLength", 255}, kv{"pattern", imageIDPattern})},
-			{"env", stringMap("Environment variables of the sandbox, at most 256.", envNamePattern,
-				"A variable name: a letter or '_', then up to 254 letters, digits or '_'.", "A value, at most 4096 characters.")},
-			{"network", enum("private: no inbound access from the internet; public: reachable from it.", networks)},
+			{"imageId", append(pattern("The image the sandbox boots", fieldrules.ImageID), kv{"minLength", 1}, kv{"maxLength", fieldrules.MaxImageIDLen})},
+			{"env", stringMap("Environment variables of the sandbox", fieldrules.EnvName, "A variable name", "A value")},
+			{"network", enum("private: no inbound access from the internet; public: reachable from it.", fieldrules.Networks)},
 			{"warm", record("Sandboxes kept booted ahead of demand; min must not exceed max.", []string{"min", "max"}, obj{
-				{"min", integer("The least number of warm sandboxes (a count).", 0, maxWarm)},
-				{"max", integer("The most number of warm sandboxes (a count).", 0, maxWarm)},
+				{"min", integer("The least number of warm sandboxes (a count).", fieldrules.Warm)},
+				{"max", integer("The most number of warm sandboxes (a count).", fieldrules.Warm)},
 			})},
 		})},
 	}

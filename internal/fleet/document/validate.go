@@ -3,24 +3,22 @@ package document
 import (
 	"fmt"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/secretref"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 )
 
-// The rules in words, shared by the messages of Validate and Decode.
-const (
+// The rules in words, shared by the messages of Validate and Decode. Those of the rule table
+// are its own words.
+var (
 	nameNoun    = nameRule
+	tenantNoun  = "a tenant id of " + nameRule
+	flavorNoun  = "the name of a flavor of the pool: " + nameRule
 	siteRefNoun = "a site name (" + nameRule + ") or a site id (site_ and 26 upper-case Crockford base32 characters)"
 	poolRefNoun = "a pool name (" + nameRule + ") or a pool id (pool_ and 26 upper-case Crockford base32 characters)"
-	regionNoun  = "1-63 lower-case letters, digits or '-', starting with a letter or digit, e.g. eu-central"
-	gpuNoun     = "1-63 letters, digits, '.', '_' or '-', e.g. L40S"
-	imageNoun   = "1-255 characters without whitespace or control characters, e.g. ubuntu-24.04"
-	quotaNoun   = "a whole number from 0 to 9007199254740992 (2^53): a count, in GiB for memoryGiB and diskGiB"
+	quotaNoun   = fmt.Sprintf("a whole number from %d to %d (2^53): a count, in GiB for memoryGiB and diskGiB", fieldrules.Quota.Min, fieldrules.Quota.Max)
 
-	disruptionBudgetRule = "disruptionBudget must be a number from 0 to 1: the fraction of the pool's hosts that may be disrupted at once, e.g. 0.1"
+	disruptionBudgetRule = "disruptionBudget must be " + fieldrules.DisruptionBudgetRule
 )
 
 // Validate checks d against the rules of a version 1 document (specs/fleet-config.md, "The
@@ -87,16 +85,16 @@ func (c *checker) add(path, msg string) {
 
 // listLen checks the length n of the list at p.
 func (c *checker) listLen(p *path, n int) {
-	if n > maxItems {
+	if n > fieldrules.MaxItems {
 		s := p.String()
-		c.add(s, fmt.Sprintf("%s has %d items; at most %d are allowed", s, n, maxItems))
+		c.add(s, fieldrules.TooMany(s, n, fieldrules.MaxItems, "items"))
 	}
 }
 
 // mapLen checks the number n of keys of the map under key in the object at p.
 func (c *checker) mapLen(p *path, key string, n int) {
-	if n > maxKeys {
-		c.add(p.member(key), fmt.Sprintf("%s has %d keys; at most %d are allowed", key, n, maxKeys))
+	if n > fieldrules.MaxKeys {
+		c.add(p.member(key), fieldrules.TooMany(key, n, fieldrules.MaxKeys, "keys"))
 	}
 }
 
@@ -110,16 +108,34 @@ func (c *checker) need(p *path, key, v string, ok func(string) bool, rule string
 	}
 }
 
-func (c *checker) enum(p *path, key, v string, allowed []string) {
-	if v != "" && oneOf(v, allowed) {
-		return // the rule in words is only built for a message
+// match checks a required string field against a pattern of the rule table. (Like enum, it
+// passes need no method value: a closure over its argument would cost an allocation per call.)
+func (c *checker) match(p *path, key, v string, rule *fieldrules.Pattern) {
+	if !rule.Match(v) {
+		c.missingOr(p, key, v, rule.Rule())
 	}
-	c.need(p, key, v, func(s string) bool { return oneOf(s, allowed) }, strings.Join(allowed, " or "))
 }
 
-func (c *checker) intRange(p *path, key string, v, lo, hi int64, unit string) {
-	if v < lo || v > hi {
-		c.add(p.member(key), fmt.Sprintf("%s must be a whole number from %d to %d (%s)", key, lo, hi, unit))
+// enum checks a required string field against an enumeration of the rule table.
+func (c *checker) enum(p *path, key, v string, allowed fieldrules.Enum) {
+	if !allowed.Has(v) {
+		c.missingOr(p, key, v, allowed.Rule())
+	}
+}
+
+// missingOr reports the required field key, whose value v breaks rule: missing when empty.
+func (c *checker) missingOr(p *path, key, v, rule string) {
+	if v == "" {
+		c.add(p.member(key), key+" is required: "+rule)
+	} else {
+		c.add(p.member(key), key+" must be "+rule)
+	}
+}
+
+// intRange checks the whole number v of key against r; note, when set, follows r's unit.
+func (c *checker) intRange(p *path, key string, v int64, r fieldrules.Range, note string) {
+	if !r.Contains(v) {
+		c.add(p.member(key), fmt.Sprintf("%s must be a whole number from %d to %d (%s%s)", key, r.Min, r.Max, r.Unit, note))
 	}
 }
 
@@ -159,61 +175,52 @@ func (u *unique) check(c *checker, key string, i int, p *path, field, what strin
 func (c *checker) site(s *Site, p *path, u *unique, i int) {
 	c.need(p, "name", s.Name, isSiteRef, siteRefNoun)
 	u.check(c, s.Name, i, p, "name", "name")
-	c.enum(p, "kind", s.Kind, siteKinds)
-	c.need(p, "region", s.Region, isRegion, regionNoun)
+	c.enum(p, "kind", s.Kind, fieldrules.SiteKinds)
+	c.match(p, "region", s.Region, fieldrules.Region)
 }
 
 func (c *checker) providerAccount(a *ProviderAccount, p *path, u *unique, i int) {
 	c.need(p, "name", a.Name, isName, nameNoun)
 	u.check(c, a.Name, i, p, "name", "name")
-	c.enum(p, "provider", a.Provider, providers)
+	c.enum(p, "provider", a.Provider, fieldrules.Providers)
 	c.mapLen(p, "config", len(a.Config))
 	c.keys = sortedKeys(c.keys, a.Config)
 	for _, k := range c.keys {
-		if !isConfigKey(k) {
-			c.add(join(p.member("config"), k), "config keys must be 1-63 letters, digits, '_', '.' or '-'")
+		if !fieldrules.ConfigKey.Match(k) {
+			c.add(join(p.member("config"), k), "config keys must be "+fieldrules.ConfigKey.Rule())
 		}
-		c.secretValue(p, "config", k, a.Config[k], secretref.IsCredentialName(k))
+		c.secretValue(p, "config", k, a.Config[k])
 	}
 }
 
 // secretValue checks the value v of key in the map field of the object at p (config or env). It
 // never puts the value in a message.
-func (c *checker) secretValue(p *path, field, key, v string, secretBearing bool) {
-	if len(v) > maxValueLen { // more bytes than allowed characters: count them
-		if n := utf8.RuneCountInString(v); n > maxValueLen {
-			c.add(join(p.member(field), key), fmt.Sprintf("the value is %d characters long; at most %d are allowed", n, maxValueLen))
-		}
+func (c *checker) secretValue(p *path, field, key, v string) {
+	if msg := fieldrules.CheckValueLen(v); msg != "" {
+		c.add(join(p.member(field), key), msg)
 	}
-	if !secretBearing || secretref.IsRef(v) {
-		return
+	if msg := fieldrules.CheckCredential(key, v); msg != "" {
+		c.add(join(p.member(field), key), msg)
 	}
-	for _, scheme := range []string{"secret:", "vault:", "env:"} {
-		if strings.HasPrefix(v, scheme) {
-			c.add(join(p.member(field), key), key+" is not a well-formed secret reference; write it as "+secretRefRule)
-			return
-		}
-	}
-	c.add(join(p.member(field), key), key+" names a credential, so its value must be a secret reference, not a literal secret: "+storeSecret)
 }
 
 func (c *checker) pool(pl *Pool, p *path, u *unique, i int) {
 	c.need(p, "name", pl.Name, isPoolRef, poolRefNoun)
 	u.check(c, pl.Name, i, p, "name", "name")
 	c.need(p, "site", pl.Site, isSiteRef, siteRefNoun)
-	c.enum(p, "class", pl.Class, poolClass)
-	if pl.GPUModel != "" && !isGPUModel(pl.GPUModel) {
-		c.add(p.member("gpuModel"), "gpuModel must be "+gpuNoun)
+	c.enum(p, "class", pl.Class, fieldrules.PoolClasses)
+	if pl.GPUModel != "" && !fieldrules.GPUModel.Match(pl.GPUModel) {
+		c.add(p.member("gpuModel"), "gpuModel must be "+fieldrules.GPUModel.Rule())
 	}
 	if pl.Policy != nil && pl.Policy.DisruptionBudget != nil {
-		if b := *pl.Policy.DisruptionBudget; !(b >= 0 && b <= 1) { // NaN fails too
+		if !fieldrules.ValidDisruptionBudget(*pl.Policy.DisruptionBudget) { // NaN fails too
 			c.add(join(p.member("policy"), "disruptionBudget"), disruptionBudgetRule)
 		}
 	}
 	switch {
-	case pl.Class == "provider" && pl.ProviderAccount == "":
+	case pl.Class == fieldrules.PoolClassProvider && pl.ProviderAccount == "":
 		c.add(p.member("providerAccount"), "providerAccount is required when class is provider; name the provider account the pool buys servers from")
-	case pl.Class == "vps-host" && pl.ProviderAccount != "":
+	case pl.Class == fieldrules.PoolClassVPSHost && pl.ProviderAccount != "":
 		c.add(p.member("providerAccount"), "providerAccount is only for class provider; remove it, or set class to provider")
 	case pl.ProviderAccount != "" && !isName(pl.ProviderAccount):
 		c.add(p.member("providerAccount"), "providerAccount must be "+nameNoun)
@@ -230,20 +237,20 @@ func (c *checker) quota(p *path, key string, q map[string]int64) {
 	c.mapLen(p, key, len(q))
 	c.keys = sortedKeys(c.keys, q)
 	for _, k := range c.keys {
-		if !isResource(k) {
-			c.add(join(p.member(key), k), key+" keys must be resource names: a letter, then up to 63 letters, digits, '.', '_' or '-' (vcpu, memoryGiB, diskGiB, gpu, sandboxes)")
+		if !fieldrules.Resource.Match(k) {
+			c.add(join(p.member(key), k), key+" keys must be resource names: "+fieldrules.Resource.Rule())
 		}
-		if v := q[k]; v < 0 || v > maxQuota {
+		if !fieldrules.Quota.Contains(q[k]) {
 			c.add(join(p.member(key), k), key+" values must be "+quotaNoun)
 		}
 	}
 }
 
 func (c *checker) offer(o *Offer, p *path, u *unique, i int) {
-	c.need(p, "tenant", o.Tenant, isName, "a tenant id of "+nameNoun)
+	c.need(p, "tenant", o.Tenant, isName, tenantNoun)
 	u.check(c, o.Tenant, i, p, "tenant", "tenant")
 	c.quota(p, "quota", o.Quota)
-	c.intRange(p, "priority", int64(o.Priority), 0, maxPriority, "0 when left out")
+	c.intRange(p, "priority", int64(o.Priority), fieldrules.Priority, ", 0 when left out")
 }
 
 func (c *checker) flavor(f *Flavor, p *path, u *unique, i int) {
@@ -252,32 +259,32 @@ func (c *checker) flavor(f *Flavor, p *path, u *unique, i int) {
 	if f.Pool != "" && f.Name != "" {
 		u.check(c, f.Pool+"\x00"+f.Name, i, p, "name", "pool and name")
 	}
-	c.intRange(p, "vcpu", int64(f.VCPU), 1, maxVCPU, "virtual CPUs")
-	c.intRange(p, "memoryGiB", int64(f.MemoryGiB), 1, maxMemoryGiB, "GiB")
-	c.intRange(p, "diskGiB", int64(f.DiskGiB), 1, maxDiskGiB, "GiB")
-	c.intRange(p, "gpu", int64(f.GPU), 0, maxGPU, "GPUs, 0 when left out")
+	c.intRange(p, "vcpu", int64(f.VCPU), fieldrules.VCPU, "")
+	c.intRange(p, "memoryGiB", int64(f.MemoryGiB), fieldrules.MemoryGiB, "")
+	c.intRange(p, "diskGiB", int64(f.DiskGiB), fieldrules.DiskGiB, "")
+	c.intRange(p, "gpu", int64(f.GPU), fieldrules.GPU, ", 0 when left out")
 }
 
 func (c *checker) template(t *SandboxTemplate, p *path, u *unique, i int) {
 	c.need(p, "name", t.Name, isName, nameNoun)
 	u.check(c, t.Name, i, p, "name", "name")
 	c.need(p, "pool", t.Pool, isPoolRef, poolRefNoun)
-	c.need(p, "flavor", t.Flavor, isName, "the name of a flavor of the pool: "+nameNoun)
-	c.need(p, "imageId", t.ImageID, isImageID, imageNoun)
+	c.need(p, "flavor", t.Flavor, isName, flavorNoun)
+	c.match(p, "imageId", t.ImageID, fieldrules.ImageID)
 	c.mapLen(p, "env", len(t.Env))
 	c.keys = sortedKeys(c.keys, t.Env)
 	for _, k := range c.keys {
-		if !isEnvName(k) {
-			c.add(join(p.member("env"), k), "env names must be a letter or '_', then up to 254 letters, digits or '_'")
+		if !fieldrules.EnvName.Match(k) {
+			c.add(join(p.member("env"), k), "env names must be "+fieldrules.EnvName.Rule())
 		}
-		c.secretValue(p, "env", k, t.Env[k], secretref.IsCredentialName(k))
+		c.secretValue(p, "env", k, t.Env[k])
 	}
-	c.enum(p, "network", t.Network, networks)
+	c.enum(p, "network", t.Network, fieldrules.Networks)
 	if t.Warm != nil {
 		wp := &path{up: p, key: "warm", i: -1}
-		c.intRange(wp, "min", int64(t.Warm.Min), 0, maxWarm, "warm sandboxes")
-		c.intRange(wp, "max", int64(t.Warm.Max), 0, maxWarm, "warm sandboxes")
-		if t.Warm.Min > t.Warm.Max && t.Warm.Min <= maxWarm && t.Warm.Max >= 0 {
+		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")
+		c.intRange(wp, "max", int64(t.Warm.Max), fieldrules.Warm, "")
+		if t.Warm.Min > t.Warm.Max && fieldrules.Warm.Contains(int64(t.Warm.Min)) && fieldrules.Warm.Contains(int64(t.Warm.Max)) {
 			c.add(wp.member("min"), "min must not exceed max; raise max or lower min")
 			if c.deps == nil {
 				c.deps = make(map[int]string)

@@ -449,7 +449,11 @@ func TestRecoveryAfterRestart(t *testing.T) {
 		t.Errorf("a second driver on the same directory: %v, want refused naming this process", err)
 	}
 	d1.Close()
-	time.Sleep(500 * time.Millisecond) // "short" ends while no driver runs
+	// "short" ends while no driver runs: its supervisor writes result.json.
+	testkit.WaitFor(t, 20*time.Second, "short's result while no driver runs", func() bool {
+		_, err := os.Stat(filepath.Join(cfg.Dir, "short", "result.json"))
+		return err == nil
+	})
 
 	d2 := newDriver(t, cfg)
 	ctx := testCtx(t)
