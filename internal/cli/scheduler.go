@@ -6,22 +6,68 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/simulate"
 )
 
 func newSchedulerCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("scheduler", "Check a scheduler configuration, simulate placements",
-		`Work with the scheduler's configuration offline: no server is needed. docs/scheduler.md
-describes every key, the profiles and the simulate report.`)
-	cmd.AddCommand(newSchedulerCheckCmd(), newSchedulerSimulateCmd())
+		`check and simulate work offline (no server needed); status asks the control plane.
+docs/scheduler.md describes every key, the profiles and the simulate report.`)
+	cmd.AddCommand(newSchedulerCheckCmd(), newSchedulerSimulateCmd(), newSchedulerStatusCmd())
 	return cmd
+}
+
+func newSchedulerStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the server's scheduler: the configuration in force, the lease holder, the reservations",
+		Long: `Ask the control plane (scheduler.status, permission scheduler:read on tenant/root) for the
+scheduler configuration in force, whether the replica that answered holds the scheduler lease
+(it makes the placement decisions), and the reservations outstanding: sandboxes placed whose
+nodes have not listed them yet.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out api.SchedulerStatus
+			if err := call(cmd, "scheduler.status", map[string]any{}, &out); err != nil {
+				return err
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				c := out.Config
+				holder := "no (it forwards placements to the holder)"
+				if out.LeaseHolder {
+					holder = "yes (this replica places sandboxes)"
+				}
+				if err := printFields(w, 13, [][2]string{
+					{"Profile", c.Profile},
+					{"Pick", fmt.Sprintf("%s among the top %d", c.LeastSelectName, c.PrioritySelectNum)},
+					{"Filters", strings.Join(c.Filter.EnableFilters, ", ")},
+					{"Scorers", strings.Join(c.Score.EnableScorers, ", ")},
+					{"Lease holder", holder},
+					{"Reservations", strconv.Itoa(len(out.Reservations))},
+				}); err != nil {
+					return err
+				}
+				if len(out.Reservations) == 0 {
+					return nil
+				}
+				fmt.Fprintln(w)
+				rows := make([][]string, 0, len(out.Reservations))
+				for _, r := range out.Reservations {
+					rows = append(rows, []string{r.SandboxID, r.NodeID, r.Pool, cores(r.CPU), gib(r.MemoryMiB) + "Gi"})
+				}
+				return printTable(w, []string{"SANDBOX", "NODE", "POOL", "CPU", "MEMORY"}, rows)
+			})
+		},
+	}
 }
 
 // schedulerCheck is the --output json result of `scheduler check`.

@@ -112,3 +112,23 @@ func TestSchedulerSimulate(t *testing.T) {
 		t.Errorf("bad workload: exit %d %s", code, errOut)
 	}
 }
+
+func TestSchedulerStatus(t *testing.T) {
+	c := mustServe(t, "")
+	out := c.admin("scheduler", "status")
+	for _, want := range []string{"Profile:      balanced_spread", "Pick:         random among the top 3", "Reservations: 0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	js := c.admin("scheduler", "status", "-o", "json")
+	var st struct {
+		Config struct {
+			Profile string `json:"profile"`
+		} `json:"config"`
+		Reservations []any `json:"reservations"`
+	}
+	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Config.Profile != "balanced_spread" || st.Reservations == nil {
+		t.Errorf("json: %v %s", err, js)
+	}
+}
