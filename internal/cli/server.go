@@ -153,6 +153,7 @@ with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 	f.DurationVar(&cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
+	f.StringVar(&cfg.CubeMasterListen, "cubemaster-listen", "", "address to answer as CubeMaster on for the one-click scripts (port 8089: GET /notify/health, /internal/meta/nodes), with the node-agent routes")
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")

@@ -47,9 +47,11 @@ func (s *Server) newLane() error {
 	return nil
 }
 
-// runScheduler runs the placement lane (the scheduler lease, the reservations' group commits,
-// the requests forwarded by other replicas) and drops expired reservations, until ctx ends.
+// runScheduler feeds the scheduler from the node registry, runs the placement lane (the
+// scheduler lease, the reservations' group commits, the requests forwarded by other replicas)
+// and drops expired reservations, until ctx ends.
 func (s *Server) runScheduler(ctx context.Context) {
+	go s.lane.Scheduler().Follow(ctx, s.nodes)
 	go func() {
 		t := time.NewTicker(expireEvery)
 		defer t.Stop()

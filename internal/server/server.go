@@ -120,6 +120,11 @@ type Config struct {
 	// TLSReloadEvery is how often, at most, the TLS files are looked at for a new pair. Zero
 	// means DefaultTLSReloadEvery (2 s).
 	TLSReloadEvery time.Duration
+	// CubeMasterListen, when set, is --cubemaster-listen: a TCP address (CubeMaster's port
+	// 8089, say) that serves CubeMaster's surface for the one-click scripts (GET /notify/health,
+	// GET /internal/meta/nodes[/{node_id}]) with the node-agent and internal nodes routes, as
+	// the internal listener does. "" serves them only there.
+	CubeMasterListen string
 	// SchedulerConfig is --scheduler-config: a cubemaster.yaml-shaped file whose scheduler
 	// section configures placement (docs/scheduler.md). "" means the defaults (profile
 	// balanced_spread). An invalid file fails New; ReloadSchedulerConfig re-reads it (SIGHUP).
@@ -237,6 +242,8 @@ type Server struct {
 	nodeHTTP  *nodehttp.Handler
 	inLn      net.Listener  // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
+	cmLn      net.Listener  // --cubemaster-listen, or nil
+	cmHTTP    *http.Server  // serves cmLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	openapi   []byte
@@ -294,6 +301,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 					cfg.InternalListen, cfg.Listen, err)
 			}
 			return nil, fmt.Errorf("internal listen: %w", err)
+		}
+	}
+	if cfg.CubeMasterListen != "" {
+		if s.cmLn, err = net.Listen("tcp", cfg.CubeMasterListen); err != nil {
+			return nil, fmt.Errorf("--cubemaster-listen: %w", err)
 		}
 	}
 	if s.db == nil {
@@ -379,6 +391,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			s.inHTTP.TLSConfig = s.tls.tlsConfig()
 		}
 	}
+	if s.cmLn != nil {
+		s.cmHTTP = &http.Server{
+			Handler:           s.internalRoutes(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       time.Minute,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          newErrorLog(log, time.Now),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
+		if s.tls != nil {
+			s.cmHTTP.TLSConfig = s.tls.tlsConfig()
+		}
+	}
 	if cfg.Dev && !isLoopback(s.ln.Addr()) {
 		log.Warn("--dev on a non-loopback address: dev mode is meant for loopback only", "addr", s.ln.Addr().String())
 	}
@@ -426,6 +451,14 @@ func (s *Server) scheme() string {
 // New, or "" when this start did not bootstrap (the database was initialized before).
 func (s *Server) AdminTokenPath() string { return s.tokenPath }
 
+// CubeMasterURL returns the base URL of --cubemaster-listen ("" without it); https:// with TLS.
+func (s *Server) CubeMasterURL() string {
+	if s.cmLn == nil {
+		return ""
+	}
+	return s.scheme() + "://" + s.cmLn.Addr().String()
+}
+
 // InternalURL returns the base URL of the node-agent and internal nodes routes: the
 // --internal-listen address when set, else the same as URL; https:// with TLS.
 func (s *Server) InternalURL() string {
@@ -447,16 +480,26 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // Serve serves HTTP (HTTPS with TLS) until ctx ends, then shuts down gracefully (requests in flight get up to
 // 15 s) and closes the store. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 2)
-	serve := func(srv *http.Server, ln net.Listener) error {
-		if srv.TLSConfig != nil {
-			return srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
-		}
-		return srv.Serve(ln)
+	type listener struct {
+		srv *http.Server
+		ln  net.Listener
 	}
-	go func() { errc <- serve(s.http, s.ln) }()
+	servers := []listener{{s.http, s.ln}}
 	if s.inHTTP != nil {
-		go func() { errc <- serve(s.inHTTP, s.inLn) }()
+		servers = append(servers, listener{s.inHTTP, s.inLn})
+	}
+	if s.cmHTTP != nil {
+		servers = append(servers, listener{s.cmHTTP, s.cmLn})
+	}
+	errc := make(chan error, len(servers))
+	for _, l := range servers {
+		go func() {
+			if l.srv.TLSConfig != nil {
+				errc <- l.srv.ServeTLS(l.ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+				return
+			}
+			errc <- l.srv.Serve(l.ln)
+		}()
 	}
 	// The node registry stops after the HTTP servers (no report arrives any more) and before
 	// the store closes, so its last flush writes everything it holds.
@@ -480,24 +523,19 @@ func (s *Server) Serve(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-errc:
-		s.http.Close()
-		if s.inHTTP != nil {
-			s.inHTTP.Close()
+		for _, l := range servers {
+			l.srv.Close()
 		}
 	case <-ctx.Done():
 		s.log.Info("shutting down")
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-		err = s.http.Shutdown(sctx)
-		if s.inHTTP != nil {
-			if ierr := s.inHTTP.Shutdown(sctx); err == nil {
-				err = ierr
+		for _, l := range servers {
+			if serr := l.srv.Shutdown(sctx); err == nil {
+				err = serr
 			}
 		}
 		cancel()
-		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-			err = serr
-		}
-		if s.inHTTP != nil {
+		for range servers {
 			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 				err = serr
 			}
@@ -506,6 +544,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	// The loops stop while the store is open: the scheduler writes what it queued and hands
+	// its lease over, so another replica takes over at once.
+	stopLoops()
+	wg.Wait()
 	stopNodes()
 	<-listDone
 	if nerr := <-nodesDone; err == nil {
@@ -572,6 +614,9 @@ func (s *Server) Close() error {
 		}
 		if s.inLn != nil {
 			s.inLn.Close()
+		}
+		if s.cmLn != nil {
+			s.cmLn.Close()
 		}
 		if s.ownsDB && s.db != nil {
 			s.closeErr = s.db.Close()

@@ -125,7 +125,7 @@ func (j *journal) take(max int) []op {
 	return batch
 }
 
-// written marks the first n ops of the queue written.
+// written marks batch, the head of the queue, written.
 func (j *journal) written(batch []op) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
