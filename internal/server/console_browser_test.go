@@ -253,7 +253,7 @@ func (e *testEnv) stockNodes() {
 	e.t.Helper()
 	e.makePool("fra-cubes")
 	agentURL := e.srv.InternalURL() + "/internal/v1/node-agent/nodes/"
-	status, err := os.ReadFile(filepath.Join("..", "nodes", "testdata", "status.json"))
+	status, err := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "status.json"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
