@@ -288,4 +288,3 @@ func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
 		"retryAfterSeconds": int(DefaultRetryAfter / time.Second),
 	}}
 }
-
