@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The control-plane checks of the one-click compute quickcheck.sh (specs/cubesandbox-node-agent.md
-# §5, checks 3 and 4), as the spec describes them: curl with a 5 s connect timeout and a 10 s
-# maximum, probed every 2 s until CUBE_QUICKCHECK_READY_TIMEOUT (default 120 s, 0: one probe).
-#   (3) GET http://<master>/notify/health succeeds
-#   (4) GET http://<ops>/internal/v1/nodes/<CUBE_SANDBOX_NODE_IP> contains "IP":"<ip>"
+# §5), with the requests upstream's script makes: `curl -fsS`, the body piped to a search.
+#   (3)  GET http://<master>/notify/health succeeds
+#   (4)  GET http://<ops>/internal/v1/nodes/<CUBE_SANDBOX_NODE_IP> contains "IP":"<ip>" (current)
+#   (4') GET http://<master>/internal/meta/nodes/<ip> contains "host_ip":"<ip>" (the older script,
+#        TencentCloud/CubeSandbox@1ef7499, which greps it with `rg -q`; grep -q reads the same
+#        pattern the same way)
+# Each is probed every 2 s until CUBE_QUICKCHECK_READY_TIMEOUT (default 120 s, 0: one probe).
 # Usage: quickcheck-control-plane.sh MASTER_ADDR OPS_ADDR NODE_IP
 set -u
 master=$1 ops=$2 ip=$3
 budget=${CUBE_QUICKCHECK_READY_TIMEOUT:-120}
-curl_get() { curl -sS --connect-timeout 5 --max-time 10 "$@"; }
-check_master() { curl_get -f -o /dev/null "http://${master}/notify/health"; }
-check_node() { curl_get -f "http://${ops}/internal/v1/nodes/${ip}" | grep -qF "\"IP\":\"${ip}\""; }
+check_master() { curl -fsS "http://${master}/notify/health" >/dev/null; }
+check_node() { curl -fsS "http://${ops}/internal/v1/nodes/${ip}" | grep -qF "\"IP\":\"${ip}\""; }
+check_meta() { curl -fsS "http://${master}/internal/meta/nodes/${ip}" | grep -q "\"host_ip\":\"${ip}\""; }
 wait_for() {
 	local what=$1 check=$2 deadline=$((SECONDS + budget))
 	while :; do
@@ -21,3 +24,4 @@ wait_for() {
 }
 wait_for "CubeMaster health at ${master}" check_master || exit 1
 wait_for "node ${ip} registered at ${ops}" check_node || exit 1
+wait_for "node ${ip} listed by CubeMaster at ${master}" check_meta || exit 1
