@@ -52,7 +52,7 @@ func (p HealthPolicy) Window(interval time.Duration) time.Duration {
 // receive work; the wire's Healthy is exactly state == Ready.
 func Health(now time.Time, h Heartbeats, p HealthPolicy) State {
 	w := p.Window(h.Interval)
-	if h.Last.Before(p.Started) && now.Sub(p.Started) <= w {
+	if !p.since(h.Last) && now.Sub(p.Started) <= w {
 		return StateUnknown
 	}
 	age := now.Sub(h.Last)
@@ -79,10 +79,26 @@ func (p HealthPolicy) state(n *node, now int64) State {
 	return Health(time.UnixMilli(now), n.heartbeats(), p)
 }
 
-// reportedSinceStart reports whether n's last report (or registration) arrived after this
-// server started: only such a node can be Ready. Requires n.mu.
+// since reports whether a report that arrived at last arrived since this server started (at
+// or after Started): the one rule of "reported since the start" that Health, the views and the
+// scheduler's ReportedSinceStart share.
+func (p HealthPolicy) since(last time.Time) bool { return !last.Before(p.Started) }
+
+// reportedSinceStart reports whether n's last report (or registration) arrived since this
+// server started: only such a node can be Ready or a scheduling candidate. Requires n.mu.
 func (p HealthPolicy) reportedSinceStart(n *node) bool {
-	return !time.UnixMilli(n.reportedAt).Before(p.Started)
+	return p.since(time.UnixMilli(n.reportedAt))
+}
+
+// readyUntil is the last instant (Unix ms) at which Health calls n Ready for what it reported,
+// or 0 when it does not call it Ready at all: Health is Ready exactly while the node reported
+// since the start, its Ready condition is True and now - Last <= its window (which is shorter
+// than LostAfter), TestReadyUntilIsHealth. Requires n.mu.
+func (p HealthPolicy) readyUntil(n *node) int64 {
+	if !n.ready || !p.reportedSinceStart(n) {
+		return 0
+	}
+	return n.reportedAt + p.Window(time.Duration(n.interval)*time.Millisecond).Milliseconds()
 }
 
 // observeInterval folds the gap between n's previous status report and this one, at now

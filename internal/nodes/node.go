@@ -72,6 +72,7 @@ type node struct {
 	hasDiskUsage      bool
 	metricAt          int64 // Unix ms, the node's metric_time (clamped)
 	metricLocalAt     int64 // Unix ms, when the control plane received the last metrics
+	learnedAt         int64 // Unix ms, when this replica last learned of a report (its own, or another replica's)
 	inventoryDirty    bool  // images or templates changed since the last TakeStatus
 
 	// Hashes of the raw inventory last applied, so an unchanged one is not decoded again.

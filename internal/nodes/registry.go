@@ -88,9 +88,13 @@ type Registry struct {
 	set    nodeSet
 	regMu  sync.Mutex
 
-	pools   atomic.Pointer[poolIndex]
-	m       *metrics
-	listGen atomic.Uint64 // +1 whenever the node list changes beyond the per-report fields
+	pools atomic.Pointer[poolIndex]
+
+	// The scheduler's subscriptions (Subscribe): copied on write under subMu.
+	subMu       sync.Mutex
+	subscribers atomic.Pointer[[]*subscriber]
+	m           *metrics
+	listGen     atomic.Uint64 // +1 whenever the node list changes beyond the per-report fields
 }
 
 // New returns a registry holding every node cfg.Store holds. A restored node is Unknown until
@@ -124,6 +128,10 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 
 // HeartbeatTimeout is the configured heartbeat timeout: the shortest heartbeat window.
 func (r *Registry) HeartbeatTimeout() time.Duration { return r.cfg.HeartbeatTimeout }
+
+// HealthPolicy is what Health judges this registry's nodes by: the configured timeouts and
+// when the registry started.
+func (r *Registry) HealthPolicy() HealthPolicy { return r.health }
 
 // LostAfter is the configured lost-after duration.
 func (r *Registry) LostAfter() time.Duration { return r.cfg.LostAfter }

@@ -72,6 +72,7 @@ func (r *Registry) Report(ctx context.Context, id string, sr *nodeapi.StatusRequ
 	if ch.listed {
 		r.listGen.Add(1)
 	}
+	r.notify(n)
 	return dst, nil
 }
 
@@ -128,7 +129,7 @@ func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Se
 		hb = min(req.HeartbeatTime.UnixMilli(), now) // future heartbeat times are clamped
 	}
 	health.observeInterval(n, now)
-	n.reportedAt, n.heartbeatAt = now, hb
+	n.reportedAt, n.heartbeatAt, n.learnedAt = now, hb, now
 	conds := make([]nodeapi.Condition, len(req.Conditions))
 	copy(conds, req.Conditions)
 	n.conditions, n.ready = conds, readyOf(conds)
