@@ -122,7 +122,8 @@ func TestSchedulerFeed(t *testing.T) {
 
 // TestReadyUntilIsHealth: the instant the scheduler stops placing on a node is the instant
 // Health stops calling it Ready: after one report (its interval not observed), after reports
-// 10 s apart (its window is then 20 s), and never for a node with no report since a restart.
+// 10 s apart (its window is then 20 s), after a slower one (the scheduler's report period is the
+// same smoothed interval), and never for a node with no report since a restart.
 func TestReadyUntilIsHealth(t *testing.T) {
 	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
 		ctx := context.Background()
@@ -166,6 +167,17 @@ func TestReadyUntilIsHealth(t *testing.T) {
 		check("reports 10 s apart", e)
 		if all, _ := e.Reg.Nodes(ctx); all[0].Cubefleet || all[0].ReportPeriod != 10*time.Second {
 			t.Errorf("a stock Cubelet reporting every 10 s: cubefleet %v, report period %s", all[0].Cubefleet, all[0].ReportPeriod)
+		}
+		// A slower report: the period behind the metrics' freshness is the smoothed interval the
+		// window is twice of (10 s moved half way to 20 s), not the last gap.
+		e.Clock.Add(20 * time.Second)
+		if err := c.Status("10.0.0.9", nodetest.Status()); err != nil {
+			t.Fatal(err)
+		}
+		check("a gap of 20 s", e)
+		v, _ := e.Reg.Get(ctx, "10.0.0.9")
+		if all, _ := e.Reg.Nodes(ctx); all[0].ReportPeriod != 15*time.Second || v.ReportIntervalMs != 15000 || v.HeartbeatWindowMs != 30000 {
+			t.Errorf("after a gap of 20 s: report period %s, observed interval %d ms, window %d ms; want 15 s, 15000, 30000", all[0].ReportPeriod, v.ReportIntervalMs, v.HeartbeatWindowMs)
 		}
 		e.Clock.Add(time.Second)
 		e = e.Restart()
