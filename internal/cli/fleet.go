@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 )
@@ -151,6 +152,9 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 			if pl.Summary.Blocked {
 				return blockedPlanError(pl)
 			}
+			if !wantJSON(cmd) {
+				printHowToApply(stdio.Out, pl, applyCommand(cmd, args[0], f, false, pl.PlanHash))
+			}
 			if f.failOnDrift && len(pl.Calls) > 0 {
 				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %s would run", args[0], plural(len(pl.Calls), "call", "calls"))
 			}
@@ -174,7 +178,11 @@ func planDocument(ctx context.Context, c apiCaller, stdio IO, path string, f pla
 	return &pl, doc, err
 }
 
+// blockedPlanError returns PLAN_BLOCKED for a blocked plan, else nil.
 func blockedPlanError(pl *fleet.Plan) error {
+	if !pl.Summary.Blocked {
+		return nil
+	}
 	n := 0
 	for _, c := range pl.Changes {
 		if c.Blocked {
@@ -182,6 +190,41 @@ func blockedPlanError(pl *fleet.Plan) error {
 		}
 	}
 	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%s blocked; fix the document (each blocked line says why)", plural(n, "change is", "changes are"))
+}
+
+// applyCommand returns the command line that applies exactly the plan with hash planHash of
+// the document file: `cubefleet fleet apply FILE --tenant T`, the flags that change what is
+// applied or where (--prune, --deny-delete, --url, --token-file, --ca-file, as given), and
+// --plan-hash, each argument quoted for the shell.
+func applyCommand(cmd *cobra.Command, file string, f planFlags, denyDelete bool, planHash string) string {
+	args := []string{"cubefleet", "fleet", "apply", file, "--tenant", f.tenant}
+	if f.prune {
+		args = append(args, "--prune")
+	}
+	if denyDelete {
+		args = append(args, "--deny-delete")
+	}
+	for _, name := range []string{flagURL, flagTokenFile, flagCAFile} {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			args = append(args, "--"+name, fl.Value.String())
+		}
+	}
+	args = append(args, "--plan-hash", planHash)
+	for i, a := range args {
+		args[i] = envfile.Quote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+// printHowToApply ends a text plan that is not blocked with the command that applies exactly
+// it; a plan without calls applies nothing, and its command only records the document as the
+// applied one (the drift baseline).
+func printHowToApply(w io.Writer, pl *fleet.Plan, command string) {
+	if len(pl.Calls) == 0 {
+		linef(w, "\nNothing to apply. To record this document as the applied one anyway (the drift baseline):\n  %s\n", command)
+		return
+	}
+	linef(w, "\nTo apply exactly this plan (%s):\n  %s\n", plural(len(pl.Calls), "call", "calls"), command)
 }
 
 // printFleetPlan prints one line per change that does something (an update followed by one
@@ -225,6 +268,18 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 			linef(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
 		}
 	}
+	if n := len(pl.NotInDocument); n > 0 {
+		them := "them"
+		if n == 1 {
+			them = "it"
+		}
+		linef(w, "%s not in the document (kept; --prune would delete %s)\n", plural(n, "object", "objects"), them)
+		if calls {
+			for _, o := range pl.NotInDocument {
+				linef(w, "  %s %s\n", o.Kind, o.Name)
+			}
+		}
+	}
 	if calls {
 		for i, c := range pl.Calls {
 			var in bytes.Buffer
@@ -263,19 +318,19 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			if human {
 				printFleetPlan(stdio.Out, pl, f.calls)
 			}
-			if pl.Summary.Blocked {
+			refusal := blockedPlanError(pl)
+			if !pl.Summary.Blocked && denyDelete {
+				refusal = fleet.DenyDeleteRefusal(pl)
+			}
+			if refusal != nil {
 				if !human {
 					emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 				}
-				return blockedPlanError(pl)
+				return refusal
 			}
 			if !yes && planHash == "" {
 				if human {
-					prune := ""
-					if f.prune {
-						prune = " --prune"
-					}
-					linef(stdio.Out, "\nTo apply exactly this plan:\n  cubefleet fleet apply %s --tenant %s%s --plan-hash %s\n", args[0], f.tenant, prune, pl.PlanHash)
+					printHowToApply(stdio.Out, pl, applyCommand(cmd, args[0], f, denyDelete, pl.PlanHash))
 					return nil
 				}
 				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
