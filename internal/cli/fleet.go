@@ -16,6 +16,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 )
 
 // apiCaller is what the fleet commands need of the API client.
@@ -385,7 +386,7 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 					return err
 				}
 			} else {
-				printStatus(stdio.Out, &st)
+				printStatus(stdio.Out, &st, check)
 			}
 			if failOnDrift && st.Drift != nil {
 				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "tenant %s has drifted from its applied document", tenant)
@@ -400,10 +401,11 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 	return cmd
 }
 
-// printStatus prints who applied the tenant's document and when, when it was last checked, the
-// drift ignore rules in force, and the recorded drift: its counts, then its changes grouped by
-// kind in the plan notation (fleet.ChangeLine, as the console shows them).
-func printStatus(w io.Writer, st *fleet.Status) {
+// printStatus prints who applied the tenant's document and when, when it was last checked (and
+// how long ago, by the server's clock; checked says this command ran the check), the drift
+// ignore rules in force, and the recorded drift: its counts, then its changes grouped by kind
+// in the plan notation (fleet.ChangeLine, as the console shows them).
+func printStatus(w io.Writer, st *fleet.Status, checked bool) {
 	if st.Applied == nil {
 		linef(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
 		return
@@ -411,7 +413,14 @@ func printStatus(w io.Writer, st *fleet.Status) {
 	a := st.Applied
 	linef(w, "Tenant:     %s\n", st.TenantID)
 	linef(w, "Applied:    %s by %s (plan %s, prune %v)\n", formatTime(a.AppliedAt), a.AppliedBy, a.PlanHash, a.Prune)
-	linef(w, "Checked:    %s\n", formatTimePtr(a.CheckedAt))
+	switch {
+	case checked:
+		linef(w, "Checked:    %s (just now, by --check)\n", formatTimePtr(a.CheckedAt))
+	case a.CheckedAt != nil && st.Now != 0:
+		linef(w, "Checked:    %s (%s; --check checks now)\n", formatTimePtr(a.CheckedAt), nodetext.Ago(st.Now, *a.CheckedAt))
+	default:
+		linef(w, "Checked:    %s (--check checks now)\n", formatTimePtr(a.CheckedAt))
+	}
 	if len(st.DriftIgnore) > 0 {
 		linef(w, "Ignoring:   %s (drift only; plan and apply still compare them)\n", strings.Join(st.DriftIgnore, ", "))
 	}
