@@ -26,8 +26,73 @@ type apiCaller interface {
 
 func newFleetCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("fleet", "Fleet as code: export, plan, apply and watch the fleet document", "")
-	cmd.AddCommand(newFleetExportCmd(stdio), newFleetPlanCmd(stdio), newFleetApplyCmd(stdio), newFleetStatusCmd(stdio), newFleetSchemaCmd(stdio))
+	cmd.AddCommand(newFleetExportCmd(stdio), newFleetValidateCmd(stdio), newFleetPlanCmd(stdio), newFleetApplyCmd(stdio), newFleetStatusCmd(stdio), newFleetSchemaCmd(stdio))
 	return cmd
+}
+
+// validation is what `fleet validate --output json` prints for a valid document.
+type validation struct {
+	File    string `json:"file"`
+	Valid   bool   `json:"valid"`
+	Objects int    `json:"objects"` // list items, owner quota keys and offers
+}
+
+func newFleetValidateCmd(stdio IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a fleet document offline, with the control plane's own rules",
+		Long: `Check a fleet document without a control plane: the same decoder and rules fleet plan and
+fleet apply run on the server, so a document validate accepts is refused by them only for what
+the control plane alone knows (references to objects, tenants and secrets that do not exist,
+fixed fields that would change). Every problem is reported at once, as INVALID_INPUT (exit 1).
+FILE may be - for standard input.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := readDocument(stdio, args[0])
+			if err != nil {
+				return err
+			}
+			doc, err := document.Decode(data)
+			if err != nil {
+				return err
+			}
+			v := validation{File: args[0], Valid: true, Objects: doc.Objects()}
+			return render(cmd, v, func(w io.Writer) error {
+				name := args[0]
+				if name == "-" {
+					name = "standard input"
+				}
+				_, err := linef(w, "%s is a valid fleet document: %s (%s).\n", name, documentContents(doc), plural(v.Objects, "object", "objects"))
+				return err
+			})
+		},
+	}
+}
+
+// documentContents counts what a document lists: "1 site, 2 pools, 1 owner quota, 1 offer".
+func documentContents(d *document.Document) string {
+	quotas, offers := 0, 0
+	for _, p := range d.Pools {
+		quotas += len(p.OwnerQuota)
+		offers += len(p.Offers)
+	}
+	var parts []string
+	for _, c := range []struct {
+		n         int
+		one, many string
+	}{
+		{len(d.Sites), "site", "sites"}, {len(d.ProviderAccounts), "provider account", "provider accounts"},
+		{len(d.Pools), "pool", "pools"}, {quotas, "owner quota", "owner quotas"}, {offers, "offer", "offers"},
+		{len(d.Flavors), "flavor", "flavors"}, {len(d.SandboxTemplates), "sandbox template", "sandbox templates"},
+	} {
+		if c.n > 0 {
+			parts = append(parts, plural(c.n, c.one, c.many))
+		}
+	}
+	if len(parts) == 0 {
+		return "no objects"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func newFleetSchemaCmd(stdio IO) *cobra.Command {

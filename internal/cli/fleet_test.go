@@ -170,3 +170,46 @@ func TestFleetPlanSaysHowToApplyGolden(t *testing.T) {
 	out += c.transcriptArgs("fleet", "apply", "without offer.json", "--tenant", "root", "--prune")
 	testkit.Golden(t, "fleet_how_to_apply.golden", []byte(hash.ReplaceAllString(out, "<hash>")))
 }
+
+// TestFleetValidateGolden: fleet validate checks a document offline (no control plane is
+// reachable here) with the server's decoder and rules: a valid document, with "$schema" for
+// editors, is described; an invalid one gets exactly the errors fleet plan gets from the server.
+func TestFleetValidateGolden(t *testing.T) {
+	c := fleetEnv(t)
+	example, _ := os.ReadFile("fleet.json")
+	writeFile(t, "with-schema.json", strings.Replace(string(example), "{\n", "{\n  \"$schema\": \"https://cubefleet.dev/schemas/fleet-document-v1.json\",\n", 1))
+	writeFile(t, "bad.json", `{"version": 2, "sites": [{"name": "Fra", "kind": "shared", "region": "eu"}],
+ "pools": [{"name": "p", "site": "fra", "class": "vps-host", "offers": [{"tenant": "acme", "quota": {"gpu": -1}}]}],
+ "$schema": 7,
+ "providerAccounts": [{"name": "a", "provider": "hetzner-cloud", "config": {"token": "hunter2-literal"}}]}`)
+	writeFile(t, "notjson.json", `{"version": 1,`)
+	for _, f := range []string{"bad.json", "notjson.json", "with-schema.json"} {
+		planCode, _, planErr := c.run("", "fleet", "plan", f, "--tenant", "root", "--token-file", c.tokenFile)
+		code, _, errOut := c.run("", "fleet", "validate", f, "--url", "http://127.0.0.1:1")
+		if f == "with-schema.json" {
+			if planCode != 0 || code != 0 {
+				t.Errorf("%s: plan exit %d, validate exit %d; want both 0\n%s%s", f, planCode, code, planErr, errOut)
+			}
+			continue
+		}
+		if code != planCode || errOut != planErr {
+			t.Errorf("fleet validate %s: exit %d\n%s\nfleet plan (the server's errors): exit %d\n%s", f, code, errOut, planCode, planErr)
+		}
+	}
+	c.env = map[string]string{"CUBEFLEET_URL": "http://127.0.0.1:1"} // nothing listens there
+	doc, _ := os.ReadFile("with-schema.json")
+	out := c.transcript(
+		"fleet validate fleet.json",
+		"fleet validate with-schema.json --output json",
+		"fleet validate bad.json",
+		"fleet validate bad.json --output json",
+		"fleet validate missing.json",
+		"fleet validate",
+	)
+	code, stdout, stderr := c.run(string(doc), "fleet", "validate", "-")
+	out += fmt.Sprintf("$ cubefleet fleet validate - < with-schema.json\n%s%s[exit %d]\n", stdout, stderr, code)
+	if strings.Contains(out, "hunter2") {
+		t.Fatal("an error repeated a literal secret")
+	}
+	testkit.Golden(t, "fleet_validate.golden", []byte(c.normalize(out)))
+}

@@ -112,19 +112,6 @@ type Planner struct {
 	docs docCache // applied documents decoded by drift checks, by hash
 }
 
-// MaxObjects bounds the objects one document describes (every list item, owner quota key and
-// offer), so a plan, its response and its apply stay bounded: fieldrules.MaxObjects, which the
-// compute API holds each tenant to as well.
-const MaxObjects = fieldrules.MaxObjects
-
-func objectCount(d *document.Document) int {
-	n := len(d.Sites) + len(d.ProviderAccounts) + len(d.Pools) + len(d.Flavors) + len(d.SandboxTemplates)
-	for _, p := range d.Pools {
-		n += len(p.OwnerQuota) + len(p.Offers)
-	}
-	return n
-}
-
 // call groups, in the order fleet.apply runs them (fleet spec, "Plan": dependency order).
 const (
 	grpAccountWrite = iota
@@ -145,10 +132,13 @@ const (
 // Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
 // nothing. doc must have passed document validation.
 func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
-	n := objectCount(doc)
-	if n > MaxObjects {
-		return nil, cubefleet.Invalid("", "the document describes %d objects (owner quotas and offers included); one document holds at most %d: split the fleet across documents of different tenants, or trim quota keys and offers", n, MaxObjects)
+	// A document describes at most fieldrules.MaxObjects objects, so a plan, its response and
+	// its apply stay bounded; Decode refused more, and a document built in code is held to it
+	// here.
+	if err := doc.CheckObjects(); err != nil {
+		return nil, err
 	}
+	n := doc.Objects()
 	st, err := loadState(ctx, q, tenantID)
 	if err != nil {
 		return nil, err
