@@ -104,7 +104,8 @@ func Write(w io.Writer, vars []Var) error {
 }
 
 // Quote returns value as one POSIX shell word: as it is when it holds only letters, digits and
-// `_./:,@%+=-`, else in single quotes (a ' inside written '\''). The env file's values are
+// `_./:,@%+=-`, else in single quotes (a single quote inside ends the quoted part, is escaped
+// with a backslash, and a new quoted part begins). The env file's values are
 // written so, and so are the commands the CLI suggests.
 func Quote(value string) string {
 	safe := true
