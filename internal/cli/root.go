@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/buildinfo"
 )
 
 // Exit codes (docs/cli.md, "Exit codes").
@@ -99,6 +100,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cubefleet",
 		Short:         "Fleet control plane for Cube sandbox hosts",
+		Version:       buildinfo.Read().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Refuse a bad --output before any command does work (exit 2).
@@ -122,8 +124,36 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newNodesCmd(stdio),
 		newAgentCmd(stdio),
 		newWebhooksCmd(),
+		newVersionCmd(),
 	)
 	return root
+}
+
+// newVersionCmd builds `cubefleet version`: this binary's version, VCS revision, module and Go
+// version (buildinfo.Read); `cubefleet --version` prints them on one line.
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print cubefleet's version, VCS revision and Go version",
+		Long: `Print the version of this binary as the Go toolchain recorded it: the module version (a tag,
+or a pseudo-version such as v0.0.0-20261201164107-40ded9969514+dirty for a build from a clone),
+the VCS revision and its commit time, the module and the Go version. A build without VCS
+information (GOFLAGS=-buildvcs=false, a git worktree, a tree without .git) says "(devel)"
+and why the revision is unknown. The control plane exports the same as the metric
+cubefleet_build_info, and each agent reports its version to the node registry.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := buildinfo.Read()
+			return render(cmd, info, func(w io.Writer) error {
+				for line := range strings.SplitSeq(info.Text(), "\n") {
+					if _, err := linef(w, "%s\n", line); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
 }
 
 // isCobraUsage reports whether err is one of cobra's own usage errors (unknown command or
