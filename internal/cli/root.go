@@ -108,6 +108,9 @@ func newRootCmd(stdio IO) *cobra.Command {
 			_, err := outputFormat(cmd)
 			return err
 		},
+		// Alone: the help; an unknown command: a usage error with suggestions, on one line.
+		Args: cobra.ArbitraryArgs,
+		RunE: runGroup,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	addGlobalFlags(root)
@@ -194,13 +197,26 @@ func groupCmd(use, short, long string) *cobra.Command {
 		Short: short,
 		Long:  long,
 		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
-			}
-			return cmd.Help()
-		},
+		RunE:  runGroup,
 	}
+}
+
+// runGroup runs a command that only holds sub-commands: alone it prints its help; otherwise
+// args[0] is no sub-command of it, a usage error that names the closest ones (cobra's
+// suggestions, on the same line): `unknown command "plna" for "cubefleet fleet" (did you mean
+// plan?)`.
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	hint := ""
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on its own path
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return usagef("unknown command %q for %q%s", args[0], cmd.CommandPath(), hint)
 }
 
 func fieldErrors(e *cubefleet.Error) []cubefleet.FieldError {
