@@ -223,6 +223,11 @@ func Connect(o Options, httpClient *http.Client) (*Client, error) {
 	}
 	c := New(s.URL, s.Token, httpClient)
 	c.caFile = s.CAFile
+	if s.Token == "" {
+		if abs, err := filepath.Abs(DefaultTokenFile); err == nil {
+			c.noKeyFile = abs
+		}
+	}
 	return c, nil
 }
 
