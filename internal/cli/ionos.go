@@ -237,7 +237,7 @@ func readFile[T any](path, flag string, decode func(io.Reader) (T, error), mista
 	v, err := decode(bytes.NewReader(data))
 	if err != nil {
 		if what := mistaken(data); what != "" {
-			return zero, cubefleet.Invalid(flag, "%s %s %s", flag, path, what)
+			return zero, cubefleet.Invalid(flag, "%s %s", path, what)
 		}
 		var e *cubefleet.Error
 		if errors.As(err, &e) {

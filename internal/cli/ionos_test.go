@@ -260,11 +260,11 @@ func TestIonosWhatANewUserTripsOn(t *testing.T) {
 		t.Errorf("inventory: exit %d\n%s%s", code, out, errOut)
 	}
 	code, _, errOut = runCLI(t, nil, "ionos", "plan", "--config", env.inv, "--inventory", env.inv, "--target", "1")
-	if want := "--config " + env.inv + " is an inventory (written by cubefleet ionos inventory), not the fleet configuration: pass it as --inventory"; code != ExitFailure || !strings.Contains(errOut, want) {
+	if want := "--config: " + env.inv + " is an inventory (written by cubefleet ionos inventory), not the fleet configuration: pass it as --inventory"; code != ExitFailure || !strings.Contains(errOut, want) {
 		t.Errorf("an inventory as --config: exit %d\n%s\nwant %q", code, errOut, want)
 	}
 	code, _, errOut = runCLI(t, nil, "ionos", "plan", "--config", env.config, "--inventory", env.config, "--target", "1")
-	if want := "--inventory " + env.config + " is a fleet configuration, not an inventory: pass it as --config"; code != ExitFailure || !strings.Contains(errOut, want) {
+	if want := "--inventory: " + env.config + " is a fleet configuration, not an inventory: pass it as --config"; code != ExitFailure || !strings.Contains(errOut, want) {
 		t.Errorf("a configuration as --inventory: exit %d\n%s\nwant %q", code, errOut, want)
 	}
 	sim := start(t, nil, "ionos", "simulate", "--listen", "127.0.0.1:0", "--sample-cubes", "1")
