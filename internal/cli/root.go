@@ -126,6 +126,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newIonosCmd(stdio),
 		newNodesCmd(stdio),
 		newAgentCmd(stdio),
+		newSchedulerCmd(stdio),
 		newWebhooksCmd(),
 		newVersionCmd(),
 	)
