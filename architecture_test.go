@@ -398,7 +398,7 @@ func TestNodeContractRoutesOnce(t *testing.T) {
 		}
 		for _, r := range contractRoutes {
 			if bytes.Contains(src, []byte(r)) {
-				t.Errorf("%s spells the node-agent route %s`: use the constant of internal/nodeapi", p, r)
+				t.Errorf("%s spells the node-agent route %s...: use the constant of internal/nodeapi", p, strings.TrimPrefix(r, `"`))
 			}
 		}
 		return nil
