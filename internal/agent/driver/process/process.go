@@ -329,6 +329,12 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 	if err := spec.Validate(); err != nil {
 		return driver.Status{}, err
 	}
+	return d.create(ctx, spec, false)
+}
+
+// create makes sandbox spec's directory, leases its user, and hands it to a supervisor: to run
+// at once, or (warm) to wait for its claim. An id that exists already starts nothing.
+func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (driver.Status, error) {
 	unlock := d.lockID(spec.ID)
 	defer unlock()
 	dir := d.dir(spec.ID)
@@ -365,7 +371,7 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		ID: spec.ID, Argv: spec.Argv, EnvNames: driver.EnvNames(spec.Env), WorkDir: spec.WorkDir,
 		CPUMillicores: spec.CPUMillicores, MemoryMiB: spec.MemoryMiB, DiskMiB: spec.DiskMiB,
 		Timeout: spec.Timeout, Grace: spec.GraceOrDefault(), OutputLimitBytes: spec.OutputLimitOrDefault(),
-		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(),
+		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(), Warm: warm,
 	}
 	work := filepath.Join(dir, dirWork)
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
@@ -385,7 +391,10 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 	}
 	l := launch{
 		Dir: dir, Work: filepath.Join(work, spec.WorkDir), Spec: spec, UID: uid, GID: gid,
-		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec),
+		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm,
+	}
+	if warm { // the claim brings them
+		l.Work, l.Rlimits = "", nil
 	}
 	if rec.Cgroup != "" {
 		l.CgroupLimits = d.cgroupLimits(spec)
@@ -408,7 +417,11 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		}
 	}
 	st, err := d.status(spec.ID, true)
-	if err == nil {
+	switch {
+	case err != nil:
+	case warm:
+		d.log.Info("sandbox warm", "sandbox", spec.ID, "state", st.State, "uid", uid)
+	default:
 		d.log.Info("sandbox started", "sandbox", spec.ID, "state", st.State, "pid", st.PID, "uid", uid,
 			"program", spec.Argv[0], "env", driver.EnvNames(spec.Env))
 	}
