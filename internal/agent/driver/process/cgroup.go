@@ -94,6 +94,25 @@ func (i Isolation) String() string {
 // uses). It never fails: a host without a usable cgroup v2 hierarchy gets rlimits.
 func Detect() Isolation { return detect("", os.Geteuid()) }
 
+// Expected returns what a process driver started now, by this process's user, would enforce
+// (New may still fall back, when enabling a controller fails; Driver.Isolation says what it
+// uses): as root, Detect's; otherwise, with allowOwnUser, sandboxes run as this user without
+// cgroups; without it, an error saying that the driver needs root. It only reads.
+func Expected(allowOwnUser bool) (Isolation, error) {
+	euid := os.Geteuid()
+	if euid == 0 {
+		return detect("", 0), nil
+	}
+	if !allowOwnUser {
+		return Isolation{}, fmt.Errorf("the process driver runs each sandbox as a user of its own, which needs root, and this agent runs as uid %d: run the agent as root, or allow sandboxes to run as the agent's own user for development (CUBEFLEET_SANDBOX_ALLOW_OWN_USER=1; they can then read the agent's files)", euid)
+	}
+	iso := Isolation{OwnUser: true, UID: euid, Note: "cgroups are used only as root"}
+	if det := detect("", euid); det.Cgroup == "" {
+		iso.Note = det.Note
+	}
+	return iso, nil
+}
+
 // detect is Detect for a host whose files are under root ("" for this host).
 func detect(root string, euid int) Isolation {
 	cg := hostinfo.Host{Root: root}.Cgroup()

@@ -181,10 +181,11 @@ func New(cfg Config) (*Driver, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	euid := os.Geteuid()
-	ownUser := euid != 0
-	if ownUser && !cfg.AllowOwnUser {
-		return nil, fmt.Errorf("the process driver runs each sandbox as a user of its own, which needs root, and this agent runs as uid %d: run the agent as root, or allow sandboxes to run as the agent's own user for development (they can then read the agent's files)", euid)
+	iso, err := Expected(cfg.AllowOwnUser)
+	if err != nil {
+		return nil, err
 	}
+	ownUser := iso.OwnUser
 	if !ownUser {
 		if cfg.FirstUID <= 0 || cfg.UIDCount <= 0 || cfg.FirstUID+cfg.UIDCount-1 > 0xFFFFFFFE-1 {
 			return nil, fmt.Errorf("sandbox user ids: %d to %d is not a range of unprivileged user ids (above 0, below 4294967294)", cfg.FirstUID, cfg.FirstUID+cfg.UIDCount-1)
@@ -215,20 +216,11 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	iso := Isolation{OwnUser: ownUser, UID: euid}
 	if !ownUser {
-		iso = setupCgroup(detect("", euid), cfg.CgroupParent)
+		iso = setupCgroup(iso, cfg.CgroupParent)
 		if iso.Cgroup != "" {
 			removeEmptyCgroups(filepath.Join(iso.Cgroup, cfg.CgroupParent))
 		}
-	} else if det := detect("", euid); det.Cgroup == "" {
-		iso.Note = det.Note
-	} else {
-		iso.Note = "cgroups are used only as root"
-	}
-	iso.OwnUser, iso.UID = ownUser, euid
-	if !ownUser {
-		iso.UID = 0
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
@@ -685,8 +677,20 @@ func (d *Driver) StopAll(ctx context.Context) error {
 	return nil
 }
 
-// Close implements driver.Driver.
+// Close implements driver.Driver. It also removes the driver's cgroup parent when no sandbox
+// holds a cgroup in it any more.
 func (d *Driver) Close() error {
 	d.dropSpares()
+	if d.iso.Cgroup != "" {
+		parent := filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent)
+		removeEmptyCgroups(parent)
+		// The parent, then the directories above it up to the hierarchy (shared with other
+		// agents: removed only once empty).
+		for p := parent; p != d.iso.Cgroup && strings.HasPrefix(p, d.iso.Cgroup+"/"); p = filepath.Dir(p) {
+			if unix.Rmdir(p) != nil {
+				break
+			}
+		}
+	}
 	return d.lock.Close()
 }
