@@ -16,8 +16,9 @@ import (
 // carried out once per offer, in the background; those about one sandbox (or one template) in
 // the order they came. An assignment is done, and listed in the next work request's Done, once
 // its action is over and the control plane accepted the event it led to: a start once the
-// sandbox's running (or failed) event is accepted, a stop and a claim of an ended sandbox once
-// its final event is, a warm once the sandbox waits, a prepare once the template is recorded.
+// sandbox's running (or failed) event is, a warm once its running event (ready for a claim) is,
+// a claim once the second running event (its command runs) is, a stop once the final event is,
+// a prepare once the template is recorded.
 
 // dispatch starts carrying out the assignments of a work answer that are neither being carried
 // out nor done already (the control plane offers each one again until a work request lists it
@@ -120,17 +121,6 @@ func (r *runner) take(rec sandboxRecord, st driver.Status) *tracked {
 	return t
 }
 
-// wait waits for c (an event of the sandbox accepted) and reports whether it came before the
-// agent stopped.
-func (r *runner) wait(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	case <-r.ctx.Done():
-		return false
-	}
-}
-
 // bad logs an assignment the agent cannot make sense of; it is reported done (offering it again
 // would not change it).
 func (r *runner) bad(asg string, kind nodeapi.AssignmentKind, why string) bool {
@@ -138,9 +128,10 @@ func (r *runner) bad(asg string, kind nodeapi.AssignmentKind, why string) bool {
 	return true
 }
 
-// start carries out a start (or, with warm, a warm) assignment: a sandbox id the agent took
-// before starts nothing; on a draining node, without a driver, or for a spec the driver refuses,
-// the sandbox fails at once with the reason.
+// start carries out a start (or, with warm, a warm) assignment, done once the control plane
+// accepted the sandbox's running event (for a warm one: it is ready) or its end. A sandbox id
+// the agent took before starts nothing; on a draining node, without a driver, or for a spec
+// the driver refuses, the sandbox fails at once with the reason.
 func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 	kind := nodeapi.KindStart
 	if warm {
@@ -150,10 +141,7 @@ func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 		return r.bad(asg, kind, "it names no valid sandbox id")
 	}
 	if t := r.known(s.ID); t != nil { // delivered again: it started once already
-		if warm && t.warm {
-			return true
-		}
-		return r.wait(t.firstSent)
+		return r.waitFor(t, keyRunning)
 	}
 	rec := sandboxRecord{ID: s.ID, TemplateID: s.TemplateID, Warm: warm, CPUMillicores: s.CPUMillicores, MemoryMiB: s.MemoryMiB, DiskMiB: s.DiskMiB, At: r.now().UTC()}
 	spec, err := specOf(s, r.outputLimit, warm)
@@ -162,23 +150,18 @@ func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 		err = fmt.Errorf("the node drains: it takes no new sandbox")
 	case r.drv == nil:
 		err = fmt.Errorf("the node's runtime has no sandbox driver (%s)", r.noDriver)
-	case err == nil && warm:
-		if len(s.Argv) > 0 || len(s.Env) > 0 {
-			r.log.Warn("a warm assignment carries a command or an environment; the claim brings them, so they are ignored", "assignment", asg, "sandbox", s.ID)
-		}
-		var st driver.Status
-		if st, err = r.drv.Warm(r.ctx, spec); err == nil {
-			r.take(rec, st)
-			r.watch(s.ID)
-			return true
-		}
 	case err == nil:
 		var st driver.Status
-		if st, err = r.drv.Start(r.ctx, spec); err == nil {
+		if warm {
+			st, err = r.drv.Warm(r.ctx, spec) // its environment is the claim's
+		} else {
+			st, err = r.drv.Start(r.ctx, spec)
+		}
+		if err == nil {
 			t := r.take(rec, st)
-			r.queueRunning(st)
+			r.queueRunning(t, st)
 			r.watch(s.ID)
-			return r.wait(t.firstSent)
+			return r.waitFor(t, keyRunning)
 		}
 	}
 	if r.ctx.Err() != nil {
@@ -186,14 +169,15 @@ func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 	}
 	// It cannot run here: it fails, and its record keeps a later delivery from starting it.
 	t := r.take(rec, driver.Status{})
-	r.queue1(s.ID, nodeapi.SandboxEvent{State: nodeapi.StateFailed, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonFailed), Message: err.Error()}, false)
+	r.queue1(s.ID, string(nodeapi.StateFailed), nodeapi.SandboxEvent{State: nodeapi.StateFailed, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonFailed), Message: err.Error()}, false)
 	r.log.Warn("a sandbox could not be started", "assignment", asg, "kind", kind, "sandbox", s.ID, "error", err.Error())
-	return r.wait(t.firstSent)
+	return r.waitFor(t)
 }
 
-// claim carries out a claim: the warm sandbox runs the claim's command. A claim of a sandbox
-// that is not on the node reports it lost; of one that ended, or was claimed before, changes
-// nothing; on a draining node the warm sandbox is stopped instead.
+// claim carries out a claim: the warm sandbox runs the claim's command (and sends running
+// again); done once the control plane accepted that event or the sandbox's end. A claim of a
+// sandbox that is not on the node reports it lost; of one that ended, or was claimed before,
+// changes nothing; on a draining node the warm sandbox is stopped instead.
 func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 	if s == nil || !driver.ValidID(s.ID) {
 		return r.bad(asg, nodeapi.KindClaim, "it names no valid sandbox id")
@@ -201,20 +185,20 @@ func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 	t := r.known(s.ID)
 	if t == nil {
 		t = r.take(sandboxRecord{ID: s.ID, TemplateID: s.TemplateID, Warm: true, At: r.now().UTC()}, driver.Status{})
-		r.queue1(s.ID, nodeapi.SandboxEvent{State: nodeapi.StateLost, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonLost), Message: "there is no warm sandbox " + s.ID + " on this node"}, false)
-		return r.wait(t.firstSent)
+		r.queue1(s.ID, string(nodeapi.StateLost), nodeapi.SandboxEvent{State: nodeapi.StateLost, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonLost), Message: "there is no warm sandbox " + s.ID + " on this node"}, false)
+		return r.waitFor(t)
 	}
 	r.mu.Lock()
 	live, warm := t.live, t.warm
 	r.mu.Unlock()
 	switch {
 	case !live:
-		return r.wait(t.finalSent)
+		return r.waitFor(t)
 	case !warm:
-		return r.wait(t.firstSent)
+		return r.waitFor(t, keyClaimed)
 	case r.isDraining():
 		r.stopWarm(s.ID)
-		return r.wait(t.finalSent)
+		return r.waitFor(t)
 	}
 	spec, err := specOf(s, r.outputLimit, false)
 	var st driver.Status
@@ -226,11 +210,11 @@ func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 		return false
 	case cubefleet.IsCode(err, cubefleet.CodeInvalidInput):
 		// A claim that cannot run: the sandbox fails with why, and goes.
-		r.queue1(s.ID, nodeapi.SandboxEvent{State: nodeapi.StateFailed, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonFailed), Message: "the claim: " + err.Error()}, false)
+		r.queue1(s.ID, string(nodeapi.StateFailed), nodeapi.SandboxEvent{State: nodeapi.StateFailed, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonFailed), Message: "the claim: " + err.Error()}, false)
 		r.stopWarm(s.ID)
-		return r.wait(t.finalSent)
+		return r.waitFor(t)
 	case cubefleet.IsCode(err, cubefleet.CodeConflict): // it ended meanwhile
-		return r.wait(t.finalSent)
+		return r.waitFor(t)
 	case err != nil:
 		r.log.Error("cannot claim a warm sandbox; it stays warm until the claim is offered again", "assignment", asg, "sandbox", s.ID, "error", err.Error())
 		return false
@@ -238,16 +222,8 @@ func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 	r.mu.Lock()
 	t.warm = false
 	r.mu.Unlock()
-	r.queueRunning(st)
-	return r.wait(t.firstSent)
-}
-
-// queueRunning queues the running event of a sandbox whose process started (it may have ended
-// already: it ran all the same, and its end follows).
-func (r *runner) queueRunning(st driver.Status) {
-	if !st.StartedAt.IsZero() {
-		r.queue1(st.ID, nodeapi.SandboxEvent{State: nodeapi.StateRunning, At: nodeapi.WireTime{Time: st.StartedAt}}, false)
-	}
+	r.queueRunning(t, st)
+	return r.waitFor(t, keyClaimed)
 }
 
 // stop carries out a stop: SIGTERM, then SIGKILL after the sandbox's grace; done once its final
@@ -273,7 +249,7 @@ func (r *runner) stop(asg, id string) bool {
 			return false
 		}
 	}
-	return r.wait(t.finalSent)
+	return r.waitFor(t)
 }
 
 // prepare carries out a prepare: the template is recorded as ready on the node (the process

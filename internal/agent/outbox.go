@@ -25,17 +25,29 @@ const EventsDir = "events"
 // the driver when the event is sent, so it is never copied to the state directory) and no
 // environment value (no event does).
 type pendingEvent struct {
-	Seq       uint64               `json:"seq"`
-	SandboxID string               `json:"sandbox_id"`
-	Event     nodeapi.SandboxEvent `json:"event"`
+	Seq       uint64 `json:"seq"`
+	SandboxID string `json:"sandbox_id"`
+	// Key is what the event says of the sandbox, once per sandbox: keyRunning (it runs, or, for
+	// a warm sandbox, is ready), keyClaimed (a warm sandbox's claim runs: a second running
+	// event), or the final state.
+	Key   string               `json:"key"`
+	Event nodeapi.SandboxEvent `json:"event"`
 	// Output is set on a final event of a sandbox the driver holds: its captured stdout and
 	// stderr are attached when it is sent.
 	Output bool `json:"output,omitempty"`
 }
 
-// key identifies an event: a sandbox reaches each state once (the control plane's idempotency
-// key too).
-func (p *pendingEvent) key() string { return p.SandboxID + "/" + string(p.Event.State) }
+// The keys of the events of a sandbox besides its final state.
+const (
+	keyRunning = "running" // state running: its process runs (or, warm, it is ready)
+	keyClaimed = "claimed" // state running again: a warm sandbox's claim runs
+)
+
+// final reports whether key is a final state's.
+func final(key string) bool { return key != keyRunning && key != keyClaimed }
+
+// id identifies an event in the outbox.
+func (p *pendingEvent) id() string { return p.SandboxID + "/" + p.Key }
 
 // outbox is the durable queue of sandbox events: a file per event in its directory, sent in
 // the order they were queued (see Agent.sendEvents). Safe for concurrent use.
@@ -68,10 +80,10 @@ func openOutbox(dir string) (*outbox, error) {
 			return nil, err
 		}
 		p := new(pendingEvent)
-		if err := json.Unmarshal(data, p); err != nil || p.SandboxID == "" || p.Seq == 0 {
+		if err := json.Unmarshal(data, p); err != nil || p.SandboxID == "" || p.Key == "" || p.Seq == 0 {
 			return nil, fmt.Errorf("%s: not a queued sandbox event (%v): move it away", filepath.Join(dir, e.Name()), err)
 		}
-		o.pending[p.key()] = p
+		o.pending[p.id()] = p
 		o.next = max(o.next, p.Seq+1)
 	}
 	return o, nil
@@ -81,14 +93,15 @@ func (o *outbox) path(seq uint64) string {
 	return filepath.Join(o.dir, fmt.Sprintf("%020d.json", seq))
 }
 
-// add queues ev about sandbox id, durably, unless an event of the same sandbox and state is
-// queued already (then it changes nothing). An event that cannot be written to the directory is
-// queued in memory all the same, and the error says why it would not survive a restart.
-func (o *outbox) add(id string, ev nodeapi.SandboxEvent, output bool) error {
+// add queues ev about sandbox id under key, durably, unless an event of the same sandbox and
+// key is queued already (then it changes nothing). An event that cannot be written to the
+// directory is queued in memory all the same, and the error says why it would not survive a
+// restart.
+func (o *outbox) add(id, key string, ev nodeapi.SandboxEvent, output bool) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	p := &pendingEvent{SandboxID: id, Event: ev, Output: output}
-	if _, ok := o.pending[p.key()]; ok {
+	p := &pendingEvent{SandboxID: id, Key: key, Event: ev, Output: output}
+	if _, ok := o.pending[p.id()]; ok {
 		return nil
 	}
 	p.Seq = o.next
@@ -97,7 +110,7 @@ func (o *outbox) add(id string, ev nodeapi.SandboxEvent, output bool) error {
 	if err == nil {
 		err = atomicfile.WriteFile(o.path(p.Seq), data, 0o600)
 	}
-	o.pending[p.key()] = p
+	o.pending[p.id()] = p
 	select {
 	case o.wake <- struct{}{}:
 	default:
@@ -105,12 +118,17 @@ func (o *outbox) add(id string, ev nodeapi.SandboxEvent, output bool) error {
 	return err
 }
 
-// has reports whether an event of sandbox id in state is queued.
-func (o *outbox) has(id string, state nodeapi.SandboxState) bool {
+// has reports whether an event of sandbox id with one of keys is queued; with none, whether any
+// final one is.
+func (o *outbox) has(id string, keys ...string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, ok := o.pending[id+"/"+string(state)]
-	return ok
+	for _, p := range o.pending {
+		if p.SandboxID == id && (len(keys) == 0 && final(p.Key) || slices.Contains(keys, p.Key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // queued returns the queued events, oldest first.
@@ -129,7 +147,7 @@ func (o *outbox) queued() []*pendingEvent {
 func (o *outbox) done(p *pendingEvent) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.pending, p.key())
+	delete(o.pending, p.id())
 	if err := os.Remove(o.path(p.Seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

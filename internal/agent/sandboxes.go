@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
@@ -49,29 +50,35 @@ type sandboxRecord struct {
 	MemoryMiB     int64     `json:"memory_mib,omitempty"`
 	DiskMiB       int64     `json:"disk_mib,omitempty"`
 	At            time.Time `json:"at"`
-	// FinalSent is set once the control plane accepted its final event.
-	FinalSent bool `json:"final_sent,omitempty"`
+	// Sent lists the keys of its events the control plane accepted (pendingEvent.Key).
+	Sent []string `json:"sent,omitempty"`
 	// Removed is when the driver forgot it; the record is a tombstone from then on.
 	Removed time.Time `json:"removed,omitzero"`
 }
+
+// ended reports whether the control plane accepted the sandbox's final event.
+func (rec *sandboxRecord) ended() bool { return slices.ContainsFunc(rec.Sent, final) }
 
 // tracked is a sandbox the agent knows of.
 type tracked struct {
 	rec  sandboxRecord
 	live bool // warm or running, by the driver's last word
-	warm bool
-	// firstSent is closed once the control plane accepted an event of the sandbox, finalSent
-	// once it accepted its final event.
-	firstSent, finalSent chan struct{}
+	warm bool // warm, not claimed
+	// changed is closed, and replaced, whenever the control plane accepts an event of it.
+	changed chan struct{}
 }
 
 func newTracked(rec sandboxRecord) *tracked {
-	t := &tracked{rec: rec, firstSent: make(chan struct{}), finalSent: make(chan struct{})}
-	if rec.FinalSent {
-		close(t.firstSent)
-		close(t.finalSent)
+	return &tracked{rec: rec, changed: make(chan struct{})}
+}
+
+// accepted reports whether the control plane accepted one of the sandbox's events with keys
+// (with none: its final event). Requires r.mu.
+func (t *tracked) accepted(keys ...string) bool {
+	if t.rec.ended() {
+		return true
 	}
-	return t
+	return slices.ContainsFunc(t.rec.Sent, func(k string) bool { return slices.Contains(keys, k) })
 }
 
 // runner carries out assignments on the driver and keeps what the node reports about its
@@ -179,16 +186,20 @@ func (r *runner) recover(ctx context.Context) error {
 		case !st.Ended():
 			live++
 			t.live, t.warm = true, st.State == driver.StateWarm
+			// The events it reached that may not have been sent (the agent stopped between
+			// the start and queueing them): sending one twice is harmless.
+			r.queueRunning(t, st)
 			r.watch(st.ID)
-		case t.rec.FinalSent:
+		case t.rec.ended():
 			r.remove(st.ID)
 		default:
 			ended++
+			r.queueRunning(t, st)
 			r.queueFinal(st, true)
 		}
 	}
 	for id, t := range r.boxes {
-		if held[id] || t.rec.FinalSent || !t.rec.Removed.IsZero() || r.pendingFinal(id) {
+		if held[id] || t.rec.ended() || !t.rec.Removed.IsZero() || r.box.has(id) {
 			continue
 		}
 		lost++
@@ -196,7 +207,7 @@ func (r *runner) recover(ctx context.Context) error {
 		if r.drv == nil {
 			msg = "the node's runtime has no sandbox driver (" + r.noDriver + ")"
 		}
-		r.queue1(id, nodeapi.SandboxEvent{State: nodeapi.StateLost, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonLost), Message: msg}, false)
+		r.queue1(id, string(nodeapi.StateLost), nodeapi.SandboxEvent{State: nodeapi.StateLost, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonLost), Message: msg}, false)
 	}
 	r.log.Info("sandboxes recovered", "running", live, "ended", ended, "lost", lost, "templates", len(r.prepared))
 	return nil
@@ -205,16 +216,6 @@ func (r *runner) recover(ctx context.Context) error {
 // close waits for the watchers and the assignments in progress, which end once the agent's
 // context is done; then the driver may be closed.
 func (r *runner) close() { r.wg.Wait() }
-
-// pendingFinal reports whether a final event of sandbox id is queued.
-func (r *runner) pendingFinal(id string) bool {
-	for _, s := range []nodeapi.SandboxState{nodeapi.StateExited, nodeapi.StateFailed, nodeapi.StateKilled, nodeapi.StateLost} {
-		if r.box.has(id, s) {
-			return true
-		}
-	}
-	return false
-}
 
 func (r *runner) recordPath(id string) string { return filepath.Join(r.dir, id+".json") }
 
@@ -247,6 +248,25 @@ func (r *runner) watch(id string) {
 	}()
 }
 
+// queueRunning queues what t reached that st shows and that the control plane has not
+// accepted or been sent yet: running (its process started, or, warm, it is ready; At the
+// start, or now), and, for a warm sandbox whose claim's command started, claimed.
+func (r *runner) queueRunning(t *tracked, st driver.Status) {
+	r.mu.Lock()
+	warmReady := !t.accepted(keyRunning) && st.State == driver.StateWarm
+	started := !t.accepted(keyRunning) && !t.rec.Warm && !st.StartedAt.IsZero()
+	claimed := !t.accepted(keyClaimed) && t.rec.Warm && !st.StartedAt.IsZero()
+	r.mu.Unlock()
+	switch {
+	case warmReady:
+		r.queue1(st.ID, keyRunning, nodeapi.SandboxEvent{State: nodeapi.StateRunning, At: nodeapi.WireTime{Time: r.now().UTC()}, Message: "warm: ready for a claim"}, false)
+	case started:
+		r.queue1(st.ID, keyRunning, nodeapi.SandboxEvent{State: nodeapi.StateRunning, At: nodeapi.WireTime{Time: st.StartedAt}}, false)
+	case claimed:
+		r.queue1(st.ID, keyClaimed, nodeapi.SandboxEvent{State: nodeapi.StateRunning, At: nodeapi.WireTime{Time: st.StartedAt}, Message: "claimed: its command runs"}, false)
+	}
+}
+
 // queueFinal marks the sandbox st describes as ended and queues its final event, unless one is
 // queued or accepted already (a sandbox has one end).
 func (r *runner) queueFinal(st driver.Status, output bool) {
@@ -255,9 +275,9 @@ func (r *runner) queueFinal(st driver.Status, output bool) {
 	if t != nil {
 		t.live, t.warm = false, false
 	}
-	sent := t != nil && t.rec.FinalSent
+	sent := t != nil && t.rec.ended()
 	r.mu.Unlock()
-	if sent || r.pendingFinal(st.ID) {
+	if sent || r.box.has(st.ID) {
 		return
 	}
 	at := st.EndedAt
@@ -273,19 +293,42 @@ func (r *runner) queueFinal(st driver.Status, output bool) {
 		ev.ExitCode = &code
 	}
 	r.log.Info("sandbox ended", "sandbox", st.ID, "state", st.State, "reason", st.Reason, "message", st.Message)
-	r.queue1(st.ID, ev, output)
+	r.queue1(st.ID, string(ev.State), ev, output)
 }
 
-// queue1 queues ev about sandbox id. When the state directory cannot take it, the event is sent
-// all the same, but would not survive a restart of the agent: the log says so.
-func (r *runner) queue1(id string, ev nodeapi.SandboxEvent, output bool) {
-	if err := r.box.add(id, ev, output); err != nil {
+// queue1 queues ev about sandbox id under key, its message fit for the contract (at most
+// nodeapi.MaxEventMessageRunes characters without control characters). When the state
+// directory cannot take it, the event is sent all the same, but would not survive a restart of
+// the agent: the log says so.
+func (r *runner) queue1(id, key string, ev nodeapi.SandboxEvent, output bool) {
+	ev.Message = eventText(ev.Message, maxEventMessage)
+	if err := r.box.add(id, key, ev, output); err != nil {
 		r.log.Error("cannot store a sandbox event in the state directory: it is sent, but a restart of the agent before it is accepted loses it", "sandbox", id, "state", ev.State, "error", err.Error())
 	}
 }
 
-// sent is called once the control plane accepted p: the sandbox's waiters are released, and
-// after its final event it is removed from the driver.
+// maxEventMessage is the most characters of a sandbox event's message (the control plane's
+// limit, nodeapi's MaxEventMessageRunes).
+const maxEventMessage = 1024
+
+// eventText returns s with its control characters (newlines, tabs, ...) as spaces, cut to max
+// characters (the last one then "…").
+func eventText(s string, max int) string {
+	out := []rune(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s))
+	if len(out) > max {
+		out = append(out[:max-1], '…')
+	}
+	return string(out)
+}
+
+// sent is called once the control plane accepted p (or refused it for good): the sandbox's
+// record says so, its waiters are released, and after its final event it is removed from the
+// driver.
 func (r *runner) sent(p *pendingEvent) {
 	r.mu.Lock()
 	t := r.boxes[p.SandboxID]
@@ -293,21 +336,42 @@ func (r *runner) sent(p *pendingEvent) {
 		r.mu.Unlock()
 		return
 	}
-	closeOnce(t.firstSent)
-	final := p.Event.State.Final()
-	if final {
-		closeOnce(t.finalSent)
-		t.rec.FinalSent, t.live, t.warm = true, false, false
+	if !slices.Contains(t.rec.Sent, p.Key) {
+		t.rec.Sent = append(t.rec.Sent, p.Key)
 	}
+	isFinal := final(p.Key)
+	if isFinal {
+		t.live, t.warm = false, false
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
 	rec := t.rec
+	rec.Sent = slices.Clone(rec.Sent)
 	r.mu.Unlock()
-	if !final {
-		return
-	}
 	if err := r.write(rec); err != nil {
-		r.log.Error("cannot record that a sandbox's end was accepted", "sandbox", rec.ID, "error", err.Error())
+		r.log.Error("cannot record that a sandbox's event was accepted", "sandbox", rec.ID, "error", err.Error())
 	}
-	r.remove(rec.ID)
+	if isFinal {
+		r.remove(rec.ID)
+	}
+}
+
+// waitFor waits until the control plane accepted an event of t with one of keys (none: its
+// final event), and reports whether it did before the agent stopped.
+func (r *runner) waitFor(t *tracked, keys ...string) bool {
+	for {
+		r.mu.Lock()
+		ok, changed := t.accepted(keys...), t.changed
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-r.ctx.Done():
+			return false
+		}
+	}
 }
 
 // remove makes the driver forget a sandbox whose end the control plane holds, and keeps its
@@ -334,14 +398,6 @@ func (r *runner) remove(id string) {
 	r.mu.Unlock()
 	if err := r.write(rec); err != nil {
 		r.log.Error("cannot record a removed sandbox", "sandbox", id, "error", err.Error())
-	}
-}
-
-func closeOnce(c chan struct{}) {
-	select {
-	case <-c:
-	default:
-		close(c)
 	}
 }
 

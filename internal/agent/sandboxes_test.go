@@ -362,9 +362,10 @@ func TestRestartFindsSandboxes(t *testing.T) {
 	}
 }
 
-// A warm sandbox is ready without a command (its assignment done, listed, not running), runs
-// its claim's command, and reports running only then; a claim of a sandbox the node does not
-// hold reports it lost; a prepared template is listed in every status report from then on.
+// A warm sandbox is ready without a command (running once ready, its assignment done, listed,
+// not counted as running a command), runs its claim's command (running again, then its end); a
+// claim of a sandbox the node does not hold reports it lost; a prepared template is listed in
+// every status report from then on.
 func TestWarmClaimAndPrepare(t *testing.T) {
 	t.Parallel()
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
@@ -380,13 +381,16 @@ func TestWarmClaimAndPrepare(t *testing.T) {
 		return mvm >= 0 && cp.Done("asg_w") && cp.Done("asg_p") && slices.Equal(ids, []string{"sbx_warm"}) && mvm == 1 &&
 			alloc["mvm_running_num"].(float64) == 0 && alloc["memory_mb"].(float64) == 128 && string(tpls) == `[{"template_id":"tpl_py"}]`
 	})
-	if got := cp.States("sbx_warm"); len(got) != 0 {
-		t.Errorf("a warm sandbox sent %v before its claim", got)
+	if ready := n.waitStates("sbx_warm", nodeapi.StateRunning); ready.Message != "warm: ready for a claim" {
+		t.Errorf("a warm sandbox's event: %+v", ready)
 	}
 	cp.Assign(node, nodeapi.Assignment{ID: "asg_c", Kind: nodeapi.KindClaim, Sandbox: &nodeapi.SandboxSpec{ID: "sbx_warm", TemplateID: "tpl_py", Argv: sh(`echo "claimed $WHO"`), Env: []string{"WHO=tenant"}}},
 		nodeapi.Assignment{ID: "asg_x", Kind: nodeapi.KindClaim, Sandbox: &nodeapi.SandboxSpec{ID: "sbx_nowhere", Argv: []string{"true"}}})
-	if end := n.waitStates("sbx_warm", nodeapi.StateRunning, nodeapi.StateExited); string(end.Stdout) != "claimed tenant\n" {
+	if end := n.waitStates("sbx_warm", nodeapi.StateRunning, nodeapi.StateRunning, nodeapi.StateExited); string(end.Stdout) != "claimed tenant\n" {
 		t.Errorf("claimed: %+v", end)
+	}
+	if claimed := cp.Events("sbx_warm")[1].Event; claimed.Message != "claimed: its command runs" || claimed.At.IsZero() {
+		t.Errorf("the claim's running event: %+v", claimed)
 	}
 	if lost := n.waitStates("sbx_nowhere", nodeapi.StateLost); !strings.Contains(lost.Message, "no warm sandbox sbx_nowhere") {
 		t.Errorf("claim of a sandbox the node does not hold: %+v", lost)
@@ -421,7 +425,7 @@ func TestDrainWithStubbornSandbox(t *testing.T) {
 		reqs := cp.WorkRequests()
 		return reqs[len(reqs)-1].Draining
 	})
-	if end := n.waitStates("sbx_idle", nodeapi.StateKilled); !strings.Contains(end.Message, "warm") {
+	if end := n.waitStates("sbx_idle", nodeapi.StateRunning, nodeapi.StateKilled); !strings.Contains(end.Message, "warm") {
 		t.Errorf("the idle warm sandbox: %+v", end)
 	}
 	cp.Assign(node, start("asg_3", "sbx_late", "true"))
@@ -475,7 +479,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the warm sandbox", func() bool { return cp.Done("asg_2") })
 	cp.Assign(node, nodeapi.Assignment{ID: "asg_3", Kind: nodeapi.KindClaim, Sandbox: &nodeapi.SandboxSpec{ID: "sbx_warm", Argv: []string{"sleep", "1"}, Env: []string{"API_TOKEN=" + secret}}})
 	n.waitStates("sbx_secret", nodeapi.StateRunning)
-	n.waitStates("sbx_warm", nodeapi.StateRunning)
+	n.waitStates("sbx_warm", nodeapi.StateRunning, nodeapi.StateRunning)
 	scan := func(when string) {
 		for _, dir := range []string{n.cfg.StateDir, n.cfg.SandboxDir} {
 			filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
@@ -490,7 +494,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	}
 	scan("while the sandboxes run")
 	end := n.waitStates("sbx_secret", nodeapi.StateRunning, nodeapi.StateExited)
-	n.waitStates("sbx_warm", nodeapi.StateRunning, nodeapi.StateExited)
+	n.waitStates("sbx_warm", nodeapi.StateRunning, nodeapi.StateRunning, nodeapi.StateExited)
 	if sum := sha256.Sum256([]byte(secret)); string(end.Stdout) != hex.EncodeToString(sum[:])+"  -\n" {
 		t.Errorf("the sandbox did not get its secret: %q", end.Stdout)
 	}
@@ -537,4 +541,43 @@ func requireRootSandboxes(t *testing.T) {
 		t.Fatal("CI runs the tests as root; this one needs it")
 	}
 	t.Skip("needs root: sandboxes run as users of their own")
+}
+
+// An event the control plane refuses for good in a proven answer (it runs no such sandbox on
+// this node) is dropped, and the sandbox is removed all the same; an unproven refusal is not
+// believed.
+func TestEventRefusedForGood(t *testing.T) {
+	t.Parallel()
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	n := newSandboxNode(t, cp)
+	var mu sync.Mutex
+	unproven := 0
+	cp.SetRaw(func(w http.ResponseWriter, r *http.Request) bool {
+		if !strings.HasSuffix(r.URL.Path, "/sbx_stranger/events") {
+			return false
+		}
+		cp.Record(r, nil)
+		body := []byte(`{"error":"node 127.0.0.1 runs no sandbox sbx_stranger of this control plane","code":"NOT_FOUND"}`)
+		mu.Lock()
+		defer mu.Unlock()
+		if unproven < 3 { // first a 404 anybody could have sent: retried
+			unproven++
+		} else {
+			w.Header().Set(nodeapi.ProofHeader, nodeapi.Proof(nodeapi.CredentialKey("cfn_node1_secret"), r.Header.Get(nodeapi.NonceHeader), node, body))
+		}
+		w.WriteHeader(http.StatusNotFound)
+		w.Write(body)
+		return true
+	})
+	cp.Assign(node, start("asg_1", "sbx_stranger", "true"))
+	testkit.WaitFor(t, 20*time.Second, "the events dropped and the sandbox removed", func() bool {
+		left, _ := os.ReadDir(filepath.Join(n.cfg.StateDir, EventsDir))
+		return len(left) == 0 && !n.held("sbx_stranger") && cp.Done("asg_1")
+	})
+	if calls := len(cp.CallsTo("/sbx_stranger/events")); calls < 5 {
+		t.Errorf("%d event calls: the unproven 404s were not retried", calls)
+	}
+	if !strings.Contains(n.logs.String(), "the control plane refused a sandbox event for good: it is dropped") {
+		t.Errorf("the drop is not logged:\n%s", n.logs.String())
+	}
 }

@@ -35,6 +35,8 @@ type StatusError struct {
 	Code     int    // HTTP status
 	Message  string // the body's error message, or the start of the body
 	Local    string // the local host:port the call was made from, when known (not shown by Error)
+	// answer is the answer as it came (for its proof; nil for a 2xx that broke Cubelet's rule).
+	answer *answer
 }
 
 // Error implements error.
@@ -161,10 +163,10 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 	if err != nil {
 		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: read the reply: %w", ep, scrubNetError(err)))
 	}
-	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
-		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local})
-	}
 	ans.code, ans.header, ans.body = resp.StatusCode, resp.Header, raw
+	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
+		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local, answer: ans})
+	}
 	return ans, nil
 }
 

@@ -179,14 +179,30 @@ func (a *Agent) postEvent(ctx context.Context, p *pendingEvent) error {
 	cctx, cancel := context.WithTimeout(ctx, EventTimeout)
 	defer cancel()
 	ans, err := a.wire.exchange(cctx, nodeapi.SandboxEventPath(a.cfg.NodeID(), p.SandboxID), token, "", data, true, maxResponse)
+	var se *StatusError
+	if errors.As(err, &se) && se.answer != nil && refusedForGood[se.Code] && a.verify(token, se.answer) == nil {
+		return &refusedEvent{err}
+	}
 	if err != nil {
 		return err
 	}
 	return a.verify(token, ans)
 }
 
+// refusedForGood are the statuses of a proven answer that refuse an event for good: the control
+// plane runs no such sandbox on this node (404), or the event breaks its rules (400, 413, 422)
+// or its state (409). Sending it again would not change the answer: it is dropped.
+var refusedForGood = map[int]bool{http.StatusBadRequest: true, http.StatusNotFound: true, http.StatusConflict: true,
+	http.StatusRequestEntityTooLarge: true, http.StatusUnprocessableEntity: true}
+
+// refusedEvent is an event the control plane refused for good, in a proven answer.
+type refusedEvent struct{ error }
+
+func (e *refusedEvent) Unwrap() error { return e.error }
+
 // sendEvents sends the outbox's events until ctx is done, oldest first, each until the control
-// plane accepts it. An event that is refused holds back the later ones of its sandbox only; a
+// plane accepts it, or refuses it for good in a proven answer (refusedForGood: it is dropped and
+// logged). An event that fails otherwise holds back the later ones of its sandbox only; a
 // control plane that cannot be reached (or does not prove its answers) holds back all, retried
 // with a backoff from RegisterBackoffMin to RegisterBackoffMax. A failure is logged when it
 // changes.
@@ -206,8 +222,13 @@ func (a *Agent) sendEvents(ctx context.Context) {
 				continue
 			}
 			err := a.postEvent(ctx, p)
-			if ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
 				return
+			}
+			var refused *refusedEvent
+			if errors.As(err, &refused) {
+				a.log.Warn("the control plane refused a sandbox event for good: it is dropped", "sandbox", p.SandboxID, "state", p.Event.State, "error", err.Error())
+				err = nil
 			}
 			if err == nil {
 				if err := a.run.box.done(p); err != nil {
