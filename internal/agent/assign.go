@@ -221,8 +221,11 @@ func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 	}
 	r.mu.Lock()
 	t.warm = false
+	live = t.live
 	r.mu.Unlock()
-	r.queueRunning(t, st)
+	if live { // else its watcher queued the claim's running event before its end
+		r.queueRunning(t, st)
+	}
 	return r.waitFor(t, keyClaimed)
 }
 

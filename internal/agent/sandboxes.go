@@ -244,6 +244,11 @@ func (r *runner) watch(id string) {
 			r.log.Error("cannot wait for a sandbox", "sandbox", id, "error", err.Error())
 			return
 		}
+		// What it reached before its end comes first: a claim's command may end before the
+		// claim's own running event is queued.
+		if t := r.known(id); t != nil {
+			r.queueRunning(t, st)
+		}
 		r.queueFinal(st, true)
 	}()
 }
