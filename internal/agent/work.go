@@ -40,10 +40,11 @@ const maxWorkAnswer = 64 << 20
 // errNoCredential means the agent has no node credential, which the work API requires.
 var errNoCredential = errors.New("the work API needs the node credential, and this node registered without one (a stock Cubelet's mode): it takes no sandboxes")
 
-// workLoop polls for work until ctx is done (nil) or the credential is revoked (errRevoked). A
-// 404 (the node is unknown, which the status loop finds too and registers again, or the
-// control plane has no work API) and a 403 (a node without its credential) are retried every
-// noWorkAPIRetry; other failures with a backoff from RegisterBackoffMin to RegisterBackoffMax.
+// workLoop polls for work until ctx is done (always nil: the status loop, which gets the same
+// 404 or 401 when the node is unknown or revoked, registers again or stops the agent). A 404,
+// 401 (which a control plane without the work API may answer too) or 403 (a node without its
+// credential) is retried every noWorkAPIRetry; other failures with a backoff from
+// RegisterBackoffMin to RegisterBackoffMax.
 func (a *Agent) workLoop(ctx context.Context) error {
 	backoff := RegisterBackoffMin
 	var lastErr string
@@ -83,15 +84,11 @@ func (a *Agent) workLoop(ctx context.Context) error {
 			continue
 		case ctx.Err() != nil:
 			return nil
-		case code == http.StatusUnauthorized:
-			if _, isCredential := a.credential(); isCredential {
-				return a.revoke(err)
-			}
-			return err
-		case code == http.StatusNotFound:
-			// The node is unknown (its next status report gets a 404 too, and registers it
-			// again, which restarts this loop), or the control plane has no work route.
-			err = fmt.Errorf("%w (the control plane does not know this node, which registers again, or it has no work API: it is older than this agent, and this node takes no sandboxes from it)", err)
+		case code == http.StatusNotFound || code == http.StatusUnauthorized:
+			// The node is unknown (404) or its credential revoked (401): the status reports
+			// get the same answer and register again (which restarts this loop) or stop the
+			// agent. Or the control plane has no work route, and answers so.
+			err = fmt.Errorf("%w (the control plane does not know this node or its credential, which the status reports find too, or it has no work API: it is older than this agent, and this node takes no sandboxes from it)", err)
 			wait = noWorkAPIRetry
 		case code == http.StatusForbidden || errors.Is(err, errNoCredential):
 			wait = noWorkAPIRetry
