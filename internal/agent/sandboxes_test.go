@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -452,16 +453,52 @@ func TestDrainWithStubbornSandbox(t *testing.T) {
 	}
 }
 
-// A sandbox cannot read the agent's node credential (a 0600 file in its 0700 state directory).
+// A sandbox cannot read the agent's node credential (a 0600 file in its 0700 state directory),
+// list or read the rest of the agent's state (its sandbox records and queued events), read its
+// own records beside its working directory, or read another sandbox's environment (which holds
+// that sandbox's secrets) or output.
 func TestSandboxCannotReadCredential(t *testing.T) {
 	requireRootSandboxes(t)
 	t.Parallel()
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	n := newSandboxNode(t, cp)
+	const secret = "s3cret-of-the-other-sandbox"
+	cp.Assign(node, nodeapi.Assignment{ID: "asg_0", Kind: nodeapi.KindStart, Sandbox: &nodeapi.SandboxSpec{
+		ID: "sbx_other", Argv: sh("echo other output; exec sleep 300"), Env: []string{"API_TOKEN=" + secret},
+	}})
+	n.waitStates("sbx_other", nodeapi.StateRunning)
+	var other struct{ Process struct{ PID int } }
+	data, _ := os.ReadFile(filepath.Join(n.cfg.SandboxDir, "sbx_other", "state.json"))
+	if json.Unmarshal(data, &other); other.Process.PID <= 0 {
+		t.Fatalf("the other sandbox's pid: %s", data)
+	}
 	cred := filepath.Join(n.cfg.StateDir, StateFile)
-	cp.Assign(node, start("asg_1", "sbx_thief", "cat", cred))
+	targets := []string{
+		cred,
+		filepath.Join(n.cfg.StateDir, SandboxesDir, "sbx_other.json"),
+		filepath.Join(n.cfg.SandboxDir, "sbx_other", "sandbox.json"),
+		filepath.Join(n.cfg.SandboxDir, "sbx_other", "stdout"),
+		fmt.Sprintf("/proc/%d/environ", other.Process.PID),
+		fmt.Sprintf("/proc/%d/environ", os.Getpid()), // the agent's
+	}
+	for _, f := range targets {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s: %v (the test needs it to exist)", f, err)
+		}
+	}
+	script := `for f in "$@"; do if cat "$f" >/dev/null 2>&1; then echo "read $f"; fi; done
+for d in "$STATE" "$STATE/sandboxes" "$STATE/events"; do if ls "$d" >/dev/null 2>&1; then echo "listed $d"; fi; done
+echo checked`
+	cp.Assign(node, nodeapi.Assignment{ID: "asg_1", Kind: nodeapi.KindStart, Sandbox: &nodeapi.SandboxSpec{
+		// ../sandbox.json: its own records; /etc/passwd: readable, so the loop is seen to work.
+		ID: "sbx_thief", Argv: append([]string{"/bin/sh", "-c", script, "thief"}, append(targets, "../sandbox.json", "/etc/passwd")...), Env: []string{"STATE=" + n.cfg.StateDir},
+	}})
 	end := n.waitStates("sbx_thief", nodeapi.StateRunning, nodeapi.StateExited)
-	if *end.ExitCode == 0 || bytes.Contains(end.Stdout, []byte("cfn_")) || !bytes.Contains(end.Stderr, []byte("Permission denied")) {
+	if string(end.Stdout) != "read /etc/passwd\nchecked\n" {
+		t.Errorf("a sandbox reached the agent's files or another sandbox's:\n%s", end.Stdout)
+	}
+	cp.Assign(node, start("asg_2", "sbx_cat", "cat", cred))
+	if end := n.waitStates("sbx_cat", nodeapi.StateRunning, nodeapi.StateExited); *end.ExitCode == 0 || bytes.Contains(end.Stdout, []byte("cfn_")) || !bytes.Contains(end.Stderr, []byte("Permission denied")) {
 		t.Errorf("cat %s from a sandbox: %+v, stdout %q, stderr %q; want Permission denied", cred, end, end.Stdout, end.Stderr)
 	}
 }
