@@ -228,10 +228,12 @@ func (a *Agent) sendEvents(ctx context.Context) {
 				err = nil
 			}
 			if err == nil {
+				// Recorded as accepted before it leaves the outbox: in between, the event is
+				// still queued, so the sandbox's watcher cannot queue it a second time.
+				a.run.sent(p)
 				if err := a.run.box.done(p); err != nil {
 					a.log.Error("cannot remove a sent sandbox event from the state directory: it is sent again after a restart", "sandbox", p.SandboxID, "error", err.Error())
 				}
-				a.run.sent(p)
 				continue
 			}
 			failed, held[p.SandboxID] = true, true
