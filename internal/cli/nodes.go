@@ -41,7 +41,7 @@ missed), Down (two) or Lost (silent for --node-lost-after). Only Ready, uncordon
 known pool that run cubefleet agent receive work; a stock Cubelet is registry-only. Drain a
 node (cordon it and wait until it runs no sandboxes) before you delete it.`)
 	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
-		newNodesLabelCmd(), newNodesDeleteCmd(), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
+		newNodesLabelCmd(), newNodesDeleteCmd(stdio), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
 }
 
@@ -249,16 +249,20 @@ func nodeAction(cmd *cobra.Command, method string, in map[string]any, done strin
 }
 
 func newNodesCordonCmd() *cobra.Command {
-	var detail string
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "cordon NODE [--detail TEXT]",
+		Use:   "cordon NODE [--reason TEXT]",
 		Short: "Cordon a node: it receives no new work (idempotent)",
-		Args:  exactArgs(1),
+		Long: `Cordon a node: it keeps running what it has but receives no new work. --reason says why (at most
+200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": detail}, "Cordoned node "+args[0]+".")
+			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": reason}, "Cordoned node "+args[0]+".")
 		},
 	}
-	cmd.Flags().StringVar(&detail, "detail", "", "why (at most 200 characters)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
+	cmd.Flags().StringVar(&reason, "detail", "", "the former name of --reason")
+	cmd.Flags().MarkHidden("detail")
 	return cmd
 }
 
@@ -352,20 +356,43 @@ func unchangedLabels(set map[string]string, remove []string) string {
 	return strings.Join(parts, " and ")
 }
 
-func newNodesDeleteCmd() *cobra.Command {
+func newNodesDeleteCmd(stdio IO) *cobra.Command {
 	var force bool
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "delete NODE [--force]",
+		Use:   "delete NODE [--force [--reason TEXT]]",
 		Short: "Delete a cordoned node and revoke its credential",
 		Long: `Delete a node from the registry and revoke its node credential: its agent is refused from
 then on and joins again only with a new join token (a stock Cubelet registers again when it
 restarts). The node must be cordoned; without --force it must also be Ready and run no
-sandboxes.`,
+sandboxes. --force deletes a node that is not Ready (Down, Lost: its sandbox count is unknown)
+or still runs sandboxes, and cordons it first when it is not cordoned, with --reason as the
+cordon's reason (the cordon is a nodes.cordon call of its own, audited).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": args[0], "force": force}, "Deleted node "+args[0]+".")
+			id := args[0]
+			if reason != "" && !force {
+				return usagef("--reason is the reason of the cordon --force sets first: give --force, or cordon with cubefleet nodes cordon %s --reason TEXT", id)
+			}
+			if force {
+				var n nodeOut
+				if err := call(cmd, "nodes.get", map[string]any{"nodeId": id}, &n); err != nil {
+					return err
+				}
+				if !n.Cordoned {
+					if reason == "" {
+						reason = "cordoned by nodes delete --force"
+					}
+					if err := call(cmd, "nodes.cordon", map[string]any{"nodeId": id, "detail": reason}, nil); err != nil {
+						return err
+					}
+					linef(stdio.Err, "Cordoned node %s first (--force; it was not cordoned).\n", id)
+				}
+			}
+			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": id, "force": force}, "Deleted node "+id+".")
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes; cordon it first if it is not")
+	cmd.Flags().StringVar(&reason, "reason", "", "with --force: the reason of the cordon it sets first (at most 200 characters)")
 	return cmd
 }
