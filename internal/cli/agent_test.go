@@ -436,7 +436,7 @@ func TestAgentCheckShowsProgress(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
 	}
-	progress := regexp.MustCompile(`(?m)^attempt 1: 1 of 4 checks pass; waiting for local agent, node listed, S3 endpoint \(again in 2s; [123]s left\)$`)
+	progress := regexp.MustCompile(`(?m)^attempt 1: 2 of 5 checks pass; waiting for local agent, node listed, S3 endpoint \(again in 2s; [123]s left\)$`)
 	if !progress.MatchString(errOut.String()) {
 		t.Errorf("stderr:\n%s\nwant a line matching %s", errOut.String(), progress)
 	}

@@ -174,7 +174,7 @@ func TestCheckWaits(t *testing.T) {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
 	}
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	first := regexp.MustCompile(`^attempt 1: 1 of 3 checks pass \(1 skipped\); waiting for local agent, node listed \(again in 50ms; (1\d|20)s left\)$`)
+	first := regexp.MustCompile(`^attempt 1: 2 of 4 checks pass \(1 skipped\); waiting for local agent, node listed \(again in 50ms; (1\d|20)s left\)$`)
 	if len(lines) < 2 || !first.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "attempt 2: ") {
 		t.Errorf("progress lines:\n%s\nwant the first to match %s", progress.String(), first)
 	}
