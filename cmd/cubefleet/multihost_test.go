@@ -151,7 +151,7 @@ func TestMultiHost(t *testing.T) {
 		a := agents[1]
 		out, errOut, code := runIn(t, a.ns, bin, "agent", "check", "--env-file", a.envFile, "--timeout", "10s", "--output", "json")
 		var results []struct{ Name, Status, Detail string }
-		if err := json.Unmarshal([]byte(out), &results); err != nil || code != 0 || len(results) != 4 {
+		if err := json.Unmarshal([]byte(out), &results); err != nil || code != 0 || len(results) != 5 {
 			t.Fatalf("agent check in %s: exit %d, %v\n%s%s", a.ns, code, err, out, errOut)
 		}
 		for _, r := range results {
