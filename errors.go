@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // Code is an error code of the public API. The list only grows; codes cross the wire.
@@ -142,3 +143,15 @@ func ErrorCode(err error) Code {
 
 // IsCode reports whether err carries code.
 func IsCode(err error, code Code) bool { return err != nil && ErrorCode(err) == code }
+
+// Article returns noun with its indefinite article, for messages that name a kind ("a pool",
+// "an ownerQuota", "an offer"): "an" before a vowel letter, else "a". "" stays "".
+func Article(noun string) string {
+	if noun == "" {
+		return ""
+	}
+	if strings.ContainsRune("aeiouAEIOU", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}

@@ -69,3 +69,14 @@ func TestIDs(t *testing.T) {
 		t.Fatal("DerivedID is not a function of key and caller")
 	}
 }
+
+func TestArticle(t *testing.T) {
+	for in, want := range map[string]string{
+		"pool": "a pool", "ownerQuota": "an ownerQuota", "offer": "an offer", "sandboxTemplate": "a sandboxTemplate",
+		"application load balancer": "an application load balancer", "NAT gateway": "a NAT gateway", "": "",
+	} {
+		if got := Article(in); got != want {
+			t.Errorf("Article(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
