@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
@@ -39,6 +42,86 @@ type SchedulerStatus struct {
 	Reservations []scheduler.Reservation `json:"reservations"`
 }
 
+// resolvePlacement turns the pool of a scheduler.place input into a pool id: in.Pool is a
+// pool id or a pool's fleet name (docs/scheduler.md). A template given as a sandbox template id
+// (tpl_...) must exist and lends its pool when in.Pool is empty; any other template must be
+// held by some node. Errors: INVALID_INPUT for a missing sandbox id or pool, a fleet name that
+// several pools share, or a template of another pool; NOT_FOUND for a pool or template that
+// does not exist.
+func resolvePlacement(ctx context.Context, d *deps, in *scheduler.Request) error {
+	if in.SandboxID == "" {
+		return cubefleet.Invalid("sandboxId", "sandboxId is required: the id of the sandbox to place")
+	}
+	if in.Template != "" {
+		if cubefleet.IsID(in.Template, "tpl") {
+			t, err := compute.Load(ctx, d.db, in.Template)
+			if err != nil || t.Kind != compute.KindSandboxTemplate {
+				if err == nil || cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+					return cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s", in.Template)
+				}
+				return err
+			}
+			var spec compute.SandboxTemplateSpec
+			if err := json.Unmarshal(t.Spec, &spec); err == nil && spec.PoolID != "" {
+				if in.Pool == "" {
+					in.Pool = spec.PoolID
+				}
+				if err := samePool(ctx, d, in.Pool, spec.PoolID, in.Template); err != nil {
+					return err
+				}
+			}
+		} else if !d.scheduler.Scheduler().HoldsTemplate(in.Template) {
+			return cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s and no node holds a template of that id", in.Template)
+		}
+	}
+	if in.Pool == "" {
+		return cubefleet.Invalid("pool", "pool is required: the pool id or fleet name of the sandbox's template")
+	}
+	id, err := poolID(ctx, d, in.Pool)
+	if err != nil {
+		return err
+	}
+	in.Pool = id
+	return nil
+}
+
+// samePool refuses a template whose pool (poolID) is not ref (a pool id or fleet name).
+func samePool(ctx context.Context, d *deps, ref, want, template string) error {
+	id, err := poolID(ctx, d, ref)
+	if err != nil {
+		return err
+	}
+	if id != want {
+		return cubefleet.Invalid("pool", "template %s is on pool %s, not %s: leave pool out or give the template's", template, want, ref)
+	}
+	return nil
+}
+
+// poolID returns the id of the pool whose id or fleet name is ref. Errors: NOT_FOUND when no
+// pool has it; INVALID_INPUT when pools of several tenants share the fleet name.
+func poolID(ctx context.Context, d *deps, ref string) (string, error) {
+	pools, err := d.compute.Pools(ctx, d.db)
+	if err != nil {
+		return "", err
+	}
+	var named []string
+	for _, p := range pools {
+		if p.ID == ref {
+			return p.ID, nil
+		}
+		if p.Name == ref && p.ArchivedAt == nil {
+			named = append(named, p.ID)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return "", cubefleet.Errorf(cubefleet.CodeNotFound, "no pool has the id or fleet name %q; compute.pools.list shows them with their names", ref)
+	case 1:
+		return named[0], nil
+	}
+	return "", cubefleet.Invalid("pool", "pools %s share the fleet name %q: give the pool id", strings.Join(named, ", "), ref)
+}
+
 // registerSchedulerMethods registers scheduler.* (permission scheduler:<verb> on tenant/root):
 // the placement lane the sandboxes call, a release by sandbox id, and the status.
 func registerSchedulerMethods(r *Registry, d *deps) {
@@ -58,6 +141,9 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 		Handle: Typed(func(ctx context.Context, c *Call, in scheduler.Request) (any, error) {
 			if d.scheduler == nil {
 				return nil, unsupported()
+			}
+			if err := resolvePlacement(ctx, d, &in); err != nil {
+				return nil, err
 			}
 			dec, err := d.scheduler.Place(ctx, in)
 			if err != nil {

@@ -377,6 +377,23 @@ func (s *Scheduler) setTemplates(slot int32, templates []string) {
 	in.tids = tids
 }
 
+// HoldsTemplate reports whether some node known to the scheduler holds template (lists it in
+// its local_templates).
+func (s *Scheduler) HoldsTemplate(template string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.tplIDs[template]
+	if !ok {
+		return false
+	}
+	for _, w := range s.tplNodes[id] {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // holds reports whether the node in slot holds the template whose bitset is bits.
 func holds(bits []uint64, slot int32) bool {
 	w := int(slot / 64)

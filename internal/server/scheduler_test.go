@@ -80,11 +80,34 @@ func TestSchedulerMethods(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, nil)
 		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.Scheduler().Holding)
-		fail := e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_1", "pool": "pool_none", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
-		if !strings.Contains(fail.Message, "pool pool_none has no nodes") || fail.Details["retryAfterSeconds"] == nil {
+		pool := e.makePool("fra-cubes")
+		fail := e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_1", "pool": "fra-cubes", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
+		if !strings.Contains(fail.Message, "pool "+pool+" has no nodes") || fail.Details["retryAfterSeconds"] == nil {
 			t.Errorf("%+v", fail)
 		}
-		e.mustFail(e.admin, "scheduler.place", map[string]any{"pool": "pool_none"}, cubefleet.CodeInvalidInput)
+		// The pool by id or fleet name; what does not exist is NOT_FOUND, without a retry hint.
+		for _, c := range []struct {
+			name string
+			in   map[string]any
+			code cubefleet.Code
+			text string
+		}{
+			{"unknown pool id", map[string]any{"pool": "pool_none"}, cubefleet.CodeNotFound, `no pool has the id or fleet name "pool_none"`},
+			{"unknown fleet name", map[string]any{"pool": "nowhere"}, cubefleet.CodeNotFound, `"nowhere"`},
+			{"unknown template id", map[string]any{"pool": "fra-cubes", "template": cubefleet.NewID("tpl")}, cubefleet.CodeNotFound, "no sandbox template"},
+			{"template no node holds", map[string]any{"pool": "fra-cubes", "template": "ubuntu-22"}, cubefleet.CodeNotFound, "no node holds"},
+			{"no pool", map[string]any{}, cubefleet.CodeInvalidInput, "pool is required"},
+			{"no sandbox id", map[string]any{"pool": "fra-cubes", "sandboxId": ""}, cubefleet.CodeInvalidInput, "sandboxId"},
+		} {
+			in := map[string]any{"sandboxId": "sbx_2", "cpu": 100, "memoryMiB": 64}
+			for k, v := range c.in {
+				in[k] = v
+			}
+			fail := e.mustFail(e.admin, "scheduler.place", in, c.code)
+			if !strings.Contains(fail.Message, c.text) || fail.Details["retryAfterSeconds"] != nil {
+				t.Errorf("%s: %+v", c.name, fail)
+			}
+		}
 		var rel api.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_1"}, &rel)
 		if rel.Released {
