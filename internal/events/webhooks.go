@@ -94,7 +94,7 @@ type NewSubscription struct {
 func (w *Webhooks) Create(ctx context.Context, tx *sql.Tx, in NewSubscription) (*WithSecret, error) {
 	u, err := w.Guard.CheckURL(ctx, strings.TrimSpace(in.URL))
 	if err != nil {
-		return nil, cubefleet.Invalid("url", "url %q: %v", in.URL, err)
+		return nil, cubefleet.Invalid("url", "url %q: %s", netguard.Redact(in.URL), netguard.Redact(err.Error()))
 	}
 	types, err := w.checkTypes(in.TenantID, in.Events)
 	if err != nil {

@@ -486,13 +486,15 @@ func TestWebhookSSRFGuard(t *testing.T) {
 			{"http://mapped.test/", "127.0.0.1"},
 			{"http://100.64.1.1/", "100.64.1.1"},
 			{"ftp://public.test/", "only http and https"},
-			{"http://user:pw@public.test/", "user name or password"},
+			{"http://user:s3cret@public.test/", "user name or password"},
+			{"http://user:s3cret@public%zz/", "not a URL"},
+			{"https://user:s3cret@private.test/", "user name or password"},
 			{"public.test/hook", "only http and https"},
 			{"http:///nohost", "no host"},
 			{"http://nxdomain.test/", "no such host"},
 		} {
 			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: "acme", URL: c.url, Events: []string{"fleet.drifted"}})
-			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
+			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("subscribe %s: %v, want INVALID_INPUT with %q", c.url, err, c.want)
 			}
 		}
@@ -586,7 +588,7 @@ func TestWebhookSubscriptionRules(t *testing.T) {
 			{"acme", nil, "events is required"},
 		} {
 			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
-			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
+			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%v: %v, want %q", c.events, err, c.want)
 			}
 		}
