@@ -82,20 +82,21 @@ type schedulerCheck struct {
 
 func newSchedulerCheckCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "check FILE",
+		Use:   "check FILE|-",
 		Short: "Validate a cubemaster.yaml-shaped scheduler configuration and print it with defaults filled in",
-		Long: `Read FILE (a cubemaster.yaml: its scheduler section; other sections are ignored), and print
-its warnings and the effective configuration with every default filled in, as a scheduler
-section that loads to the same configuration. Exit 0 when the file is valid; exit 1 naming
-every problem with its key path and line.`,
+		Long: `Read FILE, or standard input for "-" (a cubemaster.yaml: its scheduler section; other
+sections are ignored), and print the effective configuration with every default filled in, as
+a scheduler section that loads to the same configuration: standard output holds only that, so
+it can be saved or piped; the warnings go to standard error. Exit 0 when the file is valid;
+exit 1 naming every problem with its key path and line.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, warns, err := scheduler.LoadFile(args[0])
+			cfg, warns, err := loadSchedulerConfig(cmd, args[0])
 			var ce *scheduler.ConfigError
 			if err != nil && !errors.As(err, &ce) {
 				return err
 			}
-			out := schedulerCheck{File: args[0], Valid: err == nil, Warnings: warns}
+			out := schedulerCheck{File: configName(args[0]), Valid: err == nil, Warnings: warns}
 			if out.Warnings == nil {
 				out.Warnings = []scheduler.Warning{}
 			}
@@ -106,9 +107,7 @@ every problem with its key path and line.`,
 			}
 			if rerr := render(cmd, out, func(w io.Writer) error {
 				for _, wn := range warns {
-					if _, err := linef(w, "warning: %s\n", wn.String()); err != nil {
-						return err
-					}
+					linef(stdioOf(cmd).Err, "warning: %s\n", wn.String())
 				}
 				if ce != nil {
 					return nil
@@ -130,9 +129,31 @@ every problem with its key path and line.`,
 	}
 }
 
+// configName is how messages name a configuration file argument: "stdin" for "-".
+func configName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	return path
+}
+
+// loadSchedulerConfig loads the scheduler configuration file path, or standard input for "-"
+// (named "stdin" in the messages; at most scheduler.MaxConfigBytes).
+func loadSchedulerConfig(cmd *cobra.Command, path string) (scheduler.Config, []scheduler.Warning, error) {
+	if path != "-" {
+		return scheduler.LoadFile(path)
+	}
+	data, err := io.ReadAll(io.LimitReader(stdioOf(cmd).In, scheduler.MaxConfigBytes+1))
+	if err != nil {
+		return scheduler.Config{}, nil, fmt.Errorf("scheduler configuration: read standard input: %w", err)
+	}
+	return scheduler.Load("stdin", data)
+}
+
 // configProblems turns a configuration's problems into the CLI's INVALID_INPUT error: one
-// line per problem, `path: line N: message`.
+// line per problem, `path: line N: message`. file "-" is named stdin.
 func configProblems(file string, ce *scheduler.ConfigError) error {
+	file = configName(file)
 	errs := make([]cubefleet.FieldError, len(ce.Problems))
 	for i, p := range ce.Problems {
 		msg := p.Message
@@ -171,7 +192,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 			case configFile != "" && profile != "":
 				return usagef("--config and --profile: give one (a file sets its profile with scheduler.profile)")
 			case configFile != "":
-				cfg, warns, err := scheduler.LoadFile(configFile)
+				cfg, warns, err := loadSchedulerConfig(cmd, configFile)
 				var ce *scheduler.ConfigError
 				if errors.As(err, &ce) {
 					return configProblems(configFile, ce)
@@ -205,7 +226,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 	f := cmd.Flags()
 	f.IntVar(&o.Nodes, "nodes", 0, "simulated nodes (64 cores, 256 GiB each)")
 	f.IntVar(&o.Requests, "requests", 0, "sandbox requests")
-	f.StringVar(&configFile, "config", "", "scheduler configuration file (cubemaster.yaml shape); default: the built-in defaults")
+	f.StringVar(&configFile, "config", "", "scheduler configuration file (cubemaster.yaml shape; - for standard input); default: the built-in defaults")
 	f.StringVar(&profile, "profile", "", "a built-in profile instead of --config: "+strings.Join(scheduler.Profiles, ", "))
 	f.StringVar(&o.Workload, "workload", simulate.WorkloadBurst, "burst, template-reuse or mixed")
 	f.DurationVar(&o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")

@@ -14,8 +14,13 @@ import (
 
 // runOffline runs a command that needs no server and returns its exit code, stdout and stderr.
 func runOffline(args ...string) (int, string, string) {
+	return runOfflineIn("", args...)
+}
+
+// runOfflineIn is runOffline with stdin as the standard input.
+func runOfflineIn(stdin string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, IO{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+	code := Run(context.Background(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
 	return code, out.String(), errb.String()
 }
 
@@ -39,17 +44,28 @@ scheduler:
     enable_filters: [cpu, mem, template_locality, realtime_create_num]
 `)
 	code, out, errOut := runOffline("scheduler", "check", shipped)
-	if code != ExitOK || errOut != "" {
+	if code != ExitOK || !strings.HasPrefix(out, "scheduler:\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	testkit.Golden(t, "scheduler_check.golden", []byte(strings.ReplaceAll(out, shipped, "$FILE")))
+	testkit.Golden(t, "scheduler_check.golden", []byte(strings.ReplaceAll(out+"--- stderr\n"+errOut, shipped, "$FILE")))
 
-	// The printed configuration is a file that loads to the same configuration, with no warning.
-	effective := out[strings.Index(out, "\nscheduler:\n")+1:]
-	again := writeSchedFile(t, "again.yaml", effective)
-	code, out2, _ := runOffline("scheduler", "check", again)
-	if code != ExitOK || out2 != effective {
-		t.Errorf("the effective configuration does not load back the same:\n%s\n%s", out, out2)
+	// Standard output is only the configuration: a file that loads to the same configuration,
+	// with no warning; "-" reads it from standard input.
+	again := writeSchedFile(t, "again.yaml", out)
+	code, out2, errOut2 := runOffline("scheduler", "check", again)
+	if code != ExitOK || out2 != out || errOut2 != "" {
+		t.Errorf("the effective configuration does not load back the same:\n%s\n%s%s", out, out2, errOut2)
+	}
+	code, out2, errOut2 = runOfflineIn(out, "scheduler", "check", "-")
+	if code != ExitOK || out2 != out || errOut2 != "" {
+		t.Errorf("check - (standard input): exit %d\n%s%s", code, out2, errOut2)
+	}
+	shippedBody, _ := os.ReadFile(shipped)
+	if code, _, errOut2 := runOfflineIn(string(shippedBody), "scheduler", "check", "-"); code != ExitOK || !strings.Contains(errOut2, "warning: line 3: scheduler:") {
+		t.Errorf("check - of the shipped file: exit %d %s", code, errOut2)
+	}
+	if code, _, errOut2 := runOfflineIn("", "scheduler", "check", "-"); code != ExitFailure || !strings.Contains(errOut2, "stdin: the file is empty") {
+		t.Errorf("check - of nothing: exit %d %s", code, errOut2)
 	}
 
 	bad := writeSchedFile(t, "bad.yaml", "scheduler:\n  priority_select_num: 0\n  score:\n    enable_scorers: [real_time_weighted_average]\n    resource_weights: {mvm_num: -1}\n")
