@@ -484,7 +484,40 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 			}
 		}
 	}
+	l.unusedScoreSettings(path, s, weighted)
 	cfg.Score = s
+}
+
+// unusedScoreSettings warns about score settings that change nothing: a plugin_conf block of a
+// scorer that enable_scorers does not list, a listed scorer turned off with disable: true, and
+// a factor weighed in resource_weights that no running scorer averages.
+func (l *loader) unusedScoreSettings(path string, s ScoreConfig, weighted bool) {
+	used := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(s.PluginConf)) {
+		pc, pk := s.PluginConf[name], path+".plugin_conf."+name
+		if !slices.Contains(Scorers, name) || l.bad[pk] {
+			continue // an error already
+		}
+		switch {
+		case !slices.Contains(s.EnableScorers, name):
+			l.warn(pk, l.lines[pk], "scorer %s has a plugin_conf block but is not in enable_scorers: its settings are not used (list it in enable_scorers to use them)", name)
+		case pc.Disable:
+			l.warn(pk+".disable", l.lines[pk], "scorer %s is in enable_scorers but disable: true turns it off: its weight and factors are not used", name)
+		default:
+			for _, f := range pc.EnableWeightFactors {
+				used[f] = true
+			}
+		}
+	}
+	if !weighted {
+		return
+	}
+	for _, f := range slices.Sorted(maps.Keys(s.ResourceWeights)) {
+		wk := path + ".resource_weights." + f
+		if w := s.ResourceWeights[f]; w > 0 && !used[f] && slices.Contains(Factors, f) && !l.bad[wk] {
+			l.warn(wk, l.lines[wk], "factor %s weighs %g but no running scorer lists it in enable_weight_factors: the weight is not used", f, w)
+		}
+	}
 }
 
 // plugin reads scorer's plugin_conf block at path. A weighted-average scorer without

@@ -157,3 +157,39 @@ func TestLoadWarnsPreSelectBelowPriority(t *testing.T) {
 		t.Errorf("no warning for -1: %v", warns)
 	}
 }
+
+// TestLoadWarnsUnusedScoreSettings: settings that change nothing are named: a scorer
+// configured but not enabled, one enabled and disabled, a weight no running scorer uses.
+func TestLoadWarnsUnusedScoreSettings(t *testing.T) {
+	head := "scheduler:\n  score:\n"
+	for _, c := range []struct {
+		name, doc, path string
+		line            int
+	}{
+		{"configured, not enabled", head + "    enable_scorers: [real_time_weighted_average]\n    plugin_conf:\n      real_time_weighted_average: {weight: 1}\n      binpack_score: {weight: 2}\n",
+			"scheduler.score.plugin_conf.binpack_score", 6},
+		{"enabled and disabled", head + "    enable_scorers: [real_time_weighted_average, binpack_score]\n    plugin_conf:\n      real_time_weighted_average: {weight: 1}\n      binpack_score: {weight: 3, disable: true}\n",
+			"scheduler.score.plugin_conf.binpack_score.disable", 6},
+		{"weight nobody uses", head + "    enable_scorers: [real_time_weighted_average]\n    resource_weights: {mvm_num: 2, cpu_util: 4}\n    plugin_conf:\n      real_time_weighted_average: {enable_weight_factors: [mvm_num]}\n",
+			"scheduler.score.resource_weights.cpu_util", 4},
+		{"weights of a disabled scorer", head + "    enable_scorers: [binpack_score, multi_factor_weighted_average]\n    resource_weights: {mvm_num: 2}\n    plugin_conf:\n      binpack_score: {}\n      multi_factor_weighted_average: {disable: true, enable_weight_factors: [mvm_num]}\n",
+			"scheduler.score.resource_weights.mvm_num", 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, warns, err := Load("u.yaml", []byte(c.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(warns, func(w Warning) bool { return w.Path == c.path && w.Line == c.line }) {
+				t.Errorf("no warning at %s line %d: %v", c.path, c.line, warns)
+			}
+		})
+	}
+	// The defaults and a fully used score block warn about nothing of the kind.
+	for _, doc := range []string{"scheduler:\n  profile: template_locality_first\n", head + "    enable_scorers: [real_time_weighted_average]\n    resource_weights: {mvm_num: 2}\n    plugin_conf:\n      real_time_weighted_average: {enable_weight_factors: [mvm_num]}\n"} {
+		_, warns, err := Load("u.yaml", []byte(doc))
+		if err != nil || len(warns) != 0 {
+			t.Errorf("%q: %v %v", doc, warns, err)
+		}
+	}
+}
