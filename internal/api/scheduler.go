@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
@@ -34,12 +36,29 @@ type ReleaseOutput struct {
 // AuditTarget names the sandbox in the audit row.
 func (r ReleaseOutput) AuditTarget() string { return r.SandboxID }
 
-// SchedulerStatus is the output of scheduler.status: the configuration in force, whether this
-// replica holds the scheduler lease (it decides), and the reservations outstanding.
+// SchedulerStatus is the output of scheduler.status: the configuration in force, the file it
+// came from (ConfigFile, "" for the built-in defaults) and when it was loaded (ConfigLoadedAt),
+// the last reload's failure while it lasts (ReloadError, ReloadFailedAt: the file on disk is
+// then not the configuration in force), whether this replica holds the scheduler lease (it
+// decides), and the reservations outstanding, oldest first. Times are Unix ms; Now is the
+// server's clock when it answered.
 type SchedulerStatus struct {
-	Config       scheduler.Config        `json:"config"`
-	LeaseHolder  bool                    `json:"leaseHolder"`
-	Reservations []scheduler.Reservation `json:"reservations"`
+	Config         scheduler.Config  `json:"config"`
+	ConfigFile     string            `json:"configFile,omitempty"`
+	ConfigLoadedAt int64             `json:"configLoadedAt"`
+	ReloadError    string            `json:"reloadError,omitempty"`
+	ReloadFailedAt int64             `json:"reloadFailedAt,omitempty"`
+	LeaseHolder    bool              `json:"leaseHolder"`
+	Now            int64             `json:"now"`
+	Reservations   []ReservationView `json:"reservations"`
+}
+
+// ReservationView is a reservation as scheduler.status shows it: with its pool's fleet name
+// (PoolName, "" when the pool has none) and when it was made (ReservedAt, Unix ms).
+type ReservationView struct {
+	scheduler.Reservation
+	PoolName   string `json:"poolName,omitempty"`
+	ReservedAt int64  `json:"reservedAt"`
 }
 
 // resolvePlacement turns the pool of a scheduler.place input into a pool id: in.Pool is a
@@ -179,11 +198,28 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 				return nil, unsupported()
 			}
 			s := d.scheduler.Scheduler()
-			rs := s.Reservations()
-			if rs == nil {
-				rs = []scheduler.Reservation{}
+			src := s.ConfigSource()
+			out := SchedulerStatus{Config: s.Config(), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
+				ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []ReservationView{}}
+			if !src.ReloadFailedAt.IsZero() {
+				out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
 			}
-			return SchedulerStatus{Config: s.Config(), LeaseHolder: d.scheduler.Holding(), Reservations: rs}, nil
+			rs := s.Reservations()
+			if len(rs) > 0 {
+				pools, err := d.compute.Pools(ctx, d.db)
+				if err != nil {
+					return nil, err
+				}
+				names := make(map[string]string, len(pools))
+				for _, p := range pools {
+					names[p.ID] = p.Name
+				}
+				for _, r := range rs {
+					out.Reservations = append(out.Reservations, ReservationView{Reservation: r, PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
+				}
+				slices.SortStableFunc(out.Reservations, func(a, b ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
+			}
+			return out, nil
 		}),
 		Input: struct{}{}, Output: SchedulerStatus{},
 	})

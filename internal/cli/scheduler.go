@@ -32,9 +32,11 @@ func newSchedulerStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show the server's scheduler: the configuration in force, the lease holder, the reservations",
 		Long: `Ask the control plane (scheduler.status, permission scheduler:read on tenant/root) for the
-scheduler configuration in force, whether the replica that answered holds the scheduler lease
-(it makes the placement decisions), and the reservations outstanding: sandboxes placed whose
-nodes have not listed them yet.`,
+scheduler configuration in force, the file it came from and when it was loaded, the last
+reload's error while it lasts (SIGHUP with an invalid file keeps the previous configuration),
+whether the replica that answered holds the scheduler lease (it makes the placement
+decisions), and the reservations outstanding: sandboxes placed whose nodes have not listed
+them yet, with their pool's fleet name and age.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var out api.SchedulerStatus
@@ -47,14 +49,28 @@ nodes have not listed them yet.`,
 				if out.LeaseHolder {
 					holder = "yes (this replica places sandboxes)"
 				}
-				if err := printFields(w, 13, [][2]string{
+				file := "none (the built-in defaults)"
+				if out.ConfigFile != "" {
+					file = out.ConfigFile
+				}
+				fields := [][2]string{
+					{"Config file", file},
+					{"Loaded", nodetext.Ago(out.Now, out.ConfigLoadedAt) + " (" + time.UnixMilli(out.ConfigLoadedAt).UTC().Format(time.RFC3339) + ")"},
+				}
+				if out.ReloadError != "" {
+					fields = append(fields, [2]string{"Last reload", "FAILED " + nodetext.Ago(out.Now, out.ReloadFailedAt) +
+						": the configuration above stays in force; fix the file and send SIGHUP again (scheduler check FILE shows every problem)"},
+						[2]string{"Reload error", out.ReloadError})
+				}
+				fields = append(fields, [][2]string{
 					{"Profile", c.Profile},
 					{"Pick", fmt.Sprintf("%s among the top %d", c.LeastSelectName, c.PrioritySelectNum)},
 					{"Filters", strings.Join(c.Filter.EnableFilters, ", ")},
 					{"Scorers", strings.Join(c.Score.EnableScorers, ", ")},
 					{"Lease holder", holder},
 					{"Reservations", strconv.Itoa(len(out.Reservations))},
-				}); err != nil {
+				}...)
+				if err := printFields(w, 13, fields); err != nil {
 					return err
 				}
 				if len(out.Reservations) == 0 {
@@ -63,9 +79,13 @@ nodes have not listed them yet.`,
 				fmt.Fprintln(w)
 				rows := make([][]string, 0, len(out.Reservations))
 				for _, r := range out.Reservations {
-					rows = append(rows, []string{r.SandboxID, r.NodeID, r.Pool, nodetext.Cores(r.CPU), nodetext.GiB(r.MemoryMiB) + "Gi"})
+					pool := r.Pool
+					if r.PoolName != "" {
+						pool = r.PoolName + " (" + r.Pool + ")"
+					}
+					rows = append(rows, []string{r.SandboxID, r.NodeID, pool, nodetext.Cores(r.CPU), nodetext.GiB(r.MemoryMiB) + "Gi", nodetext.Ago(out.Now, r.ReservedAt)})
 				}
-				return printTable(w, []string{"SANDBOX", "NODE", "POOL", "CPU", "MEMORY"}, rows)
+				return printTable(w, []string{"SANDBOX", "NODE", "POOL", "CPU", "MEMORY", "RESERVED"}, rows)
 			})
 		},
 	}

@@ -134,7 +134,7 @@ func TestSchedulerSimulate(t *testing.T) {
 func TestSchedulerStatus(t *testing.T) {
 	c := mustServe(t, "")
 	out := c.admin("scheduler", "status")
-	for _, want := range []string{"Profile:      balanced_spread", "Pick:         random among the top 3", "Reservations: 0"} {
+	for _, want := range []string{"Config file:  none (the built-in defaults)", "Loaded:       ", "Profile:      balanced_spread", "Pick:         random among the top 3", "Reservations: 0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -648,12 +648,22 @@ func (l *loader) duration(path string, n *yaml.Node) Duration {
 }
 
 // ReloadFile loads the configuration file at path and puts it in force (SIGHUP). An invalid or
-// unreadable file changes nothing: the configuration in force stays, and the error (naming
-// every problem) is returned for the caller to log once.
+// unreadable file changes nothing: the configuration in force stays, the failure is kept in
+// [Scheduler.ConfigSource] and counted (cubefleet_scheduler_config_reloads_total{result="failed"}),
+// and the error (naming every problem) is returned for the caller to log once.
 func (s *Scheduler) ReloadFile(path string) ([]Warning, error) {
 	cfg, warns, err := LoadFile(path)
+	if err == nil {
+		err = s.SetConfig(cfg)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
+		s.source.ReloadFailedAt, s.source.ReloadError = s.now(), err.Error()
+		s.metrics.reloaded(false)
 		return nil, err
 	}
-	return warns, s.SetConfig(cfg)
+	s.source = ConfigSource{File: path, LoadedAt: s.now()}
+	s.metrics.reloaded(true)
+	return warns, nil
 }

@@ -90,6 +90,11 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if got.Room == nil || got.Room.Reserved.CPU != 60000 || got.Room.Reservations != 6 || got.Room.Remaining.CPU != 500 || got.Room.Reported.CPU != 3500 {
 			t.Errorf("nodes.get room: %+v", got.Room)
 		}
+		var st api.SchedulerStatus
+		e.must(e.admin, "scheduler.status", map[string]any{}, &st)
+		if len(st.Reservations) != 6 || st.Reservations[0].PoolName != "fra-cubes" || st.Reservations[0].Pool != pool || st.Reservations[0].ReservedAt == 0 || st.Now < st.Reservations[0].ReservedAt {
+			t.Errorf("scheduler.status reservations: %+v", st.Reservations)
+		}
 		var rel api.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_a"}, &rel)
 		if !rel.Released {

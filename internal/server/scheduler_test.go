@@ -72,6 +72,30 @@ func TestSchedulerReload(t *testing.T) {
 	if !strings.Contains(e.log.String(), "scheduler.least_select_name") {
 		t.Error("the log line does not name the key")
 	}
+	// scheduler.status and the metrics tell the failed reload, until a reload succeeds.
+	var st api.SchedulerStatus
+	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
+	if st.ConfigFile != path || st.ConfigLoadedAt == 0 || st.ReloadFailedAt < st.ConfigLoadedAt || !strings.Contains(st.ReloadError, "scheduler.least_select_name") {
+		t.Errorf("status after a failed reload: %+v", st)
+	}
+	_, body := e.get("/metrics")
+	for _, m := range []string{`cubefleet_scheduler_config_reloads_total{result="failed"} 1`, `cubefleet_scheduler_config_reloads_total{result="ok"} 1`, "cubefleet_scheduler_config_reload_failing 1"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	os.WriteFile(path, []byte("scheduler:\n  profile: balanced_spread\n"), 0o600)
+	if err := e.srv.ReloadSchedulerConfig(); err != nil {
+		t.Fatal(err)
+	}
+	st = api.SchedulerStatus{}
+	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
+	if st.ReloadError != "" || st.ReloadFailedAt != 0 || st.Config.Profile != "balanced_spread" {
+		t.Errorf("status after a good reload: %+v", st)
+	}
+	if _, body := e.get("/metrics"); !strings.Contains(string(body), "cubefleet_scheduler_config_reload_failing 0") {
+		t.Error("the reload failure gauge stays set after a good reload")
+	}
 }
 
 // TestSchedulerMethods: placing into a pool without nodes is RESOURCE_EXHAUSTED with the
