@@ -329,6 +329,36 @@ func TestDecideIdempotentAndInvalid(t *testing.T) {
 	}
 }
 
+// TestDecideSandboxIDTaken: a request under a sandbox id that holds a reservation is CONFLICT
+// unless it is a retry of the request that made it; the reservation stays as it was.
+func TestDecideSandboxIDTaken(t *testing.T) {
+	c := newClock()
+	s := newScheduler(t, c, Config{})
+	s.Update(node(c, "n1", 64000, 65536, 100))
+	s.Update(node(c, "n2", 64000, 65536, 100))
+	first := req("taken", 100, 256)
+	d := mustDecide(t, s, first)
+	other := func(f func(r *Request)) Request { r := first; f(&r); return r }
+	for name, r := range map[string]Request{
+		"more cpu":          other(func(r *Request) { r.CPU = 200 }),
+		"more memory":       other(func(r *Request) { r.MemoryMiB = 512 }),
+		"disk":              other(func(r *Request) { r.DiskMiB = 1024 }),
+		"another pool":      other(func(r *Request) { r.Pool = "pool_other" }),
+		"its node excluded": other(func(r *Request) { r.Exclude = []string{d.NodeID} }),
+	} {
+		_, err := s.Decide(context.Background(), r)
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "scheduler.release") {
+			t.Errorf("%s: %v, want CONFLICT", name, err)
+		}
+	}
+	if rs := s.Reservations(); len(rs) != 1 || rs[0] != d.Reservation {
+		t.Errorf("the reservation changed: %+v, want %+v", rs, d.Reservation)
+	}
+	if again := mustDecide(t, s, other(func(r *Request) { r.Template = "tpl-any" })); again.NodeID != d.NodeID {
+		t.Errorf("a retry moved: %+v", again)
+	}
+}
+
 func TestExpireAndRemove(t *testing.T) {
 	c := newClock()
 	s := newScheduler(t, c, Config{})
