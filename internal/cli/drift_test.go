@@ -123,6 +123,8 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 	transcript += c.transcript(
 		"webhooks redeliver "+deliveries+" --tenant root",
 		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 1h --output json",
+		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 0",
+		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 1.5s",
 		"webhooks delete "+sub.ID+" --tenant root",
 		"webhooks list --tenant root",
 	)

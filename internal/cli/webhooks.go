@@ -126,11 +126,13 @@ func newWebhooksRotateCmd() *cobra.Command {
 		Short: "Give a subscription a new signing secret; the old one keeps signing for --overlap",
 		Long: `Give a subscription a new signing secret, printed once. Until --overlap has passed (24h by
 default, at most 168h), every delivery carries a signature under the old secret and one under
-the new, so the receiver can switch to the new secret at any time in between.`,
+the new, so the receiver can switch to the new secret at any time in between. --overlap 0
+rotates at once (a leaked secret): the old secret stops signing now, and deliveries fail
+verification at the receiver until it has the new one (they are retried, nothing is lost).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if overlap < 0 || overlap > events.MaxSecretOverlap {
-				return usagef("--overlap %s: give 0 (24h) to 168h", overlap)
+			if overlap < 0 || overlap > events.MaxSecretOverlap || overlap%time.Second != 0 {
+				return usagef("--overlap %s: give whole seconds from 0 (at once) to 168h", overlap)
 			}
 			var out events.WithSecret
 			in := map[string]any{"tenantId": tenant, "id": args[0], "overlapSeconds": int64(overlap / time.Second)}
@@ -138,8 +140,14 @@ the new, so the receiver can switch to the new secret at any time in between.`,
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
-				_, err := linef(w, "New signing secret of webhook %s (shown only now): %s\nThe previous secret keeps signing until %s.\n",
-					out.ID, out.Secret, formatTime(out.PreviousSecretExpiresAt))
+				if _, err := linef(w, "New signing secret of webhook %s (shown only now): %s\n", out.ID, out.Secret); err != nil {
+					return err
+				}
+				if overlap == 0 {
+					_, err := linef(w, "The previous secret no longer signs: give the receiver the new one now.\n")
+					return err
+				}
+				_, err := linef(w, "The previous secret keeps signing until %s.\n", formatTime(out.PreviousSecretExpiresAt))
 				return err
 			})
 		},

@@ -571,6 +571,23 @@ func TestWebhookSecretRotation(t *testing.T) {
 		if err != nil || len(subs) != 1 || strings.Join(subs[0].Events, ",") != "fleet.drifted" || strings.Contains(fmt.Sprint(subs), "whsec_") {
 			t.Fatalf("list = %+v (%v)", subs, err)
 		}
+		// Overlap 0: at once; the next delivery is signed under the newest secret alone.
+		now, err := e.hooks.RotateSecret(context.Background(), db, "acme", sub.ID, 0)
+		if err != nil || now.Secret == rotated.Secret {
+			t.Fatalf("rotate at once: %+v %v", now, err)
+		}
+		e.publish("acme", "fleet.drifted", 1)
+		e.drive(e.dispatcher("a"), "acme", 3, nil)
+		got = r.requests()[2]
+		if n := len(strings.Fields(got.header.Get("webhook-signature"))); n != 1 {
+			t.Errorf("%d signatures after a rotation at once, want 1", n)
+		}
+		if wh, _ := standardwebhooks.NewWebhook(now.Secret); wh.VerifyIgnoringTimestamp(got.body, got.header) != nil {
+			t.Error("the new secret does not verify after a rotation at once")
+		}
+		if wh, _ := standardwebhooks.NewWebhook(rotated.Secret); wh.VerifyIgnoringTimestamp(got.body, got.header) == nil {
+			t.Error("the replaced secret still verifies after a rotation at once")
+		}
 	})
 }
 
