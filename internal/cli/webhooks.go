@@ -159,13 +159,16 @@ verification at the receiver until it has the new one (they are retried, nothing
 }
 
 func newWebhooksDeliveriesCmd() *cobra.Command {
-	var tenant, webhook, state string
+	var tenant, webhook, state, cursor string
 	var failed bool
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "deliveries --tenant T [--webhook ID] [--failed | --state S] [--limit N]",
+		Use:   "deliveries --tenant T [--webhook ID] [--failed | --state S] [--limit N] [--cursor C]",
 		Short: "List deliveries, newest first, with their outcome; --failed shows the dead letters",
-		Args:  noArgs,
+		Long: `List a tenant's webhook deliveries, newest first, --limit at a time (default 100). When more
+exist, the table ends with the --cursor that shows the next (older) ones; --output json prints
+{"items": [...], "nextCursor": "whd_..."} (nextCursor absent on the last page).`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if failed {
 				if state != "" && state != events.StateFailed {
@@ -173,12 +176,15 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 				}
 				state = events.StateFailed
 			}
-			var out struct {
-				Items      []events.Delivery `json:"items"`
-				NextCursor string            `json:"nextCursor,omitempty"`
+			if state != "" && state != events.StatePending && state != events.StateDelivered && state != events.StateFailed {
+				return usagef("--state %q: want pending, delivered or failed", state)
 			}
-			in := map[string]any{"tenantId": tenant, "subscriptionId": webhook, "state": state, "limit": limit}
-			if err := call(cmd, "webhooks.deliveries", in, &out); err != nil {
+			if limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			in := map[string]any{"tenantId": tenant, "subscriptionId": webhook, "state": state}
+			out, err := listPages[events.Delivery](cmd, "webhooks.deliveries", in, cursor, limit)
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -190,11 +196,7 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 				if err := printTable(w, []string{"DELIVERY", "WEBHOOK", "EVENT", "EVENT ID", "OUTCOME", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT"}, rows); err != nil {
 					return err
 				}
-				if out.NextCursor != "" {
-					_, err := linef(w, "(more: raise --limit, or page with the API's cursor %s)\n", out.NextCursor)
-					return err
-				}
-				return nil
+				return moreNotice(w, len(out.Items), "deliveries", out.NextCursor, "narrow with --webhook or --state")
 			})
 		},
 	}
@@ -202,7 +204,8 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 	cmd.Flags().StringVar(&webhook, "webhook", "", "only this subscription's deliveries")
 	cmd.Flags().BoolVar(&failed, "failed", false, "only dead-lettered deliveries (retried for 24 hours without success)")
 	cmd.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, delivered, failed")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this delivery (the cursor a previous page named): older ones")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
