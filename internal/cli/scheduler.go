@@ -149,6 +149,25 @@ exit 1 naming every problem with its key path and line.`,
 	}
 }
 
+// flagProblems turns an INVALID_INPUT whose field errors name flags (simulate.Options'
+// fields are its flags' names) into a usage error (exit 2): a flag given a bad value is a
+// usage error, as an unknown flag is. Other errors are returned as they are.
+func flagProblems(err error) error {
+	var ce *cubefleet.Error
+	if !errors.As(err, &ce) || ce.Code != cubefleet.CodeInvalidInput {
+		return err
+	}
+	fes, _ := ce.Details["errors"].([]cubefleet.FieldError)
+	if len(fes) == 0 {
+		return usagef("%s", ce.Message)
+	}
+	parts := make([]string, len(fes))
+	for i, fe := range fes {
+		parts[i] = "--" + fe.Path + ": " + fe.Message
+	}
+	return usagef("%s", strings.Join(parts, "; "))
+}
+
 // configName is how messages name a configuration file argument: "stdin" for "-".
 func configName(path string) string {
 	if path == "-" {
@@ -161,7 +180,12 @@ func configName(path string) string {
 // (named "stdin" in the messages; at most scheduler.MaxConfigBytes).
 func loadSchedulerConfig(cmd *cobra.Command, path string) (scheduler.Config, []scheduler.Warning, error) {
 	if path != "-" {
-		return scheduler.LoadFile(path)
+		cfg, warns, err := scheduler.LoadFile(path)
+		var ce *scheduler.ConfigError
+		if err != nil && !errors.As(err, &ce) {
+			return cfg, warns, usagef("%v", err) // a file that cannot be read: exit 2, as for fleet documents
+		}
+		return cfg, warns, err
 	}
 	data, err := io.ReadAll(io.LimitReader(stdioOf(cmd).In, scheduler.MaxConfigBytes+1))
 	if err != nil {
@@ -236,7 +260,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 			o.Seed = seed
 			rep, err := simulate.Run(cmd.Context(), o)
 			if err != nil {
-				return err
+				return flagProblems(err)
 			}
 			t := rep.Timing()
 			linef(stdioOf(cmd).Err, "decision latency: p50 %.1f µs, p95 %.1f µs, p99 %.1f µs (varies from run to run)\n", t.P50, t.P95, t.P99)

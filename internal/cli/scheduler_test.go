@@ -90,8 +90,8 @@ scheduler:
 	if res.Valid || len(res.Problems) != 3 || res.Problems[0].Path != "scheduler.priority_select_num" || res.Problems[0].Line != 2 || res.Error.Code != "INVALID_INPUT" {
 		t.Errorf("%+v", res)
 	}
-	if code, _, errOut := runOffline("scheduler", "check", filepath.Join(t.TempDir(), "missing.yaml")); code != ExitFailure || !strings.Contains(errOut, "no such file") {
-		t.Errorf("missing file: exit %d %s", code, errOut)
+	if code, _, errOut := runOffline("scheduler", "check", filepath.Join(t.TempDir(), "missing.yaml")); code != ExitUsage || !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing file: exit %d %s, want 2 (as for a fleet document that cannot be read)", code, errOut)
 	}
 	if code, _, _ := runOffline("scheduler", "check"); code != ExitUsage {
 		t.Errorf("no file: exit %d, want 2", code)
@@ -117,17 +117,27 @@ func TestSchedulerSimulate(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != ExitOK || rep.Nodes != 50 || len(rep.Placements) != 50 {
 		t.Errorf("json: exit %d %v %+v", code, err, rep)
 	}
-	for _, bad := range [][]string{
-		{"scheduler", "simulate", "--requests", "5"},
-		{"scheduler", "simulate", "--nodes", "5", "--requests", "5", "--profile", "fastest"},
-		{"scheduler", "simulate", "--nodes", "5", "--requests", "5", "--profile", "binpack_utilization", "--config", "x.yaml"},
+	// docs/cli.md's exit codes: a bad flag value or a file that cannot be read is 2, a
+	// configuration with problems 1.
+	badConfig := writeSchedFile(t, "bad.yaml", "scheduler:\n  profile: fastest\n")
+	for _, c := range []struct {
+		args []string
+		code int
+		text string
+	}{
+		{[]string{"--requests", "5"}, ExitUsage, "--nodes"},
+		{[]string{"--nodes", "5", "--requests", "5", "--profile", "fastest"}, ExitUsage, "--profile"},
+		{[]string{"--nodes", "5", "--requests", "5", "--profile", "binpack_utilization", "--config", "x.yaml"}, ExitUsage, "--config"},
+		{[]string{"--nodes", "5", "--requests", "5", "--workload", "storm"}, ExitUsage, "--workload: unknown workload"},
+		{[]string{"--nodes", "200000", "--requests", "5"}, ExitUsage, "--nodes: must be 1 to 100000"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-lag", "-1s"}, ExitUsage, "--report-lag"},
+		{[]string{"--nodes", "5", "--requests", "5", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, ExitUsage, "no such file"},
+		{[]string{"--nodes", "5", "--requests", "5", "--config", badConfig}, ExitFailure, "scheduler.profile"},
 	} {
-		if code, _, _ := runOffline(bad...); code != ExitUsage {
-			t.Errorf("%v: exit %d, want 2", bad, code)
+		code, _, errOut := runOffline(append([]string{"scheduler", "simulate"}, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.text) {
+			t.Errorf("%v: exit %d %s, want %d naming %q", c.args, code, errOut, c.code, c.text)
 		}
-	}
-	if code, _, errOut := runOffline("scheduler", "simulate", "--nodes", "5", "--requests", "5", "--workload", "storm"); code != ExitFailure || !strings.Contains(errOut, "workload") {
-		t.Errorf("bad workload: exit %d %s", code, errOut)
 	}
 }
 
