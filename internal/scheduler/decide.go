@@ -23,7 +23,8 @@ type cand struct {
 // picks one as least_select_name says, and reserves the request's room on it before anyone
 // else can decide. Errors: INVALID_INPUT for a request missing its sandbox id or pool or with a
 // negative size; RESOURCE_EXHAUSTED when no node fits, its message the "why not placed" line
-// and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds}. A retry (the
+// and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds} (the retry hint
+// only when some node was refused for a reason that passes by itself). A retry (the
 // same sandbox id, pool and sizes) of a request that holds a reservation returns that decision
 // again; another request under a sandbox id that holds a reservation is CONFLICT.
 func (s *Scheduler) Decide(ctx context.Context, req Request) (Decision, error) {
@@ -306,8 +307,9 @@ func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
 	} else {
 		msg += t.line(nodes)
 	}
-	return &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Message: msg, Details: map[string]any{
-		"pool": req.Pool, "nodes": nodes, "reasons": t.counts(),
-		"retryAfterSeconds": int(DefaultRetryAfter / time.Second),
-	}}
+	details := map[string]any{"pool": req.Pool, "nodes": nodes, "reasons": t.counts()}
+	if t.retryCanHelp() {
+		details["retryAfterSeconds"] = int(DefaultRetryAfter / time.Second)
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Message: msg, Details: details}
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -326,6 +327,50 @@ func TestDecideIdempotentAndInvalid(t *testing.T) {
 	}
 	if _, err := s.Decide(context.Background(), Request{SandboxID: "x", Pool: "pool_nowhere"}); err == nil || !strings.Contains(err.Error(), "pool pool_nowhere has no nodes") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// TestRetryHintOnlyWhenItHelps: RESOURCE_EXHAUSTED carries retryAfterSeconds only when some
+// node was refused for a reason that passes by itself (room, readiness, creates in flight),
+// never when every node waits for an operator or the request itself.
+func TestRetryHintOnlyWhenItHelps(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		node  func(st *NodeState)
+		req   func(r *Request)
+		retry bool
+	}{
+		{"insufficient cpu", nil, func(r *Request) { r.CPU = 8000 }, true},
+		{"not ready", func(st *NodeState) { st.Ready = false }, nil, true},
+		{"no report since restart", func(st *NodeState) { st.ReportedSinceStart = false }, nil, true},
+		{"cordoned", func(st *NodeState) { st.Cordoned = true }, nil, false},
+		{"draining", func(st *NodeState) { st.Draining = true }, nil, false},
+		{"stock Cubelet", func(st *NodeState) { st.Cubefleet = false }, nil, false},
+		{"excluded", nil, func(r *Request) { r.Exclude = []string{"n1"} }, false},
+		{"node selector", nil, func(r *Request) { r.NodeSelector = map[string]string{"gpu": "l40s"} }, false},
+		{"empty pool", nil, func(r *Request) { r.Pool = "pool_empty" }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			s := newScheduler(t, clk, Config{})
+			st := node(clk, "n1", 4000, 16384, 10)
+			if c.node != nil {
+				c.node(&st)
+			}
+			s.Update(st)
+			r := req("sbx_hint", 100, 256)
+			if c.req != nil {
+				c.req(&r)
+			}
+			_, err := s.Decide(context.Background(), r)
+			var ce *cubefleet.Error
+			if !errors.As(err, &ce) || ce.Code != cubefleet.CodeResourceExhausted {
+				t.Fatalf("%v, want RESOURCE_EXHAUSTED", err)
+			}
+			if _, hint := ce.Details["retryAfterSeconds"]; hint != c.retry {
+				t.Errorf("retry hint %v, want %v: %s", hint, c.retry, ce.Message)
+			}
+		})
 	}
 }
 
