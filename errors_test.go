@@ -80,3 +80,14 @@ func TestArticle(t *testing.T) {
 		}
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 nodes"}, {1, "1 node"}, {2, "2 nodes"}, {1000, "1000 nodes"}} {
+		if got := Count(c.n, "node", "nodes"); got != c.want {
+			t.Errorf("Count(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 	c.admin("api", "compute.pools.update", `{"tenantId":"root","id":"`+pools.Items[0].ID+`","gpuModel":"A100"}`)
 	c.admin("fleet", "status", "--tenant", "root", "--check")
 	deadline := time.Now().Add(10 * time.Second)
-	for hits.Load() == 0 || !strings.Contains(c.admin("webhooks", "deliveries", "--tenant", "root"), "answered 503") {
+	for hits.Load() == 0 || !strings.Contains(c.admin("webhooks", "deliveries", "--tenant", "root"), "answered HTTP 503") {
 		if time.Now().After(deadline) {
 			t.Fatal("no delivery attempt within 10 s")
 		}

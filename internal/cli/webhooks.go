@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -190,7 +189,7 @@ exist, the table ends with the --cursor that shows the next (older) ones; --outp
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
 				for _, d := range out.Items {
-					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, outcome(d), strconv.Itoa(d.Attempts),
+					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, d.Outcome(), strconv.Itoa(d.Attempts),
 						formatTime(d.LastAttemptAt), nextAttempt(d)})
 				}
 				if err := printTable(w, []string{"DELIVERY", "WEBHOOK", "EVENT", "EVENT ID", "OUTCOME", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT"}, rows); err != nil {
@@ -208,19 +207,6 @@ exist, the table ends with the --cursor that shows the next (older) ones; --outp
 	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this delivery (the cursor a previous page named): older ones")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
-}
-
-// outcome is a delivery's state with its last answer: "delivered (204)", "pending: answered
-// 503", "failed: no answer within the timeout".
-func outcome(d events.Delivery) string {
-	s := d.State
-	if d.State == events.StateDelivered && d.LastStatus != 0 {
-		s += fmt.Sprintf(" (%d)", d.LastStatus)
-	}
-	if d.LastError != "" {
-		s += ": " + d.LastError
-	}
-	return s
 }
 
 func nextAttempt(d events.Delivery) string {

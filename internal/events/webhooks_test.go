@@ -659,3 +659,22 @@ func TestWebhookOneReplicaPerDelivery(t *testing.T) {
 		}
 	})
 }
+
+// TestDeliveryOutcome: where a delivery stands, in plain words (the CLI and the console).
+func TestDeliveryOutcome(t *testing.T) {
+	for _, c := range []struct {
+		d    events.Delivery
+		want string
+	}{
+		{events.Delivery{State: events.StateDelivered, Attempts: 1, LastStatus: 204}, "delivered (HTTP 204)"},
+		{events.Delivery{State: events.StatePending}, "waiting for its first attempt"},
+		{events.Delivery{State: events.StatePending, Attempts: 2, LastStatus: 503, LastError: "answered 503"}, "retrying: the receiver answered HTTP 503"},
+		{events.Delivery{State: events.StatePending, Attempts: 1, LastError: "no answer within the timeout"}, "retrying: no answer within the timeout"},
+		{events.Delivery{State: events.StateFailed, Attempts: 1, LastStatus: 410, LastError: "answered 410"}, "gave up after 1 attempt: the receiver answered HTTP 410"},
+		{events.Delivery{State: events.StateFailed, Attempts: 31, LastError: "dial tcp 127.0.0.1:1: connect: connection refused"}, "gave up after 31 attempts: dial tcp 127.0.0.1:1: connect: connection refused"},
+	} {
+		if got := c.d.Outcome(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.d, got, c.want)
+		}
+	}
+}
