@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
@@ -26,6 +28,7 @@ const (
 	CheckControlPlane = "control plane" // GET <endpoint>/internal/v1/node-agent/readyz answers ret_code 200
 	CheckNodeListed   = "node listed"   // GET <endpoint>/internal/v1/nodes/<node id> contains "IP":"<node ip>"
 	CheckS3           = "S3 endpoint"   // CUBE_S3_ENDPOINT accepts a TCP connection
+	CheckIsolation    = "isolation"     // what the process runtime enforces on its sandboxes here (process.Expected)
 )
 
 // Outcomes of a check.
@@ -47,6 +50,39 @@ type CheckOptions struct {
 	// StateDir is where the node credential is read from (it is sent with the node listing
 	// when present); "" means cfg.StateDir.
 	StateDir string
+	// Progress, when set, is called after each round that did not pass every check and is
+	// followed by another (nil: Check is silent until it returns).
+	Progress func(CheckRound)
+}
+
+// CheckRound is one round of Check that did not pass every check and is followed by another.
+type CheckRound struct {
+	Attempt int           // the round, from 1
+	Results []CheckResult // every check's result so far (one that passed keeps its result)
+	Next    time.Duration // the pause before the next round
+	Left    time.Duration // the time left until the Timeout
+}
+
+// String renders r for people watching a check wait: "attempt 3: 2 of 4 checks pass; waiting
+// for local agent, node listed (again in 2s; 1m54s left)".
+func (r CheckRound) String() string {
+	pass, skipped := 0, 0
+	var waiting []string
+	for _, c := range r.Results {
+		switch c.Status {
+		case CheckOK:
+			pass++
+		case CheckSkip:
+			skipped++
+		default:
+			waiting = append(waiting, c.Name)
+		}
+	}
+	s := fmt.Sprintf("attempt %d: %d of %d checks pass", r.Attempt, pass, len(r.Results)-skipped)
+	if skipped > 0 {
+		s += fmt.Sprintf(" (%d skipped)", skipped)
+	}
+	return s + fmt.Sprintf("; waiting for %s (again in %s; %s left)", strings.Join(waiting, ", "), r.Next, r.Left.Round(time.Second))
 }
 
 // CheckResult is the outcome of one check.
@@ -63,8 +99,9 @@ func (r CheckResult) String() string {
 
 // Check is `cubefleet agent check` (Cube's quickcheck.sh in compute mode): the local agent is
 // healthy, the control plane is reachable, this node is listed under
-// /internal/v1/nodes/{node_id} with "IP":"<node ip>", and the S3 endpoint answers on TCP
-// (skipped when none is configured). It probes every Interval until all pass or Timeout passes
+// /internal/v1/nodes/{node_id} with "IP":"<node ip>", the S3 endpoint answers on TCP (skipped
+// when none is configured), and which isolation the process runtime gives sandboxes on this
+// host, run as this user (a failure when it cannot run them; skipped for the microvm runtime). It probes every Interval until all pass or Timeout passes
 // (or ctx is done), and returns the last result of each check and whether all passed.
 func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckResult, bool) {
 	if opt.Interval <= 0 {
@@ -89,10 +126,11 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 		func(ctx context.Context) CheckResult { return checkReady(ctx, prober, cfg) },
 		func(ctx context.Context) CheckResult { return checkListed(ctx, prober, cfg, stateDir) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
+		func(context.Context) CheckResult { return checkIsolation(cfg) },
 	}
 	results := make([]CheckResult, len(probes))
 	deadline := time.Now().Add(opt.Timeout)
-	for {
+	for attempt := 1; ; attempt++ {
 		all := true
 		for i, p := range probes {
 			if results[i].Status == CheckOK || results[i].Status == CheckSkip {
@@ -106,8 +144,12 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 		if all {
 			return results, true
 		}
-		if time.Until(deadline) < opt.Interval {
+		left := time.Until(deadline)
+		if left < opt.Interval {
 			return results, false
+		}
+		if opt.Progress != nil {
+			opt.Progress(CheckRound{Attempt: attempt, Results: slices.Clone(results), Next: opt.Interval, Left: left})
 		}
 		select {
 		case <-ctx.Done():
@@ -258,6 +300,23 @@ func checkS3(ctx context.Context, cfg *agent.Config) CheckResult {
 	}
 	conn.Close()
 	r.Status, r.Detail = CheckOK, hp+" answers on TCP"
+	return r
+}
+
+// checkIsolation is CheckIsolation: the process runtime's isolation on this host, as
+// process.Expected describes it for this user (the agent's, when the check runs as the agent's
+// user: root); a failure naming the fix when it cannot run sandboxes.
+func checkIsolation(cfg *agent.Config) CheckResult {
+	r := CheckResult{Name: CheckIsolation, Status: CheckSkip, Detail: "the " + string(cfg.Runtime) + " runtime runs no sandbox as a process"}
+	if cfg.Runtime != agent.RuntimeProcess {
+		return r
+	}
+	iso, err := process.Expected(cfg.SandboxAllowOwnUser)
+	if err != nil {
+		r.Status, r.Detail = CheckFail, err.Error()
+		return r
+	}
+	r.Status, r.Detail = CheckOK, "process runtime: "+iso.String()
 	return r
 }
 

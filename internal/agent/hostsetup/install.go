@@ -45,9 +45,10 @@ func runSystemctl(ctx context.Context, args ...string) error {
 // InstallOptions tune Install.
 type InstallOptions struct {
 	// Root, when set and not "/", is a directory the files are written under instead of /
-	// (for tests and image builds): systemctl is not run, root is not required, the host
-	// prerequisites are not checked (the files are for another machine, whose agent logs any
-	// unmet prerequisite when it starts), and an existing agent is stopped through
+	// (for tests and image builds): systemctl is not run, root is not required, this host is
+	// not checked, neither its prerequisites (the files are for another machine, whose agent
+	// logs any unmet prerequisite when it starts) nor with the agent check (no agent was
+	// started here), and an existing agent is stopped through
 	// Root/run/cubefleet-agent.pid. The files' contents name the final paths
 	// (/etc/cubefleet/agent.env, ...), as with DESTDIR.
 	Root string
@@ -76,8 +77,9 @@ func rooted(root, p string) string {
 // agent.Load): it checks the prerequisites (see agent.Prerequisites; not under Root), stops an
 // existing install (reinstall), writes the env file agent.InstalledEnvFile (mode 0600) and the
 // systemd unit UnitPath, creates the state directory (0700), enables and starts the unit with
-// systemctl (not under Root), and runs Check unless cfg.RunCheck is false. It returns an error for unmet
-// prerequisites (all of them at once), a file or systemctl failure, or a failed check.
+// systemctl, and runs Check unless cfg.RunCheck is false (under Root none of the three: no agent
+// was started on this host). It returns an error for unmet prerequisites (all of them at once),
+// a file or systemctl failure, or a failed check.
 func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 	out := opt.Out
 	if out == nil {
@@ -123,7 +125,7 @@ func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 	unit := rooted(opt.Root, UnitPath)
 	if _, err := os.Stat(unit); err == nil {
 		fmt.Fprintln(out, "Found an existing install: stopping it first (reinstall)")
-		if err := Down(ctx, DownOptions{Root: opt.Root, Out: out, Systemctl: opt.Systemctl}); err != nil {
+		if err := downAgent(ctx, DownOptions{Root: opt.Root, Out: out, Systemctl: opt.Systemctl}); err != nil {
 			return fmt.Errorf("stop the existing install: %w", err)
 		}
 	}
@@ -164,18 +166,33 @@ func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 		fmt.Fprintf(out, "Skipped systemctl under --root: %s was neither enabled nor started\n", UnitName)
 	}
 
-	if !cfg.RunCheck {
+	switch {
+	case !cfg.RunCheck:
 		from := cfg.RunCheckFrom
 		if from == "" {
 			from = "run check off"
 		}
 		fmt.Fprintf(out, "Skipped agent check (%s)\n", from)
 		return nil
+	case !opt.real():
+		// Nothing was started here: a check would probe this host, not the one the files are
+		// for.
+		fmt.Fprintln(out, "Skipped agent check under --root: no agent was started on this host; run `cubefleet agent check` on the host the files are for")
+		return nil
 	}
 	copt := opt.Check
-	copt.Timeout = cfg.CheckTimeout
 	if copt.StateDir == "" {
 		copt.StateDir = stateDir
+	}
+	return checkInstalled(ctx, cfg, copt, out)
+}
+
+// checkInstalled is install's last step: Check for up to cfg.CheckTimeout with a progress line
+// per round (unless copt.Progress is set), then one line per check; an error when one fails.
+func checkInstalled(ctx context.Context, cfg *agent.Config, copt CheckOptions, out io.Writer) error {
+	copt.Timeout = cfg.CheckTimeout
+	if copt.Progress == nil {
+		copt.Progress = func(r CheckRound) { fmt.Fprintln(out, r) }
 	}
 	fmt.Fprintf(out, "Running agent check (up to %s)\n", cfg.CheckTimeout)
 	results, ok := Check(ctx, cfg, copt)
@@ -234,6 +251,11 @@ func EnvFileVars(cfg *agent.Config) []envfile.Var {
 	return append(vars,
 		envfile.Var{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
 		envfile.Var{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_DIR", Value: cfg.SandboxDir},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_UIDS", Value: fmt.Sprintf("%d-%d", cfg.SandboxFirstUID, cfg.SandboxFirstUID+cfg.SandboxUIDCount-1)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_ALLOW_OWN_USER", Value: b01(cfg.SandboxAllowOwnUser)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_OUTPUT_LIMIT", Value: i64(cfg.SandboxOutputLimit)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_SPARES", Value: strconv.Itoa(cfg.SandboxSpares)},
 		envfile.Var{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
 		envfile.Var{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
 		envfile.Var{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
@@ -250,10 +272,13 @@ func EnvFileVars(cfg *agent.Config) []envfile.Var {
 }
 
 // RenderUnit returns the systemd unit that runs binary as the agent with the installed env file.
+// KillMode=process: stopping or restarting the unit ends the agent only, not its sandboxes'
+// supervisors (in the unit's cgroup too), so that sandboxes outlive a restart of the agent and
+// the next one takes them over; `agent down` stops them (Down).
 func RenderUnit(binary string) []byte {
 	return []byte(`# Written by ` + "`cubefleet agent install`" + `; reinstalling rewrites it. See docs/agent.md.
 [Unit]
-Description=cubefleet agent: registers this node with the control plane and reports its status
+Description=cubefleet agent: registers this node with the control plane, reports its status and runs its sandboxes
 Documentation=https://github.com/cubefleet/cubefleet/blob/main/docs/agent.md
 Wants=network-online.target
 After=network-online.target
@@ -263,6 +288,7 @@ Type=exec
 ExecStart=` + systemdQuote(binary) + ` agent run --env-file ` + agent.InstalledEnvFile + `
 Restart=always
 RestartSec=2
+KillMode=process
 KillSignal=SIGTERM
 TimeoutStopSec=15
 UMask=0077
