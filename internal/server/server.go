@@ -374,7 +374,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	for _, r := range cfg.DriftIgnore {
 		ignore = append(ignore, r.String())
 	}
-	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, now: cfg.Now}, TLS: s.tls != nil,
+	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now}, TLS: s.tls != nil,
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log}); err != nil {
 		return nil, err
 	}
