@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -88,6 +86,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap returns the server's ResponseWriter, for http.ResponseController (read and write
+// deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // requestIDHandler adds the request id of the record's context to every log line.
 type requestIDHandler struct{ slog.Handler }
 
@@ -109,35 +111,31 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 	return requestIDHandler{h.Handler.WithGroup(name)}
 }
 
-// handleAPI runs one API method: body (at most MaxBodyBytes, one JSON object; empty means
-// {}), bearer authentication, then the registry's Call, which decides the permission first.
+// handleAPI runs one API method. It authenticates the caller from the request's head first: a
+// request without a valid key is answered 401 and its body is never read. Then the body (see
+// readBody: at most the method's MaxBody, one strict JSON object, empty means {}), and the
+// registry's Call, which decides the permission first.
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := time.Now()
 	name := r.PathValue("method")
 	principal := ""
 	out, err := func() (any, error) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return nil, cubefleet.Errorf(cubefleet.CodePayloadTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
-			}
-			return nil, cubefleet.Errorf(cubefleet.CodeInvalidInput, "reading the request body: %v", err)
-		}
-		body = bytes.TrimSpace(body)
-		if len(body) == 0 {
-			body = []byte("{}")
-		}
-		if body[0] != '{' || !json.Valid(body) {
-			return nil, cubefleet.Invalid("", "the request body must be one JSON object")
-		}
 		p, err := s.authenticate(ctx, r)
 		if err != nil {
+			closeUnread(w)
 			return nil, err
 		}
-		if p != nil {
-			principal = p.ID
+		principal = p.ID
+		m, ok := s.api.Lookup(name)
+		if !ok {
+			closeUnread(w)
+			return s.api.Call(ctx, p, RequestID(ctx), name, nil) // NOT_FOUND, in the table's words
+		}
+		body, release, err := s.readBody(w, r, m.MaxBody)
+		defer release()
+		if err != nil {
+			return nil, err
 		}
 		return s.api.Call(ctx, p, RequestID(ctx), name, body)
 	}()
@@ -163,12 +161,13 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "duration_ms", elapsed.Milliseconds())
 }
 
-// authenticate returns the principal of the request's bearer key, nil without an
-// Authorization header, or UNAUTHENTICATED.
+// authenticate returns the principal of the request's bearer key, or UNAUTHENTICATED: no
+// Authorization header, one that is not Bearer <key>, or a key that is unknown, revoked or
+// expired.
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (*iam.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, nil
+		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
 	}
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
@@ -201,8 +200,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 		s.log.ErrorContext(ctx, "internal error", "method", r.PathValue("method"), "err", err)
 	}
 	status := cubefleet.HTTPStatus(body.Code)
-	if body.Code == cubefleet.CodeUnauthenticated {
+	switch body.Code {
+	case cubefleet.CodeUnauthenticated:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet"`)
+	case cubefleet.CodeResourceExhausted:
+		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, errorBody{Error: body})
 	return status

@@ -14,9 +14,10 @@ import (
 // metrics is one server's Prometheus registry (never the global default one), so several
 // servers in one process (tests) keep separate counts.
 type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	reg          *prometheus.Registry
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	bodyRefusals *prometheus.CounterVec
 }
 
 func newMetrics(db *store.DB) *metrics {
@@ -31,8 +32,12 @@ func newMetrics(db *store.DB) *metrics {
 			Help:    "API call latency in seconds, by method and result code.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"method", "code"}),
+		bodyRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cubefleet_api_body_refusals_total",
+			Help: "API request bodies refused by reason: too_large (over the method's cap, 413), budget (the buffered body budget is full, 429), too_slow (under the minimum rate; the connection is closed).",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.requests, m.duration,
+	m.reg.MustRegister(m.requests, m.duration, m.bodyRefusals,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db.DB, string(db.Dialect())),

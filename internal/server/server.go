@@ -47,9 +47,6 @@ const (
 	// ModuleCore is IAM, audit, secrets, sites, pools, owner quotas, offers and fleet as code:
 	// always on.
 	ModuleCore = "core"
-	// MaxBodyBytes is the largest request body accepted (8 MiB); a larger one is
-	// PAYLOAD_TOO_LARGE (413).
-	MaxBodyBytes = 8 << 20
 	// AdminTokenFile is the file, in the data directory, where --dev writes the bootstrap
 	// administrator's API key.
 	AdminTokenFile = "admin.token"
@@ -61,6 +58,9 @@ const (
 	DBFile = "cubefleet.db"
 	// shutdownGrace bounds how long Serve waits for requests in flight after its context ends.
 	shutdownGrace = 15 * time.Second
+	// maxHeaderBytes bounds a request's head on both listeners (64 KiB): no client of ours
+	// sends a larger one.
+	maxHeaderBytes = 64 << 10
 )
 
 // Config configures a Server. The zero value is usable: it serves on DefaultListen from
@@ -128,6 +128,18 @@ type Config struct {
 	// ConsoleSessionTTL is how long a web console session lasts (--console-session-ttl). Zero
 	// means console.DefaultSessionTTL (8 hours).
 	ConsoleSessionTTL time.Duration
+	// BodyBudget is --api-body-budget: the most bytes of API request bodies the server holds at
+	// once, across all requests. A body that does not fit is RESOURCE_EXHAUSTED (429, with
+	// Retry-After) before it is read. Zero means DefaultBodyBudget (64 MiB).
+	BodyBudget int64
+	// BodyMinRate is --api-body-min-rate: after BodyRateGrace, an API request body must keep
+	// arriving at this many bytes per second on average (and never stall for longer than the
+	// grace), or it is refused and its connection closed. Zero means DefaultBodyMinRate
+	// (1024 bytes/s); negative turns the check off.
+	BodyMinRate int64
+	// BodyRateGrace is how long a body may take before BodyMinRate applies; zero means
+	// DefaultBodyRateGrace (5 s).
+	BodyRateGrace time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -191,6 +203,15 @@ func (c *Config) setDefaults() error {
 	if c.TLSReloadEvery <= 0 {
 		c.TLSReloadEvery = DefaultTLSReloadEvery
 	}
+	if c.BodyBudget <= 0 {
+		c.BodyBudget = DefaultBodyBudget
+	}
+	if c.BodyMinRate == 0 {
+		c.BodyMinRate = DefaultBodyMinRate
+	}
+	if c.BodyRateGrace <= 0 {
+		c.BodyRateGrace = DefaultBodyRateGrace
+	}
 	return c.checkTLSFlags()
 }
 
@@ -231,6 +252,7 @@ type Server struct {
 	inHTTP    *http.Server  // serves inLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
+	budget    *bodyBudget // buffered API request body bytes
 	openapi   []byte
 	tokenPath string
 	closeOnce sync.Once
@@ -339,6 +361,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		log.Warn("this control plane has no administrator yet, so every API call will be refused: run `cubefleet server init --token-out FILE` with the same --data-dir and --database first (or --dev on a laptop)")
 	}
 	s.metrics = newMetrics(s.db)
+	s.budget = newBodyBudget(cfg.BodyBudget)
+	s.metrics.reg.MustRegister(s.budget.collectors()...)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
 	s.driftM = fleet.NewDriftMetrics(s.db)
 	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
@@ -358,6 +382,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
 			ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes:    maxHeaderBytes,
 			ReadTimeout:       time.Minute,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          newErrorLog(log, time.Now),
@@ -373,6 +398,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          newErrorLog(log, time.Now),
