@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -112,42 +113,68 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 }
 
 // handleAPI runs one API method. It authenticates the caller from the request's head first: a
-// request without a valid key is answered 401 and its body is never read. Then the body (see
-// readBody: at most the method's MaxBody, one strict JSON object, empty means {}), and the
-// registry's Call, which decides the permission first.
+// request without a valid key is answered 401 and its body is never read. Then it reads the body
+// (readBody: at most the method's MaxBody, one strict JSON object, empty means {}), waits for a
+// slot of the work pool (a read or a write), runs the registry's Call, which decides the
+// permission first, and encodes the answer; the slot is given back before the answer is
+// written, within responseWriteTimeout.
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := time.Now()
 	name := r.PathValue("method")
 	principal := ""
-	out, err := func() (any, error) {
+	var answer []byte
+	err := func() error {
 		p, err := s.authenticate(ctx, r)
 		if err != nil {
 			closeUnread(w)
-			return nil, err
+			return err
 		}
 		principal = p.ID
 		m, ok := s.api.Lookup(name)
 		if !ok {
 			closeUnread(w)
-			return s.api.Call(ctx, p, RequestID(ctx), name, nil) // NOT_FOUND, in the table's words
+			_, err := s.api.Call(ctx, p, RequestID(ctx), name, nil) // NOT_FOUND, in the table's words
+			return err
 		}
-		body, release, err := s.readBody(w, r, m.MaxBody)
-		defer release()
+		body, giveBack, err := s.readBody(w, r, m.MaxBody)
+		defer giveBack()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return s.api.Call(ctx, p, RequestID(ctx), name, body)
+		kind := workRead
+		if m.Write {
+			kind = workWrite
+		}
+		release, err := s.pool.acquire(ctx, kind)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if s.hooks.working != nil {
+			s.hooks.working(name)
+		}
+		out, err := s.api.Call(ctx, p, RequestID(ctx), name, body)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			out = struct{}{}
+		}
+		if answer, err = json.Marshal(out); err != nil {
+			return fmt.Errorf("encode the answer of %s: %w", name, err)
+		}
+		return nil
 	}()
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	code := cubefleet.ErrorCode(err)
 	status := http.StatusOK
 	if err != nil {
 		status = s.writeError(w, r, err)
 	} else {
-		if out == nil {
-			out = struct{}{}
-		}
-		writeJSON(w, http.StatusOK, out)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(answer, '\n'))
 	}
 	label := name
 	if _, ok := s.api.Lookup(name); !ok {
@@ -160,6 +187,10 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observe(label, string(code), elapsed)
 	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "duration_ms", elapsed.Milliseconds())
 }
+
+// responseWriteTimeout bounds how long an API answer may take to write: a client that does not
+// read it for that long loses its connection (and the server the answer it held).
+const responseWriteTimeout = time.Minute
 
 // authenticate returns the principal of the request's bearer key, or UNAUTHENTICATED: no
 // Authorization header, one that is not Bearer <key>, or a key that is unknown, revoked or

@@ -140,6 +140,10 @@ type Config struct {
 	// BodyRateGrace is how long a body may take before BodyMinRate applies; zero means
 	// DefaultBodyRateGrace (5 s).
 	BodyRateGrace time.Duration
+	// APIWorkers is --api-workers: how many API calls run at once; others wait their turn,
+	// writes first up to half the slots (see workPool). Zero means one per CPU the Go runtime
+	// uses (GOMAXPROCS), at least 2.
+	APIWorkers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -220,12 +224,14 @@ func Modules() []store.Module {
 	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module}
 }
 
-// fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
-// permission checks and the transaction, beforeCall before each call inside it. Tests set them
-// while the server runs.
+// fleetHooks are test hooks (nil in production): fleet.apply's afterCheck runs between the
+// permission checks and the transaction, its beforeCall before each call inside it; working
+// runs in every API call's slot. Tests set them before the calls they watch.
 type fleetHooks struct {
 	afterCheck func()
 	beforeCall func(i int) error
+	// working runs for every API call while it holds its slot of the work pool, before Call.
+	working func(method string)
 }
 
 // Server is a running control plane: store, method table and HTTP listener. Create it with New,
@@ -253,6 +259,7 @@ type Server struct {
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	budget    *bodyBudget // buffered API request body bytes
+	pool      *workPool   // the API calls that run at once
 	openapi   []byte
 	tokenPath string
 	closeOnce sync.Once
@@ -363,6 +370,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.metrics = newMetrics(s.db)
 	s.budget = newBodyBudget(cfg.BodyBudget)
 	s.metrics.reg.MustRegister(s.budget.collectors()...)
+	s.pool = newWorkPool(cfg.APIWorkers)
+	s.metrics.reg.MustRegister(s.pool.gauge)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
 	s.driftM = fleet.NewDriftMetrics(s.db)
 	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
