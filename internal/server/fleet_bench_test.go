@@ -29,7 +29,7 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, db *store.DB) *benchEnv {
 	b.Helper()
 	ctx := context.Background()
-	srv, err := New(ctx, Config{DB: db, DataDir: b.TempDir(), Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	srv, err := New(ctx, Config{DB: db, DataDir: b.TempDir(), Listen: "127.0.0.1:0", EnvRefAllow: []string{"IONOS_"}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func BenchmarkFleetApplyWithReaders(b *testing.B) {
 
 // fleetBenchFlags are the server flags of the fleet benchmarks: the limits document's provider
 // accounts read env://IONOS_TOKEN.
-var fleetBenchFlags = []string{}
+var fleetBenchFlags = []string{"--env-ref-allow", "IONOS_"}
 
 // listLoop lists acme's sites on p as the administrator until stop closes, counting the
 // answers in n.

@@ -28,6 +28,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/netguard"
@@ -90,6 +91,11 @@ type Config struct {
 	// VaultAddr is the Vault server vault:// references resolve against; "" means no Vault is
 	// configured, so plans block on vault:// references.
 	VaultAddr string
+	// EnvRefAllow is --env-ref-allow: the prefixes of the environment variable names env://
+	// references may name (fieldrules.EnvRefs); only the root tenant may use env:// at all.
+	// Empty allows none. New refuses a prefix that is not the start of a variable name.
+	EnvRefAllow []string
+	envRefs     fieldrules.EnvRefs // EnvRefAllow, parsed
 	// DriftEvery is how often the drift reconciler re-plans applied documents. Zero means
 	// fleet.DefaultDriftEvery (15 minutes); a negative value turns the reconciler off.
 	DriftEvery time.Duration
@@ -206,6 +212,10 @@ func (c *Config) setDefaults() error {
 	}
 	if c.TLSReloadEvery <= 0 {
 		c.TLSReloadEvery = DefaultTLSReloadEvery
+	}
+	var err error
+	if c.envRefs, err = fieldrules.ParseEnvRefs(c.EnvRefAllow); err != nil {
+		return err
 	}
 	if c.BodyBudget <= 0 {
 		c.BodyBudget = DefaultBodyBudget
@@ -336,7 +346,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
-	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
+	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs}
 	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}
