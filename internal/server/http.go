@@ -122,10 +122,11 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := time.Now()
 	name := r.PathValue("method")
-	principal := ""
+	principal, keyID := "", ""
 	var answer []byte
 	err := func() error {
 		p, err := s.authenticate(ctx, r)
+		keyID = keyIDOf(p, err)
 		if err != nil {
 			closeUnread(w)
 			return err
@@ -185,7 +186,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	elapsed := time.Since(start)
 	s.metrics.observe(label, string(code), elapsed)
-	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "duration_ms", elapsed.Milliseconds())
+	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "key_id", keyID, "duration_ms", elapsed.Milliseconds())
 }
 
 // responseWriteTimeout bounds how long an API answer may take to write: a client that does not
@@ -194,17 +195,18 @@ const responseWriteTimeout = time.Minute
 
 // authenticate returns the principal of the request's bearer key, or UNAUTHENTICATED: no
 // Authorization header, one that is not Bearer <key>, or a key that is unknown, revoked or
-// expired.
+// expired (counted, and traced: authenticateKey).
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (*iam.Principal, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
+	token, failure := bearer(r.Header.Get("Authorization"))
+	switch failure {
+	case authNoCredentials:
+		s.metrics.authFailures.WithLabelValues(failure).Inc()
 		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
-	}
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+	case authBadHeader:
+		s.metrics.authFailures.WithLabelValues(failure).Inc()
 		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "the Authorization header must be Bearer <api key>")
 	}
-	return iam.Authenticate(ctx, s.db, strings.TrimSpace(token), s.cfg.Now())
+	return s.authenticateKey(ctx, token, r.PathValue("method"), peerOf(r))
 }
 
 // errorBody is the wire form of an error: {"error":{"code","message","details"}}.

@@ -18,6 +18,7 @@ type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	bodyRefusals *prometheus.CounterVec
+	authFailures *prometheus.CounterVec
 }
 
 func newMetrics(db *store.DB) *metrics {
@@ -36,8 +37,12 @@ func newMetrics(db *store.DB) *metrics {
 			Name: "cubefleet_api_body_refusals_total",
 			Help: "API request bodies refused by reason: too_large (over the method's cap, 413), budget (the buffered body budget is full, 429), too_slow (under the minimum rate; the connection is closed).",
 		}, []string{"reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cubefleet_api_auth_failures_total",
+			Help: "Refused API key authentications (the API and the internal nodes routes) by reason: no_credentials, bad_header, malformed_key, unknown_key, revoked_key, expired_key (the last two are also audited, summarized per key).",
+		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.bodyRefusals,
+	m.reg.MustRegister(m.requests, m.duration, m.bodyRefusals, m.authFailures,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db.DB, string(db.Dialect())),

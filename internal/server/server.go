@@ -146,6 +146,10 @@ type Config struct {
 	// BodyRateGrace is how long a body may take before BodyMinRate applies; zero means
 	// DefaultBodyRateGrace (5 s).
 	BodyRateGrace time.Duration
+	// AuditRetention is --audit-retention: audit rows older than this are deleted, hourly, by
+	// one replica at a time (audit.Sweeper). Zero means audit.DefaultRetention (90 days); a
+	// negative value keeps every row.
+	AuditRetention time.Duration
 	// APIWorkers is --api-workers: how many API calls run at once; others wait their turn,
 	// writes first up to half the slots (see workPool). Zero means one per CPU the Go runtime
 	// uses (GOMAXPROCS), at least 2.
@@ -270,6 +274,7 @@ type Server struct {
 	metrics   *metrics
 	budget    *bodyBudget // buffered API request body bytes
 	pool      *workPool   // the API calls that run at once
+	keyTraces *audit.Summary // refused API keys, summarized per key and reason
 	openapi   []byte
 	tokenPath string
 	closeOnce sync.Once
@@ -378,6 +383,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		log.Warn("this control plane has no administrator yet, so every API call will be refused: run `cubefleet server init --token-out FILE` with the same --data-dir and --database first (or --dev on a laptop)")
 	}
 	s.metrics = newMetrics(s.db)
+	s.keyTraces = audit.NewSummary(time.Minute, 0, cfg.Now)
 	s.budget = newBodyBudget(cfg.BodyBudget)
 	s.metrics.reg.MustRegister(s.budget.collectors()...)
 	s.pool = newWorkPool(cfg.APIWorkers)
@@ -505,6 +511,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		wg.Go(func() { s.reconciler().Run(loops) })
 	}
 	wg.Go(func() { s.dispatcher().Run(loops) })
+	wg.Go(func() { s.keyTraceLoop(loops) })
+	wg.Go(func() { s.auditSweeper().Run(loops) })
 	defer func() {
 		stopLoops()
 		wg.Wait()
