@@ -11,7 +11,7 @@ import (
 // clock is an injected clock in Unix ms.
 type clock struct{ at int64 }
 
-func (c *clock) now() time.Time   { return time.UnixMilli(c.at) }
+func (c *clock) now() time.Time      { return time.UnixMilli(c.at) }
 func (c *clock) add(d time.Duration) { c.at += d.Milliseconds() }
 
 func refusal(c *clock, target string) audit.Entry {

@@ -272,8 +272,8 @@ type Server struct {
 	inHTTP    *http.Server  // serves inLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
-	budget    *bodyBudget // buffered API request body bytes
-	pool      *workPool   // the API calls that run at once
+	budget    *bodyBudget    // buffered API request body bytes
+	pool      *workPool      // the API calls that run at once
 	keyTraces *audit.Summary // refused API keys, summarized per key and reason
 	openapi   []byte
 	tokenPath string
