@@ -106,6 +106,21 @@ func (s *Summary) Flush() []Entry {
 	return out
 }
 
+// Drain returns the summary rows of every window, ended or not, and forgets every key: what
+// a process that stops writes last, so no counted refusal is lost.
+func (s *Summary) Drain() []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Entry
+	for key, k := range s.keys {
+		if row, ok := k.row(key); ok {
+			out = append(out, row)
+		}
+	}
+	clear(s.keys)
+	return out
+}
+
 // Len returns how many keys are tracked.
 func (s *Summary) Len() int {
 	s.mu.Lock()

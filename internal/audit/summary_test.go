@@ -93,3 +93,28 @@ func TestSummaryBoundsItsKeys(t *testing.T) {
 		t.Fatalf("the rows count %d refusals, want 10000", total)
 	}
 }
+
+// TestSummaryDrain: a process that stops writes the windows still open, so the refusals they
+// counted are not lost.
+func TestSummaryDrain(t *testing.T) {
+	c := &clock{at: 1e12}
+	s := audit.NewSummary(time.Minute, 10, c.now)
+	for i := range 5 {
+		s.Note("127.0.0.1 not_allowed", refusal(c, fmt.Sprint(i)))
+		s.Note("127.0.0.2 not_allowed", refusal(c, fmt.Sprint(i)))
+	}
+	if rows := s.Flush(); len(rows) != 0 {
+		t.Fatalf("Flush within the window wrote %d rows", len(rows))
+	}
+	rows := s.Drain()
+	total := int64(0)
+	for _, r := range rows {
+		total += r.Count
+	}
+	if len(rows) != 2 || total != 8 {
+		t.Fatalf("Drain: %d rows counting %d refusals, want 2 rows counting the 8 after the first of each peer", len(rows), total)
+	}
+	if s.Len() != 0 || len(s.Drain()) != 0 {
+		t.Errorf("keys left after Drain")
+	}
+}

@@ -89,14 +89,16 @@ func (s *Server) writeTrace(ctx context.Context, row audit.Entry) {
 }
 
 // keyTraceLoop flushes the refused keys' summaries every keyTraceFlushEvery until ctx ends,
-// and once more then.
+// and then writes those still open.
 func (s *Server) keyTraceLoop(ctx context.Context) {
 	t := time.NewTicker(keyTraceFlushEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			s.flushKeyTraces(ctx)
+			for _, row := range s.keyTraces.Drain() {
+				s.writeTrace(ctx, row)
+			}
 			return
 		case <-t.C:
 			s.flushKeyTraces(ctx)

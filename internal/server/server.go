@@ -502,8 +502,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
 	nodesDone := make(chan error, 1)
 	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	// The node routes' loops stop first, so the refusal summaries they write last reach the
+	// registry's last flush.
+	listCtx, stopList := context.WithCancel(context.WithoutCancel(ctx))
 	listDone := make(chan struct{})
-	go func() { s.nodeHTTP.Run(nodesCtx); close(listDone) }()
+	go func() { s.nodeHTTP.Run(listCtx); close(listDone) }()
+	defer stopList()
 	defer stopNodes()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -546,8 +550,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
-	stopNodes()
+	stopList()
 	<-listDone
+	stopNodes()
 	if nerr := <-nodesDone; err == nil {
 		err = nerr
 	}

@@ -196,3 +196,11 @@ func (h *Handler) FlushRefusals() {
 		h.cfg.Audit.Audit(row, false)
 	}
 }
+
+// drainRefusals queues the audit rows of every refusal summary, its window ended or not: Run
+// calls it as it returns, so the refusals counted before a stop are written.
+func (h *Handler) drainRefusals() {
+	for _, row := range h.refused.Drain() {
+		h.cfg.Audit.Audit(row, false)
+	}
+}

@@ -151,14 +151,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) { h.mux.Se
 
 // Run keeps the full node list encoded (listCache) until ctx ends: it builds it at once and
 // then every listRefresh, off the request path. It also writes the summaries of refusals
-// every refusalFlushEvery (FlushRefusals).
+// every refusalFlushEvery (FlushRefusals), and those still open when ctx ends.
 func (h *Handler) Run(ctx context.Context) {
 	h.refreshList()
 	done := make(chan struct{})
 	go func() { nodes.Every(ctx, refusalFlushEvery, h.FlushRefusals); close(done) }()
 	nodes.Every(ctx, listRefresh, h.refreshList)
 	<-done
-	h.FlushRefusals()
+	h.drainRefusals()
 }
 
 func (h *Handler) now() int64 { return h.cfg.Now().UnixMilli() }
