@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
 // granted reports whether c has been granted a slot within a moment.
@@ -149,7 +150,9 @@ func TestAPICallsShareThePool(t *testing.T) {
 	for range 20 {
 		wg.Go(func() { e.post(e.admin, "iam.tenants.list", map[string]any{}) })
 	}
-	time.Sleep(300 * time.Millisecond)
+	testkit.WaitFor(t, 30*time.Second, "two reads running and eighteen queued", func() bool {
+		return inside.Load() == 2 && e.srv.pool.queued() == 18
+	})
 	if n := most.Load(); n != 2 {
 		t.Fatalf("%d reads ran at once with --api-workers 2", n)
 	}
@@ -158,14 +161,14 @@ func TestAPICallsShareThePool(t *testing.T) {
 		status, _ := e.post(e.admin, "iam.tenants.create", map[string]any{"id": "t-pool"})
 		created <- status
 	}()
-	time.Sleep(100 * time.Millisecond)
+	testkit.WaitFor(t, 30*time.Second, "the write queued", func() bool { return e.srv.pool.queued() == 19 })
 	gate <- struct{}{} // one read ends: its slot goes to the write
 	select {
 	case status := <-created:
 		if status != http.StatusOK {
 			t.Fatalf("iam.tenants.create: %d", status)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the write did not get the slot a read freed")
 	}
 	close(gate)
