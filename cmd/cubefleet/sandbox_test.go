@@ -21,7 +21,7 @@ func TestBinaryRunsSandboxSupervisor(t *testing.T) {
 		os.Chmod(p, 0o711) // a sandbox's user must reach its directory
 	}
 	d, err := process.New(process.Config{
-		Dir: filepath.Join(base, "sandboxes"), UIDLeaseDir: filepath.Join(base, "uids"),
+		Dir: filepath.Join(base, "sandboxes"), UIDLeaseDir: process.DefaultUIDLeaseDir,
 		CgroupParent: "cubefleet-test-" + filepath.Base(base), Executable: bin,
 		AllowOwnUser: os.Geteuid() != 0,
 	})

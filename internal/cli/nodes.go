@@ -13,12 +13,14 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 // nodeOut is one node as the nodes.* methods return it.
 type nodeOut struct {
 	nodes.View
-	Now int64 `json:"now"`
+	Now  int64           `json:"now"`
+	Room *scheduler.Room `json:"room,omitempty"`
 }
 
 // nodeListOut is the output of nodes.list.
@@ -39,7 +41,7 @@ missed), Down (two) or Lost (silent for --node-lost-after). Only Ready, uncordon
 known pool that run cubefleet agent receive work; a stock Cubelet is registry-only. Drain a
 node (cordon it and wait until it runs no sandboxes) before you delete it.`)
 	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
-		newNodesLabelCmd(), newNodesDeleteCmd(), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
+		newNodesLabelCmd(), newNodesDeleteCmd(stdio), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
 }
 
@@ -181,6 +183,12 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Templates", templatesCell(v)},
 		{"Labels", labelsCell(v.Labels)},
 	}
+	if r := out.Room; r != nil {
+		lines = append(lines,
+			[2]string{"Reported use", usageCell(r.Reported)},
+			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
+			[2]string{"Room left", usageCell(r.Remaining)})
+	}
 	if v.DiskUsage != nil {
 		lines = append(lines, [2]string{"Disks", fmt.Sprintf("data %.0f%%, storage %.0f%%, system %.0f%%", v.DiskUsage.Data, v.DiskUsage.Storage, v.DiskUsage.Sys)})
 	}
@@ -188,6 +196,16 @@ func printNode(w io.Writer, out nodeOut) error {
 		lines = append(lines, [2]string{"Version", strings.TrimSpace(ver.Component + " " + ver.Version)})
 	}
 	return printFields(w, 15, lines)
+}
+
+// usageCell renders an amount of each resource: "1.5 cores, 3.0Gi, 2 microVMs" (disk when
+// there is any).
+func usageCell(u scheduler.Usage) string {
+	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
+	if u.DiskMiB > 0 {
+		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
+	}
+	return s
 }
 
 func stateSince(now, since int64) string {
@@ -231,16 +249,20 @@ func nodeAction(cmd *cobra.Command, method string, in map[string]any, done strin
 }
 
 func newNodesCordonCmd() *cobra.Command {
-	var detail string
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "cordon NODE [--detail TEXT]",
+		Use:   "cordon NODE [--reason TEXT]",
 		Short: "Cordon a node: it receives no new work (idempotent)",
-		Args:  exactArgs(1),
+		Long: `Cordon a node: it keeps running what it has but receives no new work. --reason says why (at most
+200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": detail}, "Cordoned node "+args[0]+".")
+			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": reason}, "Cordoned node "+args[0]+".")
 		},
 	}
-	cmd.Flags().StringVar(&detail, "detail", "", "why (at most 200 characters)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
+	cmd.Flags().StringVar(&reason, "detail", "", "the former name of --reason")
+	cmd.Flags().MarkHidden("detail")
 	return cmd
 }
 
@@ -334,20 +356,43 @@ func unchangedLabels(set map[string]string, remove []string) string {
 	return strings.Join(parts, " and ")
 }
 
-func newNodesDeleteCmd() *cobra.Command {
+func newNodesDeleteCmd(stdio IO) *cobra.Command {
 	var force bool
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "delete NODE [--force]",
+		Use:   "delete NODE [--force [--reason TEXT]]",
 		Short: "Delete a cordoned node and revoke its credential",
 		Long: `Delete a node from the registry and revoke its node credential: its agent is refused from
 then on and joins again only with a new join token (a stock Cubelet registers again when it
 restarts). The node must be cordoned; without --force it must also be Ready and run no
-sandboxes.`,
+sandboxes. --force deletes a node that is not Ready (Down, Lost: its sandbox count is unknown)
+or still runs sandboxes, and cordons it first when it is not cordoned, with --reason as the
+cordon's reason (the cordon is a nodes.cordon call of its own, audited).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": args[0], "force": force}, "Deleted node "+args[0]+".")
+			id := args[0]
+			if reason != "" && !force {
+				return usagef("--reason is the reason of the cordon --force sets first: give --force, or cordon with cubefleet nodes cordon %s --reason TEXT", id)
+			}
+			if force {
+				var n nodeOut
+				if err := call(cmd, "nodes.get", map[string]any{"nodeId": id}, &n); err != nil {
+					return err
+				}
+				if !n.Cordoned {
+					if reason == "" {
+						reason = "cordoned by nodes delete --force"
+					}
+					if err := call(cmd, "nodes.cordon", map[string]any{"nodeId": id, "detail": reason}, nil); err != nil {
+						return err
+					}
+					linef(stdio.Err, "Cordoned node %s first (--force; it was not cordoned).\n", id)
+				}
+			}
+			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": id, "force": force}, "Deleted node "+id+".")
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes; cordon it first if it is not")
+	cmd.Flags().StringVar(&reason, "reason", "", "with --force: the reason of the cordon it sets first (at most 200 characters)")
 	return cmd
 }

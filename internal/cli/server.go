@@ -2,8 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -58,6 +61,11 @@ pair is loaded at start (a bad pair stops the start) and looked at again every f
 rotate, replace the files (the key first, each by a rename) and new connections get the new
 certificate; a new pair that does not load is logged and the previous one kept. Clients pass
 --ca-file when the certificate is not signed by a CA the system trusts. See docs/server.md.
+
+--scheduler-config FILE is a cubemaster.yaml whose scheduler section configures placement
+(docs/scheduler.md; "cubefleet scheduler check FILE" validates one). An invalid file stops the
+start. SIGHUP re-reads it; when the new file is invalid the previous configuration stays in
+force and one error line names every problem.
 
 The drift reconciler re-plans every applied fleet document each --drift-every and publishes
 fleet.drifted and fleet.converged; --drift-ignore KIND.FIELD (repeatable, e.g. pool.gpuModel)
@@ -134,6 +142,21 @@ docs/server.md and docs/iam.md.`,
 			} else {
 				fmt.Fprintf(out, "cubefleet control plane listening on %s\n", srv.URL())
 			}
+			if cfg.SchedulerConfig != "" {
+				hup := make(chan os.Signal, 1)
+				signal.Notify(hup, syscall.SIGHUP)
+				defer signal.Stop(hup)
+				go func() {
+					for {
+						select {
+						case <-ctx.Done():
+							return
+						case <-hup:
+							srv.ReloadSchedulerConfig() // logs what it did, or why not
+						}
+					}
+				}()
+			}
 			return srv.Serve(ctx)
 		},
 	}
@@ -151,6 +174,8 @@ docs/server.md and docs/iam.md.`,
 	f.DurationVar(&cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
+	f.StringVar(&cfg.CubeMasterListen, "cubemaster-listen", "", "address to answer as CubeMaster on for the one-click scripts (port 8089: GET /notify/health, /internal/meta/nodes), with the node-agent routes")
+	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
 	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback, private, link-local and other non-public addresses (not implied by --dev)")

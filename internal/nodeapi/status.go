@@ -104,6 +104,11 @@ type StatusRequest struct {
 	Versions            Raw[[]ComponentVersion] `json:"versions,omitzero"`
 	InventoryIncomplete bool                    `json:"inventory_incomplete,omitempty"` // Versions is a partial list
 	HostFacts           Raw[HostFacts]          `json:"host_facts,omitzero"`
+	// Sandboxes lists the ids of the sandboxes `cubefleet agent` runs on the node (started and
+	// not ended; docs/sandboxes.md): the control plane marks a sandbox of the node that is not
+	// listed lost, and releases its reservation once a report lists it. Only our agent sends
+	// it, always (an empty list as []); nil means absent (a stock Cubelet's report).
+	Sandboxes []string `json:"sandboxes,omitzero"`
 }
 
 // Reset clears r for reuse, keeping the room its slices have (a pool of requests makes the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -97,8 +99,17 @@ func TestCheckWaits(t *testing.T) {
 	done := make(chan struct{})
 	var results []CheckResult
 	var ok bool
+	var progress testkit.SyncBuffer // one line per round that failed and is followed by another
+	lastLeft := time.Hour
 	go func() {
-		results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond})
+		results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond,
+			Progress: func(r CheckRound) {
+				if r.Left > lastLeft || r.Left > 20*time.Second {
+					t.Errorf("attempt %d: %s left after %s", r.Attempt, r.Left, lastLeft)
+				}
+				lastLeft = r.Left
+				fmt.Fprintln(&progress, r)
+			}})
 		close(done)
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -116,6 +127,11 @@ func TestCheckWaits(t *testing.T) {
 	}
 	if n := len(cp.CallsTo(nodeapi.NodePath("127.0.0.1"))); n < 2 {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
+	}
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	first := regexp.MustCompile(`^attempt 1: 1 of 3 checks pass \(1 skipped\); waiting for local agent, node listed \(again in 50ms; (1\d|20)s left\)$`)
+	if len(lines) < 2 || !first.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "attempt 2: ") {
+		t.Errorf("progress lines:\n%s\nwant the first to match %s", progress.String(), first)
 	}
 	// A revoked agent fails the local check with its reason.
 	cp.DeleteNode("127.0.0.1")
@@ -181,7 +197,7 @@ func TestCheckLocalState(t *testing.T) {
 // own credential or an API key), which the check explains as "no credential yet" with what to
 // do, instead of relaying the API-key advice meant for people.
 func TestCheckNodeNotRegistered(t *testing.T) {
-	cp := agenttest.StartRealCP(t, server.Config{}, "")
+	cp := servertest.StartControlPlane(t, server.Config{}, "")
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "", cp.Server.InternalURL())
 	for _, tc := range []struct {
@@ -281,7 +297,7 @@ func TestCheckTakesNoLock(t *testing.T) {
 // TestLoopbackNodeJoins) passes against a real control plane: it connects from the node's
 // address, as the agent does.
 func TestCheckLoopbackNode(t *testing.T) {
-	cp := agenttest.StartRealCP(t, server.Config{}, "")
+	cp := servertest.StartControlPlane(t, server.Config{}, "")
 	cfg := testConfig(t, t.TempDir(), cp.JoinToken(t, "127.0.0.11"), cp.Server.InternalURL())
 	cfg.NodeIP, cfg.Listen, cfg.S3.Endpoint = netip.MustParseAddr("127.0.0.11"), "127.0.0.11:0", ""
 	r := startAgent(t, cfg)
@@ -302,7 +318,7 @@ func TestCheckOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
 	ctx := context.Background()
-	cp := agenttest.StartRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	cp := servertest.StartControlPlane(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
 	srv := cp.Server
 	roots, err := capool.Load(files.CA)
 	if err != nil {

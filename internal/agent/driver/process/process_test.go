@@ -23,20 +23,15 @@ import (
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
-// testLeases is the uid lease directory all the tests' drivers share, as all agents of a host
-// do: a uid is not lent to a sandbox of one test while a sandbox of another may still hold it.
-var testLeases string
+// testLeases is the host's own uid lease directory, which every agent of the host shares: the
+// tests of this package, of other packages and of other checkouts running at the same time
+// share it too, so a uid is never lent to two sandboxes at once. A lease whose sandbox
+// directory is gone is taken over, so leftovers of killed runs free themselves.
+var testLeases = DefaultUIDLeaseDir
 
 func TestMain(m *testing.M) {
 	MaybeRunSupervisor()
-	dir, err := os.MkdirTemp("", "cubefleet-uid-leases-")
-	if err != nil {
-		panic(err)
-	}
-	testLeases = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // requireRoot skips a test that needs root (to run sandboxes as users of their own) when the
