@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,9 +14,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
 
-// TestRefusedKeysLeaveATrace: a revoked or expired key that is still used leaves an audit row
-// naming the key (its tenant, principal and id; never the token), summarized like the node
-// refusals: one row at once, then one a minute with the count. Every refused key is counted in
+// TestRefusedKeysLeaveATrace: a revoked or expired key that is still used (on the API, the
+// internal nodes routes or the console's sign-in) leaves an audit row naming the key (its
+// tenant, principal and id; never the token), summarized like the node refusals: one row at
+// once, then one a minute with the count. Every refused key is counted in
 // cubefleet_api_auth_failures_total by reason (unknown keys included, which name no tenant to
 // audit in), and the log line of the call names the key id.
 func TestRefusedKeysLeaveATrace(t *testing.T) {
@@ -45,6 +47,13 @@ func TestRefusedKeysLeaveATrace(t *testing.T) {
 		} else {
 			resp.Body.Close()
 		}
+		// So does the console's sign-in.
+		if resp, err := http.PostForm(e.url+"/console/sign-in", url.Values{"key": {revoked.Token}}); err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a revoked key signing in to the console: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		const revokedUses = uses + 2
 		rows := func(keyID string) (n, calls int) {
 			t.Helper()
 			if err := db.QueryRow(`SELECT count(*), coalesce(sum(call_count), 0) FROM audit_log WHERE target = $1 AND outcome = 'unauthenticated' AND tenant_id = 'acme'`, keyID).Scan(&n, &calls); err != nil {
@@ -53,20 +62,20 @@ func TestRefusedKeysLeaveATrace(t *testing.T) {
 			return n, calls
 		}
 		if n, _ := rows(revoked.Key.ID); n != 1 {
-			t.Errorf("%d audit rows for %d uses of a revoked key within a minute, want 1 at once", n, uses+1)
+			t.Errorf("%d audit rows for %d uses of a revoked key within a minute, want 1 at once", n, revokedUses)
 		}
 		if n, _ := rows(expiring.Key.ID); n != 1 {
 			t.Errorf("%d audit rows for %d uses of an expired key within a minute, want 1 at once", n, uses)
 		}
 		offset.Add(int64(2 * time.Minute))
 		e.srv.flushKeyTraces(t.Context())
-		if n, calls := rows(revoked.Key.ID); n != 2 || calls != uses+1 {
-			t.Errorf("after the window: %d rows for %d calls of the revoked key, want 2 rows counting %d", n, calls, uses+1)
+		if n, calls := rows(revoked.Key.ID); n != 2 || calls != revokedUses {
+			t.Errorf("after the window: %d rows for %d calls of the revoked key, want 2 rows counting %d", n, calls, revokedUses)
 		}
 		if n, calls := rows(expiring.Key.ID); n != 2 || calls != uses {
 			t.Errorf("after the window: %d rows for %d calls of the expired key, want 2 rows counting %d", n, calls, uses)
 		}
-		for reason, want := range map[string]float64{"revoked_key": uses + 1, "expired_key": uses, "unknown_key": uses} {
+		for reason, want := range map[string]float64{"revoked_key": revokedUses, "expired_key": uses, "unknown_key": uses} {
 			if got := metricValue(t, e.url, `cubefleet_api_auth_failures_total{reason="`+reason+`"}`); got != want {
 				t.Errorf("cubefleet_api_auth_failures_total{reason=%q} = %v, want %v", reason, got, want)
 			}

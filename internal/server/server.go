@@ -422,7 +422,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		ignore = append(ignore, r.String())
 	}
 	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, now: cfg.Now}, TLS: s.tls != nil,
-		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log}); err != nil {
+		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
+		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
+			return s.authenticateKey(ctx, token, "console.signIn", "")
+		}}); err != nil {
 		return nil, err
 	}
 	s.metrics.reg.MustRegister(s.nodeStore.Collectors()...)
