@@ -45,8 +45,12 @@ type running struct {
 }
 
 // startAgent runs an agent for cfg; its registration backoff is recorded and shortened to 1 ms.
+// A process runtime without a sandbox directory gets one of the test's.
 func startAgent(t *testing.T, cfg *Config) *running {
 	t.Helper()
+	if cfg.Runtime == RuntimeProcess && cfg.SandboxDir == "" {
+		cfg.SandboxDir, cfg.SandboxAllowOwnUser, cfg.SandboxOutputLimit = agenttest.SandboxDir(t), os.Geteuid() != 0, 1<<20
+	}
 	logs := &testkit.SyncBuffer{}
 	a, err := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
@@ -84,6 +88,20 @@ func getHealth(t *testing.T, url string) (int, Health) {
 	return resp.StatusCode, h
 }
 
+// TestFirstStatusAtOnce: the first status report goes out as soon as the node registered, not
+// a period later: with the longest period (a minute), a status arrives while the test waits
+// half of it.
+func TestFirstStatusAtOnce(t *testing.T) {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), "cfj_join1", cp.URL)
+	cfg.ReportPeriod = MaxReportPeriod
+	startAgent(t, cfg)
+	testkit.WaitFor(t, MaxReportPeriod/2, "the first status report", func() bool { return len(cp.CallsTo("/status")) > 0 })
+	if regs := cp.CallsTo("/register"); len(regs) != 1 {
+		t.Errorf("registrations %+v, want one", regs)
+	}
+}
+
 func TestReportLoop(t *testing.T) {
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	dir := filepath.Join(t.TempDir(), "state")
@@ -100,14 +118,13 @@ func TestReportLoop(t *testing.T) {
 		if s.Path != nodeapi.StatusPath("127.0.0.1") || s.Auth != "Bearer cfn_node1_secret" {
 			t.Errorf("status %d: %s with %q, want the node credential", i, s.Path, s.Auth)
 		}
+		// The next report waits a period after the previous one answered, so never less (a
+		// busy machine may make it more).
 		if i > 0 {
-			if gap := s.At.Sub(statuses[i-1].At); gap < testPeriod*9/10 || gap > 20*testPeriod {
-				t.Errorf("status %d came %s after the previous one, want about %s", i, gap, testPeriod)
+			if gap := s.At.Sub(statuses[i-1].At); gap < testPeriod {
+				t.Errorf("status %d came %s after the previous one, want at least %s", i, gap, testPeriod)
 			}
 		}
-	}
-	if len(statuses) > 0 && statuses[0].At.Sub(regs[0].At) > testPeriod {
-		t.Errorf("the first status came %s after the registration, want at once", statuses[0].At.Sub(regs[0].At))
 	}
 	// The credential is stored 0600 in a 0700 directory.
 	fi, err := os.Stat(filepath.Join(dir, StateFile))
@@ -380,7 +397,8 @@ func TestServeErrors(t *testing.T) {
 	cfg = testConfig(t.TempDir(), "", cp.URL)
 	os.WriteFile(filepath.Join(cfg.StateDir, StateFile), []byte(`{}`), 0o644)
 	a, _ = New(cfg, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Run fails at once; the bound only ends a Run that would not.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("Run with a readable state file: %v", err)
@@ -418,10 +436,11 @@ func TestPayloads(t *testing.T) {
 	testkit.GoldenJSON(t, "status.golden", st)
 
 	// Every key is one of the upstream fields (Cubelet's RegisterNodeRequest and
-	// UpdateNodeStatusRequest).
+	// UpdateNodeStatusRequest), except the status report's sandboxes, cubefleet's own
+	// (nodeapi.StatusRequest.Sandboxes), which a stock Cubelet never sends.
 	upstream := map[string]string{
 		"register":   "requestID node_id host_ip grpc_port labels capacity allocatable instance_type cluster_label quota_cpu quota_mem_mb create_concurrent_num max_mvm_num paused_release_ratio versions inventory_incomplete host_facts",
-		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts",
+		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts sandboxes",
 		"host_facts": "cpu_vendor cpu_model cpuid_hash host_kernel_release host_kernel_fingerprint kvm_api_version kvm_module_fingerprint kvm_module_taint kvm_module_scanned cpu_count mem_total_mb",
 		"allocated":  "milli_cpu memory_mb mvm_num mvm_running_num nic_queues data_disk_mb storage_disk_mb",
 		"disk_usage": "data_disk_usage_per storage_disk_usage_per sys_disk_usage_per",
@@ -457,8 +476,8 @@ func TestPayloads(t *testing.T) {
 	}
 	checkKeys("register", reg)
 	checkKeys("status", st)
-	if b, _ := json.Marshal(st); !strings.Contains(string(b), `"local_templates":[]`) {
-		t.Errorf("local_templates must always be sent, [] when empty: %s", b)
+	if b, _ := json.Marshal(st); !strings.Contains(string(b), `"local_templates":[]`) || !strings.Contains(string(b), `"sandboxes":[]`) {
+		t.Errorf("local_templates and sandboxes must always be sent, [] when empty: %s", b)
 	}
 }
 

@@ -36,10 +36,12 @@ func newNodesCmd(stdio IO) *cobra.Command {
 		`Compute nodes ("Cubes") register with the control plane and report every second: cubefleet
 agents with a join token and then their node credential, stock Cubelets without credentials
 from the networks the server allows (--node-agent-allow-unauthenticated). A node is Ready
-(reported within --node-heartbeat-timeout and Ready), NotReady, Suspect (one timeout
-missed), Down (two) or Lost (silent for --node-lost-after). Only Ready, uncordoned nodes of a
-known pool that run cubefleet agent receive work; a stock Cubelet is registry-only. Drain a
-node (cordon it and wait until it runs no sandboxes) before you delete it.`)
+(reported within its heartbeat window and Ready), NotReady, Suspect (one window missed), Down
+(two) or Lost (silent for --node-lost-after); the window is twice the node's observed report
+interval, at least --node-heartbeat-timeout. After a server restart a node is Unknown until
+it reports (or one window passes). Only Ready, uncordoned nodes of a known pool that run
+cubefleet agent receive work; a stock Cubelet is registry-only. Drain a node (cordon it and
+wait until it runs no sandboxes) before you delete it.`)
 	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
 		newNodesLabelCmd(), newNodesDeleteCmd(stdio), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
@@ -53,12 +55,12 @@ func newNodesListCmd() *cobra.Command {
 		Long: `List the registered nodes: IP, pool, health state (with ",Draining" or ",Drained" while the
 node is drained), how long ago the last report arrived, microVMs used/max, CPU used/quota in
 cores and memory used/quota in GiB (the quota is what the node offers the scheduler, already
-overcommitted), and notes (cordoned, registry-only, unknown pool). Node ids that are IP
-addresses come first in numeric order (IPv4, then IPv6), then the others as text;
---output json keeps the API's order (by id as text). --pool takes a pool id or fleet name (or
+overcommitted), and notes (no report since start, cordoned, registry-only, unknown pool).
+Node ids that are IP addresses come first in numeric order (IPv4, then IPv6), then the others
+as text; --output json keeps the API's order (by id as text). --pool takes a pool id or fleet name (or
 the cluster label of stock Cubelets in no pool); one that no pool and no node has is NOT_FOUND.
---state takes a health state (Ready, NotReady, Suspect, Down, Lost) or a drain state (Draining,
-Drained: nodes being drained, or drained), in any case.`,
+--state takes a health state (Ready, NotReady, Suspect, Down, Lost, Unknown) or a drain state
+(Draining, Drained: nodes being drained, or drained), in any case.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			health, drain, err := parseStateFlag(state)
@@ -86,7 +88,7 @@ Drained: nodes being drained, or drained), in any case.`,
 		},
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name; NOT_FOUND when no pool or node has it)")
-	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state, any case: Ready, NotReady, Suspect, Down, Lost, or Draining, Drained")
+	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state, any case: Ready, NotReady, Suspect, Down, Lost, Unknown, or Draining, Drained")
 	return cmd
 }
 
@@ -106,7 +108,7 @@ func parseStateFlag(s string) (nodes.State, nodes.DrainState, error) {
 			return "", d, nil
 		}
 	}
-	return "", "", usagef("--state %q: want one of Ready, NotReady, Suspect, Down, Lost (health) or Draining, Drained, in any case", s)
+	return "", "", usagef("--state %q: want one of %s (health) or Draining, Drained, in any case", s, nodes.StateNames())
 }
 
 // sortedForTable returns a copy of items in the table's order: node ids that are IP addresses
@@ -169,7 +171,7 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Pool", nodetext.Pool(v)},
 		{"Cluster label", orDash(v.ClusterLabel)},
 		{"State", string(v.State) + stateSince(out.Now, v.StateSince)},
-		{"Last report", nodetext.Ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + ")"},
+		{"Last report", nodetext.Ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + "); " + nodetext.Heartbeat(v)},
 		{"Schedulable", sched},
 		{"Cordoned", nodetext.Cordon(v)},
 		{"Drain", nodetext.Drain(out.Now, v)},

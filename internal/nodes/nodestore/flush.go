@@ -166,6 +166,9 @@ type liveRecord struct {
 	DiskUsage     *nodeapi.DiskUsage  `json:"disk_usage,omitempty"`
 	MetricAt      int64               `json:"metric_at,omitempty"`
 	MetricLocalAt int64               `json:"metric_local_at,omitempty"`
+	// ReportInterval is the node's observed report interval in ms (nodes.Status); absent in
+	// rows written before it was kept, and while not observed.
+	ReportInterval int64 `json:"report_interval_ms,omitempty"`
 }
 
 // appendLive appends st's liveRecord JSON, encoded by hand (the flusher writes 10,000 a
@@ -185,6 +188,10 @@ func appendLive(dst []byte, st *nodes.Status) []byte {
 	dst = strconv.AppendInt(dst, st.MetricAt, 10)
 	dst = append(dst, `,"metric_local_at":`...)
 	dst = strconv.AppendInt(dst, st.MetricLocalAt, 10)
+	if st.ReportInterval > 0 {
+		dst = append(dst, `,"report_interval_ms":`...)
+		dst = strconv.AppendInt(dst, st.ReportInterval, 10)
+	}
 	return append(dst, '}')
 }
 
