@@ -43,6 +43,9 @@ type Service struct {
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// vault:// references are INVALID_INPUT, as they block a fleet plan.
 	VaultConfigured bool
+	// EnvRefs is the rule of env:// references (--env-ref-allow): the root tenant's only, for
+	// the variables it allows; the zero value allows none.
+	EnvRefs fieldrules.EnvRefs
 	// DeferCounts leaves the counts one fleet document holds to the caller, which runs
 	// CheckCounts before it commits: fleet apply, which creates up to 20,000 objects in one
 	// transaction and checks once. Without it, every Create checks its tenant.
@@ -178,7 +181,7 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	if len(p) > 0 {
 		return cubefleet.InvalidAll(p)
 	}
-	if err := checkSecretRefs(ctx, q, sp, tenantID, s.VaultConfigured); err != nil {
+	if err := checkSecretRefs(ctx, q, sp, tenantID, s.VaultConfigured, s.EnvRefs); err != nil {
 		return err
 	}
 	refs, err := resolveRefs(ctx, q, sp, tenantID, callerID)

@@ -68,8 +68,12 @@ type Config struct {
 	SessionTTL time.Duration
 	// DriftIgnore are the drift ignore rules in force (KIND.FIELD), shown on the Fleet page.
 	DriftIgnore []string
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Authenticate checks the API key a sign-in gives (UNAUTHENTICATED for an unknown, revoked
+	// or expired one); nil means iam.Authenticate on DB. The server passes its own, which
+	// counts refused keys and traces revoked and expired ones.
+	Authenticate func(ctx context.Context, token string) (*iam.Principal, error)
+	Now          func() time.Time
+	Log          *slog.Logger
 }
 
 // Console serves the pages.
@@ -83,6 +87,11 @@ type Console struct {
 func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Authenticate == nil {
+		cfg.Authenticate = func(ctx context.Context, token string) (*iam.Principal, error) {
+			return iam.Authenticate(ctx, cfg.DB, token, cfg.Now())
+		}
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
@@ -207,7 +216,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
 	now := c.cfg.Now()
-	p, err := iam.Authenticate(r.Context(), c.cfg.DB, key, now)
+	p, err := c.cfg.Authenticate(r.Context(), key)
 	if err != nil {
 		msg := "That API key is not valid."
 		var ce *cubefleet.Error
