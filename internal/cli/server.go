@@ -143,21 +143,21 @@ docs/server.md and docs/iam.md.`,
 			} else {
 				fmt.Fprintf(out, "cubefleet control plane listening on %s\n", srv.URL())
 			}
-			if cfg.SchedulerConfig != "" {
-				hup := make(chan os.Signal, 1)
-				signal.Notify(hup, syscall.SIGHUP)
-				defer signal.Stop(hup)
-				go func() {
-					for {
-						select {
-						case <-ctx.Done():
-							return
-						case <-hup:
-							srv.ReloadSchedulerConfig() // logs what it did, or why not
-						}
+			// SIGHUP is always handled (its default action would end the server): it re-reads
+			// --scheduler-config, or logs that there is nothing to reload.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						srv.ReloadSchedulerConfig() // logs what it did, or why not
 					}
-				}()
-			}
+				}
+			}()
 			return srv.Serve(ctx)
 		},
 	}
