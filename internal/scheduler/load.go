@@ -459,6 +459,8 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 				l.lines[pk] = sp[0].Line
 				s.PluginConf[sp[0].Value] = l.plugin(sp[0].Value, pk, sp[1])
 			}
+		case "score_interval":
+			l.warn(key, p[0].Line, scoreIntervalUnused)
 		default:
 			l.fail(key, p[0].Line, "unknown key %q: score holds enable_scorers, resource_weights and plugin_conf", p[0].Value)
 		}
@@ -542,7 +544,7 @@ func (l *loader) plugin(scorer, path string, n *yaml.Node) PluginConf {
 		case "disable":
 			pc.Disable = l.bool(key, p[1])
 		case "score_interval":
-			l.warn(key, p[0].Line, "score_interval is not used: scores are computed at decision time, never from a stale precomputation")
+			l.warn(key, p[0].Line, scoreIntervalUnused)
 		default:
 			l.fail(key, p[0].Line, "unknown key %q: a plugin_conf block holds weight, enable_weight_factors and disable", p[0].Value)
 		}
