@@ -61,7 +61,7 @@ scheduler:
 		t.Errorf("check - (standard input): exit %d\n%s%s", code, out2, errOut2)
 	}
 	shippedBody, _ := os.ReadFile(shipped)
-	if code, _, errOut2 := runOfflineIn(string(shippedBody), "scheduler", "check", "-"); code != ExitOK || !strings.Contains(errOut2, "warning: line 3: scheduler:") {
+	if code, _, errOut2 := runOfflineIn(string(shippedBody), "scheduler", "check", "-"); code != ExitOK || !strings.Contains(errOut2, "warning: scheduler: line 3:") {
 		t.Errorf("check - of the shipped file: exit %d %s", code, errOut2)
 	}
 	if code, _, errOut2 := runOfflineIn("", "scheduler", "check", "-"); code != ExitFailure || !strings.Contains(errOut2, "stdin: the file is empty") {
