@@ -179,7 +179,7 @@ docs/server.md and docs/iam.md.`,
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
-	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback, private, link-local and other non-public addresses (not implied by --dev)")
+	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback and private (RFC 1918, fc00::/7) addresses; link-local, cloud metadata, unspecified and reserved ones stay refused (not implied by --dev)")
 	f.DurationVar(&cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
 	f.IntVar(&cfg.APIWorkers, "api-workers", 0, "API calls that run at once (others queue; writes go first up to half of them); 0: one per CPU, at least 2")
 	f.StringVar(&bodyBudget, "api-body-budget", humanize.IBytes(server.DefaultBodyBudget), "most bytes of API request bodies held at once across all calls; past it a call is answered RESOURCE_EXHAUSTED (429) with Retry-After")

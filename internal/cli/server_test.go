@@ -86,3 +86,28 @@ func TestServerSIGHUP(t *testing.T) {
 		})
 	}
 }
+
+// TestServerHelpPrivateWebhookTargets: the help of --allow-private-webhook-targets says what
+// the flag allows (loopback and private addresses) and what stays refused with it.
+func TestServerHelpPrivateWebhookTargets(t *testing.T) {
+	code, out, _ := runOffline("server", "--help")
+	if code != ExitOK {
+		t.Fatalf("server --help: exit %d", code)
+	}
+	usage := newServerCmd(IO{}).Flags().Lookup("allow-private-webhook-targets").Usage
+	if !strings.Contains(out, usage) {
+		t.Fatalf("server --help lacks the flag's usage %q", usage)
+	}
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"loopback and private", true},
+		{"link-local, cloud metadata, unspecified and reserved ones stay refused", true},
+		{"link-local and other non-public addresses", false},
+	} {
+		if strings.Contains(usage, c.text) != c.want {
+			t.Errorf("--allow-private-webhook-targets help %q: contains %q = %v, want %v", usage, c.text, !c.want, c.want)
+		}
+	}
+}
