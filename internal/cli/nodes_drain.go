@@ -95,8 +95,8 @@ when the wait times out, is interrupted, or ends because the node was uncordoned
 	f := cmd.Flags()
 	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
 	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
-	f.DurationVar(&timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
-	f.DurationVar(&poll, "poll", drainPoll, "with --wait: read the node this often")
+	durationVar(f, &timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
+	durationVar(f, &poll, "poll", drainPoll, "with --wait: read the node this often")
 	return cmd
 }
 

@@ -273,8 +273,8 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 	f.StringVar(&configFile, "config", "", "scheduler configuration file (cubemaster.yaml shape; - for standard input); default: the built-in defaults")
 	f.StringVar(&profile, "profile", "", "a built-in profile instead of --config: "+strings.Join(scheduler.Profiles, ", "))
 	f.StringVar(&o.Workload, "workload", simulate.WorkloadBurst, "burst, template-reuse or mixed")
-	f.DurationVar(&o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")
-	f.DurationVar(&o.ReportPeriod, "report-period", time.Second, "how often each node reports")
+	durationVar(f, &o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")
+	durationVar(f, &o.ReportPeriod, "report-period", time.Second, "how often each node reports")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workload and of the random picks")
 	f.BoolVar(&o.Timing, "timing", false, "put the decision latency in the report (it then differs between runs)")
 	return cmd
