@@ -257,6 +257,9 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 				}
 				o.Config = cfg
 			}
+			if o.ReportPeriod == 0 { // Run would read 0 as its default, 1s: refuse rather than differ from the flag
+				return usagef("--report-period 0s: must be 1ms to 1h")
+			}
 			o.Seed = seed
 			rep, err := simulate.Run(cmd.Context(), o)
 			if err != nil {
@@ -274,7 +277,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 	f.StringVar(&profile, "profile", "", "a built-in profile instead of --config: "+strings.Join(scheduler.Profiles, ", "))
 	f.StringVar(&o.Workload, "workload", simulate.WorkloadBurst, "burst, template-reuse or mixed")
 	durationVar(f, &o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")
-	durationVar(f, &o.ReportPeriod, "report-period", time.Second, "how often each node reports")
+	durationVar(f, &o.ReportPeriod, "report-period", time.Second, "how often each node reports (1ms to 1h)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workload and of the random picks")
 	f.BoolVar(&o.Timing, "timing", false, "put the decision latency in the report (it then differs between runs)")
 	return cmd

@@ -131,6 +131,10 @@ func TestSchedulerSimulate(t *testing.T) {
 		{[]string{"--nodes", "5", "--requests", "5", "--workload", "storm"}, ExitUsage, "--workload: unknown workload"},
 		{[]string{"--nodes", "200000", "--requests", "5"}, ExitUsage, "--nodes: must be 1 to 100000"},
 		{[]string{"--nodes", "5", "--requests", "5", "--report-lag", "-1s"}, ExitUsage, "--report-lag"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "0s"}, ExitUsage, "--report-period 0s: must be 1ms to 1h"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "-1s"}, ExitUsage, "--report-period: must be 1ms to 1h"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "2h"}, ExitUsage, "--report-period: must be 1ms to 1h"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "1us"}, ExitUsage, "--report-period: must be 1ms to 1h"},
 		{[]string{"--nodes", "5", "--requests", "5", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, ExitUsage, "no such file"},
 		{[]string{"--nodes", "5", "--requests", "5", "--config", badConfig}, ExitFailure, "scheduler.profile"},
 	} {
