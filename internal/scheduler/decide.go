@@ -89,7 +89,7 @@ func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 		if err := sameRequest(h, req); err != nil {
 			return Decision{}, err
 		}
-		return Decision{NodeID: h.NodeID, Reservation: h.Reservation}, nil
+		return Decision{NodeID: h.NodeID, Score: h.Score, Reservation: h.Reservation}, nil
 	}
 	nowT := s.now()
 	now := nowT.UnixMilli()
@@ -143,7 +143,7 @@ func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 	c := top[s.pick(top)]
 	h := &held{slot: c.slot, Reservation: Reservation{
 		SandboxID: req.SandboxID, NodeID: s.info[c.slot].st.ID, Pool: req.Pool,
-		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT,
+		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT, Score: c.score,
 	}}
 	s.hold(h)
 	return Decision{NodeID: h.NodeID, Score: c.score, Reservation: h.Reservation}, nil
