@@ -53,6 +53,9 @@ type Request struct {
 	SandboxID string `json:"sandboxId"`
 	// Pool is the pool id of the sandbox's template; only its nodes are considered.
 	Pool string `json:"pool"`
+	// PoolName is the pool's fleet name ("" for none), set by the API for messages: a
+	// RESOURCE_EXHAUSTED error names the pool by it.
+	PoolName string `json:"-"`
 	// Template is the template id, for template locality ("" for none).
 	Template     string            `json:"template,omitempty"`
 	CPU          int64             `json:"cpu"`
