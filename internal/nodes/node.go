@@ -72,6 +72,10 @@ type node struct {
 	metricAt          int64 // Unix ms, the node's metric_time (clamped)
 	metricLocalAt     int64 // Unix ms, when the control plane received the last metrics
 	inventoryDirty    bool  // images or templates changed since the last TakeStatus
+	// sandboxIDs are the sandboxes the last report of cubefleet agent listed (never modified
+	// in place); sandboxesReported says a report listed them (a stock Cubelet never does).
+	sandboxIDs        []string
+	sandboxesReported bool
 
 	// Hashes of the raw inventory last applied, so an unchanged one is not decoded again.
 	imagesHash, templatesHash, versionsHash, hostFactsHash uint64
@@ -174,6 +178,9 @@ func (n *node) setRegistration(r *Registration) {
 func (n *node) status() Status {
 	s := Status{NodeID: n.id, ReportedAt: n.reportedAt, HeartbeatAt: n.heartbeatAt, Ready: n.ready, Live: true, Conditions: n.conditions,
 		MetricAt: n.metricAt, MetricLocalAt: n.metricLocalAt}
+	if n.sandboxesReported {
+		s.Sandboxes = nonNil(n.sandboxIDs)
+	}
 	if n.hasAllocated {
 		a := n.allocated
 		s.Allocated = &a
@@ -202,6 +209,9 @@ func (n *node) setLive(s *Status) {
 	}
 	if s.DiskUsage != nil {
 		n.diskUsage, n.hasDiskUsage = *s.DiskUsage, true
+	}
+	if s.Sandboxes != nil {
+		n.sandboxIDs, n.sandboxesReported = s.Sandboxes, true
 	}
 }
 

@@ -166,6 +166,7 @@ type liveRecord struct {
 	DiskUsage     *nodeapi.DiskUsage  `json:"disk_usage,omitempty"`
 	MetricAt      int64               `json:"metric_at,omitempty"`
 	MetricLocalAt int64               `json:"metric_local_at,omitempty"`
+	Sandboxes     []string            `json:"sandboxes,omitempty"`
 }
 
 // appendLive appends st's liveRecord JSON, encoded by hand (the flusher writes 10,000 a
@@ -185,6 +186,16 @@ func appendLive(dst []byte, st *nodes.Status) []byte {
 	dst = strconv.AppendInt(dst, st.MetricAt, 10)
 	dst = append(dst, `,"metric_local_at":`...)
 	dst = strconv.AppendInt(dst, st.MetricLocalAt, 10)
+	if st.Sandboxes != nil {
+		dst = append(dst, `,"sandboxes":[`...)
+		for i, id := range st.Sandboxes {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = nodeapi.AppendString(dst, id)
+		}
+		dst = append(dst, ']')
+	}
 	return append(dst, '}')
 }
 
