@@ -109,3 +109,12 @@ func FuzzDecodeWork(f *testing.F) {
 		}
 	})
 }
+
+func TestTruncationMarker(t *testing.T) {
+	if m := nodeapi.TruncationMarker(1000); m != "\n[cubefleet: output truncated after 1000 bytes]\n" {
+		t.Errorf("TruncationMarker = %q", m)
+	}
+	if n := len(nodeapi.TruncationMarker(1<<63 - 1)); n != nodeapi.MaxTruncationMarkerLen {
+		t.Errorf("the longest marker is %d bytes, MaxTruncationMarkerLen %d", n, nodeapi.MaxTruncationMarkerLen)
+	}
+}
