@@ -39,8 +39,8 @@ func (s *Service) visible(ctx context.Context, tenant, id string) (*record, erro
 }
 
 // ListInput selects a page of a tenant's sandboxes, newest first: State (one of States), Node
-// (a node id), Template (a template id or name), Warm (the idle sandboxes of warm pools
-// instead of the tenant's own), Limit 1-1000 (default 100), Cursor the previous page's
+// (a node id), Template (a template id or name), Warm (the live idle sandboxes of the tenant's
+// warm pools instead of its own), Limit 1-1000 (default 100), Cursor the previous page's
 // NextCursor.
 type ListInput struct {
 	TenantID string
@@ -75,7 +75,7 @@ func (s *Service) List(ctx context.Context, in ListInput) ([]Sandbox, string, er
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
 	if in.Warm {
-		where = append(where, "warm = 1", "claimed_at = 0")
+		where = append(where, "warm = 1", "claimed_at = 0", "ended_at = 0")
 	} else {
 		where = append(where, "(warm = 0 OR claimed_at <> 0)")
 	}
