@@ -230,6 +230,9 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 			if t, ok := out.(Targeted); ok {
 				row.Target = t.AuditTarget()
 			}
+			if n, ok := out.(Noted); ok {
+				row.Message = n.AuditMessage()
+			}
 			return audit.Record(ctx, tx, row)
 		})
 	}
@@ -284,6 +287,10 @@ func (r *Registry) auditRefusal(ctx context.Context, m *Method, p *iam.Principal
 // Targeted is implemented by outputs that name the object a call acted on (the audit row's
 // target).
 type Targeted interface{ AuditTarget() string }
+
+// Noted is implemented by outputs that say more in the audit row (its message: what a forced
+// call overrode); "" says nothing.
+type Noted interface{ AuditMessage() string }
 
 // TenantInput is the part of every tenant-scoped input that names the tenant, and the whole
 // input of methods that act on a whole tenant (iam.keys.list, secrets.list, fleet.export, ...).
