@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -38,7 +38,7 @@ func TestLocalAddrFor(t *testing.T) {
 // address the agent registered from. (agent check of such a node: hostsetup's
 // TestCheckLoopbackNode.)
 func TestLoopbackNodeJoins(t *testing.T) {
-	cp := agenttest.StartRealCP(t, server.Config{}, "")
+	cp := servertest.StartControlPlane(t, server.Config{}, "")
 	cfg := testConfig(t.TempDir(), cp.JoinToken(t, "127.0.0.11"), cp.Server.InternalURL())
 	cfg.NodeIP, cfg.Listen, cfg.S3.Endpoint = netip.MustParseAddr("127.0.0.11"), "127.0.0.11:0", ""
 	r := startAgent(t, cfg)

@@ -11,6 +11,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
 
@@ -108,7 +109,7 @@ func TestLoadTLSSettings(t *testing.T) {
 func TestRegisterOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
-	cp := agenttest.StartRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	cp := servertest.StartControlPlane(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
 	srv := cp.Server
 	roots, err := capool.Load(files.CA)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -26,6 +27,8 @@ type Config struct {
 	Secrets *secrets.Box
 	// Nodes is the node registry.
 	Nodes *nodes.Registry
+	// Scheduler is the placement lane (nil: the scheduler.* methods answer UNSUPPORTED).
+	Scheduler *lane.Lane
 	// Webhooks manages webhook subscriptions; nil answers webhooks.create and
 	// webhooks.rotateSecret UNSUPPORTED.
 	Webhooks *events.Webhooks
@@ -56,6 +59,7 @@ type deps struct {
 	compute         *compute.Service
 	secrets         *secrets.Box
 	nodes           *nodes.Registry
+	scheduler       *lane.Lane
 	webhooks        *events.Webhooks
 	driftIgnore     []fleet.IgnoreRule
 	nodeStore       *nodestore.Store
@@ -68,7 +72,7 @@ type deps struct {
 }
 
 // New returns the registry of every API method, over cfg: iam.*, audit.list, compute.<kind>.*,
-// secrets.*, fleet.*, nodes.*, events.list, sandboxes.* and webhooks.*. Methods of a module the deployment leaves out
+// secrets.*, fleet.*, nodes.*, events.list, sandboxes.*, webhooks.* and scheduler.*. Methods of a module the deployment leaves out
 // stay registered and answer UNSUPPORTED, so the table (and its catalogue) is the same for
 // every deployment.
 func New(cfg Config) *Registry {
@@ -78,7 +82,8 @@ func New(cfg Config) *Registry {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, nodeStore: cfg.NodeStore, sandboxes: cfg.Sandboxes, webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
+	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, nodeStore: cfg.NodeStore, scheduler: cfg.Scheduler,
+		sandboxes: cfg.Sandboxes, webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
 		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)
 	registerIAMMethods(r, d)
@@ -88,6 +93,7 @@ func New(cfg Config) *Registry {
 	registerFleetMethods(r, d)
 	registerNodesMethods(r, d)
 	registerSandboxesMethods(r, d)
+	registerSchedulerMethods(r, d)
 	registerWebhooksMethods(r, d)
 	return r
 }

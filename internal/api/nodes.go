@@ -10,6 +10,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 // NodeListInput is the input of nodes.list: Pool (a pool id or fleet name) and State (Ready,
@@ -36,13 +37,16 @@ type NodeRef struct {
 }
 
 // NodeOutput is one node as nodes.get, nodes.cordon, nodes.uncordon, nodes.drain, nodes.label
-// and nodes.delete return it, with the server's clock (Now, Unix ms). nodes.get and nodes.drain
-// add the sandboxes the control plane runs there (Sandboxes: running, and placed but not yet
-// running, with their ids).
+// and nodes.delete return it, with the server's clock (Now, Unix ms) and, when the scheduler
+// knows the node, its room: reported use, use reserved for sandboxes placed and not yet
+// reported, and what is left (docs/scheduler.md). nodes.get and nodes.drain add the sandboxes
+// the control plane runs there (Sandboxes: running, and placed but not yet running, with their
+// ids).
 type NodeOutput struct {
 	nodes.View
-	Sandboxes *sandboxes.NodeSandboxes `json:"sandboxes,omitempty"`
 	Now       int64                    `json:"now"`
+	Room      *scheduler.Room          `json:"room,omitempty"`
+	Sandboxes *sandboxes.NodeSandboxes `json:"sandboxes,omitempty"`
 	note      string                   // the audit row's message
 }
 
@@ -195,7 +199,13 @@ func registerNodesMethods(r *Registry, d *deps) {
 		if err != nil {
 			return nil, err
 		}
-		return NodeOutput{View: v, Now: d.now().UnixMilli()}, nil
+		o := NodeOutput{View: v, Now: d.now().UnixMilli()}
+		if d.scheduler != nil {
+			if room, ok := d.scheduler.Scheduler().Room(v.ID); ok {
+				o.Room = &room
+			}
+		}
+		return o, nil
 	}
 	r.Register(Method{
 		Name: "nodes.list", Summary: "List the registered compute nodes with their health, pool and usage",

@@ -28,8 +28,8 @@ type SandboxCreateInput struct {
 	WaitSeconds    int64             `json:"waitSeconds,omitempty"`
 }
 
-// SandboxRef names one of a tenant's sandboxes (sbx_...).
-type SandboxRef struct {
+// TenantSandboxRef names one of a tenant's sandboxes (sbx_...).
+type TenantSandboxRef struct {
 	TenantID string `json:"tenantId"`
 	ID       string `json:"id"`
 }
@@ -142,13 +142,13 @@ func registerSandboxesMethods(r *Registry, d *deps) {
 	r.Register(Method{
 		Name: "sandboxes.get", Summary: "Get a sandbox: its state, every state it reached with when and why, and its result once it ended",
 		Permission: "sandboxes:get", Scope: OnTenant,
-		Handle: Typed(func(ctx context.Context, c *Call, in SandboxRef) (any, error) {
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantSandboxRef) (any, error) {
 			if svc == nil {
 				return nil, noSandboxes
 			}
 			return svc.Get(ctx, in.TenantID, in.ID)
 		}),
-		Input: SandboxRef{}, Output: sandboxes.Sandbox{},
+		Input: TenantSandboxRef{}, Output: sandboxes.Sandbox{},
 	})
 	r.Register(Method{
 		Name: "sandboxes.list", Summary: "List a tenant's sandboxes, newest first (by state, node, template; warm: the idle sandboxes of its warm pools)",
@@ -194,14 +194,14 @@ func registerSandboxesMethods(r *Registry, d *deps) {
 	r.Register(Method{
 		Name: "sandboxes.delete", Summary: "Delete a sandbox: stop it if it runs (SIGTERM, then SIGKILL after its grace) and forget it, with its result",
 		Write: true, Composite: true, Permission: "sandboxes:delete", Scope: OnTenant,
-		Handle: Typed(func(ctx context.Context, c *Call, in SandboxRef) (any, error) {
+		Handle: Typed(func(ctx context.Context, c *Call, in TenantSandboxRef) (any, error) {
 			if svc == nil {
 				return nil, noSandboxes
 			}
 			row := c.AuditEntry()
 			return svc.Delete(ctx, in.TenantID, in.ID, &row)
 		}),
-		Input: SandboxRef{}, Output: sandboxes.Sandbox{},
+		Input: TenantSandboxRef{}, Output: sandboxes.Sandbox{},
 	})
 	r.Register(Method{
 		Name: "sandboxes.logs", Summary: "Get a sandbox's output (stdout and stderr, each cut at --result-max-bytes with a marker) once it ended",

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
@@ -38,26 +38,11 @@ func mustServe(t *testing.T, database string, opts ...func(*server.Config)) *cli
 	t.Helper()
 	dir := t.TempDir()
 	t.Chdir(dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	cfg := server.Config{
-		Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Database: database, Dev: true, Now: testNow,
-	}
+	cfg := server.Config{DataDir: filepath.Join(dir, "data"), Database: database, Dev: true, Now: testNow}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	srv, err := server.New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	srv := servertest.Start(t, cfg, nil)
 	return &cliEnv{
 		t: t, url: srv.URL(), dir: dir, tokenFile: filepath.Join(dir, "data", server.AdminTokenFile),
 		env: map[string]string{"CUBEFLEET_URL": srv.URL(), "XDG_CONFIG_HOME": filepath.Join(dir, "xdg"), "HOME": dir},

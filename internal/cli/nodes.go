@@ -13,12 +13,14 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 // nodeOut is one node as the nodes.* methods return it.
 type nodeOut struct {
 	nodes.View
-	Now int64 `json:"now"`
+	Now  int64           `json:"now"`
+	Room *scheduler.Room `json:"room,omitempty"`
 }
 
 // nodeListOut is the output of nodes.list.
@@ -181,6 +183,12 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Templates", templatesCell(v)},
 		{"Labels", labelsCell(v.Labels)},
 	}
+	if r := out.Room; r != nil {
+		lines = append(lines,
+			[2]string{"Reported use", usageCell(r.Reported)},
+			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
+			[2]string{"Room left", usageCell(r.Remaining)})
+	}
 	if v.DiskUsage != nil {
 		lines = append(lines, [2]string{"Disks", fmt.Sprintf("data %.0f%%, storage %.0f%%, system %.0f%%", v.DiskUsage.Data, v.DiskUsage.Storage, v.DiskUsage.Sys)})
 	}
@@ -188,6 +196,16 @@ func printNode(w io.Writer, out nodeOut) error {
 		lines = append(lines, [2]string{"Version", strings.TrimSpace(ver.Component + " " + ver.Version)})
 	}
 	return printFields(w, 15, lines)
+}
+
+// usageCell renders an amount of each resource: "1.5 cores, 3.0Gi, 2 microVMs" (disk when
+// there is any).
+func usageCell(u scheduler.Usage) string {
+	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
+	if u.DiskMiB > 0 {
+		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
+	}
+	return s
 }
 
 func stateSince(now, since int64) string {

@@ -121,6 +121,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newIonosCmd(stdio),
 		newNodesCmd(stdio),
 		newAgentCmd(stdio),
+		newSchedulerCmd(stdio),
 		newWebhooksCmd(),
 	)
 	return root

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +16,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
@@ -56,12 +60,22 @@ rotate, replace the files (the key first, each by a rename) and new connections 
 certificate; a new pair that does not load is logged and the previous one kept. Clients pass
 --ca-file when the certificate is not signed by a CA the system trusts. See docs/server.md.
 
+--scheduler-config FILE is a cubemaster.yaml whose scheduler section configures placement
+(docs/scheduler.md; "cubefleet scheduler check FILE" validates one). An invalid file stops the
+start. SIGHUP re-reads it; when the new file is invalid the previous configuration stays in
+force and one error line names every problem.
+
 The drift reconciler re-plans every applied fleet document each --drift-every and publishes
 fleet.drifted and fleet.converged; --drift-ignore KIND.FIELD (repeatable, e.g. pool.gpuModel)
 leaves a field out of drift detection, never out of plan and apply. Webhooks deliver events to
 public addresses only unless --allow-private-webhook-targets is given (--dev does not imply
 it). The web console is served at /console; a sign-in lasts --console-session-ttl and ends
-with its API key. See docs/drift-webhooks.md and docs/console.md.`,
+with its API key. See docs/drift-webhooks.md and docs/console.md.
+
+Sandboxes run on the nodes' agents; the control plane keeps their records and results. Each
+output stream is kept up to --result-max-bytes (the rest cut with a marker), ended sandboxes
+for --result-retention; a create waits for room in its pool up to --pending-timeout; a tenant
+has at most --tenant-max-sandboxes pending, starting or running. See docs/sandboxes.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			disabled, err := server.ParseModules(modules)
@@ -74,6 +88,16 @@ with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 			}
 			if cfg.ConsoleSessionTTL < time.Minute || cfg.ConsoleSessionTTL > 7*24*time.Hour {
 				return usagef("--console-session-ttl %s: give 1m to 168h", cfg.ConsoleSessionTTL)
+			}
+			switch {
+			case cfg.ResultMaxBytes < 1 || cfg.ResultMaxBytes > sandboxes.MaxResultMaxBytes:
+				return usagef("--result-max-bytes %d: give 1 to %d (64 MiB)", cfg.ResultMaxBytes, sandboxes.MaxResultMaxBytes)
+			case cfg.ResultRetention < time.Minute:
+				return usagef("--result-retention %s: give at least 1m", cfg.ResultRetention)
+			case cfg.PendingTimeout < time.Second:
+				return usagef("--pending-timeout %s: give at least 1s", cfg.PendingTimeout)
+			case cfg.TenantMaxSandboxes < 1:
+				return usagef("--tenant-max-sandboxes %d: give at least 1", cfg.TenantMaxSandboxes)
 			}
 			if cfg.NodeAgentAllowUnauthenticated, err = nodehttp.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
@@ -113,6 +137,21 @@ with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 			} else {
 				fmt.Fprintf(out, "cubefleet control plane listening on %s\n", srv.URL())
 			}
+			if cfg.SchedulerConfig != "" {
+				hup := make(chan os.Signal, 1)
+				signal.Notify(hup, syscall.SIGHUP)
+				defer signal.Stop(hup)
+				go func() {
+					for {
+						select {
+						case <-ctx.Done():
+							return
+						case <-hup:
+							srv.ReloadSchedulerConfig() // logs what it did, or why not
+						}
+					}
+				}()
+			}
 			return srv.Serve(ctx)
 		},
 	}
@@ -130,10 +169,16 @@ with its API key. See docs/drift-webhooks.md and docs/console.md.`,
 	f.DurationVar(&cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
+	f.StringVar(&cfg.CubeMasterListen, "cubemaster-listen", "", "address to answer as CubeMaster on for the one-click scripts (port 8089: GET /notify/health, /internal/meta/nodes), with the node-agent routes")
+	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
 	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback, private, link-local and other non-public addresses (not implied by --dev)")
 	f.DurationVar(&cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
+	f.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", sandboxes.DefaultResultMaxBytes, "bytes of each output stream a sandbox's result keeps; the rest is cut with a marker (1 to 67108864)")
+	f.DurationVar(&cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
+	f.DurationVar(&cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
+	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }

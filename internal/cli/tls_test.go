@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -109,23 +109,10 @@ func TestAgentOverTLS(t *testing.T) {
 	bin := buildCubefleet(t)
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", InternalListen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Dev: true,
+	srv := servertest.Start(t, server.Config{
+		InternalListen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Dev: true,
 		TLSCert: files.Cert, TLSKey: files.Key,
-	}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	}, nil)
 	c := &cliEnv{t: t, url: srv.URL(), dir: dir, tokenFile: srv.AdminTokenPath(),
 		env: map[string]string{"CUBEFLEET_URL": srv.URL(), "CUBEFLEET_CA_FILE": files.CA, "XDG_CONFIG_HOME": filepath.Join(dir, "xdg")}}
 	var site, pool struct{ ID string }

@@ -32,6 +32,21 @@ const (
 	NodesPrefix = "/internal/v1/nodes"
 )
 
+// CubeMaster's surface (spec §5, the one-click quickcheck's control-plane checks): its health
+// route, and its node listing under MetaAgentPrefix, both in the `ret` envelope.
+const (
+	// CubeMasterHealthPath is GET: {"ret":{"ret_code":200,"ret_msg":"ok"}} while the control
+	// plane can place sandboxes (the store answers), else 503.
+	CubeMasterHealthPath = "/notify/health"
+	// MetaNodesPath is GET: {"ret":{...},"data":[NodeSnapshot...]} sorted by node id;
+	// MetaNodesPath + RouteNode is GET of one node, {"ret":{...},"data":NodeSnapshot}, 404 in
+	// the envelope when unknown. (MetaAgentPrefix also carries the legacy node-agent routes.)
+	MetaNodesPath = MetaAgentPrefix + "/nodes"
+	// DefaultCubeMasterPort is CubeMaster's port (spec §5: <ip>:8089), where the one-click
+	// scripts look for it.
+	DefaultCubeMasterPort = 8089
+)
+
 // AgentPrefixes lists every prefix the node-agent routes are served under, AgentPrefix first.
 var AgentPrefixes = []string{AgentPrefix, LegacyAgentPrefix, MetaAgentPrefix}
 
@@ -167,4 +182,17 @@ type IsolationRequest struct {
 // the reserved label is refused (403), the merged set must pass CheckLabels (400).
 type LabelsRequest struct {
 	Labels map[string]string `json:"labels"`
+}
+
+// MetaNodes is the answer of GET MetaNodesPath: the envelope and every node's NodeSnapshot.
+type MetaNodes struct {
+	Ret  Ret            `json:"ret"`
+	Data []NodeSnapshot `json:"data"`
+}
+
+// MetaNode is the answer of GET MetaNodesPath + RouteNode: the envelope and the node's
+// NodeSnapshot.
+type MetaNode struct {
+	Ret  Ret          `json:"ret"`
+	Data NodeSnapshot `json:"data"`
 }

@@ -33,7 +33,7 @@ func TestProof(t *testing.T) {
 func TestValidNonce(t *testing.T) {
 	for s, want := range map[string]bool{
 		"0123456789abcdef": true, "0123456789abcde": false, "0123456789abcdef+": false,
-		"AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_": true,
+		"AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_":  true,
 		"AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_AZaz09-_x": false,
 	} {
 		if ValidNonce(s) != want {

@@ -170,5 +170,6 @@ func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View
 	if settled.typ != "" { // the wire does not show drainedAt, so the node list stays as it is
 		r.emit(now, settled.typ, settled.data)
 	}
+	r.notify(n)
 	return r.viewOf(n, nil)
 }

@@ -71,6 +71,9 @@ type node struct {
 	hasDiskUsage      bool
 	metricAt          int64 // Unix ms, the node's metric_time (clamped)
 	metricLocalAt     int64 // Unix ms, when the control plane received the last metrics
+	learnedAt         int64 // Unix ms, when this replica last learned of a report (its own, or another replica's)
+	statusAt          int64 // Unix ms of the node's last status report to this replica; 0: none yet
+	reportEvery       int64 // ms between its last two status reports (at least minReportEvery); 0: unknown
 	inventoryDirty    bool  // images or templates changed since the last TakeStatus
 	// sandboxIDs are the sandboxes the last report of cubefleet agent listed (never modified
 	// in place); sandboxesReported says a report listed them (a stock Cubelet never does).

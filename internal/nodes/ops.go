@@ -66,6 +66,7 @@ func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail str
 		}
 		r.emit(now, typ, d)
 	}
+	r.notify(n)
 	return n, nil
 }
 
@@ -129,6 +130,7 @@ func (r *Registry) relabel(ctx context.Context, id string, set map[string]string
 	n.save(r.store)
 	n.mu.Unlock()
 	r.listGen.Add(1)
+	r.notify(n)
 	return n, nil
 }
 
@@ -195,6 +197,7 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 	r.store.Delete(id, now)
 	r.emit(now, EventDeleted, d)
 	r.countStates()
+	r.notifyDeleted(id)
 	return n, nil
 }
 

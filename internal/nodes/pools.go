@@ -33,7 +33,23 @@ func (r *Registry) RefreshPools(ctx context.Context) {
 			idx.byName[p.Name] = append(idx.byName[p.Name], p)
 		}
 	}
-	r.pools.Store(idx)
+	old := r.pools.Swap(idx)
+	if old == nil || !samePools(old, idx) {
+		r.notifyAll()
+	}
+}
+
+// samePools reports whether two pool indexes hold the same pools.
+func samePools(a, b *poolIndex) bool {
+	if len(a.byID) != len(b.byID) {
+		return false
+	}
+	for id, p := range a.byID {
+		if b.byID[id] != p {
+			return false
+		}
+	}
+	return true
 }
 
 // ResolvePool returns the pool named ref: a pool id, or a fleet name held by exactly one

@@ -42,9 +42,10 @@ func (r *Registry) TakeStatus(retry []Status) []Status {
 func (r *Registry) Apply(ctx context.Context, c Changes) error {
 	for _, d := range c.Deletions {
 		r.regMu.Lock()
+		gone := false
 		if n := r.set.get(d.ID); n != nil {
 			n.mu.Lock()
-			gone := n.registeredAt <= d.At // not registered again since
+			gone = n.registeredAt <= d.At // not registered again since
 			if gone {
 				n.deleted = true
 			}
@@ -55,18 +56,23 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 			}
 		}
 		r.regMu.Unlock()
+		if gone {
+			r.notifyDeleted(d.ID)
+		}
 	}
 	now := r.now()
 	for i := range c.Registrations {
 		rec := &c.Registrations[i]
 		r.regMu.Lock()
-		if n := r.set.get(rec.NodeID); n == nil {
+		n := r.set.get(rec.NodeID)
+		if n == nil {
 			fresh, err := restore(rec, now, r.started, r.health)
 			if err != nil {
 				r.regMu.Unlock()
 				return err
 			}
 			r.set.add(fresh)
+			n = fresh
 		} else {
 			n.mu.Lock()
 			if rec.UpdatedAt > n.updatedAt {
@@ -76,6 +82,7 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 			r.listGen.Add(1)
 		}
 		r.regMu.Unlock()
+		r.notify(n)
 	}
 	var missing []string
 	for i := range c.Statuses {
@@ -86,11 +93,15 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 			continue
 		}
 		n.mu.Lock()
-		if s.ReportedAt > n.reportedAt && !n.deleted {
+		newer := s.ReportedAt > n.reportedAt && !n.deleted
+		if newer {
 			n.setLive(s)
-			n.healthBase = s.ReportedAt
+			n.healthBase, n.learnedAt = s.ReportedAt, now
 		}
 		n.mu.Unlock()
+		if newer {
+			r.notify(n)
+		}
 	}
 	for _, id := range missing {
 		if _, err := r.find(ctx, id); err != nil {

@@ -141,6 +141,7 @@ func (r *Registry) Register(ctx context.Context, req *nodeapi.RegisterRequest, c
 	if created {
 		r.emit(now, EventJoined, d)
 	}
+	r.notify(n)
 	return out, nil
 }
 

@@ -89,9 +89,13 @@ type Registry struct {
 	set    nodeSet
 	regMu  sync.Mutex
 
-	pools   atomic.Pointer[poolIndex]
-	m       *metrics
-	listGen atomic.Uint64 // +1 whenever the node list changes beyond the per-report fields
+	pools atomic.Pointer[poolIndex]
+
+	// The scheduler's subscriptions (Subscribe): copied on write under subMu.
+	subMu       sync.Mutex
+	subscribers atomic.Pointer[[]*subscriber]
+	m           *metrics
+	listGen     atomic.Uint64 // +1 whenever the node list changes beyond the per-report fields
 }
 
 // New returns a registry holding every node cfg.Store holds. Nodes restored from the store get

@@ -73,6 +73,7 @@ func (r *Registry) Report(ctx context.Context, id string, sr *nodeapi.StatusRequ
 	if ch.listed {
 		r.listGen.Add(1)
 	}
+	r.notify(n)
 	return dst, nil
 }
 
@@ -126,7 +127,10 @@ func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Se
 	if !req.HeartbeatTime.IsZero() {
 		hb = min(req.HeartbeatTime.UnixMilli(), now) // future heartbeat times are clamped
 	}
-	n.reportedAt, n.healthBase, n.heartbeatAt = now, now, hb
+	if n.statusAt > 0 && now > n.statusAt {
+		n.reportEvery = max(now-n.statusAt, minReportEvery)
+	}
+	n.reportedAt, n.healthBase, n.heartbeatAt, n.learnedAt, n.statusAt = now, now, hb, now, now
 	conds := make([]nodeapi.Condition, len(req.Conditions))
 	copy(conds, req.Conditions)
 	n.conditions, n.ready = conds, readyOf(conds)

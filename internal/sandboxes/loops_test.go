@@ -382,7 +382,7 @@ func TestWarmPool(t *testing.T) {
 func TestPrepare(t *testing.T) {
 	sandboxtest.Each(t, sandboxtest.Options{Offer: map[string]int64{}}, func(t *testing.T, e *sandboxtest.Env) {
 		ctx := context.Background()
-		a := e.NewAgent("127.0.0.2", 4)
+		a := e.NewBareAgent("127.0.0.2", 4)
 		if err := e.Svc.Prepare(ctx); err != nil {
 			t.Fatal(err)
 		}

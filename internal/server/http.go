@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,6 +204,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 	status := cubefleet.HTTPStatus(body.Code)
 	if body.Code == cubefleet.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet"`)
+	}
+	if ra, ok := body.Details["retryAfterSeconds"].(int); ok && ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
 	writeJSON(w, status, errorBody{Error: body})
 	return status

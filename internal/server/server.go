@@ -34,6 +34,9 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
@@ -118,6 +121,15 @@ type Config struct {
 	// TLSReloadEvery is how often, at most, the TLS files are looked at for a new pair. Zero
 	// means DefaultTLSReloadEvery (2 s).
 	TLSReloadEvery time.Duration
+	// CubeMasterListen, when set, is --cubemaster-listen: a TCP address (CubeMaster's port
+	// 8089, say) that serves CubeMaster's surface for the one-click scripts (GET /notify/health,
+	// GET /internal/meta/nodes[/{node_id}]) with the node-agent and internal nodes routes, as
+	// the internal listener does. "" serves them only there.
+	CubeMasterListen string
+	// SchedulerConfig is --scheduler-config: a cubemaster.yaml-shaped file whose scheduler
+	// section configures placement (docs/scheduler.md). "" means the defaults (profile
+	// balanced_spread). An invalid file fails New; ReloadSchedulerConfig re-reads it (SIGHUP).
+	SchedulerConfig string
 	// DriftIgnore are the drift ignore rules (--drift-ignore KIND.FIELD, parsed with
 	// fleet.ParseIgnoreRules): drift checks leave these fields out; plan and apply never do.
 	DriftIgnore []fleet.IgnoreRule
@@ -128,6 +140,18 @@ type Config struct {
 	// ConsoleSessionTTL is how long a web console session lasts (--console-session-ttl). Zero
 	// means console.DefaultSessionTTL (8 hours).
 	ConsoleSessionTTL time.Duration
+	// ResultMaxBytes is --result-max-bytes: the bytes of each output stream a sandbox's result
+	// keeps (the rest is cut with a marker). Zero means sandboxes.DefaultResultMaxBytes (1 MiB).
+	ResultMaxBytes int64
+	// ResultRetention is --result-retention: how long ended sandboxes and their results are
+	// kept. Zero means sandboxes.DefaultResultRetention (7 days).
+	ResultRetention time.Duration
+	// PendingTimeout is --pending-timeout: how long a create waits for room in its pool before
+	// it fails. Zero means sandboxes.DefaultPendingTimeout (5 minutes).
+	PendingTimeout time.Duration
+	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
+	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
+	TenantMaxSandboxes int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -196,7 +220,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module, sandboxes.Module}
 }
 
 // fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
@@ -220,15 +244,20 @@ type Server struct {
 	ln        net.Listener
 	http      *http.Server
 	nodes     *nodes.Registry
-	box       *secrets.Box     // seals secret values and webhook signing secrets
-	guard     *netguard.Guard  // the SSRF guard webhook URLs and deliveries pass
-	console   *console.Console // the web console at /console
+	lane      *lane.Lane         // the placement lane and its scheduler
+	sandboxes *sandboxes.Service // the sandboxes; nil without sandbox templates
+	schedM    *scheduler.Metrics // the scheduler's collectors
+	box       *secrets.Box       // seals secret values and webhook signing secrets
+	guard     *netguard.Guard    // the SSRF guard webhook URLs and deliveries pass
+	console   *console.Console   // the web console at /console
 	driftM    *fleet.DriftMetrics
 	webhookM  *events.WebhookMetrics
 	nodeStore *nodestore.Store
 	nodeHTTP  *nodehttp.Handler
 	inLn      net.Listener  // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
+	cmLn      net.Listener  // --cubemaster-listen, or nil
+	cmHTTP    *http.Server  // serves cmLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
 	openapi   []byte
@@ -288,6 +317,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("internal listen: %w", err)
 		}
 	}
+	if cfg.CubeMasterListen != "" {
+		if s.cmLn, err = net.Listen("tcp", cfg.CubeMasterListen); err != nil {
+			return nil, fmt.Errorf("--cubemaster-listen: %w", err)
+		}
+	}
 	if s.db == nil {
 		db, err := store.Open(ctx, cfg.Database)
 		if err != nil {
@@ -308,11 +342,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
 	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
+	if err := s.newSandboxes(); err != nil {
+		return nil, err
+	}
 	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.newLane(); err != nil {
+		return nil, err
+	}
 	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, Scheduler: s.lane, Sandboxes: s.sandboxes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
 		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
@@ -340,6 +380,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.db)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
+	if s.sandboxes != nil {
+		s.metrics.reg.MustRegister(s.sandboxes.Collectors()...)
+	}
+	s.metrics.reg.MustRegister(s.schedM.Collectors()...)
 	s.driftM = fleet.NewDriftMetrics(s.db)
 	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
 	s.webhookM = events.NewWebhookMetrics(s.db, cfg.Now)
@@ -365,6 +409,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 		if s.tls != nil {
 			s.inHTTP.TLSConfig = s.tls.tlsConfig()
+		}
+	}
+	if s.cmLn != nil {
+		s.cmHTTP = &http.Server{
+			Handler:           s.internalRoutes(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       time.Minute,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          newErrorLog(log, time.Now),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
+		if s.tls != nil {
+			s.cmHTTP.TLSConfig = s.tls.tlsConfig()
 		}
 	}
 	if cfg.Dev && !isLoopback(s.ln.Addr()) {
@@ -414,6 +471,14 @@ func (s *Server) scheme() string {
 // New, or "" when this start did not bootstrap (the database was initialized before).
 func (s *Server) AdminTokenPath() string { return s.tokenPath }
 
+// CubeMasterURL returns the base URL of --cubemaster-listen ("" without it); https:// with TLS.
+func (s *Server) CubeMasterURL() string {
+	if s.cmLn == nil {
+		return ""
+	}
+	return s.scheme() + "://" + s.cmLn.Addr().String()
+}
+
 // InternalURL returns the base URL of the node-agent and internal nodes routes: the
 // --internal-listen address when set, else the same as URL; https:// with TLS.
 func (s *Server) InternalURL() string {
@@ -435,16 +500,26 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // Serve serves HTTP (HTTPS with TLS) until ctx ends, then shuts down gracefully (requests in flight get up to
 // 15 s) and closes the store. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, 2)
-	serve := func(srv *http.Server, ln net.Listener) error {
-		if srv.TLSConfig != nil {
-			return srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
-		}
-		return srv.Serve(ln)
+	type listener struct {
+		srv *http.Server
+		ln  net.Listener
 	}
-	go func() { errc <- serve(s.http, s.ln) }()
+	servers := []listener{{s.http, s.ln}}
 	if s.inHTTP != nil {
-		go func() { errc <- serve(s.inHTTP, s.inLn) }()
+		servers = append(servers, listener{s.inHTTP, s.inLn})
+	}
+	if s.cmHTTP != nil {
+		servers = append(servers, listener{s.cmHTTP, s.cmLn})
+	}
+	errc := make(chan error, len(servers))
+	for _, l := range servers {
+		go func() {
+			if l.srv.TLSConfig != nil {
+				errc <- l.srv.ServeTLS(l.ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+				return
+			}
+			errc <- l.srv.Serve(l.ln)
+		}()
 	}
 	// The node registry stops after the HTTP servers (no report arrives any more) and before
 	// the store closes, so its last flush writes everything it holds.
@@ -460,6 +535,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		wg.Go(func() { s.reconciler().Run(loops) })
 	}
 	wg.Go(func() { s.dispatcher().Run(loops) })
+	wg.Go(func() { s.runScheduler(loops) })
+	if s.sandboxes != nil {
+		wg.Go(func() { s.sandboxes.Run(loops) })
+	}
 	defer func() {
 		stopLoops()
 		wg.Wait()
@@ -467,24 +546,19 @@ func (s *Server) Serve(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-errc:
-		s.http.Close()
-		if s.inHTTP != nil {
-			s.inHTTP.Close()
+		for _, l := range servers {
+			l.srv.Close()
 		}
 	case <-ctx.Done():
 		s.log.Info("shutting down")
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-		err = s.http.Shutdown(sctx)
-		if s.inHTTP != nil {
-			if ierr := s.inHTTP.Shutdown(sctx); err == nil {
-				err = ierr
+		for _, l := range servers {
+			if serr := l.srv.Shutdown(sctx); err == nil {
+				err = serr
 			}
 		}
 		cancel()
-		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-			err = serr
-		}
-		if s.inHTTP != nil {
+		for range servers {
 			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 				err = serr
 			}
@@ -493,6 +567,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	// The loops stop while the store is open: the scheduler writes what it queued and hands
+	// its lease over, so another replica takes over at once.
+	stopLoops()
+	wg.Wait()
 	stopNodes()
 	<-listDone
 	if nerr := <-nodesDone; err == nil {
@@ -559,6 +637,9 @@ func (s *Server) Close() error {
 		}
 		if s.inLn != nil {
 			s.inLn.Close()
+		}
+		if s.cmLn != nil {
+			s.cmLn.Close()
 		}
 		if s.ownsDB && s.db != nil {
 			s.closeErr = s.db.Close()

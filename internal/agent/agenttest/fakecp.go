@@ -1,8 +1,8 @@
 // Package agenttest is the test support of the node agent's packages (agent, hostsetup): a
-// fake control plane and a real one on 127.0.0.1, an HTTPS server with a test CA, listeners, a
-// runner for an agent's Serve and a compute node's env file. Only _test.go files import it: it
-// starts a real control plane, so it links package server, which the agent's own packages never
-// import. It imports none of the agent's packages, so that their internal tests can use it.
+// fake control plane on 127.0.0.1, an HTTPS server with a test CA, listeners, a runner for an
+// agent's Serve and a compute node's env file (a real control plane for those tests comes from
+// internal/server/servertest). Only _test.go files import it. It imports none of the agent's
+// packages, so that their internal tests can use it.
 package agenttest
 
 import (

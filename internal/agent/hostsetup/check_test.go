@@ -19,6 +19,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 	"github.com/cubefleet/cubefleet/internal/tlstest"
 )
@@ -181,7 +182,7 @@ func TestCheckLocalState(t *testing.T) {
 // own credential or an API key), which the check explains as "no credential yet" with what to
 // do, instead of relaying the API-key advice meant for people.
 func TestCheckNodeNotRegistered(t *testing.T) {
-	cp := agenttest.StartRealCP(t, server.Config{}, "")
+	cp := servertest.StartControlPlane(t, server.Config{}, "")
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, "", cp.Server.InternalURL())
 	for _, tc := range []struct {
@@ -281,7 +282,7 @@ func TestCheckTakesNoLock(t *testing.T) {
 // TestLoopbackNodeJoins) passes against a real control plane: it connects from the node's
 // address, as the agent does.
 func TestCheckLoopbackNode(t *testing.T) {
-	cp := agenttest.StartRealCP(t, server.Config{}, "")
+	cp := servertest.StartControlPlane(t, server.Config{}, "")
 	cfg := testConfig(t, t.TempDir(), cp.JoinToken(t, "127.0.0.11"), cp.Server.InternalURL())
 	cfg.NodeIP, cfg.Listen, cfg.S3.Endpoint = netip.MustParseAddr("127.0.0.11"), "127.0.0.11:0", ""
 	r := startAgent(t, cfg)
@@ -302,7 +303,7 @@ func TestCheckOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	_, files := tlstest.Write(t, dir)
 	ctx := context.Background()
-	cp := agenttest.StartRealCP(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
+	cp := servertest.StartControlPlane(t, server.Config{TLSCert: files.Cert, TLSKey: files.Key}, files.CA)
 	srv := cp.Server
 	roots, err := capool.Load(files.CA)
 	if err != nil {

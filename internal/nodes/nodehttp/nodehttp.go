@@ -132,8 +132,9 @@ func New(cfg Config) (*Handler, error) {
 
 // Routes adds the node-agent routes (under every nodeapi.AgentPrefixes entry: readyz,
 // nodes/register, nodes/{node_id}/status), the work API (under nodeapi.AgentPrefix: work and
-// sandbox events; work.go) and the internal nodes routes (GET list and one node, isolation,
-// labels, delete) to mux. Answers follow CubeOps byte for byte where a stock client
+// sandbox events; work.go), CubeMaster's surface (GET nodeapi.CubeMasterHealthPath,
+// nodeapi.MetaNodesPath and one node under it) and the internal nodes routes (GET list and one
+// node, isolation, labels, delete) to mux. Answers follow CubeOps byte for byte where a stock client
 // reads them: every 2xx is one compact JSON object (or, for the list, array); errors are
 // nodeapi.ErrorBody.
 func (h *Handler) Routes(mux *http.ServeMux) {
@@ -143,6 +144,9 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 		mux.HandleFunc("POST "+p+nodeapi.RouteStatus, h.handleStatus)
 	}
 	h.workRoutes(mux)
+	mux.HandleFunc("GET "+nodeapi.CubeMasterHealthPath, h.handleReadyz)
+	mux.HandleFunc("GET "+nodeapi.MetaNodesPath, h.handleMetaList)
+	mux.HandleFunc("GET "+nodeapi.MetaNodesPath+nodeapi.RouteNode, h.handleMetaGet)
 	mux.HandleFunc("GET "+nodeapi.NodesPrefix, h.handleList)
 	mux.HandleFunc("GET "+nodeapi.NodesPrefix+nodeapi.RouteNode, h.handleGet)
 	mux.HandleFunc("PUT "+nodeapi.NodesPrefix+nodeapi.RouteIsolation, h.handleIsolation(true))

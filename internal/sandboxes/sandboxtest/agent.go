@@ -62,8 +62,28 @@ type run struct {
 	idle  bool // a warm sandbox not yet claimed
 }
 
-// NewAgent joins node id (a loopback address) to e's pool as cubefleet agent with maxMVM slots.
+// NewAgent joins node id (a loopback address) to e's pool as cubefleet agent with maxMVM slots,
+// and prepares the pool's templates on it (Service.Prepare, and the prepare assignments
+// carried out and reported): the scheduler places a template's sandboxes only where it is
+// local.
 func (e *Env) NewAgent(id string, maxMVM int64) *Agent {
+	e.T.Helper()
+	a := e.NewBareAgent(id, maxMVM)
+	ctx := context.Background()
+	if err := e.Svc.Prepare(ctx); err != nil {
+		e.T.Fatal(err)
+	}
+	asgs, err := a.Poll(ctx, 0)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	a.Handle(ctx, asgs)
+	a.Report()
+	return a
+}
+
+// NewBareAgent joins node id as NewAgent does, without preparing any template.
+func (e *Env) NewBareAgent(id string, maxMVM int64) *Agent {
 	e.T.Helper()
 	a := &Agent{ID: id, MaxMVM: maxMVM, e: e, client: nodetest.From(id), running: map[string]*run{}, specs: map[string]nodeapi.SandboxSpec{},
 		starts: map[string]int{}}
@@ -96,8 +116,10 @@ func (a *Agent) Report() {
 func (a *Agent) report() (int, []byte) {
 	a.mu.Lock()
 	ids := make([]string, 0, len(a.running))
-	for id := range a.running {
+	var cpu, mem int64
+	for id, r := range a.running {
 		ids = append(ids, id)
+		cpu, mem = cpu+r.spec.CPUMillicores, mem+r.spec.MemoryMiB
 	}
 	slices.Sort(ids)
 	tpls := []map[string]string{}
@@ -106,8 +128,9 @@ func (a *Agent) report() (int, []byte) {
 	}
 	a.mu.Unlock()
 	body := nodetest.Status()
-	for path, v := range map[string]any{"sandboxes": ids, "local_templates": tpls, "quota.max_mvm_num": a.MaxMVM, "allocated.mvm_num": len(ids),
-		"allocated.milli_cpu": 0, "allocated.memory_mb": 0, "heartbeat_time": nil, "metric_time": nil} {
+	for path, v := range map[string]any{"sandboxes": ids, "local_templates": tpls, "quota.max_mvm_num": a.MaxMVM, "quota.create_concurrent_num": 0,
+		"allocated.mvm_num": len(ids), "allocated.mvm_running_num": len(ids), "allocated.milli_cpu": cpu, "allocated.memory_mb": mem,
+		"heartbeat_time": nil, "metric_time": nil} {
 		body = nodetest.Patch(a.e.T, body, path, v)
 	}
 	return a.e.Call(a.client, "POST", nodeapi.StatusPath(a.ID), a.cred, body)

@@ -1,7 +1,7 @@
 // Package sandboxtest assembles the sandboxes for tests: real databases with the compute objects
 // a sandbox needs (a site, a pool of tenant root offered to tenant acme, a flavor, a template of
 // each tenant), the node registry served with the work API over HTTP on 127.0.0.1, the
-// sandboxes service, and Agent, a client that speaks the agent's side of the work API and
+// scheduler's placement lane following it, the sandboxes service, and Agent, a client that speaks the agent's side of the work API and
 // reports like cubefleet agent. Only tests import it.
 package sandboxtest
 
@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/events"
@@ -24,13 +23,15 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetest"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
 
 // Modules are the migrations the sandboxes need.
-var Modules = []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, events.Module, nodestore.Module, sandboxes.Module}
+var Modules = []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, events.Module, nodestore.Module, lane.Module, sandboxes.Module}
 
 // Env is the sandboxes of one control plane on a real database.
 type Env struct {
@@ -40,6 +41,7 @@ type Env struct {
 	Box     *secrets.Box
 	Compute *compute.Service
 	Placer  sandboxes.Placer
+	Lane    *lane.Lane
 	// Pool is the pool id (tenant root's, fleet name "fra"), Flavor its flavor (2 vCPU, 1 GiB
 	// memory, 1 GiB disk), Templates the template id of each tenant ("root", "acme"), named
 	// "py" (env GREETING=hello).
@@ -114,7 +116,11 @@ func New(t *testing.T, db *store.DB, o Options) *Env {
 		e.Templates["acme"] = mk(compute.KindSandboxTemplate, "acme", tpl)
 	}
 	ref := &regRef{}
-	e.Placer = newPlacer(ref)
+	ln, err := lane.New(lane.Config{DB: db, Holder: "test", Scheduler: scheduler.Options{Now: clock.Now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Lane, e.Placer = ln, lanePlacer{ln}
 	cfg := sandboxes.Config{DB: db, Secrets: box, Placer: e.Placer, Nodes: ref, Now: clock.Now, Holder: "test"}
 	if o.Config != nil {
 		o.Config(&cfg)
@@ -135,6 +141,17 @@ func New(t *testing.T, db *store.DB, o Options) *Env {
 	e.Env.T = t
 	ref.reg = e.Reg
 	svc.Lead(ctx)
+	// The scheduler follows the registry and its lane takes the lease before any decision;
+	// nodes are candidates only once they reported after the registry started.
+	lctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { ln.Scheduler().Follow(lctx, e.Reg) })
+	wg.Go(func() { ln.Run(lctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for !ln.Holding() {
+		time.Sleep(time.Millisecond)
+	}
+	clock.Add(time.Second)
 	return e
 }
 
@@ -183,67 +200,27 @@ func (e *Env) Eventually(d time.Duration, check func() string) {
 	}
 }
 
-// placer is the stand-in scheduler of these tests: it places a sandbox on the first Ready
-// node of its pool (cubefleet agent, not cordoned or draining) with a free microVM slot,
-// counting the sandboxes the node listed and the reservations it holds.
-type placer struct {
-	nodes *regRef
-	mu    sync.Mutex
-	held  map[string]string // sandbox id -> node id
+// lanePlacer places through the scheduler's placement lane, as the server does.
+type lanePlacer struct{ l *lane.Lane }
+
+func (p lanePlacer) Place(ctx context.Context, pl sandboxes.Placement) (string, error) {
+	d, err := p.l.Place(ctx, scheduler.Request{SandboxID: pl.SandboxID, Pool: pl.PoolID, Template: pl.TemplateID,
+		CPU: pl.CPUMillicores, MemoryMiB: pl.MemoryMiB, DiskMiB: pl.DiskMiB, NodeSelector: pl.NodeSelector, Exclude: pl.Exclude})
+	return d.NodeID, err
 }
 
-func newPlacer(r *regRef) *placer { return &placer{nodes: r, held: map[string]string{}} }
-
-func (p *placer) Place(_ context.Context, pl sandboxes.Placement) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n, ok := p.held[pl.SandboxID]; ok {
-		return n, nil
-	}
-	for _, n := range p.nodes.WorkNodes() {
-		if n.PoolID != pl.PoolID || !n.Cubefleet || n.State != nodes.StateReady || n.Cordoned || n.Draining {
-			continue
-		}
-		used := int64(0)
-		listed := map[string]bool{}
-		for _, id := range n.Sandboxes {
-			listed[id] = true
-			used++
-		}
-		for id, node := range p.held {
-			if node == n.ID && !listed[id] {
-				used++
-			}
-		}
-		if used < n.MaxMVM {
-			p.held[pl.SandboxID] = n.ID
-			return n.ID, nil
-		}
-	}
-	return "", exhaustedErr(pl.PoolID)
+func (p lanePlacer) Release(ctx context.Context, id string) error {
+	_, err := p.l.Release(ctx, id)
+	return err
 }
 
-func (p *placer) Release(_ context.Context, id string) error {
-	p.mu.Lock()
-	delete(p.held, id)
-	p.mu.Unlock()
-	return nil
-}
-
-// Reserved returns the sandboxes holding a reservation.
+// Reserved returns the sandboxes holding a reservation in the scheduler.
 func (e *Env) Reserved() []string {
-	p := e.Placer.(*placer)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []string
-	for id := range p.held {
-		out = append(out, id)
+	for _, r := range e.Lane.Scheduler().Reservations() {
+		out = append(out, r.SandboxID)
 	}
 	return out
-}
-
-func exhaustedErr(pool string) error {
-	return cubefleet.Errorf(cubefleet.CodeResourceExhausted, "no node of pool %s has room", pool)
 }
 
 // nodehttpConfig is the routes' configuration: stock Cubelets from loopback, nodetest's API

@@ -1,0 +1,51 @@
+package nodehttp
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+)
+
+// CubeMaster's surface, for the one-click scripts (specs/cubesandbox-node-agent.md §5): its
+// health route answers like readyz, and its node listing is the registry's NodeSnapshots in the
+// `ret` envelope. Only the listing needs credentials (those of the internal nodes routes).
+
+// handleMetaList is GET /internal/meta/nodes: {"ret":{"ret_code":200,...},"data":[...]}, the
+// NodeSnapshot of every node sorted by node id.
+func (h *Handler) handleMetaList(w http.ResponseWriter, req *http.Request) {
+	if _, ok := h.internalAuth(w, req, "internal.meta.nodes.list", "nodes:list", ""); !ok {
+		return
+	}
+	bp, _ := h.lists.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer h.lists.Put(bp)
+	*bp = h.reg.AppendMetaList((*bp)[:0])
+	writeRaw(w, http.StatusOK, *bp)
+}
+
+// handleMetaGet is GET /internal/meta/nodes/{node_id}: the node's NodeSnapshot in the envelope;
+// an unknown node is 404 with ret_code 404.
+func (h *Handler) handleMetaGet(w http.ResponseWriter, req *http.Request) {
+	ctx := req.Context()
+	id := req.PathValue("node_id")
+	if _, ok := h.internalAuth(w, req, "internal.meta.nodes.get", "nodes:get", id); !ok {
+		return
+	}
+	out, err := h.reg.AppendMetaNode(ctx, make([]byte, 0, 2048), id)
+	var e *cubefleet.Error
+	if errors.As(err, &e) && e.Code == cubefleet.CodeNotFound {
+		body, _ := json.Marshal(nodeapi.NewRetReply(http.StatusNotFound, e.Message))
+		writeRaw(w, http.StatusNotFound, body)
+		return
+	}
+	if err != nil {
+		h.writeErr(ctx, w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, out)
+}

@@ -1,0 +1,290 @@
+package scheduler
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+)
+
+// A decision: the scan of the request's pool (through the index, or a window of it with
+// pre_select_num), the top N, the pick and the reservation, all under the scheduler's lock.
+
+// cand is a candidate of the top N.
+type cand struct {
+	slot  int32
+	score float64
+}
+
+// Decide places req: it scans every node of req.Pool, keeps the best priority_select_num,
+// picks one as least_select_name says, and reserves the request's room on it before anyone
+// else can decide. Errors: INVALID_INPUT for a request missing its sandbox id or pool or with a
+// negative size; RESOURCE_EXHAUSTED when no node fits, its message the "why not placed" line
+// and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds}. A request whose
+// sandbox id already holds a reservation returns that decision again.
+func (s *Scheduler) Decide(ctx context.Context, req Request) (Decision, error) {
+	start := time.Now()
+	if err := req.validate(); err != nil {
+		s.metrics.decided(outcomeInvalid, start, nil)
+		return Decision{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	var rejected tally
+	s.mu.Lock()
+	d, err := s.decide(&req, &rejected)
+	s.mu.Unlock()
+	outcome := outcomePlaced
+	if err != nil {
+		outcome = outcomeExhausted
+	}
+	s.metrics.decided(outcome, start, &rejected)
+	return d, err
+}
+
+func (r *Request) validate() error {
+	var errs []cubefleet.FieldError
+	add := func(path, msg string) { errs = append(errs, cubefleet.FieldError{Path: path, Message: msg}) }
+	if r.SandboxID == "" {
+		add("sandboxId", "required: the id the reservation is released by")
+	}
+	if r.Pool == "" {
+		add("pool", "required: the pool id of the sandbox's template")
+	}
+	if r.CPU < 0 {
+		add("cpu", "must be >= 0 millicores")
+	}
+	if r.MemoryMiB < 0 {
+		add("memoryMiB", "must be >= 0 MiB")
+	}
+	if r.DiskMiB < 0 {
+		add("diskMiB", "must be >= 0 MiB")
+	}
+	for _, f := range []struct {
+		path string
+		v    int64
+	}{{"cpu", r.CPU}, {"memoryMiB", r.MemoryMiB}, {"diskMiB", r.DiskMiB}} {
+		if f.v > math.MaxInt32 {
+			errs = append(errs, cubefleet.FieldError{Path: f.path, Message: "must be at most 2147483647"})
+		}
+	}
+	if len(errs) > 0 {
+		return cubefleet.InvalidAll(errs)
+	}
+	return nil
+}
+
+// decide is Decide under s.mu.
+func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
+	if h, ok := s.resv[req.SandboxID]; ok {
+		return Decision{NodeID: h.NodeID, Reservation: h.Reservation}, nil
+	}
+	nowT := s.now()
+	now := nowT.UnixMilli()
+	p := s.pools[req.Pool]
+	if p == nil {
+		return Decision{}, s.exhausted(req, 0, rejected)
+	}
+	var bits []uint64
+	hasTpl := req.Template != ""
+	if hasTpl {
+		if id, ok := s.tplIDs[req.Template]; ok {
+			bits = s.tplNodes[id]
+		}
+	}
+	s.excl = s.excl[:0]
+	for _, id := range req.Exclude {
+		if slot, ok := s.byID[id]; ok {
+			s.excl = append(s.excl, slot)
+		}
+	}
+	q := query{
+		req: req, now: now, bits: bits, hasTpl: hasTpl, tplFilter: s.plan.tplFilter && hasTpl,
+		n: s.plan.cfg.PrioritySelectNum, limit: len(p.slots), rejected: rejected, top: s.top[:0],
+	}
+	if ps := s.plan.cfg.PreSelectNum; ps > 0 && ps < q.limit {
+		q.limit = ps
+	}
+	if q.limit < len(p.slots) {
+		// pre_select_num: a window of the pool from a rotating start.
+		start := p.next % len(p.slots)
+		if i, full := s.scan(&q, p.slots[start:]); full {
+			p.next = start + i + 1
+		} else if i, full := s.scan(&q, p.slots[:start]); full {
+			p.next = i + 1
+		}
+	} else if s.fullScan {
+		s.scan(&q, p.slots)
+	} else {
+		s.scanIndexed(&q, p)
+	}
+	top := q.top
+	s.top = top
+	if len(top) == 0 {
+		// Count every node of the pool under the first check it fails (the index skipped
+		// whole blocks without looking at their nodes).
+		for _, slot := range p.slots {
+			rejected[s.classify(slot, req, q.now, q.bits)]++
+		}
+		return Decision{}, s.exhausted(req, len(p.slots), rejected)
+	}
+	c := top[s.pick(top)]
+	h := &held{slot: c.slot, Reservation: Reservation{
+		SandboxID: req.SandboxID, NodeID: s.info[c.slot].st.ID, Pool: req.Pool,
+		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT,
+	}}
+	s.hold(h)
+	return Decision{NodeID: h.NodeID, Score: c.score, Reservation: h.Reservation}, nil
+}
+
+// query is one decision's scan state.
+type query struct {
+	req       *Request
+	now       int64
+	bits      []uint64
+	hasTpl    bool
+	tplFilter bool
+	n, limit  int
+	seen      int
+	rejected  *tally // filled only when no node fits
+	top       []cand
+}
+
+// scan considers slots in order, adding each node that fits to q.top, until q.limit nodes
+// fit; it returns the index it stopped at and true when the limit stopped it.
+func (s *Scheduler) scan(q *query, slots []int32) (int, bool) {
+	// Everything the loop reads is a local, so it stays in registers.
+	req, now := q.req, q.now
+	cpu, mem, disk := clamp32(req.CPU), clamp32(req.MemoryMiB), clamp32(req.DiskMiB)
+	dynamic, bits, hasTpl, tplFilter, tplCoef := s.plan.dynamic, q.bits, q.hasTpl, q.tplFilter, s.plan.tplCoef
+	slow := len(s.excl) > 0 || len(req.NodeSelector) > 0
+	n, limit, seen, top := q.n, q.limit, q.seen, q.top
+	bar := math.Inf(-1) // the score to beat: the last of a full top N
+	if n >= 0 && len(top) == n {
+		bar = top[n-1].score
+	}
+	recs := s.recs
+	defer func() { q.seen, q.top = seen, top }()
+	for i, slot := range slots {
+		r := &recs[slot]
+		if now > r.until || r.cpu < cpu || r.mem < mem || r.disk < disk || r.slots < 1 {
+			continue
+		}
+		tplHit := true
+		if hasTpl {
+			w := int(slot >> 6)
+			tplHit = w < len(bits) && bits[w]&(1<<(slot&63)) != 0
+			if tplFilter && !tplHit {
+				continue
+			}
+		}
+		if slow && s.slowChecks(slot, req) != fits {
+			continue
+		}
+		score := r.base
+		if tplHit {
+			score += tplCoef
+		}
+		if dynamic {
+			score += s.dynamicScore(&s.info[slot], req, now)
+		}
+		seen++
+		if score > bar {
+			top = insertTop(top, cand{slot, score}, n)
+			if n >= 0 && len(top) == n {
+				bar = top[n-1].score
+			}
+		}
+		if seen >= limit {
+			return i, true
+		}
+	}
+	return len(slots), false
+}
+
+// slowChecks applies the request's exclusions and node selector to the node in slot.
+func (s *Scheduler) slowChecks(slot int32, req *Request) reason {
+	if slices.Contains(s.excl, slot) {
+		return reasonExcluded
+	}
+	if len(req.NodeSelector) > 0 && !matches(s.info[slot].st.Labels, req.NodeSelector) {
+		return reasonSelector
+	}
+	return fits
+}
+
+// insertTop keeps top sorted by score, best first, holding at most n (n < 0: no bound); a
+// later candidate with an equal score ranks after the earlier one.
+func insertTop(top []cand, c cand, n int) []cand {
+	if n < 0 {
+		return append(top, c)
+	}
+	if len(top) == n {
+		if c.score <= top[n-1].score {
+			return top
+		}
+		top = top[:n-1]
+	}
+	i := len(top)
+	top = append(top, c)
+	for i > 0 && top[i-1].score < c.score {
+		top[i] = top[i-1]
+		i--
+	}
+	top[i] = c
+	return top
+}
+
+func matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// classify returns the first reason the node in slot cannot take req at now.
+func (s *Scheduler) classify(slot int32, req *Request, now int64, bits []uint64) reason {
+	in := &s.info[slot]
+	switch {
+	case in.block != fits:
+		return in.block
+	case now > in.st.ReadyUntil.UnixMilli():
+		return reasonNotReady
+	case now > s.recs[slot].until:
+		return reasonStaleMetrics
+	case slices.Contains(s.excl, slot):
+		return reasonExcluded
+	case len(req.NodeSelector) > 0 && !matches(in.st.Labels, req.NodeSelector):
+		return reasonSelector
+	case in.roomMvm < 1:
+		return reasonMvm
+	case in.roomCPU < req.CPU:
+		return reasonCPU
+	case in.roomMem < req.MemoryMiB:
+		return reasonMem
+	case in.roomDisk < req.DiskMiB:
+		return reasonDisk
+	case s.plan.tplFilter && req.Template != "" && !holds(bits, slot):
+		return reasonTemplate
+	}
+	return reasonCreates
+}
+
+// exhausted builds the RESOURCE_EXHAUSTED error of a request no node fits.
+func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
+	msg := "no node can take the sandbox: "
+	if nodes == 0 {
+		msg += "pool " + req.Pool + " has no nodes"
+	} else {
+		msg += t.line(nodes)
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Message: msg, Details: map[string]any{
+		"pool": req.Pool, "nodes": nodes, "reasons": t.counts(),
+		"retryAfterSeconds": int(DefaultRetryAfter / time.Second),
+	}}
+}
