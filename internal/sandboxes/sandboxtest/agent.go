@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -30,7 +31,8 @@ type Agent struct {
 	// millisecond, having printed its command as JSON.
 	Behave func(spec nodeapi.SandboxSpec) Run
 
-	e      *Env
+	t      testing.TB
+	base   string // the control plane's node-agent URL
 	client *http.Client
 	cred   string
 
@@ -85,21 +87,46 @@ func (e *Env) NewAgent(id string, maxMVM int64) *Agent {
 // NewBareAgent joins node id as NewAgent does, without preparing any template.
 func (e *Env) NewBareAgent(id string, maxMVM int64) *Agent {
 	e.T.Helper()
-	a := &Agent{ID: id, MaxMVM: maxMVM, e: e, client: nodetest.From(id), running: map[string]*run{}, specs: map[string]nodeapi.SandboxSpec{},
-		starts: map[string]int{}}
-	join := e.JoinToken(nodes.JoinTokenInput{Pool: e.Pool, IP: id})
-	body := nodetest.Patch(e.T, nodetest.WithNode(id), "max_mvm_num", maxMVM)
-	code, out := e.Call(a.client, "POST", nodeapi.PathRegister, join, body)
+	return Join(e.T, e.URL, e.JoinToken(nodes.JoinTokenInput{Pool: e.Pool, IP: id}), id, maxMVM)
+}
+
+// Join joins node id (a loopback address) with join token to the control plane whose node-agent
+// routes are at base, as cubefleet agent with maxMVM slots, and reports once. The agent stops
+// when the test ends.
+func Join(t testing.TB, base, join, id string, maxMVM int64) *Agent {
+	t.Helper()
+	a := &Agent{ID: id, MaxMVM: maxMVM, t: t, base: base, client: nodetest.From(id), running: map[string]*run{},
+		specs: map[string]nodeapi.SandboxSpec{}, starts: map[string]int{}}
+	body := nodetest.Patch(t, nodetest.WithNode(id), "max_mvm_num", maxMVM)
+	code, out := a.do("POST", nodeapi.PathRegister, join, body)
 	if code != 200 {
-		e.T.Fatalf("join %s: %d %s", id, code, out)
+		t.Fatalf("join %s: %d %s", id, code, out)
 	}
 	var joined nodeapi.RegisterResponse
 	if err := json.Unmarshal(out, &joined); err != nil {
-		e.T.Fatal(err)
+		t.Fatal(err)
 	}
 	a.cred = joined.NodeCredential
 	a.Report()
 	return a
+}
+
+// do sends a request with a bearer token.
+func (a *Agent) do(method, path, token string, body []byte) (int, []byte) {
+	req, err := http.NewRequest(method, a.base+path, bytes.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
 }
 
 // Credential returns the node credential the agent holds.
@@ -107,9 +134,9 @@ func (a *Agent) Credential() string { return a.cred }
 
 // Report sends one status report (a failure fails the test).
 func (a *Agent) Report() {
-	a.e.T.Helper()
+	a.t.Helper()
 	if code, out := a.report(); code != 200 {
-		a.e.T.Fatalf("report of %s: %d %s", a.ID, code, out)
+		a.t.Fatalf("report of %s: %d %s", a.ID, code, out)
 	}
 }
 
@@ -131,9 +158,9 @@ func (a *Agent) report() (int, []byte) {
 	for path, v := range map[string]any{"sandboxes": ids, "local_templates": tpls, "quota.max_mvm_num": a.MaxMVM, "quota.create_concurrent_num": 0,
 		"allocated.mvm_num": len(ids), "allocated.mvm_running_num": len(ids), "allocated.milli_cpu": cpu, "allocated.memory_mb": mem,
 		"heartbeat_time": nil, "metric_time": nil} {
-		body = nodetest.Patch(a.e.T, body, path, v)
+		body = nodetest.Patch(a.t, body, path, v)
 	}
-	return a.e.Call(a.client, "POST", nodeapi.StatusPath(a.ID), a.cred, body)
+	return a.do("POST", nodeapi.StatusPath(a.ID), a.cred, body)
 }
 
 // nonce returns a fresh nonce.
@@ -151,7 +178,7 @@ func (a *Agent) call(ctx context.Context, path string, body any) (int, []byte, e
 		return 0, nil, err
 	}
 	n := nonce()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.e.URL+path, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(raw))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -421,7 +448,7 @@ func (a *Agent) Start(report time.Duration) {
 	a.mu.Lock()
 	a.halt = stop
 	a.mu.Unlock()
-	a.e.T.Cleanup(stop)
+	a.t.Cleanup(stop)
 }
 
 // Stop stops a started agent: no more polls or reports (a node that died).
