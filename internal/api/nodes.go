@@ -235,6 +235,13 @@ func registerNodesMethods(r *Registry, d *deps) {
 			return nil, err
 		}
 		o.Sandboxes = &sbx
+		// A node whose agent has not yet listed a sandbox placed there (its report comes up
+		// to a second after the start) still runs it: it is not drained.
+		if live := int64(sbx.Running + sbx.Pending); o.Drain != nil && live > 0 {
+			dv := *o.Drain
+			dv.State, dv.DrainedAt, dv.SandboxesLeft = nodes.DrainDraining, 0, max(dv.SandboxesLeft, live)
+			o.Drain = &dv
+		}
 		return o, nil
 	}
 	r.Register(Method{

@@ -43,6 +43,7 @@ type Agent struct {
 	templates []string
 	done      []string
 	halt      func() // stops what Start started
+	peak      int    // the most sandboxes it ran at once
 }
 
 // Run is what a sandbox does: it runs For (0: until it is stopped), then exits with Exit,
@@ -280,6 +281,7 @@ func (a *Agent) start(ctx context.Context, sp nodeapi.SandboxSpec, warm bool) {
 	if warm {
 		a.mu.Lock()
 		a.running[sp.ID] = &run{spec: sp, idle: true}
+		a.peak = max(a.peak, len(a.running))
 		a.mu.Unlock()
 		a.Event(ctx, sp.ID, nodeapi.SandboxEvent{State: nodeapi.StateRunning})
 		return
@@ -300,6 +302,7 @@ func (a *Agent) launch(ctx context.Context, sp nodeapi.SandboxSpec) {
 	r := &run{spec: sp, b: b}
 	a.mu.Lock()
 	a.running[sp.ID] = r
+	a.peak = max(a.peak, len(a.running))
 	a.mu.Unlock()
 	a.Event(ctx, sp.ID, nodeapi.SandboxEvent{State: nodeapi.StateRunning})
 	if b.For > 0 {
@@ -388,6 +391,13 @@ func (a *Agent) Spec(id string) (nodeapi.SandboxSpec, bool) {
 	defer a.mu.Unlock()
 	sp, ok := a.specs[id]
 	return sp, ok
+}
+
+// Peak returns the most sandboxes the agent ran at once.
+func (a *Agent) Peak() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.peak
 }
 
 // Running returns the ids the agent runs.
