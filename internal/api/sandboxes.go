@@ -10,7 +10,8 @@ import (
 )
 
 // SandboxCreateInput is the input of sandboxes.create: the tenant's template (id or name), the
-// command as argv (absent: the template's default), env laid over the template's (secret://
+// command as argv (absent: a sandbox that idles until its timeout or a delete, running
+// ["sleep","2147483647"]), env laid over the template's (secret://
 // references are resolved only on the way to the sandbox), timeoutSeconds (0 to 604800, 0:
 // none), the sandbox's labels and the labels its node must carry (nodeSelector). With async the
 // answer comes at once (state pending, or starting once placed); otherwise the create waits

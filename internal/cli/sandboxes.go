@@ -81,7 +81,7 @@ func newSandboxesCreateCmd() *cobra.Command {
 		Use:   "create --tenant T --template TPL [--env K=V]... [--timeout D] [--async | --wait] [-- COMMAND [ARG...]]",
 		Short: "Create a sandbox of a template; with --wait, run it like a local command",
 		Long: `Create a sandbox of the tenant's template (its id or name) running COMMAND (after --; without
-one, the template's default: an idle sandbox that lives until its timeout or a delete). --env
+one, it idles until its timeout or a delete: sleep 2147483647). --env
 adds variables over the template's (a credential's value is a secret://NAME reference, which
 only the sandbox ever sees resolved); --label gives the sandbox labels; --node-selector names
 labels its node must carry; --timeout ends it (SIGTERM, then SIGKILL after its grace).

@@ -30,9 +30,13 @@ const (
 	MaxTimeoutSeconds = 7 * 24 * 3600
 )
 
+// IdleCommand is what a sandbox created without a command runs: it idles until its timeout or
+// a delete (sleep of the longest time every sleep(1) takes).
+var IdleCommand = []string{"sleep", "2147483647"}
+
 // CreateInput is a sandbox to create. Template is the tenant's template id (tpl_...) or name.
-// Command is the argv (absent: the template's default, which for the process driver is an
-// idle sandbox that lives until its timeout or a delete). Env is laid over the template's (at
+// Command is the argv (absent: IdleCommand, a sandbox that idles until its timeout or a
+// delete). Env is laid over the template's (at
 // most 256 variables; names of credentials take secret:// references, which are resolved only
 // when the sandbox is handed to its node). TimeoutSeconds ends it (0 to MaxTimeoutSeconds, 0:
 // none). Labels are its own; NodeSelector the labels its node must carry. Audit, when set, is
@@ -202,6 +206,9 @@ func (s *Service) checkRefs(ctx context.Context, tenant string, env, tplEnv map[
 func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	if err := in.validate(); err != nil {
 		return Sandbox{}, err
+	}
+	if len(in.Command) == 0 && !in.warm {
+		in.Command = IdleCommand
 	}
 	tpl, err := s.loadTemplate(ctx, s.db, in.TenantID, in.Template)
 	if err != nil {

@@ -232,7 +232,9 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 		Env: make([]string, 0, len(env)),
 	}
 	if r.Warm && r.ClaimedAt == 0 {
-		sp.Argv, sp.TimeoutSeconds = nil, 0 // idle until claimed
+		sp.TimeoutSeconds = 0 // idle until claimed: the claim brings the command and environment
+		sp.Argv, sp.Env = nil, nil
+		return sp, nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
