@@ -211,3 +211,110 @@ func TestSQLiteFileIsPrivate(t *testing.T) {
 		t.Fatalf("database file mode %04o, want 0600", fi.Mode().Perm())
 	}
 }
+
+// A connection keeps its statements: the same query runs again, also while rows of it are
+// still open in the same transaction (the open rows keep theirs), and after the schema changed.
+func TestSQLiteKeptStatements(t *testing.T) {
+	db := storetest.SQLite(t, demo)
+	ctx := context.Background()
+	for i, id := range []string{"a", "b", "c"} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, id, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const q = `SELECT id FROM things WHERE n >= $1 ORDER BY id`
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		outer, err := tx.QueryContext(ctx, q, 0)
+		if err != nil {
+			return err
+		}
+		defer outer.Close()
+		var got []string
+		for outer.Next() {
+			var id string
+			if err := outer.Scan(&id); err != nil {
+				return err
+			}
+			// The same statement, while outer's rows are open.
+			var inner []string
+			rows, err := tx.QueryContext(ctx, q, 1)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var s string
+				rows.Scan(&s)
+				inner = append(inner, s)
+			}
+			rows.Close()
+			if strings.Join(inner, ",") != "b,c" {
+				t.Errorf("inner rows %v, want b,c", inner)
+			}
+			got = append(got, id)
+		}
+		if strings.Join(got, ",") != "a,b,c" {
+			t.Errorf("outer rows %v, want a,b,c", got)
+		}
+		return outer.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE things ADD COLUMN note TEXT NOT NULL DEFAULT 'x'`); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // every connection of the pool sees the new schema through its kept statement
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM things WHERE n >= $1`, 0).Scan(&n); err != nil || n != 3 {
+			t.Fatalf("count = %d, %v", n, err)
+		}
+		var note string
+		if err := db.QueryRowContext(ctx, `SELECT note FROM things WHERE id = $1`, "a").Scan(&note); err != nil || note != "x" {
+			t.Fatalf("note = %q, %v", note, err)
+		}
+	}
+}
+
+// On SQLite a transaction waits for the one before it, and gives up when its context ends.
+func TestSQLiteInTxTakesTurns(t *testing.T) {
+	db := storetest.SQLite(t, demo)
+	ctx := context.Background()
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.InTx(ctx, func(tx *sql.Tx) error {
+			close(holding)
+			<-release
+			_, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, "first", 1)
+			return err
+		})
+	}()
+	<-holding
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := db.InTx(short, func(tx *sql.Tx) error {
+		t.Error("ran while another transaction held the turn")
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting InTx = %v, want its context's deadline", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE things SET n = 2 WHERE id = $1`, "first")
+			return err
+		})
+	}()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT n FROM things WHERE id = $1`, "first").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("n = %d, %v: the second transaction ran before the first", n, err)
+	}
+}
