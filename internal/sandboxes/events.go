@@ -53,12 +53,21 @@ func (s *Service) markRunning(ctx context.Context, r *record, reason string) err
 		reason = ReasonWarmReady
 	}
 	now := s.now()
-	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = $2, running_at = $3, running_reason = $4, queued = 0, updated_at = $3
-		WHERE id = $1 AND state IN ($5, $6)`, r.ID, string(StateRunning), now, reason, string(StatePending), string(StateStarting))
+	var changed bool
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = $2, running_at = $3, running_reason = $4, queued = 0, updated_at = $3
+			WHERE id = $1 AND state IN ($5, $6)`, r.ID, string(StateRunning), now, reason, string(StatePending), string(StateStarting))
+		if err != nil {
+			return fmt.Errorf("mark %s running: %w", r.ID, err)
+		}
+		n, _ := res.RowsAffected()
+		changed = n == 1
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("mark %s running: %w", r.ID, err)
+		return err
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if changed {
 		s.m.running(r, now)
 		s.hub.changed(r.ID)
 	}
