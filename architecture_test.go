@@ -370,3 +370,40 @@ func countLines(name string) (int, error) {
 	}
 	return n, nil
 }
+
+// contractRoutes are the route strings of the node-agent contract: written once, in
+// internal/nodeapi (its route constants and legacy prefixes); every other package uses the
+// constants.
+var contractRoutes = []string{`"/internal/v1/node-agent`, `"/internal/node-agent/v1`, `"/internal/meta`, `"/internal/v1/nodes`, `"/notify/health`, `"/nodes/register`, `"/nodes/{node_id}`}
+
+// TestNodeContractRoutesOnce checks that no non-test source outside internal/nodeapi spells a
+// route of the node-agent contract.
+func TestNodeContractRoutesOnce(t *testing.T) {
+	err := filepath.WalkDir("internal", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "testdata" || p == filepath.Join("internal", "nodeapi") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, r := range contractRoutes {
+			if bytes.Contains(src, []byte(r)) {
+				t.Errorf("%s spells the node-agent route %s...: use the constant of internal/nodeapi", p, strings.TrimPrefix(r, `"`))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

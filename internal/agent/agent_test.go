@@ -84,6 +84,20 @@ func getHealth(t *testing.T, url string) (int, Health) {
 	return resp.StatusCode, h
 }
 
+// TestFirstStatusAtOnce: the first status report goes out as soon as the node registered, not
+// a period later: with the longest period (a minute), a status arrives while the test waits
+// half of it.
+func TestFirstStatusAtOnce(t *testing.T) {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(filepath.Join(t.TempDir(), "state"), "cfj_join1", cp.URL)
+	cfg.ReportPeriod = MaxReportPeriod
+	startAgent(t, cfg)
+	testkit.WaitFor(t, MaxReportPeriod/2, "the first status report", func() bool { return len(cp.CallsTo("/status")) > 0 })
+	if regs := cp.CallsTo("/register"); len(regs) != 1 {
+		t.Errorf("registrations %+v, want one", regs)
+	}
+}
+
 func TestReportLoop(t *testing.T) {
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	dir := filepath.Join(t.TempDir(), "state")
@@ -100,14 +114,13 @@ func TestReportLoop(t *testing.T) {
 		if s.Path != nodeapi.StatusPath("127.0.0.1") || s.Auth != "Bearer cfn_node1_secret" {
 			t.Errorf("status %d: %s with %q, want the node credential", i, s.Path, s.Auth)
 		}
+		// The next report waits a period after the previous one answered, so never less (a
+		// busy machine may make it more).
 		if i > 0 {
-			if gap := s.At.Sub(statuses[i-1].At); gap < testPeriod*9/10 || gap > 20*testPeriod {
-				t.Errorf("status %d came %s after the previous one, want about %s", i, gap, testPeriod)
+			if gap := s.At.Sub(statuses[i-1].At); gap < testPeriod {
+				t.Errorf("status %d came %s after the previous one, want at least %s", i, gap, testPeriod)
 			}
 		}
-	}
-	if len(statuses) > 0 && statuses[0].At.Sub(regs[0].At) > testPeriod {
-		t.Errorf("the first status came %s after the registration, want at once", statuses[0].At.Sub(regs[0].At))
 	}
 	// The credential is stored 0600 in a 0700 directory.
 	fi, err := os.Stat(filepath.Join(dir, StateFile))
@@ -380,7 +393,8 @@ func TestServeErrors(t *testing.T) {
 	cfg = testConfig(t.TempDir(), "", cp.URL)
 	os.WriteFile(filepath.Join(cfg.StateDir, StateFile), []byte(`{}`), 0o644)
 	a, _ = New(cfg, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Run fails at once; the bound only ends a Run that would not.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("Run with a readable state file: %v", err)

@@ -75,10 +75,19 @@ func registerFleetMethods(r *Registry, d *deps) {
 		Name: "fleet.status", Summary: "The last applied document and the drift found since", Permission: iam.PermFleetAdmin, Scope: OnFleet,
 		Input: statusInput{}, Output: fleet.Status{},
 		Handle: Typed(func(ctx context.Context, c *Call, in statusInput) (any, error) {
+			now := d.now()
+			var st *fleet.Status
+			var err error
 			if in.Check {
-				return planner.CheckDrift(ctx, d.db, in.TenantID, d.now())
+				st, err = planner.CheckDrift(ctx, d.db, in.TenantID, now)
+			} else {
+				st, err = planner.Status(ctx, c.Q, in.TenantID)
 			}
-			return planner.Status(ctx, c.Q, in.TenantID)
+			if err != nil {
+				return nil, err
+			}
+			st.Now = now.UnixMilli()
+			return st, nil
 		}),
 	})
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // NodeListInput is the input of nodes.list: Pool (a pool id or fleet name) and State (Ready,
-// NotReady, Suspect, Down, Lost) narrow the list; empty means every node. A Pool that matches
+// NotReady, Suspect, Down, Lost, Unknown) narrow the list; empty means every node. A Pool that matches
 // no node and names no pool is NOT_FOUND.
 type NodeListInput struct {
 	Pool  string `json:"pool,omitempty"`
@@ -23,7 +23,8 @@ type NodeListInput struct {
 
 // NodeList is the output of nodes.list: the nodes sorted by id, the server's clock when it
 // answered (Now, Unix ms: a report's age is Now - lastReportAt) and the health settings in
-// milliseconds.
+// milliseconds (the heartbeat timeout is the shortest window; each node's is its
+// heartbeatWindowMs).
 type NodeList struct {
 	Items            []nodes.View `json:"items"`
 	Now              int64        `json:"now"`

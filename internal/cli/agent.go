@@ -63,8 +63,8 @@ and for --runtime microvm /dev/kvm on a host that is not a virtual machine), sto
 install, write ` + agent.InstalledEnvFile + ` (mode 0600) and ` + hostsetup.UnitPath + `,
 enable and start the service, and run "agent check" unless --run-check=0 (ONE_CLICK_RUN_QUICKCHECK=0).
 --root DIR writes the files under DIR for another host (an image): no systemctl, no root, and
-no checks of this host (prerequisites, sandbox network conflicts); the agent checks its host
-when it starts.`,
+no checks of this host (prerequisites, sandbox network conflicts, the agent check); the agent
+checks its host when it starts, and "agent check" runs there.`,
 		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Under --root the files are for another host: this one's network is no conflict.
@@ -91,15 +91,17 @@ when it starts.`,
 		Short: "Check the local agent, the control plane and this node's registration (quickcheck)",
 		Long: `Check that the local agent answers GET /healthz, that the control plane is ready, that it
 lists this node under /internal/v1/nodes/{node_id} with "IP":"<node ip>", and that the S3
-endpoint answers on TCP. Polls every 2 s until all pass or --timeout passes; prints one line
-per check; exit 0 when all pass, else 1.`,
+endpoint answers on TCP. Polls every 2 s until all pass or --timeout passes, with a line per
+attempt on stderr while it waits; prints one line per check; exit 0 when all pass, else 1.`,
 		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, true)
 			if err != nil {
 				return err
 			}
-			results, ok := hostsetup.Check(cmd.Context(), cfg, hostsetup.CheckOptions{Timeout: cfg.CheckTimeout})
+			// A line per attempt on stderr while it waits; stdout holds the results.
+			progress := func(r hostsetup.CheckRound) { linef(cmd.ErrOrStderr(), "%s\n", r.String()) }
+			results, ok := hostsetup.Check(cmd.Context(), cfg, hostsetup.CheckOptions{Timeout: cfg.CheckTimeout, Progress: progress})
 			if err := render(cmd, results, func(w io.Writer) error {
 				for _, r := range results {
 					fmt.Fprintln(w, r.String())

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -417,5 +418,25 @@ func TestAgentInstallSkippedCheckSource(t *testing.T) {
 				t.Errorf("output:\n%s\nwant it to end with %q", out.String(), want)
 			}
 		})
+	}
+}
+
+// TestAgentCheckShowsProgress: while agent check waits for its checks to pass, it prints a line
+// per attempt on stderr (stdout keeps the results, or the JSON).
+func TestAgentCheckShowsProgress(t *testing.T) {
+	cp := newAgentCP(t) // no node registered: the check waits until --timeout
+	dir := t.TempDir()
+	args := agentArgs(t, dir, cp.url, freeLoopback(t))
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), append([]string{"agent", "check", "--timeout", "3s", "-o", "json"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	if code != 1 {
+		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	progress := regexp.MustCompile(`(?m)^attempt 1: 1 of 4 checks pass; waiting for local agent, node listed, S3 endpoint \(again in 2s; [123]s left\)$`)
+	if !progress.MatchString(errOut.String()) {
+		t.Errorf("stderr:\n%s\nwant a line matching %s", errOut.String(), progress)
+	}
+	if !json.Valid(out.Bytes()) {
+		t.Errorf("stdout is not one JSON value:\n%s", out.String())
 	}
 }

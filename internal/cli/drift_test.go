@@ -130,3 +130,23 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 	transcript = strings.ReplaceAll(transcript, receiver.URL, "$RECEIVER")
 	testkit.Golden(t, "webhooks.golden", []byte(next.ReplaceAllString(transcript, "<next attempt>\n")))
 }
+
+// TestFleetStatusSaysWhenDriftWasCheckedGolden: fleet status shows when drift was last checked
+// and how long ago that was by the server's clock, and that --check checks now.
+func TestFleetStatusSaysWhenDriftWasCheckedGolden(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(testNow().UnixMilli())
+	c := mustServe(t, "", func(cfg *server.Config) {
+		cfg.Now = func() time.Time { return time.UnixMilli(clock.Load()).UTC() }
+		cfg.DriftEvery = -1 // no reconciler: only --check checks
+	})
+	writeFile(t, "fleet.json", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}]}`)
+	c.admin("fleet", "apply", "fleet.json", "--tenant", "root", "--yes")
+	clock.Add((2*time.Hour + 5*time.Minute).Milliseconds())
+	out := c.transcript("fleet status --tenant root")
+	out += c.transcript("fleet status --tenant root --check")
+	clock.Add((3 * time.Minute).Milliseconds())
+	out += c.transcript("fleet status --tenant root")
+	hash := regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+	testkit.Golden(t, "fleet_status_checked.golden", []byte(hash.ReplaceAllString(out, "<hash>")))
+}

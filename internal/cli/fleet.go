@@ -13,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 )
 
 // apiCaller is what the fleet commands need of the API client.
@@ -24,8 +26,73 @@ type apiCaller interface {
 
 func newFleetCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("fleet", "Fleet as code: export, plan, apply and watch the fleet document", "")
-	cmd.AddCommand(newFleetExportCmd(stdio), newFleetPlanCmd(stdio), newFleetApplyCmd(stdio), newFleetStatusCmd(stdio), newFleetSchemaCmd(stdio))
+	cmd.AddCommand(newFleetExportCmd(stdio), newFleetValidateCmd(stdio), newFleetPlanCmd(stdio), newFleetApplyCmd(stdio), newFleetStatusCmd(stdio), newFleetSchemaCmd(stdio))
 	return cmd
+}
+
+// validation is what `fleet validate --output json` prints for a valid document.
+type validation struct {
+	File    string `json:"file"`
+	Valid   bool   `json:"valid"`
+	Objects int    `json:"objects"` // list items, owner quota keys and offers
+}
+
+func newFleetValidateCmd(stdio IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a fleet document offline, with the control plane's own rules",
+		Long: `Check a fleet document without a control plane: the same decoder and rules fleet plan and
+fleet apply run on the server, so a document validate accepts is refused by them only for what
+the control plane alone knows (references to objects, tenants and secrets that do not exist,
+fixed fields that would change). Every problem is reported at once, as INVALID_INPUT (exit 1).
+FILE may be - for standard input.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := readDocument(stdio, args[0])
+			if err != nil {
+				return err
+			}
+			doc, err := document.Decode(data)
+			if err != nil {
+				return err
+			}
+			v := validation{File: args[0], Valid: true, Objects: doc.Objects()}
+			return render(cmd, v, func(w io.Writer) error {
+				name := args[0]
+				if name == "-" {
+					name = "standard input"
+				}
+				_, err := linef(w, "%s is a valid fleet document: %s (%s).\n", name, documentContents(doc), plural(v.Objects, "object", "objects"))
+				return err
+			})
+		},
+	}
+}
+
+// documentContents counts what a document lists: "1 site, 2 pools, 1 owner quota, 1 offer".
+func documentContents(d *document.Document) string {
+	quotas, offers := 0, 0
+	for _, p := range d.Pools {
+		quotas += len(p.OwnerQuota)
+		offers += len(p.Offers)
+	}
+	var parts []string
+	for _, c := range []struct {
+		n         int
+		one, many string
+	}{
+		{len(d.Sites), "site", "sites"}, {len(d.ProviderAccounts), "provider account", "provider accounts"},
+		{len(d.Pools), "pool", "pools"}, {quotas, "owner quota", "owner quotas"}, {offers, "offer", "offers"},
+		{len(d.Flavors), "flavor", "flavors"}, {len(d.SandboxTemplates), "sandbox template", "sandbox templates"},
+	} {
+		if c.n > 0 {
+			parts = append(parts, plural(c.n, c.one, c.many))
+		}
+	}
+	if len(parts) == 0 {
+		return "no objects"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func newFleetSchemaCmd(stdio IO) *cobra.Command {
@@ -151,6 +218,9 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 			if pl.Summary.Blocked {
 				return blockedPlanError(pl)
 			}
+			if !wantJSON(cmd) {
+				printHowToApply(stdio.Out, pl, applyCommand(cmd, args[0], f, false, pl.PlanHash))
+			}
 			if f.failOnDrift && len(pl.Calls) > 0 {
 				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %s would run", args[0], plural(len(pl.Calls), "call", "calls"))
 			}
@@ -174,7 +244,11 @@ func planDocument(ctx context.Context, c apiCaller, stdio IO, path string, f pla
 	return &pl, doc, err
 }
 
+// blockedPlanError returns PLAN_BLOCKED for a blocked plan, else nil.
 func blockedPlanError(pl *fleet.Plan) error {
+	if !pl.Summary.Blocked {
+		return nil
+	}
 	n := 0
 	for _, c := range pl.Changes {
 		if c.Blocked {
@@ -182,6 +256,41 @@ func blockedPlanError(pl *fleet.Plan) error {
 		}
 	}
 	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%s blocked; fix the document (each blocked line says why)", plural(n, "change is", "changes are"))
+}
+
+// applyCommand returns the command line that applies exactly the plan with hash planHash of
+// the document file: `cubefleet fleet apply FILE --tenant T`, the flags that change what is
+// applied or where (--prune, --deny-delete, --url, --token-file, --ca-file, as given), and
+// --plan-hash, each argument quoted for the shell.
+func applyCommand(cmd *cobra.Command, file string, f planFlags, denyDelete bool, planHash string) string {
+	args := []string{"cubefleet", "fleet", "apply", file, "--tenant", f.tenant}
+	if f.prune {
+		args = append(args, "--prune")
+	}
+	if denyDelete {
+		args = append(args, "--deny-delete")
+	}
+	for _, name := range []string{flagURL, flagTokenFile, flagCAFile} {
+		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+			args = append(args, "--"+name, fl.Value.String())
+		}
+	}
+	args = append(args, "--plan-hash", planHash)
+	for i, a := range args {
+		args[i] = envfile.Quote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+// printHowToApply ends a text plan that is not blocked with the command that applies exactly
+// it; a plan without calls applies nothing, and its command only records the document as the
+// applied one (the drift baseline).
+func printHowToApply(w io.Writer, pl *fleet.Plan, command string) {
+	if len(pl.Calls) == 0 {
+		linef(w, "\nNothing to apply. To record this document as the applied one anyway (the drift baseline):\n  %s\n", command)
+		return
+	}
+	linef(w, "\nTo apply exactly this plan (%s):\n  %s\n", plural(len(pl.Calls), "call", "calls"), command)
 }
 
 // printFleetPlan prints one line per change that does something (an update followed by one
@@ -225,6 +334,18 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 			linef(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
 		}
 	}
+	if n := len(pl.NotInDocument); n > 0 {
+		them := "them"
+		if n == 1 {
+			them = "it"
+		}
+		linef(w, "%s not in the document (kept; --prune would delete %s)\n", plural(n, "object", "objects"), them)
+		if calls {
+			for _, o := range pl.NotInDocument {
+				linef(w, "  %s %s\n", o.Kind, o.Name)
+			}
+		}
+	}
 	if calls {
 		for i, c := range pl.Calls {
 			var in bytes.Buffer
@@ -263,19 +384,19 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			if human {
 				printFleetPlan(stdio.Out, pl, f.calls)
 			}
-			if pl.Summary.Blocked {
+			refusal := blockedPlanError(pl)
+			if !pl.Summary.Blocked && denyDelete {
+				refusal = fleet.DenyDeleteRefusal(pl)
+			}
+			if refusal != nil {
 				if !human {
 					emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
 				}
-				return blockedPlanError(pl)
+				return refusal
 			}
 			if !yes && planHash == "" {
 				if human {
-					prune := ""
-					if f.prune {
-						prune = " --prune"
-					}
-					linef(stdio.Out, "\nTo apply exactly this plan:\n  cubefleet fleet apply %s --tenant %s%s --plan-hash %s\n", args[0], f.tenant, prune, pl.PlanHash)
+					printHowToApply(stdio.Out, pl, applyCommand(cmd, args[0], f, denyDelete, pl.PlanHash))
 					return nil
 				}
 				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
@@ -330,7 +451,7 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 					return err
 				}
 			} else {
-				printStatus(stdio.Out, &st)
+				printStatus(stdio.Out, &st, check)
 			}
 			if failOnDrift && st.Drift != nil {
 				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "tenant %s has drifted from its applied document", tenant)
@@ -345,10 +466,11 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 	return cmd
 }
 
-// printStatus prints who applied the tenant's document and when, when it was last checked, the
-// drift ignore rules in force, and the recorded drift: its counts, then its changes grouped by
-// kind in the plan notation (fleet.ChangeLine, as the console shows them).
-func printStatus(w io.Writer, st *fleet.Status) {
+// printStatus prints who applied the tenant's document and when, when it was last checked (and
+// how long ago, by the server's clock; checked says this command ran the check), the drift
+// ignore rules in force, and the recorded drift: its counts, then its changes grouped by kind
+// in the plan notation (fleet.ChangeLine, as the console shows them).
+func printStatus(w io.Writer, st *fleet.Status, checked bool) {
 	if st.Applied == nil {
 		linef(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
 		return
@@ -356,7 +478,14 @@ func printStatus(w io.Writer, st *fleet.Status) {
 	a := st.Applied
 	linef(w, "Tenant:     %s\n", st.TenantID)
 	linef(w, "Applied:    %s by %s (plan %s, prune %v)\n", formatTime(a.AppliedAt), a.AppliedBy, a.PlanHash, a.Prune)
-	linef(w, "Checked:    %s\n", formatTimePtr(a.CheckedAt))
+	switch {
+	case checked:
+		linef(w, "Checked:    %s (just now, by --check)\n", formatTimePtr(a.CheckedAt))
+	case a.CheckedAt != nil && st.Now != 0:
+		linef(w, "Checked:    %s (%s; --check checks now)\n", formatTimePtr(a.CheckedAt), nodetext.Ago(st.Now, *a.CheckedAt))
+	default:
+		linef(w, "Checked:    %s (--check checks now)\n", formatTimePtr(a.CheckedAt))
+	}
 	if len(st.DriftIgnore) > 0 {
 		linef(w, "Ignoring:   %s (drift only; plan and apply still compare them)\n", strings.Join(st.DriftIgnore, ", "))
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -52,14 +53,18 @@ func newIonosInventoryCmd(stdio IO) *cobra.Command {
 			if timeout <= 0 {
 				return usagef("--timeout must be positive")
 			}
+			apiURLFrom := "--api-url"
 			if apiURL == "" {
-				apiURL = stdio.Getenv(ionos.EnvAPIURL)
+				apiURL, apiURLFrom = stdio.Getenv(ionos.EnvAPIURL), ionos.EnvAPIURL
+			}
+			if apiURL == "" {
+				apiURLFrom = ""
 			}
 			tok, err := ionos.ReadTokenFile(tokenFile)
 			if err != nil {
 				return err
 			}
-			client, err := ionos.New(ionos.Config{APIURL: apiURL, Token: tok, Timeout: timeout,
+			client, err := ionos.New(ionos.Config{APIURL: apiURL, APIURLFrom: apiURLFrom, Token: tok, Timeout: timeout,
 				PinnedCertSHA256: stdio.Getenv("IONOS_PINNED_CERT")})
 			if err != nil {
 				return err
@@ -69,8 +74,8 @@ func newIonosInventoryCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if verbose {
-				linef(stdio.Err, "inventory of %s: %d servers, %d pending requests; %d HTTP requests to %s\n",
-					inv.Datacenter.ID, len(inv.Servers), len(inv.PendingRequests), client.HTTPRequests(), client.APIURL())
+				linef(stdio.Err, "inventory of %s: %s, %s; %s to %s\n", inv.Datacenter.ID, plural(len(inv.Servers), "server", "servers"),
+					plural(len(inv.PendingRequests), "pending request", "pending requests"), plural(int(client.HTTPRequests()), "HTTP request", "HTTP requests"), client.APIURL())
 			}
 			if out == "" {
 				if err := tightenIfFile(stdio.Out); err != nil {
@@ -141,9 +146,11 @@ func printInventory(w io.Writer, path string, inv *ionos.Inventory) error {
 	if err := printTable(w, []string{"NAME", "ID", "TYPE", "CORES", "RAM MiB", "VMSTATE", "STATE", "ADDRESSES"}, rows); err != nil {
 		return err
 	}
-	linef(w, "\n%d servers, %d LANs, %d security groups, %d NAT gateways, %d load balancers, %d target groups, %d CUBE templates, %d pending requests.\n",
-		len(inv.Servers), len(inv.LANs), len(inv.SecurityGroups), len(inv.NATGateways), len(inv.ApplicationLoadBalancers),
-		len(inv.TargetGroups), len(inv.CubeTemplates), len(inv.PendingRequests))
+	linef(w, "\n%s, %s, %s, %s, %s, %s, %s, %s.\n",
+		plural(len(inv.Servers), "server", "servers"), plural(len(inv.LANs), "LAN", "LANs"),
+		plural(len(inv.SecurityGroups), "security group", "security groups"), plural(len(inv.NATGateways), "NAT gateway", "NAT gateways"),
+		plural(len(inv.ApplicationLoadBalancers), "load balancer", "load balancers"), plural(len(inv.TargetGroups), "target group", "target groups"),
+		plural(len(inv.CubeTemplates), "CUBE template", "CUBE templates"), plural(len(inv.PendingRequests), "pending request", "pending requests"))
 	if !inv.Consistent {
 		linef(w, "The data center changed while it was read (version %d, then %d): run the inventory again before planning.\n", dc.Version, dc.VersionAtEnd)
 	}
@@ -176,11 +183,21 @@ func newIonosPlanCmd(stdio IO) *cobra.Command {
 			if _, err := outputFormat(cmd); err != nil {
 				return err
 			}
-			cfg, err := readFile(configPath, "--config", cubes.DecodeConfig)
+			cfg, err := readFile(configPath, "--config", cubes.DecodeConfig, func(data []byte) string {
+				if ionos.IsInventory(data) {
+					return "is an inventory (written by cubefleet ionos inventory), not the fleet configuration: pass it as --inventory, and the fleet configuration (examples/ionos-fleet-config.example.json shows one) as --config"
+				}
+				return ""
+			})
 			if err != nil {
 				return err
 			}
-			inv, err := readFile(inventoryPath, "--inventory", ionos.DecodeInventory)
+			inv, err := readFile(inventoryPath, "--inventory", ionos.DecodeInventory, func(data []byte) string {
+				if cubes.IsConfig(data) {
+					return "is a fleet configuration, not an inventory: pass it as --config, and an inventory (cubefleet ionos inventory --out FILE writes one) as --inventory"
+				}
+				return ""
+			})
 			if err != nil {
 				return err
 			}
@@ -189,7 +206,7 @@ func newIonosPlanCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if !plan.Accepted {
-				return cubefleet.Errorf(cubefleet.CodePlanBlocked, "plan rejected: %d problem(s); nothing was changed", len(plan.Problems))
+				return cubefleet.Errorf(cubefleet.CodePlanBlocked, "plan rejected: %s; nothing was changed", plural(len(plan.Problems), "problem", "problems"))
 			}
 			return nil
 		},
@@ -205,10 +222,11 @@ func newIonosPlanCmd(stdio IO) *cobra.Command {
 	return cmd
 }
 
-// readFile opens path and decodes it; errors name the flag.
-func readFile[T any](path, flag string, decode func(io.Reader) (T, error)) (T, error) {
+// readFile reads path and decodes it; errors name the flag. When decode refuses the file,
+// mistaken says what else it is ("" when it recognises nothing), and that is the error.
+func readFile[T any](path, flag string, decode func(io.Reader) (T, error), mistaken func([]byte) string) (T, error) {
 	var zero T
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -216,9 +234,11 @@ func readFile[T any](path, flag string, decode func(io.Reader) (T, error)) (T, e
 		}
 		return zero, cubefleet.Invalid(flag, "cannot read %s: %v", path, err)
 	}
-	defer f.Close()
-	v, err := decode(f)
+	v, err := decode(bytes.NewReader(data))
 	if err != nil {
+		if what := mistaken(data); what != "" {
+			return zero, cubefleet.Invalid(flag, "%s %s", path, what)
+		}
 		var e *cubefleet.Error
 		if errors.As(err, &e) {
 			e.Message = fmt.Sprintf("%s %s: %s", flag, path, e.Message)
@@ -229,7 +249,7 @@ func readFile[T any](path, flag string, decode func(io.Reader) (T, error)) (T, e
 }
 
 func printPlan(w io.Writer, p *cubes.Plan) error {
-	linef(w, "Plan for data center %s: target %d Cubes (inventory %s old).\n\n", p.DatacenterID, p.Target,
+	linef(w, "Plan for data center %s: target %s (inventory %s old).\n\n", p.DatacenterID, plural(p.Target, "Cube", "Cubes"),
 		time.Duration(p.InventoryAge*int64(time.Millisecond)).Round(time.Second))
 	rows := make([][]string, 0, len(p.Slots))
 	for _, s := range p.Slots {
@@ -241,7 +261,7 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 	}
 	fmt.Fprintln(w)
 	if c := p.Capacity; c != nil {
-		linef(w, "Capacity: %d Cubes, %d cores, %d MiB RAM, %d worker slots.\n", c.Cubes, c.Cores, c.RAMMiB, c.WorkerSlots)
+		linef(w, "Capacity: %s, %s, %d MiB RAM, %s.\n", plural(c.Cubes, "Cube", "Cubes"), plural(c.Cores, "core", "cores"), c.RAMMiB, plural(c.WorkerSlots, "worker slot", "worker slots"))
 	} else {
 		linef(w, "Capacity: %s.\n", p.CapacityNote)
 	}
@@ -322,9 +342,9 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			st := sim.Snapshot()
-			linef(stdio.Out, "IONOS API simulator listening on %s (%d data centers)\n", l.URL, len(st.Datacenters))
+			linef(stdio.Out, "IONOS API simulator listening on %s (%s)\n", l.URL, plural(len(st.Datacenters), "data center", "data centers"))
 			for _, dc := range st.Datacenters {
-				linef(stdio.Out, "  data center %s (%s, %s): %d servers\n", dc.ID, dc.Name, dc.Location, len(dc.Servers))
+				linef(stdio.Out, "  data center %s (%s, %s): %s\n", dc.ID, dc.Name, dc.Location, plural(len(dc.Servers), "server", "servers"))
 			}
 			linef(stdio.Out, "Use it with: export %s=%s\n", ionos.EnvAPIURL, l.URL)
 			<-cmd.Context().Done()

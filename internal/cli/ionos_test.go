@@ -227,3 +227,49 @@ func TestIonosSimulate(t *testing.T) {
 		t.Errorf("second run did not load the saved state:\n%s", out)
 	}
 }
+
+// TestIonosWhatANewUserTripsOn: an IONOS API that cannot be reached is named with the setting
+// that points at it (IONOS_API_URL); an inventory passed as --config (or a configuration as
+// --inventory) is recognised and said so; counts of one are singular.
+func TestIonosWhatANewUserTripsOn(t *testing.T) {
+	env := newIonosEnv(t, 1)
+	closed := "http://" + freeLoopback(t) // nothing listens there
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"from IONOS_API_URL", map[string]string{ionos.EnvAPIURL: closed}, nil,
+			"cannot reach the IONOS API at " + closed + " (IONOS_API_URL): connect: connection refused"},
+		{"from --api-url", nil, []string{"--api-url", closed},
+			"cannot reach the IONOS API at " + closed + " (--api-url): connect: connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"ionos", "inventory", "--datacenter", ionossim.SampleDatacenterID, "--token-file", env.token, "--timeout", "2s"}, tc.args...)
+			code, _, errOut := runCLI(t, tc.env, args...)
+			if code != ExitFailure || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "point "+ionos.EnvAPIURL+" (or --api-url) at") {
+				t.Errorf("exit %d, stderr:\n%s\nwant it to contain %q and to say how to point %s at the API", code, errOut, tc.want, ionos.EnvAPIURL)
+			}
+		})
+	}
+
+	code, out, errOut := runCLI(t, nil, "ionos", "inventory", "--datacenter", ionossim.SampleDatacenterID,
+		"--token-file", env.token, "--api-url", env.sim.URL, "--out", env.inv)
+	if code != ExitOK || !strings.Contains(out, "1 server, 2 LANs, 2 security groups, 1 NAT gateway, 1 load balancer, 1 target group,") {
+		t.Errorf("inventory: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = runCLI(t, nil, "ionos", "plan", "--config", env.inv, "--inventory", env.inv, "--target", "1")
+	if want := "--config: " + env.inv + " is an inventory (written by cubefleet ionos inventory), not the fleet configuration: pass it as --inventory"; code != ExitFailure || !strings.Contains(errOut, want) {
+		t.Errorf("an inventory as --config: exit %d\n%s\nwant %q", code, errOut, want)
+	}
+	code, _, errOut = runCLI(t, nil, "ionos", "plan", "--config", env.config, "--inventory", env.config, "--target", "1")
+	if want := "--inventory: " + env.config + " is a fleet configuration, not an inventory: pass it as --config"; code != ExitFailure || !strings.Contains(errOut, want) {
+		t.Errorf("a configuration as --inventory: exit %d\n%s\nwant %q", code, errOut, want)
+	}
+	sim := start(t, nil, "ionos", "simulate", "--listen", "127.0.0.1:0", "--sample-cubes", "1")
+	sim.listening(t, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`))
+	if out := sim.out.String(); !strings.Contains(out, "(1 data center)") || !strings.Contains(out, ": 1 server\n") {
+		t.Errorf("simulate:\n%s", out)
+	}
+}

@@ -38,12 +38,14 @@ func newNodesCmd(stdio IO) *cobra.Command {
 		`Compute nodes ("Cubes") register with the control plane and report every second: cubefleet
 agents with a join token and then their node credential, stock Cubelets without credentials
 from the networks the server allows (--node-agent-allow-unauthenticated). A node is Ready
-(reported within --node-heartbeat-timeout and Ready), NotReady, Suspect (one timeout
-missed), Down (two) or Lost (silent for --node-lost-after). Only Ready, uncordoned nodes of a
-known pool that run cubefleet agent receive work; a stock Cubelet is registry-only. Drain a
-node (cordon it and wait until it runs no sandboxes) before you delete it.`)
+(reported within its heartbeat window and Ready), NotReady, Suspect (one window missed), Down
+(two) or Lost (silent for --node-lost-after); the window is twice the node's observed report
+interval, at least --node-heartbeat-timeout. After a server restart a node is Unknown until
+it reports (or one window passes). Only Ready, uncordoned nodes of a known pool that run
+cubefleet agent receive work; a stock Cubelet is registry-only. Drain a node (cordon it and
+wait until it runs no sandboxes) before you delete it.`)
 	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
-		newNodesLabelCmd(), newNodesDeleteCmd(), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
+		newNodesLabelCmd(), newNodesDeleteCmd(stdio), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
 }
 
@@ -55,12 +57,12 @@ func newNodesListCmd() *cobra.Command {
 		Long: `List the registered nodes: IP, pool, health state (with ",Draining" or ",Drained" while the
 node is drained), how long ago the last report arrived, microVMs used/max, CPU used/quota in
 cores and memory used/quota in GiB (the quota is what the node offers the scheduler, already
-overcommitted), and notes (cordoned, registry-only, unknown pool). Node ids that are IP
-addresses come first in numeric order (IPv4, then IPv6), then the others as text;
---output json keeps the API's order (by id as text). --pool takes a pool id or fleet name (or
+overcommitted), and notes (no report since start, cordoned, registry-only, unknown pool).
+Node ids that are IP addresses come first in numeric order (IPv4, then IPv6), then the others
+as text; --output json keeps the API's order (by id as text). --pool takes a pool id or fleet name (or
 the cluster label of stock Cubelets in no pool); one that no pool and no node has is NOT_FOUND.
---state takes a health state (Ready, NotReady, Suspect, Down, Lost) or a drain state (Draining,
-Drained: nodes being drained, or drained), in any case.`,
+--state takes a health state (Ready, NotReady, Suspect, Down, Lost, Unknown) or a drain state
+(Draining, Drained: nodes being drained, or drained), in any case.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			health, drain, err := parseStateFlag(state)
@@ -88,7 +90,7 @@ Drained: nodes being drained, or drained), in any case.`,
 		},
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only nodes of this pool (id or fleet name; NOT_FOUND when no pool or node has it)")
-	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state, any case: Ready, NotReady, Suspect, Down, Lost, or Draining, Drained")
+	cmd.Flags().StringVar(&state, "state", "", "only nodes in this state, any case: Ready, NotReady, Suspect, Down, Lost, Unknown, or Draining, Drained")
 	return cmd
 }
 
@@ -108,7 +110,7 @@ func parseStateFlag(s string) (nodes.State, nodes.DrainState, error) {
 			return "", d, nil
 		}
 	}
-	return "", "", usagef("--state %q: want one of Ready, NotReady, Suspect, Down, Lost (health) or Draining, Drained, in any case", s)
+	return "", "", usagef("--state %q: want one of %s (health) or Draining, Drained, in any case", s, nodes.StateNames())
 }
 
 // sortedForTable returns a copy of items in the table's order: node ids that are IP addresses
@@ -171,7 +173,7 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Pool", nodetext.Pool(v)},
 		{"Cluster label", orDash(v.ClusterLabel)},
 		{"State", string(v.State) + stateSince(out.Now, v.StateSince)},
-		{"Last report", nodetext.Ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + ")"},
+		{"Last report", nodetext.Ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + "); " + nodetext.Heartbeat(v)},
 		{"Schedulable", sched},
 		{"Cordoned", nodetext.Cordon(v)},
 		{"Drain", nodetext.Drain(out.Now, v)},
@@ -269,16 +271,20 @@ func nodeAction(cmd *cobra.Command, method string, in map[string]any, done strin
 }
 
 func newNodesCordonCmd() *cobra.Command {
-	var detail string
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "cordon NODE [--detail TEXT]",
+		Use:   "cordon NODE [--reason TEXT]",
 		Short: "Cordon a node: it receives no new work (idempotent)",
-		Args:  exactArgs(1),
+		Long: `Cordon a node: it keeps running what it has but receives no new work. --reason says why (at most
+200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": detail}, "Cordoned node "+args[0]+".")
+			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": reason}, "Cordoned node "+args[0]+".")
 		},
 	}
-	cmd.Flags().StringVar(&detail, "detail", "", "why (at most 200 characters)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
+	cmd.Flags().StringVar(&reason, "detail", "", "the former name of --reason")
+	cmd.Flags().MarkHidden("detail")
 	return cmd
 }
 
@@ -372,20 +378,43 @@ func unchangedLabels(set map[string]string, remove []string) string {
 	return strings.Join(parts, " and ")
 }
 
-func newNodesDeleteCmd() *cobra.Command {
+func newNodesDeleteCmd(stdio IO) *cobra.Command {
 	var force bool
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "delete NODE [--force]",
+		Use:   "delete NODE [--force [--reason TEXT]]",
 		Short: "Delete a cordoned node and revoke its credential",
 		Long: `Delete a node from the registry and revoke its node credential: its agent is refused from
 then on and joins again only with a new join token (a stock Cubelet registers again when it
 restarts). The node must be cordoned; without --force it must also be Ready and run no
-sandboxes.`,
+sandboxes. --force deletes a node that is not Ready (Down, Lost: its sandbox count is unknown)
+or still runs sandboxes, and cordons it first when it is not cordoned, with --reason as the
+cordon's reason (the cordon is a nodes.cordon call of its own, audited).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": args[0], "force": force}, "Deleted node "+args[0]+".")
+			id := args[0]
+			if reason != "" && !force {
+				return usagef("--reason is the reason of the cordon --force sets first: give --force, or cordon with cubefleet nodes cordon %s --reason TEXT", id)
+			}
+			if force {
+				var n nodeOut
+				if err := call(cmd, "nodes.get", map[string]any{"nodeId": id}, &n); err != nil {
+					return err
+				}
+				if !n.Cordoned {
+					if reason == "" {
+						reason = "cordoned by nodes delete --force"
+					}
+					if err := call(cmd, "nodes.cordon", map[string]any{"nodeId": id, "detail": reason}, nil); err != nil {
+						return err
+					}
+					linef(stdio.Err, "Cordoned node %s first (--force; it was not cordoned).\n", id)
+				}
+			}
+			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": id, "force": force}, "Deleted node "+id+".")
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes; cordon it first if it is not")
+	cmd.Flags().StringVar(&reason, "reason", "", "with --force: the reason of the cordon it sets first (at most 200 characters)")
 	return cmd
 }

@@ -47,11 +47,12 @@ overrode the budget.
 Without --wait it prints what it did and the sandboxes left. With --wait it polls the node every
 --poll, prints a line on standard error each time the count changes
 ("10.0.0.5: 3 sandboxes left (42s)", the time since the drain was asked), and exits 0 once the
-node is drained; after --timeout (0: no limit) it exits 1 with DEADLINE_EXCEEDED, naming the
-sandboxes left and the ids of those still running. The node stays cordoned and draining either
-way, also when you interrupt the wait. --output json prints the node as it was last read, also when the wait times out, is
-interrupted, or ends because the node was uncordoned or deleted (then with an "error" member;
-the error text goes to stderr as always).`,
+node is drained; once --timeout (0: no limit) has passed since the drain answered, it exits 1
+with DEADLINE_EXCEEDED, naming the sandboxes left and the ids of those still running. The node
+stays cordoned and draining either way, also when you interrupt the wait. --output json prints
+the node as it was last read, also when the wait times out, is interrupted, or ends because the
+node was uncordoned or deleted (then with an "error" member; the error text goes to stderr as
+always).`,
 		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
   cubefleet nodes delete 10.0.0.5`,
 		Args: exactArgs(1),
@@ -70,16 +71,15 @@ the error text goes to stderr as always).`,
 				return err
 			}
 			id := args[0]
-			ctx := cmd.Context()
-			if wait && timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			w := drainWait{cmd: cmd, c: c, ctx: ctx, id: id, timeout: timeout, poll: poll}
+			w := drainWait{cmd: cmd, c: c, ctx: cmd.Context(), id: id, timeout: timeout, poll: poll}
 			var out nodeOut
-			if err := c.Call(ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason, "force": force}, &out); err != nil {
+			if err := c.Call(w.ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason, "force": force}, &out); err != nil {
 				return w.stopped(err, nil)
+			}
+			if wait && timeout > 0 { // the wait's bound counts from the drain's answer, which names the sandboxes left
+				var cancel context.CancelFunc
+				w.ctx, cancel = context.WithTimeout(w.ctx, timeout)
+				defer cancel()
 			}
 			if wait {
 				if out, err = w.wait(out); err != nil {
@@ -103,7 +103,7 @@ the error text goes to stderr as always).`,
 	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
 	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
 	f.BoolVar(&force, "force", false, "drain even past the pool's disruption budget (audited)")
-	f.DurationVar(&timeout, "timeout", drainTimeout, "with --wait: give up after this long (0: no limit)")
+	f.DurationVar(&timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
 	f.DurationVar(&poll, "poll", drainPoll, "with --wait: read the node this often")
 	return cmd
 }
@@ -132,7 +132,7 @@ func elapsed(now, since int64) string {
 }
 
 // drainWait is one nodes drain --wait: it polls node id through c until it is drained, ctx
-// (bounded by --timeout) ends, or a call fails.
+// (bounded by --timeout from the drain's answer) ends, or a call fails.
 type drainWait struct {
 	cmd     *cobra.Command
 	c       *client.Client

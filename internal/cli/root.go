@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/buildinfo"
 )
 
 // Exit codes (docs/cli.md, "Exit codes").
@@ -108,6 +109,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "cubefleet",
 		Short:         "Fleet control plane for Cube sandbox hosts",
+		Version:       buildinfo.Read().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Refuse a bad --output before any command does work (exit 2).
@@ -115,6 +117,9 @@ func newRootCmd(stdio IO) *cobra.Command {
 			_, err := outputFormat(cmd)
 			return err
 		},
+		// Alone: the help; an unknown command: a usage error with suggestions, on one line.
+		Args: cobra.ArbitraryArgs,
+		RunE: runGroup,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	addGlobalFlags(root)
@@ -133,8 +138,36 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newAgentCmd(stdio),
 		newSchedulerCmd(stdio),
 		newWebhooksCmd(),
+		newVersionCmd(),
 	)
 	return root
+}
+
+// newVersionCmd builds `cubefleet version`: this binary's version, VCS revision, module and Go
+// version (buildinfo.Read); `cubefleet --version` prints them on one line.
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print cubefleet's version, VCS revision and Go version",
+		Long: `Print the version of this binary as the Go toolchain recorded it: the module version (a tag,
+or a pseudo-version such as v0.0.0-20261201164107-40ded9969514+dirty for a build from a clone),
+the VCS revision and its commit time, the module and the Go version. A build without VCS
+information (GOFLAGS=-buildvcs=false, a git worktree, a tree without .git) says "(devel)"
+and why the revision is unknown. The control plane exports the same as the metric
+cubefleet_build_info, and each agent reports its version to the node registry.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := buildinfo.Read()
+			return render(cmd, info, func(w io.Writer) error {
+				for line := range strings.SplitSeq(info.Text(), "\n") {
+					if _, err := linef(w, "%s\n", line); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	}
 }
 
 // isCobraUsage reports whether err is one of cobra's own usage errors (unknown command or
@@ -175,13 +208,26 @@ func groupCmd(use, short, long string) *cobra.Command {
 		Short: short,
 		Long:  long,
 		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
-			}
-			return cmd.Help()
-		},
+		RunE:  runGroup,
 	}
+}
+
+// runGroup runs a command that only holds sub-commands: alone it prints its help; otherwise
+// args[0] is no sub-command of it, a usage error that names the closest ones (cobra's
+// suggestions, on the same line): `unknown command "plna" for "cubefleet fleet" (did you mean
+// plan?)`.
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	hint := ""
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on its own path
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		hint = " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return usagef("unknown command %q for %q%s", args[0], cmd.CommandPath(), hint)
 }
 
 func fieldErrors(e *cubefleet.Error) []cubefleet.FieldError {

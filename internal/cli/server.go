@@ -50,8 +50,9 @@ are listed on /internal/v1/nodes. With --internal-listen those routes are served
 worker network) and not on --listen, so the API can stay on loopback. Nodes authenticate with a
 join token and then their node credential; stock Cubelets, which send no credentials, are
 accepted only from --node-agent-allow-unauthenticated (comma-separated CIDRs; default none).
-A node is Suspect after --node-heartbeat-timeout without a report, Down after two, Lost after
---node-lost-after. See docs/nodes.md.
+A node is Suspect after one heartbeat window without a report (twice its observed report
+interval, at least --node-heartbeat-timeout), Down after two, Lost after --node-lost-after;
+after a restart it is Unknown until it reports. See docs/nodes.md.
 
 --tls-cert FILE and --tls-key FILE (PEM; both or neither) make both listeners serve HTTPS only,
 TLS 1.2 or later. The key file must be a regular file owned by this user with mode 0600. The
@@ -165,7 +166,7 @@ has at most --tenant-max-sandboxes pending, starting or running. See docs/sandbo
 	f.StringVar(&cfg.VaultAddr, "vault-addr", "", "Vault address for vault:// references (none: plans block on them)")
 	f.DurationVar(&cfg.DriftEvery, "drift-every", fleet.DefaultDriftEvery, "how often the drift reconciler re-plans applied documents (a negative value turns it off)")
 	f.StringVar(&cfg.InternalListen, "internal-listen", "", "address (the worker network) to serve the node-agent and internal nodes routes on instead of --listen")
-	f.DurationVar(&cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", nodes.DefaultHeartbeatTimeout, "a node without a report for this long is Suspect (two: Down)")
+	f.DurationVar(&cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", nodes.DefaultHeartbeatTimeout, "the shortest heartbeat window: a node without a report for its window (twice its report interval, at least this) is Suspect (two: Down)")
 	f.DurationVar(&cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")

@@ -15,7 +15,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/capool"
@@ -30,6 +32,9 @@ type Client struct {
 	token   string
 	http    *http.Client
 	caFile  string // the CA file trusted besides the system's, for messages; "" for none
+	// noKeyFile is the absolute path of the default token file when Connect found no key
+	// because it did not exist, for the message of a call refused for want of a key.
+	noKeyFile string
 }
 
 // New returns a client for the control plane at baseURL (e.g. https://127.0.0.1:3010) that
@@ -95,7 +100,11 @@ func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 		return fmt.Errorf("%s: read response: %w", method, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return c.decodeError(method, resp, data)
+		err := c.decodeError(method, resp, data)
+		if e := (*cubefleet.Error)(nil); errors.As(err, &e) && e.Code == cubefleet.CodeUnauthenticated && c.token == "" {
+			e.Message = c.noKeyMessage(ctx)
+		}
+		return err
 	}
 	if out == nil {
 		return nil
@@ -184,8 +193,51 @@ func (c *Client) decodeError(method string, resp *http.Response, data []byte) er
 			}
 		}
 	}
-	if e.Code == cubefleet.CodeUnauthenticated && c.token == "" {
-		e.Message = "no API key: pass --token-file FILE or set CUBEFLEET_TOKEN (`cubefleet server --dev` writes ./.cubefleet/admin.token, the default)"
-	}
 	return e
+}
+
+// noKeyMessage says why a call went without a key: which token file was looked for, and, from
+// the control plane's /healthz, whether it is a --dev server (which writes that file where it
+// is started) or not (nothing writes it). A file that exists by now was written by a --dev
+// server that started while the command ran.
+func (c *Client) noKeyMessage(ctx context.Context) string {
+	const fix = "pass --token-file FILE or set " + EnvToken
+	if c.noKeyFile == "" {
+		return "no API key: " + fix
+	}
+	if _, err := os.Stat(c.noKeyFile); err == nil {
+		return fmt.Sprintf("no API key: the default token file %s did not exist when this command started and does now: the --dev control plane at %s had just written it; run the command again", c.noKeyFile, c.baseURL)
+	}
+	dev, known := c.devServer(ctx)
+	switch {
+	case !known:
+		return fmt.Sprintf("no API key: the default token file %s does not exist: %s (`cubefleet server --dev` writes .cubefleet/admin.token in the directory it is started in)", c.noKeyFile, fix)
+	case dev:
+		return fmt.Sprintf("no API key: the default token file %s does not exist; the control plane at %s is a --dev server, which keeps its administrator key in admin.token in its --data-dir (./.cubefleet where it was started): run the command in that directory, or pass --token-file DIR/admin.token", c.noKeyFile, c.baseURL)
+	}
+	return fmt.Sprintf("no API key: the default token file %s does not exist, and the control plane at %s is not a --dev server, so nothing writes it: pass --token-file FILE (a key from cubefleet server init --token-out FILE, or cubefleet keys create) or set %s", c.noKeyFile, c.baseURL, EnvToken)
+}
+
+// devServer asks the control plane's GET /healthz whether it runs with --dev; known is false
+// when it did not answer that.
+func (c *Client) devServer(ctx context.Context) (dev, known bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/healthz", nil)
+	if err != nil {
+		return false, false
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false, false
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Status string `json:"status"`
+		Dev    bool   `json:"dev"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&h) != nil || h.Status == "" {
+		return false, false
+	}
+	return h.Dev, true
 }

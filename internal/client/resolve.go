@@ -223,10 +223,19 @@ func Connect(o Options, httpClient *http.Client) (*Client, error) {
 	}
 	c := New(s.URL, s.Token, httpClient)
 	c.caFile = s.CAFile
+	if s.Token == "" {
+		if abs, err := filepath.Abs(DefaultTokenFile); err == nil {
+			c.noKeyFile = abs
+		}
+	}
 	return c, nil
 }
 
 func checkURL(s string) error {
+	if !strings.Contains(s, "://") {
+		// host:port, as for --listen: the scheme is missing.
+		return fmt.Errorf("%q has no scheme: did you mean http://%s (or https://%s for a control plane that serves TLS)?", s, s, s)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("%q is not a URL", s)

@@ -80,6 +80,19 @@ func DecodeConfig(r io.Reader) (*Config, error) {
 	return cfg, nil
 }
 
+// IsConfig reports whether data looks like a fleet configuration: a JSON object with
+// datacenter_id and slots. A quick look for messages (an inventory passed where a configuration
+// belongs is told apart), not a check: DecodeConfig checks.
+func IsConfig(data []byte) bool {
+	var head map[string]json.RawMessage
+	if json.Unmarshal(data, &head) != nil {
+		return false
+	}
+	_, dc := head["datacenter_id"]
+	_, slots := head["slots"]
+	return dc && slots
+}
+
 type validator struct{ errs []cubefleet.FieldError }
 
 func (v *validator) bad(path, format string, args ...any) {
@@ -125,7 +138,7 @@ func (v *validator) config(root *node) *Config {
 			cfg.Slots = append(cfg.Slots, v.slot(sn, fmt.Sprintf("slots[%d]", i)))
 		}
 		if cfg.MinimumCubes > len(n.arr) && len(n.arr) > 0 {
-			v.bad("minimum_cubes", "is %d but only %d slots are configured", cfg.MinimumCubes, len(n.arr))
+			v.bad("minimum_cubes", "is %d, more than the slots configured (%d)", cfg.MinimumCubes, len(n.arr))
 		}
 	}
 	return cfg

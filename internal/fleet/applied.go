@@ -42,6 +42,9 @@ type Status struct {
 	Drift    *Drift   `json:"drift,omitempty"`
 	// DriftIgnore lists the server's drift ignore rules (KIND.FIELD) in force.
 	DriftIgnore []string `json:"driftIgnore,omitempty"`
+	// Now is the server's clock when it answered (Unix ms), so a client shows the age of
+	// Applied.CheckedAt by the clock that set it; 0 where no request asked (the reconciler).
+	Now int64 `json:"now,omitempty"`
 }
 
 func recordApplied(ctx context.Context, q store.Querier, tenantID string, canonical []byte, planHash, by string, prune bool, now time.Time) error {

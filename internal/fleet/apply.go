@@ -140,7 +140,11 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 		}
 		row := in.Audit
 		row.At, row.Target = a.now().UnixMilli(), in.TenantID
-		row.Message = fmt.Sprintf("applied %d calls, plan %s", result.Applied, pl.PlanHash)
+		calls := "calls"
+		if result.Applied == 1 {
+			calls = "call"
+		}
+		row.Message = fmt.Sprintf("applied %d %s, plan %s", result.Applied, calls, pl.PlanHash)
 		return audit.Record(ctx, tx, row)
 	})
 	if err != nil {
@@ -241,10 +245,25 @@ func refuse(pl *Plan, denyDelete bool) error {
 	if pl.Summary.Blocked {
 		return blockedError(pl)
 	}
-	if denyDelete && pl.Summary.Delete > 0 {
-		return cubefleet.Errorf(cubefleet.CodePlanBlocked, "the plan deletes or archives %d objects and --deny-delete forbids that", pl.Summary.Delete)
+	if denyDelete {
+		return DenyDeleteRefusal(pl)
 	}
 	return nil
+}
+
+// DenyDeleteRefusal returns the PLAN_BLOCKED error fleet.apply with denyDelete (--deny-delete)
+// gives pl when pl deletes or archives anything, naming how many objects; nil otherwise. The
+// CLI gives the same refusal before it sends, or suggests, such a plan.
+func DenyDeleteRefusal(pl *Plan) error {
+	n := pl.Summary.Delete
+	if n == 0 {
+		return nil
+	}
+	objects := "objects"
+	if n == 1 {
+		objects = "object"
+	}
+	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "--deny-delete refuses this plan: it deletes or archives %d %s (the lines starting with -); keep them in the document, or leave --deny-delete out to apply it", n, objects)
 }
 
 func short(hash string) string {

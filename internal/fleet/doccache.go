@@ -36,7 +36,7 @@ func (c *docCache) get(hash string) *document.Document {
 }
 
 func (c *docCache) put(hash string, d *document.Document) {
-	n := objectCount(d)
+	n := d.Objects()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.docs == nil || c.objects+n > maxCachedObjects {

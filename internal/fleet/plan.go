@@ -76,14 +76,26 @@ type Summary struct {
 
 // Plan is the result of fleet.plan (fleet spec, "Plan"). PlanHash is the hex SHA-256 of the
 // RFC 8785 canonical JSON of Calls: the same document against the same fleet gives the same
-// hash in every process and for every caller.
+// hash in every process and for every caller. NotInDocument lists, for a plan without prune,
+// the tenant's objects the document leaves out, which the plan keeps and a plan with prune
+// would delete (archive, for pools), in the order prune would list them; sites, which fleet
+// never deletes, are not among them. It is empty with prune (they are deletes then) and is not
+// part of PlanHash.
 type Plan struct {
-	TenantID string   `json:"tenantId"`
-	Prune    bool     `json:"prune"`
-	Changes  []Change `json:"changes"`
-	Calls    []Call   `json:"calls"`
-	Summary  Summary  `json:"summary"`
-	PlanHash string   `json:"planHash"`
+	TenantID      string      `json:"tenantId"`
+	Prune         bool        `json:"prune"`
+	Changes       []Change    `json:"changes"`
+	Calls         []Call      `json:"calls"`
+	Summary       Summary     `json:"summary"`
+	PlanHash      string      `json:"planHash"`
+	NotInDocument []ObjectRef `json:"notInDocument"`
+}
+
+// ObjectRef names one object of a tenant's fleet: its kind (site, pool, offer, ...) and its
+// fleet name (docs/fleet-document.md, "Names instead of ids").
+type ObjectRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // Planner diffs documents against the stored fleet.
@@ -98,19 +110,6 @@ type Planner struct {
 	DriftIgnore []IgnoreRule
 
 	docs docCache // applied documents decoded by drift checks, by hash
-}
-
-// MaxObjects bounds the objects one document describes (every list item, owner quota key and
-// offer), so a plan, its response and its apply stay bounded: fieldrules.MaxObjects, which the
-// compute API holds each tenant to as well.
-const MaxObjects = fieldrules.MaxObjects
-
-func objectCount(d *document.Document) int {
-	n := len(d.Sites) + len(d.ProviderAccounts) + len(d.Pools) + len(d.Flavors) + len(d.SandboxTemplates)
-	for _, p := range d.Pools {
-		n += len(p.OwnerQuota) + len(p.Offers)
-	}
-	return n
 }
 
 // call groups, in the order fleet.apply runs them (fleet spec, "Plan": dependency order).
@@ -133,10 +132,13 @@ const (
 // Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
 // nothing. doc must have passed document validation.
 func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
-	n := objectCount(doc)
-	if n > MaxObjects {
-		return nil, cubefleet.Invalid("", "the document describes %d objects (owner quotas and offers included); one document holds at most %d: split the fleet across documents of different tenants, or trim quota keys and offers", n, MaxObjects)
+	// A document describes at most fieldrules.MaxObjects objects, so a plan, its response and
+	// its apply stay bounded; Decode refused more, and a document built in code is held to it
+	// here.
+	if err := doc.CheckObjects(); err != nil {
+		return nil, err
 	}
+	n := doc.Objects()
 	st, err := loadState(ctx, q, tenantID)
 	if err != nil {
 		return nil, err
@@ -167,6 +169,7 @@ type builder struct {
 	matched                      map[string]bool     // existing ids the document names
 	desiredRefs                  map[string][]string // existing id -> the document's items that reference it
 	deleted                      map[string]bool
+	notInDocument                []ObjectRef // without prune: what prune would remove
 }
 
 func (b *builder) key(kind, name string) string {
@@ -184,6 +187,10 @@ func (b *builder) build(doc *document.Document) error {
 	}
 	if b.prune {
 		b.pruneUnnamed()
+	} else {
+		for _, o := range b.unnamed() {
+			b.notInDocument = append(b.notInDocument, ObjectRef{Kind: o.Kind, Name: b.st.nameOf(o)})
+		}
 	}
 	return nil
 }
@@ -285,7 +292,10 @@ func (b *builder) update(o *compute.Object, name string, group int, names []stri
 }
 
 func (b *builder) finish() (*Plan, error) {
-	pl := &Plan{TenantID: b.tenant, Prune: b.prune, Changes: b.changes, Calls: []Call{}}
+	pl := &Plan{TenantID: b.tenant, Prune: b.prune, Changes: b.changes, Calls: []Call{}, NotInDocument: b.notInDocument}
+	if pl.NotInDocument == nil {
+		pl.NotInDocument = []ObjectRef{}
+	}
 	for _, g := range b.groups {
 		pl.Calls = append(pl.Calls, g...)
 	}

@@ -177,3 +177,49 @@ func TestPlanRefusesADocumentOverTheObjectLimit(t *testing.T) {
 		t.Fatalf("plan of 20,200 objects = %v, want INVALID_INPUT naming the count", err)
 	}
 }
+
+// TestPlanNamesWhatTheDocumentNoLongerLists: without prune, the objects a document leaves out
+// are kept, and the plan lists them (NotInDocument: what --prune would delete); sites are never
+// deleted, so they are not listed. With prune they are deletes and the list is empty.
+func TestPlanNamesWhatTheDocumentNoLongerLists(t *testing.T) {
+	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
+		seed(t, db)
+		ctx := context.Background()
+		a := &fleet.Applier{DB: db, Planner: &fleet.Planner{Compute: &compute.Service{Names: fleet.Names{}}}, Now: time.Now}
+		p := caller()
+		if _, err := a.Apply(ctx, p, fleet.ApplyInput{TenantID: "root", Document: exampleDoc(t),
+			Audit: audit.Entry{TenantID: "root", PrincipalID: p.ID, Method: "fleet.apply", Permission: iam.PermFleetAdmin, Scope: iam.ScopeFleet, Outcome: audit.OutcomeOK}}); err != nil {
+			t.Fatal(err)
+		}
+		trimmed := exampleDoc(t)
+		trimmed.Sites = nil
+		trimmed.Pools[0].Offers = nil
+		trimmed.SandboxTemplates = nil
+		trimmed.Pools[0].Site = "fra" // the site stays, by its fleet name
+		pl, err := a.Planner.Plan(ctx, db, "root", trimmed, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range pl.NotInDocument {
+			got = append(got, o.Kind+" "+o.Name)
+		}
+		want := []string{"sandboxTemplate py-small", "offer vps-fra -> acme"}
+		if !slices.Equal(got, want) {
+			t.Errorf("notInDocument = %q, want %q", got, want)
+		}
+		if pl.Summary.Delete != 0 || len(pl.Calls) != 0 {
+			t.Errorf("without prune the plan deletes: %+v %+v", pl.Summary, pl.Calls)
+		}
+		pruned, err := a.Planner.Plan(ctx, db, "root", trimmed, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pruned.NotInDocument) != 0 || pruned.Summary.Delete != 2 {
+			t.Errorf("with prune: notInDocument %+v, summary %+v; want none and 2 deletes", pruned.NotInDocument, pruned.Summary)
+		}
+		if pruned.PlanHash == pl.PlanHash {
+			t.Error("the pruned plan has the plan's hash")
+		}
+	})
+}

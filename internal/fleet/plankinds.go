@@ -405,20 +405,30 @@ func (b *builder) templates(doc *document.Document) error {
 	return nil
 }
 
-// pruneUnnamed plans the removal of the tenant's objects the document leaves out: sites are
-// never removed (a note says so); every other kind is deleted (pools archived) unless a kept
-// object still references it.
-func (b *builder) pruneUnnamed() {
-	b.deleted = map[string]bool{}
+// unnamed returns the tenant's objects the document leaves out that prune removes: every kind
+// this deployment serves except sites (fleet never deletes a site), by fleet name.
+func (b *builder) unnamed() []*compute.Object {
 	var gone []*compute.Object
 	for _, k := range compute.Kinds {
 		for _, o := range b.st.own[k.Kind] {
 			if b.matched[o.ID] || k.Kind == compute.KindSite || (b.p.Compute != nil && !b.p.Compute.Serves(k.Kind)) {
 				continue
 			}
-			b.deleted[o.ID] = true
 			gone = append(gone, o)
 		}
+	}
+	sort.SliceStable(gone, func(i, j int) bool { return b.st.nameOf(gone[i]) < b.st.nameOf(gone[j]) })
+	return gone
+}
+
+// pruneUnnamed plans the removal of the tenant's objects the document leaves out: sites are
+// never removed (a note says so); every other kind is deleted (pools archived) unless a kept
+// object still references it.
+func (b *builder) pruneUnnamed() {
+	b.deleted = map[string]bool{}
+	gone := b.unnamed()
+	for _, o := range gone {
+		b.deleted[o.ID] = true
 	}
 	kept := map[string][]string{} // referenced id -> names of kept referrers
 	for _, list := range b.st.own {
@@ -447,7 +457,6 @@ func (b *builder) pruneUnnamed() {
 				Note: "not in the document; fleet never deletes a site"})
 		}
 	}
-	sort.SliceStable(gone, func(i, j int) bool { return b.st.nameOf(gone[i]) < b.st.nameOf(gone[j]) })
 	for _, o := range gone {
 		name := b.st.nameOf(o)
 		var n notes

@@ -54,6 +54,9 @@ var (
 	ErrOutcomeUnknown = errors.New("ionos: the write may have reached the API; look the resource up before trying again")
 	// ErrRequestFailed: an asynchronous request ended FAILED.
 	ErrRequestFailed = errors.New("ionos: the asynchronous request failed")
+	// ErrUnreachable: no connection to the API could be made (the name does not resolve, the
+	// connection is refused, there is no route), after every retry. Nothing was sent.
+	ErrUnreachable = errors.New("ionos: the API cannot be reached")
 )
 
 // Config configures a Client. The zero value plus a Token is usable and talks to
@@ -63,6 +66,9 @@ type Config struct {
 	// "/cloudapi/v6" is removed). Plain http is accepted only for loopback hosts, where the
 	// simulator runs. Empty means DefaultAPIURL.
 	APIURL string
+	// APIURLFrom says where APIURL came from ("--api-url", EnvAPIURL), for the message of an
+	// API that cannot be reached; empty means the default.
+	APIURLFrom string
 	// Token authenticates every call (Authorization: Bearer). Required.
 	Token Token
 	// Timeout bounds each API call, every retry and backoff included. Zero means
@@ -99,6 +105,7 @@ type Client struct {
 	api         *ionoscloud.APIClient
 	rt          *transport
 	apiURL      string
+	apiURLFrom  string
 	timeout     time.Duration
 	poll        time.Duration
 	waitTimeout time.Duration
@@ -160,7 +167,7 @@ func New(cfg Config) (*Client, error) {
 		now = time.Now
 	}
 	return &Client{
-		api: api, rt: rt, apiURL: apiURL,
+		api: api, rt: rt, apiURL: apiURL, apiURLFrom: cfg.APIURLFrom,
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		poll:        orDefault(cfg.PollInterval, DefaultPollInterval),
 		waitTimeout: orDefault(cfg.WaitTimeout, DefaultWaitTimeout),
@@ -226,11 +233,13 @@ func (c *Client) APIURL() string { return c.apiURL }
 func (c *Client) HTTPRequests() int64 { return c.rt.sent.Load() }
 
 // Do runs one SDK call with the per-call timeout (Config.Timeout). op names the call in
-// errors ("list servers"). A DELETE answered 404 is done and returns no error. Any other
-// failure is a *cubefleet.Error wrapping an *APIError: NOT_FOUND (404), UNAUTHENTICATED
-// (401), FORBIDDEN (403), INVALID_INPUT (400, 422), RESOURCE_EXHAUSTED (429), CONFLICT (409),
-// INTERNAL (anything else); a redirect wraps ErrRedirectRefused, and a POST that may have
-// reached the API wraps ErrOutcomeUnknown.
+// errors ("list servers"). A DELETE answered 404 is done and returns no error. An API that
+// cannot be reached (no connection: a name that does not resolve, a refused connection, no
+// route) is an error without a code, wrapping ErrUnreachable and the *APIError, that names the
+// URL, where it came from and IONOS_API_URL. Any other failure is a *cubefleet.Error wrapping an
+// *APIError: NOT_FOUND (404), UNAUTHENTICATED (401), FORBIDDEN (403), INVALID_INPUT (400, 422),
+// RESOURCE_EXHAUSTED (429), CONFLICT (409), INTERNAL (anything else); a redirect wraps
+// ErrRedirectRefused, and a POST that may have reached the API wraps ErrOutcomeUnknown.
 func (c *Client) Do(ctx context.Context, op string, call func(ctx context.Context) (*ionoscloud.APIResponse, error)) (*ionoscloud.APIResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -383,6 +392,9 @@ func (c *Client) translate(op string, resp *ionoscloud.APIResponse, err error) e
 	case http.StatusTooManyRequests:
 		code = cubefleet.CodeResourceExhausted
 	}
+	if ae.Status == 0 && dialFailed(err) {
+		return c.unreachable(ae)
+	}
 	var cause error = ae
 	msg := ae.Error()
 	switch {
@@ -395,6 +407,31 @@ func (c *Client) translate(op string, resp *ionoscloud.APIResponse, err error) e
 	}
 	return &cubefleet.Error{Code: code, Message: msg, Err: cause}
 }
+
+// unreachable is the error of a call that could not connect to the API: it names the URL and
+// where it came from, and says how to point the client elsewhere.
+func (c *Client) unreachable(ae *APIError) error {
+	from := c.apiURLFrom
+	if from == "" {
+		from = "the default"
+	}
+	detail := ae.Err
+	var op *net.OpError
+	if errors.As(ae.Err, &op) && op.Err != nil {
+		detail = op.Err
+	}
+	return &unreachableError{ae: ae, msg: fmt.Sprintf("IONOS API: %s: cannot reach the IONOS API at %s (%s): %v; check the network, or point %s (or --api-url) at the API (for the loopback simulator, the URL `cubefleet ionos simulate` prints)",
+		ae.Op, c.apiURL, from, detail, EnvAPIURL)}
+}
+
+// unreachableError is the error unreachable returns: ErrUnreachable and the *APIError.
+type unreachableError struct {
+	ae  *APIError
+	msg string
+}
+
+func (e *unreachableError) Error() string   { return e.msg }
+func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.ae} }
 
 // mayHaveReached reports whether a failed POST may have been applied: a 5xx, or no answer
 // after the request may have been sent (a refused connection is safe).

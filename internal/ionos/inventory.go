@@ -594,6 +594,16 @@ func DecodeInventory(r io.Reader) (*Inventory, error) {
 	return &inv, nil
 }
 
+// IsInventory reports whether data is a JSON object of InventorySchema, what Inventory writes,
+// whatever else it holds. A quick look for messages (a configuration passed where an inventory
+// belongs is told apart), not a check: DecodeInventory checks.
+func IsInventory(data []byte) bool {
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	return json.Unmarshal(data, &head) == nil && head.Schema == InventorySchema
+}
+
 func decodeError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	var synErr *json.SyntaxError

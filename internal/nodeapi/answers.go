@@ -13,8 +13,8 @@ import (
 // NodeSnapshot is CubeOps' NodeSnapshot (spec §2.3): the answer to register, status,
 // isolation, labels and delete. MilliCPU figures are thousandths of a core, memory in MiB,
 // disk usage in percent. Healthy is the registry's health (Ready); UnhealthyReason is
-// ReasonHeartbeatExpired or ReasonReportedNotReady when it is not. SchedulingDisabled is true
-// while the node is cordoned (it carries ReservedLabel).
+// ReasonHeartbeatExpired, ReasonReportedNotReady or ReasonNoReportSinceStart when it is not.
+// SchedulingDisabled is true while the node is cordoned (it carries ReservedLabel).
 type NodeSnapshot struct {
 	NodeID                 string             `json:"node_id"`
 	HostIP                 string             `json:"host_ip"`
@@ -60,12 +60,15 @@ type RegisterResponse struct {
 }
 
 // Unhealthy reasons of NodeSnapshot and SchedulerNode (spec §2.2): the heartbeat is checked
-// first.
+// first. ReasonNoReportSinceStart is cubefleet's (upstream has the first two only).
 const (
-	// ReasonHeartbeatExpired: no report within the heartbeat timeout.
+	// ReasonHeartbeatExpired: no report within the node's heartbeat window.
 	ReasonHeartbeatExpired = "HeartbeatExpired"
 	// ReasonReportedNotReady: the last report's Ready condition was not True.
 	ReasonReportedNotReady = "ReportedNotReady"
+	// ReasonNoReportSinceStart: the node has not reported since the control plane started
+	// (the registry's Unknown state), so whether it is alive is not known yet.
+	ReasonNoReportSinceStart = "NoReportSinceStart"
 )
 
 // SchedulerNode is CubeMaster's node.Node as GET NodesPrefix lists it (spec §2.2): PascalCase

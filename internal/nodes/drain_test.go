@@ -419,9 +419,7 @@ func TestDeleteRefusals(t *testing.T) {
 		if err := c.Register(nodetest.Register()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Status("10.0.0.7", nodetest.Status()); err != nil {
-			t.Fatal(err)
-		}
+		reportEverySecond(t, e, c, "10.0.0.7")
 		if _, err := e.Reg.Cordon(ctx, "10.0.0.7", "", "ops"); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
@@ -36,7 +37,7 @@ func TestEventsCarryPool(t *testing.T) {
 			}
 		}
 		e.Reg.CheckHealth(ctx)
-		e.Clock.Add(2 * nodes.DefaultHeartbeatTimeout)
+		e.Clock.Add(2*nodes.DefaultHeartbeatTimeout + time.Second) // past the window of a node whose interval is not observed: twice the timeout
 		e.Reg.CheckHealth(ctx)
 		for _, id := range []string{"127.0.0.1", "10.0.0.7"} {
 			if _, err := e.Reg.Delete(ctx, id, true, "ops"); err != nil {

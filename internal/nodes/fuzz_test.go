@@ -13,9 +13,10 @@ import (
 
 // fuzzRegistry is a registry without a store: enough to apply reports and encode answers.
 func fuzzRegistry() *Registry {
+	start := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 	r := &Registry{seed: maphash.MakeSeed(), cfg: Config{HeartbeatTimeout: DefaultHeartbeatTimeout, LostAfter: DefaultLostAfter,
-		Now: func() time.Time { return time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC) }},
-		health: policy{timeout: DefaultHeartbeatTimeout, lostAfter: DefaultLostAfter}}
+		Now: func() time.Time { return start }},
+		health: HealthPolicy{Timeout: DefaultHeartbeatTimeout, LostAfter: DefaultLostAfter, Started: start}}
 	r.pools.Store(&poolIndex{})
 	return r
 }
@@ -93,7 +94,7 @@ func FuzzApplyStatus(f *testing.F) {
 		}
 		snapshot := func() string { return string(n.appendSnapshot(nil, r.health.state(n, r.now()))) }
 		before := snapshot()
-		if _, err := applyStatus(n, &req, r.now(), r.seed); err != nil {
+		if _, err := applyStatus(n, &req, r.now(), r.seed, r.health); err != nil {
 			if after := snapshot(); after != before {
 				t.Fatalf("a refused report changed the node:\n%s\n%s", before, after)
 			}
@@ -116,7 +117,7 @@ func FuzzApplyStatus(f *testing.F) {
 		}
 		// The same report again decodes nothing and changes nothing.
 		again := snapshot()
-		if _, err := applyStatus(n, &req, r.now(), r.seed); err != nil {
+		if _, err := applyStatus(n, &req, r.now(), r.seed, r.health); err != nil {
 			t.Fatal(err)
 		}
 		if out := snapshot(); out != again {

@@ -15,7 +15,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cubefleet_nodes",
-			Help: "Registered nodes by health state (Ready, NotReady, Suspect, Down, Lost), as of the last health check.",
+			Help: "Registered nodes by health state (Ready, NotReady, Suspect, Down, Lost, Unknown: no report since the server started), as of the last health check.",
 		}, []string{"state"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_node_events_total",

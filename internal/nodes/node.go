@@ -56,7 +56,8 @@ type node struct {
 
 	// Live status (Status, handed to the store every flush).
 	reportedAt        int64 // Unix ms on the control plane's clock; the last register or report
-	healthBase        int64 // what Health measures from: reportedAt, or the restart grace
+	statusAt          int64 // Unix ms of the last status report this replica applied (its own, or another replica's); 0: none yet
+	interval          int64 // ms, the observed report interval (observeInterval); 0: not observed yet
 	heartbeatAt       int64 // Unix ms, the node's heartbeat_time clamped to reportedAt
 	ready             bool
 	conditions        []nodeapi.Condition
@@ -72,8 +73,6 @@ type node struct {
 	metricAt          int64 // Unix ms, the node's metric_time (clamped)
 	metricLocalAt     int64 // Unix ms, when the control plane received the last metrics
 	learnedAt         int64 // Unix ms, when this replica last learned of a report (its own, or another replica's)
-	statusAt          int64 // Unix ms of the node's last status report to this replica; 0: none yet
-	reportEvery       int64 // ms between its last two status reports (at least minReportEvery); 0: unknown
 	inventoryDirty    bool  // images or templates changed since the last TakeStatus
 	// sandboxIDs are the sandboxes the last report of cubefleet agent listed (never modified
 	// in place); sandboxesReported says a report listed them (a stock Cubelet never does).
@@ -85,6 +84,7 @@ type node struct {
 
 	state    State // as of the last health check; "" until the first one after joining
 	stateAt  int64 // Unix ms of the last state change
+	known    State // the last state other than Unknown the events speak of (a restart keeps it; durable: Registration.State)
 	wasReady bool  // the node has been Ready at least once
 	deleted  bool
 	schedule []byte // the encoded static SchedulerNode fields (staticScheduler); nil when stale
@@ -148,7 +148,7 @@ func (n *node) registration() Registration {
 		GRPCPort: n.grpcPort, Capacity: n.capacity, Allocatable: n.allocatable, InstanceType: n.instanceType,
 		QuotaCPU: n.quotaCPU, QuotaMemMB: n.quotaMemMB, CreateConcurrentNum: n.createConcurrent, MaxMVMNum: n.maxMVM,
 		PausedReleaseRatio: n.pausedRatio, Versions: n.versions, HostFacts: n.hostFacts, CredentialHash: n.credHash,
-		CordonDetail: n.cordonDetail, CordonBy: n.cordonBy, State: n.state, RegisteredAt: n.registeredAt, UpdatedAt: n.updatedAt,
+		CordonDetail: n.cordonDetail, CordonBy: n.cordonBy, State: n.known, RegisteredAt: n.registeredAt, UpdatedAt: n.updatedAt,
 		DrainReason: n.drainReason, DrainBy: n.drainBy, DrainAt: n.drainAt, DrainedAt: n.drainedAt,
 	}
 }
@@ -180,7 +180,7 @@ func (n *node) setRegistration(r *Registration) {
 // (which clears the mark). Requires n.mu.
 func (n *node) status() Status {
 	s := Status{NodeID: n.id, ReportedAt: n.reportedAt, HeartbeatAt: n.heartbeatAt, Ready: n.ready, Live: true, Conditions: n.conditions,
-		MetricAt: n.metricAt, MetricLocalAt: n.metricLocalAt}
+		MetricAt: n.metricAt, MetricLocalAt: n.metricLocalAt, ReportInterval: n.interval}
 	if n.sandboxesReported {
 		s.Sandboxes = nonNil(n.sandboxIDs)
 	}
@@ -200,13 +200,17 @@ func (n *node) status() Status {
 }
 
 // setLive copies a report's fields of s into n: its times and readiness and, when s.Live, the
-// conditions and metrics (Allocated and DiskUsage only when s has them). Requires n.mu.
+// conditions, metrics (Allocated and DiskUsage only when s has them) and the observed report
+// interval (when s has one). Requires n.mu.
 func (n *node) setLive(s *Status) {
 	n.reportedAt, n.heartbeatAt, n.ready = s.ReportedAt, s.HeartbeatAt, s.Ready
 	if !s.Live {
 		return
 	}
 	n.conditions, n.metricAt, n.metricLocalAt = s.Conditions, s.MetricAt, s.MetricLocalAt
+	if s.ReportInterval > 0 {
+		n.interval = s.ReportInterval
+	}
 	if s.Allocated != nil {
 		n.allocated, n.hasAllocated = *s.Allocated, true
 	}

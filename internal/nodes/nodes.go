@@ -21,8 +21,8 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultHeartbeatTimeout is --node-heartbeat-timeout: a node whose last report is older is
-	// not Ready (CubeOps' 15 s, spec §2.4).
+	// DefaultHeartbeatTimeout is --node-heartbeat-timeout: the shortest heartbeat window; a
+	// node whose last report is older than its window is not Ready (CubeOps' 15 s, spec §2.4).
 	DefaultHeartbeatTimeout = 15 * time.Second
 	// DefaultLostAfter is --node-lost-after: a node silent this long is Lost.
 	DefaultLostAfter = 5 * time.Minute
@@ -50,42 +50,35 @@ const (
 // State is a node's health, from [Health].
 type State string
 
-// The health states, in the order a silent node walks through them.
+// The health states, in the order a silent node walks through them; Unknown is the state of a
+// node that has not reported since this server started.
 const (
-	// StateReady: last report within the heartbeat timeout and its Ready condition True.
+	// StateReady: last report within the heartbeat window and its Ready condition True.
 	StateReady State = "Ready"
-	// StateNotReady: last report within the heartbeat timeout, but Ready was not True.
+	// StateNotReady: last report within the heartbeat window, but Ready was not True.
 	StateNotReady State = "NotReady"
-	// StateSuspect: one heartbeat timeout missed.
+	// StateSuspect: one heartbeat window missed.
 	StateSuspect State = "Suspect"
-	// StateDown: two heartbeat timeouts missed.
+	// StateDown: two heartbeat windows missed.
 	StateDown State = "Down"
 	// StateLost: no report for the lost-after duration.
 	StateLost State = "Lost"
+	// StateUnknown: no report since this server started, and less than one heartbeat window
+	// since the start: what the node does is not known yet.
+	StateUnknown State = "Unknown"
 )
 
 // States lists every State, for metrics and validation.
-var States = []State{StateReady, StateNotReady, StateSuspect, StateDown, StateLost}
+var States = []State{StateReady, StateNotReady, StateSuspect, StateDown, StateLost, StateUnknown}
 
-// Health is the one health function of the control plane (issue 3, "Health, done right"):
-// the state of a node whose last report arrived at last (on the control plane's clock) with
-// Ready condition ready, at now. Age within timeout: Ready, or NotReady when ready is false;
-// more than one timeout: Suspect; more than two: Down; lostAfter or more: Lost. A report from
-// the future (clock steps) counts as fresh. Only Ready nodes may receive work; the wire's
-// Healthy is exactly state == Ready.
-func Health(now, last time.Time, ready bool, timeout, lostAfter time.Duration) State {
-	age := now.Sub(last)
-	switch {
-	case age >= lostAfter:
-		return StateLost
-	case age > 2*timeout:
-		return StateDown
-	case age > timeout:
-		return StateSuspect
-	case !ready:
-		return StateNotReady
+// StateNames lists the health states for messages: "Ready, NotReady, Suspect, Down, Lost,
+// Unknown".
+func StateNames() string {
+	names := make([]string, len(States))
+	for i, s := range States {
+		names[i] = string(s)
 	}
-	return StateReady
+	return strings.Join(names, ", ")
 }
 
 // unhealthyReason is the wire's UnhealthyReason of a node in state s ("" when Ready).
@@ -95,6 +88,8 @@ func unhealthyReason(s State) string {
 		return ""
 	case StateNotReady:
 		return nodeapi.ReasonReportedNotReady
+	case StateUnknown:
+		return nodeapi.ReasonNoReportSinceStart
 	}
 	return nodeapi.ReasonHeartbeatExpired
 }
@@ -104,8 +99,8 @@ func unhealthyReason(s State) string {
 const (
 	EventJoined     = "node.joined"     // a node registered that was not registered
 	EventNotReady   = "node.notReady"   // a node that had been Ready reported Ready False
-	EventSuspect    = "node.suspect"    // one heartbeat timeout passed without a report
-	EventDown       = "node.down"       // two heartbeat timeouts passed without a report
+	EventSuspect    = "node.suspect"    // one heartbeat window passed without a report
+	EventDown       = "node.down"       // two heartbeat windows passed without a report
 	EventLost       = "node.lost"       // the lost-after duration passed without a report
 	EventRecovered  = "node.recovered"  // a node that had been Ready is Ready again
 	EventCordoned   = "node.cordoned"   // a node was cordoned (isolation, drain)

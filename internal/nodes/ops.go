@@ -155,6 +155,18 @@ func (h forceHint) how(id string) string {
 	return "use --force (cubefleet nodes delete " + id + " --force)"
 }
 
+// notCordoned is the refusal to delete node id, in state s, that is not cordoned: the exact
+// commands that delete it (the CLI's), or the internal route's isolation call.
+func (h forceHint) notCordoned(id string, s State) string {
+	if h == forceQuery {
+		return "node " + id + " is not isolated: isolate it first (PUT " + nodeapi.NodePath(id) + "/isolation), then delete it"
+	}
+	if s == StateReady {
+		return fmt.Sprintf("node %s is not cordoned: drain it first (`cubefleet nodes drain %s --reason TEXT --wait` cordons it and waits until it runs no sandboxes), then `cubefleet nodes delete %s`", id, id, id)
+	}
+	return fmt.Sprintf("node %s is %s and not cordoned, so its sandbox count is unknown: run `cubefleet nodes cordon %s --reason TEXT` and then `cubefleet nodes delete %s --force`, or `cubefleet nodes delete %s --force --reason TEXT` alone, which cordons it first", id, s, id, id, id)
+}
+
 // deleteNode deletes node id (spec §2.1): it must be cordoned (CONFLICT otherwise); without
 // force it must also be Ready (CONFLICT wrapping ErrSandboxCheck: its count is unknown) and run
 // no sandboxes (its reported allocated.mvm_num; CONFLICT); the refusals say how to force it
@@ -173,8 +185,9 @@ func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Act
 	now := r.now()
 	n.mu.Lock()
 	if !n.cordoned() {
+		s := r.health.state(n, now)
 		n.mu.Unlock()
-		return nil, cubefleet.Errorf(cubefleet.CodeConflict, "node %s is not isolated: cordon it first", id)
+		return nil, cubefleet.Errorf(cubefleet.CodeConflict, "%s", hint.notCordoned(id, s))
 	}
 	if !force {
 		if s := r.health.state(n, now); s != StateReady {

@@ -66,7 +66,7 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 		r.regMu.Lock()
 		n := r.set.get(rec.NodeID)
 		if n == nil {
-			fresh, err := restore(rec, now, r.started, r.health)
+			fresh, err := restore(rec, now, r.health)
 			if err != nil {
 				r.regMu.Unlock()
 				return err
@@ -96,7 +96,7 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 		newer := s.ReportedAt > n.reportedAt && !n.deleted
 		if newer {
 			n.setLive(s)
-			n.healthBase, n.learnedAt = s.ReportedAt, now
+			n.statusAt, n.learnedAt = max(n.statusAt, s.ReportedAt), now
 		}
 		n.mu.Unlock()
 		if newer {

@@ -257,7 +257,7 @@ func applyRegistration(n *node, req *nodeapi.RegisterRequest, labels map[string]
 	n.versionsHash, n.hostFactsHash = 0, 0
 	n.schedule = nil
 	n.updatedAt = now
-	n.reportedAt, n.healthBase, n.heartbeatAt = now, now, now
+	n.reportedAt, n.heartbeatAt = now, now
 }
 
 // mergeVersions returns the version set after a report: next replaces prev, or with

@@ -78,14 +78,13 @@ func (c *Config) setDefaults() error {
 // own locks, the pool index and the store's queue are taken inside it, never the other way).
 // The node set shards its map (nodeSet). Nothing holds a node's mu while it waits on I/O.
 type Registry struct {
-	cfg     Config
-	store   Store
-	tokens  JoinTokenStore
-	log     *slog.Logger
-	started int64 // Unix ms of New: the restart grace's base
-	seed    maphash.Seed
+	cfg    Config
+	store  Store
+	tokens JoinTokenStore
+	log    *slog.Logger
+	seed   maphash.Seed
 
-	health policy // Health with the configured timeouts
+	health HealthPolicy // Health's thresholds, and the start (New): nodes with no report since are Unknown
 	set    nodeSet
 	regMu  sync.Mutex
 
@@ -98,15 +97,16 @@ type Registry struct {
 	listGen     atomic.Uint64 // +1 whenever the node list changes beyond the per-report fields
 }
 
-// New returns a registry holding every node cfg.Store holds. Nodes restored from the store get
-// a grace: none is marked Suspect, Down or Lost before one full heartbeat timeout has passed
-// since New (a node already Lost when the server stopped stays Lost).
+// New returns a registry holding every node cfg.Store holds. A restored node is Unknown until
+// it reports or one heartbeat window has passed since New (Health): it is not Ready, and it
+// makes no events until then.
 func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &Registry{cfg: cfg, store: cfg.Store, tokens: cfg.JoinTokens, log: cfg.Log, started: cfg.Now().UnixMilli(),
-		seed: maphash.MakeSeed(), m: newMetrics(), health: policy{timeout: cfg.HeartbeatTimeout, lostAfter: cfg.LostAfter}}
+	started := time.UnixMilli(cfg.Now().UnixMilli()) // in ms, as the report times it is compared with
+	r := &Registry{cfg: cfg, store: cfg.Store, tokens: cfg.JoinTokens, log: cfg.Log, seed: maphash.MakeSeed(), m: newMetrics(),
+		health: HealthPolicy{Timeout: cfg.HeartbeatTimeout, LostAfter: cfg.LostAfter, Started: started}}
 	r.set.init(r.seed, &r.listGen)
 	r.pools.Store(&poolIndex{})
 	r.RefreshPools(ctx) // before Open: the journal's node.joined events name the node's pool
@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	now := r.now()
 	for i := range recs {
-		n, err := restore(&recs[i], now, r.started, r.health)
+		n, err := restore(&recs[i], now, r.health)
 		if err != nil {
 			return nil, err
 		}
@@ -126,8 +126,12 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// HeartbeatTimeout is the configured heartbeat timeout.
+// HeartbeatTimeout is the configured heartbeat timeout: the shortest heartbeat window.
 func (r *Registry) HeartbeatTimeout() time.Duration { return r.cfg.HeartbeatTimeout }
+
+// HealthPolicy is what Health judges this registry's nodes by: the configured timeouts and
+// when the registry started.
+func (r *Registry) HealthPolicy() HealthPolicy { return r.health }
 
 // LostAfter is the configured lost-after duration.
 func (r *Registry) LostAfter() time.Duration { return r.cfg.LostAfter }
@@ -137,19 +141,11 @@ func (r *Registry) now() int64 { return r.cfg.Now().UnixMilli() }
 // Len returns how many nodes are registered.
 func (r *Registry) Len() int { return len(r.set.sorted()) }
 
-// policy is Health with the configured timeouts.
-type policy struct{ timeout, lostAfter time.Duration }
-
-// state returns n's state at now (Unix ms). Requires n.mu.
-func (p policy) state(n *node, now int64) State {
-	return Health(time.UnixMilli(now), time.UnixMilli(n.healthBase), n.ready, p.timeout, p.lostAfter)
-}
-
-// restore builds the node of a stored record at now, judged by health. The restart grace:
-// health is measured from the later of the last report and started (when New ran), so no node
-// turns Suspect, Down or Lost for a full timeout after a restart; a node the server had
-// already seen Lost stays Lost.
-func restore(rec *Record, now, started int64, health policy) (*node, error) {
+// restore builds the node of a stored record at now, judged by health: Unknown unless it
+// reported since the start (a node another replica registered or heard from since). It
+// remembers the state the record had (Registration.State), so the events it had are not made
+// again.
+func restore(rec *Record, now int64, health HealthPolicy) (*node, error) {
 	n := &node{id: rec.NodeID}
 	n.setRegistration(&rec.Registration)
 	n.reportedAt, n.heartbeatAt = n.updatedAt, n.updatedAt
@@ -161,11 +157,7 @@ func restore(rec *Record, now, started int64, health policy) (*node, error) {
 			}
 		}
 	}
-	n.healthBase = n.reportedAt
-	if rec.State != StateLost {
-		n.healthBase = max(n.reportedAt, started)
-	}
-	n.state, n.stateAt = health.state(n, now), now
+	n.state, n.stateAt, n.known = health.state(n, now), now, rec.State
 	switch rec.State {
 	case StateReady, StateSuspect, StateDown, StateLost:
 		n.wasReady = true
@@ -190,7 +182,7 @@ func (r *Registry) find(ctx context.Context, id string) (*node, error) {
 		r.set.markMissing(id)
 		return nil, nil
 	}
-	n, err := restore(rec, r.now(), r.started, r.health)
+	n, err := restore(rec, r.now(), r.health)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func (r *Registry) Report(ctx context.Context, id string, sr *nodeapi.StatusRequ
 		n.mu.Unlock()
 		return nil, Unauthenticated("credential_required", "node %s joined with a join token and authenticates with its node credential", id)
 	}
-	ch, err := applyStatus(n, sr, now, r.seed)
+	ch, err := applyStatus(n, sr, now, r.seed, r.health)
 	if err != nil {
 		n.mu.Unlock()
 		return nil, err
@@ -85,8 +85,10 @@ type statusChange struct {
 
 // applyStatus applies a status report to n at now (spec §1.4): the raw inventory fields are
 // decoded only when their content changed (hashed with seed), and every one is checked before
-// anything changes, so a bad report changes nothing (INVALID_INPUT). Requires n.mu.
-func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Seed) (statusChange, error) {
+// anything changes, so a bad report changes nothing (INVALID_INPUT). The gap since the
+// previous report goes into the observed report interval (health.observeInterval). Requires
+// n.mu.
+func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Seed, health HealthPolicy) (statusChange, error) {
 	var ch statusChange
 	var imgs []nodeapi.Image
 	var tpls []nodeapi.LocalTemplate
@@ -127,10 +129,8 @@ func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Se
 	if !req.HeartbeatTime.IsZero() {
 		hb = min(req.HeartbeatTime.UnixMilli(), now) // future heartbeat times are clamped
 	}
-	if n.statusAt > 0 && now > n.statusAt {
-		n.reportEvery = max(now-n.statusAt, minReportEvery)
-	}
-	n.reportedAt, n.healthBase, n.heartbeatAt, n.learnedAt, n.statusAt = now, now, hb, now, now
+	health.observeInterval(n, now)
+	n.reportedAt, n.heartbeatAt, n.learnedAt = now, hb, now
 	conds := make([]nodeapi.Condition, len(req.Conditions))
 	copy(conds, req.Conditions)
 	n.conditions, n.ready = conds, readyOf(conds)

@@ -10,8 +10,9 @@ import (
 // The registry is the scheduler's source of node states (scheduler.Source): Nodes for all of
 // them, Subscribe for every change (a report, a registration, a cordon, a drain, labels, a
 // deletion, a pool change, what another replica wrote). Health reaches the scheduler as
-// ReadyUntil, computed here from the one health function, so a node whose reports stop is no
-// candidate from the instant Health stops calling it Ready, without waiting for a loop.
+// ReadyUntil, computed from the one health function (HealthPolicy.readyUntil), so a node whose
+// reports stop is no candidate from the instant Health stops calling it Ready, without waiting
+// for a loop; a node with no report since this server started is none (ReportedSinceStart).
 
 // minReportEvery is the shortest report period the scheduler is told (ms): the shortest a
 // Cubelet (one-click: 1 s) or cubefleet agent uses, so two reports sent back to back (an agent
@@ -98,23 +99,12 @@ func (r *Registry) notifyDeleted(id string) {
 	}
 }
 
-// readyUntil is the last instant (Unix ms) at which Health calls n Ready for what it reported,
-// or 0 when it does not call it Ready at all: Health is Ready exactly while
-// now - healthBase <= timeout and the Ready condition is True (TestReadyUntilIsHealth).
-// Requires n.mu.
-func (p policy) readyUntil(n *node) int64 {
-	if !n.ready {
-		return 0
-	}
-	return n.healthBase + p.timeout.Milliseconds()
-}
-
 // schedulerState is n as the scheduler sees it. Requires n.mu.
 func (r *Registry) schedulerState(n *node, pools *poolIndex) scheduler.NodeState {
 	st := scheduler.NodeState{
 		ID:                  n.id,
 		Cubefleet:           n.agent == AgentCubefleet,
-		ReportedSinceStart:  n.reportedAt > r.started,
+		ReportedSinceStart:  r.health.reportedSinceStart(n),
 		Ready:               n.ready,
 		Cordoned:            n.cordoned(),
 		Draining:            n.drainAt != 0,
@@ -131,7 +121,9 @@ func (r *Registry) schedulerState(n *node, pools *poolIndex) scheduler.NodeState
 		MvmNum:              n.allocated.MVMNum,
 		MetricTime:          time.UnixMilli(n.metricAt),
 		MetricsReceivedAt:   time.UnixMilli(max(n.metricLocalAt, n.learnedAt)),
-		ReportPeriod:        time.Duration(n.reportEvery) * time.Millisecond,
+	}
+	if n.interval > 0 { // the observed report interval, smoothed (HealthPolicy.observeInterval)
+		st.ReportPeriod = time.Duration(max(n.interval, minReportEvery)) * time.Millisecond
 	}
 	if p, reason := pools.of(n.poolID, n.clusterLabel); reason == "" {
 		st.Pool = p.ID

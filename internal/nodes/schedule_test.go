@@ -60,7 +60,7 @@ func TestSchedulerFeed(t *testing.T) {
 			t.Fatalf("state after a report: %+v", st)
 		}
 		now := e.Clock.Now()
-		if want := now.Add(e.Reg.HeartbeatTimeout()); !st.ReadyUntil.Equal(want) {
+		if want := now.Add(e.Reg.HealthPolicy().Window(0)); !st.ReadyUntil.Equal(want) { // one report: its interval is not observed yet
 			t.Errorf("ReadyUntil %s, want %s", st.ReadyUntil, want)
 		}
 		e.Clock.Add(time.Second)
@@ -121,29 +121,69 @@ func TestSchedulerFeed(t *testing.T) {
 }
 
 // TestReadyUntilIsHealth: the instant the scheduler stops placing on a node is the instant
-// Health stops calling it Ready.
+// Health stops calling it Ready: after one report (its interval not observed), after reports
+// 10 s apart (its window is then 20 s), after a slower one (the scheduler's report period is the
+// same smoothed interval), and never for a node with no report since a restart.
 func TestReadyUntilIsHealth(t *testing.T) {
 	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
+		ctx := context.Background()
 		c := nodetest.NewCubelet(e.URL)
 		if err := c.Register(nodetest.WithNode("10.0.0.9")); err != nil {
 			t.Fatal(err)
 		}
+		check := func(when string, e *nodetest.Env) {
+			t.Helper()
+			all, _ := e.Reg.Nodes(ctx)
+			until := all[0].ReadyUntil
+			v, _ := e.Reg.Get(ctx, "10.0.0.9")
+			h := nodes.Heartbeats{Last: time.UnixMilli(v.LastReportAt), Ready: true, Interval: time.Duration(v.ReportIntervalMs) * time.Millisecond}
+			p := e.Reg.HealthPolicy()
+			if until.IsZero() {
+				if v.State == nodes.StateReady || v.ReportedSinceStart {
+					t.Errorf("%s: no ReadyUntil for a node that is %s (reported since the start: %v)", when, v.State, v.ReportedSinceStart)
+				}
+				return
+			}
+			if got := nodes.Health(until, h, p); got != nodes.StateReady {
+				t.Errorf("%s: Health at ReadyUntil: %s", when, got)
+			}
+			if got := nodes.Health(until.Add(time.Millisecond), h, p); got == nodes.StateReady {
+				t.Errorf("%s: Health a millisecond after ReadyUntil: %s", when, got)
+			}
+			if want := h.Last.Add(time.Duration(v.HeartbeatWindowMs) * time.Millisecond); !until.Equal(want) {
+				t.Errorf("%s: ReadyUntil %s, want the last report plus the window, %s", when, until, want)
+			}
+		}
 		if err := c.Status("10.0.0.9", nodetest.Status()); err != nil {
 			t.Fatal(err)
 		}
-		all, _ := e.Reg.Nodes(context.Background())
-		until := all[0].ReadyUntil
-		v, _ := e.Reg.Get(context.Background(), "10.0.0.9")
-		last := time.UnixMilli(v.LastReportAt)
-		timeout, lost := e.Reg.HeartbeatTimeout(), e.Reg.LostAfter()
-		if got := nodes.Health(until, last, true, timeout, lost); got != nodes.StateReady {
-			t.Errorf("Health at ReadyUntil: %s", got)
+		check("one report", e)
+		for range 2 {
+			e.Clock.Add(10 * time.Second)
+			if err := c.Status("10.0.0.9", nodetest.Status()); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if got := nodes.Health(until.Add(time.Millisecond), last, true, timeout, lost); got == nodes.StateReady {
-			t.Errorf("Health a millisecond after ReadyUntil: %s", got)
+		check("reports 10 s apart", e)
+		if all, _ := e.Reg.Nodes(ctx); all[0].Cubefleet || all[0].ReportPeriod != 10*time.Second {
+			t.Errorf("a stock Cubelet reporting every 10 s: cubefleet %v, report period %s", all[0].Cubefleet, all[0].ReportPeriod)
 		}
-		if all[0].Cubefleet {
-			t.Error("a stock Cubelet counted as cubefleet's agent")
+		// A slower report: the period behind the metrics' freshness is the smoothed interval the
+		// window is twice of (10 s moved half way to 20 s), not the last gap.
+		e.Clock.Add(20 * time.Second)
+		if err := c.Status("10.0.0.9", nodetest.Status()); err != nil {
+			t.Fatal(err)
+		}
+		check("a gap of 20 s", e)
+		v, _ := e.Reg.Get(ctx, "10.0.0.9")
+		if all, _ := e.Reg.Nodes(ctx); all[0].ReportPeriod != 15*time.Second || v.ReportIntervalMs != 15000 || v.HeartbeatWindowMs != 30000 {
+			t.Errorf("after a gap of 20 s: report period %s, observed interval %d ms, window %d ms; want 15 s, 15000, 30000", all[0].ReportPeriod, v.ReportIntervalMs, v.HeartbeatWindowMs)
+		}
+		e.Clock.Add(time.Second)
+		e = e.Restart()
+		check("after a restart", e)
+		if all, _ := e.Reg.Nodes(ctx); !all[0].ReadyUntil.IsZero() || all[0].ReportedSinceStart {
+			t.Errorf("after a restart: %+v", all[0])
 		}
 	})
 }

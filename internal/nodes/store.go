@@ -90,8 +90,8 @@ var (
 // registered with (nodeapi.RegisterRequest's fields; CPU in thousandths of a core, memory in
 // MiB), how it joined (Agent, PoolID, CredentialHash: the hex SHA-256 of its node credential,
 // "" for a stock Cubelet), the operator's cordon (CordonDetail, CordonBy), labels and drain
-// (DrainAt, DrainedAt), and its last recorded health State. Times are Unix milliseconds.
-// Labels and Versions are shared, never modified in place.
+// (DrainAt, DrainedAt), and its last known health State (never Unknown). Times are Unix
+// milliseconds. Labels and Versions are shared, never modified in place.
 type Registration struct {
 	NodeID              string
 	HostIP              string
@@ -125,26 +125,28 @@ type Registration struct {
 // Status is a node's last report (table nodes_status): when it arrived (ReportedAt, on the
 // control plane's clock) and the node's heartbeat time (clamped), its Ready condition, the
 // conditions as sent, what it allocated and how full its disks are (nil when it never
-// reported them) as of MetricAt (the node's clock) and MetricLocalAt (ours). Times are Unix
-// milliseconds. Live is false when only the times and readiness are known (a stored row whose
+// reported them) as of MetricAt (the node's clock) and MetricLocalAt (ours), and its observed
+// report interval (ReportInterval, ms; 0 while not observed). Times are Unix milliseconds.
+// Live is false when only the times and readiness are known (a stored row whose
 // live record does not parse), and the fields from Conditions on are to be left as they are.
 // Sandboxes are the sandbox ids the report of cubefleet agent listed (nil when the node never
 // listed any: a stock Cubelet).
 // Inventory is nil when it did not change since it was last written (and, when loading, when
 // none was ever reported).
 type Status struct {
-	NodeID        string
-	ReportedAt    int64
-	HeartbeatAt   int64
-	Ready         bool
-	Live          bool
-	Conditions    []nodeapi.Condition
-	Allocated     *nodeapi.Allocated
-	DiskUsage     *nodeapi.DiskUsage
-	MetricAt      int64
-	MetricLocalAt int64
-	Sandboxes     []string
-	Inventory     *Inventory
+	NodeID         string
+	ReportedAt     int64
+	HeartbeatAt    int64
+	Ready          bool
+	Live           bool
+	Conditions     []nodeapi.Condition
+	Allocated      *nodeapi.Allocated
+	DiskUsage      *nodeapi.DiskUsage
+	MetricAt       int64
+	MetricLocalAt  int64
+	ReportInterval int64
+	Sandboxes      []string
+	Inventory      *Inventory
 }
 
 // Inventory is what a node holds, as canonical JSON (encoding/json): Images a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -14,6 +15,10 @@ const RegistryOnlyReason = "registry-only: a stock Cubelet does not serve cubefl
 
 // View is a node as the public API (nodes.list, nodes.get) shows it. Times are Unix
 // milliseconds on the control plane's clock; CPU in thousandths of a core, memory in MiB.
+// State is Health's. A node is a candidate for work only when it is Ready, which implies
+// ReportedSinceStart: a node with no report since this server started is Unknown, then what its
+// last report makes it, never Ready. HeartbeatWindowMs is its heartbeat window
+// (HealthPolicy.Window of ReportIntervalMs).
 type View struct {
 	ID                   string                     `json:"id"`
 	IP                   string                     `json:"ip"`
@@ -36,7 +41,10 @@ type View struct {
 	InstanceType         string                     `json:"instanceType,omitempty"`
 	RegisteredAt         int64                      `json:"registeredAt"`
 	LastReportAt         int64                      `json:"lastReportAt"`
-	HeartbeatAt          int64                      `json:"heartbeatAt,omitempty"` // the node's clock, clamped
+	HeartbeatAt          int64                      `json:"heartbeatAt,omitempty"`      // the node's clock, clamped
+	ReportedSinceStart   bool                       `json:"reportedSinceStart"`         // a report (or registration) arrived since this server started
+	HeartbeatWindowMs    int64                      `json:"heartbeatWindowMs"`          // Suspect after this long without a report, Down after twice
+	ReportIntervalMs     int64                      `json:"reportIntervalMs,omitempty"` // the observed report interval (smoothed); absent until observed
 	Capacity             ResourcesView              `json:"capacity"`
 	Quota                QuotaView                  `json:"quota"`
 	Allocated            *AllocatedView             `json:"allocated,omitempty"`
@@ -85,14 +93,16 @@ type DiskUsageView struct {
 	Sys     float64 `json:"sysPercent"`
 }
 
-// view renders n at now. Requires n.mu.
-func (n *node) view(s State, pools *poolIndex) View {
+// view renders n in state s (Health at now, under health). Requires n.mu.
+func (n *node) view(s State, health HealthPolicy, pools *poolIndex) View {
 	v := View{
 		ID: n.id, IP: n.hostIP, Agent: n.agent, RegistryOnly: n.agent == AgentCubelet, PoolID: n.poolID,
 		ClusterLabel: n.clusterLabel, State: s, StateSince: n.stateAt, Healthy: s == StateReady, UnhealthyReason: unhealthyReason(s),
 		Cordoned: n.cordoned(), CordonDetail: n.cordonDetail, CordonedBy: n.cordonBy, Labels: map[string]string{}, InstanceType: n.instanceType,
 		RegisteredAt: n.registeredAt, LastReportAt: n.reportedAt, HeartbeatAt: n.heartbeatAt,
-		Capacity: ResourcesView{MilliCPU: n.capacity.MilliCPU, MemoryMiB: n.capacity.MemoryMB},
+		ReportedSinceStart: health.reportedSinceStart(n), HeartbeatWindowMs: health.Window(time.Duration(n.interval) * time.Millisecond).Milliseconds(),
+		ReportIntervalMs: n.interval,
+		Capacity:         ResourcesView{MilliCPU: n.capacity.MilliCPU, MemoryMiB: n.capacity.MemoryMB},
 		Quota: QuotaView{MilliCPU: quotaCPU(n), MemoryMiB: quotaMem(n), MaxMvm: n.maxMVM, CreateConcurrent: n.createConcurrent,
 			PausedReleaseRatio: n.pausedRatio},
 		Images: n.imageCount, Versions: n.versions,
@@ -113,7 +123,11 @@ func (n *node) view(s State, pools *poolIndex) View {
 	if n.agent == AgentCubelet {
 		reasons = append(reasons, RegistryOnlyReason)
 	}
-	if s != StateReady {
+	switch s {
+	case StateReady:
+	case StateUnknown:
+		reasons = append(reasons, "not ready: Unknown (no report since this server started)")
+	default:
 		reasons = append(reasons, fmt.Sprintf("not ready: %s", s))
 	}
 	if v.Cordoned {
@@ -166,7 +180,7 @@ type ListFilter struct {
 // List returns the nodes matching f, sorted by id.
 func (r *Registry) List(ctx context.Context, f ListFilter) ([]View, error) {
 	if f.State != "" && !slices.Contains(States, f.State) {
-		return nil, cubefleet.Invalid("state", "state %q: want one of Ready, NotReady, Suspect, Down, Lost", f.State)
+		return nil, cubefleet.Invalid("state", "state %q: want one of %s", f.State, StateNames())
 	}
 	now := r.now()
 	out := []View{}
@@ -176,7 +190,7 @@ func (r *Registry) List(ctx context.Context, f ListFilter) ([]View, error) {
 			n.mu.Unlock()
 			continue
 		}
-		v := n.view(r.health.state(n, now), r.pools.Load())
+		v := n.view(r.health.state(n, now), r.health, r.pools.Load())
 		n.mu.Unlock()
 		if f.State != "" && v.State != f.State {
 			continue
@@ -197,7 +211,7 @@ func (r *Registry) Get(ctx context.Context, id string) (View, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.view(r.health.state(n, r.now()), r.pools.Load()), nil
+	return n.view(r.health.state(n, r.now()), r.health, r.pools.Load()), nil
 }
 
 // live returns node id or NOT_FOUND.
@@ -218,5 +232,5 @@ func (r *Registry) viewOf(n *node, err error) (View, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.view(r.health.state(n, r.now()), r.pools.Load()), nil
+	return n.view(r.health.state(n, r.now()), r.health, r.pools.Load()), nil
 }

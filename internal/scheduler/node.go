@@ -19,12 +19,15 @@ type NodeState struct {
 	// stock Cubelet is registry-only and never a candidate.
 	Cubefleet bool
 	// ReportedSinceStart is true once the node has reported to this control plane since the
-	// server started: a node known only from the database is never a candidate.
+	// server started (the registry's rule, the one its health function's Unknown uses): a node
+	// known only from the database is never a candidate.
 	ReportedSinceStart bool
 	// Ready is the Ready condition of the last report.
 	Ready bool
 	// ReadyUntil is when the registry's health function stops calling the node Ready for its
-	// last report (the report's arrival plus the heartbeat timeout); zero when it is not Ready.
+	// last report (the report's arrival plus the node's heartbeat window: twice its observed
+	// report interval, at least the heartbeat timeout); zero when it is not Ready, or has not
+	// reported since the server started.
 	ReadyUntil time.Time
 	// Cordoned and Draining make the node unschedulable (isolation is a cordon).
 	Cordoned, Draining bool
@@ -64,8 +67,10 @@ type NodeState struct {
 	// MetricsReceivedAt is when the control plane received those metrics (its own clock):
 	// freshness is measured from it, so a node's clock skew cannot make it stale or fresh.
 	MetricsReceivedAt time.Time
-	// ReportPeriod is the node's report period; 0 when unknown (then only
-	// metric_update_timeout bounds the metrics' age).
+	// ReportPeriod is the node's report period: the interval the registry observed between
+	// its status reports (the smoothed average its heartbeat window is twice of, at least one
+	// second); 0 when not observed yet (then only metric_update_timeout bounds the metrics'
+	// age).
 	ReportPeriod time.Duration
 
 	// Templates are the template ids the node holds (local_templates).

@@ -223,8 +223,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
+// handleHealthz answers 200 while the process serves: {"status":"ok"}, with "dev":true on a
+// --dev server, so a CLI without a key can say where a --dev server keeps it.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	body := map[string]any{"status": "ok"}
+	if s.cfg.Dev {
+		body["dev"] = true
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // handleReadyz answers 200 only when the store answers a query within 2 s.

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cubefleet/cubefleet/internal/buildinfo"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -36,6 +37,7 @@ func newMetrics(db *store.DB) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db.DB, string(db.Dialect())),
+		buildinfo.Read().Collector(),
 	)
 	return m
 }

@@ -101,8 +101,10 @@ type Config struct {
 	// /internal/meta aliases) and the internal nodes routes (/internal/v1/nodes...); they are
 	// then not served on Listen. "" serves them on Listen.
 	InternalListen string
-	// NodeHeartbeatTimeout is --node-heartbeat-timeout: a node whose last report is older is
-	// no longer Ready. Zero means nodes.DefaultHeartbeatTimeout (15 s).
+	// NodeHeartbeatTimeout is --node-heartbeat-timeout: the shortest heartbeat window (a node
+	// whose last report is older than its window, twice its observed report interval and at
+	// least this, is no longer Ready; nodes.HealthPolicy). Zero means
+	// nodes.DefaultHeartbeatTimeout (15 s).
 	NodeHeartbeatTimeout time.Duration
 	// NodeLostAfter is --node-lost-after: a node silent this long is Lost; it must exceed
 	// twice NodeHeartbeatTimeout. Zero means nodes.DefaultLostAfter (5 min).

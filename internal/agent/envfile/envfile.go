@@ -96,15 +96,18 @@ func Write(w io.Writer, vars []Var) error {
 		}
 		b.WriteString(v.Name)
 		b.WriteByte('=')
-		b.WriteString(quote(v.Value))
+		b.WriteString(Quote(v.Value))
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// quote returns value as a shell word.
-func quote(value string) string {
+// Quote returns value as one POSIX shell word: as it is when it holds only letters, digits and
+// `_./:,@%+=-`, else in single quotes (a single quote inside ends the quoted part, is escaped
+// with a backslash, and a new quoted part begins). The env file's values are
+// written so, and so are the commands the CLI suggests.
+func Quote(value string) string {
 	safe := true
 	for i := 0; i < len(value); i++ {
 		c := value[i]

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,39 @@ type CheckOptions struct {
 	// StateDir is where the node credential is read from (it is sent with the node listing
 	// when present); "" means cfg.StateDir.
 	StateDir string
+	// Progress, when set, is called after each round that did not pass every check and is
+	// followed by another (nil: Check is silent until it returns).
+	Progress func(CheckRound)
+}
+
+// CheckRound is one round of Check that did not pass every check and is followed by another.
+type CheckRound struct {
+	Attempt int           // the round, from 1
+	Results []CheckResult // every check's result so far (one that passed keeps its result)
+	Next    time.Duration // the pause before the next round
+	Left    time.Duration // the time left until the Timeout
+}
+
+// String renders r for people watching a check wait: "attempt 3: 2 of 4 checks pass; waiting
+// for local agent, node listed (again in 2s; 1m54s left)".
+func (r CheckRound) String() string {
+	pass, skipped := 0, 0
+	var waiting []string
+	for _, c := range r.Results {
+		switch c.Status {
+		case CheckOK:
+			pass++
+		case CheckSkip:
+			skipped++
+		default:
+			waiting = append(waiting, c.Name)
+		}
+	}
+	s := fmt.Sprintf("attempt %d: %d of %d checks pass", r.Attempt, pass, len(r.Results)-skipped)
+	if skipped > 0 {
+		s += fmt.Sprintf(" (%d skipped)", skipped)
+	}
+	return s + fmt.Sprintf("; waiting for %s (again in %s; %s left)", strings.Join(waiting, ", "), r.Next, r.Left.Round(time.Second))
 }
 
 // CheckResult is the outcome of one check.
@@ -92,7 +126,7 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 	}
 	results := make([]CheckResult, len(probes))
 	deadline := time.Now().Add(opt.Timeout)
-	for {
+	for attempt := 1; ; attempt++ {
 		all := true
 		for i, p := range probes {
 			if results[i].Status == CheckOK || results[i].Status == CheckSkip {
@@ -106,8 +140,12 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 		if all {
 			return results, true
 		}
-		if time.Until(deadline) < opt.Interval {
+		left := time.Until(deadline)
+		if left < opt.Interval {
 			return results, false
+		}
+		if opt.Progress != nil {
+			opt.Progress(CheckRound{Attempt: attempt, Results: slices.Clone(results), Next: opt.Interval, Left: left})
 		}
 		select {
 		case <-ctx.Done():

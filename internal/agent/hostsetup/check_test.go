@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -98,8 +99,17 @@ func TestCheckWaits(t *testing.T) {
 	done := make(chan struct{})
 	var results []CheckResult
 	var ok bool
+	var progress testkit.SyncBuffer // one line per round that failed and is followed by another
+	lastLeft := time.Hour
 	go func() {
-		results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond})
+		results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond,
+			Progress: func(r CheckRound) {
+				if r.Left > lastLeft || r.Left > 20*time.Second {
+					t.Errorf("attempt %d: %s left after %s", r.Attempt, r.Left, lastLeft)
+				}
+				lastLeft = r.Left
+				fmt.Fprintln(&progress, r)
+			}})
 		close(done)
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -117,6 +127,11 @@ func TestCheckWaits(t *testing.T) {
 	}
 	if n := len(cp.CallsTo(nodeapi.NodePath("127.0.0.1"))); n < 2 {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
+	}
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	first := regexp.MustCompile(`^attempt 1: 1 of 3 checks pass \(1 skipped\); waiting for local agent, node listed \(again in 50ms; (1\d|20)s left\)$`)
+	if len(lines) < 2 || !first.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "attempt 2: ") {
+		t.Errorf("progress lines:\n%s\nwant the first to match %s", progress.String(), first)
 	}
 	// A revoked agent fails the local check with its reason.
 	cp.DeleteNode("127.0.0.1")

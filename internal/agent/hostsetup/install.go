@@ -45,9 +45,10 @@ func runSystemctl(ctx context.Context, args ...string) error {
 // InstallOptions tune Install.
 type InstallOptions struct {
 	// Root, when set and not "/", is a directory the files are written under instead of /
-	// (for tests and image builds): systemctl is not run, root is not required, the host
-	// prerequisites are not checked (the files are for another machine, whose agent logs any
-	// unmet prerequisite when it starts), and an existing agent is stopped through
+	// (for tests and image builds): systemctl is not run, root is not required, this host is
+	// not checked, neither its prerequisites (the files are for another machine, whose agent
+	// logs any unmet prerequisite when it starts) nor with the agent check (no agent was
+	// started here), and an existing agent is stopped through
 	// Root/run/cubefleet-agent.pid. The files' contents name the final paths
 	// (/etc/cubefleet/agent.env, ...), as with DESTDIR.
 	Root string
@@ -76,8 +77,9 @@ func rooted(root, p string) string {
 // agent.Load): it checks the prerequisites (see agent.Prerequisites; not under Root), stops an
 // existing install (reinstall), writes the env file agent.InstalledEnvFile (mode 0600) and the
 // systemd unit UnitPath, creates the state directory (0700), enables and starts the unit with
-// systemctl (not under Root), and runs Check unless cfg.RunCheck is false. It returns an error for unmet
-// prerequisites (all of them at once), a file or systemctl failure, or a failed check.
+// systemctl, and runs Check unless cfg.RunCheck is false (under Root none of the three: no agent
+// was started on this host). It returns an error for unmet prerequisites (all of them at once),
+// a file or systemctl failure, or a failed check.
 func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 	out := opt.Out
 	if out == nil {
@@ -164,18 +166,33 @@ func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 		fmt.Fprintf(out, "Skipped systemctl under --root: %s was neither enabled nor started\n", UnitName)
 	}
 
-	if !cfg.RunCheck {
+	switch {
+	case !cfg.RunCheck:
 		from := cfg.RunCheckFrom
 		if from == "" {
 			from = "run check off"
 		}
 		fmt.Fprintf(out, "Skipped agent check (%s)\n", from)
 		return nil
+	case !opt.real():
+		// Nothing was started here: a check would probe this host, not the one the files are
+		// for.
+		fmt.Fprintln(out, "Skipped agent check under --root: no agent was started on this host; run `cubefleet agent check` on the host the files are for")
+		return nil
 	}
 	copt := opt.Check
-	copt.Timeout = cfg.CheckTimeout
 	if copt.StateDir == "" {
 		copt.StateDir = stateDir
+	}
+	return checkInstalled(ctx, cfg, copt, out)
+}
+
+// checkInstalled is install's last step: Check for up to cfg.CheckTimeout with a progress line
+// per round (unless copt.Progress is set), then one line per check; an error when one fails.
+func checkInstalled(ctx context.Context, cfg *agent.Config, copt CheckOptions, out io.Writer) error {
+	copt.Timeout = cfg.CheckTimeout
+	if copt.Progress == nil {
+		copt.Progress = func(r CheckRound) { fmt.Fprintln(out, r) }
 	}
 	fmt.Fprintf(out, "Running agent check (up to %s)\n", cfg.CheckTimeout)
 	results, ok := Check(ctx, cfg, copt)

@@ -183,6 +183,31 @@ func TestInstallRefuses(t *testing.T) {
 	}
 }
 
+// TestInstallRootRunsNoCheck: under --root nothing was started on this host, so install does
+// not probe it (the agent check's local agent, control plane and node listing), even with the
+// check on: it says so and succeeds.
+func TestInstallRootRunsNoCheck(t *testing.T) {
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(t, "/var/lib/cubefleet/agent", "cfj_join1", cp.URL)
+	cfg.Listen = agenttest.ClosedAddr(t)
+	cfg.RunCheck, cfg.CheckTimeout = true, 10*time.Second
+	var out bytes.Buffer
+	start := time.Now()
+	err := Install(context.Background(), cfg, InstallOptions{Root: t.TempDir(), Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t),
+		Check: CheckOptions{Interval: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatalf("Install --root: %v\n%s", err, out.String())
+	}
+	if calls := cp.CallsTo(""); len(calls) != 0 || time.Since(start) > 5*time.Second {
+		t.Errorf("Install --root probed this host: %d calls to the control plane in %s", len(calls), time.Since(start))
+	}
+	if want := "Skipped agent check under --root: no agent was started on this host; run `cubefleet agent check` on the host the files are for\n"; !strings.HasSuffix(out.String(), want) {
+		t.Errorf("output:\n%s\nwant it to end with %q", out.String(), want)
+	}
+}
+
+// TestInstallRunsTheCheck: the check that ends an install on its host probes the agent the
+// install started, with the credential it stored, and fails the install when a check fails.
 func TestInstallRunsTheCheck(t *testing.T) {
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	s3 := agenttest.Listen(t)
@@ -197,9 +222,8 @@ func TestInstallRunsTheCheck(t *testing.T) {
 	r := startAgent(t, &running)
 	testkit.WaitFor(t, 10*time.Second, "a status report (the credential is stored)", func() bool { return r.a.Health().LastReportAt != "" })
 	var out bytes.Buffer
-	if err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t),
-		Check: CheckOptions{Interval: 50 * time.Millisecond}}); err != nil {
-		t.Fatalf("Install: %v\n%s", err, out.String())
+	if err := checkInstalled(context.Background(), cfg, CheckOptions{Interval: 50 * time.Millisecond, StateDir: running.StateDir}, &out); err != nil {
+		t.Fatalf("the check after an install: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"Running agent check (up to 10s)", "ok    local agent: http://" + cfg.Listen + "/healthz: ",
 		"ok    control plane: ", "ok    node listed: ", `lists "IP":"127.0.0.1"`, "ok    S3 endpoint: " + s3 + " answers on TCP"} {
@@ -213,10 +237,14 @@ func TestInstallRunsTheCheck(t *testing.T) {
 	}
 	r.stop()
 	out.Reset()
-	cfg.CheckTimeout = 0
-	err := Install(context.Background(), cfg, InstallOptions{Root: root, Binary: "/usr/local/bin/cubefleet", Out: &out, Systemctl: noSystemctl(t)})
+	cfg.CheckTimeout = 150 * time.Millisecond
+	err := checkInstalled(context.Background(), cfg, CheckOptions{Interval: 50 * time.Millisecond, StateDir: running.StateDir}, &out)
 	if err == nil || !strings.Contains(err.Error(), "agent check failed") || !strings.Contains(out.String(), "FAIL  local agent: ") {
-		t.Errorf("Install with the agent down: %v\n%s", err, out.String())
+		t.Errorf("the check after an install with the agent down: %v\n%s", err, out.String())
+	}
+	// While it waits, a line per attempt.
+	if !strings.Contains(out.String(), "\nattempt 1: 3 of 4 checks pass; waiting for local agent (again in 50ms; ") {
+		t.Errorf("no progress line:\n%s", out.String())
 	}
 }
 

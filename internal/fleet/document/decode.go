@@ -20,6 +20,9 @@ import (
 //     of the wrong JSON type, missing required fields, and empty optional strings;
 //   - every rule of Validate.
 //
+// The document may carry a top-level "$schema" string (the address of Schema, SchemaID, for
+// editors): Decode checks that it is a string and otherwise ignores it.
+//
 // At most 200 problems are listed, followed by one "...and N more" entry. Messages never repeat
 // the value of a config or env entry, so a literal secret is not echoed. Empty lists and maps
 // decode as nil, so Decode, json.Marshal and Decode again give the same Document. Decode never

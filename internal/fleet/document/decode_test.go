@@ -3,6 +3,7 @@ package document
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -307,5 +308,27 @@ func TestDecodeLargeInputsStayFast(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Decode took %v on a %d-byte document", d, b.Len())
+	}
+}
+
+// TestDecodeRefusesMoreObjectsThanOneDocumentHolds: the object count (every list item, owner
+// quota key and offer) is one of the document's rules, so Decode (the server's fleet.plan and
+// the CLI's fleet validate) refuses a document over it, naming the count.
+func TestDecodeRefusesMoreObjectsThanOneDocumentHolds(t *testing.T) {
+	var pools []string
+	for i := range 100 {
+		var quota []string
+		for k := range 201 {
+			quota = append(quota, fmt.Sprintf(`"r%d":1`, k))
+		}
+		pools = append(pools, fmt.Sprintf(`{"name":"p%d","site":"fra","class":"vps-host","ownerQuota":{%s}}`, i, strings.Join(quota, ",")))
+	}
+	_, err := Decode([]byte(`{"version":1,"pools":[` + strings.Join(pools, ",") + `]}`))
+	var e *cubefleet.Error
+	if !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput || !strings.Contains(e.Message, "20200 objects") {
+		t.Fatalf("Decode of 20,200 objects = %v, want INVALID_INPUT naming the count", err)
+	}
+	if fe := e.Details["errors"].([]cubefleet.FieldError); len(fe) != 1 || fe[0].Path != "" {
+		t.Errorf("errors = %+v, want one at the document", fe)
 	}
 }

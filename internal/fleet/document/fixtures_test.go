@@ -81,6 +81,9 @@ func badFixtures() []fixture {
 		{name: "version string", json: `{"version":"1"}`, path: "version"},
 		{name: "version fraction", json: `{"version":1.5}`, path: "version"},
 		{name: "unknown root field", json: `{"version":1,"site":[]}`, path: "site"},
+		{name: "$schema not a string", json: `{"$schema":1,"version":1}`, path: `["$schema"]`},
+		{name: "$schema repeated", json: `{"$schema":"a","version":1,"$schema":"b"}`, path: `["$schema"]`, gap: gapDupKey},
+		{name: "$id is not a field", json: `{"$id":"x","version":1}`, path: `["$id"]`},
 		{name: "repeated key", json: `{"version":1,"version":1}`, path: "version", gap: gapDupKey},
 		{name: "sites not a list", json: `{"version":1,"sites":{}}`, path: "sites"},
 		{name: "site not an object", json: doc("sites", `"fra"`), path: "sites[0]"},
@@ -225,6 +228,8 @@ func goodFixtures(t testing.TB) []fixture {
 		{name: "provider pool", json: `{"version":1,"providerAccounts":[` + accountOK + `],"pools":[{"name":"burst","site":"fra","class":"provider","providerAccount":"cloud"}]}`},
 		{name: "thousand sites", json: doc("sites", repeat(`{"name":"NAME","kind":"shared","region":"eu"}`, 1000, func(i int) string { return "s" + itoa(i) })...)},
 		{name: "whitespace around", json: " \n{\"version\":1}\n\t "},
+		{name: "$schema for editors", json: `{"$schema":"https://cubefleet.dev/schemas/fleet-document-v1.json","version":1,"sites":[` + siteOK + `]}`},
+		{name: "$schema of any address", json: `{"version":1,"$schema":"./fleet.schema.json"}`},
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 var (
 	documentSpec = spec("the document",
 		fieldSpec{"version", "set it to 1"}, fieldSpec{name: "sites"}, fieldSpec{name: "providerAccounts"},
-		fieldSpec{name: "pools"}, fieldSpec{name: "flavors"}, fieldSpec{name: "sandboxTemplates"})
+		fieldSpec{name: "pools"}, fieldSpec{name: "flavors"}, fieldSpec{name: "sandboxTemplates"}, fieldSpec{name: schemaKey})
 	siteSpec = spec("a site",
 		fieldSpec{"name", "name the site, e.g. fra"},
 		fieldSpec{"kind", "set it to " + fieldrules.SiteKinds.Rule()},
@@ -68,6 +68,8 @@ func (m *mapper) document(n value) *Document {
 			d.Flavors = mapList(m, v, list, m.flavor)
 		case "sandboxTemplates":
 			d.SandboxTemplates = mapList(m, v, list, m.template)
+		case schemaKey:
+			m.str(v, nil, key) // a string, and otherwise ignored
 		}
 	})
 	return d

@@ -375,6 +375,8 @@ func (m *refMapper) document(n *node) *Document {
 		case "sandboxTemplates":
 			d.SandboxTemplates = make([]SandboxTemplate, len(v.elems))
 			m.list(v, p, func(i int, el *node, p string) { d.SandboxTemplates[i] = m.template(el, p) })
+		case schemaKey:
+			m.str(v, "", key)
 		}
 	})
 	d.Sites = refNilIfEmpty(d.Sites)
@@ -547,6 +549,9 @@ func refCheck(d *Document) *refChecker {
 	}
 	if d.Version != version {
 		c.add("version", "version must be 1, the only format of the fleet document")
+	}
+	if n := d.Objects(); n > fieldrules.MaxObjects {
+		c.add("", tooManyObjects(n))
 	}
 	c.listLen("sites", len(d.Sites))
 	u := newRefUnique("sites", "site names must be unique", len(d.Sites))

@@ -14,6 +14,9 @@ const (
 	version   = 1
 	maxDepth  = 32  // nesting of arrays and objects Decode accepts
 	maxErrors = 200 // problems Decode lists before "...and N more"
+	// schemaKey is the one top-level key Decode reads and ignores: "$schema", the address of the
+	// document's JSON Schema (SchemaID), for editors. Its value must be a string.
+	schemaKey = "$schema"
 )
 
 // The patterns of the document's own strings, a site or pool reference: a name, or the id of an

@@ -153,6 +153,7 @@ func schema() obj {
 		{"type", "object"},
 		{"required", []string{"version"}},
 		{"properties", obj{
+			{schemaKey, obj{{"description", "The address of this JSON Schema (" + SchemaID + "), for editors and linters; cubefleet ignores it."}, {"type", "string"}}},
 			{"version", obj{{"description", "The document format; always 1."}, {"const", version}}},
 			{"sites", list("site", "The sites, %d at most, unique by name.")},
 			{"providerAccounts", list("providerAccount", "The provider accounts, %d at most, unique by name.")},

@@ -30,6 +30,30 @@ var (
 // the planner does.
 func (d *Document) Validate() []cubefleet.FieldError { return d.check().errs }
 
+// Objects returns how many objects d describes: every list item, owner quota key and offer.
+// One document describes at most fieldrules.MaxObjects, the most one tenant holds.
+func (d *Document) Objects() int {
+	n := len(d.Sites) + len(d.ProviderAccounts) + len(d.Pools) + len(d.Flavors) + len(d.SandboxTemplates)
+	for _, p := range d.Pools {
+		n += len(p.OwnerQuota) + len(p.Offers)
+	}
+	return n
+}
+
+// CheckObjects returns the INVALID_INPUT error Validate reports for a document that describes
+// more than fieldrules.MaxObjects objects (see Objects), or nil: the one rule a planner checks
+// again on a document it did not decode, at the cost of a count.
+func (d *Document) CheckObjects() error {
+	if n := d.Objects(); n > fieldrules.MaxObjects {
+		return cubefleet.Invalid("", "%s", tooManyObjects(n))
+	}
+	return nil
+}
+
+func tooManyObjects(n int) string {
+	return fmt.Sprintf("the document describes %d objects (owner quotas and offers included); one document holds at most %d: split the fleet across documents of different tenants, or trim quota keys and offers", n, fieldrules.MaxObjects)
+}
+
 // check runs every rule on d.
 func (d *Document) check() *checker {
 	c := &checker{}
@@ -39,6 +63,9 @@ func (d *Document) check() *checker {
 	}
 	if d.Version != version {
 		c.add("version", "version must be 1, the only format of the fleet document")
+	}
+	if n := d.Objects(); n > fieldrules.MaxObjects {
+		c.add("", tooManyObjects(n))
 	}
 	c.listLen(&path{key: "sites", i: -1}, len(d.Sites))
 	u := newUnique("site names must be unique", len(d.Sites))

@@ -167,6 +167,9 @@ type liveRecord struct {
 	MetricAt      int64               `json:"metric_at,omitempty"`
 	MetricLocalAt int64               `json:"metric_local_at,omitempty"`
 	Sandboxes     []string            `json:"sandboxes,omitempty"`
+	// ReportInterval is the node's observed report interval in ms (nodes.Status); absent in
+	// rows written before it was kept, and while not observed.
+	ReportInterval int64 `json:"report_interval_ms,omitempty"`
 }
 
 // appendLive appends st's liveRecord JSON, encoded by hand (the flusher writes 10,000 a
@@ -195,6 +198,10 @@ func appendLive(dst []byte, st *nodes.Status) []byte {
 			dst = nodeapi.AppendString(dst, id)
 		}
 		dst = append(dst, ']')
+	}
+	if st.ReportInterval > 0 {
+		dst = append(dst, `,"report_interval_ms":`...)
+		dst = strconv.AppendInt(dst, st.ReportInterval, 10)
 	}
 	return append(dst, '}')
 }

@@ -63,8 +63,14 @@ func TestReplicas(t *testing.T) {
 				t.Fatalf("after a report to b: a sees %s, b sees %s", sa, sb)
 			}
 		}
-		// Silence: both see Suspect, one event.
-		a.Clock.Add(16 * time.Second)
+		// Both know b's observed interval (10 s), so the window is 20 s; silence past it: both
+		// see Suspect, one event.
+		for _, e := range []*nodetest.Env{a, b} {
+			if v, _ := e.Reg.Get(ctx, "10.0.0.7"); v.ReportIntervalMs != 10000 || v.HeartbeatWindowMs != 20000 {
+				t.Errorf("%s: interval %d ms, window %d ms; want 10000 and 20000", e.Cfg.Store.Holder, v.ReportIntervalMs, v.HeartbeatWindowMs)
+			}
+		}
+		a.Clock.Add(21 * time.Second)
 		a.Reg.CheckHealth(ctx)
 		b.Reg.CheckHealth(ctx)
 		if sa, sb := state(a), state(b); sa != nodes.StateSuspect || sb != nodes.StateSuspect {

@@ -1,11 +1,13 @@
 // Package nodetext is the words a node is shown with, in the CLI (`cubefleet nodes list`,
 // `nodes get`) and in the web console's Nodes page alike: its state with the drain beside it,
-// its pool, the age of its last report, microVMs, CPU and memory as used/quota, notes, cordon and
-// drain. Every function reads a nodes.View, with the server's clock where an age is shown.
+// its pool, the age of its last report and its heartbeat window, microVMs, CPU and memory as
+// used/quota, notes, cordon and drain. Every function reads a nodes.View, with the server's
+// clock where an age is shown.
 package nodetext
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -90,10 +92,29 @@ func GiB(mib int64) string {
 	return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64)
 }
 
-// Notes are what keeps a node from work besides its state, comma-separated: "cordoned",
-// "registry-only" (a stock Cubelet), "no pool"; "-" when none.
+// Heartbeat is the window a node's reports are judged by and the report interval it comes
+// from: "heartbeat window 20.2s (observed interval 10.1s)", or "heartbeat window 30s (interval
+// not observed yet)" before the node's second report.
+func Heartbeat(v nodes.View) string {
+	if v.ReportIntervalMs == 0 {
+		return "heartbeat window " + seconds(v.HeartbeatWindowMs) + " (interval not observed yet)"
+	}
+	return "heartbeat window " + seconds(v.HeartbeatWindowMs) + " (observed interval " + seconds(v.ReportIntervalMs) + ")"
+}
+
+// seconds renders milliseconds as seconds with at most one decimal: "20s", "10.1s".
+func seconds(ms int64) string {
+	return strconv.FormatFloat(math.Round(float64(ms)/100)/10, 'f', -1, 64) + "s"
+}
+
+// Notes are what keeps a node from work besides its state, and why an Unknown node is,
+// comma-separated: "no report since start" (Unknown: it has not reported since the server
+// started), "cordoned", "registry-only" (a stock Cubelet), "no pool"; "-" when none.
 func Notes(v nodes.View) string {
 	var notes []string
+	if v.State == nodes.StateUnknown {
+		notes = append(notes, "no report since start")
+	}
 	if v.Cordoned {
 		notes = append(notes, "cordoned")
 	}

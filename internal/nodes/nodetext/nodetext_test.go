@@ -1,0 +1,39 @@
+package nodetext_test
+
+import (
+	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+)
+
+func TestHeartbeat(t *testing.T) {
+	for _, c := range []struct {
+		interval, window int64
+		want             string
+	}{
+		{10100, 20200, "heartbeat window 20.2s (observed interval 10.1s)"},
+		{1000, 15000, "heartbeat window 15s (observed interval 1s)"},
+		{9573, 19146, "heartbeat window 19.1s (observed interval 9.6s)"},
+		{0, 30000, "heartbeat window 30s (interval not observed yet)"},
+	} {
+		if got := nodetext.Heartbeat(nodes.View{ReportIntervalMs: c.interval, HeartbeatWindowMs: c.window}); got != c.want {
+			t.Errorf("Heartbeat(interval %d ms, window %d ms) = %q, want %q", c.interval, c.window, got, c.want)
+		}
+	}
+}
+
+// TestUnknown: a node that has not reported since the server started is shown as Unknown, with
+// the reason in its notes, in the CLI and the console alike.
+func TestUnknown(t *testing.T) {
+	v := nodes.View{State: nodes.StateUnknown, Cordoned: true, Drain: &nodes.DrainView{State: nodes.DrainDraining}}
+	if got := nodetext.State(v); got != "Unknown,Draining" {
+		t.Errorf("State = %q", got)
+	}
+	if got := nodetext.Notes(v); got != "no report since start,cordoned" {
+		t.Errorf("Notes = %q", got)
+	}
+	if got := nodetext.Notes(nodes.View{State: nodes.StateLost}); got != "-" {
+		t.Errorf("Notes of a Lost node = %q", got)
+	}
+}
