@@ -10,6 +10,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
 )
@@ -361,9 +362,19 @@ func TestWarmPool(t *testing.T) {
 		b := e.NewAgent("127.0.0.3", 4)
 		b.Start(50 * time.Millisecond)
 		a.Stop()
-		e.Clock.Add(31 * time.Second)
-		b.Report()
-		e.Reg.CheckHealth(ctx)
+		// a's window follows its observed report interval: the clock moves until a is Down,
+		// b reporting all the while.
+		for i := 0; ; i++ {
+			e.Clock.Add(5 * time.Second)
+			b.Report()
+			e.Reg.CheckHealth(ctx)
+			if n, ok, _ := e.Reg.WorkNode(ctx, a.ID); ok && n.State == nodes.StateDown {
+				break
+			}
+			if i == 60 {
+				t.Fatalf("node %s is not Down 5 minutes after its last report", a.ID)
+			}
+		}
 		if err := e.Svc.CheckNodes(ctx); err != nil {
 			t.Fatal(err)
 		}
