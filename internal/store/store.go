@@ -48,6 +48,7 @@ type DB struct {
 	// holds the database's write lock, and the others wait here, woken at once, instead of in
 	// SQLite's busy handler, which sleeps 1 to 100 ms between tries. nil on PostgreSQL.
 	writer chan struct{}
+	group  group // the callers of InGroupTx waiting for a shared transaction (SQLite)
 }
 
 // Dialect reports which database this is.

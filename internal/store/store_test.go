@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -317,4 +319,67 @@ func TestSQLiteInTxTakesTurns(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `SELECT n FROM things WHERE id = $1`, "first").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("n = %d, %v: the second transaction ran before the first", n, err)
 	}
+}
+
+// InGroupTx: concurrent callers' writes all commit (sharing transactions on SQLite), a
+// caller's error undoes only its own writes, a panic reaches its own caller, and a caller whose
+// context has ended gets its error without its fn running. Both databases.
+func TestInGroupTx(t *testing.T) {
+	storetest.Each(t, []store.Module{demo}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		boom := errors.New("boom")
+		var wg sync.WaitGroup
+		errs := make([]error, 200)
+		for i := range errs {
+			wg.Go(func() {
+				errs[i] = db.InGroupTx(ctx, func(tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, fmt.Sprint(i), i); err != nil {
+						return err
+					}
+					if i%10 == 3 {
+						return boom // its insert is undone, the others' are not
+					}
+					return nil
+				})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if want := i%10 == 3; want != errors.Is(err, boom) || !want && err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM things`).Scan(&n); err != nil || n != 180 {
+			t.Fatalf("%d rows, %v; want 180", n, err)
+		}
+
+		func() {
+			defer func() {
+				if p := recover(); p != "oops" {
+					t.Errorf("recovered %v, want the fn's panic", p)
+				}
+			}()
+			db.InGroupTx(ctx, func(tx *sql.Tx) error {
+				tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ('panic', 0)`)
+				panic("oops")
+			})
+		}()
+		if err := db.InGroupTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ('after', 0)`)
+			return err
+		}); err != nil {
+			t.Fatalf("after a panic: %v", err)
+		}
+
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		ran := false
+		if err := db.InGroupTx(done, func(tx *sql.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
+			t.Fatalf("ended context: %v (ran %v)", err, ran)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM things`).Scan(&n); err != nil || n != 181 {
+			t.Fatalf("%d rows, %v; want 181 (the panicking call's insert undone)", n, err)
+		}
+	})
 }
