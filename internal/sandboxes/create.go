@@ -259,7 +259,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 			return Sandbox{}, err
 		}
 	}
-	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 		if err := s.admit(ctx, tx, r, t); err != nil {
 			return err
 		}
@@ -355,7 +355,7 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		r.State, r.StartingAt, r.StartingReason, r.RunningAt, r.RunningReason, r.Message = StateStarting, now, ReasonClaimed, 0, "", ""
 		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds}
 		claimed := false
-		err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+		err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, created_by = $3, created_at = $4, pending_reason = $5, state = $6,
 				starting_at = $7, starting_reason = $8, running_at = 0, running_reason = '', message = '', spec = $9, updated_at = $10
 				WHERE id = $1 AND claimed_at = 0 AND state = 'running' AND deleted_at = 0 AND stop_requested_at = 0`,

@@ -32,7 +32,7 @@ func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi
 		reason = string(ev.State)
 	}
 	var changed bool
-	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		changed, err = s.finish(ctx, tx, r, state, reason, ev.Message, ev)
 		return err
@@ -54,7 +54,7 @@ func (s *Service) markRunning(ctx context.Context, r *record, reason string) err
 	}
 	now := s.now()
 	var changed bool
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = $2, running_at = $3, running_reason = $4, queued = 0, updated_at = $3
 			WHERE id = $1 AND state IN ($5, $6)`, r.ID, string(StateRunning), now, reason, string(StatePending), string(StateStarting))
 		if err != nil {

@@ -14,7 +14,6 @@ package sandboxes
 
 import (
 	"encoding/json"
-	"time"
 )
 
 // State is a sandbox's state.
@@ -222,5 +221,3 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
-
-func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -87,7 +87,7 @@ func markDone(ctx context.Context, q store.Querier, node string, ids []string, n
 // draining node a queued start is placed again elsewhere and a warm sandbox is not started.
 func (s *Service) Work(ctx context.Context, node string, req *nodeapi.WorkRequest) (*nodeapi.WorkResponse, error) {
 	if len(req.Done) > 0 {
-		if err := s.db.InTx(ctx, func(tx *sql.Tx) error { return markDone(ctx, tx, node, req.Done, s.now()) }); err != nil {
+		if err := s.db.InGroupTx(ctx, func(tx *sql.Tx) error { return markDone(ctx, tx, node, req.Done, s.now()) }); err != nil {
 			return nil, err
 		}
 	}
