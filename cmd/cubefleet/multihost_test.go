@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -107,6 +108,7 @@ func TestMultiHost(t *testing.T) {
 			"CUBEFLEET_JOIN_TOKEN_FILE=" + filepath.Join(a.dir, "join.token"),
 			"CUBEFLEET_RUNTIME=process",
 			"CUBEFLEET_AGENT_STATE_DIR=" + filepath.Join(a.dir, "state"),
+			"CUBEFLEET_SANDBOX_DIR=" + agenttest.SandboxDir(t), // one per agent (an agent holds its own)
 			"CUBEFLEET_REPORT_PERIOD=" + multiHostPeriod.String(),
 			"",
 		}, "\n"), 0o600)
@@ -149,7 +151,7 @@ func TestMultiHost(t *testing.T) {
 		a := agents[1]
 		out, errOut, code := runIn(t, a.ns, bin, "agent", "check", "--env-file", a.envFile, "--timeout", "10s", "--output", "json")
 		var results []struct{ Name, Status, Detail string }
-		if err := json.Unmarshal([]byte(out), &results); err != nil || code != 0 || len(results) != 4 {
+		if err := json.Unmarshal([]byte(out), &results); err != nil || code != 0 || len(results) != 5 {
 			t.Fatalf("agent check in %s: exit %d, %v\n%s%s", a.ns, code, err, out, errOut)
 		}
 		for _, r := range results {

@@ -3,8 +3,10 @@
 // the register and status loop that speaks a stock Cubelet's node-agent contract to the control
 // plane (the register and status calls of Cube Sandbox's Cubelet,
 // https://github.com/TencentCloud/CubeSandbox, with the same routes and fields) with a per-node
-// credential kept in its state directory, and its local health endpoint. Setting a host up for
-// it (install, check, down) is package hostsetup's job. See docs/agent.md.
+// credential kept in its state directory, the work loop that runs the sandboxes the control
+// plane places on the node through a runtime driver (package driver) and reports every state
+// they reach, and its local health endpoint. Setting a host up for it (install, check, down) is
+// package hostsetup's job. See docs/agent.md.
 package agent
 
 import (
@@ -23,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -57,6 +60,10 @@ type Options struct {
 	Log        *slog.Logger     // nil discards
 	Now        func() time.Time // nil: time.Now
 	HTTPClient *http.Client     // nil: redirects refused, connections as cfg.DialContext, TLS as cfg.TLSClientConfig (every call has its own deadline)
+	// Driver runs the node's sandboxes; the caller closes it. Nil: Serve opens the process
+	// driver for the process runtime (Config.ProcessDriver) and closes it when it returns; the
+	// microvm runtime has no driver yet, so its sandboxes fail with the reason.
+	Driver driver.Driver
 }
 
 // Agent registers the node with the control plane and reports its status every period, like a
@@ -71,6 +78,17 @@ type Agent struct {
 	ver   nodeapi.ComponentVersion
 	// sleep waits between registration attempts; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
+	drv   driver.Driver // Options.Driver
+	// run carries out the control plane's assignments; Serve sets it up before anything else
+	// runs (nil before: no sandboxes).
+	run *runner
+	// runtimeErr says why the process runtime's driver could not be opened ("" when it was).
+	runtimeErr string
+	// interruptPoll ends the work request in flight (nil when none is).
+	interruptPoll context.CancelFunc
+	// registered is closed once the agent first registered (the events wait for it).
+	registered     chan struct{}
+	registeredOnce sync.Once
 
 	mu         sync.Mutex
 	state      State
@@ -90,7 +108,7 @@ func New(cfg *Config, opt Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: opt.Log, now: opt.Now, facts: facts, ver: BuildVersion(), sleep: sleepCtx}
+	a := &Agent{cfg: cfg, log: opt.Log, now: opt.Now, facts: facts, ver: BuildVersion(), sleep: sleepCtx, drv: opt.Driver, registered: make(chan struct{})}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -133,15 +151,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	return a.Serve(ctx, ln)
 }
 
-// Serve serves GET /healthz on ln and reports to the control plane until ctx is done: it
-// registers (retrying with backoff from RegisterBackoffMin to RegisterBackoffMax, forever),
-// then sends a status report every cfg.ReportPeriod (+ up to 4% jitter). A 404 to a status
-// report registers again. A 401 to the node's credential means the node was deleted: the
+// Serve serves GET /healthz on ln and reports to the control plane until ctx is done: it finds
+// the sandboxes it ran before (its records and its driver's), registers (retrying with backoff
+// from RegisterBackoffMin to RegisterBackoffMax, forever), then sends a status report every
+// cfg.ReportPeriod (+ up to 4% jitter) and holds the work loop (see workLoop), while it sends
+// the events of its sandboxes (sendEvents). A 404 to a status report registers again. A 401 to the node's credential means the node was deleted: the
 // agent records the revocation in its state file, stops reporting, answers 503 on /healthz,
 // and does not come back until it is given a new join token. Serve holds an exclusive lock on
 // the state directory (LockFile) and writes cfg.PIDFile while it runs; another agent holding
-// the lock is an error. It returns nil when ctx is done, or an error when the state directory, the state file
-// or the PID file cannot be used.
+// the lock is an error. It returns nil when ctx is done, or an error when the state directory, the state file,
+// the PID file or the sandbox runtime cannot be used. Sandboxes outlive it: a new agent on the
+// same state and sandbox directories takes them over.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
 	was, err := PrepareStateDir(a.cfg.StateDir)
@@ -175,6 +195,25 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	a.mu.Lock()
 	a.state = st
 	a.mu.Unlock()
+
+	drv, noDriver, closeDriver := a.openDriver()
+	defer closeDriver()
+	run, err := newRunner(a.cfg.StateDir, drv, noDriver, a.cfg.SandboxOutputLimit, a.log, a.now)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	run.drainChanged = a.interruptWork
+	defer run.close() // before the driver closes
+	if err := run.recover(ctx); err != nil {
+		return fmt.Errorf("recover the sandboxes: %w", err)
+	}
+	a.mu.Lock()
+	a.run = run
+	a.mu.Unlock()
+	var events sync.WaitGroup
+	events.Add(1)
+	go func() { defer events.Done(); a.sendEvents(ctx) }()
+	defer events.Wait()
 
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
@@ -215,7 +254,8 @@ func (a *Agent) report(ctx context.Context) {
 			}
 			return
 		}
-		switch err := a.statusLoop(ctx); {
+		a.registeredOnce.Do(func() { close(a.registered) })
+		switch err := a.registeredPhase(ctx); {
 		case errors.Is(err, errRevoked):
 			<-ctx.Done()
 			return
@@ -224,6 +264,23 @@ func (a *Agent) report(ctx context.Context) {
 		}
 		// Anything else: register again.
 	}
+}
+
+// registeredPhase runs the status loop and the work loop until ctx is done (nil) or one of them
+// ends with an error (the other is stopped): errRevoked, or another error to register again.
+func (a *Agent) registeredPhase(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- a.statusLoop(ctx) }()
+	go func() { errs <- a.workLoop(ctx) }()
+	first := <-errs
+	cancel()
+	second := <-errs
+	if first == nil || errors.Is(second, errRevoked) {
+		return second
+	}
+	return first
 }
 
 // repeatLog is how often a registration error that has not changed is logged again.
@@ -424,12 +481,31 @@ func (a *Agent) statusLoop(ctx context.Context) error {
 	}
 }
 
+// sendStatus sends a status report, and learns from the answer whether the node drains (its
+// "draining" member, nodeapi.NodeSnapshot.Draining).
 func (a *Agent) sendStatus(ctx context.Context) error {
 	token, _ := a.credential()
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.ReportPeriod)
 	defer cancel()
-	_, err := a.wire.post(cctx, nodeapi.StatusPath(a.cfg.NodeID()), token, a.StatusRequest())
-	return err
+	reply, err := a.wire.post(cctx, nodeapi.StatusPath(a.cfg.NodeID()), token, a.StatusRequest())
+	if err != nil {
+		return err
+	}
+	var draining bool
+	if raw, ok := reply["draining"]; ok {
+		_ = json.Unmarshal(raw, &draining)
+	}
+	if run := a.runner(); run != nil {
+		run.setDraining(draining)
+	}
+	return nil
+}
+
+// runner returns the agent's runner (nil before Serve set it up).
+func (a *Agent) runner() *runner {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.run
 }
 
 // Labels returns the labels the agent registers with: a Cubelet's (hostname and metadata name
@@ -511,8 +587,15 @@ func (a *Agent) hostFacts() *nodeapi.HostFacts {
 }
 
 // readiness returns the Ready condition's status, reason and message: not ready when the
-// microvm runtime has no /dev/kvm.
+// microvm runtime has no /dev/kvm, or the process runtime's driver could not be opened
+// (SandboxRuntimeUnavailable, with why).
 func (a *Agent) readiness() (bool, string, string) {
+	a.mu.Lock()
+	broken := a.runtimeErr
+	a.mu.Unlock()
+	if broken != "" {
+		return false, "SandboxRuntimeUnavailable", broken
+	}
 	if a.cfg.Runtime == RuntimeMicroVM {
 		if _, err := os.Stat(a.cfg.Host.Path("/dev/kvm")); err != nil {
 			return false, "KVMUnavailable", "the microvm runtime needs /dev/kvm, which this host does not have"
@@ -521,9 +604,12 @@ func (a *Agent) readiness() (bool, string, string) {
 	return true, "AgentReady", "cubefleet agent is posting ready status"
 }
 
-// StatusRequest returns the body of the next status report: one Ready condition, no local
-// templates yet ([]), nothing allocated, the disk usage of the state directory's file system
-// (data and storage) and of the root file system (sys), the quota, versions and host facts.
+// StatusRequest returns the body of the next status report: one Ready condition, the templates
+// prepared on the node (local_templates, [] when none), what its sandboxes hold (allocated:
+// their CPU and memory limits, mvm_num the sandboxes it holds, mvm_running_num those running a
+// command, the rest being warm), the ids of those sandboxes (sandboxes, [] when none), the disk
+// usage of the state directory's file system (data and storage) and of the root file system
+// (sys), the quota, versions and host facts.
 func (a *Agent) StatusRequest() *nodeapi.StatusRequest {
 	now := a.now().UTC()
 	ts := now.Format(time.RFC3339)
@@ -539,16 +625,21 @@ func (a *Agent) StatusRequest() *nodeapi.StatusRequest {
 		status = "True"
 	}
 	quota := a.quota
+	templates, allocated, sandboxes := []nodeapi.LocalTemplate{}, nodeapi.Allocated{}, []string{}
+	if run := a.runner(); run != nil {
+		templates, allocated, sandboxes = run.localTemplates(), run.allocated(), run.live()
+	}
 	req := &nodeapi.StatusRequest{
 		RequestID:      newRequestID(),
 		Conditions:     []nodeapi.Condition{{Type: "Ready", Status: status, LastHeartbeatTime: ts, LastTransitionTime: transition, Reason: reason, Message: msg}},
-		LocalTemplates: nodeapi.RawOf([]nodeapi.LocalTemplate{}),
+		LocalTemplates: nodeapi.RawOf(templates),
 		HeartbeatTime:  nodeapi.WireTime{Time: now.Truncate(time.Second)},
-		Allocated:      &nodeapi.Allocated{},
+		Allocated:      &allocated,
 		MetricTime:     nodeapi.WireTime{Time: now.Truncate(time.Second)},
 		Quota:          &quota,
 		Versions:       nodeapi.RawOf([]nodeapi.ComponentVersion{a.ver}),
 		HostFacts:      nodeapi.RawOf(*a.hostFacts()),
+		Sandboxes:      sandboxes,
 	}
 	data, err1 := diskUsedPercent(a.cfg.StateDir)
 	sys, err2 := diskUsedPercent(a.cfg.Host.Path("/"))

@@ -45,8 +45,12 @@ type running struct {
 }
 
 // startAgent runs an agent for cfg; its registration backoff is recorded and shortened to 1 ms.
+// A process runtime without a sandbox directory gets one of the test's.
 func startAgent(t *testing.T, cfg *Config) *running {
 	t.Helper()
+	if cfg.Runtime == RuntimeProcess && cfg.SandboxDir == "" {
+		cfg.SandboxDir, cfg.SandboxAllowOwnUser, cfg.SandboxOutputLimit = agenttest.SandboxDir(t), os.Geteuid() != 0, 1<<20
+	}
 	logs := &testkit.SyncBuffer{}
 	a, err := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
@@ -432,10 +436,11 @@ func TestPayloads(t *testing.T) {
 	testkit.GoldenJSON(t, "status.golden", st)
 
 	// Every key is one of the upstream fields (Cubelet's RegisterNodeRequest and
-	// UpdateNodeStatusRequest).
+	// UpdateNodeStatusRequest), except the status report's sandboxes, cubefleet's own
+	// (nodeapi.StatusRequest.Sandboxes), which a stock Cubelet never sends.
 	upstream := map[string]string{
 		"register":   "requestID node_id host_ip grpc_port labels capacity allocatable instance_type cluster_label quota_cpu quota_mem_mb create_concurrent_num max_mvm_num paused_release_ratio versions inventory_incomplete host_facts",
-		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts",
+		"status":     "requestID conditions images local_templates heartbeat_time allocated disk_usage metric_time quota versions inventory_incomplete host_facts sandboxes",
 		"host_facts": "cpu_vendor cpu_model cpuid_hash host_kernel_release host_kernel_fingerprint kvm_api_version kvm_module_fingerprint kvm_module_taint kvm_module_scanned cpu_count mem_total_mb",
 		"allocated":  "milli_cpu memory_mb mvm_num mvm_running_num nic_queues data_disk_mb storage_disk_mb",
 		"disk_usage": "data_disk_usage_per storage_disk_usage_per sys_disk_usage_per",
@@ -471,8 +476,8 @@ func TestPayloads(t *testing.T) {
 	}
 	checkKeys("register", reg)
 	checkKeys("status", st)
-	if b, _ := json.Marshal(st); !strings.Contains(string(b), `"local_templates":[]`) {
-		t.Errorf("local_templates must always be sent, [] when empty: %s", b)
+	if b, _ := json.Marshal(st); !strings.Contains(string(b), `"local_templates":[]`) || !strings.Contains(string(b), `"sandboxes":[]`) {
+		t.Errorf("local_templates and sandboxes must always be sent, [] when empty: %s", b)
 	}
 }
 

@@ -58,6 +58,16 @@ const (
 	DefaultMinMemoryKB      = 7_500_000                  // Cube's memory floor, kB of MemTotal
 	DefaultRuntime          = RuntimeMicroVM
 	DefaultRole             = RoleControl
+	// DefaultSandboxDir holds the process runtime's sandboxes, one directory each (mode 0711):
+	// beside the state directory, not in it (sandboxes' users must reach their directories).
+	DefaultSandboxDir = "/var/lib/cubefleet/sandboxes"
+	// DefaultSandboxUIDs is the range of user ids sandboxes run as (process.DefaultFirstUID and
+	// process.DefaultUIDCount), first-last.
+	DefaultSandboxUIDs = "2000000-2065535"
+	// DefaultSandboxSpares is how many sandbox supervisors are kept started ahead of need.
+	DefaultSandboxSpares = 1
+	// MaxSandboxSpares bounds CUBEFLEET_SANDBOX_SPARES.
+	MaxSandboxSpares = 64
 	// InstalledEnvFile is where `agent install` writes the env file; the agent reads it when
 	// neither --env-file, $CUBEFLEET_AGENT_ENV_FILE, $ONE_CLICK_ENV_FILE nor ./.env names one.
 	InstalledEnvFile = "/etc/cubefleet/agent.env"
@@ -103,6 +113,11 @@ func Settings() []Setting {
 		{Key: "report-period", Env: []string{"CUBEFLEET_REPORT_PERIOD"}, Default: DefaultReportPeriod.String(), Usage: "status report period, also the HTTP timeout of each report"},
 		{Key: "cluster-label", Env: []string{"CUBEFLEET_CLUSTER_LABEL"}, Default: DefaultClusterLabel, Usage: "cluster_label reported (the pool of a stock Cubelet)"},
 		{Key: "runtime", Env: []string{"CUBEFLEET_RUNTIME"}, Default: string(DefaultRuntime), Usage: "sandbox runtime driver: microvm (needs /dev/kvm, no nested virtualization) or process"},
+		{Key: "sandbox-dir", Env: []string{"CUBEFLEET_SANDBOX_DIR"}, Default: DefaultSandboxDir, Usage: "directory of the process runtime's sandboxes, one directory each (mode 0711); not inside the state directory"},
+		{Key: "sandbox-uids", Env: []string{"CUBEFLEET_SANDBOX_UIDS"}, Default: DefaultSandboxUIDs, Usage: "user ids the process runtime's sandboxes run as, first-last (one each; no account of /etc/passwd in it)"},
+		{Key: "sandbox-allow-own-user", Env: []string{"CUBEFLEET_SANDBOX_ALLOW_OWN_USER"}, Default: "0", Bool: true, Usage: "development only: an agent that is not root runs sandboxes as its own user (they can read its files)"},
+		{Key: "sandbox-output-limit", Env: []string{"CUBEFLEET_SANDBOX_OUTPUT_LIMIT"}, Default: "1MiB", Usage: "output kept of each sandbox stream (stdout, stderr) when the control plane sets no limit: bytes, KiB or MiB, at most 64MiB"},
+		{Key: "sandbox-spares", Env: []string{"CUBEFLEET_SANDBOX_SPARES"}, Default: strconv.Itoa(DefaultSandboxSpares), Usage: "sandbox supervisors kept started ahead of need (0: none; each start then starts its own)"},
 		{Key: "quota-cpu", Env: []string{"CUBEFLEET_QUOTA_CPU"}, Usage: "schedulable CPU in millicores (default 2000 x cores)"},
 		{Key: "quota-mem-mb", Env: []string{"CUBEFLEET_QUOTA_MEM_MB"}, Usage: "schedulable memory in MiB (default 1.25 x MemTotal)"},
 		{Key: "max-mvm-num", Env: []string{"CUBEFLEET_MAX_MVM_NUM"}, Usage: "maximum sandboxes (default quota memory / 512, at least 1)"},
@@ -190,12 +205,25 @@ type Config struct {
 	ReportPeriod          time.Duration // > 0; also the HTTP timeout of every call
 	ClusterLabel          string        // cluster_label, a valid label value
 	Runtime               Runtime       // the sandbox runtime driver
-	QuotaCPU              int64         // millicores; 0 = 2000 x cores
-	QuotaMemMB            int64         // MiB; 0 = ceil(1.25 x MemTotal MiB)
-	MaxMVMNum             int64         // 0 = QuotaMemMB/512, at least 1
-	CreateConcurrentNum   int64         // 0 = the scheduler's limit
-	MinMemoryKB           int64         // install's memory floor, kB; >= DefaultMinMemoryKB
-	RunCheck              bool          // install runs the check afterwards
+	// SandboxDir holds the process runtime's sandboxes (absolute, not inside StateDir).
+	SandboxDir string
+	// SandboxFirstUID and SandboxUIDCount are the user ids sandboxes run as: SandboxFirstUID to
+	// SandboxFirstUID+SandboxUIDCount-1.
+	SandboxFirstUID, SandboxUIDCount int
+	// SandboxAllowOwnUser lets an agent that is not root run sandboxes as its own user
+	// (development only).
+	SandboxAllowOwnUser bool
+	// SandboxOutputLimit is the bytes kept of each output stream of a sandbox whose spec sets no
+	// limit, 1 to driver.MaxOutputLimitBytes.
+	SandboxOutputLimit int64
+	// SandboxSpares is how many supervisors are started ahead of need, 0 to MaxSandboxSpares.
+	SandboxSpares       int
+	QuotaCPU            int64 // millicores; 0 = 2000 x cores
+	QuotaMemMB          int64 // MiB; 0 = ceil(1.25 x MemTotal MiB)
+	MaxMVMNum           int64 // 0 = QuotaMemMB/512, at least 1
+	CreateConcurrentNum int64 // 0 = the scheduler's limit
+	MinMemoryKB         int64 // install's memory floor, kB; >= DefaultMinMemoryKB
+	RunCheck            bool  // install runs the check afterwards
 	// RunCheckFrom says where RunCheck came from, for install's output: "--run-check=0",
 	// "ONE_CLICK_RUN_QUICKCHECK=0 in the environment", "... in the env file <path>", or "the
 	// default"; "" when the Config was not loaded.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/capool"
@@ -57,6 +58,7 @@ func Load(src Sources) (*Config, error) {
 		(*Config).loadJoinToken,    // 5. the rest
 		(*Config).loadLocal,        //
 		(*Config).loadReporting,    //
+		(*Config).loadSandboxes,    //
 		(*Config).loadInstall,      //
 	} {
 		if err := stage(cfg, s); err != nil {
@@ -472,6 +474,68 @@ func (cfg *Config) loadReporting(s *sources) error {
 		*q.dst = n
 	}
 	return nil
+}
+
+// loadSandboxes resolves how the process runtime runs sandboxes (stage 5): their directory
+// (absolute, neither the state directory nor inside it: the state directory is 0700 and each
+// sandbox's user must reach its own directory), the user id range (first-last, unprivileged),
+// whether an agent that is not root may run them as its own user, the default output limit
+// (bytes, KiB or MiB, 1 byte to 64 MiB) and the spare supervisors (0 to MaxSandboxSpares).
+func (cfg *Config) loadSandboxes(s *sources) error {
+	dir := s.get("sandbox-dir")
+	cfg.SandboxDir = strings.TrimSpace(dir.s)
+	if !filepath.IsAbs(cfg.SandboxDir) {
+		return dir.fail("%q is not an absolute path; e.g. %s", dir.s, DefaultSandboxDir)
+	}
+	cfg.SandboxDir = filepath.Clean(cfg.SandboxDir)
+	if state, err := filepath.Abs(cfg.StateDir); err == nil {
+		if rel, err := filepath.Rel(state, cfg.SandboxDir); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+			return dir.fail("%s is inside the state directory %s, which is private to the agent (mode 0700), so a sandbox's user could not reach its directory; use a directory beside it, e.g. %s", cfg.SandboxDir, state, filepath.Join(filepath.Dir(state), "sandboxes"))
+		}
+	}
+	uids := s.get("sandbox-uids")
+	first, last, ok := strings.Cut(strings.TrimSpace(uids.s), "-")
+	f, err1 := strconv.ParseInt(strings.TrimSpace(first), 10, 64)
+	l, err2 := strconv.ParseInt(strings.TrimSpace(last), 10, 64)
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		return uids.fail("%q is not a range of user ids first-last, e.g. %s", uids.s, DefaultSandboxUIDs)
+	case f < 1 || l < f || l >= 0xFFFFFFFE:
+		return uids.fail("%q is not a range of unprivileged user ids: first from 1, last at least first and below 4294967294; e.g. %s", uids.s, DefaultSandboxUIDs)
+	}
+	cfg.SandboxFirstUID, cfg.SandboxUIDCount = int(f), int(l-f+1)
+	own := s.get("sandbox-allow-own-user")
+	var err error
+	if cfg.SandboxAllowOwnUser, err = parseBool(own.s); err != nil {
+		return own.fail("%v", err)
+	}
+	limit := s.get("sandbox-output-limit")
+	if cfg.SandboxOutputLimit, err = parseBytes(limit.s); err != nil || cfg.SandboxOutputLimit < 1 || cfg.SandboxOutputLimit > driver.MaxOutputLimitBytes {
+		return limit.fail("%q is not a size from 1 byte to 64MiB: a number of bytes, or of KiB or MiB (1MiB, 512KiB, 65536)", limit.s)
+	}
+	spares := s.get("sandbox-spares")
+	n, err := strconv.Atoi(strings.TrimSpace(spares.s))
+	if err != nil || n < 0 || n > MaxSandboxSpares {
+		return spares.fail("%q is not a whole number from 0 to %d", spares.s, MaxSandboxSpares)
+	}
+	cfg.SandboxSpares = n
+	return nil
+}
+
+// parseBytes reads a size: a whole number of bytes, or of KiB or MiB ("1MiB", "512KiB").
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	unit := int64(1)
+	for suffix, u := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20} {
+		if v, ok := strings.CutSuffix(s, suffix); ok {
+			s, unit = strings.TrimSpace(v), u
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/unit {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	return n * unit, nil
 }
 
 // loadInstall resolves the settings of agent install and agent check (stage 5, last): the

@@ -50,6 +50,7 @@ func TestLoadCompute(t *testing.T) {
 		NetworkCIDR: mustPrefix("192.168.0.0/18"), Listen: "10.0.0.5:9999", StateDir: DefaultStateDir, ReportPeriod: time.Second,
 		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true, RunCheckFrom: "the default",
 		CheckTimeout: 120 * time.Second, EnvFile: cfg.EnvFile, Host: testHost("compute"),
+		SandboxDir: DefaultSandboxDir, SandboxFirstUID: 2_000_000, SandboxUIDCount: 65_536, SandboxOutputLimit: 1 << 20, SandboxSpares: 1,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load:\n got %+v\nwant %+v", cfg, want)
@@ -276,6 +277,31 @@ func TestLoadRules(t *testing.T) {
 				}
 			}},
 		{name: "cluster label", flags: map[string]string{"cluster-label": "pool/a"}, path: "--cluster-label", msg: "must be at most 63 letters"},
+		{name: "sandbox settings", file: agenttest.ComputeEnv + "CUBEFLEET_SANDBOX_DIR=/srv/sbx/\nCUBEFLEET_SANDBOX_UIDS=300000-300099\nCUBEFLEET_SANDBOX_ALLOW_OWN_USER=1\nCUBEFLEET_SANDBOX_OUTPUT_LIMIT=512KiB\nCUBEFLEET_SANDBOX_SPARES=0\n",
+			check: func(t *testing.T, c *Config) {
+				if c.SandboxDir != "/srv/sbx" || c.SandboxFirstUID != 300000 || c.SandboxUIDCount != 100 || !c.SandboxAllowOwnUser || c.SandboxOutputLimit != 512<<10 || c.SandboxSpares != 0 {
+					t.Errorf("sandbox settings %s %d %d %v %d %d", c.SandboxDir, c.SandboxFirstUID, c.SandboxUIDCount, c.SandboxAllowOwnUser, c.SandboxOutputLimit, c.SandboxSpares)
+				}
+			}},
+		{name: "sandbox output limit in bytes", env: map[string]string{"CUBEFLEET_SANDBOX_OUTPUT_LIMIT": "65536"},
+			check: func(t *testing.T, c *Config) {
+				if c.SandboxOutputLimit != 65536 {
+					t.Errorf("output limit %d", c.SandboxOutputLimit)
+				}
+			}},
+		{name: "sandbox dir relative", flags: map[string]string{"sandbox-dir": "sandboxes"}, path: "--sandbox-dir", msg: `"sandboxes" is not an absolute path`},
+		{name: "sandbox dir in the state dir", env: map[string]string{"CUBEFLEET_AGENT_STATE_DIR": "/var/lib/cubefleet/agent", "CUBEFLEET_SANDBOX_DIR": "/var/lib/cubefleet/agent/sbx"},
+			path: "CUBEFLEET_SANDBOX_DIR", msg: "is inside the state directory /var/lib/cubefleet/agent, which is private to the agent (mode 0700), so a sandbox's user could not reach its directory; use a directory beside it, e.g. /var/lib/cubefleet/sandboxes"},
+		{name: "sandbox dir is the state dir", flags: map[string]string{"state-dir": "/srv/a", "sandbox-dir": "/srv/a/"}, path: "--sandbox-dir", msg: "is inside the state directory"},
+		{name: "sandbox uids not a range", env: map[string]string{"CUBEFLEET_SANDBOX_UIDS": "2000000"}, path: "CUBEFLEET_SANDBOX_UIDS", msg: `"2000000" is not a range of user ids first-last, e.g. 2000000-2065535`},
+		{name: "sandbox uids root", env: map[string]string{"CUBEFLEET_SANDBOX_UIDS": "0-100"}, path: "CUBEFLEET_SANDBOX_UIDS", msg: "is not a range of unprivileged user ids"},
+		{name: "sandbox uids reversed", env: map[string]string{"CUBEFLEET_SANDBOX_UIDS": "200-100"}, path: "CUBEFLEET_SANDBOX_UIDS", msg: "last at least first"},
+		{name: "sandbox uids too high", env: map[string]string{"CUBEFLEET_SANDBOX_UIDS": "4294967000-4294967294"}, path: "CUBEFLEET_SANDBOX_UIDS", msg: "below 4294967294"},
+		{name: "sandbox own user not a switch", env: map[string]string{"CUBEFLEET_SANDBOX_ALLOW_OWN_USER": "sure"}, path: "CUBEFLEET_SANDBOX_ALLOW_OWN_USER", msg: `"sure" is not 0 or 1`},
+		{name: "sandbox output limit too large", flags: map[string]string{"sandbox-output-limit": "65MiB"}, path: "--sandbox-output-limit", msg: "is not a size from 1 byte to 64MiB"},
+		{name: "sandbox output limit zero", flags: map[string]string{"sandbox-output-limit": "0"}, path: "--sandbox-output-limit", msg: "is not a size"},
+		{name: "sandbox output limit unit", flags: map[string]string{"sandbox-output-limit": "1MB"}, path: "--sandbox-output-limit", msg: "is not a size"},
+		{name: "sandbox spares", env: map[string]string{"CUBEFLEET_SANDBOX_SPARES": "65"}, path: "CUBEFLEET_SANDBOX_SPARES", msg: `"65" is not a whole number from 0 to 64`},
 		{name: "memory floor only rises", env: map[string]string{"CUBE_MIN_MEMORY_KB": "1000"},
 			check: func(t *testing.T, c *Config) {
 				if c.MinMemoryKB != DefaultMinMemoryKB || len(c.Warnings) != 1 {

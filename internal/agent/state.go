@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
@@ -27,16 +28,28 @@ const StateFile = "node.json"
 // credential. It holds the process ID of the agent holding the lock.
 const LockFile = "agent.lock"
 
-// lockStateDir takes the exclusive lock on dir/LockFile without waiting and writes this
-// process's ID into it. It returns a function that releases the lock; when another agent holds
-// it, the error names the directory, that agent's process ID (when it wrote one) and the fix.
+// lockWait is how long lockStateDir tries again while the lock is held: a lock released a moment
+// ago can still be held by a child process this program forked and has not yet exec'd (the
+// child shares the lock's open file until exec closes it), so a restart in the same process
+// (tests, or an agent restarted by its supervisor) would otherwise be refused.
+const lockWait = 2 * time.Second
+
+// lockStateDir takes the exclusive lock on dir/LockFile, trying again for up to lockWait while
+// another holder has it, and writes this process's ID into it. It returns a function that
+// releases the lock; when another agent holds it, the error names the directory, that agent's
+// process ID (when it wrote one) and the fix.
 func lockStateDir(dir string) (func(), error) {
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open the lock file %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	for deadline := time.Now().Add(lockWait); errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
 		defer f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("lock %s: %w", path, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,8 @@ type StatusError struct {
 	Code     int    // HTTP status
 	Message  string // the body's error message, or the start of the body
 	Local    string // the local host:port the call was made from, when known (not shown by Error)
+	// answer is the answer as it came (for its proof; nil for a 2xx that broke Cubelet's rule).
+	answer *answer
 }
 
 // Error implements error.
@@ -77,7 +80,31 @@ func (c *wireClient) post(ctx context.Context, path string, token Secret, body a
 	if err != nil {
 		return nil, err
 	}
-	rid := requestID(body)
+	ans, err := c.exchange(ctx, path, token, requestID(body), data, false, maxResponse)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := nodeapi.DecodeReply(ans.body)
+	if err != nil {
+		return nil, &StatusError{Endpoint: ans.endpoint, Code: ans.code, Message: err.Error()}
+	}
+	return reply, nil
+}
+
+// answer is a 2xx answer of the control plane, as it came.
+type answer struct {
+	endpoint string      // the base URL that answered
+	code     int         // its HTTP status
+	nonce    string      // the NonceHeader the request carried ("" for none)
+	header   http.Header // its headers (nodeapi.ProofHeader)
+	body     []byte      // at most the limit exchange was given
+}
+
+// exchange POSTs data to path on the endpoints with failover (see wireClient) and returns the
+// 2xx answer of the endpoint that gave one; any other answer is a *StatusError. With nonce, each
+// request carries a fresh nodeapi.NonceHeader (32 random bytes), which the answer records for
+// its proof. At most limit bytes of the answer are read.
+func (c *wireClient) exchange(ctx context.Context, path string, token Secret, rid string, data []byte, nonce bool, limit int64) (*answer, error) {
 	c.mu.Lock()
 	start := c.cur
 	c.mu.Unlock()
@@ -86,12 +113,12 @@ func (c *wireClient) post(ctx context.Context, path string, token Secret, body a
 	for i := range c.endpoints {
 		idx = (start + i) % len(c.endpoints)
 		ep := c.endpoints[idx]
-		reply, err := c.postOne(ctx, ep, path, token, rid, data)
+		ans, err := c.postOne(ctx, ep, path, token, rid, data, nonce, limit)
 		if err == nil || (statusCode(err) != 0 && statusCode(err) < 500) {
 			c.mu.Lock()
 			c.cur = idx
 			c.mu.Unlock()
-			return reply, err
+			return ans, err
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
@@ -106,7 +133,7 @@ func (c *wireClient) post(ctx context.Context, path string, token Secret, body a
 	return nil, errors.Join(errs...)
 }
 
-func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret, rid string, data []byte) (map[string]json.RawMessage, error) {
+func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret, rid string, data []byte, nonce bool, limit int64) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep+path, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
@@ -118,6 +145,11 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token.Reveal())
 	}
+	ans := &answer{endpoint: ep}
+	if nonce {
+		ans.nonce = newNonce()
+		req.Header.Set(nodeapi.NonceHeader, ans.nonce)
+	}
 	var local string // where the connection comes from, for errors that depend on it
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { local = info.Conn.LocalAddr().String() },
@@ -127,18 +159,22 @@ func (c *wireClient) postOne(ctx context.Context, ep, path string, token Secret,
 		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: %w", ep, scrubURLError(err)))
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, c.tls.hint(ctx, ep, fmt.Errorf("%s: read the reply: %w", ep, scrubNetError(err)))
 	}
+	ans.code, ans.header, ans.body = resp.StatusCode, resp.Header, raw
 	if resp.StatusCode >= 300 || resp.StatusCode < 200 {
-		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local})
+		return nil, c.tls.hint(ctx, ep, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: errorMessage(raw), Local: local, answer: ans})
 	}
-	reply, err := nodeapi.DecodeReply(raw)
-	if err != nil {
-		return nil, &StatusError{Endpoint: ep, Code: resp.StatusCode, Message: err.Error()}
-	}
-	return reply, nil
+	return ans, nil
+}
+
+// newNonce returns a nodeapi.NonceHeader value: 32 random bytes in base64url, 43 characters.
+func newNonce() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // errorMessage extracts a short message from an error body: {"error":"msg"},

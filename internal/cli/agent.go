@@ -120,10 +120,24 @@ attempt on stderr while it waits; prints one line per check; exit 0 when all pas
 	var downRoot string
 	down := &cobra.Command{
 		Use:   "down [--root DIR]",
-		Short: "Stop only this node's agent (systemctl stop, or under --root its PID file)",
-		Args:  agentNoArgs,
+		Short: "Stop this node's agent (systemctl stop, or under --root its PID file), then its sandboxes",
+		Long: `Stop this node's agent: systemctl stop (or, without the unit or under --root, the process in the
+PID file); then, for the process runtime, every sandbox in its sandbox directory (SIGTERM, then
+SIGKILL after their grace, at most 15 s), so that no process of it survives. Nothing is deleted:
+the next agent reports the sandboxes' ends to the control plane.`,
+		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return hostsetup.Down(cmd.Context(), hostsetup.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()})
+			opt := hostsetup.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()}
+			cfg, cfgErr := loadAgentConfig(cmd, stdio, hostRoot, true)
+			if cfgErr != nil {
+				// The agent is stopped all the same; its sandboxes need the settings.
+				if err := hostsetup.Down(cmd.Context(), opt); err != nil {
+					return err
+				}
+				return fmt.Errorf("the agent is stopped, its sandboxes are not (their directory is a setting): %w", cfgErr)
+			}
+			opt.Config = cfg
+			return hostsetup.Down(cmd.Context(), opt)
 		},
 	}
 	down.Flags().StringVar(&downRoot, "root", "", "stop the agent whose PID is in DIR"+hostsetup.PIDFilePath+" instead of running systemctl")

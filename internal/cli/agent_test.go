@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/testkit"
@@ -102,7 +103,8 @@ func freeLoopback(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// agentArgs are the settings of a loopback compute node reporting to cp every 200 ms.
+// agentArgs are the settings of a loopback compute node reporting to cp every 200 ms (its
+// sandboxes in a directory of the test).
 func agentArgs(t *testing.T, dir, cpURL, listen string) []string {
 	t.Helper()
 	envFile := filepath.Join(dir, "empty.env")
@@ -112,7 +114,8 @@ func agentArgs(t *testing.T, dir, cpURL, listen string) []string {
 	return []string{"--env-file", envFile, "--role", "compute", "--control-plane", strings.TrimPrefix(cpURL, "http://"),
 		"--node-ip", "127.0.0.1", "--allow-loopback", "--s3-endpoint", "http://" + listen, "--runtime", "process",
 		"--skip-cidr-conflict-check", "--state-dir", filepath.Join(dir, "state"), "--listen", listen,
-		"--report-period", "200ms", "--join-token-file", tokenFile}
+		"--report-period", "200ms", "--join-token-file", tokenFile,
+		"--sandbox-dir", agenttest.SandboxDir(t), fmt.Sprintf("--sandbox-allow-own-user=%v", os.Geteuid() != 0)}
 }
 
 // startAgentProcess runs `cubefleet agent run args...` as a child process.
@@ -168,8 +171,9 @@ func TestAgentProcess(t *testing.T) {
 		t.Fatalf("agent check: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ok    local agent: http://"+listen+"/healthz: ") ||
-		!strings.HasPrefix(lines[2], "ok    node listed: ") || !strings.HasPrefix(lines[3], "ok    S3 endpoint: "+listen) {
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "ok    local agent: http://"+listen+"/healthz: ") ||
+		!strings.HasPrefix(lines[2], "ok    node listed: ") || !strings.HasPrefix(lines[3], "ok    S3 endpoint: "+listen) ||
+		!strings.HasPrefix(lines[4], "ok    isolation: process runtime: ") {
 		t.Errorf("agent check output:\n%s", out.String())
 	}
 	out.Reset()
@@ -177,7 +181,7 @@ func TestAgentProcess(t *testing.T) {
 		t.Fatalf("agent check -o json: exit %d", code)
 	}
 	var results []hostsetup.CheckResult
-	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 4 || results[0].Status != hostsetup.CheckOK {
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 5 || results[0].Status != hostsetup.CheckOK {
 		t.Errorf("agent check -o json: %v\n%s", err, out.String())
 	}
 
@@ -297,7 +301,7 @@ func TestAgentCheckNotRegistered(t *testing.T) {
 		Result []hostsetup.CheckResult `json:"result"`
 		Error  struct{ Code string }   `json:"error"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &failed); err != nil || len(failed.Result) != 4 || failed.Error.Code == "" {
+	if err := json.Unmarshal(out.Bytes(), &failed); err != nil || len(failed.Result) != 5 || failed.Error.Code == "" {
 		t.Fatalf("agent check -o json: %v\n%s", err, out.String())
 	}
 	results := failed.Result
@@ -432,7 +436,7 @@ func TestAgentCheckShowsProgress(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("agent check: exit %d, want 1\n%s%s", code, out.String(), errOut.String())
 	}
-	progress := regexp.MustCompile(`(?m)^attempt 1: 1 of 4 checks pass; waiting for local agent, node listed, S3 endpoint \(again in 2s; [123]s left\)$`)
+	progress := regexp.MustCompile(`(?m)^attempt 1: 2 of 5 checks pass; waiting for local agent, node listed, S3 endpoint \(again in 2s; [123]s left\)$`)
 	if !progress.MatchString(errOut.String()) {
 		t.Errorf("stderr:\n%s\nwant a line matching %s", errOut.String(), progress)
 	}

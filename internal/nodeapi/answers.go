@@ -14,7 +14,10 @@ import (
 // isolation, labels and delete. MilliCPU figures are thousandths of a core, memory in MiB,
 // disk usage in percent. Healthy is the registry's health (Ready); UnhealthyReason is
 // ReasonHeartbeatExpired, ReasonReportedNotReady or ReasonNoReportSinceStart when it is not.
-// SchedulingDisabled is true while the node is cordoned (it carries ReservedLabel).
+// SchedulingDisabled is true while the node is cordoned (it carries ReservedLabel). Draining,
+// cubefleet's own member (absent unless true, so a stock Cubelet's answers are unchanged), is
+// true while the node drains (`cubefleet nodes drain`): the answer to a status report is how
+// `cubefleet agent` learns it, takes no new work and says so in WorkRequest.Draining.
 type NodeSnapshot struct {
 	NodeID                 string             `json:"node_id"`
 	HostIP                 string             `json:"host_ip"`
@@ -35,6 +38,7 @@ type NodeSnapshot struct {
 	Versions               []ComponentVersion `json:"versions"`
 	HostFacts              HostFacts          `json:"host_facts"`
 	SchedulingDisabled     bool               `json:"scheduling_disabled"`
+	Draining               bool               `json:"draining,omitempty"`
 	Conditions             []Condition        `json:"conditions"`
 	HeartbeatTime          time.Time          `json:"heartbeat_time"`
 	Healthy                bool               `json:"healthy"`

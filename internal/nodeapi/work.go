@@ -29,7 +29,8 @@ const (
 	RouteWork = "/nodes/{node_id}/work"
 	// RouteSandboxEvent is POST with a SandboxEvent about one sandbox: 200 with an empty
 	// object (and ProofHeader). Idempotent by (sandbox id, state): a repeated event changes
-	// nothing and is answered 200 again.
+	// nothing and is answered 200 again. (A warm sandbox reports running twice: once ready,
+	// and again when its claim's command runs; see KindWarm and KindClaim.)
 	RouteSandboxEvent = "/nodes/{node_id}/sandboxes/{sandbox_id}/events"
 )
 
@@ -91,10 +92,12 @@ const (
 	// it in its status reports' local_templates.
 	KindPrepare AssignmentKind = "prepare"
 	// KindWarm starts Assignment.Sandbox as an idle warm sandbox of its template: ready to
-	// run, running nothing of a tenant's yet (Argv empty).
+	// run, running nothing of a tenant's yet (Argv empty; its environment comes with the
+	// claim). The node sends StateRunning once it is ready.
 	KindWarm AssignmentKind = "warm"
-	// KindClaim gives a warm sandbox (Assignment.Sandbox.ID) its tenant's command and
-	// environment.
+	// KindClaim gives a warm sandbox (Assignment.Sandbox.ID) its tenant's command and its
+	// whole environment (with its timeout, grace and output limit; its limits are the warm
+	// sandbox's). The node sends StateRunning again once the command runs.
 	KindClaim AssignmentKind = "claim"
 )
 

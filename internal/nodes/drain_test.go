@@ -450,3 +450,51 @@ func TestDeleteRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainReachesTheNode: the answer to a status report says "draining":true while the node
+// drains (how cubefleet agent learns it) and decodes into nodeapi.NodeSnapshot as written; it
+// is absent before the drain and after the uncordon that ends it, so a stock Cubelet's answers
+// are unchanged.
+func TestDrainReachesTheNode(t *testing.T) {
+	nodetest.Each(t, nil, func(t *testing.T, e *nodetest.Env) {
+		ctx := context.Background()
+		report := func() nodeapi.NodeSnapshot {
+			t.Helper()
+			code, body := e.Do(http.MethodPost, nodeapi.StatusPath("10.0.0.7"), "", nodetest.Status())
+			if code != http.StatusOK {
+				t.Fatalf("status: %d %s", code, body)
+			}
+			var snap nodeapi.NodeSnapshot
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&snap); err != nil {
+				t.Fatalf("the status answer is not a NodeSnapshot: %v\n%s", err, body)
+			}
+			if again, _ := json.Marshal(snap); !bytes.Equal(again, body) {
+				t.Errorf("the status answer is not NodeSnapshot as encoding/json writes it:\n%s\n%s", body, again)
+			}
+			if bytes.Contains(body, []byte(`"draining"`)) != snap.Draining {
+				t.Errorf("draining member present %v, Draining %v", !snap.Draining, snap.Draining)
+			}
+			return snap
+		}
+		if code, out := e.Do(http.MethodPost, nodeapi.PathRegister, "", nodetest.Register()); code != http.StatusOK {
+			t.Fatalf("register: %d %s", code, out)
+		}
+		if report().Draining {
+			t.Error("a node that does not drain is told it drains")
+		}
+		if _, err := e.Reg.Drain(ctx, "10.0.0.7", "kernel update", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if snap := report(); !snap.Draining || !snap.SchedulingDisabled {
+			t.Errorf("a draining node: draining %v, scheduling_disabled %v; want both", snap.Draining, snap.SchedulingDisabled)
+		}
+		if _, err := e.Reg.Uncordon(ctx, "10.0.0.7", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if report().Draining {
+			t.Error("the uncordon did not end the drain on the wire")
+		}
+	})
+}

@@ -106,6 +106,9 @@ func (n *node) appendSnapshot(dst []byte, s State) []byte {
 	dst = appendRawField(dst, "versions", orEmpty(n.versionsJSON, "[]"))
 	dst = appendRawField(dst, "host_facts", orEmpty(n.hostFactsJSON, "{}"))
 	dst = appendBoolField(dst, "scheduling_disabled", n.cordoned())
+	if n.drainAt != 0 {
+		dst = append(dst, `,"draining":true`...)
+	}
 	dst = append(dst, `,"conditions":`...)
 	dst = nodeapi.AppendConditions(dst, n.conditions)
 	dst = appendTimeField(dst, "heartbeat_time", n.heartbeatAt)

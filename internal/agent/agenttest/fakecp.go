@@ -22,8 +22,9 @@ import (
 // FakeCP is a minimal control plane on 127.0.0.1 that speaks the agent's side of the registry
 // contract (docs/nodes.md): readyz, register (a join token once, then the node credential it
 // issues: cfn_node1_secret, cfn_node2_secret, ...), status (the credential; 404 for an unknown
-// node, 401 for a revoked credential) and GET /internal/v1/nodes/{id} in CubeMaster's compact
-// shape. It records every call. Its methods are safe for concurrent use.
+// node, 401 for a revoked credential; "draining":true while SetDraining says so), GET
+// /internal/v1/nodes/{id} in CubeMaster's compact shape, and the work API (see Assign). It
+// records every call. Its methods are safe for concurrent use.
 type FakeCP struct {
 	// URL is the base URL of the server NewFakeCP started, http://127.0.0.1:<port>.
 	URL string
@@ -42,6 +43,7 @@ type FakeCP struct {
 	// raw, when set, sees a request before hook and answers it itself when it returns true.
 	raw   func(w http.ResponseWriter, r *http.Request) bool
 	issue int
+	work  workState
 }
 
 // Call is a request the fake received.
@@ -66,6 +68,7 @@ func NewFakeCP(t testing.TB, joinTokens ...string) *FakeCP {
 	})
 	mux.HandleFunc("POST "+nodeapi.PathRegister, cp.register)
 	mux.HandleFunc("POST "+nodeapi.AgentPrefix+nodeapi.RouteStatus, cp.status)
+	cp.workInit(mux)
 	mux.HandleFunc("GET "+nodeapi.NodesPrefix+nodeapi.RouteNode, func(w http.ResponseWriter, r *http.Request) {
 		cp.Record(r, nil)
 		id := r.PathValue("node_id")
@@ -217,6 +220,10 @@ func (cp *FakeCP) status(w http.ResponseWriter, r *http.Request) {
 	if !cp.nodes[id] {
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, `{"error":"node not found"}`)
+		return
+	}
+	if cp.work.draining[id] {
+		fmt.Fprintf(w, `{"node_id":%q,"healthy":true,"scheduling_disabled":true,"draining":true}`, id)
 		return
 	}
 	fmt.Fprintf(w, `{"node_id":%q,"healthy":true}`, id)

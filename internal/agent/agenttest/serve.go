@@ -64,3 +64,17 @@ func EnvFile(t testing.TB, content string) string {
 	}
 	return path
 }
+
+// SandboxDir returns a sandbox directory for an agent of the test (not created): in a temporary
+// directory of the test that every user can reach (the sandboxes' users must reach their
+// directories, and t.TempDir is 0700).
+func SandboxDir(t testing.TB) string {
+	t.Helper()
+	base := t.TempDir()
+	for p := base; p != filepath.Clean(os.TempDir()) && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(base, "sandboxes")
+}

@@ -4,8 +4,13 @@
 // one) runs each sandbox as a child process under its own user; a microVM driver can implement
 // the same interface later (../../../../shared/DESIGN.md, "Scheduler and sandboxes").
 //
-// A sandbox id starts at most once on a node: Start is idempotent by Spec.ID, across calls,
-// goroutines and agent restarts, until Remove forgets the sandbox.
+// A sandbox id starts at most once on a node: Start (and Warm) is idempotent by Spec.ID, across
+// calls, goroutines and agent restarts, until Remove forgets the sandbox.
+//
+// A warm sandbox (Warm) is started ahead of need from its template's limits and runs nothing of
+// a tenant's: its runtime is up, in its own directory, as its own user, waiting. Claim gives it
+// its command and environment, so that a create from a warm pool costs only the exec (in a
+// microVM driver: a booted guest waiting for its command).
 package driver
 
 import (
@@ -29,10 +34,24 @@ type Driver interface {
 	// this driver or before an agent restart), it starts nothing and returns that sandbox's
 	// current Status, whatever the new spec says.
 	Start(ctx context.Context, spec Spec) (Status, error)
+	// Warm starts a warm sandbox: everything of spec but its command and environment (Argv and
+	// Env must be empty; the claim brings them), ready for Claim, and returns once it waits
+	// (State warm) or could not be made ready (State failed). Its limits are spec's; its
+	// Timeout, Grace and OutputLimitBytes are the claim's. Like Start, it is idempotent by
+	// spec.ID and refuses a spec that breaks a rule (INVALID_INPUT) creating nothing.
+	Warm(ctx context.Context, spec Spec) (Status, error)
+	// Claim gives the warm sandbox spec.ID its command, environment, working directory,
+	// timeout (counted from the claim), grace and output limit, and returns once the command
+	// runs (State running) or could not be started (State failed). spec's CPU, memory and disk
+	// limits are ignored: the warm sandbox's hold. A sandbox that was claimed before returns its
+	// current Status unchanged (a claim is carried out at most once); one that is neither warm
+	// nor claimed (it ended before a claim, or was started by Start) is CONFLICT; an unknown
+	// id NOT_FOUND.
+	Claim(ctx context.Context, spec Spec) (Status, error)
 	// Wait blocks until the sandbox has ended and returns its final Status, or returns
 	// ctx.Err() when ctx is done first.
 	Wait(ctx context.Context, id string) (Status, error)
-	// Stop ends a running sandbox: SIGTERM (or the runtime's equivalent), then, after the
+	// Stop ends a running (or warm) sandbox: SIGTERM (or the runtime's equivalent), then, after the
 	// spec's Grace, SIGKILL; it returns the final Status (State killed, Reason stopped) once the
 	// sandbox has ended, or ctx.Err() when ctx is done first (the stop goes on). Stopping an
 	// ended sandbox returns its Status unchanged.
@@ -116,10 +135,16 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 // ValidID reports whether id has the shape Spec.ID requires.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
-// Validate checks spec against the rules of its fields and returns an INVALID_INPUT
-// *cubefleet.Error listing every broken rule (paths "id", "argv", "env[3]", ...), or nil.
-// Messages name env entries by index and name, never by value.
-func (s Spec) Validate() error {
+// Validate checks spec, for Start or Claim, against the rules of its fields and returns an
+// INVALID_INPUT *cubefleet.Error listing every broken rule (paths "id", "argv", "env[3]", ...),
+// or nil. Messages name env entries by index and name, never by value.
+func (s Spec) Validate() error { return s.validate(false) }
+
+// ValidateWarm checks spec for Warm: as Validate, except that Argv and Env must be empty (the
+// claim brings them).
+func (s Spec) ValidateWarm() error { return s.validate(true) }
+
+func (s Spec) validate(warm bool) error {
 	var errs []cubefleet.FieldError
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, cubefleet.FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -127,7 +152,12 @@ func (s Spec) Validate() error {
 	if !ValidID(s.ID) {
 		bad("id", "must be 1 to 128 letters, digits, '_', '-' or '.', starting with a letter or digit")
 	}
-	if len(s.Argv) == 0 || s.Argv[0] == "" {
+	switch {
+	case warm && len(s.Argv) > 0:
+		bad("argv", "must be empty for a warm sandbox: the claim brings the command")
+	case warm && len(s.Env) > 0:
+		bad("env", "must be empty for a warm sandbox: the claim brings the environment")
+	case !warm && (len(s.Argv) == 0 || s.Argv[0] == ""):
 		bad("argv", "must name the program to run (argv[0])")
 	}
 	for i, a := range s.Argv {
@@ -232,9 +262,10 @@ func TruncationMarker(limit int64) string {
 // State is where a sandbox is in its life, in the sandboxes API's words (issue "Sandboxes").
 type State string
 
-// The states a driver reports. A sandbox is running from a successful Start until it ends; the
-// other states are final.
+// The states a driver reports. A sandbox is running from a successful Start (or Claim) until it
+// ends, warm from a successful Warm until its Claim; the other states are final.
 const (
+	StateWarm    State = "warm"    // ready for a claim: its runtime is up, running nothing of a tenant's
 	StateRunning State = "running" // its process runs
 	StateExited  State = "exited"  // it ended on its own: see ExitCode and Signal
 	StateFailed  State = "failed"  // it could not be started: see Message
@@ -275,9 +306,9 @@ func (r Reason) State() State {
 type Status struct {
 	// ID is the sandbox id (Spec.ID).
 	ID string `json:"id"`
-	// State is StateRunning, or the final state (Reason.State()).
+	// State is StateWarm, StateRunning, or the final state (Reason.State()).
 	State State `json:"state"`
-	// Reason is why it ended; "" while it runs.
+	// Reason is why it ended; "" while it is warm or runs.
 	Reason Reason `json:"reason,omitempty"`
 	// Message says the same for people: "exited with code 2", "killed by SIGKILL after
 	// ignoring SIGTERM for 10s (timeout 1m0s)", "exec: ...: no such file or directory", ...
@@ -305,8 +336,11 @@ type Status struct {
 	StderrBytes int64 `json:"stderrBytes"`
 }
 
-// Ended reports whether the sandbox is in a final state.
-func (s Status) Ended() bool { return s.State != StateRunning }
+// Ended reports whether the sandbox is in a final state (neither warm nor running).
+func (s Status) Ended() bool { return s.State.Final() }
+
+// Final reports whether s is a final state: every state but warm and running.
+func (s State) Final() bool { return s != StateRunning && s != StateWarm }
 
 // Stats are the resources a sandbox used.
 type Stats struct {

@@ -63,6 +63,25 @@ func TestSpecValidate(t *testing.T) {
 	}
 }
 
+func TestSpecValidateWarm(t *testing.T) {
+	if err := (Spec{ID: "w", MemoryMiB: 64}).ValidateWarm(); err != nil {
+		t.Fatalf("valid warm spec refused: %v", err)
+	}
+	for path, s := range map[string]Spec{
+		"argv": {ID: "w", Argv: []string{"true"}},
+		"env":  {ID: "w", Env: []string{"A=1"}},
+		"id":   {ID: ""},
+	} {
+		var e *cubefleet.Error
+		if err := s.ValidateWarm(); !errors.As(err, &e) || e.Details["path"] != path {
+			t.Errorf("ValidateWarm(%+v) = %v, want INVALID_INPUT at %s", s, err, path)
+		}
+	}
+	if (Status{State: StateWarm}).Ended() || (Status{State: StateRunning}).Ended() || !(Status{State: StateKilled}).Ended() {
+		t.Error("Ended: warm and running are not final, killed is")
+	}
+}
+
 func TestReasonState(t *testing.T) {
 	for r, want := range map[Reason]State{
 		"": StateRunning, ReasonExited: StateExited, ReasonFailed: StateFailed,

@@ -26,7 +26,7 @@ import (
 
 // Host reads what the agent needs to know about the machine it runs on from files: /proc/net/route,
 // /proc/net/fib_trie, /etc/resolv.conf, /proc/cpuinfo, /proc/meminfo, /proc/sys/kernel/*,
-// /sys/fs/cgroup and /dev/kvm. Nothing is run in a shell. The zero value reads the real
+// /proc/self/mountinfo with the cgroup v2 hierarchy it names, and /dev/kvm. Nothing is run in a shell. The zero value reads the real
 // machine; tests point Root at a fake tree.
 type Host struct {
 	// Root is the directory those paths are read under; "" means "/".
@@ -279,8 +279,8 @@ type Facts struct {
 	KVM           bool     // /dev/kvm exists
 	KVMAPIVersion int      // KVM_GET_API_VERSION, 0 when unknown
 	Hypervisor    bool     // the CPU flag "hypervisor": this host is itself a virtual machine
-	Cgroup2       bool     // /sys/fs/cgroup is a cgroup v2 (unified) mount
-	CgroupCPU     bool     // the cgroup v2 cpu controller is available
+	Cgroup2       bool     // /sys/fs/cgroup is a cgroup v2 (unified) mount (Cgroup.Unified)
+	CgroupCPU     bool     // the cgroup v2 cpu controller is available there
 }
 
 // MemTotalMiB returns MemTotalKB in MiB (rounded down).
@@ -370,14 +370,9 @@ func (h Host) Facts() (Facts, error) {
 			f.KVMAPIVersion = kvmAPIVersion()
 		}
 	}
-	if c, err := h.read("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		f.Cgroup2 = true
-		for _, ctl := range strings.Fields(string(c)) {
-			if ctl == "cpu" {
-				f.CgroupCPU = true
-			}
-		}
-	}
+	cg := h.Cgroup()
+	f.Cgroup2 = cg.Unified()
+	f.CgroupCPU = f.Cgroup2 && cg.Has("cpu")
 	return f, nil
 }
 

@@ -2,6 +2,8 @@ package hostsetup
 
 import (
 	"maps"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,14 +27,16 @@ func loadTest(t *testing.T, host, file string, env, flags map[string]string) (*a
 }
 
 // testConfig loads the configuration of a compute node on 127.0.0.1 (fake host "compute", the
-// process runtime) reporting to endpoints every 100 ms with the join token join ("" for none),
-// with its state in stateDir and its health endpoint on a free port.
+// process runtime, its sandboxes in a directory of the test) reporting to endpoints every 100 ms
+// with the join token join ("" for none), with its state in stateDir and its health endpoint on
+// a free port.
 func testConfig(t *testing.T, stateDir, join string, endpoints ...string) *agent.Config {
 	t.Helper()
 	env := map[string]string{
 		"ONE_CLICK_DEPLOY_ROLE": "compute", "CUBEFLEET_CONTROL_PLANE": strings.Join(endpoints, ","),
 		"CUBE_S3_ENDPOINT": "http://127.0.0.1:9000", "CUBE_SANDBOX_NODE_IP": "127.0.0.1", "CUBEFLEET_ALLOW_LOOPBACK": "1",
 		"CUBEFLEET_JOIN_TOKEN": join, "CUBEFLEET_AGENT_STATE_DIR": stateDir, "CUBEFLEET_REPORT_PERIOD": "100ms", "CUBEFLEET_RUNTIME": "process",
+		"CUBEFLEET_SANDBOX_DIR": agenttest.SandboxDir(t), "CUBEFLEET_SANDBOX_ALLOW_OWN_USER": strconv.FormatBool(os.Geteuid() != 0),
 	}
 	cfg, err := loadTest(t, "compute", "", env, nil)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
@@ -27,6 +28,7 @@ const (
 	CheckControlPlane = "control plane" // GET <endpoint>/internal/v1/node-agent/readyz answers ret_code 200
 	CheckNodeListed   = "node listed"   // GET <endpoint>/internal/v1/nodes/<node id> contains "IP":"<node ip>"
 	CheckS3           = "S3 endpoint"   // CUBE_S3_ENDPOINT accepts a TCP connection
+	CheckIsolation    = "isolation"     // what the process runtime enforces on its sandboxes here (process.Expected)
 )
 
 // Outcomes of a check.
@@ -97,8 +99,9 @@ func (r CheckResult) String() string {
 
 // Check is `cubefleet agent check` (Cube's quickcheck.sh in compute mode): the local agent is
 // healthy, the control plane is reachable, this node is listed under
-// /internal/v1/nodes/{node_id} with "IP":"<node ip>", and the S3 endpoint answers on TCP
-// (skipped when none is configured). It probes every Interval until all pass or Timeout passes
+// /internal/v1/nodes/{node_id} with "IP":"<node ip>", the S3 endpoint answers on TCP (skipped
+// when none is configured), and which isolation the process runtime gives sandboxes on this
+// host, run as this user (a failure when it cannot run them; skipped for the microvm runtime). It probes every Interval until all pass or Timeout passes
 // (or ctx is done), and returns the last result of each check and whether all passed.
 func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckResult, bool) {
 	if opt.Interval <= 0 {
@@ -123,6 +126,7 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 		func(ctx context.Context) CheckResult { return checkReady(ctx, prober, cfg) },
 		func(ctx context.Context) CheckResult { return checkListed(ctx, prober, cfg, stateDir) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
+		func(context.Context) CheckResult { return checkIsolation(cfg) },
 	}
 	results := make([]CheckResult, len(probes))
 	deadline := time.Now().Add(opt.Timeout)
@@ -296,6 +300,23 @@ func checkS3(ctx context.Context, cfg *agent.Config) CheckResult {
 	}
 	conn.Close()
 	r.Status, r.Detail = CheckOK, hp+" answers on TCP"
+	return r
+}
+
+// checkIsolation is CheckIsolation: the process runtime's isolation on this host, as
+// process.Expected describes it for this user (the agent's, when the check runs as the agent's
+// user: root); a failure naming the fix when it cannot run sandboxes.
+func checkIsolation(cfg *agent.Config) CheckResult {
+	r := CheckResult{Name: CheckIsolation, Status: CheckSkip, Detail: "the " + string(cfg.Runtime) + " runtime runs no sandbox as a process"}
+	if cfg.Runtime != agent.RuntimeProcess {
+		return r
+	}
+	iso, err := process.Expected(cfg.SandboxAllowOwnUser)
+	if err != nil {
+		r.Status, r.Detail = CheckFail, err.Error()
+		return r
+	}
+	r.Status, r.Detail = CheckOK, "process runtime: "+iso.String()
 	return r
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
@@ -43,7 +45,7 @@ func TestCheck(t *testing.T) {
 	if !ok {
 		t.Fatalf("Check failed: %v", results)
 	}
-	if want := []string{CheckLocalAgent, CheckControlPlane, CheckNodeListed, CheckS3}; !reflect.DeepEqual(names(results), want) {
+	if want := []string{CheckLocalAgent, CheckControlPlane, CheckNodeListed, CheckS3, CheckIsolation}; !reflect.DeepEqual(names(results), want) {
 		t.Errorf("checks %v, want %v", names(results), want)
 	}
 	for _, r := range results {
@@ -54,6 +56,49 @@ func TestCheck(t *testing.T) {
 	// The first endpoint refuses connections; the check names the one that answered.
 	if !strings.Contains(results[1].Detail, cp.URL+nodeapi.PathReadyz+": ready") {
 		t.Errorf("control plane: %s", results[1])
+	}
+	iso, _ := process.Expected(cfg.SandboxAllowOwnUser)
+	if want := "process runtime: " + iso.String(); results[4].Detail != want {
+		t.Errorf("isolation: %s\nwant %s", results[4], want)
+	}
+}
+
+// The isolation line says what the process runtime enforces, fails when it could not run
+// sandboxes (not root, not allowed to run them as the agent's own user), and is skipped for the
+// microvm runtime.
+func TestCheckIsolation(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), "", "http://"+agenttest.ClosedAddr(t))
+	cfg.SandboxAllowOwnUser = false
+	r := checkIsolation(cfg)
+	// As root, the line says what this host offers, read here from mountinfo directly: the
+	// cgroup v2 hierarchy where one is mounted (on a hybrid host beside v1 controllers, for
+	// tracking only), and the rlimits standing in for each limit controller it lacks.
+	cg := hostinfo.Host{}.Cgroup()
+	var want []string
+	if cg.Mount != "" && !cg.ReadOnly {
+		want = append(want, "cgroup v2 at "+cg.Mount)
+	}
+	if !cg.Has("memory") {
+		want = append(want, "memory via RLIMIT_AS")
+	}
+	if !cg.Has("cpu") {
+		want = append(want, "CPU not limited")
+	}
+	switch {
+	case os.Geteuid() == 0 && (r.Status != CheckOK || !strings.HasPrefix(r.Detail, "process runtime: ") || !strings.Contains(r.Detail, "RLIMIT_NOFILE")):
+		t.Errorf("as root: %s", r)
+	case os.Geteuid() == 0:
+		for _, w := range want {
+			if !strings.Contains(r.Detail, w) {
+				t.Errorf("as root on a host with cgroup v2 at %q (controllers %v, v1 %v): %s\nwant it to say %q", cg.Mount, cg.Controllers, cg.V1, r, w)
+			}
+		}
+	case os.Geteuid() != 0 && (r.Status != CheckFail || !strings.Contains(r.Detail, "CUBEFLEET_SANDBOX_ALLOW_OWN_USER=1")):
+		t.Errorf("not root: %s", r)
+	}
+	cfg.Runtime = agent.RuntimeMicroVM
+	if r := checkIsolation(cfg); r.Status != CheckSkip || r.String() != "skip  isolation: the microvm runtime runs no sandbox as a process" {
+		t.Errorf("microvm: %s", r)
 	}
 }
 
@@ -129,7 +174,7 @@ func TestCheckWaits(t *testing.T) {
 		t.Errorf("%d probes of the node listing, want it to have polled", n)
 	}
 	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
-	first := regexp.MustCompile(`^attempt 1: 1 of 3 checks pass \(1 skipped\); waiting for local agent, node listed \(again in 50ms; (1\d|20)s left\)$`)
+	first := regexp.MustCompile(`^attempt 1: 2 of 4 checks pass \(1 skipped\); waiting for local agent, node listed \(again in 50ms; (1\d|20)s left\)$`)
 	if len(lines) < 2 || !first.MatchString(lines[0]) || !strings.HasPrefix(lines[1], "attempt 2: ") {
 		t.Errorf("progress lines:\n%s\nwant the first to match %s", progress.String(), first)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent"
 )
 
 // DownOptions tune Down.
@@ -25,14 +27,33 @@ type DownOptions struct {
 	Systemctl Systemctl
 	// Wait is how long to wait for a signalled agent to exit; 0 means 15 s.
 	Wait time.Duration
+	// Config is the agent's configuration: with the process runtime, once the agent stopped,
+	// every sandbox in its Config.SandboxDir (under Root) is stopped too. Nil stops only the
+	// agent.
+	Config *agent.Config
+	// SandboxWait is how long the sandboxes get between SIGTERM and SIGKILL (at most their own
+	// grace); 0 means 15 s.
+	SandboxWait time.Duration
 }
 
-// Down is `cubefleet agent down`: it stops only this node's agent (the control plane and the
-// other nodes are not affected) and deletes no state. On the real system it runs
-// `systemctl stop cubefleet-agent.service` when the unit is installed, else it signals the PID
-// in /run/cubefleet-agent.pid; under Root it signals the PID in Root/run/cubefleet-agent.pid.
-// An agent that is not running is not an error.
+// Down is `cubefleet agent down`: it stops this node's agent (the control plane and the other
+// nodes are not affected), then every sandbox it ran (with the process runtime and
+// opt.Config), so that no process of the agent survives; it deletes no state. On the real
+// system it runs `systemctl stop cubefleet-agent.service` when the unit is installed, else it
+// signals the PID in /run/cubefleet-agent.pid; under Root it signals the PID in
+// Root/run/cubefleet-agent.pid. The sandboxes are stopped through the process driver (its
+// StopAll, with no spare supervisor): SIGTERM, then SIGKILL after their grace or
+// opt.SandboxWait, whichever comes first; the next agent reports their ends to the control
+// plane. An agent that is not running is not an error; a sandbox process that survives is.
 func Down(ctx context.Context, opt DownOptions) error {
+	if err := downAgent(ctx, opt); err != nil {
+		return err
+	}
+	return downSandboxes(ctx, opt)
+}
+
+// downAgent stops the agent (see Down).
+func downAgent(ctx context.Context, opt DownOptions) error {
 	out := opt.Out
 	if out == nil {
 		out = io.Discard
@@ -115,4 +136,53 @@ func isAgentProcess(pid int) bool {
 		}
 	}
 	return false
+}
+
+// downSandboxes stops every sandbox of the process runtime in opt.Config.SandboxDir (under
+// opt.Root), once the agent no longer holds the directory.
+func downSandboxes(ctx context.Context, opt DownOptions) error {
+	cfg := opt.Config
+	if cfg == nil || cfg.Runtime != agent.RuntimeProcess {
+		return nil
+	}
+	out := opt.Out
+	if out == nil {
+		out = io.Discard
+	}
+	wait := opt.SandboxWait
+	if wait <= 0 {
+		wait = 15 * time.Second
+	}
+	c := *cfg
+	c.SandboxDir = rooted(opt.Root, cfg.SandboxDir)
+	if _, err := os.Stat(c.SandboxDir); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(out, "No sandboxes to stop (no %s)\n", c.SandboxDir)
+		return nil
+	}
+	d, err := c.ProcessDriver(nil, 0)
+	if err != nil {
+		return fmt.Errorf("stop the sandboxes: %w", err)
+	}
+	defer d.Close()
+	list, _ := d.List(ctx)
+	live := 0
+	for _, st := range list {
+		if !st.Ended() {
+			live++
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := d.StopAll(sctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Stopped %d %s in %s (the next agent reports their ends)\n", live, plural(live, "sandbox", "sandboxes"), c.SandboxDir)
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

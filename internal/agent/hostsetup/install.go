@@ -125,7 +125,7 @@ func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 	unit := rooted(opt.Root, UnitPath)
 	if _, err := os.Stat(unit); err == nil {
 		fmt.Fprintln(out, "Found an existing install: stopping it first (reinstall)")
-		if err := Down(ctx, DownOptions{Root: opt.Root, Out: out, Systemctl: opt.Systemctl}); err != nil {
+		if err := downAgent(ctx, DownOptions{Root: opt.Root, Out: out, Systemctl: opt.Systemctl}); err != nil {
 			return fmt.Errorf("stop the existing install: %w", err)
 		}
 	}
@@ -251,6 +251,11 @@ func EnvFileVars(cfg *agent.Config) []envfile.Var {
 	return append(vars,
 		envfile.Var{Name: "CUBEFLEET_ALLOW_LOOPBACK", Value: b01(cfg.AllowLoopback)},
 		envfile.Var{Name: "CUBEFLEET_RUNTIME", Value: string(cfg.Runtime)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_DIR", Value: cfg.SandboxDir},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_UIDS", Value: fmt.Sprintf("%d-%d", cfg.SandboxFirstUID, cfg.SandboxFirstUID+cfg.SandboxUIDCount-1)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_ALLOW_OWN_USER", Value: b01(cfg.SandboxAllowOwnUser)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_OUTPUT_LIMIT", Value: i64(cfg.SandboxOutputLimit)},
+		envfile.Var{Name: "CUBEFLEET_SANDBOX_SPARES", Value: strconv.Itoa(cfg.SandboxSpares)},
 		envfile.Var{Name: "CUBEFLEET_CLUSTER_LABEL", Value: cfg.ClusterLabel},
 		envfile.Var{Name: "CUBEFLEET_AGENT_LISTEN", Value: cfg.Listen},
 		envfile.Var{Name: "CUBEFLEET_AGENT_STATE_DIR", Value: cfg.StateDir},
@@ -267,10 +272,13 @@ func EnvFileVars(cfg *agent.Config) []envfile.Var {
 }
 
 // RenderUnit returns the systemd unit that runs binary as the agent with the installed env file.
+// KillMode=process: stopping or restarting the unit ends the agent only, not its sandboxes'
+// supervisors (in the unit's cgroup too), so that sandboxes outlive a restart of the agent and
+// the next one takes them over; `agent down` stops them (Down).
 func RenderUnit(binary string) []byte {
 	return []byte(`# Written by ` + "`cubefleet agent install`" + `; reinstalling rewrites it. See docs/agent.md.
 [Unit]
-Description=cubefleet agent: registers this node with the control plane and reports its status
+Description=cubefleet agent: registers this node with the control plane, reports its status and runs its sandboxes
 Documentation=https://github.com/cubefleet/cubefleet/blob/main/docs/agent.md
 Wants=network-online.target
 After=network-online.target
@@ -280,6 +288,7 @@ Type=exec
 ExecStart=` + systemdQuote(binary) + ` agent run --env-file ` + agent.InstalledEnvFile + `
 Restart=always
 RestartSec=2
+KillMode=process
 KillSignal=SIGTERM
 TimeoutStopSec=15
 UMask=0077

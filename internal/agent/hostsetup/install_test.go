@@ -243,7 +243,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 		t.Errorf("the check after an install with the agent down: %v\n%s", err, out.String())
 	}
 	// While it waits, a line per attempt.
-	if !strings.Contains(out.String(), "\nattempt 1: 3 of 4 checks pass; waiting for local agent (again in 50ms; ") {
+	if !strings.Contains(out.String(), "\nattempt 1: 4 of 5 checks pass; waiting for local agent (again in 50ms; ") {
 		t.Errorf("no progress line:\n%s", out.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,7 +128,16 @@ func world(tb testing.TB, api *ionoscloud.APIClient) (dcID, sgID string) {
 func TestCreateCubeOnEmptySimulator(t *testing.T) {
 	var mu sync.Mutex
 	var running []string
-	l, api := mustStart(t, ionossim.Options{Authorize: ionossim.AcceptToken(testToken), OnRunning: func(dc string, srv ionossim.Server) {
+	// The clock stands still while the test looks at the server's request in flight (however
+	// slow the machine, it is still pending then), and runs again before the test waits for it.
+	var frozen atomic.Pointer[time.Time]
+	now := func() time.Time {
+		if at := frozen.Load(); at != nil {
+			return *at
+		}
+		return time.Now()
+	}
+	l, api := mustStart(t, ionossim.Options{Authorize: ionossim.AcceptToken(testToken), Now: now, OnRunning: func(dc string, srv ionossim.Server) {
 		mu.Lock()
 		running = append(running, srv.Name)
 		mu.Unlock()
@@ -136,6 +146,8 @@ func TestCreateCubeOnEmptySimulator(t *testing.T) {
 	c := ctx(t)
 	tpl := cubeTemplate(t, api, "Basic Cube M")
 
+	at := time.Now()
+	frozen.Store(&at)
 	srv, r := must[ionoscloud.Server](t)(api.ServersApi.DatacentersServersPost(c, dcID).Server(cubeBody("cube-01", tpl, 2, "")).Execute())
 	if r.StatusCode != http.StatusAccepted || *srv.Metadata.State != "BUSY" {
 		t.Fatalf("POST server: status %d state %s, want 202 BUSY", r.StatusCode, *srv.Metadata.State)
@@ -148,6 +160,7 @@ func TestCreateCubeOnEmptySimulator(t *testing.T) {
 	if n := len(*rqs.Items); n == 0 || *(*rqs.Items)[0].Metadata.RequestStatus.Metadata.Status == "DONE" {
 		t.Fatalf("the server's request is not listed as pending: %d items", n)
 	}
+	frozen.Store(nil)
 	wait(t, api, r)
 
 	got, _ := must[ionoscloud.Server](t)(api.ServersApi.DatacentersServersFindById(c, dcID, *srv.Id).Depth(3).Execute())

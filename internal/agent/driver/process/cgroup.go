@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 )
 
 // limitControllers are the cgroup v2 controllers the driver limits sandboxes with, in the order
@@ -93,56 +94,46 @@ func (i Isolation) String() string {
 // uses). It never fails: a host without a usable cgroup v2 hierarchy gets rlimits.
 func Detect() Isolation { return detect("", os.Geteuid()) }
 
+// Expected returns what a process driver started now, by this process's user, would enforce
+// (New may still fall back, when enabling a controller fails; Driver.Isolation says what it
+// uses): as root, Detect's; otherwise, with allowOwnUser, sandboxes run as this user without
+// cgroups; without it, an error saying that the driver needs root. It only reads.
+func Expected(allowOwnUser bool) (Isolation, error) {
+	euid := os.Geteuid()
+	if euid == 0 {
+		return detect("", 0), nil
+	}
+	if !allowOwnUser {
+		return Isolation{}, fmt.Errorf("the process driver runs each sandbox as a user of its own, which needs root, and this agent runs as uid %d: run the agent as root, or allow sandboxes to run as the agent's own user for development (CUBEFLEET_SANDBOX_ALLOW_OWN_USER=1; they can then read the agent's files)", euid)
+	}
+	iso := Isolation{OwnUser: true, UID: euid, Note: "cgroups are used only as root"}
+	if det := detect("", euid); det.Cgroup == "" {
+		iso.Note = det.Note
+	}
+	return iso, nil
+}
+
 // detect is Detect for a host whose files are under root ("" for this host).
 func detect(root string, euid int) Isolation {
-	mounts, err := os.ReadFile(filepath.Join("/", root, "/proc/self/mountinfo"))
-	if err != nil {
-		return Isolation{Note: "cannot read /proc/self/mountinfo: " + err.Error()}
+	cg := hostinfo.Host{Root: root}.Cgroup()
+	if cg.Problem != "" {
+		return Isolation{Note: cg.Problem}
 	}
-	var mp string
-	var ro bool
-	v1 := map[string]bool{} // controllers bound to cgroup v1 hierarchies
-	sc := bufio.NewScanner(strings.NewReader(string(mounts)))
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 6 || len(g) < 3 {
-			continue
-		}
-		switch g[0] {
-		case "cgroup2":
-			point := unescapeMount(f[4])
-			if mp == "" || point == "/sys/fs/cgroup" {
-				mp = point
-				ro = slices.Contains(strings.Split(f[5], ","), "ro")
-			}
-		case "cgroup":
-			for _, o := range strings.Split(g[2], ",") {
-				v1[o] = true
-			}
-		}
-	}
-	if mp == "" {
-		return Isolation{Note: "no cgroup v2 hierarchy is mounted"}
-	}
+	mp := cg.Mount
 	iso := Isolation{Cgroup: mp}
-	ctl, err := os.ReadFile(filepath.Join("/", root, mp, "cgroup.controllers"))
-	if err != nil {
-		return Isolation{Note: fmt.Sprintf("cgroup v2 at %s: %v", mp, err)}
-	}
 	var missing, onV1 []string
 	for _, c := range limitControllers {
 		switch {
-		case slices.Contains(strings.Fields(string(ctl)), c):
+		case cg.Has(c):
 			iso.Controllers = append(iso.Controllers, c)
-		case v1[c]:
+		case slices.Contains(cg.V1, c):
 			onV1 = append(onV1, c)
 		default:
 			missing = append(missing, c)
 		}
 	}
 	switch {
-	case ro:
+	case cg.ReadOnly:
 		return Isolation{Note: fmt.Sprintf("cgroup v2 at %s is mounted read-only", mp)}
 	case unix.Access(filepath.Join("/", root, mp, "cgroup.subtree_control"), unix.W_OK) != nil:
 		return Isolation{Note: fmt.Sprintf("cgroup v2 at %s is not writable by uid %d", mp, euid)}
@@ -163,25 +154,6 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// unescapeMount undoes the octal escapes of /proc/self/mountinfo (\040 for a space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // setupCgroup prepares the parent cgroup sandboxes are created in (iso.Cgroup/parent) and

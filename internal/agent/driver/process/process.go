@@ -181,10 +181,11 @@ func New(cfg Config) (*Driver, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	euid := os.Geteuid()
-	ownUser := euid != 0
-	if ownUser && !cfg.AllowOwnUser {
-		return nil, fmt.Errorf("the process driver runs each sandbox as a user of its own, which needs root, and this agent runs as uid %d: run the agent as root, or allow sandboxes to run as the agent's own user for development (they can then read the agent's files)", euid)
+	iso, err := Expected(cfg.AllowOwnUser)
+	if err != nil {
+		return nil, err
 	}
+	ownUser := iso.OwnUser
 	if !ownUser {
 		if cfg.FirstUID <= 0 || cfg.UIDCount <= 0 || cfg.FirstUID+cfg.UIDCount-1 > 0xFFFFFFFE-1 {
 			return nil, fmt.Errorf("sandbox user ids: %d to %d is not a range of unprivileged user ids (above 0, below 4294967294)", cfg.FirstUID, cfg.FirstUID+cfg.UIDCount-1)
@@ -215,20 +216,11 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	iso := Isolation{OwnUser: ownUser, UID: euid}
 	if !ownUser {
-		iso = setupCgroup(detect("", euid), cfg.CgroupParent)
+		iso = setupCgroup(iso, cfg.CgroupParent)
 		if iso.Cgroup != "" {
 			removeEmptyCgroups(filepath.Join(iso.Cgroup, cfg.CgroupParent))
 		}
-	} else if det := detect("", euid); det.Cgroup == "" {
-		iso.Note = det.Note
-	} else {
-		iso.Note = "cgroups are used only as root"
-	}
-	iso.OwnUser, iso.UID = ownUser, euid
-	if !ownUser {
-		iso.UID = 0
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
@@ -329,6 +321,12 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 	if err := spec.Validate(); err != nil {
 		return driver.Status{}, err
 	}
+	return d.create(ctx, spec, false)
+}
+
+// create makes sandbox spec's directory, leases its user, and hands it to a supervisor: to run
+// at once, or (warm) to wait for its claim. An id that exists already starts nothing.
+func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (driver.Status, error) {
 	unlock := d.lockID(spec.ID)
 	defer unlock()
 	dir := d.dir(spec.ID)
@@ -365,7 +363,7 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		ID: spec.ID, Argv: spec.Argv, EnvNames: driver.EnvNames(spec.Env), WorkDir: spec.WorkDir,
 		CPUMillicores: spec.CPUMillicores, MemoryMiB: spec.MemoryMiB, DiskMiB: spec.DiskMiB,
 		Timeout: spec.Timeout, Grace: spec.GraceOrDefault(), OutputLimitBytes: spec.OutputLimitOrDefault(),
-		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(),
+		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(), Warm: warm,
 	}
 	work := filepath.Join(dir, dirWork)
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
@@ -385,7 +383,10 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 	}
 	l := launch{
 		Dir: dir, Work: filepath.Join(work, spec.WorkDir), Spec: spec, UID: uid, GID: gid,
-		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec),
+		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm,
+	}
+	if warm { // the claim brings them
+		l.Work, l.Rlimits = "", nil
 	}
 	if rec.Cgroup != "" {
 		l.CgroupLimits = d.cgroupLimits(spec)
@@ -408,7 +409,11 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, er
 		}
 	}
 	st, err := d.status(spec.ID, true)
-	if err == nil {
+	switch {
+	case err != nil:
+	case warm:
+		d.log.Info("sandbox warm", "sandbox", spec.ID, "state", st.State, "uid", uid)
+	default:
 		d.log.Info("sandbox started", "sandbox", spec.ID, "state", st.State, "pid", st.PID, "uid", uid,
 			"program", spec.Argv[0], "env", driver.EnvNames(spec.Env))
 	}
@@ -672,8 +677,20 @@ func (d *Driver) StopAll(ctx context.Context) error {
 	return nil
 }
 
-// Close implements driver.Driver.
+// Close implements driver.Driver. It also removes the driver's cgroup parent when no sandbox
+// holds a cgroup in it any more.
 func (d *Driver) Close() error {
 	d.dropSpares()
+	if d.iso.Cgroup != "" {
+		parent := filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent)
+		removeEmptyCgroups(parent)
+		// The parent, then the directories above it up to the hierarchy (shared with other
+		// agents: removed only once empty).
+		for p := parent; p != d.iso.Cgroup && strings.HasPrefix(p, d.iso.Cgroup+"/"); p = filepath.Dir(p) {
+			if unix.Rmdir(p) != nil {
+				break
+			}
+		}
+	}
 	return d.lock.Close()
 }

@@ -19,6 +19,8 @@ const (
 	fileSupervisor = "supervisor.json" // Ident of the supervisor, by the driver before it hands the spec over
 	fileState      = "state.json"      // stateRecord, by the supervisor once the process runs
 	fileResult     = "result.json"     // resultRecord, by the supervisor (or the driver, for a lost one) once it ended
+	fileWarm       = "warm.json"       // warmRecord, by the supervisor of a warm sandbox once it waits for its claim
+	fileClaim      = "claim.sock"      // the socket a warm sandbox's supervisor takes its claim on (0600, the agent's user only)
 	fileStdout     = "stdout"          // captured stdout, OutputLimitBytes then the marker
 	fileStderr     = "stderr"          // captured stderr, likewise
 	fileLog        = "supervisor.log"  // the supervisor's own errors
@@ -44,6 +46,17 @@ type sandboxRecord struct {
 	// Cgroup is the sandbox's cgroup directory, "" when it has none.
 	Cgroup    string    `json:"cgroup,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Warm is set for a sandbox made by Warm; ClaimedAt is when the driver handed it its claim
+	// (then Argv, EnvNames, WorkDir, Timeout, Grace and OutputLimitBytes are the claim's).
+	Warm      bool      `json:"warm,omitempty"`
+	ClaimedAt time.Time `json:"claimedAt,omitzero"`
+}
+
+// warmRecord is written by the supervisor of a warm sandbox once its stage has taken the
+// sandbox's user and waits for the claim.
+type warmRecord struct {
+	Process Ident     `json:"process"` // the exec stage: the process the claim's program replaces
+	Since   time.Time `json:"since"`
 }
 
 // stateRecord is written by the supervisor once the sandbox's process runs.

@@ -15,33 +15,40 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stageInstr is what a supervisor tells its exec stage: whom to become and what to run.
+// stageInstr is what a supervisor tells its exec stage: whom to become and what to run. For a
+// warm sandbox it comes in two messages: first one with Become set (whom to become: the stage
+// takes the sandbox's user and waits), then, at the claim, the rest.
 type stageInstr struct {
 	Supervisor int      `json:"supervisor"` // the supervisor's pid: the stage's parent
 	UID        int      `json:"uid"`        // -1: stay the agent's user
 	GID        int      `json:"gid"`
-	Work       string   `json:"work"` // the working directory, created when missing
-	Argv       []string `json:"argv"`
-	Env        []string `json:"env"`
+	Become     bool     `json:"become,omitempty"` // only become the user, then wait for the next message
+	Work       string   `json:"work,omitempty"`   // the working directory, created when missing
+	Argv       []string `json:"argv,omitempty"`
+	Env        []string `json:"env,omitempty"`
 	Rlimits    []rlimit `json:"rlimits,omitempty"`
 }
 
-// stageReady is the byte an exec stage writes on its status pipe once it waits for its
-// instructions.
-const stageReady = 'R'
+// Bytes an exec stage writes on its status pipe: stageReady once it waits for its
+// instructions; stageBecame once it took the sandbox's user for a warm sandbox and waits for the
+// claim (neither starts an error message, which is text).
+const (
+	stageReady  = 'R'
+	stageBecame = 0x01
+)
 
 // defaultPath is searched for Argv[0] when the sandbox's environment has no PATH.
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // runStage is the exec stage: started early by a supervisor (fd 3: its instructions; fd 4: one
 // byte once it is ready for them, then why it could not start, closed on exec), it waits for its
-// instructions, then
-// becomes the sandbox: no new privileges, its own user and group with no supplementary groups,
-// SIGKILL when the supervisor dies, umask 077, its working directory, its rlimits, and exec of
-// the program with exactly the given environment. It is in the sandbox's cgroup and session
-// already (the supervisor put it there), and no signal is ignored: the supervisor catches
-// SIGHUP and SIGINT even when the agent was started with them ignored (nohup), and a caught
-// signal is reset to its default by exec, where an ignored one would stay ignored.
+// instructions, then becomes the sandbox: no new privileges, its own user and group with no
+// supplementary groups, SIGKILL when the supervisor dies, umask 077 (for a warm sandbox it
+// then says so and waits for the claim), its working directory, its rlimits, and exec of the
+// program with exactly the given environment. It is in the sandbox's cgroup and session already
+// (the supervisor put it there), and no signal is ignored: the supervisor catches SIGHUP and
+// SIGINT even when the agent was started with them ignored (nohup), and a caught signal is reset
+// to its default by exec, where an ignored one would stay ignored.
 func runStage() int {
 	// no_new_privs and the parent-death signal are a thread's, and exec keeps those of the
 	// thread that calls it: all of it happens on this one.
@@ -49,41 +56,68 @@ func runStage() int {
 	instr := os.NewFile(3, "instructions")
 	status := os.NewFile(4, "status")
 	status.Write([]byte{stageReady})
-	data, _ := io.ReadAll(instr)
-	instr.Close()
-	if len(data) == 0 { // the supervisor gave up on it
-		return 0
-	}
+	dec := json.NewDecoder(instr)
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(status, format, args...)
 		return 127
 	}
 	var in stageInstr
-	if err := json.Unmarshal(data, &in); err != nil {
+	if err := dec.Decode(&in); errors.Is(err, io.EOF) { // the supervisor gave up on it
+		return 0
+	} else if err != nil {
 		return fail("read the instructions: %v", err)
 	}
-	unix.Umask(0o077)
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail("set no_new_privs: %v", err)
-	}
-	if in.UID >= 0 {
-		if err := syscall.Setgroups([]int{}); err != nil {
-			return fail("drop the supplementary groups: %v", err)
-		}
-		if err := syscall.Setgid(in.GID); err != nil {
-			return fail("become gid %d: %v", in.GID, err)
-		}
-		if err := syscall.Setuid(in.UID); err != nil {
-			return fail("become uid %d: %v", in.UID, err)
-		}
-	}
-	// Changing the user cleared the parent-death signal; set it again, then make sure the
-	// supervisor did not die before that.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return fail("set the parent-death signal: %v", err)
+	if msg := become(in); msg != "" {
+		return fail("%s", msg)
 	}
 	if os.Getppid() != in.Supervisor {
 		return 1
+	}
+	if in.Become { // a warm sandbox: wait for the claim
+		status.Write([]byte{stageBecame})
+		var claim stageInstr
+		if err := dec.Decode(&claim); errors.Is(err, io.EOF) { // stopped while warm
+			return 0
+		} else if err != nil {
+			return fail("read the claim: %v", err)
+		}
+		in.Work, in.Argv, in.Env, in.Rlimits = claim.Work, claim.Argv, claim.Env, claim.Rlimits
+	}
+	instr.Close()
+	return execProgram(in, fail)
+}
+
+// become makes the stage the sandbox's user: umask 077, no_new_privs, no supplementary groups,
+// the sandbox's gid and uid, and SIGKILL when the supervisor dies. It returns why it could not.
+func become(in stageInstr) string {
+	unix.Umask(0o077)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Sprintf("set no_new_privs: %v", err)
+	}
+	if in.UID >= 0 {
+		if err := syscall.Setgroups([]int{}); err != nil {
+			return fmt.Sprintf("drop the supplementary groups: %v", err)
+		}
+		if err := syscall.Setgid(in.GID); err != nil {
+			return fmt.Sprintf("become gid %d: %v", in.GID, err)
+		}
+		if err := syscall.Setuid(in.UID); err != nil {
+			return fmt.Sprintf("become uid %d: %v", in.UID, err)
+		}
+	}
+	// Changing the user cleared the parent-death signal; set it again (the caller then makes
+	// sure the supervisor did not die before that).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Sprintf("set the parent-death signal: %v", err)
+	}
+	return ""
+}
+
+// execProgram enters the working directory, sets the rlimits and execs the program; it returns
+// only when it could not.
+func execProgram(in stageInstr, fail func(format string, args ...any) int) int {
+	if len(in.Argv) == 0 {
+		return fail("no command to run")
 	}
 	if err := os.MkdirAll(in.Work, 0o700); err != nil {
 		return fail("working directory: %v", err)

@@ -24,6 +24,8 @@ type records struct {
 	hasState   bool
 	result     resultRecord
 	hasResult  bool
+	warm       warmRecord
+	hasWarm    bool
 	dir        string
 	dirMissing bool
 }
@@ -34,11 +36,14 @@ func (d *Driver) read(id string) (records, error) {
 		r.dirMissing = true
 		return r, nil
 	}
-	var errs [4]error
+	var errs [5]error
 	r.hasRec, errs[0] = readJSON(filepath.Join(r.dir, fileSandbox), &r.rec)
 	r.hasSup, errs[1] = readJSON(filepath.Join(r.dir, fileSupervisor), &r.sup)
 	r.hasState, errs[2] = readJSON(filepath.Join(r.dir, fileState), &r.state)
 	r.hasResult, errs[3] = readJSON(filepath.Join(r.dir, fileResult), &r.result)
+	if r.rec.Warm {
+		r.hasWarm, errs[4] = readJSON(filepath.Join(r.dir, fileWarm), &r.warm)
+	}
 	return r, errors.Join(errs[:]...)
 }
 
@@ -60,7 +65,7 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 		switch {
 		case r.hasResult:
 			return d.assemble(r), nil
-		case r.hasState && r.hasSup && r.sup.alive():
+		case (r.hasState || r.hasWarm) && r.hasSup && r.sup.alive():
 			return d.assemble(r), nil
 		case !r.hasState && r.hasSup && r.sup.alive():
 			time.Sleep(10 * time.Millisecond)
@@ -77,12 +82,14 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 		switch {
 		case !r.hasSup:
 			res.Reason, res.Message = driver.ReasonFailed, "never started: the agent stopped while starting it"
+		case !r.hasState && r.hasWarm:
+			res.Reason, res.Message = driver.ReasonLost, fmt.Sprintf("its supervisor (pid %d) ended while the sandbox was warm", r.sup.PID)
 		case !r.hasState:
 			res.Reason, res.Message = driver.ReasonLost, fmt.Sprintf("its supervisor (pid %d) ended before the sandbox started", r.sup.PID)
 		default:
 			res.Reason, res.Message = driver.ReasonLost, fmt.Sprintf("its supervisor (pid %d) ended without recording the sandbox's end", r.sup.PID)
 		}
-		if r.hasState {
+		if r.hasState || r.hasWarm {
 			d.killRest(r, time.Now().Add(2*time.Second))
 		}
 		if r.rec.Cgroup != "" {
@@ -105,7 +112,15 @@ func (d *Driver) assemble(r records) driver.Status {
 	if st.ID == "" {
 		st.ID = filepath.Base(r.dir)
 	}
-	if r.hasState {
+	switch {
+	case !r.hasState && r.hasWarm && !r.hasResult:
+		st.State, st.PID = driver.StateWarm, r.warm.Process.PID
+		if r.rec.UID >= 0 {
+			st.Handle = fmt.Sprintf("warm, uid %d", r.rec.UID)
+		} else {
+			st.Handle = "warm, the agent's user"
+		}
+	case r.hasState:
 		st.PID = r.state.Process.PID
 		st.StartedAt = r.state.StartedAt
 		if r.rec.UID >= 0 {
@@ -171,6 +186,8 @@ func (d *Driver) killRest(r records, deadline time.Time) []int {
 		left = append(left, killMembers(r.rec.UID, -1, deadline)...)
 	} else if r.hasState {
 		left = append(left, killMembers(-1, r.state.Process.PID, deadline)...)
+	} else if r.hasWarm { // the stage leads the sandbox's session
+		left = append(left, killMembers(-1, r.warm.Process.PID, deadline)...)
 	}
 	return left
 }

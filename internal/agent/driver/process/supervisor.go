@@ -54,6 +54,9 @@ type launch struct {
 	Cgroup       string       `json:"cgroup,omitempty"` // the supervisor's cgroup (its argument), "" for none
 	CgroupLimits cgroupLimits `json:"cgroupLimits"`
 	Rlimits      []rlimit     `json:"rlimits,omitempty"`
+	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
+	// and the claim brings them (claimMsg).
+	Warm bool `json:"warm,omitempty"`
 }
 
 // rlimit is one resource limit the exec stage sets (soft and hard) before it becomes the
@@ -217,10 +220,13 @@ func runSupervisor() int {
 		f.Close()
 	}
 	s := &supervisor{l: l, st: st}
+	if l.Warm {
+		return s.warm(reportFile, stop)
+	}
 	return s.run(reportFile, stop)
 }
 
-func writeReport(f *os.File, err error) {
+func writeReport(f io.WriteCloser, err error) {
 	var r report
 	if err != nil {
 		r.Error = err.Error()
@@ -233,6 +239,8 @@ type supervisor struct {
 	l  launch
 	st *stage
 
+	stdout, stderr *os.File // the output files (begin)
+
 	mu       sync.Mutex
 	cpu      time.Duration // user+system CPU time of every process collected
 	maxRSS   int64         // largest ru_maxrss collected, bytes
@@ -242,7 +250,7 @@ type supervisor struct {
 func (s *supervisor) path(name string) string { return filepath.Join(s.l.Dir, name) }
 
 // fail records that the sandbox could not be started and answers the driver.
-func (s *supervisor) fail(reportFile *os.File, cause error) int {
+func (s *supervisor) fail(reportFile io.WriteCloser, cause error) int {
 	s.st.abort()
 	if s.l.Cgroup != "" {
 		removeCgroup(s.l.Cgroup)
@@ -254,30 +262,53 @@ func (s *supervisor) fail(reportFile *os.File, cause error) int {
 	return 0
 }
 
-func (s *supervisor) run(reportFile *os.File, stop chan os.Signal) int {
-	stdout, err1 := os.OpenFile(s.path(fileStdout), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	stderr, err2 := os.OpenFile(s.path(fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err := errors.Join(err1, err2); err != nil {
-		return s.fail(reportFile, fmt.Errorf("create the output files: %w", err))
+// run carries out a launch of Start: the sandbox's process runs at once.
+func (s *supervisor) run(reportFile io.WriteCloser, stop chan os.Signal) int {
+	if err := s.begin(); err != nil {
+		return s.fail(reportFile, err)
 	}
-	if s.l.Cgroup != "" { // the stage is in it already, waiting
+	startedAt, err := s.execute()
+	if err != nil {
+		return s.fail(reportFile, err)
+	}
+	writeReport(reportFile, nil)
+	return s.watch(startedAt, stop)
+}
+
+// begin creates the output files and writes the sandbox's limits into its cgroup, where the
+// stage already waits.
+func (s *supervisor) begin() error {
+	var err1, err2 error
+	s.stdout, err1 = os.OpenFile(s.path(fileStdout), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	s.stderr, err2 = os.OpenFile(s.path(fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("create the output files: %w", err)
+	}
+	if s.l.Cgroup != "" {
 		if err := createCgroup(s.l.Cgroup, s.l.CgroupLimits); err != nil {
-			return s.fail(reportFile, fmt.Errorf("cgroup: %w", err))
+			return fmt.Errorf("cgroup: %w", err)
 		}
 	}
+	return nil
+}
+
+// execute hands the stage what to run (s.l), waits for its exec and records the start
+// (state.json). It returns when the sandbox's process started; an error says why it did not
+// (nothing of it runs then).
+func (s *supervisor) execute() (time.Time, error) {
 	err := json.NewEncoder(s.st.instr).Encode(stageInstr{
 		Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Work: s.l.Work,
 		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits,
 	})
 	s.st.instr.Close()
 	if err != nil {
-		return s.fail(reportFile, fmt.Errorf("hand the spec to the exec stage: %w", err))
+		return time.Time{}, fmt.Errorf("hand the spec to the exec stage: %w", err)
 	}
 	msg, _ := io.ReadAll(s.st.status)
 	s.st.status.Close()
 	startedAt := time.Now().UTC()
 	if len(msg) > 0 {
-		return s.fail(reportFile, errors.New(string(msg)))
+		return time.Time{}, errors.New(string(msg))
 	}
 	pid := s.st.pid
 	proc, err := identOf(pid)
@@ -287,10 +318,15 @@ func (s *supervisor) run(reportFile *os.File, stop chan os.Signal) int {
 	}
 	if err := writeJSON(s.path(fileState), stateRecord{Process: proc, StartedAt: startedAt}); err != nil {
 		s.kill()
-		return s.fail(reportFile, fmt.Errorf("record the start: %w", err))
+		return time.Time{}, fmt.Errorf("record the start: %w", err)
 	}
-	writeReport(reportFile, nil)
+	return startedAt, nil
+}
 
+// watch runs a started sandbox to its end: it captures its output, enforces its timeout (from
+// startedAt), stops it on SIGTERM, collects it and its orphans and records its end.
+func (s *supervisor) watch(startedAt time.Time, stop chan os.Signal) int {
+	stdout, stderr, pid := s.stdout, s.stderr, s.st.pid
 	limit := s.l.Spec.OutputLimitOrDefault()
 	var outBytes, errBytes int64
 	var copies sync.WaitGroup
