@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Code is an error code of the public API. The list only grows; codes cross the wire.
@@ -142,3 +144,24 @@ func ErrorCode(err error) Code {
 
 // IsCode reports whether err carries code.
 func IsCode(err error, code Code) bool { return err != nil && ErrorCode(err) == code }
+
+// Count renders n with the singular or the plural form of a noun, for messages and pages
+// that count things: "1 node", "0 nodes", "2 deliveries".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// Article returns noun with its indefinite article, for messages that name a kind ("a pool",
+// "an ownerQuota", "an offer"): "an" before a vowel letter, else "a". "" stays "".
+func Article(noun string) string {
+	if noun == "" {
+		return ""
+	}
+	if strings.ContainsRune("aeiouAEIOU", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}

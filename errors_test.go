@@ -69,3 +69,25 @@ func TestIDs(t *testing.T) {
 		t.Fatal("DerivedID is not a function of key and caller")
 	}
 }
+
+func TestArticle(t *testing.T) {
+	for in, want := range map[string]string{
+		"pool": "a pool", "ownerQuota": "an ownerQuota", "offer": "an offer", "sandboxTemplate": "a sandboxTemplate",
+		"application load balancer": "an application load balancer", "NAT gateway": "a NAT gateway", "": "",
+	} {
+		if got := Article(in); got != want {
+			t.Errorf("Article(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 nodes"}, {1, "1 node"}, {2, "2 nodes"}, {1000, "1000 nodes"}} {
+		if got := Count(c.n, "node", "nodes"); got != c.want {
+			t.Errorf("Count(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

@@ -21,6 +21,10 @@ type Health struct {
 	RegisteredAt string `json:"registered_at,omitempty"`  // RFC 3339, last successful registration
 	LastReportAt string `json:"last_report_at,omitempty"` // RFC 3339, last successful status report
 	Error        string `json:"error,omitempty"`          // the last failure, or what to do when revoked
+	// NotReady says why the node reports itself not Ready ("<reason>: <message>", e.g.
+	// "SandboxRuntimeUnavailable: ..."): the agent may be reporting, yet nothing is placed on
+	// its node. Empty when the node reports Ready.
+	NotReady string `json:"not_ready,omitempty"`
 }
 
 // Health returns the agent's current health, as GET /healthz answers it.
@@ -35,6 +39,9 @@ func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := a.Health()
+		if ready, reason, msg := a.readiness(); !ready {
+			h.NotReady = reason + ": " + msg
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if h.State == StateRevoked {
 			w.WriteHeader(http.StatusServiceUnavailable)

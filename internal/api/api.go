@@ -84,6 +84,20 @@ func (c *Call) AuditEntry() audit.Entry {
 	}
 }
 
+// Request body caps (Method.MaxBody), in bytes.
+const (
+	// DefaultMaxBody is the cap of a method that declares none (64 KiB): ids, names, grants,
+	// labels, filters.
+	DefaultMaxBody = 64 << 10
+	// MaxSecretBody is the cap of secrets.create and secrets.update (1 MiB): a value of up to
+	// secrets.MaxValueBytes (64 KiB), escaped.
+	MaxSecretBody = 1 << 20
+	// MaxDocumentBody is the cap of fleet.plan, fleet.apply and the compute creates and updates
+	// (8 MiB): a fleet document, or a config or env of up to 256 values of up to 4096
+	// characters, escaped.
+	MaxDocumentBody = 8 << 20
+)
+
 // Method is one API method.
 type Method struct {
 	Name    string // e.g. "compute.pools.create"
@@ -98,6 +112,9 @@ type Method struct {
 	// Composite methods (fleet.apply) run their own transactions and write their own audit
 	// rows; Call passes them the database.
 	Composite bool
+	// MaxBody is the largest request body the method takes, in bytes (a larger one is
+	// PAYLOAD_TOO_LARGE, 413); zero means DefaultMaxBody. The transport reads no more.
+	MaxBody int64
 	// Handle runs the method.
 	Handle func(ctx context.Context, c *Call, in json.RawMessage) (any, error)
 	// Input and Output are zero values of the input and output types, for the OpenAPI document.
@@ -105,14 +122,16 @@ type Method struct {
 }
 
 // Decide returns the decision for input in: the method's Permission on the scope its Scope form
-// names. It is INVALID_INPUT when the form needs the input's tenantId and in has none.
+// names. It reads tenantId with the handlers' decoder (strictjson.DecodePart), so both see the
+// same tenant. It is INVALID_INPUT when the form needs the input's tenantId and in has none, or
+// when in is not a strict JSON object.
 func (m *Method) Decide(in json.RawMessage) (Decision, error) {
 	if m.Scope == OnRoot {
 		return Decision{Permission: m.Permission, Scope: iam.TenantScope(iam.RootTenant), TenantID: iam.RootTenant}, nil
 	}
 	var t TenantInput
-	if err := json.Unmarshal(in, &t); err != nil {
-		return Decision{}, cubefleet.Invalid("", "the input must be a JSON object with tenantId")
+	if err := strictjson.DecodePart(in, &t); err != nil {
+		return Decision{}, err
 	}
 	if t.TenantID == "" {
 		return Decision{}, cubefleet.Invalid("tenantId", "tenantId is required")
@@ -146,9 +165,9 @@ func NewRegistry(db *store.DB, now func() time.Time, log *slog.Logger) *Registry
 	return &Registry{db: db, methods: map[string]*Method{}, now: now, log: log}
 }
 
-// Register adds m. It panics (the method table is fixed at start-up) on a duplicate name, a
-// method without a handler, a Permission or a Scope, and a permission another method declares
-// on another scope form.
+// Register adds m (with MaxBody DefaultMaxBody when it declares none). It panics (the method
+// table is fixed at start-up) on a duplicate name, a method without a handler, a Permission or
+// a Scope, and a permission another method declares on another scope form.
 func (r *Registry) Register(m Method) {
 	switch {
 	case m.Name == "" || m.Handle == nil:
@@ -162,6 +181,9 @@ func (r *Registry) Register(m Method) {
 		if o.Permission == m.Permission && o.Scope != m.Scope {
 			panic(fmt.Sprintf("api: %s decides %s on another scope form than %s does", m.Name, m.Permission, o.Name))
 		}
+	}
+	if m.MaxBody <= 0 {
+		m.MaxBody = DefaultMaxBody
 	}
 	r.methods[m.Name] = &m
 	r.order = append(r.order, &m)

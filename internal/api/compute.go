@@ -32,7 +32,7 @@ func registerComputeMethods(r *Registry, d *deps) {
 					o, err := d.compute.Create(ctx, c.Q, kind, c.Principal.ID, in)
 					return objectOut{o}, err
 				}
-				m.Input = objectSchema{info: info, form: formCreate}
+				m.Input, m.MaxBody = objectSchema{info: info, form: formCreate}, MaxDocumentBody
 			case compute.VerbGet:
 				m.Summary = "Get a " + kind + " by id"
 				m.Handle = Typed(func(ctx context.Context, c *Call, in compute.Ref) (any, error) {
@@ -52,7 +52,7 @@ func registerComputeMethods(r *Registry, d *deps) {
 					o, err := d.compute.Update(ctx, c.Q, kind, c.Principal.ID, in)
 					return objectOut{o}, err
 				}
-				m.Input = objectSchema{info: info, form: formUpdate}
+				m.Input, m.MaxBody = objectSchema{info: info, form: formUpdate}, MaxDocumentBody
 			case info.RemoveVerb:
 				m.Summary = "Delete a " + kind + " (refused while other objects use it)"
 				if verb == compute.VerbArchive {

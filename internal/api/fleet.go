@@ -48,7 +48,7 @@ func registerFleetMethods(r *Registry, d *deps) {
 	})
 	r.Register(Method{
 		Name: "fleet.plan", Summary: "Diff a document against a tenant's fleet (changes nothing)", Permission: iam.PermFleetAdmin, Scope: OnFleet,
-		Input: fleetInput{}, Output: fleet.Plan{},
+		Input: fleetInput{}, Output: fleet.Plan{}, MaxBody: MaxDocumentBody,
 		Handle: Typed(func(ctx context.Context, c *Call, in fleetInput) (any, error) {
 			doc, err := in.document()
 			if err != nil {
@@ -59,7 +59,7 @@ func registerFleetMethods(r *Registry, d *deps) {
 	})
 	r.Register(Method{
 		Name: "fleet.apply", Summary: "Apply a document in one transaction (refuses a stale planHash)", Permission: iam.PermFleetAdmin, Scope: OnFleet,
-		Write: true, Composite: true, Input: fleetInput{}, Output: fleet.ApplyResult{},
+		Write: true, Composite: true, Input: fleetInput{}, Output: fleet.ApplyResult{}, MaxBody: MaxDocumentBody,
 		Handle: Typed(func(ctx context.Context, c *Call, in fleetInput) (any, error) {
 			doc, err := in.document()
 			if err != nil {

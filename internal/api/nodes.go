@@ -22,14 +22,17 @@ type NodeListInput struct {
 }
 
 // NodeList is the output of nodes.list: the nodes sorted by id, the server's clock when it
-// answered (Now, Unix ms: a report's age is Now - lastReportAt) and the health settings in
+// answered (Now, Unix ms: a report's age is Now - lastReportAt), the health settings in
 // milliseconds (the heartbeat timeout is the shortest window; each node's is its
-// heartbeatWindowMs).
+// heartbeatWindowMs), and Rooms: by node id, the scheduler's view of each listed node it knows
+// (reported use, use reserved for sandboxes placed and not yet reported, what is left;
+// docs/scheduler.md), as nodes.get's room.
 type NodeList struct {
-	Items            []nodes.View `json:"items"`
-	Now              int64        `json:"now"`
-	HeartbeatTimeout int64        `json:"heartbeatTimeoutMs"`
-	LostAfter        int64        `json:"lostAfterMs"`
+	Items            []nodes.View               `json:"items"`
+	Now              int64                      `json:"now"`
+	HeartbeatTimeout int64                      `json:"heartbeatTimeoutMs"`
+	LostAfter        int64                      `json:"lostAfterMs"`
+	Rooms            map[string]*scheduler.Room `json:"rooms,omitempty"`
 }
 
 // NodeRef names one node by its id (a Cubelet's is its IP address).
@@ -221,8 +224,19 @@ func registerNodesMethods(r *Registry, d *deps) {
 					return nil, err
 				}
 			}
-			return NodeList{Items: items, Now: d.now().UnixMilli(), HeartbeatTimeout: reg.HeartbeatTimeout().Milliseconds(),
-				LostAfter: reg.LostAfter().Milliseconds()}, nil
+			list := NodeList{Items: items, Now: d.now().UnixMilli(), HeartbeatTimeout: reg.HeartbeatTimeout().Milliseconds(),
+				LostAfter: reg.LostAfter().Milliseconds()}
+			if d.scheduler != nil {
+				for _, v := range items {
+					if room, ok := d.scheduler.Scheduler().Room(v.ID); ok {
+						if list.Rooms == nil {
+							list.Rooms = map[string]*scheduler.Room{}
+						}
+						list.Rooms[v.ID] = &room
+					}
+				}
+			}
+			return list, nil
 		}),
 		Input: NodeListInput{}, Output: NodeList{},
 	})

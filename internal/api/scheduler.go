@@ -1,10 +1,15 @@
 package api
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"slices"
+	"strings"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
@@ -31,12 +36,109 @@ type ReleaseOutput struct {
 // AuditTarget names the sandbox in the audit row.
 func (r ReleaseOutput) AuditTarget() string { return r.SandboxID }
 
-// SchedulerStatus is the output of scheduler.status: the configuration in force, whether this
-// replica holds the scheduler lease (it decides), and the reservations outstanding.
+// SchedulerStatus is the output of scheduler.status: the configuration in force, the file it
+// came from (ConfigFile, "" for the built-in defaults) and when it was loaded (ConfigLoadedAt),
+// the last reload's failure while it lasts (ReloadError, ReloadFailedAt: the file on disk is
+// then not the configuration in force), whether this replica holds the scheduler lease (it
+// decides), and the reservations outstanding, oldest first. Times are Unix ms; Now is the
+// server's clock when it answered.
 type SchedulerStatus struct {
-	Config       scheduler.Config        `json:"config"`
-	LeaseHolder  bool                    `json:"leaseHolder"`
-	Reservations []scheduler.Reservation `json:"reservations"`
+	Config         scheduler.Config  `json:"config"`
+	ConfigFile     string            `json:"configFile,omitempty"`
+	ConfigLoadedAt int64             `json:"configLoadedAt"`
+	ReloadError    string            `json:"reloadError,omitempty"`
+	ReloadFailedAt int64             `json:"reloadFailedAt,omitempty"`
+	LeaseHolder    bool              `json:"leaseHolder"`
+	Now            int64             `json:"now"`
+	Reservations   []ReservationView `json:"reservations"`
+}
+
+// ReservationView is a reservation as scheduler.status shows it: with its pool's fleet name
+// (PoolName, "" when the pool has none) and when it was made (ReservedAt, Unix ms).
+type ReservationView struct {
+	scheduler.Reservation
+	PoolName   string `json:"poolName,omitempty"`
+	ReservedAt int64  `json:"reservedAt"`
+}
+
+// resolvePlacement turns the pool of a scheduler.place input into a pool id: in.Pool is a
+// pool id or a pool's fleet name (docs/scheduler.md). A template given as a sandbox template id
+// (tpl_...) must exist and lends its pool when in.Pool is empty; any other template must be
+// held by some node. Errors: INVALID_INPUT for a missing sandbox id or pool, a fleet name that
+// several pools share, or a template of another pool; NOT_FOUND for a pool or template that
+// does not exist.
+func resolvePlacement(ctx context.Context, d *deps, in *scheduler.Request) error {
+	if in.SandboxID == "" {
+		return cubefleet.Invalid("sandboxId", "sandboxId is required: the id of the sandbox to place")
+	}
+	if in.Template != "" {
+		if cubefleet.IsID(in.Template, "tpl") {
+			t, err := compute.Load(ctx, d.db, in.Template)
+			if err != nil || t.Kind != compute.KindSandboxTemplate {
+				if err == nil || cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+					return cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s", in.Template)
+				}
+				return err
+			}
+			var spec compute.SandboxTemplateSpec
+			if err := json.Unmarshal(t.Spec, &spec); err == nil && spec.PoolID != "" {
+				if in.Pool == "" {
+					in.Pool = spec.PoolID
+				}
+				if err := samePool(ctx, d, in.Pool, spec.PoolID, in.Template); err != nil {
+					return err
+				}
+			}
+		} else if !d.scheduler.Scheduler().HoldsTemplate(in.Template) {
+			return cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s and no node holds a template of that id", in.Template)
+		}
+	}
+	if in.Pool == "" {
+		return cubefleet.Invalid("pool", "pool is required: the pool id or fleet name of the sandbox's template")
+	}
+	id, err := poolID(ctx, d, in.Pool)
+	if err != nil {
+		return err
+	}
+	in.Pool = id
+	return nil
+}
+
+// samePool refuses a template whose pool (poolID) is not ref (a pool id or fleet name).
+func samePool(ctx context.Context, d *deps, ref, want, template string) error {
+	id, err := poolID(ctx, d, ref)
+	if err != nil {
+		return err
+	}
+	if id != want {
+		return cubefleet.Invalid("pool", "template %s is on pool %s, not %s: leave pool out or give the template's", template, want, ref)
+	}
+	return nil
+}
+
+// poolID returns the id of the pool whose id or fleet name is ref. Errors: NOT_FOUND when no
+// pool has it; INVALID_INPUT when pools of several tenants share the fleet name.
+func poolID(ctx context.Context, d *deps, ref string) (string, error) {
+	pools, err := d.compute.Pools(ctx, d.db)
+	if err != nil {
+		return "", err
+	}
+	var named []string
+	for _, p := range pools {
+		if p.ID == ref {
+			return p.ID, nil
+		}
+		if p.Name == ref && p.ArchivedAt == nil {
+			named = append(named, p.ID)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return "", cubefleet.Errorf(cubefleet.CodeNotFound, "no pool has the id or fleet name %q; compute.pools.list shows them with their names", ref)
+	case 1:
+		return named[0], nil
+	}
+	return "", cubefleet.Invalid("pool", "pools %s share the fleet name %q: give the pool id", strings.Join(named, ", "), ref)
 }
 
 // registerSchedulerMethods registers scheduler.* (permission scheduler:<verb> on tenant/root):
@@ -58,6 +160,9 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 		Handle: Typed(func(ctx context.Context, c *Call, in scheduler.Request) (any, error) {
 			if d.scheduler == nil {
 				return nil, unsupported()
+			}
+			if err := resolvePlacement(ctx, d, &in); err != nil {
+				return nil, err
 			}
 			dec, err := d.scheduler.Place(ctx, in)
 			if err != nil {
@@ -93,11 +198,28 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 				return nil, unsupported()
 			}
 			s := d.scheduler.Scheduler()
-			rs := s.Reservations()
-			if rs == nil {
-				rs = []scheduler.Reservation{}
+			src := s.ConfigSource()
+			out := SchedulerStatus{Config: s.Config(), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
+				ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []ReservationView{}}
+			if !src.ReloadFailedAt.IsZero() {
+				out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
 			}
-			return SchedulerStatus{Config: s.Config(), LeaseHolder: d.scheduler.Holding(), Reservations: rs}, nil
+			rs := s.Reservations()
+			if len(rs) > 0 {
+				pools, err := d.compute.Pools(ctx, d.db)
+				if err != nil {
+					return nil, err
+				}
+				names := make(map[string]string, len(pools))
+				for _, p := range pools {
+					names[p.ID] = p.Name
+				}
+				for _, r := range rs {
+					out.Reservations = append(out.Reservations, ReservationView{Reservation: r, PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
+				}
+				slices.SortStableFunc(out.Reservations, func(a, b ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
+			}
+			return out, nil
 		}),
 		Input: struct{}{}, Output: SchedulerStatus{},
 	})

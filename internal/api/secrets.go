@@ -42,7 +42,7 @@ func registerSecretsMethods(r *Registry, d *deps) {
 			s, err := d.secrets.Create(ctx, c.Q, in.TenantID, in.Name, in.Value, c.Principal.ID, d.now())
 			return SecretOutput{s}, err
 		}),
-		Input: SecretCreateInput{}, Output: secrets.Secret{},
+		Input: SecretCreateInput{}, Output: secrets.Secret{}, MaxBody: MaxSecretBody,
 	})
 	r.Register(Method{
 		Name: "secrets.update", Summary: "Replace a secret's value (rotation); objects referring to it keep their reference", Write: true,
@@ -54,7 +54,7 @@ func registerSecretsMethods(r *Registry, d *deps) {
 			s, err := d.secrets.Update(ctx, c.Q, in.TenantID, in.Name, in.Value)
 			return SecretOutput{s}, err
 		}),
-		Input: SecretCreateInput{}, Output: secrets.Secret{},
+		Input: SecretCreateInput{}, Output: secrets.Secret{}, MaxBody: MaxSecretBody,
 	})
 	r.Register(Method{
 		Name: "secrets.list", Summary: "List a tenant's secrets (names and metadata, never values)",

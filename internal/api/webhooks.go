@@ -27,11 +27,12 @@ type WebhookRef struct {
 }
 
 // WebhookRotateInput is the input of webhooks.rotateSecret: OverlapSeconds is how long the
-// secrets the subscription had keep signing beside the new one (0: 24 hours; at most 7 days).
+// secrets the subscription had keep signing beside the new one, 0 (at once: they stop signing
+// now) to 604800 (7 days); absent means 86400 (24 hours).
 type WebhookRotateInput struct {
 	TenantID       string `json:"tenantId"`
 	ID             string `json:"id"`
-	OverlapSeconds int64  `json:"overlapSeconds,omitempty"`
+	OverlapSeconds *int64 `json:"overlapSeconds,omitempty"`
 }
 
 // WebhookList is the output of webhooks.list, oldest first.
@@ -103,10 +104,14 @@ func registerWebhooksMethods(r *Registry, d *deps) {
 			if err := needWebhook(in.ID); err != nil {
 				return nil, err
 			}
-			if in.OverlapSeconds < 0 || in.OverlapSeconds > int64(events.MaxSecretOverlap/time.Second) {
-				return nil, cubefleet.Invalid("overlapSeconds", "overlapSeconds is 0 (24 hours) to %d (7 days)", int64(events.MaxSecretOverlap/time.Second))
+			overlap := events.DefaultSecretOverlap
+			if o := in.OverlapSeconds; o != nil {
+				if *o < 0 || *o > int64(events.MaxSecretOverlap/time.Second) {
+					return nil, cubefleet.Invalid("overlapSeconds", "overlapSeconds is 0 (the old secret stops signing at once) to %d (7 days); leave it out for 24 hours", int64(events.MaxSecretOverlap/time.Second))
+				}
+				overlap = time.Duration(*o) * time.Second
 			}
-			return hooks.RotateSecret(ctx, c.Q, in.TenantID, in.ID, time.Duration(in.OverlapSeconds)*time.Second)
+			return hooks.RotateSecret(ctx, c.Q, in.TenantID, in.ID, overlap)
 		}),
 		Input: WebhookRotateInput{}, Output: events.WithSecret{},
 	})

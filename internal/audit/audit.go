@@ -15,7 +15,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Module is the audit module's migrations (`audit/0001_log`).
+// Module is the audit module's migrations (`audit/0001_log`, `audit/0002_count_at`).
 var Module = store.EmbeddedModule("audit", migrations)
 
 // Outcomes of an audited call.
@@ -25,7 +25,8 @@ const (
 )
 
 // Entry is one audit row. At is Unix milliseconds; Target is the object the call acted on (an
-// id), when there is one; Message never holds a secret.
+// id), when there is one; Message never holds a secret. Count is how many calls the row stands
+// for: 1 (0 is taken as 1), or more for a row that summarizes refused calls (Summary).
 type Entry struct {
 	ID          string `json:"id"`
 	At          int64  `json:"at"`
@@ -38,7 +39,11 @@ type Entry struct {
 	Target      string `json:"target,omitempty"`
 	RequestID   string `json:"requestId,omitempty"`
 	Message     string `json:"message,omitempty"`
+	Count       int64  `json:"count,omitempty"`
 }
+
+// count is e.Count as stored: at least 1.
+func (e Entry) count() int64 { return max(e.Count, 1) }
 
 // Record appends e (its ID is assigned here when empty) through q, so it commits or rolls back
 // with the caller's transaction.
@@ -46,9 +51,9 @@ func Record(ctx context.Context, q store.Querier, e Entry) error {
 	if e.ID == "" {
 		e.ID = cubefleet.NewID("aud")
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO audit_log (id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		e.ID, e.At, e.TenantID, e.PrincipalID, e.Method, e.Permission, e.Scope, e.Outcome, e.Target, e.RequestID, e.Message)
+	_, err := q.ExecContext(ctx, `INSERT INTO audit_log (id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		e.ID, e.At, e.TenantID, e.PrincipalID, e.Method, e.Permission, e.Scope, e.Outcome, e.Target, e.RequestID, e.Message, e.count())
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
@@ -72,7 +77,7 @@ func (b *Batch) Add(e Entry) {
 func (b *Batch) Len() int { return len(b.entries) }
 
 // batchRows is how many rows one INSERT writes. SQLite looks up each $N parameter by name in a
-// list, so a statement's preparation grows with the square of its parameters: 50 rows (550
+// list, so a statement's preparation grows with the square of its parameters: 50 rows (600
 // parameters) keep that small while cutting the round trips to PostgreSQL fiftyfold.
 const batchRows = 50
 
@@ -81,15 +86,15 @@ func (b *Batch) Flush(ctx context.Context, q store.Querier) error {
 	for start := 0; start < len(b.entries); start += batchRows {
 		chunk := b.entries[start:min(start+batchRows, len(b.entries))]
 		var sql strings.Builder
-		sql.WriteString(`INSERT INTO audit_log (id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message) VALUES `)
-		args := make([]any, 0, len(chunk)*11)
+		sql.WriteString(`INSERT INTO audit_log (id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count) VALUES `)
+		args := make([]any, 0, len(chunk)*12)
 		for i, e := range chunk {
 			if i > 0 {
 				sql.WriteString(", ")
 			}
 			n := len(args)
-			fmt.Fprintf(&sql, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10, n+11)
-			args = append(args, e.ID, e.At, e.TenantID, e.PrincipalID, e.Method, e.Permission, e.Scope, e.Outcome, e.Target, e.RequestID, e.Message)
+			fmt.Fprintf(&sql, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10, n+11, n+12)
+			args = append(args, e.ID, e.At, e.TenantID, e.PrincipalID, e.Method, e.Permission, e.Scope, e.Outcome, e.Target, e.RequestID, e.Message, e.count())
 		}
 		if _, err := q.ExecContext(ctx, sql.String(), args...); err != nil {
 			return fmt.Errorf("audit: %w", err)
@@ -114,7 +119,7 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, erro
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
 	}
-	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message
+	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count
 		FROM audit_log WHERE tenant_id = $1 AND at >= $2 AND id > $3 ORDER BY id LIMIT $4`, f.TenantID, f.Since, f.Cursor, f.Limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
@@ -123,8 +128,11 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, erro
 	out := []Entry{}
 	for rows.Next() {
 		var e Entry
-		if err := rows.Scan(&e.ID, &e.At, &e.TenantID, &e.PrincipalID, &e.Method, &e.Permission, &e.Scope, &e.Outcome, &e.Target, &e.RequestID, &e.Message); err != nil {
+		if err := rows.Scan(&e.ID, &e.At, &e.TenantID, &e.PrincipalID, &e.Method, &e.Permission, &e.Scope, &e.Outcome, &e.Target, &e.RequestID, &e.Message, &e.Count); err != nil {
 			return nil, "", err
+		}
+		if e.Count == 1 {
+			e.Count = 0 // shown only on rows that stand for more than one call
 		}
 		out = append(out, e)
 	}

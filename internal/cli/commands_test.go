@@ -59,6 +59,9 @@ func TestGoldenErrors(t *testing.T) {
 			{"api"},
 			{"api", "iam.tenants.list", "not json"},
 			{"audit", "list", "--since", "yesterday"},
+			{"server", "--api-body-budget", "lots"},
+			{"server", "--api-workers", "-1"},
+			{"server", "--env-ref-allow", "1BAD", "--data-dir", filepath.Join(c.dir, "unused")},
 		}
 		var b strings.Builder
 		for _, args := range cases {

@@ -104,7 +104,7 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 	c.admin("api", "compute.pools.update", `{"tenantId":"root","id":"`+pools.Items[0].ID+`","gpuModel":"A100"}`)
 	c.admin("fleet", "status", "--tenant", "root", "--check")
 	deadline := time.Now().Add(10 * time.Second)
-	for hits.Load() == 0 || !strings.Contains(c.admin("webhooks", "deliveries", "--tenant", "root"), "answered 503") {
+	for hits.Load() == 0 || !strings.Contains(c.admin("webhooks", "deliveries", "--tenant", "root"), "answered HTTP 503") {
 		if time.Now().After(deadline) {
 			t.Fatal("no delivery attempt within 10 s")
 		}
@@ -123,12 +123,62 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 	transcript += c.transcript(
 		"webhooks redeliver "+deliveries+" --tenant root",
 		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 1h --output json",
+		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 0",
+		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 1.5s",
 		"webhooks delete "+sub.ID+" --tenant root",
 		"webhooks list --tenant root",
 	)
 	transcript = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`).ReplaceAllString(transcript, "whsec_<secret>")
 	transcript = strings.ReplaceAll(transcript, receiver.URL, "$RECEIVER")
 	testkit.Golden(t, "webhooks.golden", []byte(next.ReplaceAllString(transcript, "<next attempt>\n")))
+}
+
+// TestWebhooksDeliveriesPages: deliveries pages with --limit and --cursor; the table names the
+// next page's cursor and --output json carries it as nextCursor; a bad --state or --limit is
+// a usage error.
+func TestWebhooksDeliveriesPages(t *testing.T) {
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(receiver.Close)
+	c := mustServe(t, "", func(cfg *server.Config) { cfg.AllowPrivateWebhookTargets = true })
+	for range 3 {
+		c.admin("webhooks", "create", receiver.URL+"/hook", "--tenant", "root", "--events", "fleet.drifted")
+	}
+	writeFile(t, "fleet.json", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"p","site":"fra","class":"vps-host","gpuModel":"L40S"}]}`)
+	c.admin("fleet", "apply", "fleet.json", "--tenant", "root", "--yes")
+	var pools struct {
+		Items []struct{ ID string } `json:"items"`
+	}
+	json.Unmarshal([]byte(c.admin("api", "compute.pools.list", `{"tenantId":"root"}`)), &pools)
+	c.admin("api", "compute.pools.update", `{"tenantId":"root","id":"`+pools.Items[0].ID+`","gpuModel":"A100"}`)
+	c.admin("fleet", "status", "--tenant", "root", "--check")
+	ids := regexp.MustCompile(`whd_[0-9A-HJKMNP-TV-Z]{26}`)
+	testkit.WaitFor(t, 10*time.Second, "three deliveries", func() bool {
+		return len(ids.FindAllString(c.admin("webhooks", "deliveries", "--tenant", "root"), -1)) == 3
+	})
+	all := ids.FindAllString(c.admin("webhooks", "deliveries", "--tenant", "root"), -1)
+
+	first := c.admin("webhooks", "deliveries", "--tenant", "root", "--limit", "2")
+	notice := "(first 2 deliveries; more exist: --cursor " + all[1] + " shows the next ones"
+	if got := ids.FindAllString(first, -1); len(got) != 3 || got[0] != all[0] || got[1] != all[1] || !strings.Contains(first, notice) {
+		t.Errorf("first page:\n%s", first)
+	}
+	rest := c.admin("webhooks", "deliveries", "--tenant", "root", "--limit", "2", "--cursor", all[1])
+	if got := ids.FindAllString(rest, -1); len(got) != 1 || got[0] != all[2] || strings.Contains(rest, "more exist") {
+		t.Errorf("second page:\n%s", rest)
+	}
+	var page struct {
+		Items      []struct{ ID string } `json:"items"`
+		NextCursor string                `json:"nextCursor"`
+	}
+	if err := json.Unmarshal([]byte(c.admin("webhooks", "deliveries", "--tenant", "root", "--limit", "2", "-o", "json")), &page); err != nil ||
+		len(page.Items) != 2 || page.NextCursor != all[1] {
+		t.Errorf("json page: %+v %v", page, err)
+	}
+	for _, bad := range [][]string{{"--state", "lost"}, {"--limit", "0"}} {
+		if code, _, errOut := c.run("", append([]string{"webhooks", "deliveries", "--tenant", "root", "--token-file", c.tokenFile}, bad...)...); code != ExitUsage {
+			t.Errorf("%v: exit %d %s, want 2", bad, code, errOut)
+		}
+	}
 }
 
 // TestFleetStatusSaysWhenDriftWasCheckedGolden: fleet status shows when drift was last checked

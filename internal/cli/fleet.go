@@ -520,10 +520,5 @@ func wantJSON(cmd *cobra.Command) bool {
 	return f == "json"
 }
 
-// plural renders n with the singular or plural form: "1 call", "3 calls".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
+// plural renders n with the singular or plural form: "1 call", "3 calls" (cubefleet.Count).
+func plural(n int, one, many string) string { return cubefleet.Count(n, one, many) }

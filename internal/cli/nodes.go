@@ -27,10 +27,11 @@ type nodeOut struct {
 
 // nodeListOut is the output of nodes.list.
 type nodeListOut struct {
-	Items            []nodes.View `json:"items"`
-	Now              int64        `json:"now"`
-	HeartbeatTimeout int64        `json:"heartbeatTimeoutMs"`
-	LostAfter        int64        `json:"lostAfterMs"`
+	Items            []nodes.View               `json:"items"`
+	Now              int64                      `json:"now"`
+	HeartbeatTimeout int64                      `json:"heartbeatTimeoutMs"`
+	LostAfter        int64                      `json:"lostAfterMs"`
+	Rooms            map[string]*scheduler.Room `json:"rooms,omitempty"`
 }
 
 func newNodesCmd(stdio IO) *cobra.Command {
@@ -83,9 +84,9 @@ the cluster label of stock Cubelets in no pool); one that no pool and no node ha
 				rows := make([][]string, 0, len(out.Items))
 				for _, v := range sortedForTable(out.Items) {
 					rows = append(rows, []string{v.ID, v.IP, nodetext.Pool(v), nodetext.State(v), nodetext.Ago(out.Now, v.LastReportAt),
-						nodetext.MicroVMs(v), nodetext.CPU(v), nodetext.Memory(v), nodetext.Notes(v)})
+						nodetext.MicroVMs(v), nodetext.CPU(v), nodetext.Memory(v), nodetext.Reserved(out.Rooms[v.ID]), nodetext.Notes(v)})
 				}
-				return printTable(w, []string{"NODE", "IP", "POOL", "STATE", "LAST REPORT", "MVM", "CPU", "MEMORY", "NOTES"}, rows)
+				return printTable(w, []string{"NODE", "IP", "POOL", "STATE", "LAST REPORT", "MVM", "CPU", "MEMORY", "RESERVED", "NOTES"}, rows)
 			})
 		},
 	}

@@ -32,9 +32,11 @@ func newSchedulerStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show the server's scheduler: the configuration in force, the lease holder, the reservations",
 		Long: `Ask the control plane (scheduler.status, permission scheduler:read on tenant/root) for the
-scheduler configuration in force, whether the replica that answered holds the scheduler lease
-(it makes the placement decisions), and the reservations outstanding: sandboxes placed whose
-nodes have not listed them yet.`,
+scheduler configuration in force, the file it came from and when it was loaded, the last
+reload's error while it lasts (SIGHUP with an invalid file keeps the previous configuration),
+whether the replica that answered holds the scheduler lease (it makes the placement
+decisions), and the reservations outstanding: sandboxes placed whose nodes have not listed
+them yet, with their pool's fleet name and age.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var out api.SchedulerStatus
@@ -47,14 +49,28 @@ nodes have not listed them yet.`,
 				if out.LeaseHolder {
 					holder = "yes (this replica places sandboxes)"
 				}
-				if err := printFields(w, 13, [][2]string{
+				file := "none (the built-in defaults)"
+				if out.ConfigFile != "" {
+					file = out.ConfigFile
+				}
+				fields := [][2]string{
+					{"Config file", file},
+					{"Loaded", nodetext.Ago(out.Now, out.ConfigLoadedAt) + " (" + time.UnixMilli(out.ConfigLoadedAt).UTC().Format(time.RFC3339) + ")"},
+				}
+				if out.ReloadError != "" {
+					fields = append(fields, [2]string{"Last reload", "FAILED " + nodetext.Ago(out.Now, out.ReloadFailedAt) +
+						": the configuration above stays in force; fix the file and send SIGHUP again (scheduler check FILE shows every problem)"},
+						[2]string{"Reload error", out.ReloadError})
+				}
+				fields = append(fields, [][2]string{
 					{"Profile", c.Profile},
 					{"Pick", fmt.Sprintf("%s among the top %d", c.LeastSelectName, c.PrioritySelectNum)},
 					{"Filters", strings.Join(c.Filter.EnableFilters, ", ")},
 					{"Scorers", strings.Join(c.Score.EnableScorers, ", ")},
 					{"Lease holder", holder},
 					{"Reservations", strconv.Itoa(len(out.Reservations))},
-				}); err != nil {
+				}...)
+				if err := printFields(w, 13, fields); err != nil {
 					return err
 				}
 				if len(out.Reservations) == 0 {
@@ -63,9 +79,13 @@ nodes have not listed them yet.`,
 				fmt.Fprintln(w)
 				rows := make([][]string, 0, len(out.Reservations))
 				for _, r := range out.Reservations {
-					rows = append(rows, []string{r.SandboxID, r.NodeID, r.Pool, nodetext.Cores(r.CPU), nodetext.GiB(r.MemoryMiB) + "Gi"})
+					pool := r.Pool
+					if r.PoolName != "" {
+						pool = r.PoolName + " (" + r.Pool + ")"
+					}
+					rows = append(rows, []string{r.SandboxID, r.NodeID, pool, nodetext.Cores(r.CPU), nodetext.GiB(r.MemoryMiB) + "Gi", nodetext.Ago(out.Now, r.ReservedAt)})
 				}
-				return printTable(w, []string{"SANDBOX", "NODE", "POOL", "CPU", "MEMORY"}, rows)
+				return printTable(w, []string{"SANDBOX", "NODE", "POOL", "CPU", "MEMORY", "RESERVED"}, rows)
 			})
 		},
 	}
@@ -82,20 +102,21 @@ type schedulerCheck struct {
 
 func newSchedulerCheckCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "check FILE",
+		Use:   "check FILE|-",
 		Short: "Validate a cubemaster.yaml-shaped scheduler configuration and print it with defaults filled in",
-		Long: `Read FILE (a cubemaster.yaml: its scheduler section; other sections are ignored), and print
-its warnings and the effective configuration with every default filled in, as a scheduler
-section that loads to the same configuration. Exit 0 when the file is valid; exit 1 naming
-every problem with its key path and line.`,
+		Long: `Read FILE, or standard input for "-" (a cubemaster.yaml: its scheduler section; other
+sections are ignored), and print the effective configuration with every default filled in, as
+a scheduler section that loads to the same configuration: standard output holds only that, so
+it can be saved or piped; the warnings go to standard error. Exit 0 when the file is valid;
+exit 1 naming every problem with its key path and line.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, warns, err := scheduler.LoadFile(args[0])
+			cfg, warns, err := loadSchedulerConfig(cmd, args[0])
 			var ce *scheduler.ConfigError
 			if err != nil && !errors.As(err, &ce) {
 				return err
 			}
-			out := schedulerCheck{File: args[0], Valid: err == nil, Warnings: warns}
+			out := schedulerCheck{File: configName(args[0]), Valid: err == nil, Warnings: warns}
 			if out.Warnings == nil {
 				out.Warnings = []scheduler.Warning{}
 			}
@@ -106,9 +127,7 @@ every problem with its key path and line.`,
 			}
 			if rerr := render(cmd, out, func(w io.Writer) error {
 				for _, wn := range warns {
-					if _, err := linef(w, "warning: %s\n", wn.String()); err != nil {
-						return err
-					}
+					linef(stdioOf(cmd).Err, "warning: %s\n", wn.String())
 				}
 				if ce != nil {
 					return nil
@@ -130,9 +149,55 @@ every problem with its key path and line.`,
 	}
 }
 
+// flagProblems turns an INVALID_INPUT whose field errors name flags (simulate.Options'
+// fields are its flags' names) into a usage error (exit 2): a flag given a bad value is a
+// usage error, as an unknown flag is. Other errors are returned as they are.
+func flagProblems(err error) error {
+	var ce *cubefleet.Error
+	if !errors.As(err, &ce) || ce.Code != cubefleet.CodeInvalidInput {
+		return err
+	}
+	fes, _ := ce.Details["errors"].([]cubefleet.FieldError)
+	if len(fes) == 0 {
+		return usagef("%s", ce.Message)
+	}
+	parts := make([]string, len(fes))
+	for i, fe := range fes {
+		parts[i] = "--" + fe.Path + ": " + fe.Message
+	}
+	return usagef("%s", strings.Join(parts, "; "))
+}
+
+// configName is how messages name a configuration file argument: "stdin" for "-".
+func configName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	return path
+}
+
+// loadSchedulerConfig loads the scheduler configuration file path, or standard input for "-"
+// (named "stdin" in the messages; at most scheduler.MaxConfigBytes).
+func loadSchedulerConfig(cmd *cobra.Command, path string) (scheduler.Config, []scheduler.Warning, error) {
+	if path != "-" {
+		cfg, warns, err := scheduler.LoadFile(path)
+		var ce *scheduler.ConfigError
+		if err != nil && !errors.As(err, &ce) {
+			return cfg, warns, usagef("%v", err) // a file that cannot be read: exit 2, as for fleet documents
+		}
+		return cfg, warns, err
+	}
+	data, err := io.ReadAll(io.LimitReader(stdioOf(cmd).In, scheduler.MaxConfigBytes+1))
+	if err != nil {
+		return scheduler.Config{}, nil, fmt.Errorf("scheduler configuration: read standard input: %w", err)
+	}
+	return scheduler.Load("stdin", data)
+}
+
 // configProblems turns a configuration's problems into the CLI's INVALID_INPUT error: one
-// line per problem, `path: line N: message`.
+// line per problem, `path: line N: message`. file "-" is named stdin.
 func configProblems(file string, ce *scheduler.ConfigError) error {
+	file = configName(file)
 	errs := make([]cubefleet.FieldError, len(ce.Problems))
 	for i, p := range ce.Problems {
 		msg := p.Message
@@ -171,7 +236,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 			case configFile != "" && profile != "":
 				return usagef("--config and --profile: give one (a file sets its profile with scheduler.profile)")
 			case configFile != "":
-				cfg, warns, err := scheduler.LoadFile(configFile)
+				cfg, warns, err := loadSchedulerConfig(cmd, configFile)
 				var ce *scheduler.ConfigError
 				if errors.As(err, &ce) {
 					return configProblems(configFile, ce)
@@ -195,7 +260,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 			o.Seed = seed
 			rep, err := simulate.Run(cmd.Context(), o)
 			if err != nil {
-				return err
+				return flagProblems(err)
 			}
 			t := rep.Timing()
 			linef(stdioOf(cmd).Err, "decision latency: p50 %.1f µs, p95 %.1f µs, p99 %.1f µs (varies from run to run)\n", t.P50, t.P95, t.P99)
@@ -205,7 +270,7 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 	f := cmd.Flags()
 	f.IntVar(&o.Nodes, "nodes", 0, "simulated nodes (64 cores, 256 GiB each)")
 	f.IntVar(&o.Requests, "requests", 0, "sandbox requests")
-	f.StringVar(&configFile, "config", "", "scheduler configuration file (cubemaster.yaml shape); default: the built-in defaults")
+	f.StringVar(&configFile, "config", "", "scheduler configuration file (cubemaster.yaml shape; - for standard input); default: the built-in defaults")
 	f.StringVar(&profile, "profile", "", "a built-in profile instead of --config: "+strings.Join(scheduler.Profiles, ", "))
 	f.StringVar(&o.Workload, "workload", simulate.WorkloadBurst, "burst, template-reuse or mixed")
 	f.DurationVar(&o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")

@@ -14,8 +14,13 @@ import (
 
 // runOffline runs a command that needs no server and returns its exit code, stdout and stderr.
 func runOffline(args ...string) (int, string, string) {
+	return runOfflineIn("", args...)
+}
+
+// runOfflineIn is runOffline with stdin as the standard input.
+func runOfflineIn(stdin string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, IO{In: strings.NewReader(""), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+	code := Run(context.Background(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
 	return code, out.String(), errb.String()
 }
 
@@ -39,17 +44,28 @@ scheduler:
     enable_filters: [cpu, mem, template_locality, realtime_create_num]
 `)
 	code, out, errOut := runOffline("scheduler", "check", shipped)
-	if code != ExitOK || errOut != "" {
+	if code != ExitOK || !strings.HasPrefix(out, "scheduler:\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	testkit.Golden(t, "scheduler_check.golden", []byte(strings.ReplaceAll(out, shipped, "$FILE")))
+	testkit.Golden(t, "scheduler_check.golden", []byte(strings.ReplaceAll(out+"--- stderr\n"+errOut, shipped, "$FILE")))
 
-	// The printed configuration is a file that loads to the same configuration, with no warning.
-	effective := out[strings.Index(out, "\nscheduler:\n")+1:]
-	again := writeSchedFile(t, "again.yaml", effective)
-	code, out2, _ := runOffline("scheduler", "check", again)
-	if code != ExitOK || out2 != effective {
-		t.Errorf("the effective configuration does not load back the same:\n%s\n%s", out, out2)
+	// Standard output is only the configuration: a file that loads to the same configuration,
+	// with no warning; "-" reads it from standard input.
+	again := writeSchedFile(t, "again.yaml", out)
+	code, out2, errOut2 := runOffline("scheduler", "check", again)
+	if code != ExitOK || out2 != out || errOut2 != "" {
+		t.Errorf("the effective configuration does not load back the same:\n%s\n%s%s", out, out2, errOut2)
+	}
+	code, out2, errOut2 = runOfflineIn(out, "scheduler", "check", "-")
+	if code != ExitOK || out2 != out || errOut2 != "" {
+		t.Errorf("check - (standard input): exit %d\n%s%s", code, out2, errOut2)
+	}
+	shippedBody, _ := os.ReadFile(shipped)
+	if code, _, errOut2 := runOfflineIn(string(shippedBody), "scheduler", "check", "-"); code != ExitOK || !strings.Contains(errOut2, "warning: line 3: scheduler:") {
+		t.Errorf("check - of the shipped file: exit %d %s", code, errOut2)
+	}
+	if code, _, errOut2 := runOfflineIn("", "scheduler", "check", "-"); code != ExitFailure || !strings.Contains(errOut2, "stdin: the file is empty") {
+		t.Errorf("check - of nothing: exit %d %s", code, errOut2)
 	}
 
 	bad := writeSchedFile(t, "bad.yaml", "scheduler:\n  priority_select_num: 0\n  score:\n    enable_scorers: [real_time_weighted_average]\n    resource_weights: {mvm_num: -1}\n")
@@ -74,8 +90,8 @@ scheduler:
 	if res.Valid || len(res.Problems) != 3 || res.Problems[0].Path != "scheduler.priority_select_num" || res.Problems[0].Line != 2 || res.Error.Code != "INVALID_INPUT" {
 		t.Errorf("%+v", res)
 	}
-	if code, _, errOut := runOffline("scheduler", "check", filepath.Join(t.TempDir(), "missing.yaml")); code != ExitFailure || !strings.Contains(errOut, "no such file") {
-		t.Errorf("missing file: exit %d %s", code, errOut)
+	if code, _, errOut := runOffline("scheduler", "check", filepath.Join(t.TempDir(), "missing.yaml")); code != ExitUsage || !strings.Contains(errOut, "no such file") {
+		t.Errorf("missing file: exit %d %s, want 2 (as for a fleet document that cannot be read)", code, errOut)
 	}
 	if code, _, _ := runOffline("scheduler", "check"); code != ExitUsage {
 		t.Errorf("no file: exit %d, want 2", code)
@@ -101,24 +117,34 @@ func TestSchedulerSimulate(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != ExitOK || rep.Nodes != 50 || len(rep.Placements) != 50 {
 		t.Errorf("json: exit %d %v %+v", code, err, rep)
 	}
-	for _, bad := range [][]string{
-		{"scheduler", "simulate", "--requests", "5"},
-		{"scheduler", "simulate", "--nodes", "5", "--requests", "5", "--profile", "fastest"},
-		{"scheduler", "simulate", "--nodes", "5", "--requests", "5", "--profile", "binpack_utilization", "--config", "x.yaml"},
+	// docs/cli.md's exit codes: a bad flag value or a file that cannot be read is 2, a
+	// configuration with problems 1.
+	badConfig := writeSchedFile(t, "bad.yaml", "scheduler:\n  profile: fastest\n")
+	for _, c := range []struct {
+		args []string
+		code int
+		text string
+	}{
+		{[]string{"--requests", "5"}, ExitUsage, "--nodes"},
+		{[]string{"--nodes", "5", "--requests", "5", "--profile", "fastest"}, ExitUsage, "--profile"},
+		{[]string{"--nodes", "5", "--requests", "5", "--profile", "binpack_utilization", "--config", "x.yaml"}, ExitUsage, "--config"},
+		{[]string{"--nodes", "5", "--requests", "5", "--workload", "storm"}, ExitUsage, "--workload: unknown workload"},
+		{[]string{"--nodes", "200000", "--requests", "5"}, ExitUsage, "--nodes: must be 1 to 100000"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-lag", "-1s"}, ExitUsage, "--report-lag"},
+		{[]string{"--nodes", "5", "--requests", "5", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, ExitUsage, "no such file"},
+		{[]string{"--nodes", "5", "--requests", "5", "--config", badConfig}, ExitFailure, "scheduler.profile"},
 	} {
-		if code, _, _ := runOffline(bad...); code != ExitUsage {
-			t.Errorf("%v: exit %d, want 2", bad, code)
+		code, _, errOut := runOffline(append([]string{"scheduler", "simulate"}, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.text) {
+			t.Errorf("%v: exit %d %s, want %d naming %q", c.args, code, errOut, c.code, c.text)
 		}
-	}
-	if code, _, errOut := runOffline("scheduler", "simulate", "--nodes", "5", "--requests", "5", "--workload", "storm"); code != ExitFailure || !strings.Contains(errOut, "workload") {
-		t.Errorf("bad workload: exit %d %s", code, errOut)
 	}
 }
 
 func TestSchedulerStatus(t *testing.T) {
 	c := mustServe(t, "")
 	out := c.admin("scheduler", "status")
-	for _, want := range []string{"Profile:      balanced_spread", "Pick:         random among the top 3", "Reservations: 0"} {
+	for _, want := range []string{"Config file:  none (the built-in defaults)", "Loaded:       ", "Profile:      balanced_spread", "Pick:         random among the top 3", "Reservations: 0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -9,9 +9,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/console"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
@@ -25,7 +28,7 @@ const serverGCPercent = 40
 
 func newServerCmd(stdio IO) *cobra.Command {
 	var cfg server.Config
-	var modules, allowCIDRs string
+	var modules, allowCIDRs, bodyBudget string
 	var driftIgnore []string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -76,7 +79,14 @@ with its API key. See docs/drift-webhooks.md and docs/console.md.
 Sandboxes run on the nodes' agents; the control plane keeps their records and results. Each
 output stream is kept up to --result-max-bytes (the rest cut with a marker), ended sandboxes
 for --result-retention; a create waits for room in its pool up to --pending-timeout; a tenant
-has at most --tenant-max-sandboxes pending, starting or running. See docs/sandboxes.md.`,
+has at most --tenant-max-sandboxes pending, starting or running. See docs/sandboxes.md.
+
+The API authenticates a call before it reads its body, reads bodies as they arrive under a cap
+per method, holds at most --api-body-budget bytes of bodies at once (past it: 429 with
+Retry-After) and closes a connection whose body arrives slower than --api-body-min-rate. At
+most --api-workers calls run at once. env:// references are the root tenant's only, for the
+variables --env-ref-allow lets through. Audit rows are kept for --audit-retention. See
+docs/server.md and docs/iam.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			disabled, err := server.ParseModules(modules)
@@ -108,6 +118,17 @@ has at most --tenant-max-sandboxes pending, starting or running. See docs/sandbo
 				return usagef("--tls-key is missing: --tls-cert needs it (give both PEM files, or neither)")
 			case cfg.TLSKey != "" && cfg.TLSCert == "":
 				return usagef("--tls-cert is missing: --tls-key needs it (give both PEM files, or neither)")
+			}
+			budget, err := humanize.ParseBytes(bodyBudget)
+			if err != nil || budget == 0 || budget > 1<<40 {
+				return usagef("--api-body-budget %q: give a size such as 64MiB or 256MB", bodyBudget)
+			}
+			cfg.BodyBudget = int64(budget)
+			if _, err := fieldrules.ParseEnvRefs(cfg.EnvRefAllow); err != nil {
+				return usagef("%v", err)
+			}
+			if cfg.APIWorkers < 0 {
+				return usagef("--api-workers %d: give a positive number of calls, or 0 for one per CPU", cfg.APIWorkers)
 			}
 			if cfg.NodeHeartbeatTimeout <= 0 || cfg.NodeLostAfter <= 2*cfg.NodeHeartbeatTimeout {
 				return usagef("--node-lost-after (%s) must exceed twice --node-heartbeat-timeout (%s), which must be positive", cfg.NodeLostAfter, cfg.NodeHeartbeatTimeout)
@@ -180,6 +201,11 @@ has at most --tenant-max-sandboxes pending, starting or running. See docs/sandbo
 	f.DurationVar(&cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
 	f.DurationVar(&cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
 	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
+	f.IntVar(&cfg.APIWorkers, "api-workers", 0, "API calls that run at once (others queue; writes go first up to half of them); 0: one per CPU, at least 2")
+	f.StringVar(&bodyBudget, "api-body-budget", humanize.IBytes(server.DefaultBodyBudget), "most bytes of API request bodies held at once across all calls; past it a call is answered RESOURCE_EXHAUSTED (429) with Retry-After")
+	f.Int64Var(&cfg.BodyMinRate, "api-body-min-rate", server.DefaultBodyMinRate, "bytes per second an API request body must keep arriving at after its first 5 s, or the connection is closed (negative: no minimum)")
+	f.StringArrayVar(&cfg.EnvRefAllow, "env-ref-allow", nil, "let the root tenant's env:// references read environment variables whose names start with PREFIX (repeatable; default none)")
+	f.DurationVar(&cfg.AuditRetention, "audit-retention", audit.DefaultRetention, "audit rows older than this are deleted (hourly, by one replica); a negative value keeps every row")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -126,11 +125,13 @@ func newWebhooksRotateCmd() *cobra.Command {
 		Short: "Give a subscription a new signing secret; the old one keeps signing for --overlap",
 		Long: `Give a subscription a new signing secret, printed once. Until --overlap has passed (24h by
 default, at most 168h), every delivery carries a signature under the old secret and one under
-the new, so the receiver can switch to the new secret at any time in between.`,
+the new, so the receiver can switch to the new secret at any time in between. --overlap 0
+rotates at once (a leaked secret): the old secret stops signing now, and deliveries fail
+verification at the receiver until it has the new one (they are retried, nothing is lost).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if overlap < 0 || overlap > events.MaxSecretOverlap {
-				return usagef("--overlap %s: give 0 (24h) to 168h", overlap)
+			if overlap < 0 || overlap > events.MaxSecretOverlap || overlap%time.Second != 0 {
+				return usagef("--overlap %s: give whole seconds from 0 (at once) to 168h", overlap)
 			}
 			var out events.WithSecret
 			in := map[string]any{"tenantId": tenant, "id": args[0], "overlapSeconds": int64(overlap / time.Second)}
@@ -138,8 +139,14 @@ the new, so the receiver can switch to the new secret at any time in between.`,
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
-				_, err := linef(w, "New signing secret of webhook %s (shown only now): %s\nThe previous secret keeps signing until %s.\n",
-					out.ID, out.Secret, formatTime(out.PreviousSecretExpiresAt))
+				if _, err := linef(w, "New signing secret of webhook %s (shown only now): %s\n", out.ID, out.Secret); err != nil {
+					return err
+				}
+				if overlap == 0 {
+					_, err := linef(w, "The previous secret no longer signs: give the receiver the new one now.\n")
+					return err
+				}
+				_, err := linef(w, "The previous secret keeps signing until %s.\n", formatTime(out.PreviousSecretExpiresAt))
 				return err
 			})
 		},
@@ -151,13 +158,16 @@ the new, so the receiver can switch to the new secret at any time in between.`,
 }
 
 func newWebhooksDeliveriesCmd() *cobra.Command {
-	var tenant, webhook, state string
+	var tenant, webhook, state, cursor string
 	var failed bool
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "deliveries --tenant T [--webhook ID] [--failed | --state S] [--limit N]",
+		Use:   "deliveries --tenant T [--webhook ID] [--failed | --state S] [--limit N] [--cursor C]",
 		Short: "List deliveries, newest first, with their outcome; --failed shows the dead letters",
-		Args:  noArgs,
+		Long: `List a tenant's webhook deliveries, newest first, --limit at a time (default 100). When more
+exist, the table ends with the --cursor that shows the next (older) ones; --output json prints
+{"items": [...], "nextCursor": "whd_..."} (nextCursor absent on the last page).`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if failed {
 				if state != "" && state != events.StateFailed {
@@ -165,28 +175,27 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 				}
 				state = events.StateFailed
 			}
-			var out struct {
-				Items      []events.Delivery `json:"items"`
-				NextCursor string            `json:"nextCursor,omitempty"`
+			if state != "" && state != events.StatePending && state != events.StateDelivered && state != events.StateFailed {
+				return usagef("--state %q: want pending, delivered or failed", state)
 			}
-			in := map[string]any{"tenantId": tenant, "subscriptionId": webhook, "state": state, "limit": limit}
-			if err := call(cmd, "webhooks.deliveries", in, &out); err != nil {
+			if limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			in := map[string]any{"tenantId": tenant, "subscriptionId": webhook, "state": state}
+			out, err := listPages[events.Delivery](cmd, "webhooks.deliveries", in, cursor, limit)
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
 				for _, d := range out.Items {
-					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, outcome(d), strconv.Itoa(d.Attempts),
+					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, d.Outcome(), strconv.Itoa(d.Attempts),
 						formatTime(d.LastAttemptAt), nextAttempt(d)})
 				}
 				if err := printTable(w, []string{"DELIVERY", "WEBHOOK", "EVENT", "EVENT ID", "OUTCOME", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT"}, rows); err != nil {
 					return err
 				}
-				if out.NextCursor != "" {
-					_, err := linef(w, "(more: raise --limit, or page with the API's cursor %s)\n", out.NextCursor)
-					return err
-				}
-				return nil
+				return moreNotice(w, len(out.Items), "deliveries", out.NextCursor, "narrow with --webhook or --state")
 			})
 		},
 	}
@@ -194,22 +203,10 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 	cmd.Flags().StringVar(&webhook, "webhook", "", "only this subscription's deliveries")
 	cmd.Flags().BoolVar(&failed, "failed", false, "only dead-lettered deliveries (retried for 24 hours without success)")
 	cmd.Flags().StringVar(&state, "state", "", "only deliveries in this state: pending, delivered, failed")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many (1-1000)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this delivery (the cursor a previous page named): older ones")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
-}
-
-// outcome is a delivery's state with its last answer: "delivered (204)", "pending: answered
-// 503", "failed: no answer within the timeout".
-func outcome(d events.Delivery) string {
-	s := d.State
-	if d.State == events.StateDelivered && d.LastStatus != 0 {
-		s += fmt.Sprintf(" (%d)", d.LastStatus)
-	}
-	if d.LastError != "" {
-		s += ": " + d.LastError
-	}
-	return s
 }
 
 func nextAttempt(d events.Delivery) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -125,7 +126,7 @@ func (e *env) base(tenant string) base {
 	var b base
 	b.site = e.mustCreate(compute.KindSite, map[string]any{"tenantId": tenant, "kind": "shared", "region": "eu-central"})
 	b.account = e.mustCreate(compute.KindProviderAccount, map[string]any{"tenantId": tenant, "name": "cloud", "provider": "ionos-cloud",
-		"config": map[string]any{"token": "env://IONOS_TOKEN"}})
+		"config": map[string]any{"location": "de/fra"}})
 	b.pool = e.mustCreate(compute.KindPool, map[string]any{"tenantId": tenant, "siteId": b.site.ID, "class": "vps-host"})
 	b.flavor = e.mustCreate(compute.KindFlavor, map[string]any{"tenantId": tenant, "poolId": b.pool.ID, "name": "g1.small", "vcpu": 2, "memoryGiB": 4, "diskGiB": 40})
 	return b
@@ -347,13 +348,15 @@ func TestReferences(t *testing.T) {
 }
 
 // TestSecretReferences: a secret:// reference names a secret of the object's own tenant that
-// exists; vault:// needs a Vault; env:// is always accepted.
+// exists; vault:// needs a Vault; env:// is the root tenant's, for the variables the operator
+// allows.
 func TestSecretReferences(t *testing.T) {
 	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
 		e := newEnv(t, db)
 		account := func(name, value string) map[string]any {
 			return map[string]any{"tenantId": "root", "name": name, "provider": "hetzner-cloud", "config": map[string]any{"token": value, "region": value}}
 		}
+		e.svc.EnvRefs = fieldrules.EnvRefs{Allow: []string{"HCLOUD_"}}
 		for i, ok := range []string{"secret://hetzner", "secret://root/hetzner", "env://HCLOUD_TOKEN"} {
 			if _, err := e.create(compute.KindProviderAccount, account(fmt.Sprintf("ok%d", i), ok)); err != nil {
 				t.Errorf("%s: %v", ok, err)
@@ -369,6 +372,20 @@ func TestSecretReferences(t *testing.T) {
 		if _, err := e.create(compute.KindProviderAccount, account("vault", "vault://kv/hetzner#token")); err != nil {
 			t.Errorf("Vault with a Vault: %v", err)
 		}
+		// env:// beyond what the operator allows, or in another tenant, names the rule.
+		_, err = e.create(compute.KindProviderAccount, account("home", "env://HOME"))
+		wantCode(t, "env://HOME on root", err, cubefleet.CodeInvalidInput, "config.region", "--env-ref-allow")
+		_, err = e.create(compute.KindProviderAccount, with(account("acme", "env://HCLOUD_TOKEN"), "tenantId", "acme"))
+		wantCode(t, "env:// in tenant acme", err, cubefleet.CodeInvalidInput, "config.region", "only the root tenant")
+		tpl := e.base("root")
+		_, err = e.create(compute.KindSandboxTemplate, map[string]any{"tenantId": "root", "name": "t", "poolId": tpl.pool.ID, "flavorId": tpl.flavor.ID,
+			"imageId": "i", "network": "private", "env": map[string]any{"PATH_TOKEN": "env://PATH"}})
+		wantCode(t, "a template's env://PATH", err, cubefleet.CodeInvalidInput, "env.PATH_TOKEN", "--env-ref-allow")
+		// An update is held to the rule as it stands now.
+		ok := e.mustCreate(compute.KindProviderAccount, account("later", "env://HCLOUD_TOKEN"))
+		e.svc.EnvRefs = fieldrules.EnvRefs{}
+		_, err = e.update(compute.KindProviderAccount, map[string]any{"tenantId": "root", "id": ok.ID, "config": map[string]any{"token": "env://HCLOUD_TOKEN"}})
+		wantCode(t, "an update once the operator allows none", err, cubefleet.CodeInvalidInput, "config.token", "allows none")
 	})
 }
 

@@ -6,12 +6,17 @@ import (
 	"sort"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
-// splitObject decodes a JSON object into its fields.
+// splitObject decodes a JSON object into its fields, by the rules of every API input
+// (strictjson: no name twice, at any depth).
 func splitObject(in json.RawMessage) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(in, &m); err != nil || m == nil {
+	if err := strictjson.Decode(in, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
 		return nil, cubefleet.Invalid("", "the input must be a JSON object")
 	}
 	return m, nil
@@ -42,7 +47,7 @@ func takeString(m map[string]json.RawMessage, name string, dst *string, required
 		}
 		return nil
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	if err := strictjson.Decode(raw, dst); err != nil {
 		return cubefleet.Invalid(name, "%s must be a string", name)
 	}
 	if required && *dst == "" {
@@ -62,7 +67,7 @@ func takeRef(m map[string]json.RawMessage) (Ref, error) {
 	if raw, ok := m["revision"]; ok {
 		delete(m, "revision")
 		var rev int64
-		if err := json.Unmarshal(raw, &rev); err != nil || rev < 1 {
+		if err := strictjson.Decode(raw, &rev); err != nil || rev < 1 {
 			return r, cubefleet.Invalid("revision", "revision is a positive integer")
 		}
 		r.Revision = &rev

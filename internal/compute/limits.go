@@ -8,8 +8,10 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
+	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
 // The rules below hold against stored state, so that every tenant's objects export into a fleet
@@ -114,9 +116,10 @@ func tooMany(scope, kind string, n, limit int) *cubefleet.Error {
 // checkSecretRefs checks the secret references among the values of a provider account's config
 // or a template's env (every value that parses as one, whatever its key): a secret:// reference
 // names the object's own tenant's secret store (secret://NAME, or secret://TENANT/NAME with its
-// own tenant) and a secret it holds; a vault:// reference needs a Vault server (vault). Errors:
-// INVALID_INPUT at the entry's path, naming the fix.
-func checkSecretRefs(ctx context.Context, q store.Querier, sp spec, tenantID string, vault bool) error {
+// own tenant) and a secret it holds; a vault:// reference needs a Vault server (vault); an
+// env:// reference is the root tenant's, for a variable env allows. Errors: INVALID_INPUT at
+// the entry's path, naming the rule and the fix.
+func checkSecretRefs(ctx context.Context, q store.Querier, sp spec, tenantID string, vault bool, env fieldrules.EnvRefs) error {
 	var field string
 	var values map[string]string
 	switch s := sp.(type) {
@@ -128,6 +131,9 @@ func checkSecretRefs(ctx context.Context, q store.Querier, sp spec, tenantID str
 		return nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(values)) {
+		if msg := env.Check(k, values[k], tenantID == iam.RootTenant); msg != "" {
+			return cubefleet.Invalid(strictjson.Member(field, k), "%s", msg)
+		}
 		msg, err := fieldrules.CheckSecretRef(k, values[k], tenantID, vault, func(name string) (bool, error) {
 			return secrets.Exists(ctx, q, tenantID, name)
 		})
@@ -135,7 +141,7 @@ func checkSecretRefs(ctx context.Context, q store.Querier, sp spec, tenantID str
 			return fmt.Errorf("look up the secrets of %s: %w", field+"."+k, err)
 		}
 		if msg != "" {
-			return cubefleet.Invalid(field+"."+k, "%s", msg)
+			return cubefleet.Invalid(strictjson.Member(field, k), "%s", msg)
 		}
 	}
 	return nil

@@ -189,7 +189,7 @@ func insertObject(ctx context.Context, q store.Querier, o Object) (inserted bool
 		ON CONFLICT (id) DO NOTHING`,
 		o.ID, o.TenantID, o.Kind, o.ParentID, o.Refs[0], o.Refs[1], name, string(o.Spec), o.Revision, o.IdempotencyKey, o.CreatedBy, o.CreatedAt, o.UpdatedAt)
 	if store.IsUniqueViolation(err) {
-		return false, cubefleet.Errorf(cubefleet.CodeConflict, "a %s with this name already exists", o.Kind)
+		return false, cubefleet.Errorf(cubefleet.CodeConflict, "%s with this name already exists", cubefleet.Article(o.Kind))
 	}
 	if err != nil {
 		return false, fmt.Errorf("insert %s: %w", o.Kind, err)

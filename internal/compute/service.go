@@ -43,6 +43,9 @@ type Service struct {
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// vault:// references are INVALID_INPUT, as they block a fleet plan.
 	VaultConfigured bool
+	// EnvRefs is the rule of env:// references (--env-ref-allow): the root tenant's only, for
+	// the variables it allows; the zero value allows none.
+	EnvRefs fieldrules.EnvRefs
 	// DeferCounts leaves the counts one fleet document holds to the caller, which runs
 	// CheckCounts before it commits: fleet apply, which creates up to 20,000 objects in one
 	// transaction and checks once. Without it, every Create checks its tenant.
@@ -178,7 +181,7 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	if len(p) > 0 {
 		return cubefleet.InvalidAll(p)
 	}
-	if err := checkSecretRefs(ctx, q, sp, tenantID, s.VaultConfigured); err != nil {
+	if err := checkSecretRefs(ctx, q, sp, tenantID, s.VaultConfigured, s.EnvRefs); err != nil {
 		return err
 	}
 	refs, err := resolveRefs(ctx, q, sp, tenantID, callerID)
@@ -202,7 +205,7 @@ func (s *Service) Get(ctx context.Context, q store.Querier, kind string, ref Ref
 
 func (s *Service) load(ctx context.Context, q store.Querier, kind string, ref Ref) (Object, error) {
 	if info, _ := Info(kind); !cubefleet.IsID(ref.ID, info.Prefix) {
-		return Object{}, cubefleet.Invalid("id", "id takes a %s id (%s_ and 26 characters), not %q; compute.%s.list shows them with their names", kind, info.Prefix, ref.ID, info.API)
+		return Object{}, cubefleet.Invalid("id", "id takes %s id (%s_ and 26 characters), not %q; compute.%s.list shows them with their names", cubefleet.Article(kind), info.Prefix, ref.ID, info.API)
 	}
 	o, err := Load(ctx, q, ref.ID)
 	if err != nil || o.Kind != kind || o.TenantID != ref.TenantID {
@@ -245,7 +248,7 @@ func (s *Service) List(ctx context.Context, q store.Querier, kind string, in Lis
 		return ListOutput{}, err
 	}
 	if info, _ := Info(kind); in.Cursor != "" && !cubefleet.IsID(in.Cursor, info.Prefix) {
-		return ListOutput{}, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (a %s id, %s_...): pass the nextCursor of the previous page", in.Cursor, kind, info.Prefix)
+		return ListOutput{}, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (%s id, %s_...): pass the nextCursor of the previous page", in.Cursor, cubefleet.Article(kind), info.Prefix)
 	}
 	if in.PoolID != "" && !cubefleet.IsID(in.PoolID, "pool") {
 		return ListOutput{}, cubefleet.Invalid("poolId", "poolId takes a pool id (pool_ and 26 characters); compute.pools.list shows them")
@@ -325,9 +328,9 @@ func (s *Service) Update(ctx context.Context, q store.Querier, kind, callerID st
 	for _, k := range sortedKeys(fields) {
 		if !slices.Contains(info.Updatable, k) {
 			if k == "name" || slices.Contains(specFields(kind), k) {
-				return Object{}, cubefleet.Invalid(k, "%s of a %s cannot change: create a new %s instead", k, kind, kind)
+				return Object{}, cubefleet.Invalid(k, "%s of %s cannot change: create a new %s instead", k, cubefleet.Article(kind), kind)
 			}
-			return Object{}, cubefleet.Invalid(k, "unknown field %s; a %s update takes %s", k, kind, strings.Join(info.Updatable, ", "))
+			return Object{}, cubefleet.Invalid(k, "unknown field %s; %s update takes %s", k, cubefleet.Article(kind), strings.Join(info.Updatable, ", "))
 		}
 		if bytes.Equal(bytes.TrimSpace(fields[k]), []byte("null")) {
 			delete(current, k)

@@ -130,7 +130,7 @@ func resolveRefs(ctx context.Context, q store.Querier, sp spec, tenantID, caller
 			o, err = loadKeyRef(ctx, q, info.Prefix, key, callerID)
 			*f.id = o.ID
 		} else if !cubefleet.IsID(*f.id, info.Prefix) {
-			return nil, cubefleet.Invalid(f.name, "%s must be a %s id (%s_...) or key:<idempotency key>", f.name, f.kind, info.Prefix)
+			return nil, cubefleet.Invalid(f.name, "%s must be %s id (%s_...) or key:<idempotency key>", f.name, cubefleet.Article(f.kind), info.Prefix)
 		} else {
 			o, err = Load(ctx, q, *f.id)
 		}

@@ -45,9 +45,11 @@ const DefaultSessionTTL = 8 * time.Hour
 
 // Node is one row of the Nodes page, in the CLI's words: State is the health state with the
 // drain beside it (`Ready`, `Ready,Draining`), LastReport its age (`3s ago`), MicroVMs, CPU
-// (cores) and Memory (GiB) as used/capacity, Notes as `nodes list` shows them.
+// (cores) and Memory (GiB) as used/capacity, Reserved what the scheduler holds on it for
+// sandboxes placed and not yet reported (`2 sandboxes: 1.5 cores, 3.0Gi`, or `-`), Notes as
+// `nodes list` shows them.
 type Node struct {
-	ID, State, Pool, LastReport, MicroVMs, CPU, Memory, Cordon, Drain, Notes string
+	ID, State, Pool, LastReport, MicroVMs, CPU, Memory, Reserved, Cordon, Drain, Notes string
 }
 
 // NodeSource lists the registry's nodes for the Nodes page.
@@ -66,8 +68,12 @@ type Config struct {
 	SessionTTL time.Duration
 	// DriftIgnore are the drift ignore rules in force (KIND.FIELD), shown on the Fleet page.
 	DriftIgnore []string
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Authenticate checks the API key a sign-in gives (UNAUTHENTICATED for an unknown, revoked
+	// or expired one); nil means iam.Authenticate on DB. The server passes its own, which
+	// counts refused keys and traces revoked and expired ones.
+	Authenticate func(ctx context.Context, token string) (*iam.Principal, error)
+	Now          func() time.Time
+	Log          *slog.Logger
 }
 
 // Console serves the pages.
@@ -82,6 +88,11 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Authenticate == nil {
+		cfg.Authenticate = func(ctx context.Context, token string) (*iam.Principal, error) {
+			return iam.Authenticate(ctx, cfg.DB, token, cfg.Now())
+		}
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -90,6 +101,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{"time": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
+		"count":  cubefleet.Count,
 		"byKind": fleet.ByKind, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
 			if len(s) > 12 {
 				return s[:12] + "…"
@@ -106,14 +118,20 @@ func New(cfg Config) (*Console, error) {
 	assets, _ := fs.Sub(assetFS, "assets")
 	c.mux.Handle("GET "+Prefix+"/assets/", http.StripPrefix(Prefix+"/assets/", http.FileServerFS(assets)))
 	c.mux.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, Prefix+"/fleet", http.StatusSeeOther)
+		p, _, err := c.session(r)
+		if err != nil {
+			http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, home(p), http.StatusSeeOther)
 	})
 	c.mux.HandleFunc("GET "+Prefix+"/sign-in", c.signInForm)
 	c.mux.HandleFunc("POST "+Prefix+"/sign-in", c.signIn)
 	c.mux.HandleFunc("POST "+Prefix+"/sign-out", c.signOut)
-	c.mux.HandleFunc("GET "+Prefix+"/fleet", c.page("fleet", iam.PermFleetAdmin, func(*iam.Principal) string { return iam.ScopeFleet }, c.fleetData))
-	c.mux.HandleFunc("GET "+Prefix+"/nodes", c.page("nodes", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }, c.nodesData))
-	c.mux.HandleFunc("GET "+Prefix+"/webhooks", c.page("webhooks", "webhooks:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }, c.webhooksData))
+	data := map[string]func(ctx context.Context, p *iam.Principal) (any, error){"fleet": c.fleetData, "nodes": c.nodesData, "webhooks": c.webhooksData}
+	for _, a := range pageAccess {
+		c.mux.HandleFunc("GET "+Prefix+"/"+a.name, c.page(a.name, a.permission, a.scope, data[a.name]))
+	}
 	return c, nil
 }
 
@@ -130,15 +148,20 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
-// view is what every page template gets.
+// view is what every page template gets; Allowed lists the pages the signed-in key may open
+// (for the refusal page's "open instead").
 type view struct {
 	Title     string
 	Principal *iam.Principal
 	CSRF      string
 	Error     string
 	Active    string
+	Allowed   []Link
 	Data      any
 }
+
+// Link is a page of the console: its path and title.
+type Link struct{ Path, Title string }
 
 func (c *Console) render(w http.ResponseWriter, status int, page string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -193,7 +216,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
 	now := c.cfg.Now()
-	p, err := iam.Authenticate(r.Context(), c.cfg.DB, key, now)
+	p, err := c.cfg.Authenticate(r.Context(), key)
 	if err != nil {
 		msg := "That API key is not valid."
 		var ce *cubefleet.Error
@@ -213,11 +236,38 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: token, Path: Prefix, HttpOnly: true, Secure: c.cfg.TLS,
 		SameSite: http.SameSiteStrictMode, Expires: time.UnixMilli(expires)})
-	next := Prefix + "/fleet"
-	if iam.Decide(p, iam.PermFleetAdmin, iam.ScopeFleet) != nil {
-		next = Prefix + "/webhooks"
+	http.Redirect(w, r, home(p), http.StatusSeeOther)
+}
+
+// pageAccess is each signed-in page with the permission and scope it needs, in the order the
+// console prefers them as a landing page.
+var pageAccess = []struct {
+	name, permission string
+	scope            func(*iam.Principal) string
+}{
+	{"fleet", iam.PermFleetAdmin, func(*iam.Principal) string { return iam.ScopeFleet }},
+	{"nodes", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }},
+	{"webhooks", "webhooks:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }},
+}
+
+// allowed returns the pages p may open, in pageAccess's order.
+func allowed(p *iam.Principal) []string {
+	var out []string
+	for _, a := range pageAccess {
+		if iam.Decide(p, a.permission, a.scope(p)) == nil {
+			out = append(out, a.name)
+		}
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	return out
+}
+
+// home is where p lands after signing in (and at /console/): the first page it may open, or
+// the page that tells it what it lacks.
+func home(p *iam.Principal) string {
+	if pages := allowed(p); len(pages) > 0 {
+		return Prefix + "/" + pages[0]
+	}
+	return Prefix + "/webhooks"
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
@@ -247,7 +297,10 @@ func (c *Console) page(name, permission string, scope func(*iam.Principal) strin
 		}
 		v := view{Title: titles[name], Principal: p, CSRF: csrfToken(token), Active: name}
 		if err := iam.Decide(p, permission, scope(p)); err != nil {
-			v.Error = "Your key lacks " + permission + " on " + scope(p) + "."
+			v.Error = "Your key lacks " + permission + " on " + scope(p) + ". Ask an administrator for a key that has it (cubefleet keys create --grant " + permission + "@" + scope(p) + " ...)."
+			for _, name := range allowed(p) {
+				v.Allowed = append(v.Allowed, Link{Path: Prefix + "/" + name, Title: titles[name]})
+			}
 			c.render(w, http.StatusForbidden, "error", v)
 			return
 		}

@@ -29,9 +29,9 @@ type nodeRows []console.Node
 func (n nodeRows) ConsoleNodes(context.Context) ([]console.Node, error) { return n, nil }
 
 type env struct {
-	srv           *httptest.Server
-	admin, viewer string // API keys: an administrator, and a key with audit:read only
-	db            *store.DB
+	srv                  *httptest.Server
+	admin, viewer, hooks string // API keys: an administrator, a key with audit:read only, one with webhooks:list on root
+	db                   *store.DB
 }
 
 const drift = `{"changes":[{"kind":"pool","name":"vps-fra","action":"update","fields":["policy"],"diffs":[{"field":"policy","from":{"disruptionBudget":0.5},"to":{"disruptionBudget":0.1}}]},
@@ -49,6 +49,10 @@ func newEnv(t *testing.T, db *store.DB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, hooks, err := iam.CreateServiceKey(ctx, db, api.Catalogue(), nil, iam.NewServiceKey{TenantID: "root", Name: "hooks", Grants: []iam.Grant{{Permission: "webhooks:list", Scope: "tenant/root"}}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, row := range []struct {
 		tenant string
 		drift  any
@@ -59,8 +63,8 @@ func newEnv(t *testing.T, db *store.DB) *env {
 		}
 	}
 	c, err := console.New(console.Config{DB: db, DriftIgnore: []string{"pool.gpuModel"}, Nodes: nodeRows{
-		{ID: "10.0.0.11", State: "Ready", Pool: "vps-fra", LastReport: "1s ago", MicroVMs: "3/64", CPU: "6/32", Memory: "12.0/128.0Gi", Cordon: "-", Drain: "-", Notes: "-"},
-		{ID: "10.0.0.12", State: "Suspect,Draining", Pool: "vps-fra", LastReport: "21s ago", MicroVMs: "0/64", CPU: "0/32", Memory: "0.0/128.0Gi", Cordon: "yes", Drain: "2m10s", Notes: "cordoned"},
+		{ID: "10.0.0.11", State: "Ready", Pool: "vps-fra", LastReport: "1s ago", MicroVMs: "3/64", CPU: "6/32", Memory: "12.0/128.0Gi", Reserved: "2 sandboxes: 1.5 cores, 3.0Gi", Cordon: "-", Drain: "-", Notes: "-"},
+		{ID: "10.0.0.12", State: "Suspect,Draining", Pool: "vps-fra", LastReport: "21s ago", MicroVMs: "0/64", CPU: "0/32", Memory: "0.0/128.0Gi", Reserved: "-", Cordon: "yes", Drain: "2m10s", Notes: "cordoned"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +73,7 @@ func newEnv(t *testing.T, db *store.DB) *env {
 	mux.Handle(console.Prefix+"/", c)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, admin: admin, viewer: viewer, db: db}
+	return &env{srv: srv, admin: admin, viewer: viewer, hooks: hooks, db: db}
 }
 
 func client() *http.Client {
@@ -127,8 +131,23 @@ func TestConsoleSessions(t *testing.T) {
 			!strings.Contains(body, "&#43; offer vps-fra -&gt; globex") || !strings.Contains(body, "1 in drift") || !strings.Contains(body, "pool.gpuModel") {
 			t.Fatalf("fleet page: %d\n%s", code, body)
 		}
-		if code, body := get(t, c, e.srv.URL+"/console/nodes"); code != 200 || !strings.Contains(body, "Suspect,Draining") {
-			t.Fatalf("nodes page: %d", code)
+		if code, body := get(t, c, e.srv.URL+"/console/nodes"); code != 200 || !strings.Contains(body, "Suspect,Draining") ||
+			!strings.Contains(body, "2 nodes, as the registry") || !strings.Contains(body, `<td data-label="Reserved">2 sandboxes: 1.5 cores, 3.0Gi</td>`) {
+			t.Fatalf("nodes page: %d\n%s", code, body)
+		}
+		if code, body := get(t, c, e.srv.URL+"/console/fleet"); code != 200 || !strings.Contains(body, "2 tenants with an applied document") {
+			t.Fatalf("fleet page counts: %d\n%s", code, body)
+		}
+		if code, body := get(t, c, e.srv.URL+"/console/webhooks"); code != 200 || !strings.Contains(body, "<th>Subscription</th>") || !strings.Contains(body, "<th>Next attempt</th>") {
+			t.Fatalf("webhooks page: %d\n%s", code, body)
+		}
+		// The landing page is the first page the key may open; signed out, the sign-in page,
+		// which says where a key comes from.
+		if code, body := get(t, c, e.srv.URL+"/console/"); code != 200 || !strings.Contains(body, "<h1>Fleet drift</h1>") {
+			t.Fatalf("landing page of an administrator: %d", code)
+		}
+		if code, body := get(t, client(), e.srv.URL+"/console/"); code != 200 || !strings.Contains(body, "keys create") || !strings.Contains(body, "admin.token") {
+			t.Fatalf("landing page signed out: %d\n%s", code, body)
 		}
 		// A form without the session's token is refused; sign-out with it ends the session.
 		if resp, _ := c.PostForm(e.srv.URL+"/console/sign-out", url.Values{"csrf": {"forged"}}); resp.StatusCode != http.StatusForbidden {
@@ -140,8 +159,16 @@ func TestConsoleSessions(t *testing.T) {
 		}
 		v := client()
 		e.signIn(t, v, e.viewer)
-		if code, _ := get(t, v, e.srv.URL+"/console/fleet"); code != http.StatusForbidden {
-			t.Fatalf("a non-admin key on Fleet drift: %d, want 403", code)
+		if code, body := get(t, v, e.srv.URL+"/console/fleet"); code != http.StatusForbidden || !strings.Contains(body, "Ask an administrator") {
+			t.Fatalf("a non-admin key on Fleet drift: %d, want 403\n%s", code, body)
+		}
+		w := client()
+		e.signIn(t, w, e.hooks)
+		if code, body := get(t, w, e.srv.URL+"/console/"); code != 200 || !strings.Contains(body, "<h1>Webhooks</h1>") {
+			t.Fatalf("landing page of a webhooks-only key: %d", code)
+		}
+		if code, body := get(t, w, e.srv.URL+"/console/fleet"); code != http.StatusForbidden || !strings.Contains(body, `Pages your key can open: <a href="/console/webhooks">Webhooks</a>.`) {
+			t.Fatalf("a webhooks-only key on Fleet drift: %d\n%s", code, body)
 		}
 		// Revoking the key kills its session.
 		if _, err := db.Exec(`UPDATE iam_keys SET revoked_at = 1 WHERE principal_id IN (SELECT id FROM iam_principals WHERE name = 'admin')`); err != nil {

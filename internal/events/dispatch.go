@@ -329,7 +329,7 @@ func (d *Dispatcher) record(c claimed, sent time.Time, status int, retryAfter ti
 		}
 		return err
 	}
-	msg := sendErr.Error()
+	msg := netguard.Redact(sendErr.Error()) // what is stored and shown never holds a password
 	if r := []rune(msg); len(r) > 300 {
 		msg = string(r[:299]) + "…"
 	}

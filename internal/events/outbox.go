@@ -41,6 +41,27 @@ type Delivery struct {
 // AuditTarget names the delivery in audit rows.
 func (d Delivery) AuditTarget() string { return d.ID }
 
+// Outcome says in plain words where the delivery stands, as the CLI and the console show it:
+// "delivered (HTTP 204)", "waiting for its first attempt", "retrying: the receiver answered
+// HTTP 503", "gave up after 12 attempts: no answer within the timeout".
+func (d Delivery) Outcome() string {
+	why := d.LastError
+	if rest, ok := strings.CutPrefix(why, "answered "); ok && d.LastStatus != 0 {
+		why = "the receiver answered HTTP " + rest
+	}
+	switch {
+	case d.State == StateDelivered && d.LastStatus != 0:
+		return fmt.Sprintf("delivered (HTTP %d)", d.LastStatus)
+	case d.State == StateDelivered:
+		return "delivered"
+	case d.State == StateFailed:
+		return "gave up after " + cubefleet.Count(d.Attempts, "attempt", "attempts") + ": " + why
+	case d.Attempts == 0:
+		return "waiting for its first attempt"
+	}
+	return "retrying: " + why
+}
+
 // Payload is the body of every delivery (Standard Webhooks' payload shape: type, timestamp,
 // data), with the event's id, tenant and subject beside them. Timestamp is RFC 3339 in UTC with
 // milliseconds, as that scheme writes times.

@@ -94,7 +94,7 @@ type NewSubscription struct {
 func (w *Webhooks) Create(ctx context.Context, tx *sql.Tx, in NewSubscription) (*WithSecret, error) {
 	u, err := w.Guard.CheckURL(ctx, strings.TrimSpace(in.URL))
 	if err != nil {
-		return nil, cubefleet.Invalid("url", "url %q: %v", in.URL, err)
+		return nil, cubefleet.Invalid("url", "url %q: %s", netguard.Redact(in.URL), netguard.Redact(err.Error()))
 	}
 	types, err := w.checkTypes(in.TenantID, in.Events)
 	if err != nil {
@@ -198,12 +198,11 @@ func (w *Webhooks) addSecret(ctx context.Context, q store.Querier, subID string)
 
 // RotateSecret gives tenantID's subscription id a new secret in q (a transaction, so the
 // rotation is whole) and returns it (shown once); the secrets it had keep signing beside it for
-// overlap (0: DefaultSecretOverlap; at most MaxSecretOverlap), so receivers can switch without
-// losing a delivery. Errors: NOT_FOUND, INVALID_INPUT at overlap.
+// overlap (at most MaxSecretOverlap; DefaultSecretOverlap is the API's and CLI's default), so
+// receivers can switch without losing a delivery. Overlap 0 rotates at once: the old secrets
+// are deleted and the next attempt is signed under the new one only (for a leaked secret).
+// Errors: NOT_FOUND, INVALID_INPUT at overlap.
 func (w *Webhooks) RotateSecret(ctx context.Context, q store.Querier, tenantID, id string, overlap time.Duration) (*WithSecret, error) {
-	if overlap == 0 {
-		overlap = DefaultSecretOverlap
-	}
 	if overlap < 0 || overlap > MaxSecretOverlap {
 		return nil, cubefleet.Invalid("overlap", "overlap must be between 0 and %s", MaxSecretOverlap)
 	}

@@ -486,13 +486,15 @@ func TestWebhookSSRFGuard(t *testing.T) {
 			{"http://mapped.test/", "127.0.0.1"},
 			{"http://100.64.1.1/", "100.64.1.1"},
 			{"ftp://public.test/", "only http and https"},
-			{"http://user:pw@public.test/", "user name or password"},
+			{"http://user:s3cret@public.test/", "user name or password"},
+			{"http://user:s3cret@public%zz/", "not a URL"},
+			{"https://user:s3cret@private.test/", "user name or password"},
 			{"public.test/hook", "only http and https"},
 			{"http:///nohost", "no host"},
 			{"http://nxdomain.test/", "no such host"},
 		} {
 			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: "acme", URL: c.url, Events: []string{"fleet.drifted"}})
-			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
+			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("subscribe %s: %v, want INVALID_INPUT with %q", c.url, err, c.want)
 			}
 		}
@@ -569,6 +571,23 @@ func TestWebhookSecretRotation(t *testing.T) {
 		if err != nil || len(subs) != 1 || strings.Join(subs[0].Events, ",") != "fleet.drifted" || strings.Contains(fmt.Sprint(subs), "whsec_") {
 			t.Fatalf("list = %+v (%v)", subs, err)
 		}
+		// Overlap 0: at once; the next delivery is signed under the newest secret alone.
+		now, err := e.hooks.RotateSecret(context.Background(), db, "acme", sub.ID, 0)
+		if err != nil || now.Secret == rotated.Secret {
+			t.Fatalf("rotate at once: %+v %v", now, err)
+		}
+		e.publish("acme", "fleet.drifted", 1)
+		e.drive(e.dispatcher("a"), "acme", 3, nil)
+		got = r.requests()[2]
+		if n := len(strings.Fields(got.header.Get("webhook-signature"))); n != 1 {
+			t.Errorf("%d signatures after a rotation at once, want 1", n)
+		}
+		if wh, _ := standardwebhooks.NewWebhook(now.Secret); wh.VerifyIgnoringTimestamp(got.body, got.header) != nil {
+			t.Error("the new secret does not verify after a rotation at once")
+		}
+		if wh, _ := standardwebhooks.NewWebhook(rotated.Secret); wh.VerifyIgnoringTimestamp(got.body, got.header) == nil {
+			t.Error("the replaced secret still verifies after a rotation at once")
+		}
 	})
 }
 
@@ -586,7 +605,7 @@ func TestWebhookSubscriptionRules(t *testing.T) {
 			{"acme", nil, "events is required"},
 		} {
 			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
-			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
+			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%v: %v, want %q", c.events, err, c.want)
 			}
 		}
@@ -639,4 +658,23 @@ func TestWebhookOneReplicaPerDelivery(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDeliveryOutcome: where a delivery stands, in plain words (the CLI and the console).
+func TestDeliveryOutcome(t *testing.T) {
+	for _, c := range []struct {
+		d    events.Delivery
+		want string
+	}{
+		{events.Delivery{State: events.StateDelivered, Attempts: 1, LastStatus: 204}, "delivered (HTTP 204)"},
+		{events.Delivery{State: events.StatePending}, "waiting for its first attempt"},
+		{events.Delivery{State: events.StatePending, Attempts: 2, LastStatus: 503, LastError: "answered 503"}, "retrying: the receiver answered HTTP 503"},
+		{events.Delivery{State: events.StatePending, Attempts: 1, LastError: "no answer within the timeout"}, "retrying: no answer within the timeout"},
+		{events.Delivery{State: events.StateFailed, Attempts: 1, LastStatus: 410, LastError: "answered 410"}, "gave up after 1 attempt: the receiver answered HTTP 410"},
+		{events.Delivery{State: events.StateFailed, Attempts: 31, LastError: "dial tcp 127.0.0.1:1: connect: connection refused"}, "gave up after 31 attempts: dial tcp 127.0.0.1:1: connect: connection refused"},
+	} {
+		if got := c.d.Outcome(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.d, got, c.want)
+		}
+	}
 }

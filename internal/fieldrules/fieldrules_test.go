@@ -255,3 +255,40 @@ func TestCheckSecretRef(t *testing.T) {
 		t.Errorf("a failed look-up gives %v, want it returned", err)
 	}
 }
+
+// TestEnvRefs: env:// references are the operator's: only the root tenant's objects hold them,
+// and only for the variables --env-ref-allow lets through (none by default). Other values are
+// not this rule's business.
+func TestEnvRefs(t *testing.T) {
+	allowed, err := ParseEnvRefs([]string{"IONOS_", "HCLOUD_TOKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rule  EnvRefs
+		value string
+		root  bool
+		want  string // "" or a word of the message
+	}{
+		{EnvRefs{}, "secret://x", false, ""},
+		{EnvRefs{}, "hunter2", false, ""},
+		{EnvRefs{}, "env:/HOME", false, ""}, // not a reference: CheckCredential's business
+		{EnvRefs{}, "env://HOME", false, "only the root tenant"},
+		{allowed, "env://IONOS_TOKEN", false, "only the root tenant"},
+		{EnvRefs{}, "env://IONOS_TOKEN", true, "allows none"},
+		{allowed, "env://IONOS_TOKEN", true, ""},
+		{allowed, "env://HCLOUD_TOKEN", true, ""},
+		{allowed, "env://HOME", true, "IONOS_, HCLOUD_TOKEN"},
+		{allowed, "env://ionos_TOKEN", true, "--env-ref-allow"},
+	} {
+		got := c.rule.Check("token", c.value, c.root)
+		if c.want == "" && got != "" || c.want != "" && (!strings.Contains(got, c.want) || !strings.Contains(got, "token")) {
+			t.Errorf("%v.Check(%q, root %v) = %q, want %q", c.rule.Allow, c.value, c.root, got, c.want)
+		}
+	}
+	for _, bad := range []string{"", "*", "IONOS-", "1X", "A B"} {
+		if _, err := ParseEnvRefs([]string{bad}); err == nil || !strings.Contains(err.Error(), "--env-ref-allow") {
+			t.Errorf("ParseEnvRefs(%q) = %v, want an error naming --env-ref-allow", bad, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package fieldrules
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // StoreSecret is the fix for a literal secret where a reference belongs.
-const StoreSecret = "store it with `cubefleet secrets create` and reference it as secret://NAME (or vault://PATH#field, env://NAME)"
+const StoreSecret = "store it with `cubefleet secrets create` and reference it as secret://NAME (or vault://PATH#field; env://NAME in the root tenant, for variables the operator allows)"
 
 // CheckValueLen returns what is wrong with v as a value of a provider account's config or a
 // template's env, or "" when nothing is: it holds at most MaxValueLen characters.
@@ -72,4 +73,57 @@ func CheckSecretRef(key, v, tenant string, vault bool, has func(nameOrID string)
 		}
 	}
 	return "", nil
+}
+
+// EnvRefRule says in words who may use env:// references: they read the server's own
+// environment, so they are the operator's.
+const EnvRefRule = "env:// references read the server's own environment, so only the root tenant may use them, and only for the variables the operator allows (cubefleet server --env-ref-allow PREFIX)"
+
+// EnvRefs is the rule of env:// references (EnvRefRule): only the root tenant's objects hold
+// them, and only for variables whose names start with one of Allow (--env-ref-allow, none by
+// default). The compute API refuses any other env:// reference in a provider account's config
+// or a template's env, and a fleet plan refuses a document that holds one, with the same
+// message (INVALID_INPUT at the entry's path). Make one with ParseEnvRefs.
+type EnvRefs struct {
+	// Allow lists the prefixes of the variable names env:// references may name, matched with
+	// case; empty allows none.
+	Allow []string
+}
+
+// envPrefixRE is what an --env-ref-allow prefix looks like: the start of a variable name.
+var envPrefixRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseEnvRefs returns the rule of the --env-ref-allow prefixes given. A prefix is the start of
+// an environment variable name: a letter or '_', then letters, digits or '_'. Errors name the
+// flag and the bad prefix.
+func ParseEnvRefs(prefixes []string) (EnvRefs, error) {
+	for _, p := range prefixes {
+		if !envPrefixRE.MatchString(p) {
+			return EnvRefs{}, fmt.Errorf("--env-ref-allow %q: give the start of environment variable names (a letter or _, then letters, digits or _), such as IONOS_", p)
+		}
+	}
+	return EnvRefs{Allow: append([]string(nil), prefixes...)}, nil
+}
+
+// Check returns what is wrong with v, the value under key in a provider account's config or a
+// template's env of an object of the root tenant (root) or of another, as an env:// reference,
+// or "" when nothing is (v that is no env:// reference included). The message names key, the
+// rule and the fix; it repeats the variable's name, never a value.
+func (e EnvRefs) Check(key, v string, root bool) string {
+	ref, ok := secretref.Parse(v)
+	if !ok || ref.Scheme != secretref.SchemeEnv {
+		return ""
+	}
+	if !root {
+		return key + ": " + EnvRefRule + "; store the value with `cubefleet secrets create` and write secret://NAME"
+	}
+	for _, p := range e.Allow {
+		if strings.HasPrefix(ref.Name, p) {
+			return ""
+		}
+	}
+	if len(e.Allow) == 0 {
+		return fmt.Sprintf("%s: env://%s is not allowed: %s; this server allows none", key, ref.Name, EnvRefRule)
+	}
+	return fmt.Sprintf("%s: env://%s is not allowed: %s; this server allows the variables starting with %s", key, ref.Name, EnvRefRule, strings.Join(e.Allow, ", "))
 }

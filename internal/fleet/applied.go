@@ -2,11 +2,15 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gowebpki/jcs"
 
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -27,7 +31,9 @@ const MaxDriftChanges = 50
 
 // Drift is what the last drift check found: the changes (at most MaxDriftChanges) a new plan
 // of the applied document would make, less the fields the drift ignore rules leave out, and
-// the hash of that plan's calls (the drift's identity: the same drift has the same hash).
+// PlanHash, the drift's identity: the hash of every drifted change with its fields' values now
+// and in the document (hashChanges). The same drift has the same hash whatever revisions the
+// objects went through; it is not a --plan-hash for fleet apply.
 type Drift struct {
 	Changes  []Change `json:"changes"`
 	Summary  Summary  `json:"summary"`
@@ -210,23 +216,40 @@ func (p *Planner) driftOf(pl *Plan) (*Drift, error) {
 	if len(calls) == 0 && !summary.Blocked {
 		return nil, nil
 	}
-	hash := pl.PlanHash
-	if len(p.DriftIgnore) > 0 {
-		var err error
-		if hash, err = HashCalls(calls); err != nil {
-			return nil, err
-		}
-	}
-	d := &Drift{Summary: summary, Blocked: summary.Blocked, PlanHash: hash, Changes: []Change{}}
+	var drifted []Change
 	for _, c := range changes {
 		if c.Action != ActionUnchanged || c.Blocked {
-			if len(d.Changes) == MaxDriftChanges {
-				break
-			}
-			d.Changes = append(d.Changes, c)
+			drifted = append(drifted, c)
 		}
 	}
+	hash, err := hashChanges(drifted)
+	if err != nil {
+		return nil, err
+	}
+	d := &Drift{Summary: summary, Blocked: summary.Blocked, PlanHash: hash, Changes: []Change{}}
+	d.Changes = append(d.Changes, drifted[:min(len(drifted), MaxDriftChanges)]...)
 	return d, nil
+}
+
+// hashChanges is a drift's identity: the hex SHA-256 of the RFC 8785 canonical JSON of every
+// drifted change (kind, name, action, the fields with their values now and in the document,
+// blocked and why), the ignored fields already left out. The revisions the plan's calls carry
+// are not in it, so an edit of an ignored field, or an edit and its revert, is the same drift;
+// a field changed to yet another value is a new one.
+func hashChanges(changes []Change) (string, error) {
+	if changes == nil {
+		changes = []Change{}
+	}
+	raw, err := json.Marshal(changes)
+	if err != nil {
+		return "", fmt.Errorf("drift hash: %w", err)
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", fmt.Errorf("drift hash: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // ListStatus returns the status of every tenant with an applied document, by tenant, without

@@ -228,7 +228,7 @@ func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch,
 func callOf(c Call) (compute.KindInfo, string, error) {
 	info, verb, ok := compute.ParseMethod(c.Method)
 	if !ok || info.Kind != c.Kind {
-		return compute.KindInfo{}, "", fmt.Errorf("fleet apply cannot run %s on a %s", c.Method, c.Kind)
+		return compute.KindInfo{}, "", fmt.Errorf("fleet apply cannot run %s on %s", c.Method, cubefleet.Article(c.Kind))
 	}
 	return info, verb, nil
 }

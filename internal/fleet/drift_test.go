@@ -244,6 +244,8 @@ func TestParseIgnoreRules(t *testing.T) {
 		{[]string{"pools.gpuModel"}, "unknown kind pools"},
 		{[]string{"pool.name"}, "its fields are gpuModel, policy, site, class, providerAccount"},
 		{[]string{".x"}, "write KIND.FIELD"},
+		{[]string{"offer.name"}, "an offer has no field name"},
+		{[]string{"ownerQuota.name"}, "an ownerQuota has no field name"},
 	} {
 		rules, err := fleet.ParseIgnoreRules(c.in)
 		var got []string
@@ -380,6 +382,55 @@ func TestDriftCheckOfADocumentWithoutHash(t *testing.T) {
 		e.edit(map[string]any{"gpuModel": "L40S"})
 		if types(e.pass(r, "root")) != fleet.EventDrifted {
 			t.Fatal("an edit after the re-apply published no fleet.drifted")
+		}
+	})
+}
+
+// TestDriftIgnoredFieldKeepsTheDrift: an edit of an ignored field changes the object's revision
+// but not the drift: gpuModel drifts (one fleet.drifted), then an edit of only the ignored
+// policy publishes nothing and keeps the drift's hash; so does an edit and its revert.
+func TestDriftIgnoredFieldKeepsTheDrift(t *testing.T) {
+	storetest.Each(t, driftModules, func(t *testing.T, db *store.DB) {
+		e := newDriftEnv(t, db)
+		r := e.reconciler("pool.policy")
+		e.apply("root", poolDoc)
+		e.edit(map[string]any{"gpuModel": "A100"})
+		evs := e.pass(r, "root")
+		if types(evs) != fleet.EventDrifted {
+			t.Fatalf("a hand edit published %q, want fleet.drifted", types(evs))
+		}
+		st, _ := fleet.LoadStatus(context.Background(), db, "root")
+		first := st.Drift.PlanHash
+		e.edit(map[string]any{"policy": map[string]any{"disruptionBudget": 0.5}})
+		if evs := e.pass(r, "root"); len(evs) != 0 {
+			t.Fatalf("an ignored field's edit beside a drift published %s: %s", types(evs), evs[0].Data)
+		}
+		if st, _ := fleet.LoadStatus(context.Background(), db, "root"); st.Drift == nil || st.Drift.PlanHash != first {
+			t.Fatalf("the drift's identity moved with an ignored field: %+v", st.Drift)
+		}
+		// An edit of the drifted field to another value is another drift.
+		e.edit(map[string]any{"gpuModel": "H100"})
+		if types(e.pass(r, "root")) != fleet.EventDrifted {
+			t.Fatal("a second edit of the drifted field published no fleet.drifted")
+		}
+	})
+}
+
+// TestDriftEditAndRevertIsTheSameDrift: without ignore rules, an edit of another field and its
+// revert bump the object's revision but leave the drift as it was: nothing is published.
+func TestDriftEditAndRevertIsTheSameDrift(t *testing.T) {
+	storetest.Each(t, driftModules, func(t *testing.T, db *store.DB) {
+		e := newDriftEnv(t, db)
+		r := e.reconciler()
+		e.apply("root", poolDoc)
+		e.edit(map[string]any{"gpuModel": "A100"})
+		if types(e.pass(r, "root")) != fleet.EventDrifted {
+			t.Fatal("no fleet.drifted")
+		}
+		e.edit(map[string]any{"policy": map[string]any{"disruptionBudget": 0.5}})
+		e.edit(map[string]any{"policy": map[string]any{"disruptionBudget": 0.1}})
+		if evs := e.pass(r, "root"); len(evs) != 0 {
+			t.Fatalf("an edit and its revert published %s", types(evs))
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
 )
 
@@ -60,7 +61,7 @@ func ParseIgnoreRules(values []string) ([]IgnoreRule, error) {
 			return nil, fmt.Errorf("--drift-ignore %q: unknown kind %s; kinds are %s", v, kind, strings.Join(kinds, ", "))
 		}
 		if !slices.Contains(fields, field) {
-			return nil, fmt.Errorf("--drift-ignore %q: a %s has no field %s that drift can find; its fields are %s", v, kind, field, strings.Join(fields, ", "))
+			return nil, fmt.Errorf("--drift-ignore %q: %s has no field %s that drift can find; its fields are %s", v, cubefleet.Article(kind), field, strings.Join(fields, ", "))
 		}
 		r := IgnoreRule{Kind: kind, Field: field}
 		if !seen[r] {

@@ -2,9 +2,13 @@ package fleet
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -64,7 +68,29 @@ func tenantNames(ctx context.Context, q store.Querier, tenantID string) (map[str
 	return out, rows.Err()
 }
 
+// setName gives object id the fleet name (tenantID, kind, name). A row that still holds the name
+// for an object removed by hand (a pool archived, a site deleted through the compute API) is
+// replaced: the plan that led here created the object because no live one has the name, and
+// the removed object gives the name up. A name held by another live object is CONFLICT.
 func setName(ctx context.Context, q store.Querier, tenantID, kind, name, id string) error {
+	var held string
+	err := q.QueryRowContext(ctx, `SELECT object_id FROM fleet_names WHERE tenant_id = $1 AND kind = $2 AND name = $3`, tenantID, kind, name).Scan(&held)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("record fleet name %s %s: %w", kind, name, err)
+	case held != id:
+		o, err := compute.Load(ctx, q, held)
+		if err == nil && !o.Archived() {
+			return cubefleet.Errorf(cubefleet.CodeConflict, "%s %s already names %s: plan again", kind, name, held)
+		}
+		if err != nil && !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			return fmt.Errorf("record fleet name %s %s: %w", kind, name, err)
+		}
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM fleet_names WHERE (tenant_id = $1 AND kind = $2 AND name = $3) OR object_id = $4`, tenantID, kind, name, id); err != nil {
+		return fmt.Errorf("record fleet name %s %s: %w", kind, name, err)
+	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO fleet_names (tenant_id, kind, name, object_id) VALUES ($1, $2, $3, $4)`, tenantID, kind, name, id); err != nil {
 		return fmt.Errorf("record fleet name %s %s: %w", kind, name, err)
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
+	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
+	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
 // Actions of a change.
@@ -130,12 +132,17 @@ const (
 )
 
 // Plan diffs doc against tenantID's objects as read through q and returns the plan. It changes
-// nothing. doc must have passed document validation.
+// nothing. doc must have passed document validation. A document that holds an env://
+// reference tenantID may not use (fieldrules.EnvRefs, the compute API's rule) is INVALID_INPUT
+// listing each at its path, such as providerAccounts[1].config.token.
 func (p *Planner) Plan(ctx context.Context, q store.Querier, tenantID string, doc *document.Document, prune bool) (*Plan, error) {
 	// A document describes at most fieldrules.MaxObjects objects, so a plan, its response and
 	// its apply stay bounded; Decode refused more, and a document built in code is held to it
 	// here.
 	if err := doc.CheckObjects(); err != nil {
+		return nil, err
+	}
+	if err := checkEnvRefs(doc, tenantID, p.envRefs()); err != nil {
 		return nil, err
 	}
 	n := doc.Objects()
@@ -250,6 +257,39 @@ func (b *builder) served(kind string, n *notes) {
 			n.block("%s", noSandboxes)
 		}
 	}
+}
+
+// envRefs returns the rule of env:// references: the compute API's.
+func (p *Planner) envRefs() fieldrules.EnvRefs {
+	if p.Compute == nil {
+		return fieldrules.EnvRefs{}
+	}
+	return p.Compute.EnvRefs
+}
+
+// checkEnvRefs refuses the env:// references of doc that tenantID may not hold (rule):
+// INVALID_INPUT listing each at its path in the document.
+func checkEnvRefs(doc *document.Document, tenantID string, rule fieldrules.EnvRefs) error {
+	root := tenantID == iam.RootTenant
+	var errs []cubefleet.FieldError
+	check := func(list string, i int, field string, values map[string]string) {
+		for _, k := range slices.Sorted(maps.Keys(values)) {
+			if msg := rule.Check(k, values[k], root); msg != "" {
+				at := strictjson.Member(strictjson.Index(strictjson.Member("", list), i), field)
+				errs = append(errs, cubefleet.FieldError{Path: strictjson.Member(at, k), Message: msg})
+			}
+		}
+	}
+	for i, a := range doc.ProviderAccounts {
+		check("providerAccounts", i, "config", a.Config)
+	}
+	for i, t := range doc.SandboxTemplates {
+		check("sandboxTemplates", i, "env", t.Env)
+	}
+	if len(errs) > 0 {
+		return cubefleet.InvalidAll(errs)
+	}
+	return nil
 }
 
 // checkSecrets blocks n for each secret reference the compute API would refuse

@@ -40,6 +40,21 @@ func (b *builder) ownByFleetName(kind, name string) (*compute.Object, bool) {
 	return o, true
 }
 
+// removedByHand notes that a site or pool the document names is created again because the
+// object that had its fleet name was removed outside fleet as code (a pool archived, a site
+// deleted through the compute API): the apply gives the name to the new object.
+func (b *builder) removedByHand(kind, name string, n *notes) {
+	id, ok := b.st.names[kind][name]
+	if !ok {
+		return
+	}
+	how := "deleted"
+	if o, found := b.st.byID[id]; found && o.Archived() {
+		how = "archived"
+	}
+	n.note("recreates %s %s: %s %s was %s by hand; the new %s takes the name", kind, name, kind, id, how, kind)
+}
+
 func (b *builder) accounts(doc *document.Document) error {
 	for _, d := range doc.ProviderAccounts {
 		var n notes
@@ -97,6 +112,7 @@ func (b *builder) sites(doc *document.Document) error {
 		if cubefleet.IsID(d.Name, "site") {
 			n.block("no site %s in tenant %s", d.Name, b.tenant)
 		}
+		b.removedByHand(compute.KindSite, d.Name, &n)
 		b.siteRef[d.Name] = b.newRef(compute.KindSite, d.Name)
 		in := b.createInput(compute.KindSite, d.Name)
 		in["kind"], in["region"] = d.Kind, d.Region
@@ -191,6 +207,7 @@ func (b *builder) pools(doc *document.Document) error {
 			if cubefleet.IsID(d.Name, "pool") {
 				n.block("no pool %s in tenant %s", d.Name, b.tenant)
 			}
+			b.removedByHand(compute.KindPool, d.Name, &n)
 			b.poolRef[d.Name] = b.newRef(compute.KindPool, d.Name)
 			in := b.createInput(compute.KindPool, d.Name)
 			copyFields(in, desired)

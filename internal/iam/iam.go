@@ -303,11 +303,30 @@ func holdsExactly(p *Principal, g Grant) bool {
 	return false
 }
 
+// The causes (cubefleet.Error.Err) of Authenticate's UNAUTHENTICATED errors for a token that
+// names no key; a known key it refuses has a *KeyRefused.
+var (
+	ErrMalformedKey = errors.New("malformed API key")
+	ErrUnknownKey   = errors.New("unknown API key")
+)
+
+// KeyRefused is the cause of Authenticate's UNAUTHENTICATED error for a key it knows and
+// refuses: who the key belongs to, and why (Reason "revoked" or "expired"). It never holds the
+// token.
+type KeyRefused struct {
+	KeyID, PrincipalID, TenantID string
+	Reason                       string
+}
+
+// Error says which key was refused and why.
+func (k *KeyRefused) Error() string { return "API key " + k.KeyID + " " + k.Reason }
+
 // Authenticate returns the principal that token belongs to, with its grants. It returns
-// UNAUTHENTICATED for an unknown, revoked or expired key; the message never repeats the token.
+// UNAUTHENTICATED for an unknown, revoked or expired key, with ErrMalformedKey, ErrUnknownKey
+// or a *KeyRefused as its cause (errors.Is, errors.As); the message never repeats the token.
 func Authenticate(ctx context.Context, q store.Querier, token string, now time.Time) (*Principal, error) {
 	if !strings.HasPrefix(token, TokenPrefix) {
-		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "malformed API key")
+		return nil, &cubefleet.Error{Code: cubefleet.CodeUnauthenticated, Message: "malformed API key", Err: ErrMalformedKey}
 	}
 	var p Principal
 	var expires, revoked sql.NullInt64
@@ -315,16 +334,20 @@ func Authenticate(ctx context.Context, q store.Querier, token string, now time.T
 		FROM iam_keys k JOIN iam_principals p ON p.id = k.principal_id WHERE k.token_hash = $1`, hashToken(token)).
 		Scan(&p.KeyID, &expires, &revoked, &p.ID, &p.TenantID, &p.Kind, &p.Name)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "unknown API key")
+		return nil, &cubefleet.Error{Code: cubefleet.CodeUnauthenticated, Message: "unknown API key", Err: ErrUnknownKey}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authenticate: %w", err)
 	}
+	refused := func(reason, msg string) error {
+		return &cubefleet.Error{Code: cubefleet.CodeUnauthenticated, Message: msg,
+			Err: &KeyRefused{KeyID: p.KeyID, PrincipalID: p.ID, TenantID: p.TenantID, Reason: reason}}
+	}
 	if revoked.Valid {
-		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "API key %s was revoked", p.KeyID)
+		return nil, refused("revoked", "API key "+p.KeyID+" was revoked")
 	}
 	if expires.Valid && now.UnixMilli() >= expires.Int64 {
-		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "API key %s expired", p.KeyID)
+		return nil, refused("expired", "API key "+p.KeyID+" expired")
 	}
 	p.Grants, err = grantsOf(ctx, q, p.ID)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -29,8 +31,9 @@ type Resolver interface {
 // Guard checks and dials addresses. The zero value refuses every non-public address and
 // resolves with net.DefaultResolver.
 type Guard struct {
-	// AllowPrivate allows loopback, private, link-local and other non-public addresses
-	// (--allow-private-webhook-targets).
+	// AllowPrivate allows loopback and private (RFC 1918, fc00::/7) addresses as well
+	// (--allow-private-webhook-targets); metadata, link-local, unspecified, multicast and
+	// reserved addresses stay refused.
 	AllowPrivate bool
 	// Resolver resolves host names; nil means net.DefaultResolver.
 	Resolver Resolver
@@ -53,11 +56,14 @@ var blocked = []netip.Prefix{
 	netip.MustParsePrefix("2001:db8::/32"),   // documentation
 	netip.MustParsePrefix("2002::/16"),       // 6to4: embeds any IPv4 address
 	netip.MustParsePrefix("100::/64"),        // discard-only
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated): embeds any IPv4 address
+	netip.MustParsePrefix("2001::/32"),       // Teredo: embeds any IPv4 address
 }
 
 // Public reports whether addr is a public unicast address: not loopback, private (RFC 1918,
 // fc00::/7), link-local (169.254.0.0/16 with the cloud metadata address 169.254.169.254,
-// fe80::/10), unspecified, multicast, or one of the other reserved ranges.
+// fe80::/10), unspecified, multicast, or one of the other reserved ranges, in any form (an
+// IPv4-mapped ::ffff:a.b.c.d is judged as a.b.c.d).
 func Public(addr netip.Addr) bool {
 	addr = addr.Unmap()
 	if !addr.IsValid() || addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
@@ -72,12 +78,44 @@ func Public(addr netip.Addr) bool {
 	return true
 }
 
-// allowed is the guard's decision on one address.
+// metadata lists the cloud instance metadata addresses: refused even with AllowPrivate, since
+// they hand out the host's cloud credentials (AWS, GCP, Azure, OpenStack and IONOS use
+// 169.254.169.254; AWS's IPv6 endpoint is fd00:ec2::254; Alibaba's 100.100.100.200).
+var metadata = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"),
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
+}
+
+// allowedPrivate reports whether addr (unmapped) is one AllowPrivate lets through: loopback
+// or private (RFC 1918, fc00::/7), never a metadata address.
+func allowedPrivate(addr netip.Addr) bool {
+	return (addr.IsLoopback() || addr.IsPrivate()) && !slices.Contains(metadata, addr)
+}
+
+// allowed is the guard's decision on one address: a public one, or with AllowPrivate a
+// loopback or private one. Link-local (the metadata range), unspecified (0.0.0.0, ::),
+// multicast and reserved addresses are refused either way, in any IPv6 form of an IPv4
+// address (::ffff:a.b.c.d).
 func (g *Guard) allowed(addr netip.Addr) error {
-	if g.AllowPrivate || Public(addr) {
+	addr = addr.Unmap()
+	if Public(addr) || g.AllowPrivate && allowedPrivate(addr) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is a loopback, private, link-local or reserved address (start the server with --allow-private-webhook-targets to allow it)", ErrRefused, addr.Unmap())
+	if g.AllowPrivate {
+		return fmt.Errorf("%w: %s is a link-local, metadata, unspecified or reserved address (--allow-private-webhook-targets allows only loopback and private ones)", ErrRefused, addr)
+	}
+	return fmt.Errorf("%w: %s is a loopback, private, link-local or reserved address (start the server with --allow-private-webhook-targets to allow loopback and private ones)", ErrRefused, addr)
+}
+
+// userinfo matches the user name and password of a URL written in a text: "scheme://" and
+// what comes before an "@" in the authority.
+var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s"']*@`)
+
+// Redact returns s with the user name and password of every URL in it removed
+// ("https://u:p@h/x" becomes "https://h/x"): for any error or record text that may quote a URL.
+func Redact(s string) string {
+	return userinfo.ReplaceAllString(s, "$1")
 }
 
 // CheckURL checks a webhook URL: http or https, a host, no user name or password, no
@@ -89,6 +127,10 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL it quotes, which may hold a password
+		}
 		return nil, fmt.Errorf("not a URL: %v", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {

@@ -43,6 +43,80 @@ func TestDialRefusesPrivateAnswers(t *testing.T) {
 	}
 }
 
+// TestAllowPrivateKeepsMetadataOut: --allow-private-webhook-targets lets loopback and private
+// addresses through and nothing else: the metadata addresses, link-local, unspecified and
+// multicast ones stay refused in every spelling, literal or resolved.
+func TestAllowPrivateKeepsMetadataOut(t *testing.T) {
+	for _, c := range []struct {
+		addr           string
+		public, anyway bool // allowed without AllowPrivate; allowed with it
+	}{
+		{"93.184.216.34", true, true},
+		{"::ffff:93.184.216.34", true, true},
+		{"127.0.0.1", false, true},
+		{"::1", false, true},
+		{"::ffff:127.0.0.1", false, true},
+		{"10.1.2.3", false, true},
+		{"192.168.0.1", false, true},
+		{"fd12:3456::1", false, true},
+		{"169.254.169.254", false, false},
+		{"::ffff:169.254.169.254", false, false},
+		{"::ffff:a9fe:a9fe", false, false},
+		{"::169.254.169.254", false, false},
+		{"64:ff9b::169.254.169.254", false, false},
+		{"2002:a9fe:a9fe::1", false, false},
+		{"fd00:ec2::254", false, false},
+		{"100.100.100.200", false, false},
+		{"169.254.1.1", false, false},
+		{"fe80::1", false, false},
+		{"0.0.0.0", false, false},
+		{"0.1.2.3", false, false},
+		{"::ffff:0.0.0.0", false, false},
+		{"::", false, false},
+		{"224.0.0.1", false, false},
+		{"ff02::1", false, false},
+	} {
+		for _, private := range []bool{false, true} {
+			want := c.public || private && c.anyway
+			addr := netip.MustParseAddr(c.addr)
+			g := &netguard.Guard{AllowPrivate: private, Resolver: fixed{"h.test": {addr}}}
+			host := c.addr
+			if addr.Is6() {
+				host = "[" + host + "]"
+			}
+			for _, u := range []string{"http://" + host + "/hook", "http://h.test/hook"} {
+				_, err := g.CheckURL(context.Background(), u)
+				if (err == nil) != want || err != nil && !errors.Is(err, netguard.ErrRefused) {
+					t.Errorf("AllowPrivate=%v %s: %v, want allowed=%v", private, u, err, want)
+				}
+			}
+			_, err := g.DialContext(context.Background(), "tcp", "h.test:1")
+			if refused := errors.Is(err, netguard.ErrRefused); refused == want {
+				t.Errorf("AllowPrivate=%v dial %s: %v, want allowed=%v", private, c.addr, err, want)
+			}
+		}
+	}
+}
+
+// TestRedact: the user name and password of a URL never reach a message.
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:p4ss@h.test/x":                          "https://h.test/x",
+		`url "http://admin:s3cret@10.0.0.1:8080/hook": no`: `url "http://10.0.0.1:8080/hook": no`,
+		"Post \"https://tok@h/x\": EOF; http://a:b@c/":     "Post \"https://h/x\": EOF; http://c/",
+		"https://h.test/x?email=a@b":                       "https://h.test/x?email=a@b",
+		"no url here: a@b":                                 "no url here: a@b",
+	} {
+		if got := netguard.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+	_, err := (&netguard.Guard{}).CheckURL(context.Background(), "http://u:s3cret@h%zz/")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("CheckURL of an unparseable URL with a password: %v", err)
+	}
+}
+
 type fixed map[string][]netip.Addr
 
 func (f fixed) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -283,14 +285,20 @@ func (c *Config) fill(set fileKeys) {
 // naming every problem by key path, or nil.
 func (c Config) Validate() error {
 	var e ConfigError
-	c.check(&e, nil)
+	c.check(&e, nil, nil)
 	return e.orNil()
 }
 
-// check appends c's problems to e; lines, when not nil, gives the line of a key path.
-func (c Config) check(e *ConfigError, lines map[string]int) {
+// check appends c's problems to e. lines, when not nil, gives the line of a key path (a key the
+// file lacks is told at the line of the nearest key above it that it holds); bad holds the
+// paths the loader already reported, whose values (zero) are not checked again: one problem
+// per mistake.
+func (c Config) check(e *ConfigError, lines map[string]int, bad map[string]bool) {
 	add := func(path, format string, args ...any) {
-		e.add(Problem{Path: path, Line: lines[path], Message: fmt.Sprintf(format, args...)})
+		if bad[path] {
+			return
+		}
+		e.add(Problem{Path: path, Line: lineOf(lines, path), Message: fmt.Sprintf(format, args...)})
 	}
 	if !slices.Contains(Profiles, c.Profile) {
 		add("scheduler.profile", "unknown profile %q: want one of %s", c.Profile, list(Profiles))
@@ -327,11 +335,30 @@ func (c Config) check(e *ConfigError, lines map[string]int) {
 			add(fmt.Sprintf("scheduler.filter.enable_filters[%d]", i), "unknown filter %q: want one of %s", f, list(Filters))
 		}
 	}
-	c.Score.check(add, lines)
+	c.Score.check(add, lines, bad)
 }
 
-// check reports the score block's problems through add.
-func (s ScoreConfig) check(add func(path, format string, args ...any), lines map[string]int) {
+// lineOf returns the line of path in lines or, when the file does not hold that key, of the
+// nearest enclosing key it holds (0 when none).
+func lineOf(lines map[string]int, path string) int {
+	for path != "" {
+		if n := lines[path]; n > 0 {
+			return n
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+// check reports the score block's problems through add; bad holds the paths already reported
+// (a weight or a disable that did not load is not taken for 0 or false). Every plugin_conf
+// block is checked, enabled or not; that the listed factors do not all weigh 0 only for the
+// scorers that run.
+func (s ScoreConfig) check(add func(path, format string, args ...any), lines map[string]int, bad map[string]bool) {
 	for _, k := range slices.Sorted(maps.Keys(s.ResourceWeights)) {
 		w := s.ResourceWeights[k]
 		path := "scheduler.score.resource_weights." + k
@@ -339,6 +366,31 @@ func (s ScoreConfig) check(add func(path, format string, args ...any), lines map
 			add(path, "unknown factor %q: want one of %s", k, list(Factors))
 		} else if !(w >= 0) {
 			add(path, "weight must be >= 0 (got %g)", w)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.PluginConf)) {
+		base := "scheduler.score.plugin_conf." + name
+		if !slices.Contains(Scorers, name) {
+			add(base, "unknown scorer %q: want one of %s", name, list(Scorers))
+			continue
+		}
+		pc := s.PluginConf[name]
+		if pc.Weight < 0 || !(pc.Weight > 0) && !pc.Disable {
+			add(base+".weight", "must be > 0 (got %g); to turn the scorer off, set disable: true", pc.Weight)
+		}
+		if name == ScorerBinpack {
+			if len(pc.EnableWeightFactors) > 0 {
+				add(base+".enable_weight_factors", "binpack_score takes no factors: it scores CPU, memory and microVM utilisation")
+			}
+			continue
+		}
+		if pc.EnableWeightFactors != nil && len(pc.EnableWeightFactors) == 0 {
+			add(base+".enable_weight_factors", "must list at least one factor of %s (leave the key out for %s)", list(Factors), strings.Join(recommendedFactors, ", "))
+		}
+		for j, f := range pc.EnableWeightFactors {
+			if !slices.Contains(Factors, f) {
+				add(fmt.Sprintf("%s.enable_weight_factors[%d]", base, j), "unknown factor %q: want one of %s", f, list(Factors))
+			}
 		}
 	}
 	active, listed := 0, 0
@@ -351,6 +403,10 @@ func (s ScoreConfig) check(add func(path, format string, args ...any), lines map
 		listed++
 		pc, ok := s.PluginConf[name]
 		base := "scheduler.score.plugin_conf." + name
+		if !ok && bad["scheduler.score.plugin_conf"] { // the block did not load: that is the problem told
+			active++
+			continue
+		}
 		if !ok {
 			if lines != nil && lines[base] == 0 {
 				lines[base] = lines[path] // the problem is told at the scorer's line
@@ -358,45 +414,50 @@ func (s ScoreConfig) check(add func(path, format string, args ...any), lines map
 			add(base, "missing: enabled scorer %q needs its plugin_conf block (weight, enable_weight_factors)", name)
 			continue
 		}
+		if bad[base+".disable"] { // whether it runs is the problem already told
+			active++
+			continue
+		}
 		if pc.Disable {
 			continue
 		}
 		active++
-		if !(pc.Weight > 0) {
-			add(base+".weight", "must be > 0 (got %g); to turn the scorer off, set disable: true", pc.Weight)
-		}
-		if name == ScorerBinpack {
-			if len(pc.EnableWeightFactors) > 0 {
-				add(base+".enable_weight_factors", "binpack_score takes no factors: it scores CPU, memory and microVM utilisation")
-			}
-			continue
-		}
-		if len(pc.EnableWeightFactors) == 0 {
-			add(base+".enable_weight_factors", "must list at least one factor of %s", list(Factors))
+		if name == ScorerBinpack || len(pc.EnableWeightFactors) == 0 {
 			continue
 		}
 		var sum float64
-		for j, f := range pc.EnableWeightFactors {
-			if !slices.Contains(Factors, f) {
-				add(fmt.Sprintf("%s.enable_weight_factors[%d]", base, j), "unknown factor %q: want one of %s", f, list(Factors))
-				continue
-			}
+		known := true
+		for _, f := range pc.EnableWeightFactors {
+			// a weight refused (negative, not a number) is that problem, not also "weight 0"
+			known = known && slices.Contains(Factors, f) && !bad["scheduler.score.resource_weights."+f] && !(s.ResourceWeights[f] < 0) && !math.IsNaN(s.ResourceWeights[f])
 			if w := s.ResourceWeights[f]; w > 0 {
 				sum += w
 			}
 		}
-		if sum == 0 {
-			add(base+".enable_weight_factors", "every listed factor has weight 0 in scheduler.score.resource_weights: the scorer would rank nothing")
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.PluginConf)) {
-		if !slices.Contains(Scorers, name) {
-			add("scheduler.score.plugin_conf."+name, "unknown scorer %q: want one of %s", name, list(Scorers))
+		if sum == 0 && known {
+			add(base+".enable_weight_factors", "every listed factor has weight 0 in scheduler.score.resource_weights: the scorer would rank nothing; give them weights")
 		}
 	}
 	if active == 0 && listed == len(s.EnableScorers) && (listed == 0 || len(s.PluginConf) > 0) {
 		add("scheduler.score.enable_scorers", "no scorer enabled: list at least one of %s (or leave score out to use the profile's)", list(Scorers))
 	}
+}
+
+// weightList formats weights for a message: "mvm_num: 2, local_create_num: 3, ...", in the
+// order of recommendedFactors, then the others sorted.
+func weightList(w map[string]float64) string {
+	var parts []string
+	for _, f := range recommendedFactors {
+		if v, ok := w[f]; ok {
+			parts = append(parts, fmt.Sprintf("%s: %g", f, v))
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(w)) {
+		if !slices.Contains(recommendedFactors, f) {
+			parts = append(parts, fmt.Sprintf("%s: %g", f, w[f]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // list formats names for a message: "a, b or c".

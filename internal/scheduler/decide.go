@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -22,8 +23,10 @@ type cand struct {
 // picks one as least_select_name says, and reserves the request's room on it before anyone
 // else can decide. Errors: INVALID_INPUT for a request missing its sandbox id or pool or with a
 // negative size; RESOURCE_EXHAUSTED when no node fits, its message the "why not placed" line
-// and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds}. A request whose
-// sandbox id already holds a reservation returns that decision again.
+// and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds} (the retry hint
+// only when some node was refused for a reason that passes by itself). A retry (the
+// same sandbox id, pool and sizes) of a request that holds a reservation returns that decision
+// again; another request under a sandbox id that holds a reservation is CONFLICT.
 func (s *Scheduler) Decide(ctx context.Context, req Request) (Decision, error) {
 	start := time.Now()
 	if err := req.validate(); err != nil {
@@ -38,7 +41,10 @@ func (s *Scheduler) Decide(ctx context.Context, req Request) (Decision, error) {
 	d, err := s.decide(&req, &rejected)
 	s.mu.Unlock()
 	outcome := outcomePlaced
-	if err != nil {
+	switch {
+	case cubefleet.IsCode(err, cubefleet.CodeConflict):
+		outcome = outcomeInvalid // the sandbox id is taken: the request is refused, not unplaceable
+	case err != nil:
 		outcome = outcomeExhausted
 	}
 	s.metrics.decided(outcome, start, &rejected)
@@ -80,6 +86,9 @@ func (r *Request) validate() error {
 // decide is Decide under s.mu.
 func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 	if h, ok := s.resv[req.SandboxID]; ok {
+		if err := sameRequest(h, req); err != nil {
+			return Decision{}, err
+		}
 		return Decision{NodeID: h.NodeID, Reservation: h.Reservation}, nil
 	}
 	nowT := s.now()
@@ -275,6 +284,21 @@ func (s *Scheduler) classify(slot int32, req *Request, now int64, bits []uint64)
 	return reasonCreates
 }
 
+// sameRequest tells a retry of the request that made h (the same pool, CPU, memory and disk,
+// and h's node not excluded: answered with h's decision) from another request reusing its
+// sandbox id: CONFLICT, since answering it with h would place the sandbox where the caller did
+// not ask, and replacing h would lose the room it holds.
+func sameRequest(h *held, req *Request) error {
+	if h.Pool == req.Pool && h.CPU == req.CPU && h.MemoryMiB == req.MemoryMiB && h.DiskMiB == req.DiskMiB && !slices.Contains(req.Exclude, h.NodeID) {
+		return nil
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeConflict, Message: fmt.Sprintf(
+		"sandbox %s already holds a reservation on node %s (pool %s, %d millicores, %d MiB memory, %d MiB disk): "+
+			"a retry must ask for the same; release it first (scheduler.release) or place under a new sandbox id",
+		h.SandboxID, h.NodeID, h.Pool, h.CPU, h.MemoryMiB, h.DiskMiB),
+		Details: map[string]any{"sandboxId": h.SandboxID, "nodeId": h.NodeID, "pool": h.Pool}}
+}
+
 // exhausted builds the RESOURCE_EXHAUSTED error of a request no node fits.
 func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
 	msg := "no node can take the sandbox: "
@@ -283,8 +307,9 @@ func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
 	} else {
 		msg += t.line(nodes)
 	}
-	return &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Message: msg, Details: map[string]any{
-		"pool": req.Pool, "nodes": nodes, "reasons": t.counts(),
-		"retryAfterSeconds": int(DefaultRetryAfter / time.Second),
-	}}
+	details := map[string]any{"pool": req.Pool, "nodes": nodes, "reasons": t.counts()}
+	if t.retryCanHelp() {
+		details["retryAfterSeconds"] = int(DefaultRetryAfter / time.Second)
+	}
+	return &cubefleet.Error{Code: cubefleet.CodeResourceExhausted, Message: msg, Details: details}
 }

@@ -1,9 +1,12 @@
 package scheduler
 
 import (
+	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -97,25 +100,36 @@ func LoadFile(path string) (Config, []Warning, error) {
 // Load parses a cubemaster.yaml-shaped document (name labels the messages) and returns its
 // `scheduler:` section as an effective Config with every default filled in, and the warnings
 // to show. Other top-level sections are ignored. An invalid file returns a *ConfigError naming
-// every problem with its key path and line (unknown keys, scorers or factors, a missing
-// plugin_conf block, negative weights, wrong types); it never panics. A file without a `score`
-// block (and no `profile`) loads with a warning and uses balanced_spread's scoring, where
-// CubeMaster would place first-fit.
+// every problem with its key path and line, one problem per mistake (unknown keys, scorers or
+// factors, a missing plugin_conf block, negative weights, wrong types); it never panics. A file
+// that says nothing about the scheduler is invalid too: an empty one, one without a
+// `scheduler:` section (a near miss such as `Scheduler:` is named), one of several YAML
+// documents; so a reload of such a file keeps the configuration in force. A `scheduler:`
+// section without keys means every default. A file without a `score` block (and no `profile`)
+// loads with a warning and uses balanced_spread's scoring, where CubeMaster would place
+// first-fit.
 func Load(name string, data []byte) (Config, []Warning, error) {
-	l := &loader{err: ConfigError{File: name}, lines: map[string]int{}}
+	l := &loader{err: ConfigError{File: name}, lines: map[string]int{}, bad: map[string]bool{}}
 	if len(data) > MaxConfigBytes {
 		l.fail("", 0, "the file is larger than %d bytes", MaxConfigBytes)
 		return Config{}, nil, l.err.orNil()
 	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		line := 0
-		if n, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(n, "line ") {
-			line, _ = strconv.Atoi(strings.TrimPrefix(n, "line "))
-			msg = rest
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			l.fail("", 0, "the file is empty: give a scheduler: section (docs/scheduler.md); an empty section, scheduler: alone, means every default")
+		} else {
+			l.yamlError(err)
 		}
-		l.fail("", line, "not valid YAML: %s", msg)
+		return Config{}, nil, l.err.orNil()
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		l.fail("", next.Line, "a second YAML document starts here: the file must hold one document, with one scheduler: section")
+		return Config{}, nil, l.err.orNil()
+	} else if !errors.Is(err, io.EOF) {
+		l.yamlError(err)
 		return Config{}, nil, l.err.orNil()
 	}
 	cfg := l.document(&doc)
@@ -125,15 +139,30 @@ func Load(name string, data []byte) (Config, []Warning, error) {
 	return cfg, l.warns, nil
 }
 
+// yamlError reports a YAML syntax error at its line.
+func (l *loader) yamlError(err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if n, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(n, "line ") {
+		line, _ = strconv.Atoi(strings.TrimPrefix(n, "line "))
+		msg = rest
+	}
+	l.fail("", line, "not valid YAML: %s", msg)
+}
+
 type loader struct {
 	err   ConfigError
 	warns []Warning
-	lines map[string]int // key path -> line, for the semantic checks
+	lines map[string]int  // key path -> line, for the semantic checks
+	bad   map[string]bool // key paths with a problem reported: no second problem for the same mistake
 	set   fileKeys
 }
 
 func (l *loader) fail(path string, line int, format string, args ...any) {
 	l.err.add(Problem{Path: path, Line: line, Message: fmt.Sprintf(format, args...)})
+	if path != "" {
+		l.bad[path] = true
+	}
 }
 
 func (l *loader) warn(path string, line int, format string, args ...any) {
@@ -229,8 +258,7 @@ func describe(n *yaml.Node) string {
 func (l *loader) document(doc *yaml.Node) Config {
 	var cfg Config
 	if len(doc.Content) == 0 {
-		l.warn("scheduler", 0, "the file is empty: every scheduler key takes its default")
-		cfg.fill(l.set)
+		l.fail("", 0, "the file is empty: give a scheduler: section (docs/scheduler.md)")
 		return cfg
 	}
 	top, ok := l.mapping("", doc.Content[0])
@@ -238,19 +266,59 @@ func (l *loader) document(doc *yaml.Node) Config {
 		return cfg
 	}
 	var sched *yaml.Node
+	var keys []string
 	for _, p := range top {
 		if p[0].Value == "scheduler" {
 			sched = p[1]
 			l.lines["scheduler"] = p[0].Line
 		}
+		keys = append(keys, p[0].Value)
 	}
 	if sched == nil {
-		l.warn("scheduler", 0, "the file has no scheduler section: every scheduler key takes its default")
-		cfg.fill(l.set)
+		for _, p := range top {
+			if nearMiss(p[0].Value, "scheduler") {
+				l.fail(p[0].Value, p[0].Line, "unknown top-level key %q: did you mean scheduler? Only the scheduler: section is read", p[0].Value)
+				return cfg
+			}
+		}
+		if len(keys) == 0 {
+			l.fail("", doc.Content[0].Line, "the file is empty: give a scheduler: section (docs/scheduler.md)")
+			return cfg
+		}
+		l.fail("scheduler", 0, "the file has no scheduler: section (its top-level keys are %s): nothing here configures the scheduler; an empty section, scheduler: alone, means every default", strings.Join(keys, ", "))
 		return cfg
 	}
 	l.scheduler(&cfg, sched)
 	return cfg
+}
+
+// nearMiss reports whether key looks like a misspelling of want: the same letters in another
+// case, or at most two letters added, dropped or changed.
+func nearMiss(key, want string) bool {
+	if strings.EqualFold(key, want) {
+		return true
+	}
+	a, b := []rune(strings.ToLower(key)), []rune(want)
+	if d := len(a) - len(b); d > 2 || d < -2 {
+		return false
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)] <= 2
 }
 
 // schedulerKeys are the implemented `scheduler:` keys, for the unknown-key message.
@@ -311,7 +379,19 @@ func (l *loader) scheduler(cfg *Config, n *yaml.Node) {
 		l.warn("scheduler.score", l.lines["scheduler"], "no score block: CubeMaster would place first-fit here (every sandbox on the first eligible node, CubeSandbox #573); using the recommended scoring of profile balanced_spread instead")
 	}
 	cfg.fill(l.set)
-	cfg.check(&l.err, l.lines)
+	cfg.check(&l.err, l.lines, l.bad)
+	if ps := cfg.PreSelectNum; ps > 0 && !l.bad["scheduler.pre_select_num"] && !l.bad["scheduler.priority_select_num"] &&
+		(cfg.PrioritySelectNum == -1 || cfg.PrioritySelectNum > ps) {
+		path := "scheduler.priority_select_num"
+		if !l.set.prioritySelectNum {
+			path = "scheduler.pre_select_num"
+		}
+		n := strconv.Itoa(cfg.PrioritySelectNum)
+		if cfg.PrioritySelectNum == -1 {
+			n = "-1 (every feasible node)"
+		}
+		l.warn(path, l.lines[path], "priority_select_num %s is more than pre_select_num %d: a decision looks at %d candidates at most, so it picks among at most %d", n, ps, ps, ps)
+	}
 }
 
 func (l *loader) filter(cfg *Config, path string, n *yaml.Node) {
@@ -346,6 +426,7 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 	}
 	l.set.score = true
 	s := ScoreConfig{ResourceWeights: map[string]float64{}, PluginConf: map[string]PluginConf{}}
+	weighted := false // resource_weights given: else the recommended weights
 	var skipped []string
 	for _, p := range pairs {
 		key := path + "." + p[0].Value
@@ -361,6 +442,7 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 				s.EnableScorers = append(s.EnableScorers, name)
 			}
 		case "resource_weights":
+			weighted = true
 			wp, _ := l.mapping(key, p[1])
 			for _, w := range wp {
 				wk := key + "." + w[0].Value
@@ -375,7 +457,7 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 				}
 				pk := key + "." + sp[0].Value
 				l.lines[pk] = sp[0].Line
-				s.PluginConf[sp[0].Value] = l.plugin(pk, sp[1])
+				s.PluginConf[sp[0].Value] = l.plugin(sp[0].Value, pk, sp[1])
 			}
 		default:
 			l.fail(key, p[0].Line, "unknown key %q: score holds enable_scorers, resource_weights and plugin_conf", p[0].Value)
@@ -384,6 +466,9 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 	if len(skipped) > 0 {
 		l.warn(path+".enable_scorers", l.lines[path+".enable_scorers"], "CubeMaster scorers not implemented here, left out: %s", strings.Join(skipped, ", "))
 	}
+	if !weighted {
+		s.ResourceWeights = maps.Clone(recommendedWeights)
+	}
 	for _, name := range s.EnableScorers {
 		pc, ok := s.PluginConf[name]
 		if !ok || pc.Disable {
@@ -391,14 +476,53 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 		}
 		for _, f := range pc.EnableWeightFactors {
 			if _, has := s.ResourceWeights[f]; !has && slices.Contains(Factors, f) {
-				l.warn(path+".resource_weights", l.lines[path+".plugin_conf."+name], "factor %q of %s has no weight in resource_weights: it counts 0", f, name)
+				what := "resource_weights"
+				if !weighted {
+					what = "the default resource_weights (" + weightList(recommendedWeights) + ")"
+				}
+				l.warn(path+".resource_weights", l.lines[path+".plugin_conf."+name], "factor %q of %s has no weight in %s: it counts 0", f, name, what)
 			}
 		}
 	}
+	l.unusedScoreSettings(path, s, weighted)
 	cfg.Score = s
 }
 
-func (l *loader) plugin(path string, n *yaml.Node) PluginConf {
+// unusedScoreSettings warns about score settings that change nothing: a plugin_conf block of a
+// scorer that enable_scorers does not list, a listed scorer turned off with disable: true, and
+// a factor weighed in resource_weights that no running scorer averages.
+func (l *loader) unusedScoreSettings(path string, s ScoreConfig, weighted bool) {
+	used := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(s.PluginConf)) {
+		pc, pk := s.PluginConf[name], path+".plugin_conf."+name
+		if !slices.Contains(Scorers, name) || l.bad[pk] {
+			continue // an error already
+		}
+		switch {
+		case !slices.Contains(s.EnableScorers, name):
+			l.warn(pk, l.lines[pk], "scorer %s has a plugin_conf block but is not in enable_scorers: its settings are not used (list it in enable_scorers to use them)", name)
+		case pc.Disable:
+			l.warn(pk+".disable", l.lines[pk], "scorer %s is in enable_scorers but disable: true turns it off: its weight and factors are not used", name)
+		default:
+			for _, f := range pc.EnableWeightFactors {
+				used[f] = true
+			}
+		}
+	}
+	if !weighted {
+		return
+	}
+	for _, f := range slices.Sorted(maps.Keys(s.ResourceWeights)) {
+		wk := path + ".resource_weights." + f
+		if w := s.ResourceWeights[f]; w > 0 && !used[f] && slices.Contains(Factors, f) && !l.bad[wk] {
+			l.warn(wk, l.lines[wk], "factor %s weighs %g but no running scorer lists it in enable_weight_factors: the weight is not used", f, w)
+		}
+	}
+}
+
+// plugin reads scorer's plugin_conf block at path. A weighted-average scorer without
+// enable_weight_factors averages the recommended factors.
+func (l *loader) plugin(scorer, path string, n *yaml.Node) PluginConf {
 	pc := PluginConf{Weight: 1}
 	pairs, _ := l.mapping(path, n)
 	for _, p := range pairs {
@@ -409,6 +533,9 @@ func (l *loader) plugin(path string, n *yaml.Node) PluginConf {
 			pc.Weight = l.float(key, p[1])
 		case "enable_weight_factors":
 			pc.EnableWeightFactors = l.strs(key, p[1])
+			if pc.EnableWeightFactors == nil {
+				pc.EnableWeightFactors = []string{}
+			}
 			for i := range pc.EnableWeightFactors {
 				l.lines[fmt.Sprintf("%s[%d]", key, i)] = p[0].Line
 			}
@@ -419,6 +546,9 @@ func (l *loader) plugin(path string, n *yaml.Node) PluginConf {
 		default:
 			l.fail(key, p[0].Line, "unknown key %q: a plugin_conf block holds weight, enable_weight_factors and disable", p[0].Value)
 		}
+	}
+	if pc.EnableWeightFactors == nil && (scorer == ScorerRealTimeWeightedAverage || scorer == ScorerMultiFactorWeightedAverage) {
+		pc.EnableWeightFactors = slices.Clone(recommendedFactors)
 	}
 	return pc
 }
@@ -501,8 +631,12 @@ func (l *loader) bool(path string, n *yaml.Node) bool {
 }
 
 func (l *loader) duration(path string, n *yaml.Node) Duration {
-	s, ok := l.scalar(path, n, "a duration such as 300s or 5m", "!!str")
+	s, ok := l.scalar(path, n, "a duration such as 300s or 5m", "!!str", "!!int", "!!float")
 	if !ok {
+		return 0
+	}
+	if s.Tag != "!!str" {
+		l.fail(path, s.Line, "must be a duration with its unit, such as %ss or 5m, not the bare number %s", s.Value, s.Value)
 		return 0
 	}
 	d, err := time.ParseDuration(s.Value)
@@ -514,12 +648,22 @@ func (l *loader) duration(path string, n *yaml.Node) Duration {
 }
 
 // ReloadFile loads the configuration file at path and puts it in force (SIGHUP). An invalid or
-// unreadable file changes nothing: the configuration in force stays, and the error (naming
-// every problem) is returned for the caller to log once.
+// unreadable file changes nothing: the configuration in force stays, the failure is kept in
+// [Scheduler.ConfigSource] and counted (cubefleet_scheduler_config_reloads_total{result="failed"}),
+// and the error (naming every problem) is returned for the caller to log once.
 func (s *Scheduler) ReloadFile(path string) ([]Warning, error) {
 	cfg, warns, err := LoadFile(path)
+	if err == nil {
+		err = s.SetConfig(cfg)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
+		s.source.ReloadFailedAt, s.source.ReloadError = s.now(), err.Error()
+		s.metrics.reloaded(false)
 		return nil, err
 	}
-	return warns, s.SetConfig(cfg)
+	s.source = ConfigSource{File: path, LoadedAt: s.now()}
+	s.metrics.reloaded(true)
+	return warns, nil
 }

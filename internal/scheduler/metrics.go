@@ -28,6 +28,8 @@ type Metrics struct {
 	reservation prometheus.Gauge
 	// LeaseHolder is 1 while this replica holds the scheduler lease (it decides), else 0.
 	LeaseHolder prometheus.Gauge
+	reloads     *prometheus.CounterVec
+	failing     prometheus.Gauge
 }
 
 // NewMetrics returns the scheduler's collectors, unregistered.
@@ -58,7 +60,17 @@ func NewMetrics() *Metrics {
 			Name: "cubefleet_scheduler_lease_holder",
 			Help: "1 while this replica holds the scheduler lease and makes the placement decisions, else 0.",
 		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cubefleet_scheduler_config_reloads_total",
+			Help: "Reloads of --scheduler-config (SIGHUP) by result: ok, or failed (the previous configuration stays in force).",
+		}, []string{"result"}),
+		failing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cubefleet_scheduler_config_reload_failing",
+			Help: "1 while the last reload of --scheduler-config failed (the file on disk is not the configuration in force), else 0.",
+		}),
 	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
 	m.placed = m.decisions.WithLabelValues(outcomePlaced)
 	m.exhausted = m.decisions.WithLabelValues(outcomeExhausted)
 	m.invalid = m.decisions.WithLabelValues(outcomeInvalid)
@@ -70,7 +82,21 @@ func NewMetrics() *Metrics {
 
 // Collectors returns every collector, for registering.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.decisions, m.latency, m.rejectVec, m.releases, m.reservation, m.LeaseHolder}
+	return []prometheus.Collector{m.decisions, m.latency, m.rejectVec, m.releases, m.reservation, m.LeaseHolder, m.reloads, m.failing}
+}
+
+// reloaded counts a reload of the configuration file.
+func (m *Metrics) reloaded(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.reloads.WithLabelValues("ok").Inc()
+		m.failing.Set(0)
+		return
+	}
+	m.reloads.WithLabelValues("failed").Inc()
+	m.failing.Set(1)
 }
 
 func (m *Metrics) decided(outcome string, start time.Time, rejected *tally) {

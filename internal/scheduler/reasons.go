@@ -31,25 +31,42 @@ const (
 )
 
 // reasons is the one table of reasons: the words of the "why not placed" line and of the
-// RESOURCE_EXHAUSTED details, and the metric label of cubefleet_scheduler_rejections_total.
-var reasons = [numReasons]struct{ text, label string }{
-	fits:               {"fits", "fits"},
-	reasonStockCubelet: {"registry-only (stock Cubelet)", "stock_cubelet"},
-	reasonNoReport:     {"no report since restart", "no_report_since_start"},
-	reasonNotReady:     {"not ready", "not_ready"},
-	reasonCordoned:     {"cordoned", "cordoned"},
-	reasonDraining:     {"draining", "draining"},
-	reasonStaleMetrics: {"stale metrics", "stale_metrics"},
-	reasonExcluded:     {"excluded by the request", "excluded"},
-	reasonSelector:     {"node selector mismatch", "node_selector"},
-	reasonMvm:          {"microVM limit reached", "mvm_limit"},
-	reasonCPU:          {"insufficient cpu", "cpu"},
-	reasonCPUUtil:      {"cpu utilisation too high", "cpu_util"},
-	reasonMem:          {"insufficient memory", "mem"},
-	reasonDisk:         {"insufficient disk", "disk"},
-	reasonDiskUsage:    {"disk usage too high", "disk_usage"},
-	reasonTemplate:     {"template not local", "template_locality"},
-	reasonCreates:      {"too many creates in flight", "realtime_create_num"},
+// RESOURCE_EXHAUSTED details, the metric label of cubefleet_scheduler_rejections_total, and
+// whether the reason passes by itself within seconds (a report arrives, reservations are
+// released, creates finish), so that a retry can help: only then does the answer carry a retry
+// hint. The others wait for an operator (cordon, drain, a stock Cubelet) or the request itself
+// (exclusions, selector, template).
+var reasons = [numReasons]struct {
+	text, label string
+	transient   bool
+}{
+	fits:               {"fits", "fits", false},
+	reasonStockCubelet: {"registry-only (stock Cubelet)", "stock_cubelet", false},
+	reasonNoReport:     {"no report since restart", "no_report_since_start", true},
+	reasonNotReady:     {"not ready", "not_ready", true},
+	reasonCordoned:     {"cordoned", "cordoned", false},
+	reasonDraining:     {"draining", "draining", false},
+	reasonStaleMetrics: {"stale metrics", "stale_metrics", true},
+	reasonExcluded:     {"excluded by the request", "excluded", false},
+	reasonSelector:     {"node selector mismatch", "node_selector", false},
+	reasonMvm:          {"microVM limit reached", "mvm_limit", true},
+	reasonCPU:          {"insufficient cpu", "cpu", true},
+	reasonCPUUtil:      {"cpu utilisation too high", "cpu_util", true},
+	reasonMem:          {"insufficient memory", "mem", true},
+	reasonDisk:         {"insufficient disk", "disk", true},
+	reasonDiskUsage:    {"disk usage too high", "disk_usage", true},
+	reasonTemplate:     {"template not local", "template_locality", false},
+	reasonCreates:      {"too many creates in flight", "realtime_create_num", true},
+}
+
+// retryCanHelp reports whether some node was refused for a reason that passes by itself.
+func (t *tally) retryCanHelp() bool {
+	for r := reasonStockCubelet; r < numReasons; r++ {
+		if t[r] > 0 && reasons[r].transient {
+			return true
+		}
+	}
+	return false
 }
 
 // String returns the reason's words.

@@ -22,6 +22,9 @@ const DefaultRetryAfter = 2 * time.Second
 type Options struct {
 	// Config is the scheduler configuration; the zero Config means Default().
 	Config Config
+	// ConfigFile is the file Config was loaded from ("" for the built-in defaults), for
+	// [Scheduler.ConfigSource].
+	ConfigFile string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Seed seeds the random picks; 0 means a random seed. simulate passes its --seed.
@@ -177,6 +180,7 @@ type Scheduler struct {
 
 	resv           map[string]*held
 	maxCreateLimit int64
+	source         ConfigSource
 
 	rrwIndex  int
 	rrwWeight int64
@@ -208,6 +212,7 @@ func New(opts Options) (*Scheduler, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.source = ConfigSource{File: opts.ConfigFile, LoadedAt: s.now()}
 	if s.ttl <= 0 {
 		s.ttl = DefaultReservationTTL
 	}
@@ -217,6 +222,24 @@ func New(opts Options) (*Scheduler, error) {
 	}
 	s.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	return s, nil
+}
+
+// ConfigSource says where the configuration in force came from: File ("" for the built-in
+// defaults) and when it was loaded (LoadedAt); when the last reload of the file failed
+// (SIGHUP), ReloadFailedAt and ReloadError (every problem) say when and why, until a reload
+// succeeds.
+type ConfigSource struct {
+	File           string    `json:"file,omitempty"`
+	LoadedAt       time.Time `json:"loadedAt"`
+	ReloadFailedAt time.Time `json:"reloadFailedAt,omitzero"`
+	ReloadError    string    `json:"reloadError,omitempty"`
+}
+
+// ConfigSource returns where the configuration in force came from and how its last reload went.
+func (s *Scheduler) ConfigSource() ConfigSource {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.source
 }
 
 // Config returns the configuration in force.
@@ -375,6 +398,23 @@ func (s *Scheduler) setTemplates(slot int32, templates []string) {
 		b[word] |= bit
 	}
 	in.tids = tids
+}
+
+// HoldsTemplate reports whether some node known to the scheduler holds template (lists it in
+// its local_templates).
+func (s *Scheduler) HoldsTemplate(template string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.tplIDs[template]
+	if !ok {
+		return false
+	}
+	for _, w := range s.tplNodes[id] {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // holds reports whether the node in slot holds the template whose bitset is bits.

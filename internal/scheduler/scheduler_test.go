@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -326,6 +327,80 @@ func TestDecideIdempotentAndInvalid(t *testing.T) {
 	}
 	if _, err := s.Decide(context.Background(), Request{SandboxID: "x", Pool: "pool_nowhere"}); err == nil || !strings.Contains(err.Error(), "pool pool_nowhere has no nodes") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// TestRetryHintOnlyWhenItHelps: RESOURCE_EXHAUSTED carries retryAfterSeconds only when some
+// node was refused for a reason that passes by itself (room, readiness, creates in flight),
+// never when every node waits for an operator or the request itself.
+func TestRetryHintOnlyWhenItHelps(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		node  func(st *NodeState)
+		req   func(r *Request)
+		retry bool
+	}{
+		{"insufficient cpu", nil, func(r *Request) { r.CPU = 8000 }, true},
+		{"not ready", func(st *NodeState) { st.Ready = false }, nil, true},
+		{"no report since restart", func(st *NodeState) { st.ReportedSinceStart = false }, nil, true},
+		{"cordoned", func(st *NodeState) { st.Cordoned = true }, nil, false},
+		{"draining", func(st *NodeState) { st.Draining = true }, nil, false},
+		{"stock Cubelet", func(st *NodeState) { st.Cubefleet = false }, nil, false},
+		{"excluded", nil, func(r *Request) { r.Exclude = []string{"n1"} }, false},
+		{"node selector", nil, func(r *Request) { r.NodeSelector = map[string]string{"gpu": "l40s"} }, false},
+		{"empty pool", nil, func(r *Request) { r.Pool = "pool_empty" }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			s := newScheduler(t, clk, Config{})
+			st := node(clk, "n1", 4000, 16384, 10)
+			if c.node != nil {
+				c.node(&st)
+			}
+			s.Update(st)
+			r := req("sbx_hint", 100, 256)
+			if c.req != nil {
+				c.req(&r)
+			}
+			_, err := s.Decide(context.Background(), r)
+			var ce *cubefleet.Error
+			if !errors.As(err, &ce) || ce.Code != cubefleet.CodeResourceExhausted {
+				t.Fatalf("%v, want RESOURCE_EXHAUSTED", err)
+			}
+			if _, hint := ce.Details["retryAfterSeconds"]; hint != c.retry {
+				t.Errorf("retry hint %v, want %v: %s", hint, c.retry, ce.Message)
+			}
+		})
+	}
+}
+
+// TestDecideSandboxIDTaken: a request under a sandbox id that holds a reservation is CONFLICT
+// unless it is a retry of the request that made it; the reservation stays as it was.
+func TestDecideSandboxIDTaken(t *testing.T) {
+	c := newClock()
+	s := newScheduler(t, c, Config{})
+	s.Update(node(c, "n1", 64000, 65536, 100))
+	s.Update(node(c, "n2", 64000, 65536, 100))
+	first := req("taken", 100, 256)
+	d := mustDecide(t, s, first)
+	other := func(f func(r *Request)) Request { r := first; f(&r); return r }
+	for name, r := range map[string]Request{
+		"more cpu":          other(func(r *Request) { r.CPU = 200 }),
+		"more memory":       other(func(r *Request) { r.MemoryMiB = 512 }),
+		"disk":              other(func(r *Request) { r.DiskMiB = 1024 }),
+		"another pool":      other(func(r *Request) { r.Pool = "pool_other" }),
+		"its node excluded": other(func(r *Request) { r.Exclude = []string{d.NodeID} }),
+	} {
+		_, err := s.Decide(context.Background(), r)
+		if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "scheduler.release") {
+			t.Errorf("%s: %v, want CONFLICT", name, err)
+		}
+	}
+	if rs := s.Reservations(); len(rs) != 1 || rs[0] != d.Reservation {
+		t.Errorf("the reservation changed: %+v, want %+v", rs, d.Reservation)
+	}
+	if again := mustDecide(t, s, other(func(r *Request) { r.Template = "tpl-any" })); again.NodeID != d.NodeID {
+		t.Errorf("a retry moved: %+v", again)
 	}
 }
 

@@ -56,7 +56,7 @@ func kindCases(f fixture) map[string]kindCase {
 			create: func(i int) map[string]any {
 				return map[string]any{"name": fmt.Sprintf("pa-%d", i), "provider": "ionos-cloud", "config": map[string]any{"password": "secret://hz", "location": "de/fra"}}
 			},
-			update:  map[string]any{"config": map[string]any{"password": "env://IONOS_PASSWORD", "location": "de/txl"}},
+			update:  map[string]any{"config": map[string]any{"password": "secret://tok", "location": "de/txl"}},
 			fixed:   "provider",
 			fixedTo: "hetzner-cloud",
 			referrer: func(target obj) (string, map[string]any) {

@@ -7,13 +7,16 @@ import (
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 // consoleNodes shows the node registry on the console's Nodes page, in the CLI's words
-// (nodetext), sorted as `cubefleet nodes list` sorts them (by id).
+// (nodetext), sorted as `cubefleet nodes list` sorts them (by id), with the scheduler's
+// reservations on each node (rooms; nil shows none).
 type consoleNodes struct {
-	reg *nodes.Registry
-	now func() time.Time
+	reg   *nodes.Registry
+	rooms func(nodeID string) (scheduler.Room, bool)
+	now   func() time.Time
 }
 
 var _ console.NodeSource = consoleNodes{}
@@ -27,9 +30,15 @@ func (c consoleNodes) ConsoleNodes(ctx context.Context) ([]console.Node, error) 
 	now := c.now().UnixMilli()
 	out := make([]console.Node, 0, len(items))
 	for _, v := range items {
+		var room *scheduler.Room
+		if c.rooms != nil {
+			if r, ok := c.rooms(v.ID); ok {
+				room = &r
+			}
+		}
 		out = append(out, console.Node{ID: v.ID, State: nodetext.State(v), Pool: nodetext.Pool(v), LastReport: nodetext.Ago(now, v.LastReportAt),
-			MicroVMs: nodetext.MicroVMs(v), CPU: nodetext.CPU(v), Memory: nodetext.Memory(v), Cordon: nodetext.Cordon(v),
-			Drain: nodetext.Drain(now, v), Notes: nodetext.Notes(v)})
+			MicroVMs: nodetext.MicroVMs(v), CPU: nodetext.CPU(v), Memory: nodetext.Memory(v), Reserved: nodetext.Reserved(room),
+			Cordon: nodetext.Cordon(v), Drain: nodetext.Drain(now, v), Notes: nodetext.Notes(v)})
 	}
 	return out, nil
 }

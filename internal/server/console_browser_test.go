@@ -190,7 +190,7 @@ func TestConsoleInChromium(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b.do(chromedp.Navigate(e.url+"/console/webhooks"), chromedp.WaitVisible(chromedp.CSS("table")))
-		if strings.Contains(b.text(), "delivered (204)") {
+		if strings.Contains(b.text(), "delivered (HTTP 204)") {
 			break
 		}
 		if time.Now().After(deadline) {

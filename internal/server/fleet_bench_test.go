@@ -1,10 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +29,7 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, db *store.DB) *benchEnv {
 	b.Helper()
 	ctx := context.Background()
-	srv, err := New(ctx, Config{DB: db, DataDir: b.TempDir(), Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	srv, err := New(ctx, Config{DB: db, DataDir: b.TempDir(), Listen: "127.0.0.1:0", EnvRefAllow: []string{"IONOS_"}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,4 +97,81 @@ func benchP95(b *testing.B, fn func()) {
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	b.ReportMetric(float64(d[(len(d)*95)/100].Microseconds())/1000, "p95-ms")
+}
+
+// BenchmarkFleetApplyWithReaders applies the limits document (5,000 objects) over HTTP to a
+// `cubefleet server` process (a fresh one each time), alone and while 50 clients list compute
+// objects in a loop on keep-alive connections, on SQLite and on PostgreSQL. It reports the
+// apply's time (apply-s) and the reads answered meanwhile (reads/s). Target (issue 11): with 50
+// readers at most twice the time alone; before the API work pool it was 7 s against 0.87 s.
+//
+//	go test ./internal/server -run '^$' -bench FleetApplyWithReaders -benchtime 3x
+func BenchmarkFleetApplyWithReaders(b *testing.B) {
+	bin := buildCubefleet(b)
+	doc := json.RawMessage(fleettest.LimitsDocument())
+	for _, db := range []string{"sqlite", "postgres"} {
+		for _, readers := range []int{0, 50} {
+			b.Run(fmt.Sprintf("%s/readers=%d", db, readers), func(b *testing.B) {
+				var applied time.Duration
+				var reads atomic.Int64
+				for range b.N {
+					b.StopTimer()
+					dsn := ""
+					if db == "postgres" {
+						dsn = storetest.PostgresURL(b)
+					}
+					p := startServerProc(b, bin, dsn, fleetBenchFlags...)
+					for i := range 100 {
+						p.api(b, "compute.sites.create", map[string]any{"tenantId": "acme", "kind": "shared", "region": fmt.Sprintf("r%d", i)}, nil)
+					}
+					stop := make(chan struct{})
+					var wg sync.WaitGroup
+					for range readers {
+						wg.Go(func() { listLoop(b, p, stop, &reads) })
+					}
+					time.Sleep(200 * time.Millisecond) // the readers are at it
+					b.StartTimer()
+					start := time.Now()
+					p.api(b, "fleet.apply", map[string]any{"tenantId": "root", "config": doc}, nil)
+					applied += time.Since(start)
+					b.StopTimer()
+					close(stop)
+					wg.Wait()
+					p.stop()
+				}
+				b.ReportMetric(applied.Seconds()/float64(b.N), "apply-s")
+				b.ReportMetric(float64(reads.Load())/applied.Seconds(), "reads/s")
+			})
+		}
+	}
+}
+
+// fleetBenchFlags are the server flags of the fleet benchmarks: the limits document's provider
+// accounts read env://IONOS_TOKEN.
+var fleetBenchFlags = []string{"--env-ref-allow", "IONOS_"}
+
+// listLoop lists acme's sites on p as the administrator until stop closes, counting the
+// answers in n.
+func listLoop(b *testing.B, p *serverProc, stop chan struct{}, n *atomic.Int64) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	body := []byte(`{"tenantId":"acme","limit":100}`)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		req, _ := http.NewRequest("POST", p.url+"/api/v1/compute.sites.list", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+p.admin)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			n.Add(1)
+		}
+	}
 }

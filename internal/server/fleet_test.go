@@ -36,10 +36,15 @@ func newFleetEnv(t testing.TB, db *store.DB) *fleetEnv {
 	return newFleetEnvConfig(t, Config{DB: db})
 }
 
-// newFleetEnvConfig is newFleetEnv with more configuration (cfg.DB must be set).
+// newFleetEnvConfig is newFleetEnv with more configuration (cfg.DB must be set). Unless cfg
+// says otherwise, env:// references may name IONOS_ variables (the documents here read
+// env://IONOS_TOKEN).
 func newFleetEnvConfig(t testing.TB, cfg Config) *fleetEnv {
 	t.Helper()
 	db := cfg.DB
+	if cfg.EnvRefAllow == nil {
+		cfg.EnvRefAllow = []string{"IONOS_"}
+	}
 	cfg.DataDir, cfg.Listen = t.TempDir(), "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, cfg, slog.New(slog.DiscardHandler))

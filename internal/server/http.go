@@ -1,11 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -89,6 +88,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap returns the server's ResponseWriter, for http.ResponseController (read and write
+// deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // requestIDHandler adds the request id of the record's context to every log line.
 type requestIDHandler struct{ slog.Handler }
 
@@ -110,47 +113,70 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 	return requestIDHandler{h.Handler.WithGroup(name)}
 }
 
-// handleAPI runs one API method: body (at most MaxBodyBytes, one JSON object; empty means
-// {}), bearer authentication, then the registry's Call, which decides the permission first.
+// handleAPI runs one API method. It authenticates the caller from the request's head first: a
+// request without a valid key is answered 401 and its body is never read. Then it reads the body
+// (readBody: at most the method's MaxBody, one strict JSON object, empty means {}), waits for a
+// slot of the work pool (a read or a write), runs the registry's Call, which decides the
+// permission first, and encodes the answer; the slot is given back before the answer is
+// written, within responseWriteTimeout.
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := time.Now()
 	name := r.PathValue("method")
-	principal := ""
-	out, err := func() (any, error) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return nil, cubefleet.Errorf(cubefleet.CodePayloadTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
-			}
-			return nil, cubefleet.Errorf(cubefleet.CodeInvalidInput, "reading the request body: %v", err)
-		}
-		body = bytes.TrimSpace(body)
-		if len(body) == 0 {
-			body = []byte("{}")
-		}
-		if body[0] != '{' || !json.Valid(body) {
-			return nil, cubefleet.Invalid("", "the request body must be one JSON object")
-		}
+	principal, keyID := "", ""
+	var answer []byte
+	err := func() error {
 		p, err := s.authenticate(ctx, r)
+		keyID = keyIDOf(p, err)
 		if err != nil {
-			return nil, err
+			closeUnread(w)
+			return err
 		}
-		if p != nil {
-			principal = p.ID
+		principal = p.ID
+		m, ok := s.api.Lookup(name)
+		if !ok {
+			closeUnread(w)
+			_, err := s.api.Call(ctx, p, RequestID(ctx), name, nil) // NOT_FOUND, in the table's words
+			return err
 		}
-		return s.api.Call(ctx, p, RequestID(ctx), name, body)
+		body, giveBack, err := s.readBody(w, r, m.MaxBody)
+		defer giveBack()
+		if err != nil {
+			return err
+		}
+		kind := workRead
+		if m.Write {
+			kind = workWrite
+		}
+		release, err := s.pool.acquire(ctx, kind)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if s.hooks.working != nil {
+			s.hooks.working(name)
+		}
+		out, err := s.api.Call(ctx, p, RequestID(ctx), name, body)
+		if err != nil {
+			return err
+		}
+		if out == nil {
+			out = struct{}{}
+		}
+		if answer, err = json.Marshal(out); err != nil {
+			return fmt.Errorf("encode the answer of %s: %w", name, err)
+		}
+		return nil
 	}()
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(responseWriteTimeout))
 	code := cubefleet.ErrorCode(err)
 	status := http.StatusOK
 	if err != nil {
 		status = s.writeError(w, r, err)
 	} else {
-		if out == nil {
-			out = struct{}{}
-		}
-		writeJSON(w, http.StatusOK, out)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(answer, '\n'))
 	}
 	label := name
 	if _, ok := s.api.Lookup(name); !ok {
@@ -161,21 +187,27 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	elapsed := time.Since(start)
 	s.metrics.observe(label, string(code), elapsed)
-	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "duration_ms", elapsed.Milliseconds())
+	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "key_id", keyID, "duration_ms", elapsed.Milliseconds())
 }
 
-// authenticate returns the principal of the request's bearer key, nil without an
-// Authorization header, or UNAUTHENTICATED.
+// responseWriteTimeout bounds how long an API answer may take to write: a client that does not
+// read it for that long loses its connection (and the server the answer it held).
+const responseWriteTimeout = time.Minute
+
+// authenticate returns the principal of the request's bearer key, or UNAUTHENTICATED: no
+// Authorization header, one that is not Bearer <key>, or a key that is unknown, revoked or
+// expired (counted, and traced: authenticateKey).
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (*iam.Principal, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return nil, nil
-	}
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+	token, failure := bearer(r.Header.Get("Authorization"))
+	switch failure {
+	case authNoCredentials:
+		s.metrics.authFailures.WithLabelValues(failure).Inc()
+		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+	case authBadHeader:
+		s.metrics.authFailures.WithLabelValues(failure).Inc()
 		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "the Authorization header must be Bearer <api key>")
 	}
-	return iam.Authenticate(ctx, s.db, strings.TrimSpace(token), s.cfg.Now())
+	return s.authenticateKey(ctx, token, r.PathValue("method"), peerOf(r))
 }
 
 // errorBody is the wire form of an error: {"error":{"code","message","details"}}.
@@ -202,8 +234,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 		s.log.ErrorContext(ctx, "internal error", "method", r.PathValue("method"), "err", err)
 	}
 	status := cubefleet.HTTPStatus(body.Code)
-	if body.Code == cubefleet.CodeUnauthenticated {
+	switch body.Code {
+	case cubefleet.CodeUnauthenticated:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet"`)
+	case cubefleet.CodeResourceExhausted:
+		w.Header().Set("Retry-After", "1")
 	}
 	if ra, ok := body.Details["retryAfterSeconds"].(int); ok && ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ra))

@@ -42,7 +42,7 @@ func (s *Server) newNodes(ctx context.Context) error {
 		DB:                   s.db,
 		AllowUnauthenticated: s.cfg.NodeAgentAllowUnauthenticated,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
-			return iam.Authenticate(ctx, s.db, token, s.cfg.Now())
+			return s.authenticateKey(ctx, token, "internal-nodes", "")
 		},
 		RequestID: RequestID,
 		Now:       s.cfg.Now,

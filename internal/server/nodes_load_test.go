@@ -82,7 +82,7 @@ func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
 }
 
 // buildCubefleet builds cmd/cubefleet into a temporary directory.
-func buildCubefleet(t *testing.T) string {
+func buildCubefleet(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cubefleet")
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cubefleet").CombinedOutput()
@@ -96,9 +96,12 @@ func buildCubefleet(t *testing.T) string {
 type serverProc struct {
 	url, addr, dataDir, admin string
 	pid                       int
+	stop                      func() // stops the process (at most once)
 }
 
-func startServerProc(t *testing.T, bin, dsn string) *serverProc {
+// startServerProc starts `cubefleet server --dev` from bin on dsn ("" is SQLite in its data
+// directory), with extra flags after the others, and stops it when the test ends (or stop).
+func startServerProc(t testing.TB, bin, dsn string, extra ...string) *serverProc {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -112,6 +115,7 @@ func startServerProc(t *testing.T, bin, dsn string) *serverProc {
 	if dsn != "" {
 		args = append(args, "--database", dsn)
 	}
+	args = append(args, extra...)
 	logPath := filepath.Join(t.TempDir(), "server.log")
 	if keep := os.Getenv("CUBEFLEET_NODES_LOAD_LOG"); keep != "" {
 		logPath = keep
@@ -129,18 +133,22 @@ func startServerProc(t *testing.T, bin, dsn string) *serverProc {
 		t.Fatal(err)
 	}
 	p.pid = cmd.Process.Pid
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
-	})
+	var once sync.Once
+	p.stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+			logFile.Close()
+		})
+	}
+	t.Cleanup(p.stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(p.url + "/readyz")
@@ -165,7 +173,7 @@ func startServerProc(t *testing.T, bin, dsn string) *serverProc {
 }
 
 // api calls a method as the administrator.
-func (p *serverProc) api(t *testing.T, method string, in, out any) {
+func (p *serverProc) api(t testing.TB, method string, in, out any) {
 	t.Helper()
 	b, _ := json.Marshal(in)
 	req, _ := http.NewRequest("POST", p.url+"/api/v1/"+method, bytes.NewReader(b))

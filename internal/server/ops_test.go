@@ -272,7 +272,7 @@ func TestRequestIDsErrorsAndLimits(t *testing.T) {
 		t.Errorf("unknown field: %d %s", status, raw)
 	}
 	// Over 8 MiB.
-	big := append([]byte(`{"tenantId":"root","pad":"`), bytes.Repeat([]byte("a"), MaxBodyBytes)...)
+	big := append([]byte(`{"tenantId":"root","pad":"`), bytes.Repeat([]byte("a"), api.MaxDocumentBody)...)
 	big = append(big, `"}`...)
 	if status, raw := e.post(e.admin, "iam.tenants.list", big); status != http.StatusRequestEntityTooLarge || errCode(t, raw) != cubefleet.CodePayloadTooLarge {
 		t.Errorf("8 MiB body: %d %s", status, raw)

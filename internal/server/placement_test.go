@@ -90,6 +90,26 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if got.Room == nil || got.Room.Reserved.CPU != 60000 || got.Room.Reservations != 6 || got.Room.Remaining.CPU != 500 || got.Room.Reported.CPU != 3500 {
 			t.Errorf("nodes.get room: %+v", got.Room)
 		}
+		// nodes.list and the console's Nodes page show the reservations too.
+		var list api.NodeList
+		e.must(e.admin, "nodes.list", map[string]any{}, &list)
+		if r := list.Rooms["127.0.0.1"]; r == nil || r.Reservations != 6 || r.Reserved.CPU != 60000 {
+			t.Errorf("nodes.list rooms: %+v", list.Rooms)
+		}
+		rows, err := consoleNodes{reg: e.srv.nodes, rooms: e.srv.Scheduler().Scheduler().Room, now: time.Now}.ConsoleNodes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rows {
+			if want := map[string]string{"127.0.0.1": "6 sandboxes: 60 cores, 12.0Gi", "10.0.0.7": "-"}[row.ID]; row.Reserved != want {
+				t.Errorf("console node %s reserved %q, want %q", row.ID, row.Reserved, want)
+			}
+		}
+		var st api.SchedulerStatus
+		e.must(e.admin, "scheduler.status", map[string]any{}, &st)
+		if len(st.Reservations) != 6 || st.Reservations[0].PoolName != "fra-cubes" || st.Reservations[0].Pool != pool || st.Reservations[0].ReservedAt == 0 || st.Now < st.Reservations[0].ReservedAt {
+			t.Errorf("scheduler.status reservations: %+v", st.Reservations)
+		}
 		var rel api.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_a"}, &rel)
 		if !rel.Released {

@@ -34,7 +34,7 @@ func (s *Server) newLane() error {
 		DB:     s.db,
 		Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), cubefleet.NewID("rep")),
 		Scheduler: scheduler.Options{
-			Config: cfg, Now: s.cfg.Now, Metrics: s.schedM,
+			Config: cfg, ConfigFile: s.cfg.SchedulerConfig, Now: s.cfg.Now, Metrics: s.schedM,
 		},
 		Log: s.log,
 	})

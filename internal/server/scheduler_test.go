@@ -72,6 +72,30 @@ func TestSchedulerReload(t *testing.T) {
 	if !strings.Contains(e.log.String(), "scheduler.least_select_name") {
 		t.Error("the log line does not name the key")
 	}
+	// scheduler.status and the metrics tell the failed reload, until a reload succeeds.
+	var st api.SchedulerStatus
+	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
+	if st.ConfigFile != path || st.ConfigLoadedAt == 0 || st.ReloadFailedAt < st.ConfigLoadedAt || !strings.Contains(st.ReloadError, "scheduler.least_select_name") {
+		t.Errorf("status after a failed reload: %+v", st)
+	}
+	_, body := e.get("/metrics")
+	for _, m := range []string{`cubefleet_scheduler_config_reloads_total{result="failed"} 1`, `cubefleet_scheduler_config_reloads_total{result="ok"} 1`, "cubefleet_scheduler_config_reload_failing 1"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	os.WriteFile(path, []byte("scheduler:\n  profile: balanced_spread\n"), 0o600)
+	if err := e.srv.ReloadSchedulerConfig(); err != nil {
+		t.Fatal(err)
+	}
+	st = api.SchedulerStatus{}
+	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
+	if st.ReloadError != "" || st.ReloadFailedAt != 0 || st.Config.Profile != "balanced_spread" {
+		t.Errorf("status after a good reload: %+v", st)
+	}
+	if _, body := e.get("/metrics"); !strings.Contains(string(body), "cubefleet_scheduler_config_reload_failing 0") {
+		t.Error("the reload failure gauge stays set after a good reload")
+	}
 }
 
 // TestSchedulerMethods: placing into a pool without nodes is RESOURCE_EXHAUSTED with the
@@ -80,11 +104,35 @@ func TestSchedulerMethods(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, nil)
 		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.Scheduler().Holding)
-		fail := e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_1", "pool": "pool_none", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
-		if !strings.Contains(fail.Message, "pool pool_none has no nodes") || fail.Details["retryAfterSeconds"] == nil {
+		pool := e.makePool("fra-cubes")
+		fail := e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_1", "pool": "fra-cubes", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
+		if !strings.Contains(fail.Message, "pool "+pool+" has no nodes") || fail.Details["retryAfterSeconds"] != nil {
 			t.Errorf("%+v", fail)
 		}
-		e.mustFail(e.admin, "scheduler.place", map[string]any{"pool": "pool_none"}, cubefleet.CodeInvalidInput)
+		// An empty pool gets no retry hint (nothing there will free up); the pool by id or fleet
+		// name; what does not exist is NOT_FOUND, without a retry hint.
+		for _, c := range []struct {
+			name string
+			in   map[string]any
+			code cubefleet.Code
+			text string
+		}{
+			{"unknown pool id", map[string]any{"pool": "pool_none"}, cubefleet.CodeNotFound, `no pool has the id or fleet name "pool_none"`},
+			{"unknown fleet name", map[string]any{"pool": "nowhere"}, cubefleet.CodeNotFound, `"nowhere"`},
+			{"unknown template id", map[string]any{"pool": "fra-cubes", "template": cubefleet.NewID("tpl")}, cubefleet.CodeNotFound, "no sandbox template"},
+			{"template no node holds", map[string]any{"pool": "fra-cubes", "template": "ubuntu-22"}, cubefleet.CodeNotFound, "no node holds"},
+			{"no pool", map[string]any{}, cubefleet.CodeInvalidInput, "pool is required"},
+			{"no sandbox id", map[string]any{"pool": "fra-cubes", "sandboxId": ""}, cubefleet.CodeInvalidInput, "sandboxId"},
+		} {
+			in := map[string]any{"sandboxId": "sbx_2", "cpu": 100, "memoryMiB": 64}
+			for k, v := range c.in {
+				in[k] = v
+			}
+			fail := e.mustFail(e.admin, "scheduler.place", in, c.code)
+			if !strings.Contains(fail.Message, c.text) || fail.Details["retryAfterSeconds"] != nil {
+				t.Errorf("%s: %+v", c.name, fail)
+			}
+		}
 		var rel api.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_1"}, &rel)
 		if rel.Released {

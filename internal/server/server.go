@@ -28,6 +28,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/netguard"
@@ -50,9 +51,6 @@ const (
 	// ModuleCore is IAM, audit, secrets, sites, pools, owner quotas, offers and fleet as code:
 	// always on.
 	ModuleCore = "core"
-	// MaxBodyBytes is the largest request body accepted (8 MiB); a larger one is
-	// PAYLOAD_TOO_LARGE (413).
-	MaxBodyBytes = 8 << 20
 	// AdminTokenFile is the file, in the data directory, where --dev writes the bootstrap
 	// administrator's API key.
 	AdminTokenFile = "admin.token"
@@ -64,6 +62,9 @@ const (
 	DBFile = "cubefleet.db"
 	// shutdownGrace bounds how long Serve waits for requests in flight after its context ends.
 	shutdownGrace = 15 * time.Second
+	// maxHeaderBytes bounds a request's head on both listeners (64 KiB): no client of ours
+	// sends a larger one.
+	maxHeaderBytes = 64 << 10
 )
 
 // Config configures a Server. The zero value is usable: it serves on DefaultListen from
@@ -93,6 +94,11 @@ type Config struct {
 	// VaultAddr is the Vault server vault:// references resolve against; "" means no Vault is
 	// configured, so plans block on vault:// references.
 	VaultAddr string
+	// EnvRefAllow is --env-ref-allow: the prefixes of the environment variable names env://
+	// references may name (fieldrules.EnvRefs); only the root tenant may use env:// at all.
+	// Empty allows none. New refuses a prefix that is not the start of a variable name.
+	EnvRefAllow []string
+	envRefs     fieldrules.EnvRefs // EnvRefAllow, parsed
 	// DriftEvery is how often the drift reconciler re-plans applied documents. Zero means
 	// fleet.DefaultDriftEvery (15 minutes); a negative value turns the reconciler off.
 	DriftEvery time.Duration
@@ -154,6 +160,26 @@ type Config struct {
 	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
 	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
 	TenantMaxSandboxes int
+	// BodyBudget is --api-body-budget: the most bytes of API request bodies the server holds at
+	// once, across all requests. A body that does not fit is RESOURCE_EXHAUSTED (429, with
+	// Retry-After) before it is read. Zero means DefaultBodyBudget (64 MiB).
+	BodyBudget int64
+	// BodyMinRate is --api-body-min-rate: after BodyRateGrace, an API request body must keep
+	// arriving at this many bytes per second on average (and never stall for longer than the
+	// grace), or it is refused and its connection closed. Zero means DefaultBodyMinRate
+	// (1024 bytes/s); negative turns the check off.
+	BodyMinRate int64
+	// BodyRateGrace is how long a body may take before BodyMinRate applies; zero means
+	// DefaultBodyRateGrace (5 s).
+	BodyRateGrace time.Duration
+	// AuditRetention is --audit-retention: audit rows older than this are deleted, hourly, by
+	// one replica at a time (audit.Sweeper). Zero means audit.DefaultRetention (90 days); a
+	// negative value keeps every row.
+	AuditRetention time.Duration
+	// APIWorkers is --api-workers: how many API calls run at once; others wait their turn,
+	// writes first up to half the slots (see workPool). Zero means one per CPU the Go runtime
+	// uses (GOMAXPROCS), at least 2.
+	APIWorkers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -217,6 +243,19 @@ func (c *Config) setDefaults() error {
 	if c.TLSReloadEvery <= 0 {
 		c.TLSReloadEvery = DefaultTLSReloadEvery
 	}
+	var err error
+	if c.envRefs, err = fieldrules.ParseEnvRefs(c.EnvRefAllow); err != nil {
+		return err
+	}
+	if c.BodyBudget <= 0 {
+		c.BodyBudget = DefaultBodyBudget
+	}
+	if c.BodyMinRate == 0 {
+		c.BodyMinRate = DefaultBodyMinRate
+	}
+	if c.BodyRateGrace <= 0 {
+		c.BodyRateGrace = DefaultBodyRateGrace
+	}
 	return c.checkTLSFlags()
 }
 
@@ -225,12 +264,14 @@ func Modules() []store.Module {
 	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module, sandboxes.Module}
 }
 
-// fleetHooks are fleet.apply's test hooks (nil in production): afterCheck runs between the
-// permission checks and the transaction, beforeCall before each call inside it. Tests set them
-// while the server runs.
+// fleetHooks are test hooks (nil in production): fleet.apply's afterCheck runs between the
+// permission checks and the transaction, its beforeCall before each call inside it; working
+// runs in every API call's slot. Tests set them before the calls they watch.
 type fleetHooks struct {
 	afterCheck func()
 	beforeCall func(i int) error
+	// working runs for every API call while it holds its slot of the work pool, before Call.
+	working func(method string)
 }
 
 // Server is a running control plane: store, method table and HTTP listener. Create it with New,
@@ -262,6 +303,9 @@ type Server struct {
 	cmHTTP    *http.Server  // serves cmLn
 	tls       *certReloader // the --tls-cert/--tls-key pair, or nil for plain HTTP
 	metrics   *metrics
+	budget    *bodyBudget    // buffered API request body bytes
+	pool      *workPool      // the API calls that run at once
+	keyTraces *audit.Summary // refused API keys, summarized per key and reason
 	openapi   []byte
 	tokenPath string
 	closeOnce sync.Once
@@ -343,7 +387,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
-	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != ""}
+	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs}
 	if err := s.newSandboxes(); err != nil {
 		return nil, err
 	}
@@ -381,6 +425,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		log.Warn("this control plane has no administrator yet, so every API call will be refused: run `cubefleet server init --token-out FILE` with the same --data-dir and --database first (or --dev on a laptop)")
 	}
 	s.metrics = newMetrics(s.db)
+	s.keyTraces = audit.NewSummary(time.Minute, 0, cfg.Now)
+	s.budget = newBodyBudget(cfg.BodyBudget)
+	s.metrics.reg.MustRegister(s.budget.collectors()...)
+	s.pool = newWorkPool(cfg.APIWorkers)
+	s.metrics.reg.MustRegister(s.pool.gauge)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
 	if s.sandboxes != nil {
 		s.metrics.reg.MustRegister(s.sandboxes.Collectors()...)
@@ -394,8 +443,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	for _, r := range cfg.DriftIgnore {
 		ignore = append(ignore, r.String())
 	}
-	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, now: cfg.Now}, TLS: s.tls != nil,
-		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log}); err != nil {
+	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now}, TLS: s.tls != nil,
+		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
+		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
+			return s.authenticateKey(ctx, token, "console.signIn", "")
+		}}); err != nil {
 		return nil, err
 	}
 	s.metrics.reg.MustRegister(s.nodeStore.Collectors()...)
@@ -404,6 +456,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
 			ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes:    maxHeaderBytes,
 			ReadTimeout:       time.Minute,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          newErrorLog(log, time.Now),
@@ -432,6 +485,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          newErrorLog(log, time.Now),
@@ -528,8 +582,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
 	nodesDone := make(chan error, 1)
 	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	// The node routes' loops stop first, so the refusal summaries they write last reach the
+	// registry's last flush.
+	listCtx, stopList := context.WithCancel(context.WithoutCancel(ctx))
 	listDone := make(chan struct{})
-	go func() { s.nodeHTTP.Run(nodesCtx); close(listDone) }()
+	go func() { s.nodeHTTP.Run(listCtx); close(listDone) }()
+	defer stopList()
 	defer stopNodes()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -537,6 +595,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		wg.Go(func() { s.reconciler().Run(loops) })
 	}
 	wg.Go(func() { s.dispatcher().Run(loops) })
+	wg.Go(func() { s.keyTraceLoop(loops) })
+	wg.Go(func() { s.auditSweeper().Run(loops) })
 	wg.Go(func() { s.runScheduler(loops) })
 	if s.sandboxes != nil {
 		wg.Go(func() { s.sandboxes.Run(loops) })
@@ -573,8 +633,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	// its lease over, so another replica takes over at once.
 	stopLoops()
 	wg.Wait()
-	stopNodes()
+	stopList()
 	<-listDone
+	stopNodes()
 	if nerr := <-nodesDone; err == nil {
 		err = nerr
 	}

@@ -24,7 +24,7 @@ const DefaultCheckInterval = 2 * time.Second
 
 // The checks' names, in the order Check runs and reports them.
 const (
-	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200 with state "reporting"
+	CheckLocalAgent   = "local agent"   // GET http://<listen>/healthz answers 200 with state "reporting" and the node Ready
 	CheckControlPlane = "control plane" // GET <endpoint>/internal/v1/node-agent/readyz answers ret_code 200
 	CheckNodeListed   = "node listed"   // GET <endpoint>/internal/v1/nodes/<node id> contains "IP":"<node ip>"
 	CheckS3           = "S3 endpoint"   // CUBE_S3_ENDPOINT accepts a TCP connection
@@ -178,6 +178,9 @@ func checkLocal(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckRe
 		// Registering (not registered yet, or again) or failing (its last report failed): the
 		// agent runs, but the control plane does not hear from it.
 		r.Detail = url + ": " + h.State + ifNotEmpty(": ", h.Error)
+	case h.NotReady != "":
+		// Reporting, but the node says it is not Ready: nothing will be placed on it.
+		r.Detail = url + ": reporting, but the node reports itself not Ready (" + h.NotReady + "); fix that and restart the agent"
 	default:
 		r.Status, r.Detail = CheckOK, url+": "+h.State
 	}

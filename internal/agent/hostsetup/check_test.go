@@ -237,6 +237,32 @@ func TestCheckLocalState(t *testing.T) {
 	}
 }
 
+// TestCheckNodeNotReady: an agent that reports but whose node says it is not Ready (here, run as
+// root, its sandbox directory sits in a 0700 directory the sandboxes' users cannot reach, so the
+// process runtime cannot open) fails the local check with the reason, instead of passing while nothing
+// can be placed on the node.
+func TestCheckNodeNotReady(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes run as users of their own only under root: needs root")
+	}
+	cp := agenttest.NewFakeCP(t, "cfj_join1")
+	cfg := testConfig(t, t.TempDir(), "cfj_join1", cp.URL)
+	cfg.S3.Endpoint = ""
+	private := filepath.Join(t.TempDir(), "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SandboxDir = filepath.Join(private, "sandboxes")
+	cfg.SandboxAllowOwnUser = false
+	r := startAgent(t, cfg)
+	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
+	testkit.WaitFor(t, 10*time.Second, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
+	results, ok := Check(context.Background(), cfg, CheckOptions{})
+	if ok || results[0].Status != CheckFail || !strings.Contains(results[0].Detail, "reporting, but the node reports itself not Ready (SandboxRuntimeUnavailable: ") {
+		t.Errorf("an agent whose node is not Ready: %s (%+v)", results[0], r.a.Health())
+	}
+}
+
 // TestCheckNodeNotRegistered runs the check against a real control plane that does not know
 // the node: without a credential the control plane answers 401 (it lists a node only to its
 // own credential or an API key), which the check explains as "no credential yet" with what to

@@ -4,32 +4,17 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
-// Paths name a place in the document the way details.path does (DESIGN.md, "Public API
-// conventions"): `pools[0].offers[1].quota.gpu`. A key that is empty or holds characters other
-// than letters, digits, '_' and '-' is written quoted in brackets, `quota["gpu.l40s"]`, so every
-// path reads back unambiguously (see offsetOf). A key longer than any valid key (256 bytes) is
-// cut to its first 64 bytes and "…", so an error never carries megabytes of input.
-
-const (
-	maxPathKey = 256
-	cutPathKey = 64
-)
+// Paths name a place in the document the way details.path does, in the one path form of API
+// inputs (strictjson.Member, strictjson.Index): `pools[0].offers[1].quota.gpu`, a key that needs
+// it quoted in brackets, `quota["gpu.l40s"]`, so every path reads back unambiguously (see
+// offsetOf), and a key longer than any valid key cut short.
 
 // join returns the path of key inside the object at path.
-func join(path, key string) string {
-	if len(key) > maxPathKey {
-		key = strings.ToValidUTF8(key[:cutPathKey], "") + "…"
-	}
-	if needsQuote(key) {
-		return path + "[" + quoteKey(key) + "]"
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
+func join(path, key string) string { return strictjson.Member(path, key) }
 
 // A path is where a value sits in the document, kept as the steps that lead there, so that
 // building one costs nothing: only a problem writes it out (String), and most values have none.
@@ -58,31 +43,7 @@ func (p *path) String() string {
 func (p *path) member(key string) string { return join(p.String(), key) }
 
 // index returns the path of element i of the array at path.
-func index(path string, i int) string {
-	return path + "[" + strconv.Itoa(i) + "]"
-}
-
-func needsQuote(key string) bool {
-	if key == "" {
-		return true
-	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return true
-		}
-	}
-	return false
-}
-
-// quoteKey returns key as a JSON string.
-func quoteKey(key string) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(key) // a string always encodes
-	return strings.TrimSuffix(b.String(), "\n")
-}
+func index(path string, i int) string { return strictjson.Index(path, i) }
 
 // offsetOf returns where the problem at path sits in the tree rooted at root, for sorting
 // problems into document order: the offset of the value at path, or, when the path ends in a

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/cubefleet/cubefleet"
 )
 
 // Resource states (metadata.state) the simulator uses; see ../../../../shared/specs/ionos-api.md
@@ -366,7 +368,7 @@ func (st *State) normalise(now time.Time) error {
 	seen := map[string]bool{}
 	id := func(kind, v string) error {
 		if v == "" {
-			return fmt.Errorf("simulator state: a %s has no id", kind)
+			return fmt.Errorf("simulator state: %s has no id", cubefleet.Article(kind))
 		}
 		if seen[v] {
 			return fmt.Errorf("simulator state: id %s is used twice", v)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/audit"
@@ -146,58 +145,62 @@ func principalOf(c credential, nodeID string) string {
 	return "anonymous"
 }
 
-// refusalWindow is how long identical refusals (same method, node, peer and reason) are
-// summarized into one audit row, so a storm (a deleted node reporting every second) costs one
-// row a minute instead of one per call.
+// refusalWindow is how long the refusals of one peer for one reason are summarized into one
+// audit row, so a storm (a deleted node reporting every second, a client without credentials
+// naming another node on every call) costs one row a minute instead of one per call.
 const refusalWindow = time.Minute
 
-// maxRefusalKeys bounds the summary map; when full it starts over.
+// maxRefusalKeys bounds the peers and reasons summarized one by one; past it, the refusals of
+// further peers share one summary (audit.Summary).
 const maxRefusalKeys = 10000
 
-type refusalLog struct {
-	mu   sync.Mutex
-	seen map[string]*refusalSeen
+// refusalFlushEvery is how often Run writes the summaries of the windows that ended.
+const refusalFlushEvery = 10 * time.Second
+
+// refusalPeer is the peer address refusals are summarized by: the address itself for IPv4,
+// its /64 for IPv6 (one host holds a /64, and would otherwise count as 2^64 peers).
+func refusalPeer(peer netip.Addr) string {
+	if peer.Is6() {
+		p, _ := peer.Prefix(64)
+		return p.String()
+	}
+	return peer.String()
 }
 
-type refusalSeen struct {
-	first      int64 // Unix ms of the audited refusal that opened the window
-	suppressed int
-}
-
-// refuse counts and audits a refused call: the first of a kind in a window is audited at
-// once (with how many identical refusals the previous window summarized) and logged; repeats
-// only count until the window ends. The audit row is written at the next flush.
+// refuse counts and audits a refused call. Refusals are summarized per peer and reason
+// (audit.Summary): the first of a quiet peer is audited (and logged) at once, the others count
+// until the window ends and are then one row with their count, the last call's method and
+// node, written at the next flush.
 func (h *Handler) refuse(req *http.Request, method, nodeID string, peer netip.Addr, principal string, f *nodes.Refusal) {
 	ctx := req.Context()
 	h.m.refusals.WithLabelValues(f.Reason).Inc()
-	now := h.now()
-	key := method + "\x00" + nodeID + "\x00" + peer.String() + "\x00" + f.Reason
-	h.refused.mu.Lock()
-	if h.refused.seen == nil || len(h.refused.seen) >= maxRefusalKeys {
-		h.refused.seen = map[string]*refusalSeen{}
-	}
-	s := h.refused.seen[key]
-	if s != nil && now-s.first < refusalWindow.Milliseconds() && now >= s.first {
-		s.suppressed++
-		h.refused.mu.Unlock()
-		return
-	}
-	suppressed := 0
-	if s != nil {
-		suppressed = s.suppressed
-	}
-	h.refused.seen[key] = &refusalSeen{first: now}
-	h.refused.mu.Unlock()
 	if principal == "" {
 		principal = "anonymous"
 	}
-	msg := f.Message + "; from " + peer.String()
-	if suppressed > 0 {
-		msg += fmt.Sprintf(" (%d identical refusals in the previous minute were not audited one by one)", suppressed)
+	e := audit.Entry{
+		At: h.now(), TenantID: iam.RootTenant, PrincipalID: principal, Method: method, Scope: iam.TenantScope(iam.RootTenant),
+		Outcome: f.Outcome(), Target: nodeID, RequestID: h.cfg.RequestID(ctx), Message: f.Message + "; from " + peer.String(),
 	}
-	h.log.WarnContext(ctx, "node call refused", "method", method, "node", nodeID, "peer", peer.String(), "reason", f.Reason, "status", statusOf(f))
-	h.cfg.Audit.Audit(audit.Entry{
-		At: now, TenantID: iam.RootTenant, PrincipalID: principal, Method: method, Scope: iam.TenantScope(iam.RootTenant),
-		Outcome: f.Outcome(), Target: nodeID, RequestID: h.cfg.RequestID(ctx), Message: msg,
-	}, false)
+	row, ok := h.refused.Note(refusalPeer(peer)+" "+f.Reason, e)
+	if !ok {
+		return
+	}
+	h.log.WarnContext(ctx, "node call refused", "method", method, "node", nodeID, "peer", peer.String(), "reason", f.Reason, "status", statusOf(f), "calls", row.Count)
+	h.cfg.Audit.Audit(row, false)
+}
+
+// FlushRefusals queues the audit rows of the refusal summaries whose window ended (written at
+// the store's next flush). Run calls it every 10 seconds.
+func (h *Handler) FlushRefusals() {
+	for _, row := range h.refused.Flush() {
+		h.cfg.Audit.Audit(row, false)
+	}
+}
+
+// drainRefusals queues the audit rows of every refusal summary, its window ended or not: Run
+// calls it as it returns, so the refusals counted before a stop are written.
+func (h *Handler) drainRefusals() {
+	for _, row := range h.refused.Drain() {
+		h.cfg.Audit.Audit(row, false)
+	}
 }

@@ -34,7 +34,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cubefleet_node_agent_refusals_total",
-			Help: "Refused node-agent and internal-route calls by reason (each is audited; repeats are summarized).",
+			Help: "Refused node-agent and internal-route calls by reason (audited summarized per peer address and reason: the first at once, then one row a minute with the count).",
 		}, []string{"reason"}),
 		reportTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "cubefleet_node_report_duration_seconds",

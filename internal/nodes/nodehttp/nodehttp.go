@@ -5,8 +5,9 @@
 // reads them (specs/cubesandbox-node-agent.md §1, §2).
 //
 // It authenticates every call (a node credential, a join token, an API key, or none from the
-// networks the operator allows), audits refusals (identical ones summarized per minute) and the
-// changes made through the internal routes, keeps the full node list encoded between changes,
+// networks the operator allows), audits refusals (summarized per peer address and reason: one
+// row a minute with the count, however the calls vary) and the changes made through the
+// internal routes, keeps the full node list encoded between changes,
 // and answers errors in CubeOps' body (nodeapi.ErrorBody) with the status of
 // cubefleet.HTTPStatus, except the internal delete route's 502 SANDBOX_CHECK_FAILED. The state
 // is the registry's (internal/nodes); the audit rows go through the registry's store.
@@ -87,7 +88,8 @@ type Config struct {
 // add its Routes to a mux), and run its list cache with Run. It is safe for concurrent use.
 //
 // Locks: each is a leaf (nothing else is taken while it is held): the readyz cache's, the
-// refusal summary's, and the list cache's build lock and snapshot locks (listCache).
+// refusal summary's (audit.Summary), and the list cache's build lock and snapshot locks
+// (listCache).
 type Handler struct {
 	cfg     Config
 	reg     *nodes.Registry
@@ -99,7 +101,7 @@ type Handler struct {
 	bufs    sync.Pool // *[]byte: status answers
 	lists   sync.Pool // *[]byte: selected node lists (?ids=, ?score_only=)
 	listing listCache
-	refused refusalLog
+	refused *audit.Summary // refusals, summarized per peer and reason
 	readyz  readyCache
 }
 
@@ -121,7 +123,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: cfg, reg: cfg.Registry, log: cfg.Log, m: newMetrics()}
+	h := &Handler{cfg: cfg, reg: cfg.Registry, log: cfg.Log, m: newMetrics(), refused: audit.NewSummary(refusalWindow, maxRefusalKeys, cfg.Now)}
 	if broad := BroadPrefixes(cfg.AllowUnauthenticated); len(broad) > 0 {
 		h.log.Warn(AllowWarning, "networks", FormatCIDRs(broad), "allowlist", FormatCIDRs(cfg.AllowUnauthenticated))
 	}
@@ -160,10 +162,15 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) { h.mux.ServeHTTP(w, req) }
 
 // Run keeps the full node list encoded (listCache) until ctx ends: it builds it at once and
-// then every listRefresh, off the request path.
+// then every listRefresh, off the request path. It also writes the summaries of refusals
+// every refusalFlushEvery (FlushRefusals), and those still open when ctx ends.
 func (h *Handler) Run(ctx context.Context) {
 	h.refreshList()
+	done := make(chan struct{})
+	go func() { nodes.Every(ctx, refusalFlushEvery, h.FlushRefusals); close(done) }()
 	nodes.Every(ctx, listRefresh, h.refreshList)
+	<-done
+	h.drainRefusals()
 }
 
 func (h *Handler) now() int64 { return h.cfg.Now().UnixMilli() }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 // State is the health state with the drain beside it, as kubectl shows SchedulingDisabled:
@@ -85,6 +86,16 @@ func Memory(v nodes.View) string {
 // Cores renders thousandths of a core as cores, without trailing zeros.
 func Cores(milli int64) string {
 	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64)
+}
+
+// Reserved is what the scheduler holds on a node for sandboxes placed there and not yet in its
+// report: "2 sandboxes: 1.5 cores, 3.0Gi"; "-" when nothing (or room is nil: the scheduler does
+// not know the node).
+func Reserved(room *scheduler.Room) string {
+	if room == nil || room.Reservations == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s: %s cores, %sGi", sandboxes(int64(room.Reservations)), Cores(room.Reserved.CPU), GiB(room.Reserved.MemoryMiB))
 }
 
 // GiB renders MiB as GiB with one decimal.
