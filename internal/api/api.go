@@ -331,3 +331,22 @@ func Typed[In any](h func(ctx context.Context, c *Call, in In) (any, error)) fun
 		return h(ctx, c, in)
 	}
 }
+
+// idleKey carries a call's idle hook in its context.
+type idleKey struct{}
+
+// WithIdle returns ctx carrying idle, which the transport runs when the call's handler says it
+// only waits from then on (Idle): the server gives the call's work-pool slot back, so a long poll
+// does not keep other calls from running.
+func WithIdle(ctx context.Context, idle func()) context.Context {
+	return context.WithValue(ctx, idleKey{}, idle)
+}
+
+// Idle tells the transport that the call only waits from now on (a long poll: sandboxes.wait,
+// a create waiting for its sandbox to run), doing no more work than reading a row when woken
+// and answering. It does nothing when the transport gave no hook (tests calling Call directly).
+func Idle(ctx context.Context) {
+	if idle, ok := ctx.Value(idleKey{}).(func()); ok {
+		idle()
+	}
+}

@@ -132,6 +132,7 @@ func registerSandboxesMethods(r *Registry, d *deps) {
 			if err != nil || in.Async {
 				return s, err
 			}
+			Idle(ctx) // the wait holds no work slot
 			got, _, err := svc.Wait(ctx, in.TenantID, s.ID, true, wait)
 			if err != nil {
 				return s, nil // created: answer what the create made (a wait cut short loses nothing)
@@ -184,6 +185,7 @@ func registerSandboxesMethods(r *Registry, d *deps) {
 			if err != nil {
 				return nil, err
 			}
+			Idle(ctx) // a long poll: it holds no work slot
 			s, done, err := svc.Wait(ctx, in.TenantID, in.ID, in.Until == "running", wait)
 			if err != nil {
 				return nil, err

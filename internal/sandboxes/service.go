@@ -274,3 +274,15 @@ func (h *hub) kickLoops() {
 	default:
 	}
 }
+
+// Waiting returns how many calls wait for a sandbox to change on this replica (sandboxes.wait,
+// creates waiting for their sandbox to run).
+func (s *Service) Waiting() int {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	n := 0
+	for _, set := range s.hub.sandboxes {
+		n += len(set)
+	}
+	return n
+}

@@ -10,9 +10,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
@@ -152,7 +154,9 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		release = sync.OnceFunc(release) // a long poll gives its slot back once it only waits (api.Idle)
 		defer release()
+		ctx := api.WithIdle(ctx, release)
 		if s.hooks.working != nil {
 			s.hooks.working(name)
 		}

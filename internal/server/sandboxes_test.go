@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
@@ -267,4 +269,41 @@ func TestDrainWithSandboxes(t *testing.T) {
 			t.Errorf("drained with %d sandboxes running by the records", n.Sandboxes.Running)
 		}
 	})
+}
+
+// TestLongPollsHoldNoSlot: with one API worker, calls that wait for a sandbox (sandboxes.wait,
+// a create without async) give their slot back while they wait: other calls run meanwhile.
+func TestLongPollsHoldNoSlot(t *testing.T) {
+	e := mustStart(t, nil, func(c *Config) { c.APIWorkers = 1 })
+	sandboxFleet(t, e, 0, nil, 4) // no nodes: every sandbox waits for room
+	var s struct{ ID, State string }
+	e.must(e.admin, "sandboxes.create", map[string]any{"tenantId": "root", "template": "py", "async": true}, &s)
+	if s.State != "pending" {
+		t.Fatalf("created %+v, want pending", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	api := client.New(e.url, e.admin, nil)
+	waits := make(chan error, 3)
+	defer func() { // the waits end with their clients
+		cancel()
+		for range 3 {
+			<-waits
+		}
+	}()
+	for range 2 {
+		go func() {
+			waits <- api.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": "root", "id": s.ID, "until": "running", "timeoutSeconds": 60}, nil)
+		}()
+	}
+	go func() {
+		waits <- api.Call(ctx, "sandboxes.create", map[string]any{"tenantId": "root", "template": "py", "waitSeconds": 60}, nil)
+	}()
+	testkit.WaitFor(t, 20*time.Second, "the waits waiting", func() bool {
+		return e.srv.sandboxes.Waiting() >= 3
+	})
+	var got struct{ State string }
+	e.must(e.admin, "sandboxes.get", map[string]any{"tenantId": "root", "id": s.ID}, &got)
+	if len(waits) != 0 || got.State != "pending" {
+		t.Fatalf("sandboxes.get ran only after a wait ended (%d ended), or found %+v", len(waits), got)
+	}
 }
