@@ -314,10 +314,9 @@ func TestSandboxesOnAgents(t *testing.T) {
 			// 50 sandboxes, each a real command: every fifth writes more than the limit on
 			// both streams, every seventh exits 3.
 			type job struct {
-				id         string
-				big        bool
-				exit       int
-				wantStdout string
+				id   string
+				big  bool
+				exit int
 			}
 			jobs := make([]job, 50)
 			var wg sync.WaitGroup
