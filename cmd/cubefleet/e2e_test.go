@@ -58,8 +58,9 @@ type cluster struct {
 	caFile  string // the CA of the server's --tls-cert, passed to the CLI as --ca-file; "" without TLS
 	dataDir string
 	pid     int
-	stop    func() // stops the server (also run at cleanup)
-	crash   func() // SIGKILLs the server: no shutdown, no last flush
+	logs    *testkit.SyncBuffer // the server's output
+	stop    func()              // stops the server (also run at cleanup)
+	crash   func()              // SIGKILLs the server: no shutdown, no last flush
 }
 
 func freeAddr(t testing.TB) string {
@@ -114,6 +115,7 @@ func startServerIn(t testing.TB, dataDir, database, caFile string, extra ...stri
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	logs := &testkit.SyncBuffer{}
+	c.logs = logs
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	if err := cmd.Start(); err != nil {

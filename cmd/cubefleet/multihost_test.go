@@ -468,7 +468,7 @@ type childProc struct {
 
 // startChild starts args[0] with args[1:] in a clean environment (no agent settings from the
 // test's) with its output in logPath.
-func startChild(t *testing.T, name, logPath string, args ...string) *childProc {
+func startChild(t testing.TB, name, logPath string, args ...string) *childProc {
 	t.Helper()
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -738,7 +738,7 @@ func freePort(t *testing.T, addr netip.Addr) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func writeFile(t *testing.T, path, data string, mode os.FileMode) {
+func writeFile(t testing.TB, path, data string, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), mode); err != nil {
 		t.Fatal(err)

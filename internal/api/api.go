@@ -252,6 +252,9 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 			if t, ok := out.(Targeted); ok {
 				row.Target = t.AuditTarget()
 			}
+			if n, ok := out.(Noted); ok {
+				row.Message = n.AuditMessage()
+			}
 			return audit.Record(ctx, tx, row)
 		})
 	}
@@ -307,6 +310,10 @@ func (r *Registry) auditRefusal(ctx context.Context, m *Method, p *iam.Principal
 // target).
 type Targeted interface{ AuditTarget() string }
 
+// Noted is implemented by outputs that say more in the audit row (its message: what a forced
+// call overrode); "" says nothing.
+type Noted interface{ AuditMessage() string }
+
 // TenantInput is the part of every tenant-scoped input that names the tenant, and the whole
 // input of methods that act on a whole tenant (iam.keys.list, secrets.list, fleet.export, ...).
 type TenantInput struct {
@@ -322,5 +329,24 @@ func Typed[In any](h func(ctx context.Context, c *Call, in In) (any, error)) fun
 			return nil, err
 		}
 		return h(ctx, c, in)
+	}
+}
+
+// idleKey carries a call's idle hook in its context.
+type idleKey struct{}
+
+// WithIdle returns ctx carrying idle, which the transport runs when the call's handler says it
+// only waits from then on (Idle): the server gives the call's work-pool slot back, so a long poll
+// does not keep other calls from running.
+func WithIdle(ctx context.Context, idle func()) context.Context {
+	return context.WithValue(ctx, idleKey{}, idle)
+}
+
+// Idle tells the transport that the call only waits from now on (a long poll: sandboxes.wait,
+// a create waiting for its sandbox to run), doing no more work than reading a row when woken
+// and answering. It does nothing when the transport gave no hook (tests calling Call directly).
+func Idle(ctx context.Context) {
+	if idle, ok := ctx.Value(idleKey{}).(func()); ok {
+		idle()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -36,6 +37,9 @@ type Config struct {
 	DriftIgnore []fleet.IgnoreRule
 	// NodeStore is the node registry's persistence: it keeps join tokens.
 	NodeStore *nodestore.Store
+	// Sandboxes runs the sandboxes; nil answers sandboxes.* UNSUPPORTED (a deployment
+	// without the vps-templates module).
+	Sandboxes *sandboxes.Service
 	// VaultConfigured is true when a Vault server is configured (--vault-addr); without one,
 	// fleet plans block on vault:// references.
 	VaultConfigured bool
@@ -59,6 +63,7 @@ type deps struct {
 	webhooks        *events.Webhooks
 	driftIgnore     []fleet.IgnoreRule
 	nodeStore       *nodestore.Store
+	sandboxes       *sandboxes.Service
 	vaultConfigured bool
 	now             func() time.Time
 	log             *slog.Logger
@@ -67,7 +72,7 @@ type deps struct {
 }
 
 // New returns the registry of every API method, over cfg: iam.*, audit.list, compute.<kind>.*,
-// secrets.*, fleet.*, nodes.*, events.list, webhooks.* and scheduler.*. Methods of a module the deployment leaves out
+// secrets.*, fleet.*, nodes.*, events.list, sandboxes.*, webhooks.* and scheduler.*. Methods of a module the deployment leaves out
 // stay registered and answer UNSUPPORTED, so the table (and its catalogue) is the same for
 // every deployment.
 func New(cfg Config) *Registry {
@@ -78,7 +83,7 @@ func New(cfg Config) *Registry {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	d := &deps{db: cfg.DB, compute: cfg.Compute, secrets: cfg.Secrets, nodes: cfg.Nodes, nodeStore: cfg.NodeStore, scheduler: cfg.Scheduler,
-		webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
+		sandboxes: cfg.Sandboxes, webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
 		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)
 	registerIAMMethods(r, d)
@@ -87,6 +92,7 @@ func New(cfg Config) *Registry {
 	registerSecretsMethods(r, d)
 	registerFleetMethods(r, d)
 	registerNodesMethods(r, d)
+	registerSandboxesMethods(r, d)
 	registerSchedulerMethods(r, d)
 	registerWebhooksMethods(r, d)
 	return r

@@ -9,6 +9,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
@@ -42,15 +43,22 @@ type NodeRef struct {
 // NodeOutput is one node as nodes.get, nodes.cordon, nodes.uncordon, nodes.drain, nodes.label
 // and nodes.delete return it, with the server's clock (Now, Unix ms) and, when the scheduler
 // knows the node, its room: reported use, use reserved for sandboxes placed and not yet
-// reported, and what is left (docs/scheduler.md).
+// reported, and what is left (docs/scheduler.md). nodes.get and nodes.drain add the sandboxes
+// the control plane runs there (Sandboxes: running, and placed but not yet running, with their
+// ids).
 type NodeOutput struct {
 	nodes.View
-	Now  int64           `json:"now"`
-	Room *scheduler.Room `json:"room,omitempty"`
+	Now       int64                    `json:"now"`
+	Room      *scheduler.Room          `json:"room,omitempty"`
+	Sandboxes *sandboxes.NodeSandboxes `json:"sandboxes,omitempty"`
+	note      string                   // the audit row's message
 }
 
 // AuditTarget names the node in the audit row.
 func (n NodeOutput) AuditTarget() string { return n.ID }
+
+// AuditMessage is the audit row's message: what a forced drain overrode.
+func (n NodeOutput) AuditMessage() string { return n.note }
 
 // NodeCordonInput is the input of nodes.cordon: Detail (at most 200 characters) says why.
 type NodeCordonInput struct {
@@ -60,10 +68,13 @@ type NodeCordonInput struct {
 
 // NodeDrainInput is the input of nodes.drain: the node to drain and, optionally, why (Reason,
 // at most 200 characters; it becomes the cordon's detail unless the node is already
-// cordoned). Draining a node that is already draining changes nothing.
+// cordoned). Draining a node that is already draining changes nothing. A drain that would take
+// more of the pool's nodes out at once than its policy.disruptionBudget allows is CONFLICT
+// naming the budget, unless Force (then the audit row says what it overrode).
 type NodeDrainInput struct {
 	NodeID string `json:"nodeId"`
 	Reason string `json:"reason,omitempty"`
+	Force  bool   `json:"force,omitempty"`
 }
 
 // NodeLabelInput is the input of nodes.label: Set is merged into the node's labels, then the
@@ -229,14 +240,34 @@ func registerNodesMethods(r *Registry, d *deps) {
 		}),
 		Input: NodeListInput{}, Output: NodeList{},
 	})
+	withSandboxes := func(ctx context.Context, v any, err error) (any, error) {
+		o, ok := v.(NodeOutput)
+		if err != nil || !ok || d.sandboxes == nil {
+			return v, err
+		}
+		sbx, err := d.sandboxes.OnNode(ctx, o.ID)
+		if err != nil {
+			return nil, err
+		}
+		o.Sandboxes = &sbx
+		// A node whose agent has not yet listed a sandbox placed there (its report comes up
+		// to a second after the start) still runs it: it is not drained.
+		if live := int64(sbx.Running + sbx.Pending); o.Drain != nil && live > 0 {
+			dv := *o.Drain
+			dv.State, dv.DrainedAt, dv.SandboxesLeft = nodes.DrainDraining, 0, max(dv.SandboxesLeft, live)
+			o.Drain = &dv
+		}
+		return o, nil
+	}
 	r.Register(Method{
-		Name: "nodes.get", Summary: "Get one compute node",
+		Name: "nodes.get", Summary: "Get one compute node, with the sandboxes it runs",
 		Permission: "nodes:get", Scope: OnRoot,
 		Handle: Typed(func(ctx context.Context, c *Call, in NodeRef) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
-			return out(reg.Get(ctx, in.NodeID))
+			v, err := out(reg.Get(ctx, in.NodeID))
+			return withSandboxes(ctx, v, err)
 		}),
 		Input: NodeRef{}, Output: NodeOutput{},
 	})
@@ -263,13 +294,22 @@ func registerNodesMethods(r *Registry, d *deps) {
 		Input: NodeRef{}, Output: NodeOutput{},
 	})
 	r.Register(Method{
-		Name: "nodes.drain", Summary: "Drain a node: cordon it and mark it draining until it reports no sandboxes (idempotent; uncordon ends it)", Write: true,
+		Name: "nodes.drain", Summary: "Drain a node: cordon it and mark it draining until its agent reports no sandboxes running (idempotent; uncordon ends it; force: past the pool's disruption budget)", Write: true,
 		Permission: "nodes:drain", Scope: OnRoot,
 		Handle: Typed(func(ctx context.Context, c *Call, in NodeDrainInput) (any, error) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
-			return out(reg.Drain(ctx, in.NodeID, in.Reason, nodes.Actor(c.Principal.ID)))
+			note, err := drainBudget(ctx, d, c, in)
+			if err != nil {
+				return nil, err
+			}
+			v, err := out(reg.Drain(ctx, in.NodeID, in.Reason, nodes.Actor(c.Principal.ID)))
+			if o, ok := v.(NodeOutput); ok {
+				o.note = note
+				v = o
+			}
+			return withSandboxes(ctx, v, err)
 		}),
 		Input: NodeDrainInput{}, Output: NodeOutput{},
 	})

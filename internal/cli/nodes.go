@@ -13,14 +13,16 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 // nodeOut is one node as the nodes.* methods return it.
 type nodeOut struct {
 	nodes.View
-	Now  int64           `json:"now"`
-	Room *scheduler.Room `json:"room,omitempty"`
+	Now       int64                    `json:"now"`
+	Room      *scheduler.Room          `json:"room,omitempty"`
+	Sandboxes *sandboxes.NodeSandboxes `json:"sandboxes,omitempty"`
 }
 
 // nodeListOut is the output of nodes.list.
@@ -197,6 +199,15 @@ func printNode(w io.Writer, out nodeOut) error {
 			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
+	if sb := out.Sandboxes; sb != nil {
+		lines = append(lines, [2]string{"Sandboxes", fmt.Sprintf("%d running, %d pending (placed, not yet running), %d of them idle warm", sb.Running, sb.Pending, sb.WarmIdle)})
+		if len(sb.RunningIDs) > 0 {
+			lines = append(lines, [2]string{"  running", idsCell(sb.RunningIDs, sb.Running)})
+		}
+		if len(sb.PendingIDs) > 0 {
+			lines = append(lines, [2]string{"  pending", idsCell(sb.PendingIDs, sb.Pending)})
+		}
+	}
 	if v.DiskUsage != nil {
 		lines = append(lines, [2]string{"Disks", fmt.Sprintf("data %.0f%%, storage %.0f%%, system %.0f%%", v.DiskUsage.Data, v.DiskUsage.Storage, v.DiskUsage.Sys)})
 	}
@@ -212,6 +223,15 @@ func usageCell(u scheduler.Usage) string {
 	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
 	if u.DiskMiB > 0 {
 		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
+	}
+	return s
+}
+
+// idsCell lists ids, and how many more there are than listed (of total).
+func idsCell(ids []string, total int) string {
+	s := strings.Join(ids, ", ")
+	if more := total - len(ids); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
 }

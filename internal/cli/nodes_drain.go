@@ -12,6 +12,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 )
 
 // Defaults of nodes drain --wait.
@@ -27,25 +28,31 @@ const (
 
 func newNodesDrainCmd() *cobra.Command {
 	var reason string
-	var wait bool
+	var wait, force bool
 	var timeout, poll time.Duration
 	cmd := &cobra.Command{
-		Use:   "drain NODE [--reason TEXT] [--wait [--timeout 10m] [--poll 2s]]",
+		Use:   "drain NODE [--reason TEXT] [--force] [--wait [--timeout 10m] [--poll 2s]]",
 		Short: "Drain a node: cordon it and (with --wait) wait until it runs no sandboxes",
 		Long: `Drain a node, as kubectl drain does: cordon it (it receives no new work; --reason becomes the
-cordon's detail unless it is already cordoned) and mark it as draining. The node is drained once
-it runs no sandboxes: cubefleet places no sandboxes yet, so that is the node's own last report
-(allocated.mvm_num 0, or none reported). Draining a node that is already draining changes
-nothing; uncordon ends the drain.
+cordon's detail unless it is already cordoned) and mark it as draining. Its sandboxes run to
+their end (idle warm sandboxes are stopped); the node is drained once its agent reports that it
+runs none, not when it was told to stop them (a stock Cubelet: its allocated.mvm_num is 0).
+Draining a node that is already draining changes nothing; uncordon ends the drain.
+
+A pool's policy.disruptionBudget bounds how many of its nodes may be out at once (draining, or
+drained and not yet deleted; the fraction rounded up): a drain past it is refused (CONFLICT,
+naming the budget and the nodes out). --force drains anyway; the audit log records that it
+overrode the budget.
 
 Without --wait it prints what it did and the sandboxes left. With --wait it polls the node every
 --poll, prints a line on standard error each time the count changes
 ("10.0.0.5: 3 sandboxes left (42s)", the time since the drain was asked), and exits 0 once the
 node is drained; once --timeout (0: no limit) has passed since the drain answered, it exits 1
-with DEADLINE_EXCEEDED, naming the sandboxes left. The node stays cordoned and draining either
-way, also when you interrupt the wait. --output json prints the node as it was last read, also
-when the wait times out, is interrupted, or ends because the node was uncordoned or deleted
-(then with an "error" member; the error text goes to stderr as always).`,
+with DEADLINE_EXCEEDED, naming the sandboxes left and the ids of those still running. The node
+stays cordoned and draining either way, also when you interrupt the wait. --output json prints
+the node as it was last read, also when the wait times out, is interrupted, or ends because the
+node was uncordoned or deleted (then with an "error" member; the error text goes to stderr as
+always).`,
 		Example: `  cubefleet nodes drain 10.0.0.5 --reason "kernel update" --wait --timeout 30m
   cubefleet nodes delete 10.0.0.5`,
 		Args: exactArgs(1),
@@ -66,7 +73,7 @@ when the wait times out, is interrupted, or ends because the node was uncordoned
 			id := args[0]
 			w := drainWait{cmd: cmd, c: c, ctx: cmd.Context(), id: id, timeout: timeout, poll: poll}
 			var out nodeOut
-			if err := c.Call(w.ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason}, &out); err != nil {
+			if err := c.Call(w.ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason, "force": force}, &out); err != nil {
 				return w.stopped(err, nil)
 			}
 			if wait && timeout > 0 { // the wait's bound counts from the drain's answer, which names the sandboxes left
@@ -95,6 +102,7 @@ when the wait times out, is interrupted, or ends because the node was uncordoned
 	f := cmd.Flags()
 	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
 	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
+	f.BoolVar(&force, "force", false, "drain even past the pool's disruption budget (audited)")
 	durationVar(f, &timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
 	durationVar(f, &poll, "poll", drainPoll, "with --wait: read the node this often")
 	return cmd
@@ -132,6 +140,7 @@ type drainWait struct {
 	id      string
 	timeout time.Duration
 	poll    time.Duration
+	running *sandboxes.NodeSandboxes // what the node ran by the control plane's records, when last read
 }
 
 // wait polls from out (the answer of nodes.drain) until the node is drained and returns it as
@@ -143,6 +152,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 	progress := w.cmd.ErrOrStderr()
 	shown := int64(-1)
 	last := out.Drain // the last drain read
+	w.running = out.Sandboxes
 	var gone time.Time
 	for {
 		switch d := out.Drain; {
@@ -155,6 +165,9 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 			return out, nil
 		default:
 			last, gone = d, time.Time{}
+			if out.Sandboxes != nil {
+				w.running = out.Sandboxes
+			}
 			if d.SandboxesLeft != shown {
 				linef(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
 				shown = d.SandboxesLeft
@@ -187,10 +200,19 @@ func (w drainWait) stopped(err error, last *nodes.DrainView) error {
 	case w.cmd.Context().Err() != nil:
 		return fmt.Errorf("interrupted: node %s is not drained yet: %s; it stays cordoned and draining", w.id, left)
 	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
-		return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "node %s is not drained after %s: %s; it stays cordoned and draining (run the command again to keep waiting; uncordon ends the drain)",
-			w.id, w.timeout, left)
+		return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "node %s is not drained after %s: %s%s; it stays cordoned and draining (run the command again to keep waiting; uncordon ends the drain)",
+			w.id, w.timeout, left, stillRuns(w.running))
 	}
 	return err
+}
+
+// stillRuns names the sandboxes a node still runs by the control plane's records (" (sbx_...,
+// sbx_...)"), or "" when it knows of none.
+func stillRuns(sb *sandboxes.NodeSandboxes) string {
+	if sb == nil || sb.Running+sb.Pending == 0 {
+		return ""
+	}
+	return " (" + idsCell(append(append([]string{}, sb.RunningIDs...), sb.PendingIDs...), sb.Running+sb.Pending) + ")"
 }
 
 // sandboxesLeft says how many sandboxes a drain had left when last read ("it still runs 3

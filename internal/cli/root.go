@@ -66,6 +66,15 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		}
 		return ExitOK
 	}
+	var status exitStatus
+	if errors.As(err, &status) { // a sandbox's command's exit status: nothing more to print
+		if result.set {
+			if werr := writeJSON(stdio.Out, result.v); werr != nil {
+				fmt.Fprintf(stdio.Err, "error: %v\n", werr)
+			}
+		}
+		return status.code
+	}
 	code, jerr := ExitFailure, errorJSON{Code: codeError, Message: err.Error()}
 	var u usageError
 	var e *cubefleet.Error
@@ -125,6 +134,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newFleetCmd(stdio),
 		newIonosCmd(stdio),
 		newNodesCmd(stdio),
+		newSandboxesCmd(),
 		newAgentCmd(stdio),
 		newSchedulerCmd(stdio),
 		newWebhooksCmd(),

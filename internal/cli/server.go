@@ -19,6 +19,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
@@ -75,6 +76,11 @@ public addresses only unless --allow-private-webhook-targets is given (--dev doe
 it). The web console is served at /console; a sign-in lasts --console-session-ttl and ends
 with its API key. See docs/drift-webhooks.md and docs/console.md.
 
+Sandboxes run on the nodes' agents; the control plane keeps their records and results. Each
+output stream is kept up to --result-max-bytes (the rest cut with a marker), ended sandboxes
+for --result-retention; a create waits for room in its pool up to --pending-timeout; a tenant
+has at most --tenant-max-sandboxes pending, starting or running. See docs/sandboxes.md.
+
 The API authenticates a call before it reads its body, reads bodies as they arrive under a cap
 per method, holds at most --api-body-budget bytes of bodies at once (past it: 429 with
 Retry-After) and closes a connection whose body arrives slower than --api-body-min-rate. At
@@ -93,6 +99,16 @@ docs/server.md and docs/iam.md.`,
 			}
 			if cfg.ConsoleSessionTTL < time.Minute || cfg.ConsoleSessionTTL > 7*24*time.Hour {
 				return usagef("--console-session-ttl %s: give 1m to 168h", cfg.ConsoleSessionTTL)
+			}
+			switch {
+			case cfg.ResultMaxBytes < 1 || cfg.ResultMaxBytes > sandboxes.MaxResultMaxBytes:
+				return usagef("--result-max-bytes %d: give 1 to %d (64 MiB)", cfg.ResultMaxBytes, sandboxes.MaxResultMaxBytes)
+			case cfg.ResultRetention < time.Minute:
+				return usagef("--result-retention %s: give at least 1m", cfg.ResultRetention)
+			case cfg.PendingTimeout < time.Second:
+				return usagef("--pending-timeout %s: give at least 1s", cfg.PendingTimeout)
+			case cfg.TenantMaxSandboxes < 1:
+				return usagef("--tenant-max-sandboxes %d: give at least 1", cfg.TenantMaxSandboxes)
 			}
 			if cfg.NodeAgentAllowUnauthenticated, err = nodehttp.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
@@ -181,6 +197,10 @@ docs/server.md and docs/iam.md.`,
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
 	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback and private (RFC 1918, fc00::/7) addresses; link-local, cloud metadata, unspecified and reserved ones stay refused (not implied by --dev)")
 	durationVar(f, &cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
+	f.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", sandboxes.DefaultResultMaxBytes, "bytes of each output stream a sandbox's result keeps; the rest is cut with a marker (1 to 67108864)")
+	durationVar(f, &cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
+	durationVar(f, &cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
+	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
 	f.IntVar(&cfg.APIWorkers, "api-workers", 0, "API calls that run at once (others queue; writes go first up to half of them); 0: one per CPU, at least 2")
 	f.StringVar(&bodyBudget, "api-body-budget", humanize.IBytes(server.DefaultBodyBudget), "most bytes of API request bodies held at once across all calls; past it a call is answered RESOURCE_EXHAUSTED (429) with Retry-After")
 	f.Int64Var(&cfg.BodyMinRate, "api-body-min-rate", server.DefaultBodyMinRate, "bytes per second an API request body must keep arriving at after its first 5 s, or the connection is closed (negative: no minimum)")

@@ -9,10 +9,10 @@ import (
 // Draining, as operators know it from `kubectl drain` and `nomad node drain`: a drained node is
 // cordoned (the isolation label, so SchedulingDisabled is true on the wire and Healthy is
 // unchanged) and marked as draining with a reason, who asked and when; it is drained once it
-// runs no sandboxes. cubefleet places no sandboxes yet, so "runs no sandboxes" is the node's own
-// last report: its allocated.mvm_num is 0, or it never reported allocated. The mark is part of
-// the registration row (columns drain_*, drained_at), so it survives restarts and reaches every
-// replica; uncordoning ends it.
+// runs no sandboxes: by the node's own last report, the sandboxes cubefleet agent lists (it
+// lists the sandboxes still running, not those it was told to stop), or for a stock Cubelet its
+// allocated.mvm_num (0, or never reported). The mark is part of the registration row (columns
+// drain_*, drained_at), so it survives restarts and reaches every replica; uncordoning ends it.
 
 // DrainState is where a node's drain stands, from [DrainStatus].
 type DrainState string
@@ -53,10 +53,14 @@ type DrainView struct {
 	DrainedAt     int64      `json:"drainedAt,omitempty"`
 }
 
-// sandboxes is the number of sandboxes n runs by its last report (0 when it never reported
-// allocated resources). Requires n.mu.
+// sandboxes is the number of sandboxes n runs by its last report: the sandboxes cubefleet agent
+// listed, or a stock Cubelet's allocated.mvm_num (0 when it never reported either). Requires
+// n.mu.
 func (n *node) sandboxes() int64 {
-	if !n.hasAllocated {
+	switch {
+	case n.sandboxesReported:
+		return int64(len(n.sandboxIDs))
+	case !n.hasAllocated:
 		return 0
 	}
 	return max(n.allocated.MVMNum, 0)
@@ -64,7 +68,7 @@ func (n *node) sandboxes() int64 {
 
 // drainState is n's DrainStatus. Requires n.mu.
 func (n *node) drainState() DrainState {
-	return DrainStatus(n.drainAt, n.hasAllocated, n.allocated.MVMNum)
+	return DrainStatus(n.drainAt, n.hasAllocated || n.sandboxesReported, n.sandboxes())
 }
 
 // drainView renders n's drain (nil when it is not draining). Requires n.mu.

@@ -74,6 +74,10 @@ type node struct {
 	metricLocalAt     int64 // Unix ms, when the control plane received the last metrics
 	learnedAt         int64 // Unix ms, when this replica last learned of a report (its own, or another replica's)
 	inventoryDirty    bool  // images or templates changed since the last TakeStatus
+	// sandboxIDs are the sandboxes the last report of cubefleet agent listed (never modified
+	// in place); sandboxesReported says a report listed them (a stock Cubelet never does).
+	sandboxIDs        []string
+	sandboxesReported bool
 
 	// Hashes of the raw inventory last applied, so an unchanged one is not decoded again.
 	imagesHash, templatesHash, versionsHash, hostFactsHash uint64
@@ -177,6 +181,9 @@ func (n *node) setRegistration(r *Registration) {
 func (n *node) status() Status {
 	s := Status{NodeID: n.id, ReportedAt: n.reportedAt, HeartbeatAt: n.heartbeatAt, Ready: n.ready, Live: true, Conditions: n.conditions,
 		MetricAt: n.metricAt, MetricLocalAt: n.metricLocalAt, ReportInterval: n.interval}
+	if n.sandboxesReported {
+		s.Sandboxes = nonNil(n.sandboxIDs)
+	}
 	if n.hasAllocated {
 		a := n.allocated
 		s.Allocated = &a
@@ -209,6 +216,9 @@ func (n *node) setLive(s *Status) {
 	}
 	if s.DiskUsage != nil {
 		n.diskUsage, n.hasDiskUsage = *s.DiskUsage, true
+	}
+	if s.Sandboxes != nil {
+		n.sandboxIDs, n.sandboxesReported = s.Sandboxes, true
 	}
 }
 

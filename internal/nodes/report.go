@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -154,6 +155,9 @@ func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Se
 		if req.DiskUsage != nil {
 			n.diskUsage, n.hasDiskUsage = *req.DiskUsage, true
 		}
+	}
+	if req.Sandboxes != nil && (!n.sandboxesReported || !slices.Equal(req.Sandboxes, n.sandboxIDs)) {
+		n.sandboxIDs, n.sandboxesReported = slices.Clone(req.Sandboxes), true // the request is pooled
 	}
 	if q := req.Quota; q != nil && !q.AllZero() {
 		if q.MilliCPU != n.quotaCPU || q.MemMB != n.quotaMemMB || q.MaxMVMNum != n.maxMVM || q.CreateConcurrentNum != n.createConcurrent ||

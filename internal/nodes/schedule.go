@@ -137,5 +137,8 @@ func (r *Registry) schedulerState(n *node, pools *poolIndex) scheduler.NodeState
 	if n.templatesReported {
 		st.Templates = n.templateIDs
 	}
+	if n.sandboxesReported {
+		st.SandboxesReported, st.Sandboxes = true, n.sandboxIDs
+	}
 	return st
 }

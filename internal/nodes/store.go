@@ -129,6 +129,8 @@ type Registration struct {
 // report interval (ReportInterval, ms; 0 while not observed). Times are Unix milliseconds.
 // Live is false when only the times and readiness are known (a stored row whose
 // live record does not parse), and the fields from Conditions on are to be left as they are.
+// Sandboxes are the sandbox ids the report of cubefleet agent listed (nil when the node never
+// listed any: a stock Cubelet).
 // Inventory is nil when it did not change since it was last written (and, when loading, when
 // none was ever reported).
 type Status struct {
@@ -143,6 +145,7 @@ type Status struct {
 	MetricAt       int64
 	MetricLocalAt  int64
 	ReportInterval int64
+	Sandboxes      []string
 	Inventory      *Inventory
 }
 

@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
@@ -151,7 +154,9 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		release = sync.OnceFunc(release) // a long poll gives its slot back once it only waits (api.Idle)
 		defer release()
+		ctx := api.WithIdle(ctx, release)
 		if s.hooks.working != nil {
 			s.hooks.working(name)
 		}
@@ -238,6 +243,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet"`)
 	case cubefleet.CodeResourceExhausted:
 		w.Header().Set("Retry-After", "1")
+	}
+	if ra, ok := body.Details["retryAfterSeconds"].(int); ok && ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
 	writeJSON(w, status, errorBody{Error: body})
 	return status

@@ -33,7 +33,10 @@ func (s *Server) newNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	work, maxEvent := s.work()
 	routes, err := nodehttp.New(nodehttp.Config{
+		Work:                 work,
+		MaxEventBytes:        maxEvent,
 		Registry:             reg,
 		Audit:                st,
 		DB:                   s.db,

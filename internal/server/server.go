@@ -35,6 +35,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
@@ -147,6 +148,18 @@ type Config struct {
 	// ConsoleSessionTTL is how long a web console session lasts (--console-session-ttl). Zero
 	// means console.DefaultSessionTTL (8 hours).
 	ConsoleSessionTTL time.Duration
+	// ResultMaxBytes is --result-max-bytes: the bytes of each output stream a sandbox's result
+	// keeps (the rest is cut with a marker). Zero means sandboxes.DefaultResultMaxBytes (1 MiB).
+	ResultMaxBytes int64
+	// ResultRetention is --result-retention: how long ended sandboxes and their results are
+	// kept. Zero means sandboxes.DefaultResultRetention (7 days).
+	ResultRetention time.Duration
+	// PendingTimeout is --pending-timeout: how long a create waits for room in its pool before
+	// it fails. Zero means sandboxes.DefaultPendingTimeout (5 minutes).
+	PendingTimeout time.Duration
+	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
+	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
+	TenantMaxSandboxes int
 	// BodyBudget is --api-body-budget: the most bytes of API request bodies the server holds at
 	// once, across all requests. A body that does not fit is RESOURCE_EXHAUSTED (429, with
 	// Retry-After) before it is read. Zero means DefaultBodyBudget (64 MiB).
@@ -248,7 +261,7 @@ func (c *Config) setDefaults() error {
 
 // Modules are the migration modules every server runs, in order.
 func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module}
+	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module, sandboxes.Module}
 }
 
 // fleetHooks are test hooks (nil in production): fleet.apply's afterCheck runs between the
@@ -275,6 +288,7 @@ type Server struct {
 	http      *http.Server
 	nodes     *nodes.Registry
 	lane      *lane.Lane         // the placement lane and its scheduler
+	sandboxes *sandboxes.Service // the sandboxes; nil without sandbox templates
 	schedM    *scheduler.Metrics // the scheduler's collectors
 	box       *secrets.Box       // seals secret values and webhook signing secrets
 	guard     *netguard.Guard    // the SSRF guard webhook URLs and deliveries pass
@@ -374,6 +388,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
 	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs}
+	if err := s.newSandboxes(); err != nil {
+		return nil, err
+	}
 	if err = s.newNodes(ctx); err != nil {
 		return nil, err
 	}
@@ -381,7 +398,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, Scheduler: s.lane, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, Scheduler: s.lane, Sandboxes: s.sandboxes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
 		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
@@ -414,6 +431,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.pool = newWorkPool(cfg.APIWorkers)
 	s.metrics.reg.MustRegister(s.pool.gauge)
 	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
+	if s.sandboxes != nil {
+		s.metrics.reg.MustRegister(s.sandboxes.Collectors()...)
+	}
 	s.metrics.reg.MustRegister(s.schedM.Collectors()...)
 	s.driftM = fleet.NewDriftMetrics(s.db)
 	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
@@ -578,6 +598,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	wg.Go(func() { s.keyTraceLoop(loops) })
 	wg.Go(func() { s.auditSweeper().Run(loops) })
 	wg.Go(func() { s.runScheduler(loops) })
+	if s.sandboxes != nil {
+		wg.Go(func() { s.sandboxes.Run(loops) })
+	}
 	defer func() {
 		stopLoops()
 		wg.Wait()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -210,4 +212,174 @@ func TestSQLiteFileIsPrivate(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("database file mode %04o, want 0600", fi.Mode().Perm())
 	}
+}
+
+// A connection keeps its statements: the same query runs again, also while rows of it are
+// still open in the same transaction (the open rows keep theirs), and after the schema changed.
+func TestSQLiteKeptStatements(t *testing.T) {
+	db := storetest.SQLite(t, demo)
+	ctx := context.Background()
+	for i, id := range []string{"a", "b", "c"} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, id, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const q = `SELECT id FROM things WHERE n >= $1 ORDER BY id`
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		outer, err := tx.QueryContext(ctx, q, 0)
+		if err != nil {
+			return err
+		}
+		defer outer.Close()
+		var got []string
+		for outer.Next() {
+			var id string
+			if err := outer.Scan(&id); err != nil {
+				return err
+			}
+			// The same statement, while outer's rows are open.
+			var inner []string
+			rows, err := tx.QueryContext(ctx, q, 1)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var s string
+				rows.Scan(&s)
+				inner = append(inner, s)
+			}
+			rows.Close()
+			if strings.Join(inner, ",") != "b,c" {
+				t.Errorf("inner rows %v, want b,c", inner)
+			}
+			got = append(got, id)
+		}
+		if strings.Join(got, ",") != "a,b,c" {
+			t.Errorf("outer rows %v, want a,b,c", got)
+		}
+		return outer.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE things ADD COLUMN note TEXT NOT NULL DEFAULT 'x'`); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // every connection of the pool sees the new schema through its kept statement
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM things WHERE n >= $1`, 0).Scan(&n); err != nil || n != 3 {
+			t.Fatalf("count = %d, %v", n, err)
+		}
+		var note string
+		if err := db.QueryRowContext(ctx, `SELECT note FROM things WHERE id = $1`, "a").Scan(&note); err != nil || note != "x" {
+			t.Fatalf("note = %q, %v", note, err)
+		}
+	}
+}
+
+// On SQLite a transaction waits for the one before it, and gives up when its context ends.
+func TestSQLiteInTxTakesTurns(t *testing.T) {
+	db := storetest.SQLite(t, demo)
+	ctx := context.Background()
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.InTx(ctx, func(tx *sql.Tx) error {
+			close(holding)
+			<-release
+			_, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, "first", 1)
+			return err
+		})
+	}()
+	<-holding
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := db.InTx(short, func(tx *sql.Tx) error {
+		t.Error("ran while another transaction held the turn")
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting InTx = %v, want its context's deadline", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE things SET n = 2 WHERE id = $1`, "first")
+			return err
+		})
+	}()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT n FROM things WHERE id = $1`, "first").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("n = %d, %v: the second transaction ran before the first", n, err)
+	}
+}
+
+// InGroupTx: concurrent callers' writes all commit (sharing transactions on SQLite), a
+// caller's error undoes only its own writes, a panic reaches its own caller, and a caller whose
+// context has ended gets its error without its fn running. Both databases.
+func TestInGroupTx(t *testing.T) {
+	storetest.Each(t, []store.Module{demo}, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		boom := errors.New("boom")
+		var wg sync.WaitGroup
+		errs := make([]error, 200)
+		for i := range errs {
+			wg.Go(func() {
+				errs[i] = db.InGroupTx(ctx, func(tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ($1, $2)`, fmt.Sprint(i), i); err != nil {
+						return err
+					}
+					if i%10 == 3 {
+						return boom // its insert is undone, the others' are not
+					}
+					return nil
+				})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if want := i%10 == 3; want != errors.Is(err, boom) || !want && err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM things`).Scan(&n); err != nil || n != 180 {
+			t.Fatalf("%d rows, %v; want 180", n, err)
+		}
+
+		func() {
+			defer func() {
+				if p := recover(); p != "oops" {
+					t.Errorf("recovered %v, want the fn's panic", p)
+				}
+			}()
+			db.InGroupTx(ctx, func(tx *sql.Tx) error {
+				tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ('panic', 0)`)
+				panic("oops")
+			})
+		}()
+		if err := db.InGroupTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO things (id, n) VALUES ('after', 0)`)
+			return err
+		}); err != nil {
+			t.Fatalf("after a panic: %v", err)
+		}
+
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		ran := false
+		if err := db.InGroupTx(done, func(tx *sql.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
+			t.Fatalf("ended context: %v (ran %v)", err, ran)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM things`).Scan(&n); err != nil || n != 181 {
+			t.Fatalf("%d rows, %v; want 181 (the panicking call's insert undone)", n, err)
+		}
+	})
 }

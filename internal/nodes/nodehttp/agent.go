@@ -20,8 +20,8 @@ func (h *Handler) agentCred(w http.ResponseWriter, req *http.Request, method, no
 	if f == nil && c.Kind == nodes.CredentialNone && !h.allowed(peer) {
 		f = nodes.Unauthenticated("not_allowed", "node-agent calls need Authorization: Bearer <join token or node credential>; calls without credentials are accepted only from the networks in --node-agent-allow-unauthenticated")
 	}
-	if f == nil && method == "node-agent.status" && c.Kind != nodes.CredentialNode && c.Kind != nodes.CredentialNone {
-		f = nodes.Unauthenticated("wrong_token_kind", "status reports authenticate with the node credential (cfn_...)")
+	if f == nil && method != "node-agent.register" && c.Kind != nodes.CredentialNode && c.Kind != nodes.CredentialNone {
+		f = nodes.Unauthenticated("wrong_token_kind", "status reports and the work API authenticate with the node credential (cfn_...)")
 	}
 	if f != nil {
 		h.refuse(req, method, nodeID, peer, principalOf(c, nodeID), f)

@@ -17,6 +17,9 @@ type metrics struct {
 	reportGone  prometheus.Counter
 	reportAuth  prometheus.Counter
 	reportLarge prometheus.Counter
+	work        *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	assignments prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -44,6 +47,18 @@ func newMetrics() *metrics {
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
 	}
+	m.work = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cubefleet_node_work_requests_total",
+		Help: "Work requests (the agents' long polls) by result: ok, refused (401/403/404), invalid (400/413), error.",
+	}, []string{"result"})
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cubefleet_node_sandbox_events_total",
+		Help: "Sandbox events from agents by result: ok, refused_or_invalid, or the error code (NOT_FOUND: no such sandbox on the node).",
+	}, []string{"result"})
+	m.assignments = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cubefleet_node_assignments_offered_total",
+		Help: "Assignments offered to agents in work answers (an assignment is offered again until the agent reports it done).",
+	})
 	m.reportOK = m.reports.WithLabelValues("ok")
 	m.reportBad = m.reports.WithLabelValues("invalid")
 	m.reportGone = m.reports.WithLabelValues("unknown")
@@ -54,8 +69,9 @@ func newMetrics() *metrics {
 
 // Collectors returns the routes' Prometheus collectors, for the server's registry:
 // cubefleet_node_reports_total{result}, cubefleet_node_registrations_total{result},
-// cubefleet_node_agent_refusals_total{reason}, cubefleet_node_report_duration_seconds and
-// cubefleet_node_list_duration_seconds.
+// cubefleet_node_agent_refusals_total{reason}, cubefleet_node_report_duration_seconds,
+// cubefleet_node_list_duration_seconds, cubefleet_node_work_requests_total{result},
+// cubefleet_node_sandbox_events_total{result} and cubefleet_node_assignments_offered_total.
 func (h *Handler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{h.m.reports, h.m.registers, h.m.refusals, h.m.listTime, h.m.reportTime}
+	return []prometheus.Collector{h.m.reports, h.m.registers, h.m.refusals, h.m.listTime, h.m.reportTime, h.m.work, h.m.events, h.m.assignments}
 }

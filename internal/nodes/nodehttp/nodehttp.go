@@ -76,6 +76,12 @@ type Config struct {
 	Now func() time.Time
 	// Log receives the routes' log lines (never a secret); nil discards them.
 	Log *slog.Logger
+	// Work is the control plane's side of the work API (sandboxes.Service); nil answers the
+	// work routes 501 UNSUPPORTED.
+	Work Work
+	// MaxEventBytes bounds a sandbox event's body (413 beyond): MaxEventBytesFor the result
+	// limit. Zero means DefaultMaxEventBytes.
+	MaxEventBytes int64
 }
 
 // Handler serves the node-agent and internal nodes routes. Create it with New, serve it (or
@@ -127,9 +133,10 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // Routes adds the node-agent routes (under every nodeapi.AgentPrefixes entry: readyz,
-// nodes/register, nodes/{node_id}/status), CubeMaster's surface (GET
-// nodeapi.CubeMasterHealthPath, nodeapi.MetaNodesPath and one node under it) and the internal
-// nodes routes (GET list and one node, isolation, labels, delete) to mux. Answers follow CubeOps byte for byte where a stock client
+// nodes/register, nodes/{node_id}/status), the work API (under nodeapi.AgentPrefix: work and
+// sandbox events; work.go), CubeMaster's surface (GET nodeapi.CubeMasterHealthPath,
+// nodeapi.MetaNodesPath and one node under it) and the internal nodes routes (GET list and one
+// node, isolation, labels, delete) to mux. Answers follow CubeOps byte for byte where a stock client
 // reads them: every 2xx is one compact JSON object (or, for the list, array); errors are
 // nodeapi.ErrorBody.
 func (h *Handler) Routes(mux *http.ServeMux) {
@@ -138,6 +145,7 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 		mux.HandleFunc("POST "+p+nodeapi.RouteRegister, h.handleRegister)
 		mux.HandleFunc("POST "+p+nodeapi.RouteStatus, h.handleStatus)
 	}
+	h.workRoutes(mux)
 	mux.HandleFunc("GET "+nodeapi.CubeMasterHealthPath, h.handleReadyz)
 	mux.HandleFunc("GET "+nodeapi.MetaNodesPath, h.handleMetaList)
 	mux.HandleFunc("GET "+nodeapi.MetaNodesPath+nodeapi.RouteNode, h.handleMetaGet)

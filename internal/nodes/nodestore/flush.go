@@ -166,6 +166,7 @@ type liveRecord struct {
 	DiskUsage     *nodeapi.DiskUsage  `json:"disk_usage,omitempty"`
 	MetricAt      int64               `json:"metric_at,omitempty"`
 	MetricLocalAt int64               `json:"metric_local_at,omitempty"`
+	Sandboxes     []string            `json:"sandboxes,omitempty"`
 	// ReportInterval is the node's observed report interval in ms (nodes.Status); absent in
 	// rows written before it was kept, and while not observed.
 	ReportInterval int64 `json:"report_interval_ms,omitempty"`
@@ -188,6 +189,16 @@ func appendLive(dst []byte, st *nodes.Status) []byte {
 	dst = strconv.AppendInt(dst, st.MetricAt, 10)
 	dst = append(dst, `,"metric_local_at":`...)
 	dst = strconv.AppendInt(dst, st.MetricLocalAt, 10)
+	if st.Sandboxes != nil {
+		dst = append(dst, `,"sandboxes":[`...)
+		for i, id := range st.Sandboxes {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = nodeapi.AppendString(dst, id)
+		}
+		dst = append(dst, ']')
+	}
 	if st.ReportInterval > 0 {
 		dst = append(dst, `,"report_interval_ms":`...)
 		dst = strconv.AppendInt(dst, st.ReportInterval, 10)

@@ -103,6 +103,7 @@ func parseLive(live string, st *nodes.Status) error {
 	}
 	st.Live = true
 	st.Conditions, st.Allocated, st.DiskUsage, st.MetricAt, st.MetricLocalAt = l.Conditions, l.Allocated, l.DiskUsage, l.MetricAt, l.MetricLocalAt
+	st.Sandboxes = l.Sandboxes // `[]` decodes to an empty list, absent to nil
 	st.ReportInterval = l.ReportInterval
 	return nil
 }

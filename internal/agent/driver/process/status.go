@@ -78,6 +78,11 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 			unlock()
 			return st, err
 		}
+		// A supervisor records the end, then exits: it may have done both since the records
+		// above were read (Start holds the lock and asks at once).
+		if fresh, err := d.read(id); err == nil && fresh.hasResult {
+			return d.assemble(fresh), nil
+		}
 		res := resultRecord{EndedAt: time.Now().UTC(), ExitCode: -1}
 		switch {
 		case !r.hasSup:

@@ -118,7 +118,7 @@ func TestClaimOnceAndAfterRestart(t *testing.T) {
 
 	d2 := newDriver(t, cfg)
 	st, err := d2.Claim(ctx, driver.Spec{ID: "later", Argv: sh("echo claimed after a restart")})
-	if err != nil || st.State != driver.StateRunning {
+	if err != nil || st.State != driver.StateRunning && st.State != driver.StateExited { // echo may be done already
 		t.Fatalf("Claim through a new driver = %+v, %v", st, err)
 	}
 	end, _ := d2.Wait(ctx, "later")

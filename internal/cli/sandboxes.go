@@ -1,0 +1,596 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
+)
+
+// sandboxWaitChunk bounds one sandboxes.wait call; a longer wait makes several.
+const sandboxWaitChunk = 5 * time.Minute
+
+func newSandboxesCmd() *cobra.Command {
+	cmd := groupCmd("sandboxes", "Create, watch, list and delete sandboxes; read their output",
+		`A sandbox runs a command of a sandbox template on a node of the template's pool: the control
+plane places it, hands it to the node's agent and keeps its record and result (exit code, and
+each output stream up to --result-max-bytes of the server) after the node is gone, for the
+server's --result-retention. A sandbox is pending (waiting for a node), starting (handed to its
+node), running, then exited, failed, killed or lost. Every command takes the tenant whose
+sandboxes it acts on (--tenant); a tenant's keys see only its own sandboxes. See
+docs/sandboxes.md.`)
+	cmd.AddCommand(newSandboxesCreateCmd(), newSandboxesGetCmd(), newSandboxesListCmd(), newSandboxesWaitCmd(),
+		newSandboxesDeleteCmd(), newSandboxesLogsCmd())
+	return cmd
+}
+
+// sandboxLogsOut is the output of sandboxes.logs.
+type sandboxLogsOut struct {
+	ID              string          `json:"id"`
+	State           sandboxes.State `json:"state"`
+	Final           bool            `json:"final"`
+	Encoding        string          `json:"encoding"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdoutTruncated,omitempty"`
+	StderrTruncated bool            `json:"stderrTruncated,omitempty"`
+	ExitCode        *int            `json:"exitCode,omitempty"`
+}
+
+// sandboxWaitOut is the output of sandboxes.wait.
+type sandboxWaitOut struct {
+	sandboxes.Sandbox
+	Done bool `json:"done"`
+}
+
+// keyValues parses repeated KEY=VALUE flags into a map (nil for none); a flag without '=' is a
+// usage error naming flag.
+func keyValues(flag string, pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usagef("--%s %q: give KEY=VALUE", flag, p)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func newSandboxesCreateCmd() *cobra.Command {
+	var tenant, template string
+	var env, labels, selector []string
+	var timeout, maxWait time.Duration
+	var async, wait bool
+	cmd := &cobra.Command{
+		Use:   "create --tenant T --template TPL [--env K=V]... [--timeout D] [--async | --wait] [-- COMMAND [ARG...]]",
+		Short: "Create a sandbox of a template; with --wait, run it like a local command",
+		Long: `Create a sandbox of the tenant's template (its id or name) running COMMAND (after --; without
+one, it idles until its timeout or a delete: sleep 2147483647). --env
+adds variables over the template's (a credential's value is a secret://NAME reference, which
+only the sandbox ever sees resolved); --label gives the sandbox labels; --node-selector names
+labels its node must carry; --timeout ends it (SIGTERM, then SIGKILL after its grace).
+
+Without --async or --wait it waits until the sandbox runs (at most 30 s) and prints where. With
+--async it answers at once (pending). With --wait it waits until the command ends and prints its
+output as a local run would: its stdout on stdout, its stderr on stderr, and exits with the
+command's exit status (128 + the signal's number when a signal ended it; 1 when it failed to
+start or was lost). --max-wait bounds that wait (0: none); the sandbox keeps running when the
+wait stops. A quota refusal is RESOURCE_EXHAUSTED naming the quota, its limit and use.`,
+		Example: `  cubefleet sandboxes create --tenant acme --template py --wait -- python3 -c 'print(6*7)'
+  cubefleet sandboxes create --tenant acme --template py --env API_TOKEN=secret://api-token --async -- ./job.sh`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if async && wait {
+				return usagef("--async and --wait exclude each other: --async answers at once, --wait waits for the command's end")
+			}
+			if !wait && cmd.Flags().Changed("max-wait") {
+				return usagef("--max-wait applies only with --wait")
+			}
+			if timeout < 0 || timeout%time.Second != 0 {
+				return usagef("--timeout %s: give whole seconds (0: none)", timeout)
+			}
+			if maxWait < 0 {
+				return usagef("--max-wait %s: give 0 (no limit) or more", maxWait)
+			}
+			if cmd.ArgsLenAtDash() < 0 && len(args) > 0 || cmd.ArgsLenAtDash() > 0 {
+				return usagef("give the command after --: cubefleet sandboxes create ... -- COMMAND [ARG...]")
+			}
+			in := map[string]any{"tenantId": tenant, "template": template, "command": args, "timeoutSeconds": int64(timeout / time.Second),
+				"async": async || wait}
+			for flag, pairs := range map[string][]string{"env": env, "label": labels, "node-selector": selector} {
+				m, err := keyValues(flag, pairs)
+				if err != nil {
+					return err
+				}
+				in[map[string]string{"env": "env", "label": "labels", "node-selector": "nodeSelector"}[flag]] = m
+			}
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			var s sandboxes.Sandbox
+			if err := c.Call(cmd.Context(), "sandboxes.create", in, &s); err != nil {
+				return err
+			}
+			if wait {
+				return runToEnd(cmd, c, tenant, s, maxWait)
+			}
+			return render(cmd, s, func(w io.Writer) error {
+				_, err := linef(w, "%s\n", createdLine(s))
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	f.StringVar(&template, "template", "", "the tenant's sandbox template (id or name)")
+	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE over the template's (repeatable; credentials as secret://NAME)")
+	f.StringArrayVar(&labels, "label", nil, "the sandbox's label key=value (repeatable)")
+	f.StringArrayVar(&selector, "node-selector", nil, "a label key=value its node must carry (repeatable)")
+	f.DurationVar(&timeout, "timeout", 0, "end the sandbox this long after it started (whole seconds; 0: none)")
+	f.BoolVar(&async, "async", false, "answer at once, before the sandbox is placed")
+	f.BoolVar(&wait, "wait", false, "wait for the command's end, print its output and exit with its status")
+	f.DurationVar(&maxWait, "max-wait", 0, "with --wait: stop waiting after this long (0: no limit)")
+	cmd.MarkFlagRequired("tenant")
+	cmd.MarkFlagRequired("template")
+	return cmd
+}
+
+// createdLine says what a create made.
+func createdLine(s sandboxes.Sandbox) string {
+	prefix := "Created sandbox " + s.ID
+	if s.Warm && s.ClaimedAt != 0 {
+		prefix = "Created sandbox " + s.ID + " from a warm sandbox"
+	}
+	switch {
+	case s.State == sandboxes.StatePending && s.Message != "":
+		return prefix + ": pending (" + s.Message + ")."
+	case s.NodeID != "":
+		return fmt.Sprintf("%s: %s on node %s.", prefix, s.State, s.NodeID)
+	}
+	return prefix + ": " + string(s.State) + "."
+}
+
+// exitStatus ends a command with status code and nothing more printed: sandboxes create --wait
+// exits with the sandbox's command's status.
+type exitStatus struct{ code int }
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// runToEnd waits for sandbox s to end (at most maxWait, 0: no limit), writes its output (stdout
+// to stdout, stderr to stderr) and returns its exit status as an exitStatus (nil for 0), or
+// the error of a sandbox that failed or was lost.
+func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.Sandbox, maxWait time.Duration) error {
+	ctx := cmd.Context()
+	if maxWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, maxWait)
+		defer cancel()
+	}
+	got, err := waitSandbox(ctx, c, tenant, s.ID, "ended")
+	if err != nil {
+		return waitStopped(cmd, ctx, got, err, maxWait)
+	}
+	var logs sandboxLogsOut
+	if err := c.Call(cmd.Context(), "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
+		return err
+	}
+	stdout, err1 := base64.StdEncoding.DecodeString(logs.Stdout)
+	stderr, err2 := base64.StdEncoding.DecodeString(logs.Stderr)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("the server's output of %s: %w", s.ID, err)
+	}
+	if wantJSON(cmd) {
+		type result struct {
+			Sandbox sandboxes.Sandbox `json:"sandbox"`
+			Stdout  string            `json:"stdout"`
+			Stderr  string            `json:"stderr"`
+		}
+		if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
+			return err
+		}
+	} else {
+		cmd.OutOrStdout().Write(stdout)
+		cmd.ErrOrStderr().Write(stderr)
+	}
+	return endStatus(got.Sandbox)
+}
+
+// endStatus is the exit status of an ended sandbox as a shell gives it: its exit code, 128 plus
+// the signal's number when a signal ended it; a sandbox that failed or was lost is an error.
+func endStatus(s sandboxes.Sandbox) error {
+	r := s.Result
+	switch {
+	case r != nil && r.ExitCode != nil && *r.ExitCode == 0:
+		return nil
+	case r != nil && r.ExitCode != nil:
+		return exitStatus{*r.ExitCode}
+	case r != nil && r.Signal != "":
+		if n := unix.SignalNum(r.Signal); n != 0 {
+			return exitStatus{128 + int(n)}
+		}
+		return exitStatus{128}
+	case s.State == sandboxes.StateKilled:
+		return exitStatus{128 + int(unix.SIGKILL)}
+	}
+	msg := "sandbox " + s.ID + " " + string(s.State)
+	if s.Reason != "" {
+		msg += " (" + s.Reason + ")"
+	}
+	if s.Message != "" {
+		msg += ": " + s.Message
+	}
+	return errors.New(msg)
+}
+
+// waitSandbox calls sandboxes.wait until sandbox id got where until says ("ended" or
+// "running") or ctx ends; it returns the sandbox as last read (and ctx's error, if it ended
+// first).
+func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string) (sandboxWaitOut, error) {
+	var out sandboxWaitOut
+	for {
+		chunk := sandboxWaitChunk
+		if d, ok := ctx.Deadline(); ok {
+			chunk = min(chunk, max(time.Until(d), time.Second))
+		}
+		var next sandboxWaitOut
+		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": id, "until": until, "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		if err != nil {
+			return out, err
+		}
+		out = next
+		if out.Done {
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+	}
+}
+
+// waitStopped turns the error that ended a wait into the command's error: its limit is
+// DEADLINE_EXCEEDED and an interruption says so, both naming where the sandbox was when last
+// read; the sandbox keeps running.
+func waitStopped(cmd *cobra.Command, ctx context.Context, last sandboxWaitOut, err error, limit time.Duration) error {
+	where := "its state is unknown"
+	if last.ID != "" {
+		where = "it is " + string(last.State)
+		if last.NodeID != "" {
+			where += " on node " + last.NodeID
+		}
+	}
+	switch {
+	case cmd.Context().Err() != nil:
+		return fmt.Errorf("interrupted: %s; the sandbox keeps running (cubefleet sandboxes wait, or delete it)", where)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "the sandbox has not ended after %s: %s; it keeps running (cubefleet sandboxes wait, or delete it)", limit, where)
+	}
+	return err
+}
+
+func newSandboxesGetCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "get ID --tenant T",
+		Short: "Show a sandbox: its state and every state it reached, its command, node and result",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var s sandboxes.Sandbox
+			if err := call(cmd, "sandboxes.get", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
+				return err
+			}
+			return render(cmd, s, func(w io.Writer) error { return printSandbox(w, s) })
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// printSandbox writes one sandbox as "key: value" lines, its states one per line.
+func printSandbox(w io.Writer, s sandboxes.Sandbox) error {
+	state := string(s.State)
+	if s.Reason != "" && s.Reason != state {
+		state += " (" + s.Reason + ")"
+	}
+	lines := [][2]string{
+		{"Sandbox", s.ID},
+		{"Tenant", s.TenantID},
+		{"Template", s.Template + " (" + s.TemplateID + ")"},
+		{"State", state},
+	}
+	if s.Message != "" {
+		lines = append(lines, [2]string{"Message", s.Message})
+	}
+	lines = append(lines,
+		[2]string{"Node", orDash(s.NodeID)},
+		[2]string{"Command", orDash(strings.Join(s.Command, " "))},
+		[2]string{"Resources", fmt.Sprintf("%d vCPU, %d GiB memory, %d GiB disk, %d GPU", s.Resources.VCPU, s.Resources.MemoryGiB, s.Resources.DiskGiB, s.Resources.GPU)},
+	)
+	if len(s.Env) > 0 {
+		lines = append(lines, [2]string{"Env", joinPairs(s.Env)})
+	}
+	if len(s.Labels) > 0 {
+		lines = append(lines, [2]string{"Labels", joinPairs(s.Labels)})
+	}
+	if len(s.NodeSelector) > 0 {
+		lines = append(lines, [2]string{"Node selector", joinPairs(s.NodeSelector)})
+	}
+	if s.TimeoutSeconds > 0 {
+		lines = append(lines, [2]string{"Timeout", (time.Duration(s.TimeoutSeconds) * time.Second).String()})
+	}
+	if s.Warm {
+		warm := "idle, ready to be claimed"
+		if s.ClaimedAt != 0 {
+			warm = "claimed " + formatTime(s.ClaimedAt)
+		}
+		lines = append(lines, [2]string{"Warm", warm})
+	}
+	lines = append(lines, [2]string{"Created", formatTime(s.CreatedAt) + " by " + s.CreatedBy})
+	for _, tr := range s.States {
+		lines = append(lines, [2]string{"  " + string(tr.State), formatTime(tr.At) + "  " + tr.Reason})
+	}
+	if r := s.Result; r != nil {
+		lines = append(lines, [2]string{"Result", resultText(r)})
+		lines = append(lines, [2]string{"Output", fmt.Sprintf("stdout %s%s, stderr %s%s (cubefleet sandboxes logs %s)",
+			plural(int(r.StdoutBytes), "byte", "bytes"), cutNote(r.StdoutTruncated), plural(int(r.StderrBytes), "byte", "bytes"), cutNote(r.StderrTruncated), s.ID)})
+	}
+	return printFields(w, 14, lines)
+}
+
+func cutNote(cut bool) string {
+	if cut {
+		return " (cut)"
+	}
+	return ""
+}
+
+// resultText says how a sandbox ended: "exit code 0", "signal SIGKILL", "-".
+func resultText(r *sandboxes.Result) string {
+	switch {
+	case r.ExitCode != nil:
+		return fmt.Sprintf("exit code %d", *r.ExitCode)
+	case r.Signal != "":
+		return "signal " + r.Signal
+	}
+	return "-"
+}
+
+// joinPairs renders a map as "k=v, k=v" in key order.
+func joinPairs(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newSandboxesListCmd() *cobra.Command {
+	var tenant, state, node, template, cursor string
+	var warm bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list --tenant T [--state S] [--node N] [--template TPL] [--warm] [--limit N] [--cursor C]",
+		Short: "List a tenant's sandboxes, newest first",
+		Long: `List a tenant's sandboxes, newest first: id, template, state (with why), node, when it was
+created, its exit status once ended, and its command. --state (pending, starting, running,
+exited, failed, killed, lost), --node and --template (id or name) narrow the list; --warm lists
+the idle sandboxes of the tenant's warm pools instead, which a create claims. At most --limit
+(default 100) are listed; when there are more, the next page's --cursor is printed on stderr.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state != "" && !sandboxes.State(state).Valid() {
+				return usagef("--state %q: give pending, starting, running, exited, failed, killed or lost", state)
+			}
+			if limit < 1 || limit > 1000 {
+				return usagef("--limit %d: give 1 to 1000", limit)
+			}
+			var out struct {
+				Items      []sandboxes.Sandbox `json:"items"`
+				NextCursor string              `json:"nextCursor,omitempty"`
+			}
+			in := map[string]any{"tenantId": tenant, "state": state, "node": node, "template": template, "warm": warm, "limit": limit, "cursor": cursor}
+			if err := call(cmd, "sandboxes.list", in, &out); err != nil {
+				return err
+			}
+			if out.Items == nil {
+				out.Items = []sandboxes.Sandbox{}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				rows := make([][]string, 0, len(out.Items))
+				for _, s := range out.Items {
+					exit := "-"
+					if s.Result != nil {
+						exit = strings.TrimPrefix(strings.TrimPrefix(resultText(s.Result), "exit code "), "signal ")
+					}
+					rows = append(rows, []string{s.ID, s.Template, stateText(s), orDash(s.NodeID), formatTime(s.CreatedAt), exit, commandText(s.Command)})
+				}
+				if err := printTable(w, []string{"SANDBOX", "TEMPLATE", "STATE", "NODE", "CREATED", "EXIT", "COMMAND"}, rows); err != nil {
+					return err
+				}
+				if out.NextCursor != "" {
+					linef(cmd.ErrOrStderr(), "More sandboxes: add --cursor %s\n", out.NextCursor)
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", "", "tenant whose sandboxes to list")
+	f.StringVar(&state, "state", "", "only sandboxes in this state")
+	f.StringVar(&node, "node", "", "only sandboxes on this node")
+	f.StringVar(&template, "template", "", "only sandboxes of this template (id or name)")
+	f.BoolVar(&warm, "warm", false, "list the idle sandboxes of the tenant's warm pools")
+	f.IntVar(&limit, "limit", 100, "list at most this many (1 to 1000)")
+	f.StringVar(&cursor, "cursor", "", "the page after this cursor (printed by the previous page)")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// stateText is a sandbox's state with why, for tables: "running", "pending (waiting_for_room)".
+func stateText(s sandboxes.Sandbox) string {
+	switch {
+	case s.Warm && s.ClaimedAt == 0 && s.State == sandboxes.StateRunning:
+		return "idle (warm)"
+	case s.Reason == "" || s.Reason == string(s.State) || s.State == sandboxes.StateRunning || s.State == sandboxes.StateStarting:
+		return string(s.State)
+	}
+	return string(s.State) + " (" + s.Reason + ")"
+}
+
+// commandText is a command for a table cell: its words, cut at 40 characters.
+func commandText(argv []string) string {
+	s := strings.Join(argv, " ")
+	if s == "" {
+		return "-"
+	}
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:39]) + "…"
+	}
+	return s
+}
+
+func newSandboxesWaitCmd() *cobra.Command {
+	var tenant, until string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait ID --tenant T [--until ended|running] [--timeout 10m]",
+		Short: "Wait until a sandbox has ended (or runs), then say how",
+		Long: `Wait until the sandbox has ended (--until ended, the default) or runs (--until running), and say
+how it ended or where it runs; exit 0. After --timeout (0: no limit) it exits 1 with
+DEADLINE_EXCEEDED naming where the sandbox is; the sandbox keeps running. --output json prints
+the sandbox as last read.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if until != "ended" && until != "running" {
+				return usagef("--until %q: give ended or running", until)
+			}
+			if timeout < 0 {
+				return usagef("--timeout %s: give 0 (no limit) or more", timeout)
+			}
+			c, err := connect(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			got, err := waitSandbox(ctx, c, tenant, args[0], until)
+			if err != nil {
+				if got.ID != "" && wantJSON(cmd) {
+					emitJSON(cmd, got)
+				}
+				return waitStopped(cmd, ctx, got, err, timeout)
+			}
+			return render(cmd, got, func(w io.Writer) error {
+				_, err := linef(w, "%s\n", waitedLine(got.Sandbox))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	cmd.Flags().StringVar(&until, "until", "ended", "ended or running")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (0: no limit)")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+// waitedLine says where a waited-for sandbox got.
+func waitedLine(s sandboxes.Sandbox) string {
+	if !s.State.Final() {
+		return fmt.Sprintf("Sandbox %s is %s on node %s.", s.ID, s.State, orDash(s.NodeID))
+	}
+	line := fmt.Sprintf("Sandbox %s %s", s.ID, s.State)
+	if s.Result != nil && resultText(s.Result) != "-" {
+		line += " (" + resultText(s.Result) + ")"
+	}
+	if s.State != sandboxes.StateExited && s.Message != "" {
+		line += ": " + s.Message
+	}
+	return line + "."
+}
+
+func newSandboxesDeleteCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "delete ID --tenant T",
+		Short: "Delete a sandbox: stop it if it runs, and forget it with its result",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var s sandboxes.Sandbox
+			if err := call(cmd, "sandboxes.delete", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
+				return err
+			}
+			return render(cmd, s, func(w io.Writer) error {
+				line := "Deleted sandbox " + s.ID + " and its result."
+				if s.StopRequestedAt != 0 {
+					line = "Deleted sandbox " + s.ID + ": node " + s.NodeID + " stops it (SIGTERM, then SIGKILL after its grace)."
+				}
+				_, err := linef(w, "%s\n", line)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}
+
+func newSandboxesLogsCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "logs ID --tenant T",
+		Short: "Print an ended sandbox's output: its stdout on stdout, its stderr on stderr",
+		Long: `Print the output of a sandbox that has ended, byte for byte: its stdout on stdout and its
+stderr on stderr, each as kept (at most the server's --result-max-bytes, a cut stream ending
+with the marker line). The output reaches the control plane with the sandbox's end: a sandbox
+that has not ended is CONFLICT. --output json prints both as text.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			encoding := "base64"
+			if wantJSON(cmd) {
+				encoding = "text"
+			}
+			var out sandboxLogsOut
+			if err := call(cmd, "sandboxes.logs", map[string]any{"tenantId": tenant, "id": args[0], "encoding": encoding}, &out); err != nil {
+				return err
+			}
+			if !out.Final {
+				return cubefleet.Errorf(cubefleet.CodeConflict, "sandbox %s is %s: its output is kept when it ends (cubefleet sandboxes wait %s --tenant %s)", out.ID, out.State, out.ID, tenant)
+			}
+			if wantJSON(cmd) {
+				return emitJSON(cmd, out)
+			}
+			stdout, err1 := base64.StdEncoding.DecodeString(out.Stdout)
+			stderr, err2 := base64.StdEncoding.DecodeString(out.Stderr)
+			if err := errors.Join(err1, err2); err != nil {
+				return fmt.Errorf("the server's output: %w", err)
+			}
+			cmd.OutOrStdout().Write(stdout)
+			cmd.ErrOrStderr().Write(stderr)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	cmd.MarkFlagRequired("tenant")
+	return cmd
+}

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
+	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/store/storetest"
+	"github.com/cubefleet/cubefleet/internal/testkit"
+)
+
+// shellish is what the sandboxes of these tests do: "echo WORDS" prints the words, "fail N"
+// writes to stderr and exits N, "die" is killed by SIGKILL, "sleep" runs until stopped.
+func shellish(sp nodeapi.SandboxSpec) sandboxtest.Run {
+	if len(sp.Argv) == 0 {
+		return sandboxtest.Run{}
+	}
+	switch sp.Argv[0] {
+	case "echo":
+		return sandboxtest.Run{Stdout: []byte(strings.Join(sp.Argv[1:], " ") + "\n"), For: time.Millisecond}
+	case "fail":
+		n, _ := strconv.Atoi(sp.Argv[1])
+		return sandboxtest.Run{Exit: n, Stderr: []byte("failing\n"), For: time.Millisecond}
+	}
+	return sandboxtest.Run{}
+}
+
+// sandboxEnv starts a --dev control plane on the real clock (the scheduler takes nodes that
+// reported since it started), a pool with a flavor and tenant root's template "py", and an
+// agent on 127.0.0.2 that runs shellish sandboxes.
+func sandboxEnv(t *testing.T, database string) (*cliEnv, *sandboxtest.Agent) {
+	t.Helper()
+	c := mustServe(t, database, func(cfg *server.Config) { cfg.Now = nil })
+	api, err := client.Connect(client.Options{URL: c.url, TokenFile: c.tokenFile, Getenv: func(string) string { return "" }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var site, pool, flavor struct{ ID string }
+	var join struct{ Token string }
+	for _, step := range []struct {
+		method string
+		in     map[string]any
+		out    any
+	}{
+		{"compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &site},
+		{"compute.pools.create", map[string]any{"tenantId": "root", "siteId": &site.ID, "class": "vps-host"}, &pool},
+		{"compute.flavors.create", map[string]any{"tenantId": "root", "poolId": &pool.ID, "name": "small", "vcpu": 1, "memoryGiB": 1, "diskGiB": 1}, &flavor},
+		{"compute.sandboxTemplates.create", map[string]any{"tenantId": "root", "poolId": &pool.ID, "flavorId": &flavor.ID, "name": "py", "imageId": "python-3.12", "network": "private"}, nil},
+		{"nodes.joinTokens.create", map[string]any{"pool": &pool.ID, "ip": "127.0.0.2"}, &join},
+	} {
+		if err := api.Call(context.Background(), step.method, step.in, step.out); err != nil {
+			t.Fatalf("%s: %v", step.method, err)
+		}
+	}
+	a := sandboxtest.Join(t, c.url, join.Token, "127.0.0.2", 8)
+	a.Behave = shellish
+	a.Start(200 * time.Millisecond)
+	testkit.WaitFor(t, 10*time.Second, "the template prepared on the node", func() bool {
+		var n struct{ LocalTemplates []string }
+		api.Call(context.Background(), "nodes.get", map[string]any{"nodeId": "127.0.0.2"}, &n)
+		return len(n.LocalTemplates) == 1
+	})
+	return c, a
+}
+
+var timePattern = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+
+// normalizeSandboxes is normalize with times made placeholders too.
+func (c *cliEnv) normalizeSandboxes(s string) string {
+	return timePattern.ReplaceAllString(c.normalize(s), "<time>")
+}
+
+// TestSandboxesCommands runs sandboxes through the CLI: create --wait prints the command's
+// output as a local run would and exits with its status; get, list, wait, logs and delete print
+// what people read (golden files) and JSON for scripts.
+func TestSandboxesCommands(t *testing.T) {
+	eachDatabase := func(t *testing.T, fn func(t *testing.T, database string)) {
+		t.Run("sqlite", func(t *testing.T) { fn(t, "") })
+		t.Run("postgres", func(t *testing.T) { fn(t, storetest.PostgresURL(t)) })
+	}
+	eachDatabase(t, func(t *testing.T, database string) {
+		c, _ := sandboxEnv(t, database)
+		tok := []string{"--token-file", c.tokenFile}
+		run := func(args ...string) (int, string, string) {
+			t.Helper()
+			return c.run("", append(append([]string{}, tok...), args...)...)
+		}
+		code, out, errOut := run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "hello", "world")
+		if code != 0 || out != "hello world\n" || errOut != "" {
+			t.Fatalf("create --wait: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		code, out, errOut = run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "fail", "3")
+		if code != 3 || out != "" || errOut != "failing\n" {
+			t.Fatalf("create --wait of a failing command: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		code, out, _ = run("sandboxes", "create", "--tenant", "root", "--template", "py", "--", "sleep")
+		if code != 0 || !strings.Contains(out, "running on node 127.0.0.2.") {
+			t.Fatalf("create: exit %d %q", code, out)
+		}
+		running := idPattern.FindString(out)
+		code, out, _ = run("sandboxes", "wait", running, "--tenant", "root", "--until", "running")
+		if code != 0 || out != "Sandbox "+running+" is running on node 127.0.0.2.\n" {
+			t.Fatalf("wait --until running: exit %d %q", code, out)
+		}
+		testkit.Golden(t, "sandboxes_list.golden", []byte(c.normalizeSandboxes(c.admin("sandboxes", "list", "--tenant", "root"))))
+		_, listJSON, _ := run("sandboxes", "list", "--tenant", "root", "--state", "exited", "--output", "json")
+		ids := idPattern.FindAllString(listJSON, -1)
+		var ended string
+		for _, id := range ids {
+			if strings.HasPrefix(id, "sbx_") {
+				ended = id
+				break
+			}
+		}
+		testkit.Golden(t, "sandboxes_get.golden", []byte(c.normalizeSandboxes(c.admin("sandboxes", "get", ended, "--tenant", "root"))))
+		code, out, errOut = run("sandboxes", "logs", ended, "--tenant", "root")
+		if code != 0 || out+errOut == "" {
+			t.Fatalf("logs: exit %d %q %q", code, out, errOut)
+		}
+		code, _, errOut = run("sandboxes", "logs", running, "--tenant", "root")
+		if code != 1 || !strings.Contains(errOut, "CONFLICT") {
+			t.Errorf("logs of a running sandbox: exit %d %q", code, errOut)
+		}
+		code, out, _ = run("sandboxes", "wait", running, "--tenant", "root", "--timeout", "300ms")
+		if code != 1 {
+			t.Errorf("wait past its timeout: exit %d %q", code, out)
+		}
+		out = c.admin("sandboxes", "delete", running, "--tenant", "root")
+		if out != "Deleted sandbox "+running+": node 127.0.0.2 stops it (SIGTERM, then SIGKILL after its grace).\n" {
+			t.Errorf("delete: %q", out)
+		}
+		code, _, errOut = run("sandboxes", "get", running, "--tenant", "root")
+		if code != 1 || !strings.Contains(errOut, "NOT_FOUND") {
+			t.Errorf("get after delete: exit %d %q", code, errOut)
+		}
+		// Usage errors: exit 2, nothing created.
+		for _, args := range [][]string{
+			{"sandboxes", "create", "--tenant", "root", "--template", "py", "--async", "--wait", "--", "echo"},
+			{"sandboxes", "create", "--tenant", "root", "--template", "py", "echo"},
+			{"sandboxes", "create", "--tenant", "root", "--template", "py", "--timeout", "1500ms", "--", "echo"},
+			{"sandboxes", "create", "--tenant", "root", "--template", "py", "--env", "NOEQUALS", "--", "echo"},
+			{"sandboxes", "list", "--tenant", "root", "--state", "sleeping"},
+		} {
+			if code, _, errOut := run(args...); code != ExitUsage {
+				t.Errorf("%s: exit %d %q, want 2", strings.Join(args, " "), code, errOut)
+			}
+		}
+	})
+}
+
+// TestEndStatus: create --wait exits as a shell would: the command's code, 128 plus the
+// signal's number, 1 (an error) for a sandbox that failed or was lost.
+func TestEndStatus(t *testing.T) {
+	code := func(n int) *int { return &n }
+	for _, c := range []struct {
+		s    sandboxes.Sandbox
+		want string
+	}{
+		{sandboxes.Sandbox{State: sandboxes.StateExited, Result: &sandboxes.Result{ExitCode: code(0)}}, "<nil>"},
+		{sandboxes.Sandbox{State: sandboxes.StateExited, Result: &sandboxes.Result{ExitCode: code(7)}}, "exit status 7"},
+		{sandboxes.Sandbox{State: sandboxes.StateKilled, Result: &sandboxes.Result{Signal: "SIGKILL"}}, "exit status 137"},
+		{sandboxes.Sandbox{State: sandboxes.StateKilled, Result: &sandboxes.Result{Signal: "SIGTERM"}}, "exit status 143"},
+		{sandboxes.Sandbox{State: sandboxes.StateKilled, Result: &sandboxes.Result{}}, "exit status 137"},
+		{sandboxes.Sandbox{ID: "sbx_1", State: sandboxes.StateLost, Reason: "node_down", Message: "node 10.0.0.5 is Down", Result: &sandboxes.Result{}},
+			"sandbox sbx_1 lost (node_down): node 10.0.0.5 is Down"},
+		{sandboxes.Sandbox{ID: "sbx_2", State: sandboxes.StateFailed, Reason: "failed", Result: &sandboxes.Result{}}, "sandbox sbx_2 failed (failed)"},
+	} {
+		if got := fmt.Sprint(endStatus(c.s)); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.s, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,393 @@
+package sandboxes
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/store"
+)
+
+// The loops that run once across replicas, on the holder of the "sandboxes" lease: waiting
+// creates (placed in offer priority order, then age; failed after --pending-timeout), lost
+// sandboxes, warm pools, template preparation and the retention sweep. Every replica also
+// follows the others' changes (on PostgreSQL) to wake its own waiters.
+
+// sweepEvery is how often the retention sweep runs (1 minute); sweepBatch bounds one pass.
+const (
+	sweepEvery = time.Minute
+	sweepBatch = 1000
+	// doneKept is how long a done assignment is kept (1 hour), for a look at recent work.
+	doneKept = time.Hour
+	// prepareAgain is how long a node has to report a prepared template before it is asked
+	// again (1 minute).
+	prepareAgain = time.Minute
+	// followEvery is how often a replica reads what the others changed (PostgreSQL only).
+	followEvery = 200 * time.Millisecond
+)
+
+// Run runs the loops until ctx ends: it takes and renews the "sandboxes" lease and, while it
+// holds it, runs Reconcile every Every and places waiting creates as soon as room may have
+// freed; on PostgreSQL it also wakes this replica's waiters for what other replicas changed.
+func (s *Service) Run(ctx context.Context) error {
+	if s.db.Dialect() == store.Postgres {
+		go s.follow(ctx)
+	}
+	tick := time.NewTicker(s.cfg.Every)
+	defer tick.Stop()
+	renew := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer renew.Stop()
+	s.lead(ctx)
+	lastSweep := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			s.retire()
+			return nil
+		case <-renew.C:
+			s.lead(ctx)
+		case <-s.hub.kick:
+			if s.holding.Load() {
+				s.logErr(ctx, "placing waiting sandboxes", s.PlaceWaiting(ctx))
+				s.logErr(ctx, "keeping warm pools", s.KeepWarm(ctx))
+			}
+		case <-tick.C:
+			if s.holding.Load() {
+				s.Reconcile(ctx)
+				if time.Since(lastSweep) >= sweepEvery {
+					lastSweep = time.Now()
+					s.logErr(ctx, "sweeping ended sandboxes", s.Sweep(ctx))
+				}
+			}
+		}
+	}
+}
+
+func (s *Service) logErr(ctx context.Context, what string, err error) {
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn(what+" failed", "err", err)
+	}
+}
+
+// lead takes or renews the lease.
+func (s *Service) lead(ctx context.Context) {
+	ok, err := s.db.TryLease(ctx, LeaseName, s.cfg.Holder, s.cfg.LeaseTTL, s.cfg.Now())
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("renewing the sandboxes lease failed", "err", err)
+		}
+		return
+	}
+	if was := s.holding.Swap(ok); was != ok {
+		if ok {
+			s.log.Info("sandboxes lease taken: this replica runs the sandboxes' loops", "holder", s.cfg.Holder)
+		} else {
+			s.log.Info("sandboxes lease lost", "holder", s.cfg.Holder)
+		}
+	}
+}
+
+// retire gives the lease up at shutdown, so another replica takes over at once.
+func (s *Service) retire() {
+	if !s.holding.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, LeaseName, s.cfg.Holder)
+}
+
+// Holding reports whether this replica holds the "sandboxes" lease.
+func (s *Service) Holding() bool { return s.holding.Load() }
+
+// Lead takes the "sandboxes" lease now if it is free (tests and a single server at start).
+func (s *Service) Lead(ctx context.Context) { s.lead(ctx) }
+
+// Reconcile runs the lease holder's checks once: lost sandboxes, waiting creates, warm pools
+// and template preparation. Run calls it every Every; tests call it after moving their clock.
+func (s *Service) Reconcile(ctx context.Context) {
+	s.logErr(ctx, "checking the nodes' sandboxes", s.CheckNodes(ctx))
+	s.logErr(ctx, "placing waiting sandboxes", s.PlaceWaiting(ctx))
+	s.logErr(ctx, "keeping warm pools", s.KeepWarm(ctx))
+	s.logErr(ctx, "preparing templates", s.Prepare(ctx))
+}
+
+// CheckNodes ends the sandboxes their nodes lost (lost, with the reason): every placed sandbox
+// of a node that is deleted (node_deleted), Down or Lost (node_down); a running sandbox its
+// node's reports have not listed for UnlistedGrace (not_listed); a starting one its node has
+// not listed within StartTimeout (start_timeout). A starting sandbox its node lists is running
+// (its event may still travel). Nodes that do not list sandboxes (stock Cubelets) are judged by
+// their health only.
+func (s *Service) CheckNodes(ctx context.Context) error {
+	now := s.now()
+	byID := map[string]nodes.WorkNode{}
+	listed := map[string]map[string]bool{}
+	for _, n := range s.cfg.Nodes.WorkNodes() {
+		byID[n.ID] = n
+		if n.SandboxesReported {
+			set := make(map[string]bool, len(n.Sandboxes))
+			for _, id := range n.Sandboxes {
+				set[id] = true
+			}
+			listed[n.ID] = set
+		}
+	}
+	live, err := query(ctx, s.db, `state IN ($1, $2) AND node_id <> ''`, string(StateStarting), string(StateRunning))
+	if err != nil {
+		return err
+	}
+	s.loopMu.Lock()
+	seen := make(map[string]int64, len(live))
+	type loss struct {
+		r              *record
+		reason, detail string
+	}
+	var lost []loss
+	var running []*record
+	grace := s.cfg.UnlistedGrace.Milliseconds()
+	for _, r := range live {
+		n, ok := byID[r.NodeID]
+		switch {
+		case !ok:
+			lost = append(lost, loss{r, ReasonNodeDeleted, "node " + r.NodeID + " was deleted"})
+			continue
+		case n.State == nodes.StateDown || n.State == nodes.StateLost:
+			lost = append(lost, loss{r, ReasonNodeDown, fmt.Sprintf("node %s is %s: its last report is %s old", r.NodeID, n.State,
+				(time.Duration(now-n.ReportedAt) * time.Millisecond).Round(time.Second))})
+			continue
+		}
+		set := listed[r.NodeID]
+		if set == nil {
+			continue
+		}
+		last := max(s.lastListed[r.ID], r.StartingAt, r.RunningAt)
+		if set[r.ID] {
+			last = max(last, n.ReportedAt)
+			if r.State == StateStarting {
+				running = append(running, r)
+			}
+		}
+		seen[r.ID] = last
+		switch {
+		case set[r.ID]:
+		case r.State == StateRunning && n.ReportedAt-last > grace:
+			lost = append(lost, loss{r, ReasonNotListed, fmt.Sprintf("node %s no longer lists it: its reports since %s do not",
+				r.NodeID, time.UnixMilli(last).UTC().Format(time.RFC3339))})
+		case r.State == StateStarting && now-r.StartingAt > s.cfg.StartTimeout.Milliseconds():
+			lost = append(lost, loss{r, ReasonStartTimeout, fmt.Sprintf("node %s did not report it running within %s of its placement",
+				r.NodeID, s.cfg.StartTimeout)})
+		}
+	}
+	s.lastListed = seen
+	s.loopMu.Unlock()
+	for _, r := range running {
+		if err := s.markRunning(ctx, r, ReasonListed); err != nil {
+			return err
+		}
+	}
+	for _, l := range lost {
+		if err := s.lose(ctx, l.r, l.reason, l.detail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lose ends r as lost (reason, detail) and queues a stop for its node, should it come back.
+func (s *Service) lose(ctx context.Context, r *record, reason, detail string) error {
+	var changed bool
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if changed, err = s.finish(ctx, tx, r, StateLost, reason, detail, nil); err != nil || !changed {
+			return err
+		}
+		if reason == ReasonNodeDeleted {
+			return nil
+		}
+		return enqueue(ctx, tx, r.NodeID, nodeapi.KindStop, r.ID, "", s.now())
+	})
+	if err != nil || !changed {
+		return err
+	}
+	s.log.Warn("sandbox lost", "sandbox", r.ID, "tenant", r.TenantID, "node", r.NodeID, "reason", reason, "detail", detail)
+	s.m.lost(reason)
+	s.ended(ctx, r, StateLost)
+	return nil
+}
+
+// waitingPriority is the priority of warm pool creates: behind every tenant's own.
+const waitingPriority = -1
+
+// PlaceWaiting places the creates that wait for room, in priority order (the offer's, the
+// pool's owner first), then age; one that waited longer than PendingTimeout fails
+// (pending_timeout). A create that does not fit stays waiting (its message says why) while
+// later ones that fit are placed.
+func (s *Service) PlaceWaiting(ctx context.Context) error {
+	recs, err := query(ctx, s.db, `queued = 1 ORDER BY priority DESC, created_at, id LIMIT 1000`)
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	now := s.now()
+	full := map[string]bool{} // pools where nothing fitted this pass: later creates of the same size need not try
+	for _, r := range recs {
+		if now-r.CreatedAt > s.cfg.PendingTimeout.Milliseconds() {
+			if err := s.failWaiting(ctx, r); err != nil {
+				return err
+			}
+			continue
+		}
+		key := fmt.Sprintf("%s/%d/%d/%d/%v", r.PoolID, r.Res.VCPU, r.Res.MemoryGiB, r.Res.DiskGiB, r.Spec.NodeSelector)
+		if full[key] {
+			continue
+		}
+		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
+		if cubefleet.IsCode(err, cubefleet.CodeResourceExhausted) {
+			full[key] = true
+			if msg := waitingMessage(err); msg != r.Message {
+				s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.placeWaiting(ctx, r, node); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeWaiting moves waiting r to node, whose room the scheduler reserved.
+func (s *Service) placeWaiting(ctx context.Context, r *record, node string) error {
+	now := s.now()
+	kind := nodeapi.KindStart
+	if r.Warm {
+		kind = nodeapi.KindWarm
+	}
+	placed := false
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET node_id = $2, state = $3, starting_at = $4, starting_reason = $5, queued = 0, message = '',
+			updated_at = $4 WHERE id = $1 AND queued = 1 AND state = $6`, r.ID, node, string(StateStarting), now, ReasonPlaced, string(StatePending))
+		if err != nil {
+			return fmt.Errorf("place %s: %w", r.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil // deleted meanwhile
+		}
+		placed = true
+		return enqueue(ctx, tx, node, kind, r.ID, r.TemplateID, now)
+	})
+	if err != nil || !placed {
+		s.release(ctx, r.ID)
+		return err
+	}
+	s.m.placedLate(r, now)
+	s.hub.work(node)
+	s.hub.changed(r.ID)
+	return nil
+}
+
+// failWaiting ends waiting r: no room within PendingTimeout.
+func (s *Service) failWaiting(ctx context.Context, r *record) error {
+	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", r.PoolID, s.cfg.PendingTimeout)
+	if r.Message != "" {
+		msg += "; last: " + r.Message
+	}
+	var changed bool
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		changed, err = s.finish(ctx, tx, r, StateFailed, ReasonPendingTimeout, msg, nil)
+		return err
+	})
+	if err == nil && changed {
+		s.ended(ctx, r, StateFailed)
+	}
+	return err
+}
+
+// Sweep removes the sandboxes that ended more than ResultRetention ago, and deleted ones that
+// have ended, with their output, and done assignments older than an hour.
+func (s *Service) Sweep(ctx context.Context) error {
+	cutoff := s.now() - s.cfg.ResultRetention.Milliseconds()
+	for {
+		rows, err := s.db.QueryContext(ctx, `SELECT id FROM sandboxes WHERE ended_at > 0 AND (ended_at < $1 OR deleted_at > 0) LIMIT `+fmt.Sprint(sweepBatch), cutoff)
+		if err != nil {
+			return fmt.Errorf("find ended sandboxes: %w", err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			break
+		}
+		if err := s.db.InTx(ctx, func(tx *sql.Tx) error { return remove(ctx, tx, ids) }); err != nil {
+			return err
+		}
+		s.m.swept(len(ids))
+		if len(ids) < sweepBatch {
+			break
+		}
+	}
+	_, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes_assignments WHERE done_at > 0 AND done_at < $1`, s.now()-doneKept.Milliseconds())
+	return err
+}
+
+// follow wakes this replica's waiters for what other replicas changed: the sandboxes someone
+// waits for here, and the nodes whose work requests are held here, every followEvery.
+func (s *Service) follow(ctx context.Context) {
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	since := s.now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sbx, nds := s.hub.watched()
+		from := since - 2000 // clocks of replicas differ a little
+		since = s.now()
+		if len(nds) > 0 {
+			s.wakeChanged(ctx, `SELECT DISTINCT node_id FROM sandboxes_assignments WHERE created_at > $1 AND node_id IN (`+placeholders(2, len(nds))+`)`,
+				from, nds, s.hub.work)
+		}
+		if len(sbx) > 0 {
+			s.wakeChanged(ctx, `SELECT id FROM sandboxes WHERE updated_at > $1 AND id IN (`+placeholders(2, len(sbx))+`)`, from, sbx, s.hub.changed)
+		}
+	}
+}
+
+// wakeChanged runs q (from, then ids) and wakes the ids it returns.
+func (s *Service) wakeChanged(ctx context.Context, q string, from int64, ids []string, wakeFn func(...string)) {
+	for chunk := range slices.Chunk(ids, 500) {
+		rows, err := s.db.QueryContext(ctx, q, append([]any{from}, anys(chunk)...)...)
+		if err != nil {
+			return
+		}
+		var got []string
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				got = append(got, id)
+			}
+		}
+		rows.Close()
+		wakeFn(got...)
+	}
+}

@@ -1,0 +1,422 @@
+package sandboxes_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
+)
+
+// TestWaitingCreates: a create the pool has no room for waits (pending, waiting_for_room); room
+// goes to the waiting creates in priority order (the pool's owner before an offered tenant),
+// then age; one that waits past --pending-timeout fails.
+func TestWaitingCreates(t *testing.T) {
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 10}, Config: func(c *sandboxes.Config) { c.PendingTimeout = time.Minute }}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 1)
+		a.Behave = forever
+		a.Start(50 * time.Millisecond)
+		first := e.Create("root", "sleep")
+		acme := e.Create("acme", "sleep") // older, offer priority 5
+		root := e.Create("root", "sleep") // newer, the owner's priority
+		for _, s := range []sandboxes.Sandbox{acme, root} {
+			if s.State != sandboxes.StatePending || s.Reason != sandboxes.ReasonWaitingForRoom || s.NodeID != "" {
+				t.Fatalf("a create without room: %+v", s)
+			}
+		}
+		if err := e.Svc.PlaceWaiting(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if s := e.Get("acme", acme.ID); s.State != sandboxes.StatePending || !strings.Contains(s.Message, "room") {
+			t.Fatalf("still no room: %+v", s)
+		}
+		end := func(id, tenant string) {
+			t.Helper()
+			if _, err := e.Svc.Delete(ctx, tenant, id, nil); err != nil {
+				t.Fatal(err)
+			}
+			e.Eventually(5*time.Second, func() string {
+				if err := e.Svc.PlaceWaiting(ctx); err != nil {
+					return err.Error()
+				}
+				if r := a.Running(); len(r) != 1 || r[0] == id {
+					return fmt.Sprintf("running %v", r)
+				}
+				return ""
+			})
+		}
+		end(first.ID, "root")
+		if s := e.Get("root", root.ID); s.State == sandboxes.StatePending {
+			t.Fatalf("the owner's create did not go first: %+v", s)
+		}
+		if s := e.Get("acme", acme.ID); s.State != sandboxes.StatePending {
+			t.Fatalf("acme's create went first: %+v", s)
+		}
+		e.Clock.Add(2 * time.Minute)
+		a.Report()
+		if err := e.Svc.PlaceWaiting(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := e.Get("acme", acme.ID)
+		if s.State != sandboxes.StateFailed || s.Reason != sandboxes.ReasonPendingTimeout || !strings.Contains(s.Message, "--pending-timeout") {
+			t.Fatalf("past the pending timeout: %+v", s)
+		}
+	})
+}
+
+// TestLost: a running sandbox its node's reports stop listing is lost (not_listed) once the
+// grace passed; the sandboxes of a node that goes Down are lost (node_down) and nothing more is
+// placed there; those of a deleted node too (node_deleted). Reservations are released by id.
+func TestLost(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 4)
+		a.Behave = forever
+		s := e.Create("root", "sleep")
+		asgs, _ := a.Poll(ctx, 0)
+		a.Handle(ctx, asgs)
+		a.Report()
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Get("root", s.ID); got.State != sandboxes.StateRunning {
+			t.Fatalf("running: %+v", got)
+		}
+		a.Forget(s.ID)
+		e.Clock.Add(2 * time.Second)
+		a.Report()
+		e.Svc.CheckNodes(ctx)
+		if got := e.Get("root", s.ID); got.State != sandboxes.StateRunning {
+			t.Fatalf("lost within the grace: %+v", got)
+		}
+		e.Clock.Add(4 * time.Second)
+		a.Report()
+		e.Svc.CheckNodes(ctx)
+		got := e.Get("root", s.ID)
+		if got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNotListed || !strings.Contains(got.Message, "no longer lists it") {
+			t.Fatalf("after the grace: %+v", got)
+		}
+		if len(e.Reserved()) != 0 {
+			t.Errorf("reservations left: %v", e.Reserved())
+		}
+
+		// The node goes silent: Down after two heartbeat timeouts (15 s each).
+		d := e.Create("root", "sleep")
+		asgs, _ = a.Poll(ctx, 0)
+		a.Handle(ctx, asgs)
+		a.Report()
+		e.Clock.Add(31 * time.Second)
+		e.Reg.CheckHealth(ctx)
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got = e.Get("root", d.ID)
+		if got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNodeDown || !strings.Contains(got.Message, "Down") {
+			t.Fatalf("on a Down node: %+v", got)
+		}
+		w := e.Create("root", "sleep")
+		if w.State != sandboxes.StatePending || w.NodeID != "" {
+			t.Fatalf("placed on a Down node: %+v", w)
+		}
+
+		// The node comes back and is deleted: its sandboxes are lost with it.
+		a.Report()
+		if err := e.Svc.PlaceWaiting(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Get("root", w.ID); got.NodeID != a.ID {
+			t.Fatalf("not placed once the node is back: %+v", got)
+		}
+		if _, err := e.Reg.Cordon(ctx, a.ID, "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reg.Delete(ctx, a.ID, true, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		e.Svc.CheckNodes(ctx)
+		if got := e.Get("root", w.ID); got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNodeDeleted {
+			t.Fatalf("on a deleted node: %+v", got)
+		}
+	})
+}
+
+// TestDelete: deleting a running sandbox stops it on its node and hides it at once; it is
+// removed once the node confirms; deleting a waiting one ends it at once; an ended one is
+// removed with its result. Either way its quota share comes back.
+func TestDelete(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 1)
+		a.Behave = forever
+		a.Start(50 * time.Millisecond)
+		s := e.Create("root", "sleep")
+		if _, done, _ := e.Svc.Wait(ctx, "root", s.ID, true, 5*time.Second); !done {
+			t.Fatal("not running")
+		}
+		waiting := e.Create("root", "sleep")
+		if _, err := e.Svc.Delete(ctx, "root", waiting.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		del, err := e.Svc.Delete(ctx, "root", s.ID, nil)
+		if err != nil || del.StopRequestedAt == 0 {
+			t.Fatalf("delete: %+v %v", del, err)
+		}
+		for _, id := range []string{s.ID, waiting.ID} {
+			if _, err := e.Svc.Get(ctx, "root", id); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				t.Errorf("get %s after its delete: %v", id, err)
+			}
+		}
+		e.Eventually(5*time.Second, func() string {
+			if r := a.Running(); len(r) != 0 {
+				return fmt.Sprintf("still running %v", r)
+			}
+			return ""
+		})
+		e.Eventually(5*time.Second, func() string {
+			if err := e.Svc.Sweep(ctx); err != nil {
+				return err.Error()
+			}
+			if n := e.Count(`SELECT count(*) FROM sandboxes`); n != 0 {
+				return fmt.Sprintf("%d rows left", n)
+			}
+			return ""
+		})
+		if u, _ := e.Svc.TenantUsage(ctx, "root"); len(u) != 0 {
+			t.Errorf("usage left: %+v", u)
+		}
+	})
+}
+
+// TestRetention: a sandbox that ended more than --result-retention ago is removed with its
+// result by the sweep; a newer one is kept, also after its node is deleted.
+func TestRetention(t *testing.T) {
+	o := sandboxtest.Options{Config: func(c *sandboxes.Config) { c.ResultRetention = time.Hour }}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 4)
+		a.Start(50 * time.Millisecond)
+		old := e.Create("root", "echo", "old")
+		if got, done, _ := e.Svc.Wait(ctx, "root", old.ID, false, 5*time.Second); !done {
+			t.Fatalf("not ended: %+v, agent runs %v", got, a.Running())
+		}
+		e.Clock.Add(50 * time.Minute)
+		a.Report()
+		young := e.Create("root", "echo", "young")
+		if _, done, _ := e.Svc.Wait(ctx, "root", young.ID, false, 5*time.Second); !done {
+			t.Fatal("not ended")
+		}
+		a.Stop()
+		if _, err := e.Reg.Cordon(ctx, a.ID, "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reg.Delete(ctx, a.ID, true, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		e.Clock.Add(20 * time.Minute)
+		if err := e.Svc.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Svc.Get(ctx, "root", old.ID); !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+			t.Errorf("the old result is kept: %v", err)
+		}
+		_, out, err := e.Svc.Logs(ctx, "root", young.ID)
+		if err != nil || !strings.Contains(string(out.Stdout), "young") {
+			t.Errorf("the young result after its node was deleted: %q %v", out.Stdout, err)
+		}
+	})
+}
+
+// TestSecretsOnlyReachTheSandbox: a secret:// value of the env is resolved when the sandbox is
+// handed to its node and goes nowhere else: not the database, not the record, not the log. A
+// secret deleted before the hand-off fails the sandbox without its value.
+func TestSecretsOnlyReachTheSandbox(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		const value = "s3cr3t-VALUE-only-for-the-sandbox"
+		if _, err := e.Box.Create(ctx, e.DB, "root", "api-token", value, "svc_test", e.Clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		a := e.NewAgent("127.0.0.2", 4)
+		a.Behave = forever
+		s, err := e.Svc.Create(ctx, sandboxes.CreateInput{TenantID: "root", Template: "py", Command: []string{"env"},
+			Env: map[string]string{"API_TOKEN": "secret://api-token"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asgs, _ := a.Poll(ctx, 0)
+		a.Handle(ctx, asgs)
+		sp, _ := a.Spec(s.ID)
+		if !strings.Contains(strings.Join(sp.Env, "\n"), "API_TOKEN="+value) {
+			t.Fatalf("the sandbox's env: %v", sp.Env)
+		}
+		if got := e.Get("root", s.ID); got.Env["API_TOKEN"] != "secret://api-token" {
+			t.Errorf("the record shows %q", got.Env["API_TOKEN"])
+		}
+		for _, table := range []string{"sandboxes", "sandboxes_assignments", "sandboxes_output", "audit_log", "events_log"} {
+			rows, err := e.DB.QueryContext(ctx, `SELECT * FROM `+table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols, _ := rows.Columns()
+			for rows.Next() {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				rows.Scan(ptrs...)
+				if strings.Contains(fmt.Sprint(vals...), value) {
+					t.Errorf("table %s holds the secret's value", table)
+				}
+			}
+			rows.Close()
+		}
+		// A secret deleted before the hand-off.
+		if _, err := e.Box.Create(ctx, e.DB, "root", "gone", "x-"+value, "svc_test", e.Clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		g, err := e.Svc.Create(ctx, sandboxes.CreateInput{TenantID: "root", Template: "py", Command: []string{"env"}, Env: map[string]string{"OTHER_SECRET": "secret://gone"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.DB.ExecContext(ctx, `DELETE FROM secrets WHERE name = 'gone'`); err != nil {
+			t.Fatal(err)
+		}
+		asgs, _ = a.Poll(ctx, 0)
+		if len(asgs) != 0 {
+			t.Errorf("handed over without its secret: %+v", asgs)
+		}
+		got := e.Get("root", g.ID)
+		if got.State != sandboxes.StateFailed || got.Reason != sandboxes.ReasonSecret || strings.Contains(got.Message, value) || !strings.Contains(got.Message, "gone") {
+			t.Errorf("without its secret: %+v", got)
+		}
+	})
+}
+
+// TestWarmPool: a template with warm {min 2, max 3} keeps 2 idle sandboxes; a create claims one
+// (kind claim: the same sandbox, its command), the pool tops up again, and refills on another
+// node when its node is lost. Idle warm sandboxes are listed only with Warm.
+func TestWarmPool(t *testing.T) {
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 10}, Warm: &compute.Warm{Min: 2, Max: 3}}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 4)
+		a.Start(50 * time.Millisecond)
+		idle := func() []sandboxes.Sandbox {
+			t.Helper()
+			items, _, err := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "acme", Warm: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return items
+		}
+		ready := func(n int) {
+			t.Helper()
+			e.Eventually(5*time.Second, func() string {
+				if err := e.Svc.KeepWarm(ctx); err != nil {
+					return err.Error()
+				}
+				running := 0
+				for _, s := range idle() {
+					if s.State == sandboxes.StateRunning && s.Reason == sandboxes.ReasonWarmReady {
+						running++
+					}
+				}
+				if running != n || len(idle()) != n {
+					var states []string
+					for _, s := range idle() {
+						states = append(states, fmt.Sprintf("%s/%s/%s", s.State, s.Reason, s.NodeID))
+					}
+					return fmt.Sprintf("%d idle warm sandboxes ready of %d: %v", running, len(idle()), states)
+				}
+				return ""
+			})
+		}
+		ready(2)
+		if items, _, _ := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "acme"}); len(items) != 0 {
+			t.Errorf("idle warm sandboxes in the plain list: %+v", items)
+		}
+		s := e.Create("acme", "echo", "claimed")
+		if !s.Warm || s.ClaimedAt == 0 || s.Reason != sandboxes.ReasonClaimed || s.NodeID != a.ID {
+			t.Fatalf("the create did not claim a warm sandbox: %+v", s)
+		}
+		got, done, _ := e.Svc.Wait(ctx, "acme", s.ID, false, 5*time.Second)
+		if !done || got.State != sandboxes.StateExited {
+			t.Fatalf("the claimed sandbox: %+v", got)
+		}
+		if _, out, _ := e.Svc.Logs(ctx, "acme", s.ID); !strings.Contains(string(out.Stdout), "claimed") {
+			t.Errorf("its output: %q", out.Stdout)
+		}
+		ready(2)
+
+		// The node dies: its warm sandboxes are lost and the pool refills on another.
+		b := e.NewAgent("127.0.0.3", 4)
+		b.Start(50 * time.Millisecond)
+		a.Stop()
+		// a's window follows its observed report interval: the clock moves until a is Down,
+		// b reporting all the while.
+		for i := 0; ; i++ {
+			e.Clock.Add(5 * time.Second)
+			b.Report()
+			e.Reg.CheckHealth(ctx)
+			if n, ok, _ := e.Reg.WorkNode(ctx, a.ID); ok && n.State == nodes.StateDown {
+				break
+			}
+			if i == 60 {
+				t.Fatalf("node %s is not Down 5 minutes after its last report", a.ID)
+			}
+		}
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ready(2)
+		for _, s := range idle() {
+			if s.NodeID != b.ID {
+				t.Errorf("warm sandbox %s on %s", s.ID, s.NodeID)
+			}
+		}
+		_ = nodeapi.KindWarm
+	})
+}
+
+// TestPrepare: a node that joins is asked to prepare the templates of its pool (every tenant's
+// on it), and is not asked again once it reports them.
+func TestPrepare(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{Offer: map[string]int64{}}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewBareAgent("127.0.0.2", 4)
+		if err := e.Svc.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		asgs, err := a.Poll(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, as := range asgs {
+			if as.Kind != nodeapi.KindPrepare || as.Template == nil || as.Template.Image != "python-3.12" {
+				t.Fatalf("assignment %+v", as)
+			}
+			got[as.Template.ID] = true
+		}
+		if len(got) != 2 || !got[e.Templates["root"]] || !got[e.Templates["acme"]] {
+			t.Fatalf("prepared %v, want root's and acme's templates", got)
+		}
+		a.Handle(ctx, asgs)
+		a.Report()
+		e.Clock.Add(2 * time.Minute)
+		e.Svc.Prepare(ctx)
+		if asgs, _ := a.Poll(ctx, 0); len(asgs) != 0 {
+			t.Errorf("asked again: %+v", asgs)
+		}
+	})
+}

@@ -1,0 +1,284 @@
+package sandboxes
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
+)
+
+// Get returns tenant's sandbox id. Errors: NOT_FOUND (another tenant's sandbox, a deleted one
+// and one past its retention included).
+func (s *Service) Get(ctx context.Context, tenant, id string) (Sandbox, error) {
+	r, err := s.visible(ctx, tenant, id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	return r.view(), nil
+}
+
+// visible loads tenant's sandbox id unless it is another tenant's or deleted (NOT_FOUND).
+func (s *Service) visible(ctx context.Context, tenant, id string) (*record, error) {
+	if !cubefleet.IsID(id, "sbx") {
+		return nil, cubefleet.Invalid("id", "id takes a sandbox id (sbx_ and 26 characters), not %q", id)
+	}
+	r, err := load(ctx, s.db, id)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil || r.TenantID != tenant || r.DeletedAt != 0 {
+		return nil, notFound(tenant, id)
+	}
+	return r, nil
+}
+
+// ListInput selects a page of a tenant's sandboxes, newest first: State (one of States), Node
+// (a node id), Template (a template id or name), Warm (the live idle sandboxes of the tenant's
+// warm pools instead of its own), Limit 1-1000 (default 100), Cursor the previous page's
+// NextCursor.
+type ListInput struct {
+	TenantID string
+	State    State
+	Node     string
+	Template string
+	Warm     bool
+	Limit    int
+	Cursor   string
+}
+
+// List returns a page of tenant's sandboxes (newest first) and the cursor of the next page (""
+// on the last). Idle warm sandboxes are listed only with Warm. Errors: INVALID_INPUT naming the
+// field.
+func (s *Service) List(ctx context.Context, in ListInput) ([]Sandbox, string, error) {
+	if in.Limit < 0 || in.Limit > 1000 {
+		return nil, "", cubefleet.Invalid("limit", "limit is 1 to 1000")
+	}
+	if in.Limit == 0 {
+		in.Limit = 100
+	}
+	if in.State != "" && !in.State.Valid() {
+		return nil, "", cubefleet.Invalid("state", "state is one of pending, starting, running, exited, failed, killed, lost")
+	}
+	if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "sbx") {
+		return nil, "", cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (a sandbox id): pass the nextCursor of the previous page", in.Cursor)
+	}
+	where := []string{"tenant_id = $1", "deleted_at = 0"}
+	args := []any{in.TenantID}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if in.Warm {
+		where = append(where, "warm = 1", "claimed_at = 0", "ended_at = 0")
+	} else {
+		where = append(where, "(warm = 0 OR claimed_at <> 0)")
+	}
+	if in.State != "" {
+		add("state = $%d", string(in.State))
+	}
+	if in.Node != "" {
+		add("node_id = $%d", in.Node)
+	}
+	if in.Template != "" {
+		args = append(args, in.Template)
+		where = append(where, fmt.Sprintf("(template_id = $%d OR template_name = $%d)", len(args), len(args)))
+	}
+	if in.Cursor != "" {
+		add("id < $%d", in.Cursor)
+	}
+	recs, err := query(ctx, s.db, strings.Join(where, " AND ")+fmt.Sprintf(" ORDER BY id DESC LIMIT %d", in.Limit+1), args...)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(recs) > in.Limit {
+		recs = recs[:in.Limit]
+		next = recs[in.Limit-1].ID
+	}
+	out := make([]Sandbox, len(recs))
+	for i, r := range recs {
+		out[i] = r.view()
+	}
+	return out, next, nil
+}
+
+// Output is a sandbox's captured output: each stream at most --result-max-bytes and the cut
+// marker. Final is false while the sandbox has not ended (its output reaches the control plane
+// with its end: the streams are empty until then).
+type Output struct {
+	Stdout          []byte
+	Stderr          []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+	Final           bool
+}
+
+// Logs returns the output of tenant's sandbox id. Errors: NOT_FOUND.
+func (s *Service) Logs(ctx context.Context, tenant, id string) (Sandbox, Output, error) {
+	r, err := s.visible(ctx, tenant, id)
+	if err != nil {
+		return Sandbox{}, Output{}, err
+	}
+	out := Output{StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Final: r.State.Final(), Stdout: []byte{}, Stderr: []byte{}}
+	if r.StdoutBytes > 0 || r.StderrBytes > 0 {
+		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, id).Scan(&out.Stdout, &out.Stderr)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return Sandbox{}, Output{}, fmt.Errorf("read the output of %s: %w", id, err)
+		}
+	}
+	return r.view(), out, nil
+}
+
+// Wait waits until tenant's sandbox id has ended (untilRunning: until it runs or has ended)
+// or timeout passed (at most MaxWait), and returns it as it is then; done says whether it got
+// there. It sees a change made on this replica at once and one made on another within half a
+// second. Errors: NOT_FOUND, or ctx's.
+func (s *Service) Wait(ctx context.Context, tenant, id string, untilRunning bool, timeout time.Duration) (Sandbox, bool, error) {
+	timeout = min(max(timeout, 0), MaxWait)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		woken, cancel := s.hub.watchSandbox(id)
+		r, err := s.visible(ctx, tenant, id)
+		if err != nil {
+			cancel()
+			return Sandbox{}, false, err
+		}
+		if r.State.Final() || untilRunning && r.State == StateRunning {
+			cancel()
+			return r.view(), true, nil
+		}
+		select {
+		case <-woken:
+		case <-poll.C:
+		case <-deadline.C:
+			cancel()
+			return r.view(), false, nil
+		case <-ctx.Done():
+			cancel()
+			return Sandbox{}, false, ctx.Err()
+		}
+		cancel()
+	}
+}
+
+// Delete deletes tenant's sandbox id: one that has ended is removed with its result at once;
+// one still waiting for room ends (killed, reason deleted) and is removed; one that is placed is
+// stopped on its node (SIGTERM, then SIGKILL after its grace) and hidden at once (NOT_FOUND from
+// then on), and removed once its node confirms the end. It returns the sandbox as it was, with
+// StopRequestedAt set for one being stopped. Audit, when set, is written in the transaction.
+// Errors: NOT_FOUND.
+func (s *Service) Delete(ctx context.Context, tenant, id string, auditRow *audit.Entry) (Sandbox, error) {
+	r, err := s.visible(ctx, tenant, id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	now := s.now()
+	var endedNow bool
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+		switch {
+		case r.State.Final():
+			if err := remove(ctx, tx, []string{r.ID}); err != nil {
+				return err
+			}
+		case r.NodeID == "":
+			changed, err := s.finish(ctx, tx, r, StateKilled, ReasonDeleted, "deleted before it was placed", nil)
+			if err != nil {
+				return err
+			}
+			if !changed { // placed meanwhile: try again
+				return cubefleet.Errorf(cubefleet.CodeConflict, "sandbox %s changed while it was deleted: retry", r.ID)
+			}
+			endedNow = true
+			if err := remove(ctx, tx, []string{r.ID}); err != nil {
+				return err
+			}
+		default:
+			if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET deleted_at = $2, stop_requested_at = $2, updated_at = $2 WHERE id = $1`, r.ID, now); err != nil {
+				return fmt.Errorf("delete %s: %w", r.ID, err)
+			}
+			r.StopRequestedAt = now
+			if err := enqueue(ctx, tx, r.NodeID, nodeapi.KindStop, r.ID, "", now); err != nil {
+				return err
+			}
+		}
+		return recordAudit(ctx, tx, auditRow, r.ID)
+	})
+	if err != nil {
+		return Sandbox{}, err
+	}
+	switch {
+	case endedNow:
+		s.ended(ctx, r, StateKilled)
+	case r.StopRequestedAt != 0:
+		s.hub.work(r.NodeID)
+		s.hub.changed(r.ID)
+	}
+	return r.view(), nil
+}
+
+// remove deletes the rows of sandboxes ids and their output.
+func remove(ctx context.Context, tx *sql.Tx, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	for _, table := range []string{"sandboxes_output WHERE sandbox_id", "sandboxes WHERE id"} {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` IN (`+placeholders(1, len(ids))+`)`, anys(ids)...); err != nil {
+			return fmt.Errorf("remove sandboxes: %w", err)
+		}
+	}
+	return nil
+}
+
+// NodeSandboxes is what a node runs by the control plane's records, for nodes.get: the ids of
+// its running sandboxes and of those placed there and not yet running (pending on the node),
+// each list at most 100, and their counts.
+type NodeSandboxes struct {
+	Running    int      `json:"running"`
+	Pending    int      `json:"pending"`
+	RunningIDs []string `json:"runningIds"`
+	PendingIDs []string `json:"pendingIds"`
+	WarmIdle   int      `json:"warmIdle"`
+}
+
+// OnNode returns what node runs by the control plane's records.
+func (s *Service) OnNode(ctx context.Context, node string) (NodeSandboxes, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, warm, claimed_at FROM sandboxes WHERE node_id = $1 AND state IN ($2, $3, $4) ORDER BY id`,
+		node, string(StatePending), string(StateStarting), string(StateRunning))
+	if err != nil {
+		return NodeSandboxes{}, fmt.Errorf("read the sandboxes of node %s: %w", node, err)
+	}
+	defer rows.Close()
+	out := NodeSandboxes{RunningIDs: []string{}, PendingIDs: []string{}}
+	for rows.Next() {
+		var id, state string
+		var warm int
+		var claimed int64
+		if err := rows.Scan(&id, &state, &warm, &claimed); err != nil {
+			return NodeSandboxes{}, err
+		}
+		if warm == 1 && claimed == 0 {
+			out.WarmIdle++
+		}
+		if State(state) == StateRunning {
+			out.Running++
+			if len(out.RunningIDs) < 100 {
+				out.RunningIDs = append(out.RunningIDs, id)
+			}
+			continue
+		}
+		out.Pending++
+		if len(out.PendingIDs) < 100 {
+			out.PendingIDs = append(out.PendingIDs, id)
+		}
+	}
+	return out, rows.Err()
+}
