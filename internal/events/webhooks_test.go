@@ -607,8 +607,13 @@ func TestWebhookSubscriptionRules(t *testing.T) {
 			{"acme", []string{"node.down"}, "belong to the root tenant"},
 			{"acme", []string{"fleet.nope"}, "unknown event type"},
 			{"acme", nil, "events is required"},
+			{"root", []string{"node.down"}, "port 70000 is out of range"},
 		} {
-			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
+			url := r.url("hooks.test")
+			if strings.HasPrefix(c.want, "port") {
+				url = "http://hooks.test:70000/hook"
+			}
+			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: url, Events: c.events})
 			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%v: %v, want %q", c.events, err, c.want)
 			}
