@@ -72,6 +72,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // Defaults of Config.
@@ -201,7 +202,11 @@ func New(cfg Config) (*Driver, error) {
 	if ownUser {
 		mode = 0o700
 	}
-	if err := os.MkdirAll(cfg.Dir, mode); err != nil {
+	// Missing parents are made 0755 whatever the umask: the sandboxes' users pass through them.
+	if err := atomicfile.MkdirAll(filepath.Dir(cfg.Dir), 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox directory: %w", err)
+	}
+	if err := atomicfile.MkdirAll(cfg.Dir, mode); err != nil {
 		return nil, fmt.Errorf("sandbox directory: %w", err)
 	}
 	if fi, err := os.Lstat(cfg.Dir); err != nil || !fi.IsDir() {
@@ -341,7 +346,13 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		}
 		gid = uid
 	}
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	err := os.Mkdir(dir, 0o711)
+	if err == nil { // its mode whatever the umask: the sandbox's user passes through it
+		if err = os.Chmod(dir, 0o711); err != nil {
+			removeAll(dir)
+		}
+	}
+	if err != nil {
 		if uid >= 0 {
 			d.leases.release(uid, dir)
 		}
@@ -369,6 +380,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
 	if err == nil {
 		err = os.Mkdir(work, 0o700)
+	}
+	if err == nil {
+		err = os.Chmod(work, 0o700)
 	}
 	if err == nil && uid >= 0 {
 		err = os.Chown(work, uid, gid)

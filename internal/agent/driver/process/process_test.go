@@ -314,6 +314,58 @@ func TestWorkDirAndUmask(t *testing.T) {
 	}
 }
 
+// Under umask 077 (the agent started from a shell that set it) sandboxes run as well: every
+// directory whose mode matters gets it explicitly, the sandbox directory's missing parents too.
+// The test runs itself again in a child process under that umask (a umask is the whole
+// process's).
+func TestUnderUmask077(t *testing.T) {
+	requireRoot(t)
+	if os.Getenv("CUBEFLEET_TEST_UMASK077") == "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", `umask 077 && exec "$0" "$@"`, self, "-test.run=^TestUnderUmask077$", "-test.v")
+		cmd.Env = append(os.Environ(), "CUBEFLEET_TEST_UMASK077=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestUnderUmask077")) {
+			t.Fatalf("under umask 077: %v\n%s", err, out)
+		}
+		return
+	}
+	if old := syscall.Umask(0o077); old != 0o077 {
+		t.Fatalf("umask %04o, want 0077", old)
+	}
+	cfg := testConfig(t)
+	cfg.Dir = filepath.Join(filepath.Dir(cfg.Dir), "missing", "parents", "sandboxes")
+	d := newDriver(t, cfg)
+	st, out := run(t, d, driver.Spec{ID: "u1", WorkDir: "a/b", Argv: sh("id -u; echo hi > f; cat f")})
+	if st.ExitCode != 0 || !strings.HasSuffix(string(out.Stdout), "\nhi\n") {
+		t.Fatalf("status %+v, output %q %q", st, out.Stdout, out.Stderr)
+	}
+	for p, mode := range map[string]os.FileMode{
+		filepath.Dir(filepath.Dir(cfg.Dir)): 0o755, filepath.Dir(cfg.Dir): 0o755, cfg.Dir: 0o711,
+		filepath.Join(d.dir("u1"), dirWork): 0o700,
+	} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v, %v; want mode %04o", p, fi.Mode(), err, mode)
+		}
+	}
+	// A warm sandbox and its claim too (the claim socket is the agent's only).
+	warm(t, d, driver.Spec{ID: "w1"})
+	if fi, err := os.Stat(filepath.Join(d.dir("w1"), fileClaim)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("claim socket: %v, %v; want mode 0600", fi, err)
+	}
+	ctx := testCtx(t)
+	if _, err := d.Claim(ctx, driver.Spec{ID: "w1", Argv: sh("echo claimed > f; cat f"), WorkDir: "job"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.Wait(ctx, "w1"); err != nil || st.ExitCode != 0 {
+		o, _ := d.Output(ctx, "w1")
+		t.Errorf("claimed sandbox: %+v, %v; output %q %q", st, err, o.Stdout, o.Stderr)
+	}
+}
+
 // A sandbox id starts at most once, however often and concurrently it is asked.
 func TestStartIdempotent(t *testing.T) {
 	d := newDriver(t, testConfig(t))
