@@ -284,18 +284,22 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// claimLeases leases again the uids of the sandboxes in Dir (after a reboot emptied /run).
+// claimLeases leases again the uids of the sandboxes in Dir that have not ended (after a reboot
+// emptied /run), and retires the ended ones (their leases end).
 func (d *Driver) claimLeases() {
 	ents, _ := os.ReadDir(d.cfg.Dir)
 	for _, e := range ents {
 		if !e.IsDir() || !driver.ValidID(e.Name()) {
 			continue
 		}
-		dir := filepath.Join(d.cfg.Dir, e.Name())
-		var rec sandboxRecord
-		if ok, _ := readJSON(filepath.Join(dir, fileSandbox), &rec); ok && rec.UID >= 0 {
-			if err := d.leases.claim(rec.UID, dir); err != nil {
-				d.log.Warn("sandbox user id is leased twice", "sandbox", rec.ID, "uid", rec.UID, "error", err)
+		r, _ := d.read(e.Name())
+		switch {
+		case !r.hasRec || r.rec.UID < 0:
+		case r.hasResult:
+			d.retire(r)
+		default:
+			if err := d.leases.claim(r.rec.UID, r.dir); err != nil {
+				d.log.Warn("sandbox user id is leased twice", "sandbox", r.rec.ID, "uid", r.rec.UID, "error", err)
 			}
 		}
 	}

@@ -777,6 +777,65 @@ func TestRemove(t *testing.T) {
 	}
 }
 
+// A sandbox's uid lease ends with it: when it exits, when it is stopped, and when StopAll (agent
+// down) stops it; its directory is closed to other users first (0700), so the next sandbox of
+// that uid cannot reach what it left. A new driver retires ended sandboxes it finds leased.
+func TestUIDLeaseEndsWithSandbox(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	d := newDriver(t, cfg)
+	ctx := testCtx(t)
+	leased := func(id string, uid int) bool {
+		return (&uidLeases{dir: cfg.UIDLeaseDir}).holder(filepath.Join(cfg.UIDLeaseDir, strconv.Itoa(uid))) == d.dir(id)
+	}
+	st, out := run(t, d, driver.Spec{ID: "done", Argv: sh("echo ok")})
+	if st.ExitCode != 0 || string(out.Stdout) != "ok\n" {
+		t.Fatalf("status %+v, output %q", st, out.Stdout)
+	}
+	uid := sandboxUID(t, d, "done")
+	if leased("done", uid) {
+		t.Errorf("uid %d is still leased to the ended sandbox", uid)
+	}
+	if fi, err := os.Stat(d.dir("done")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the ended sandbox's directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+
+	start(t, d, driver.Spec{ID: "stopped", Argv: []string{"sleep", "300"}})
+	start(t, d, driver.Spec{ID: "down", Argv: []string{"sleep", "300"}})
+	stoppedUID, downUID := sandboxUID(t, d, "stopped"), sandboxUID(t, d, "down")
+	if !leased("stopped", stoppedUID) || !leased("down", downUID) {
+		t.Fatal("a running sandbox's uid is not leased to it")
+	}
+	if _, err := d.Stop(ctx, "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if leased("stopped", stoppedUID) {
+		t.Errorf("uid %d is still leased to the stopped sandbox", stoppedUID)
+	}
+	if err := d.StopAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if leased("down", downUID) {
+		t.Errorf("uid %d is still leased after StopAll", downUID)
+	}
+
+	// An ended sandbox whose lease outlived it (its agent died in between) is retired by the
+	// next driver on the directory.
+	d.Close()
+	os.Chmod(d.dir("done"), 0o711)
+	// The host's lease directory is shared: write the lease only if the uid is free.
+	if err := (&uidLeases{dir: cfg.UIDLeaseDir}).create(filepath.Join(cfg.UIDLeaseDir, strconv.Itoa(uid)), d.dir("done")); err != nil {
+		t.Skipf("uid %d was leased again meanwhile (%v): the rest needs it", uid, err)
+	}
+	d2 := newDriver(t, cfg)
+	if leased("done", uid) {
+		t.Errorf("uid %d is still leased to an ended sandbox after a new driver started", uid)
+	}
+	if fi, err := os.Stat(d2.dir("done")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the ended sandbox's directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+}
+
 // The sandbox directory must be reachable by the sandboxes' users: not inside a 0700 directory
 // such as the agent's state directory.
 func TestDirInsidePrivateDirectoryRefused(t *testing.T) {

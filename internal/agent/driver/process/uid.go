@@ -10,12 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
-// uidLeases hands out the user ids of a range, one per sandbox, through lease files in a
-// directory shared by every agent of the host (<dir>/<uid>, holding the sandbox directory it is
-// lent to): two agents on one host never give the same uid to two sandboxes, and neither does
-// one agent after a restart.
+// uidLeases hands out the user ids of a range, one per running sandbox, through lease files in
+// a directory shared by every agent of the host (<dir>/<uid>, holding the sandbox directory it
+// is lent to): two agents on one host never give the same uid to two sandboxes, and neither
+// does one agent after a restart. Every change is made under an flock of <dir>/.lock, which the
+// host's agents share. A lease ends when its sandbox ends (Driver.retire) or its directory is
+// removed; one whose sandbox directory is gone or holds the sandbox's end (result.json) is
+// stale, and taken over by the next acquire.
 type uidLeases struct {
 	dir          string
 	first, count int
@@ -26,11 +34,11 @@ type uidLeases struct {
 // acquire leases a free uid of the range to the sandbox directory owner. A lease whose
 // directory no longer exists (removed while its agent was away) is taken over.
 func (l *uidLeases) acquire(owner string) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+	unlock, err := l.lock()
+	if err != nil {
 		return -1, fmt.Errorf("sandbox user leases: %w", err)
 	}
+	defer unlock()
 	for i := 0; i < l.count; i++ {
 		uid := l.first + (l.next+i)%l.count
 		path := filepath.Join(l.dir, strconv.Itoa(uid))
@@ -69,26 +77,77 @@ func (l *uidLeases) holder(path string) string {
 	return strings.TrimSpace(string(data))
 }
 
-// stale reports whether the lease at path belongs to a sandbox directory that is gone.
+// lock takes the host-wide lock of the lease directory (creating the directory, 0700), and
+// the driver's own: an flock is per open file, so it also orders this process's callers, but
+// the mutex keeps them from each opening the lock file.
+func (l *uidLeases) lock() (func(), error) {
+	l.mu.Lock()
+	if err := atomicfile.MkdirAll(l.dir, 0o700); err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		f.Close() // releases the flock
+		l.mu.Unlock()
+	}, nil
+}
+
+// stale reports whether the lease at path belongs to a sandbox that is gone (its directory
+// removed) or ended (its directory holds its end, result.json: whoever recorded it killed
+// every process of the sandbox first, and nothing runs as its uid any more). An ended sandbox's
+// directory is closed to other users (0700) before its uid is lent again, so that the next
+// sandbox of that uid cannot reach the files the last one left in its work directory.
 func (l *uidLeases) stale(path string) bool {
 	h := l.holder(path)
-	if h == "" {
+	if h == "" || !filepath.IsAbs(h) {
 		return false
 	}
-	_, err := os.Stat(h)
-	return errors.Is(err, fs.ErrNotExist)
+	if _, err := os.Lstat(h); errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if _, err := os.Lstat(filepath.Join(h, fileResult)); err != nil {
+		return false
+	}
+	return closeDir(h) == nil
+}
+
+// closeDir makes an ended sandbox's directory 0700, so that no other user reaches its work
+// directory (which stays its uid's) through it.
+func closeDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if fi.Mode().Perm() == 0o700 {
+		return nil
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // claim makes sure uid is leased to owner (a sandbox found again after a restart, or after a
 // reboot emptied /run). It fails when another sandbox directory holds it.
 func (l *uidLeases) claim(uid int, owner string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+	unlock, err := l.lock()
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	path := filepath.Join(l.dir, strconv.Itoa(uid))
-	err := l.create(path, owner)
+	err = l.create(path, owner)
 	if errors.Is(err, fs.ErrExist) {
 		if h := l.holder(path); h != owner {
 			return fmt.Errorf("uid %d is leased to %s", uid, h)
@@ -100,8 +159,11 @@ func (l *uidLeases) claim(uid int, owner string) error {
 
 // release ends owner's lease of uid (nothing when another directory holds it).
 func (l *uidLeases) release(uid int, owner string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	unlock, err := l.lock()
+	if err != nil {
+		return
+	}
+	defer unlock()
 	path := filepath.Join(l.dir, strconv.Itoa(uid))
 	if l.holder(path) == owner {
 		os.Remove(path)
