@@ -4,7 +4,7 @@
 // # Isolation
 //
 // A sandbox runs as its own unprivileged user and group, leased from a configured range
-// (Config.FirstUID, Config.UIDCount) for as long as its directory exists, with no
+// (Config.FirstUID, Config.UIDCount) for as long as it runs, with no
 // supplementary groups and no_new_privs (a set-user-ID program does not raise it). So it cannot
 // read the agent's files: the agent's state directory is 0700 root, its credential 0600. Its
 // working directory (<Dir>/<id>/work, mode 0700) is its user's; its records and captured
@@ -44,10 +44,11 @@
 // # Layout
 //
 //	<Dir>/                  0711 root (0700 in own-user mode); .lock: the driver's flock
-//	<Dir>/<id>/             0711 root: sandbox.json, supervisor.json, state.json, result.json,
-//	                        stdout, stderr, supervisor.log (all 0600 root)
+//	<Dir>/<id>/             0711 root, 0700 once ended (its uid may be lent again): sandbox.json,
+//	                        supervisor.json, state.json, result.json, stdout, stderr,
+//	                        supervisor.log (all 0600 root)
 //	<Dir>/<id>/work/        0700, the sandbox's user: its working directory
-//	<UIDLeaseDir>/<uid>     0600 root: which sandbox directory holds uid
+//	<UIDLeaseDir>/<uid>     0600 root: which sandbox directory holds uid while it runs
 package process
 
 import (
