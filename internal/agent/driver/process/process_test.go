@@ -836,6 +836,30 @@ func TestUIDLeaseEndsWithSandbox(t *testing.T) {
 	}
 }
 
+// A uid is lent again once its sandbox ended: removing (or stopping all, with) the ended one
+// never touches the processes of the sandbox that has its uid now. One uid, outside the range the
+// other tests use, in a lease directory of the test's own.
+func TestUIDLentAgainNotKilledWithTheOld(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	cfg.UIDLeaseDir, cfg.FirstUID, cfg.UIDCount = filepath.Join(t.TempDir(), "leases"), 2_100_000, 1
+	d := newDriver(t, cfg)
+	ctx := testCtx(t)
+	if st, _ := run(t, d, driver.Spec{ID: "old", Argv: []string{"true"}}); st.ExitCode != 0 {
+		t.Fatalf("old: %+v", st)
+	}
+	now := start(t, d, driver.Spec{ID: "new", Argv: []string{"sleep", "300"}})
+	if a, b := sandboxUID(t, d, "old"), sandboxUID(t, d, "new"); a != b {
+		t.Fatalf("uids %d and %d, want the one uid lent again", a, b)
+	}
+	if err := d.Remove(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.Status(ctx, "new"); err != nil || st.State != driver.StateRunning || !running(now.PID) {
+		t.Errorf("the sandbox holding the uid now, after the old one's removal: %+v, %v", st, err)
+	}
+}
+
 // The sandbox directory must be reachable by the sandboxes' users: not inside a 0700 directory
 // such as the agent's state directory.
 func TestDirInsidePrivateDirectoryRefused(t *testing.T) {

@@ -205,13 +205,20 @@ func liveStats(r records) driver.Stats {
 // killRest kills what is left of a sandbox whose supervisor is gone: its cgroup, its process
 // group, the processes of its user (or session). It returns the processes still there at the
 // deadline.
+//
+// Once the sandbox's end is recorded, only its cgroup is: whoever recorded the end killed every
+// process of its user first, and its uid may since have been lent to another sandbox, whose
+// processes a kill by uid would end.
 func (d *Driver) killRest(r records, deadline time.Time) []int {
 	var left []int
-	if r.hasState && r.state.Process.alive() {
-		unix.Kill(-r.state.Process.PID, unix.SIGKILL)
-	}
 	if r.rec.Cgroup != "" {
 		left = append(left, killCgroup(r.rec.Cgroup, deadline)...)
+	}
+	if r.hasResult {
+		return left
+	}
+	if r.hasState && r.state.Process.alive() {
+		unix.Kill(-r.state.Process.PID, unix.SIGKILL)
 	}
 	if r.rec.UID >= 0 {
 		left = append(left, killMembers(r.rec.UID, -1, deadline)...)
