@@ -4,19 +4,23 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
 // PlaceOutput is the output of scheduler.place: where the sandbox goes and the room reserved
-// for it there (docs/scheduler.md).
+// for it there (docs/scheduler.md), with the pool's fleet name (PoolName, "" when it has none).
 type PlaceOutput struct {
 	scheduler.Decision
+	PoolName string `json:"poolName,omitempty"`
 }
 
 // AuditTarget names the sandbox in the audit row.
@@ -61,27 +65,22 @@ type ReservationView struct {
 	ReservedAt int64  `json:"reservedAt"`
 }
 
-// resolvePlacement turns the pool of a scheduler.place input into a pool id: in.Pool is a
-// pool id or a pool's fleet name (docs/scheduler.md). A template given as a sandbox template id
-// (tpl_...) must exist and lends its pool when in.Pool is empty; any other template must be
-// held by some node. Errors: INVALID_INPUT for a missing sandbox id or pool, a fleet name that
-// several pools share, or a template of another pool; NOT_FOUND for a pool or template that
-// does not exist.
+// resolvePlacement turns the template and pool of a scheduler.place input into ids, and sets
+// the pool's fleet name (for messages). in.Template is a sandbox template id (tpl_...) or name,
+// which must exist and lends its pool when in.Pool is empty, or any other template some node
+// holds; in.Pool is a pool id or a pool's fleet name (docs/scheduler.md). Errors:
+// INVALID_INPUT for a missing pool, a name that several pools or templates share, or a
+// template of another pool; NOT_FOUND for a pool or template that does not exist.
 func resolvePlacement(ctx context.Context, d *deps, in *scheduler.Request) error {
-	if in.SandboxID == "" {
-		return cubefleet.Invalid("sandboxId", "sandboxId is required: the id of the sandbox to place")
-	}
 	if in.Template != "" {
-		if cubefleet.IsID(in.Template, "tpl") {
-			t, err := compute.Load(ctx, d.db, in.Template)
-			if err != nil || t.Kind != compute.KindSandboxTemplate {
-				if err == nil || cubefleet.IsCode(err, cubefleet.CodeNotFound) {
-					return cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s", in.Template)
-				}
-				return err
-			}
+		tpl, err := sandboxTemplate(ctx, d, in.Template)
+		if err != nil {
+			return err
+		}
+		if tpl != nil {
+			in.Template = tpl.ID
 			var spec compute.SandboxTemplateSpec
-			if err := json.Unmarshal(t.Spec, &spec); err == nil && spec.PoolID != "" {
+			if err := json.Unmarshal(tpl.Spec, &spec); err == nil && spec.PoolID != "" {
 				if in.Pool == "" {
 					in.Pool = spec.PoolID
 				}
@@ -89,24 +88,55 @@ func resolvePlacement(ctx context.Context, d *deps, in *scheduler.Request) error
 					return err
 				}
 			}
-		} else if !d.scheduler.Scheduler().HoldsTemplate(in.Template) {
-			return cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s and no node holds a template of that id", in.Template)
 		}
 	}
 	if in.Pool == "" {
-		return cubefleet.Invalid("pool", "pool is required: the pool id or fleet name of the sandbox's template")
+		return cubefleet.Invalid("pool", "pool is required: the pool id or fleet name of the sandbox's template (or give a template that has a pool)")
 	}
-	id, err := poolID(ctx, d, in.Pool)
+	id, name, err := poolID(ctx, d, in.Pool)
 	if err != nil {
 		return err
 	}
-	in.Pool = id
+	in.Pool, in.PoolName = id, name
 	return nil
+}
+
+// sandboxTemplate returns the sandbox template ref names: by id (tpl_...) or by name. A name
+// no template has but some node holds is a template of the nodes' own (nil, nil). Errors:
+// NOT_FOUND when neither; INVALID_INPUT when templates of several tenants share the name.
+func sandboxTemplate(ctx context.Context, d *deps, ref string) (*compute.Object, error) {
+	if cubefleet.IsID(ref, "tpl") {
+		t, err := compute.Load(ctx, d.db, ref)
+		if err != nil || t.Kind != compute.KindSandboxTemplate {
+			if err == nil || cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+				return nil, cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template %s", ref)
+			}
+			return nil, err
+		}
+		return &t, nil
+	}
+	named, err := compute.LoadNamed(ctx, d.db, compute.KindSandboxTemplate, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(named) == 1:
+		return &named[0], nil
+	case len(named) > 1:
+		ids := make([]string, len(named))
+		for i, t := range named {
+			ids[i] = t.ID
+		}
+		return nil, cubefleet.Invalid("template", "sandbox templates %s share the name %q: give the template id", strings.Join(ids, ", "), ref)
+	case d.scheduler.Scheduler().HoldsTemplate(ref):
+		return nil, nil
+	}
+	return nil, cubefleet.Errorf(cubefleet.CodeNotFound, "no sandbox template has the id or name %q and no node holds a template of that id", ref)
 }
 
 // samePool refuses a template whose pool (poolID) is not ref (a pool id or fleet name).
 func samePool(ctx context.Context, d *deps, ref, want, template string) error {
-	id, err := poolID(ctx, d, ref)
+	id, _, err := poolID(ctx, d, ref)
 	if err != nil {
 		return err
 	}
@@ -116,17 +146,18 @@ func samePool(ctx context.Context, d *deps, ref, want, template string) error {
 	return nil
 }
 
-// poolID returns the id of the pool whose id or fleet name is ref. Errors: NOT_FOUND when no
-// pool has it; INVALID_INPUT when pools of several tenants share the fleet name.
-func poolID(ctx context.Context, d *deps, ref string) (string, error) {
+// poolID returns the id and fleet name ("" for none) of the pool whose id or fleet name is
+// ref. Errors: NOT_FOUND when no pool has it; INVALID_INPUT when pools of several tenants share
+// the fleet name.
+func poolID(ctx context.Context, d *deps, ref string) (id, name string, err error) {
 	pools, err := d.compute.Pools(ctx, d.db)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var named []string
 	for _, p := range pools {
 		if p.ID == ref {
-			return p.ID, nil
+			return p.ID, p.Name, nil
 		}
 		if p.Name == ref && p.ArchivedAt == nil {
 			named = append(named, p.ID)
@@ -134,11 +165,37 @@ func poolID(ctx context.Context, d *deps, ref string) (string, error) {
 	}
 	switch len(named) {
 	case 0:
-		return "", cubefleet.Errorf(cubefleet.CodeNotFound, "no pool has the id or fleet name %q; compute.pools.list shows them with their names", ref)
+		return "", "", cubefleet.Errorf(cubefleet.CodeNotFound, "no pool has the id or fleet name %q; compute.pools.list shows them with their names", ref)
 	case 1:
-		return named[0], nil
+		return named[0], ref, nil
 	}
-	return "", cubefleet.Invalid("pool", "pools %s share the fleet name %q: give the pool id", strings.Join(named, ", "), ref)
+	return "", "", cubefleet.Invalid("pool", "pools %s share the fleet name %q: give the pool id", strings.Join(named, ", "), ref)
+}
+
+// decodePlace decodes a scheduler.place input and checks its fields: every problem, a value of
+// the wrong type and a rule broken (scheduler.Request.Problems), is reported in one
+// INVALID_INPUT error, each field once.
+func decodePlace(raw json.RawMessage, in *scheduler.Request) error {
+	var errs []cubefleet.FieldError
+	if err := strictjson.DecodeAll(raw, in); err != nil {
+		var e *cubefleet.Error
+		if !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput {
+			return err
+		}
+		errs, _ = e.Details["errors"].([]cubefleet.FieldError)
+		if len(errs) == 0 || errs[0].Path == "" {
+			return err
+		}
+	}
+	for _, p := range in.Problems() {
+		if !slices.ContainsFunc(errs, func(fe cubefleet.FieldError) bool { return fe.Path == p.Path }) {
+			errs = append(errs, p)
+		}
+	}
+	if len(errs) > 0 {
+		return cubefleet.InvalidAll(errs)
+	}
+	return nil
 }
 
 // registerSchedulerMethods registers scheduler.* (permission scheduler:<verb> on tenant/root):
@@ -157,7 +214,11 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 	r.Register(Method{
 		Name: "scheduler.place", Summary: "Place a sandbox: choose its node and reserve the room there (released by sandbox id)",
 		Permission: "scheduler:place", Scope: OnRoot, Write: true, Composite: true,
-		Handle: Typed(func(ctx context.Context, c *Call, in scheduler.Request) (any, error) {
+		Handle: func(ctx context.Context, c *Call, raw json.RawMessage) (any, error) {
+			var in scheduler.Request
+			if err := decodePlace(raw, &in); err != nil {
+				return nil, err
+			}
 			if d.scheduler == nil {
 				return nil, unsupported()
 			}
@@ -168,16 +229,16 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 			if err != nil {
 				return nil, err
 			}
-			return PlaceOutput{dec}, record(ctx, c, in.SandboxID)
-		}),
+			return PlaceOutput{Decision: dec, PoolName: in.PoolName}, record(ctx, c, in.SandboxID)
+		},
 		Input: scheduler.Request{}, Output: PlaceOutput{},
 	})
 	r.Register(Method{
 		Name: "scheduler.release", Summary: "Release a sandbox's reservation (its create failed or was given up)",
 		Permission: "scheduler:release", Scope: OnRoot, Write: true, Composite: true,
 		Handle: Typed(func(ctx context.Context, c *Call, in SandboxRef) (any, error) {
-			if in.SandboxID == "" {
-				return nil, cubefleet.Invalid("sandboxId", "sandboxId is required")
+			if msg := fieldrules.CheckID(in.SandboxID); msg != "" {
+				return nil, cubefleet.Invalid("sandboxId", "sandboxId %s", msg)
 			}
 			if d.scheduler == nil {
 				return nil, unsupported()

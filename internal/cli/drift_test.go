@@ -118,6 +118,8 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 		"webhooks list --tenant root",
 		"webhooks deliveries --tenant root",
 		"webhooks deliveries --tenant root --failed",
+		"webhooks deliveries --tenant root --state retrying",
+		"webhooks deliveries --tenant root --state pending",
 	)
 	deliveries := regexp.MustCompile(`whd_[0-9A-HJKMNP-TV-Z]{26}`).FindString(c.admin("webhooks", "deliveries", "--tenant", "root"))
 	transcript += c.transcript(
@@ -125,6 +127,8 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 1h --output json",
 		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 0",
 		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 1.5s",
+		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 7d",
+		"webhooks rotate-secret "+sub.ID+" --tenant root --overlap 8d",
 		"webhooks delete "+sub.ID+" --tenant root",
 		"webhooks list --tenant root",
 	)

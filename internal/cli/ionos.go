@@ -96,7 +96,7 @@ func newIonosInventoryCmd(stdio IO) *cobra.Command {
 	f.StringVar(&tokenFile, "token-file", ionos.DefaultTokenFile, "file holding the IONOS API token: a regular file you own, mode 0600")
 	f.StringVar(&apiURL, "api-url", "", "IONOS API base URL (default $"+ionos.EnvAPIURL+", else "+ionos.DefaultAPIURL+")")
 	f.StringVar(&out, "out", "", "write the inventory to this file (mode 0600) instead of stdout")
-	f.DurationVar(&timeout, "timeout", ionos.DefaultTimeout, "limit for each API call, retries included")
+	durationVar(f, &timeout, "timeout", ionos.DefaultTimeout, "limit for each API call, retries included")
 	f.BoolVarP(&verbose, "verbose", "v", false, "report the number of HTTP requests on stderr")
 	_ = cmd.MarkFlagRequired("datacenter")
 	return cmd
@@ -215,7 +215,7 @@ func newIonosPlanCmd(stdio IO) *cobra.Command {
 	f.StringVar(&configPath, "config", "", "the private fleet configuration (JSON; required)")
 	f.StringVar(&inventoryPath, "inventory", "", "an inventory from `cubefleet ionos inventory` (required)")
 	f.IntVar(&target, "target", 0, "number of Cubes wanted (required)")
-	f.DurationVar(&maxAge, "max-inventory-age", cubes.DefaultMaxInventoryAge, "refuse an older inventory")
+	durationVar(f, &maxAge, "max-inventory-age", cubes.DefaultMaxInventoryAge, "refuse an older inventory")
 	for _, name := range []string{"config", "inventory", "target"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -363,7 +363,7 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 	f.StringVar(&statePath, "state", "", "JSON fixture loaded at start when it exists and saved on exit")
 	f.IntVar(&sample, "sample-cubes", 0, "start from a sample data center with this many running Cubes (when --state is absent)")
 	f.StringVar(&tokenFile, "token-file", "", "accept only the token in this file (default: any bearer token)")
-	f.DurationVar(&runFor, "request-duration", time.Second, "how long an asynchronous request stays RUNNING")
+	durationVar(f, &runFor, "request-duration", time.Second, "how long an asynchronous request stays RUNNING")
 	return cmd
 }
 

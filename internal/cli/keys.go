@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -69,18 +68,6 @@ and the compute permissions of the calls its plans make, and nothing else.`,
 	cmd.MarkFlagRequired("name")
 	cmd.MarkFlagRequired("grant")
 	return cmd
-}
-
-// parseDuration parses a Go duration, also accepting whole days ("90d").
-func parseDuration(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n > 100*365 {
-			return 0, fmt.Errorf("bad duration %q", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	return time.ParseDuration(s)
 }
 
 func newKeysListCmd() *cobra.Command {

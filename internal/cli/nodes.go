@@ -174,6 +174,11 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Pool", nodetext.Pool(v)},
 		{"Cluster label", orDash(v.ClusterLabel)},
 		{"State", string(v.State) + stateSince(out.Now, v.StateSince)},
+	}
+	if why := nodetext.NotReady(v); why != "" {
+		lines = append(lines, [2]string{"Not ready", why})
+	}
+	lines = append(lines, [][2]string{
 		{"Last report", nodetext.Ago(out.Now, v.LastReportAt) + " (" + formatTime(v.LastReportAt) + "); " + nodetext.Heartbeat(v)},
 		{"Schedulable", sched},
 		{"Cordoned", nodetext.Cordon(v)},
@@ -187,7 +192,7 @@ func printNode(w io.Writer, out nodeOut) error {
 		{"Images", strconv.Itoa(v.Images)},
 		{"Templates", templatesCell(v)},
 		{"Labels", labelsCell(v.Labels)},
-	}
+	}...)
 	if r := out.Room; r != nil {
 		lines = append(lines,
 			[2]string{"Reported use", usageCell(r.Reported)},

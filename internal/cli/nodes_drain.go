@@ -103,8 +103,8 @@ always).`,
 	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
 	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
 	f.BoolVar(&force, "force", false, "drain even past the pool's disruption budget (audited)")
-	f.DurationVar(&timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
-	f.DurationVar(&poll, "poll", drainPoll, "with --wait: read the node this often")
+	durationVar(f, &timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
+	durationVar(f, &poll, "poll", drainPoll, "with --wait: read the node this often")
 	return cmd
 }
 

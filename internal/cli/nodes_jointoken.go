@@ -143,7 +143,7 @@ multicast or the broadcast address. A join token never takes over a registered n
 	f := cmd.Flags()
 	f.StringVar(&pool, "pool", "", "pool the node joins (id or fleet name)")
 	f.IntVar(&uses, "uses", 1, "how many registrations the token allows")
-	f.DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid")
+	durationVar(f, &ttl, "ttl", time.Hour, "how long the token is valid")
 	f.StringVar(&ip, "ip", "", "the only address the token is accepted from")
 	f.BoolVar(&anyIP, "any-ip", false, "accept the token from any address (for --uses > 1 across hosts)")
 	cmd.MarkFlagRequired("pool")

@@ -20,10 +20,10 @@ import (
 )
 
 func newSchedulerCmd(stdio IO) *cobra.Command {
-	cmd := groupCmd("scheduler", "Check a scheduler configuration, simulate placements",
-		`check and simulate work offline (no server needed); status asks the control plane.
-docs/scheduler.md describes every key, the profiles and the simulate report.`)
-	cmd.AddCommand(newSchedulerCheckCmd(), newSchedulerSimulateCmd(), newSchedulerStatusCmd())
+	cmd := groupCmd("scheduler", "Check a scheduler configuration, simulate placements, place and release sandboxes",
+		`check and simulate work offline (no server needed); status, place and release ask the
+control plane. docs/scheduler.md describes every key, the profiles and the simulate report.`)
+	cmd.AddCommand(newSchedulerCheckCmd(), newSchedulerSimulateCmd(), newSchedulerStatusCmd(), newSchedulerPlaceCmd(), newSchedulerReleaseCmd())
 	return cmd
 }
 
@@ -152,7 +152,10 @@ exit 1 naming every problem with its key path and line.`,
 // flagProblems turns an INVALID_INPUT whose field errors name flags (simulate.Options'
 // fields are its flags' names) into a usage error (exit 2): a flag given a bad value is a
 // usage error, as an unknown flag is. Other errors are returned as they are.
-func flagProblems(err error) error {
+//
+// names maps an input field to its flag where the two differ (memoryMiB: memory-mib); a
+// problem of a field without a flag keeps the field's name.
+func flagProblems(err error, names ...map[string]string) error {
 	var ce *cubefleet.Error
 	if !errors.As(err, &ce) || ce.Code != cubefleet.CodeInvalidInput {
 		return err
@@ -163,7 +166,13 @@ func flagProblems(err error) error {
 	}
 	parts := make([]string, len(fes))
 	for i, fe := range fes {
-		parts[i] = "--" + fe.Path + ": " + fe.Message
+		flag := fe.Path
+		for _, m := range names {
+			if n, ok := m[fe.Path]; ok {
+				flag = n
+			}
+		}
+		parts[i] = "--" + flag + ": " + fe.Message
 	}
 	return usagef("%s", strings.Join(parts, "; "))
 }
@@ -257,6 +266,9 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 				}
 				o.Config = cfg
 			}
+			if o.ReportPeriod == 0 { // Run would read 0 as its default, 1s: refuse rather than differ from the flag
+				return usagef("--report-period 0s: must be 1ms to 1h")
+			}
 			o.Seed = seed
 			rep, err := simulate.Run(cmd.Context(), o)
 			if err != nil {
@@ -273,8 +285,8 @@ standard error, and in the report only with --timing. docs/scheduler.md document
 	f.StringVar(&configFile, "config", "", "scheduler configuration file (cubemaster.yaml shape; - for standard input); default: the built-in defaults")
 	f.StringVar(&profile, "profile", "", "a built-in profile instead of --config: "+strings.Join(scheduler.Profiles, ", "))
 	f.StringVar(&o.Workload, "workload", simulate.WorkloadBurst, "burst, template-reuse or mixed")
-	f.DurationVar(&o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")
-	f.DurationVar(&o.ReportPeriod, "report-period", time.Second, "how often each node reports")
+	durationVar(f, &o.ReportLag, "report-lag", time.Second, "how far node reports lag behind the nodes' state")
+	durationVar(f, &o.ReportPeriod, "report-period", time.Second, "how often each node reports (1ms to 1h)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workload and of the random picks")
 	f.BoolVar(&o.Timing, "timing", false, "put the decision latency in the report (it then differs between runs)")
 	return cmd

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -61,7 +62,7 @@ scheduler:
 		t.Errorf("check - (standard input): exit %d\n%s%s", code, out2, errOut2)
 	}
 	shippedBody, _ := os.ReadFile(shipped)
-	if code, _, errOut2 := runOfflineIn(string(shippedBody), "scheduler", "check", "-"); code != ExitOK || !strings.Contains(errOut2, "warning: line 3: scheduler:") {
+	if code, _, errOut2 := runOfflineIn(string(shippedBody), "scheduler", "check", "-"); code != ExitOK || !strings.Contains(errOut2, "warning: scheduler: line 3:") {
 		t.Errorf("check - of the shipped file: exit %d %s", code, errOut2)
 	}
 	if code, _, errOut2 := runOfflineIn("", "scheduler", "check", "-"); code != ExitFailure || !strings.Contains(errOut2, "stdin: the file is empty") {
@@ -131,6 +132,10 @@ func TestSchedulerSimulate(t *testing.T) {
 		{[]string{"--nodes", "5", "--requests", "5", "--workload", "storm"}, ExitUsage, "--workload: unknown workload"},
 		{[]string{"--nodes", "200000", "--requests", "5"}, ExitUsage, "--nodes: must be 1 to 100000"},
 		{[]string{"--nodes", "5", "--requests", "5", "--report-lag", "-1s"}, ExitUsage, "--report-lag"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "0s"}, ExitUsage, "--report-period 0s: must be 1ms to 1h"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "-1s"}, ExitUsage, "--report-period: must be 1ms to 1h"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "2h"}, ExitUsage, "--report-period: must be 1ms to 1h"},
+		{[]string{"--nodes", "5", "--requests", "5", "--report-period", "1us"}, ExitUsage, "--report-period: must be 1ms to 1h"},
 		{[]string{"--nodes", "5", "--requests", "5", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, ExitUsage, "no such file"},
 		{[]string{"--nodes", "5", "--requests", "5", "--config", badConfig}, ExitFailure, "scheduler.profile"},
 	} {
@@ -159,4 +164,36 @@ func TestSchedulerStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &st); err != nil || st.Config.Profile != "balanced_spread" || st.Reservations == nil {
 		t.Errorf("json: %v %s", err, js)
 	}
+}
+
+// TestSchedulerPlaceGolden drives scheduler place and release against a server with one node
+// in the pool fra-cubes: a placement, its retry (the same decision, score included), JSON
+// output, bad flag values named by flag, nothing that fits, and the release.
+func TestSchedulerPlaceGolden(t *testing.T) {
+	c := mustServe(t, "")
+	writeFile(t, "fleet.json", `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu"}],"pools":[{"name":"fra-cubes","site":"fra","class":"vps-host"}]}`)
+	c.admin("fleet", "apply", "fleet.json", "--tenant", "root", "--yes")
+	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", "fra-cubes", "--any-ip"))
+	code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", "10.0.0.7"))
+	var reg nodeapi.RegisterResponse
+	if err := json.Unmarshal(out, &reg); err != nil || code != 200 {
+		t.Fatalf("join: %d %s", code, out)
+	}
+	if code, out := c.post(nodeapi.StatusPath("10.0.0.7"), reg.NodeCredential, nodeBody(t, "status.json", "10.0.0.7")); code != 200 {
+		t.Fatalf("status: %d %s", code, out)
+	}
+	place := "scheduler place --sandbox-id sbx-1 --pool fra-cubes --cpu 500 --memory-mib 1024"
+	testkit.Golden(t, "scheduler_place.golden", []byte(c.transcript(
+		place,
+		place,
+		place+" --output json",
+		"scheduler place --sandbox-id sbx-2 --pool fra-cubes --cpu 0 --memory-mib 0",
+		"scheduler place --sandbox-id ../sbx --pool fra-cubes --cpu 100 --memory-mib 64",
+		"scheduler place --sandbox-id sbx-1 --pool fra-cubes --cpu 600 --memory-mib 1024",
+		"scheduler place --sandbox-id sbx-3 --pool fra-cubes --cpu 900000000 --memory-mib 64",
+		"scheduler place --sandbox-id sbx-3 --pool nowhere --cpu 100 --memory-mib 64",
+		"scheduler release sbx-1",
+		"scheduler release sbx-1",
+		"scheduler release sbx-1 --output json",
+	)))
 }

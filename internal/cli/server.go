@@ -159,21 +159,21 @@ docs/server.md and docs/iam.md.`,
 			} else {
 				fmt.Fprintf(out, "cubefleet control plane listening on %s\n", srv.URL())
 			}
-			if cfg.SchedulerConfig != "" {
-				hup := make(chan os.Signal, 1)
-				signal.Notify(hup, syscall.SIGHUP)
-				defer signal.Stop(hup)
-				go func() {
-					for {
-						select {
-						case <-ctx.Done():
-							return
-						case <-hup:
-							srv.ReloadSchedulerConfig() // logs what it did, or why not
-						}
+			// SIGHUP is always handled (its default action would end the server): it re-reads
+			// --scheduler-config, or logs that there is nothing to reload.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						srv.ReloadSchedulerConfig() // logs what it did, or why not
 					}
-				}()
-			}
+				}
+			}()
 			return srv.Serve(ctx)
 		},
 	}
@@ -185,27 +185,27 @@ docs/server.md and docs/iam.md.`,
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&modules, "modules", server.DefaultModules, "modules to run: core, vps, vps-templates (comma-separated; core is always on)")
 	f.StringVar(&cfg.VaultAddr, "vault-addr", "", "Vault address for vault:// references (none: plans block on them)")
-	f.DurationVar(&cfg.DriftEvery, "drift-every", fleet.DefaultDriftEvery, "how often the drift reconciler re-plans applied documents (a negative value turns it off)")
+	durationVar(f, &cfg.DriftEvery, "drift-every", fleet.DefaultDriftEvery, "how often the drift reconciler re-plans applied documents (a negative value turns it off)")
 	f.StringVar(&cfg.InternalListen, "internal-listen", "", "address (the worker network) to serve the node-agent and internal nodes routes on instead of --listen")
-	f.DurationVar(&cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", nodes.DefaultHeartbeatTimeout, "the shortest heartbeat window: a node without a report for its window (twice its report interval, at least this) is Suspect (two: Down)")
-	f.DurationVar(&cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
+	durationVar(f, &cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", nodes.DefaultHeartbeatTimeout, "the shortest heartbeat window: a node without a report for its window (twice its report interval, at least this) is Suspect (two: Down)")
+	durationVar(f, &cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
 	f.StringVar(&cfg.CubeMasterListen, "cubemaster-listen", "", "address to answer as CubeMaster on for the one-click scripts (port 8089: GET /notify/health, /internal/meta/nodes), with the node-agent routes")
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
-	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback, private, link-local and other non-public addresses (not implied by --dev)")
-	f.DurationVar(&cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
+	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback and private (RFC 1918, fc00::/7) addresses; link-local, cloud metadata, unspecified and reserved ones stay refused (not implied by --dev)")
+	durationVar(f, &cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
 	f.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", sandboxes.DefaultResultMaxBytes, "bytes of each output stream a sandbox's result keeps; the rest is cut with a marker (1 to 67108864)")
-	f.DurationVar(&cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
-	f.DurationVar(&cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
+	durationVar(f, &cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
+	durationVar(f, &cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
 	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
 	f.IntVar(&cfg.APIWorkers, "api-workers", 0, "API calls that run at once (others queue; writes go first up to half of them); 0: one per CPU, at least 2")
 	f.StringVar(&bodyBudget, "api-body-budget", humanize.IBytes(server.DefaultBodyBudget), "most bytes of API request bodies held at once across all calls; past it a call is answered RESOURCE_EXHAUSTED (429) with Retry-After")
 	f.Int64Var(&cfg.BodyMinRate, "api-body-min-rate", server.DefaultBodyMinRate, "bytes per second an API request body must keep arriving at after its first 5 s, or the connection is closed (negative: no minimum)")
 	f.StringArrayVar(&cfg.EnvRefAllow, "env-ref-allow", nil, "let the root tenant's env:// references read environment variables whose names start with PREFIX (repeatable; default none)")
-	f.DurationVar(&cfg.AuditRetention, "audit-retention", audit.DefaultRetention, "audit rows older than this are deleted (hourly, by one replica); a negative value keeps every row")
+	durationVar(f, &cfg.AuditRetention, "audit-retention", audit.DefaultRetention, "audit rows older than this are deleted (hourly, by one replica); a negative value keeps every row")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }

@@ -121,7 +121,7 @@ func newWebhooksRotateCmd() *cobra.Command {
 	var tenant string
 	var overlap time.Duration
 	cmd := &cobra.Command{
-		Use:   "rotate-secret ID --tenant T [--overlap 24h]",
+		Use:   "rotate-secret ID --tenant T [--overlap 24h|7d]",
 		Short: "Give a subscription a new signing secret; the old one keeps signing for --overlap",
 		Long: `Give a subscription a new signing secret, printed once. Until --overlap has passed (24h by
 default, at most 168h), every delivery carries a signature under the old secret and one under
@@ -131,7 +131,7 @@ verification at the receiver until it has the new one (they are retried, nothing
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if overlap < 0 || overlap > events.MaxSecretOverlap || overlap%time.Second != 0 {
-				return usagef("--overlap %s: give whole seconds from 0 (at once) to 168h", overlap)
+				return usagef("--overlap %s: give whole seconds from 0 (at once) to 168h (7d)", overlap)
 			}
 			var out events.WithSecret
 			in := map[string]any{"tenantId": tenant, "id": args[0], "overlapSeconds": int64(overlap / time.Second)}
@@ -152,7 +152,7 @@ verification at the receiver until it has the new one (they are retried, nothing
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the subscription belongs to")
-	cmd.Flags().DurationVar(&overlap, "overlap", events.DefaultSecretOverlap, "how long the previous secret keeps signing")
+	durationVar(cmd.Flags(), &overlap, "overlap", events.DefaultSecretOverlap, "how long the previous secret keeps signing: 0 (at once) to 7d, e.g. 24h or 2d")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
@@ -166,7 +166,9 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 		Short: "List deliveries, newest first, with their outcome; --failed shows the dead letters",
 		Long: `List a tenant's webhook deliveries, newest first, --limit at a time (default 100). When more
 exist, the table ends with the --cursor that shows the next (older) ones; --output json prints
-{"items": [...], "nextCursor": "whd_..."} (nextCursor absent on the last page).`,
+{"items": [...], "nextCursor": "whd_..."} (nextCursor absent on the last page). The STATE
+column holds --state's words: pending (waiting for its first attempt, or retrying), delivered,
+failed (dead-lettered); OUTCOME says why in plain words. No match prints "No deliveries.".`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if failed {
@@ -176,7 +178,7 @@ exist, the table ends with the --cursor that shows the next (older) ones; --outp
 				state = events.StateFailed
 			}
 			if state != "" && state != events.StatePending && state != events.StateDelivered && state != events.StateFailed {
-				return usagef("--state %q: want pending, delivered or failed", state)
+				return usagef("--state %q: want pending, delivered or failed, the words of the STATE column (a delivery waiting for its first attempt or retrying is pending)", state)
 			}
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
@@ -187,12 +189,16 @@ exist, the table ends with the --cursor that shows the next (older) ones; --outp
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
+				if len(out.Items) == 0 {
+					_, err := linef(w, "No deliveries.\n")
+					return err
+				}
 				rows := make([][]string, 0, len(out.Items))
 				for _, d := range out.Items {
-					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, d.Outcome(), strconv.Itoa(d.Attempts),
+					rows = append(rows, []string{d.ID, d.SubscriptionID, d.EventType, d.EventID, d.State, d.Outcome(), strconv.Itoa(d.Attempts),
 						formatTime(d.LastAttemptAt), nextAttempt(d)})
 				}
-				if err := printTable(w, []string{"DELIVERY", "WEBHOOK", "EVENT", "EVENT ID", "OUTCOME", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT"}, rows); err != nil {
+				if err := printTable(w, []string{"DELIVERY", "WEBHOOK", "EVENT", "EVENT ID", "STATE", "OUTCOME", "ATTEMPTS", "LAST ATTEMPT", "NEXT ATTEMPT"}, rows); err != nil {
 					return err
 				}
 				return moreNotice(w, len(out.Items), "deliveries", out.NextCursor, "narrow with --webhook or --state")

@@ -122,6 +122,12 @@ func Load(ctx context.Context, q store.Querier, id string) (Object, error) {
 	return o, nil
 }
 
+// LoadNamed returns the objects of kind whose own name is name, of every tenant, ordered by id
+// (a sandbox template named in a scheduler.place input).
+func LoadNamed(ctx context.Context, q store.Querier, kind, name string) ([]Object, error) {
+	return queryObjects(ctx, q, `kind = $1 AND unique_name = $2 ORDER BY id`, kind, name)
+}
+
 // stateColumns are the columns LoadTenant reads: what planning and export compare.
 const stateColumns = `id, kind, parent_id, ref_a, ref_b, unique_name, spec, revision, archived_at`
 

@@ -47,9 +47,10 @@ const DefaultSessionTTL = 8 * time.Hour
 // drain beside it (`Ready`, `Ready,Draining`), LastReport its age (`3s ago`), MicroVMs, CPU
 // (cores) and Memory (GiB) as used/capacity, Reserved what the scheduler holds on it for
 // sandboxes placed and not yet reported (`2 sandboxes: 1.5 cores, 3.0Gi`, or `-`), Notes as
-// `nodes list` shows them.
+// `nodes list` shows them, and NotReady why the node says it is not ready (`nodes get`'s "Not
+// ready", "" when it does not say so).
 type Node struct {
-	ID, State, Pool, LastReport, MicroVMs, CPU, Memory, Reserved, Cordon, Drain, Notes string
+	ID, State, Pool, LastReport, MicroVMs, CPU, Memory, Reserved, Cordon, Drain, Notes, NotReady string
 }
 
 // NodeSource lists the registry's nodes for the Nodes page.

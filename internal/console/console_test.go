@@ -65,6 +65,8 @@ func newEnv(t *testing.T, db *store.DB) *env {
 	c, err := console.New(console.Config{DB: db, DriftIgnore: []string{"pool.gpuModel"}, Nodes: nodeRows{
 		{ID: "10.0.0.11", State: "Ready", Pool: "vps-fra", LastReport: "1s ago", MicroVMs: "3/64", CPU: "6/32", Memory: "12.0/128.0Gi", Reserved: "2 sandboxes: 1.5 cores, 3.0Gi", Cordon: "-", Drain: "-", Notes: "-"},
 		{ID: "10.0.0.12", State: "Suspect,Draining", Pool: "vps-fra", LastReport: "21s ago", MicroVMs: "0/64", CPU: "0/32", Memory: "0.0/128.0Gi", Reserved: "-", Cordon: "yes", Drain: "2m10s", Notes: "cordoned"},
+		{ID: "10.0.0.13", State: "NotReady", Pool: "vps-fra", LastReport: "2s ago", MicroVMs: "0/64", CPU: "0/32", Memory: "0.0/128.0Gi", Reserved: "-", Cordon: "-", Drain: "-", Notes: "-",
+			NotReady: "SandboxRuntimeUnavailable: sandbox directory /var/lib/cubefleet/sandboxes in use by process 24288 <x>"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +134,8 @@ func TestConsoleSessions(t *testing.T) {
 			t.Fatalf("fleet page: %d\n%s", code, body)
 		}
 		if code, body := get(t, c, e.srv.URL+"/console/nodes"); code != 200 || !strings.Contains(body, "Suspect,Draining") ||
-			!strings.Contains(body, "2 nodes, as the registry") || !strings.Contains(body, `<td data-label="Reserved">2 sandboxes: 1.5 cores, 3.0Gi</td>`) {
+			!strings.Contains(body, "3 nodes, as the registry") || !strings.Contains(body, `<td data-label="Reserved">2 sandboxes: 1.5 cores, 3.0Gi</td>`) ||
+			!strings.Contains(body, "Not ready: SandboxRuntimeUnavailable: sandbox directory /var/lib/cubefleet/sandboxes in use by process 24288 &lt;x&gt;") {
 			t.Fatalf("nodes page: %d\n%s", code, body)
 		}
 		if code, body := get(t, c, e.srv.URL+"/console/fleet"); code != 200 || !strings.Contains(body, "2 tenants with an applied document") {

@@ -279,16 +279,20 @@ func TestWebhookLateRetryVerifiesReplayDoesNot(t *testing.T) {
 		start := time.Now().Add(-32 * time.Minute)
 		e.clock.Set(start)
 		r := newReceiver(t)
-		r.setStatus(func(int) int { return http.StatusBadGateway })
+		// The receiver refuses every attempt made before minute 30 of the simulated clock (the
+		// attempt's own time, not when the test looks), so the first attempt at or after minute 30
+		// is accepted: at most BackoffMax (plus jitter) past it.
+		r.setStatus(func(int) int {
+			if e.clock.Now().Sub(start) >= 30*time.Minute {
+				return http.StatusOK
+			}
+			return http.StatusBadGateway
+		})
 		sub := e.subscribe(r, "acme")
 		e.publish("acme", "fleet.drifted", 1)
 		d := e.dispatcher("a")
 		d.BackoffMax = 4 * time.Minute
-		ds := e.drive(d, "acme", 100, func() {
-			if e.clock.Now().Sub(start) >= 30*time.Minute {
-				r.setStatus(nil)
-			}
-		})
+		ds := e.drive(d, "acme", 100, nil)
 		got := r.requests()
 		if len(ds) != 1 || ds[0].State != events.StateDelivered || len(got) < 5 {
 			t.Fatalf("after 30 minutes of refusals: %+v, %d requests", ds, len(got))
@@ -603,8 +607,13 @@ func TestWebhookSubscriptionRules(t *testing.T) {
 			{"acme", []string{"node.down"}, "belong to the root tenant"},
 			{"acme", []string{"fleet.nope"}, "unknown event type"},
 			{"acme", nil, "events is required"},
+			{"root", []string{"node.down"}, "port 70000 is out of range"},
 		} {
-			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
+			url := r.url("hooks.test")
+			if strings.HasPrefix(c.want, "port") {
+				url = "http://hooks.test:70000/hook"
+			}
+			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: url, Events: c.events})
 			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%v: %v, want %q", c.events, err, c.want)
 			}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -105,7 +106,10 @@ func (g *Guard) allowed(addr netip.Addr) error {
 	if g.AllowPrivate {
 		return fmt.Errorf("%w: %s is a link-local, metadata, unspecified or reserved address (--allow-private-webhook-targets allows only loopback and private ones)", ErrRefused, addr)
 	}
-	return fmt.Errorf("%w: %s is a loopback, private, link-local or reserved address (start the server with --allow-private-webhook-targets to allow loopback and private ones)", ErrRefused, addr)
+	if allowedPrivate(addr) {
+		return fmt.Errorf("%w: %s is a loopback or private address (start the server with --allow-private-webhook-targets to allow loopback and private ones)", ErrRefused, addr)
+	}
+	return fmt.Errorf("%w: %s is a link-local, metadata, unspecified or reserved address: webhooks deliver to public addresses only", ErrRefused, addr)
 }
 
 // userinfo matches the user name and password of a URL written in a text: "scheme://" and
@@ -118,8 +122,8 @@ func Redact(s string) string {
 	return userinfo.ReplaceAllString(s, "$1")
 }
 
-// CheckURL checks a webhook URL: http or https, a host, no user name or password, no
-// fragment, at most 2048 bytes, and every address its host resolves to allowed. Errors name
+// CheckURL checks a webhook URL: http or https, a host, a port (if any) from 1 to 65535, no
+// user name or password, no fragment, at most 2048 bytes, and every address its host resolves to allowed. Errors name
 // what is wrong; a refused address wraps ErrRefused.
 func (g *Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	if len(raw) > 2048 {
@@ -141,6 +145,11 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	if u.User != nil {
 		return nil, fmt.Errorf("the URL holds a user name or password; the signature authenticates each delivery instead")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("the URL's port %s is out of range: give 1 to 65535, or none for the scheme's", p)
+		}
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, fmt.Errorf("the URL has a fragment (#...), which is never sent")

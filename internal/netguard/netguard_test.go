@@ -45,7 +45,8 @@ func TestDialRefusesPrivateAnswers(t *testing.T) {
 
 // TestAllowPrivateKeepsMetadataOut: --allow-private-webhook-targets lets loopback and private
 // addresses through and nothing else: the metadata addresses, link-local, unspecified and
-// multicast ones stay refused in every spelling, literal or resolved.
+// multicast ones stay refused in every spelling, literal or resolved, and a refusal suggests the
+// flag only for an address it would allow.
 func TestAllowPrivateKeepsMetadataOut(t *testing.T) {
 	for _, c := range []struct {
 		addr           string
@@ -88,6 +89,11 @@ func TestAllowPrivateKeepsMetadataOut(t *testing.T) {
 				_, err := g.CheckURL(context.Background(), u)
 				if (err == nil) != want || err != nil && !errors.Is(err, netguard.ErrRefused) {
 					t.Errorf("AllowPrivate=%v %s: %v, want allowed=%v", private, u, err, want)
+				}
+				// The flag is suggested only where it would help: a loopback or private address.
+				const hint = "start the server with --allow-private-webhook-targets"
+				if err != nil && strings.Contains(err.Error(), hint) != (!private && c.anyway) {
+					t.Errorf("AllowPrivate=%v %s: %v: suggests the flag = %v, want %v", private, u, err, !(!private && c.anyway), !private && c.anyway)
 				}
 			}
 			_, err := g.DialContext(context.Background(), "tcp", "h.test:1")
@@ -143,4 +149,22 @@ func FuzzCheckURL(f *testing.F) {
 			t.Fatalf("accepted %q, whose host is not a public address", s)
 		}
 	})
+}
+
+// TestCheckURLPort: a port past 65535 (or 0) is refused naming the port; 1 to 65535 and none
+// are fine.
+func TestCheckURLPort(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"https://93.184.216.34/hook", ""},
+		{"https://93.184.216.34:1/hook", ""},
+		{"https://93.184.216.34:65535/hook", ""},
+		{"https://93.184.216.34:65536/hook", "port 65536 is out of range"},
+		{"https://93.184.216.34:0/hook", "port 0 is out of range"},
+		{"http://[2606:2800:220:1:248:1893:25c8:1946]:99999999999999999999/", "port 99999999999999999999 is out of range"},
+	} {
+		_, err := (&netguard.Guard{}).CheckURL(context.Background(), c.url)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("CheckURL(%s): %v, want %q", c.url, err, c.want)
+		}
+	}
 }

@@ -53,6 +53,13 @@ type View struct {
 	LocalTemplates       []string                   `json:"localTemplates,omitempty"`
 	Versions             []nodeapi.ComponentVersion `json:"versions,omitempty"`  // keys as the node reports them
 	HostFacts            *nodeapi.HostFacts         `json:"hostFacts,omitempty"` // keys as the node reports them
+
+	// NotReadyReason and NotReadyMessage are the reason and message of the Ready condition the
+	// node last reported, when that condition is not True (absent otherwise): why the node
+	// says it cannot take work, in its own words (e.g. SandboxRuntimeUnavailable: sandbox
+	// directory ... in use by process 24288).
+	NotReadyReason  string `json:"notReadyReason,omitempty"`
+	NotReadyMessage string `json:"notReadyMessage,omitempty"`
 }
 
 // ResourcesView is a capacity: MilliCPU in thousandths of a core, MemoryMiB in MiB.
@@ -111,6 +118,11 @@ func (n *node) view(s State, health HealthPolicy, pools *poolIndex) View {
 		v.StateSince = 0 // the health check has not seen the change yet
 	}
 	v.Drain = n.drainView()
+	for _, c := range n.conditions {
+		if c.Type == "Ready" && c.Status != "True" {
+			v.NotReadyReason, v.NotReadyMessage = c.Reason, c.Message
+		}
+	}
 	for k, val := range n.labels {
 		v.Labels[k] = val
 	}

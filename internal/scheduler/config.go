@@ -174,7 +174,13 @@ var upstreamKeys = []string{"local_metric_update_timeout", "node_max_mvm_num_con
 	"disable_circuit_filter", "max_mvm_cpu", "max_mvm_memory", "overhead", "affinityconf", "large_size_affinity_conf",
 	"node_affinity_selector_allowed_keys", "instance_type_conf", "disable_backoff_filter_instance_type",
 	"thirtparty_filter_instance_type", "enable_run_instance_host_ips", "in_backoff_mode", "postscore",
-	"ignore_redis_allocation", "overcommit_ratio", "overcommit_ratio_conf", "profiles", "profile_route_label_keys"}
+	"ignore_redis_allocation", "overcommit_ratio", "overcommit_ratio_conf", "profiles", "profile_route_label_keys",
+	"score_interval"}
+
+// scoreIntervalUnused is the warning of score_interval wherever a file sets it (under
+// `scheduler:`, `score:` or a scorer's plugin_conf): upstream precomputes scores every
+// score_interval.
+const scoreIntervalUnused = "score_interval is not used: scores are computed at decision time, never from a stale precomputation"
 
 // Defaults (no file, or a key left out).
 const (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 )
 
 // A decision: the scan of the request's pool (through the index, or a window of it with
@@ -21,8 +22,8 @@ type cand struct {
 
 // Decide places req: it scans every node of req.Pool, keeps the best priority_select_num,
 // picks one as least_select_name says, and reserves the request's room on it before anyone
-// else can decide. Errors: INVALID_INPUT for a request missing its sandbox id or pool or with a
-// negative size; RESOURCE_EXHAUSTED when no node fits, its message the "why not placed" line
+// else can decide. Errors: INVALID_INPUT naming every field that is wrong (Request.Problems,
+// and a missing pool); RESOURCE_EXHAUSTED when no node fits, its message the "why not placed" line
 // and its details {pool, nodes, reasons: {reason: count}, retryAfterSeconds} (the retry hint
 // only when some node was refused for a reason that passes by itself). A retry (the
 // same sandbox id, pool and sizes) of a request that holds a reservation returns that decision
@@ -52,35 +53,39 @@ func (s *Scheduler) Decide(ctx context.Context, req Request) (Decision, error) {
 }
 
 func (r *Request) validate() error {
-	var errs []cubefleet.FieldError
-	add := func(path, msg string) { errs = append(errs, cubefleet.FieldError{Path: path, Message: msg}) }
-	if r.SandboxID == "" {
-		add("sandboxId", "required: the id the reservation is released by")
-	}
+	errs := r.Problems()
 	if r.Pool == "" {
-		add("pool", "required: the pool id of the sandbox's template")
-	}
-	if r.CPU < 0 {
-		add("cpu", "must be >= 0 millicores")
-	}
-	if r.MemoryMiB < 0 {
-		add("memoryMiB", "must be >= 0 MiB")
-	}
-	if r.DiskMiB < 0 {
-		add("diskMiB", "must be >= 0 MiB")
-	}
-	for _, f := range []struct {
-		path string
-		v    int64
-	}{{"cpu", r.CPU}, {"memoryMiB", r.MemoryMiB}, {"diskMiB", r.DiskMiB}} {
-		if f.v > math.MaxInt32 {
-			errs = append(errs, cubefleet.FieldError{Path: f.path, Message: "must be at most 2147483647"})
-		}
+		errs = append(errs, cubefleet.FieldError{Path: "pool", Message: "required: the pool id of the sandbox's template"})
 	}
 	if len(errs) > 0 {
 		return cubefleet.InvalidAll(errs)
 	}
 	return nil
+}
+
+// Problems returns what is wrong with r's sandbox id and sizes, in field order: sandboxId is
+// required and follows fieldrules.CheckID; cpu (millicores) and memoryMiB are 1 to
+// 2147483647, diskMiB 0 (none asked) to 2147483647. The pool is the caller's to check (the
+// API takes a template's pool when it is left out).
+func (r *Request) Problems() []cubefleet.FieldError {
+	var errs []cubefleet.FieldError
+	add := func(path, msg string) { errs = append(errs, cubefleet.FieldError{Path: path, Message: msg}) }
+	if r.SandboxID == "" {
+		add("sandboxId", "required: the id the reservation is released by")
+	} else if msg := fieldrules.CheckID(r.SandboxID); msg != "" {
+		add("sandboxId", msg)
+	}
+	for _, f := range []struct {
+		path string
+		v    int64
+		min  int64
+		unit string
+	}{{"cpu", r.CPU, 1, "millicores"}, {"memoryMiB", r.MemoryMiB, 1, "MiB"}, {"diskMiB", r.DiskMiB, 0, "MiB"}} {
+		if f.v < f.min || f.v > math.MaxInt32 {
+			add(f.path, fmt.Sprintf("must be %d to 2147483647 %s (got %d)", f.min, f.unit, f.v))
+		}
+	}
+	return errs
 }
 
 // decide is Decide under s.mu.
@@ -89,7 +94,7 @@ func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 		if err := sameRequest(h, req); err != nil {
 			return Decision{}, err
 		}
-		return Decision{NodeID: h.NodeID, Reservation: h.Reservation}, nil
+		return Decision{NodeID: h.NodeID, Score: h.Score, Reservation: h.Reservation}, nil
 	}
 	nowT := s.now()
 	now := nowT.UnixMilli()
@@ -143,7 +148,7 @@ func (s *Scheduler) decide(req *Request, rejected *tally) (Decision, error) {
 	c := top[s.pick(top)]
 	h := &held{slot: c.slot, Reservation: Reservation{
 		SandboxID: req.SandboxID, NodeID: s.info[c.slot].st.ID, Pool: req.Pool,
-		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT,
+		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, At: nowT, Score: c.score,
 	}}
 	s.hold(h)
 	return Decision{NodeID: h.NodeID, Score: c.score, Reservation: h.Reservation}, nil
@@ -300,14 +305,23 @@ func sameRequest(h *held, req *Request) error {
 }
 
 // exhausted builds the RESOURCE_EXHAUSTED error of a request no node fits.
+// The pool is named by its fleet name when the request carries it (PoolName).
 func (s *Scheduler) exhausted(req *Request, nodes int, t *tally) error {
-	msg := "no node can take the sandbox: "
-	if nodes == 0 {
-		msg += "pool " + req.Pool + " has no nodes"
-	} else {
-		msg += t.line(nodes)
+	var msg string
+	switch {
+	case nodes == 0 && req.PoolName != "":
+		msg = "no node can take the sandbox: pool " + req.PoolName + " (" + req.Pool + ") has no nodes"
+	case nodes == 0:
+		msg = "no node can take the sandbox: pool " + req.Pool + " has no nodes"
+	case req.PoolName != "":
+		msg = "no node of pool " + req.PoolName + " can take the sandbox: " + t.line(nodes)
+	default:
+		msg = "no node can take the sandbox: " + t.line(nodes)
 	}
 	details := map[string]any{"pool": req.Pool, "nodes": nodes, "reasons": t.counts()}
+	if req.PoolName != "" {
+		details["poolName"] = req.PoolName
+	}
 	if t.retryCanHelp() {
 		details["retryAfterSeconds"] = int(DefaultRetryAfter / time.Second)
 	}

@@ -65,3 +65,70 @@ func TestDocsDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsIgnoredKeys: every CubeMaster key, filter and scorer docs/scheduler.md lists as
+// ignored with a warning loads, with a warning naming it, wherever the document places it.
+func TestDocsIgnoredKeys(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/scheduler.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "- One warning, naming them, for CubeMaster keys not implemented here"
+	i := strings.Index(string(doc), start)
+	if i < 0 {
+		t.Fatalf("docs/scheduler.md lacks %q", start)
+	}
+	para := string(doc)[i:]
+	para = para[:strings.Index(para, "\n- ")]
+	keys, rest, ok := strings.Cut(para, "Likewise")
+	if !ok {
+		t.Fatal("the ignored-keys paragraph lacks its Likewise sentence")
+	}
+	_, rest, _ = strings.Cut(rest, "filter")
+	filters, rest, _ := strings.Cut(rest, "the scorers")
+	scorers, tail, _ := strings.Cut(rest, "(left out)")
+	tail, _, _ = strings.Cut(tail, "(under") // the places it may be set, not names
+	names := func(s string) []string {
+		var out []string
+		for i, part := range strings.Split(s, "`") {
+			if i%2 == 1 && !strings.Contains(part, ":") && !strings.Contains(part, " ") {
+				out = append(out, part)
+			}
+		}
+		return out
+	}
+	const base = "scheduler:\n  profile: balanced_spread\n"
+	type placed struct{ name, yaml, warnPath string }
+	var tests []placed
+	for _, k := range append(names(keys), names(tail)...) {
+		tests = append(tests, placed{k, base + "  " + k + ": 1\n", "scheduler"})
+	}
+	for _, k := range names(tail) { // the score block's own keys
+		tests = append(tests,
+			placed{k, "scheduler:\n  score:\n    enable_scorers: [binpack_score]\n    plugin_conf:\n      binpack_score: {weight: 1}\n    " + k + ": 1\n", "scheduler.score." + k},
+			placed{k, "scheduler:\n  score:\n    enable_scorers: [binpack_score]\n    plugin_conf:\n      binpack_score: {weight: 1, " + k + ": 1}\n", "scheduler.score.plugin_conf.binpack_score." + k})
+	}
+	for _, f := range names(filters) {
+		tests = append(tests, placed{f, base + "  filter:\n    enable_filters: [cpu, " + f + "]\n", "scheduler.filter.enable_filters[1]"})
+	}
+	for _, s := range names(scorers) {
+		tests = append(tests, placed{s, "scheduler:\n  score:\n    enable_scorers: [binpack_score, " + s + "]\n    plugin_conf:\n      binpack_score: {weight: 1}\n", "scheduler.score.enable_scorers"})
+	}
+	if len(tests) < 25 {
+		t.Fatalf("read only %d ignored names from docs/scheduler.md: %v", len(tests), tests)
+	}
+	for _, tt := range tests {
+		t.Run(tt.warnPath+"/"+tt.name, func(t *testing.T) {
+			_, warns, err := Load("test.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("docs/scheduler.md says %s is ignored with a warning; it is refused: %v", tt.name, err)
+			}
+			for _, w := range warns {
+				if w.Path == tt.warnPath && strings.Contains(w.Message, tt.name) {
+					return
+				}
+			}
+			t.Errorf("no warning at %s naming %s: %v", tt.warnPath, tt.name, warns)
+		})
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,14 +31,14 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
-// String formats p as `line 12: scheduler.x: message`.
+// String formats p as `scheduler.x: line 12: message`, the order `scheduler check` prints.
 func (p Problem) String() string {
 	s := p.Message
-	if p.Path != "" {
-		s = p.Path + ": " + s
-	}
 	if p.Line > 0 {
 		s = fmt.Sprintf("line %d: %s", p.Line, s)
+	}
+	if p.Path != "" {
+		s = p.Path + ": " + s
 	}
 	return s
 }
@@ -52,7 +54,7 @@ type ConfigError struct {
 	Problems []Problem
 }
 
-// Error lists every problem on one line: `FILE: line 3: scheduler.x: ...; line 9: ...`.
+// Error lists every problem on one line: `FILE: scheduler.x: line 3: ...; scheduler.y: line 9: ...`.
 func (e *ConfigError) Error() string {
 	parts := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
@@ -82,17 +84,26 @@ func (e *ConfigError) orNil() error {
 	return e
 }
 
-// LoadFile reads and loads the configuration file at path (see [Load]). A file it cannot read,
-// or one larger than MaxConfigBytes, is an error naming the file.
+// LoadFile reads and loads the configuration file at path (see [Load]). A file it cannot read
+// (missing, a directory, not permitted), or one larger than MaxConfigBytes, is an error
+// `scheduler configuration FILE: reason` (the reason wraps the fs error, so errors.Is(err,
+// fs.ErrNotExist) holds for a missing file).
 func LoadFile(path string) (Config, []Warning, error) {
+	readErr := func(err error) error {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once, in front
+		}
+		return fmt.Errorf("scheduler configuration %s: %w", path, err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("scheduler configuration: %w", err)
+		return Config{}, nil, readErr(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
-		return Config{}, nil, fmt.Errorf("scheduler configuration %s: %w", path, err)
+		return Config{}, nil, readErr(err)
 	}
 	return Load(path, data)
 }
@@ -459,6 +470,8 @@ func (l *loader) score(cfg *Config, path string, n *yaml.Node) {
 				l.lines[pk] = sp[0].Line
 				s.PluginConf[sp[0].Value] = l.plugin(sp[0].Value, pk, sp[1])
 			}
+		case "score_interval":
+			l.warn(key, p[0].Line, scoreIntervalUnused)
 		default:
 			l.fail(key, p[0].Line, "unknown key %q: score holds enable_scorers, resource_weights and plugin_conf", p[0].Value)
 		}
@@ -542,7 +555,7 @@ func (l *loader) plugin(scorer, path string, n *yaml.Node) PluginConf {
 		case "disable":
 			pc.Disable = l.bool(key, p[1])
 		case "score_interval":
-			l.warn(key, p[0].Line, "score_interval is not used: scores are computed at decision time, never from a stale precomputation")
+			l.warn(key, p[0].Line, scoreIntervalUnused)
 		default:
 			l.fail(key, p[0].Line, "unknown key %q: a plugin_conf block holds weight, enable_weight_factors and disable", p[0].Value)
 		}
@@ -595,7 +608,15 @@ func (l *loader) strs(path string, n *yaml.Node) []string {
 	return out
 }
 
+// wholeNumber is a YAML scalar of decimal digits only, with an optional sign.
+var wholeNumber = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
 func (l *loader) int(path string, n *yaml.Node) int64 {
+	if r := resolve(n); r != nil && r.Kind == yaml.ScalarNode && r.Tag == "!!float" && wholeNumber.MatchString(r.Value) {
+		// YAML reads a whole number too large for 64 bits as a float.
+		l.fail(path, r.Line, "out of range: %s does not fit in 64 bits", r.Value)
+		return 0
+	}
 	s, ok := l.scalar(path, n, "a whole number", "!!int")
 	if !ok {
 		return 0

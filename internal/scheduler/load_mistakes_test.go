@@ -193,3 +193,36 @@ func TestLoadWarnsUnusedScoreSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigErrorWording: a file that cannot be read is `scheduler configuration FILE: reason`
+// whatever the reason, a whole number too large says out of range, and a problem reads
+// `path: line N: message` in every error (start, SIGHUP reload) as `scheduler check` prints it.
+func TestConfigErrorWording(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	huge := write("huge.yaml", "scheduler:\n  priority_select_num: 99999999999999999999\n")
+	badProfile := write("bad.yaml", "scheduler:\n  profile: binpack\n")
+	for _, c := range []struct{ name, path, want string }{
+		{"missing file", dir + "/missing.yaml", "scheduler configuration " + dir + "/missing.yaml: no such file or directory"},
+		{"directory", dir, "scheduler configuration " + dir + ": is a directory"},
+		{"too large a whole number", huge, huge + ": scheduler.priority_select_num: line 2: out of range: 99999999999999999999 does not fit in 64 bits"},
+		{"path before line", badProfile, badProfile + `: scheduler.profile: line 2: unknown profile "binpack"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := LoadFile(c.path)
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("LoadFile(%s): %v\nwant %s...", c.path, err, c.want)
+			}
+			s := newScheduler(t, newClock(), Config{})
+			if _, err := s.ReloadFile(c.path); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("ReloadFile(%s): %v\nwant %s...", c.path, err, c.want)
+			}
+		})
+	}
+}

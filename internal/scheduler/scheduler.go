@@ -53,6 +53,9 @@ type Request struct {
 	SandboxID string `json:"sandboxId"`
 	// Pool is the pool id of the sandbox's template; only its nodes are considered.
 	Pool string `json:"pool"`
+	// PoolName is the pool's fleet name ("" for none), set by the API for messages: a
+	// RESOURCE_EXHAUSTED error names the pool by it.
+	PoolName string `json:"-"`
 	// Template is the template id, for template locality ("" for none).
 	Template     string            `json:"template,omitempty"`
 	CPU          int64             `json:"cpu"`
@@ -73,10 +76,14 @@ type Reservation struct {
 	MemoryMiB int64     `json:"memoryMiB"`
 	DiskMiB   int64     `json:"diskMiB"`
 	At        time.Time `json:"-"`
+	// Score is the decision's score, kept so that a retry answered from the reservation
+	// returns the decision as it was made.
+	Score float64 `json:"-"`
 }
 
-// Decision is where a sandbox goes: the chosen node, its score in [0,1] (0 for a retried
-// request answered from its reservation), and the reservation made for it.
+// Decision is where a sandbox goes: the chosen node, its score in [0,1], and the reservation
+// made for it. A retried request answered from its reservation gets the same decision, score
+// included.
 type Decision struct {
 	NodeID      string      `json:"nodeId"`
 	Score       float64     `json:"score"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -320,13 +321,47 @@ func TestDecideIdempotentAndInvalid(t *testing.T) {
 	if d1.NodeID != d2.NodeID || len(s.Reservations()) != 1 {
 		t.Errorf("a retried decision moved or reserved twice: %v %v %v", d1, d2, s.Reservations())
 	}
-	_, err := s.Decide(context.Background(), Request{CPU: -1})
-	e, ok := err.(*cubefleet.Error)
-	if !ok || e.Code != cubefleet.CodeInvalidInput || len(e.Details["errors"].([]cubefleet.FieldError)) != 3 {
+	if _, err := s.Decide(context.Background(), Request{SandboxID: "x", Pool: "pool_nowhere", CPU: 1, MemoryMiB: 1}); err == nil || !strings.Contains(err.Error(), "pool pool_nowhere has no nodes") {
 		t.Errorf("err %v", err)
 	}
-	if _, err := s.Decide(context.Background(), Request{SandboxID: "x", Pool: "pool_nowhere"}); err == nil || !strings.Contains(err.Error(), "pool pool_nowhere has no nodes") {
-		t.Errorf("err %v", err)
+}
+
+// TestRequestRules: every field that is wrong is named, each once.
+func TestRequestRules(t *testing.T) {
+	ok := Request{SandboxID: "sbx-1", Pool: "pool_a", CPU: 100, MemoryMiB: 256}
+	with := func(f func(r *Request)) Request { r := ok; f(&r); return r }
+	for _, c := range []struct {
+		name string
+		req  Request
+		want []string // "path: part of the message"
+	}{
+		{"valid", ok, nil},
+		{"no disk asked", with(func(r *Request) { r.DiskMiB = 0 }), nil},
+		{"nothing", Request{}, []string{"sandboxId: required", "cpu: must be 1 to 2147483647 millicores (got 0)", "memoryMiB: must be 1 to", "pool: required"}},
+		{"cpu 0", with(func(r *Request) { r.CPU = 0 }), []string{"cpu: must be 1 to 2147483647 millicores (got 0)"}},
+		{"memory 0", with(func(r *Request) { r.MemoryMiB = 0 }), []string{"memoryMiB: must be 1 to 2147483647 MiB (got 0)"}},
+		{"negative", with(func(r *Request) { r.CPU, r.MemoryMiB, r.DiskMiB = -1, -1, -1 }), []string{"cpu: (got -1)", "memoryMiB: (got -1)", "diskMiB: must be 0 to"}},
+		{"too large", with(func(r *Request) { r.CPU = math.MaxInt32 + 1 }), []string{"cpu: (got 2147483648)"}},
+		{"sandbox id with a slash", with(func(r *Request) { r.SandboxID = "../etc" }), []string{"sandboxId: must not contain '..'"}},
+		{"sandbox id with a bidi override", with(func(r *Request) { r.SandboxID = "a\u202eb" }), []string{"sandboxId: holds the character U+202E"}},
+		{"sandbox id too long", with(func(r *Request) { r.SandboxID = strings.Repeat("x", 129) }), []string{"sandboxId: is 129 characters long"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.req.validate()
+			var got []cubefleet.FieldError
+			if err != nil {
+				got = err.(*cubefleet.Error).Details["errors"].([]cubefleet.FieldError)
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("%v, want %d problems %v", err, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				path, part, _ := strings.Cut(w, ": ")
+				if got[i].Path != path || !strings.Contains(got[i].Message, strings.TrimPrefix(part, ": ")) {
+					t.Errorf("problem %d: %s: %s, want %s", i, got[i].Path, got[i].Message, w)
+				}
+			}
+		})
 	}
 }
 
@@ -399,8 +434,8 @@ func TestDecideSandboxIDTaken(t *testing.T) {
 	if rs := s.Reservations(); len(rs) != 1 || rs[0] != d.Reservation {
 		t.Errorf("the reservation changed: %+v, want %+v", rs, d.Reservation)
 	}
-	if again := mustDecide(t, s, other(func(r *Request) { r.Template = "tpl-any" })); again.NodeID != d.NodeID {
-		t.Errorf("a retry moved: %+v", again)
+	if again := mustDecide(t, s, other(func(r *Request) { r.Template = "tpl-any" })); again != d || d.Score <= 0 {
+		t.Errorf("a retry answered %+v, want the first decision %+v, score included", again, d)
 	}
 }
 

@@ -38,7 +38,7 @@ func (c consoleNodes) ConsoleNodes(ctx context.Context) ([]console.Node, error) 
 		}
 		out = append(out, console.Node{ID: v.ID, State: nodetext.State(v), Pool: nodetext.Pool(v), LastReport: nodetext.Ago(now, v.LastReportAt),
 			MicroVMs: nodetext.MicroVMs(v), CPU: nodetext.CPU(v), Memory: nodetext.Memory(v), Reserved: nodetext.Reserved(room),
-			Cordon: nodetext.Cordon(v), Drain: nodetext.Drain(now, v), Notes: nodetext.Notes(v)})
+			Cordon: nodetext.Cordon(v), Drain: nodetext.Drain(now, v), Notes: nodetext.Notes(v), NotReady: nodetext.NotReady(v)})
 	}
 	return out, nil
 }

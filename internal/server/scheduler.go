@@ -76,10 +76,12 @@ func (s *Server) Scheduler() *lane.Lane { return s.lane }
 
 // ReloadSchedulerConfig re-reads --scheduler-config (the server does it on SIGHUP) and puts it
 // in force. An invalid file keeps the configuration in force: the error, naming every
-// problem, is logged once and returned. Without --scheduler-config it does nothing.
+// problem, is logged once and returned. Without --scheduler-config it logs that there is
+// nothing to reload and returns nil.
 func (s *Server) ReloadSchedulerConfig() error {
 	path := s.cfg.SchedulerConfig
 	if path == "" {
+		s.log.Info("SIGHUP: nothing to reload (no --scheduler-config)")
 		return nil
 	}
 	warns, err := s.lane.Scheduler().ReloadFile(path)

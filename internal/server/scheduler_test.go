@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,7 @@ func TestSchedulerMethods(t *testing.T) {
 		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.Scheduler().Holding)
 		pool := e.makePool("fra-cubes")
 		fail := e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_1", "pool": "fra-cubes", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
-		if !strings.Contains(fail.Message, "pool "+pool+" has no nodes") || fail.Details["retryAfterSeconds"] != nil {
+		if !strings.Contains(fail.Message, "pool fra-cubes ("+pool+") has no nodes") || fail.Details["poolName"] != "fra-cubes" || fail.Details["retryAfterSeconds"] != nil {
 			t.Errorf("%+v", fail)
 		}
 		// An empty pool gets no retry hint (nothing there will free up); the pool by id or fleet
@@ -123,6 +124,12 @@ func TestSchedulerMethods(t *testing.T) {
 			{"template no node holds", map[string]any{"pool": "fra-cubes", "template": "ubuntu-22"}, cubefleet.CodeNotFound, "no node holds"},
 			{"no pool", map[string]any{}, cubefleet.CodeInvalidInput, "pool is required"},
 			{"no sandbox id", map[string]any{"pool": "fra-cubes", "sandboxId": ""}, cubefleet.CodeInvalidInput, "sandboxId"},
+			{"cpu 0", map[string]any{"pool": "fra-cubes", "cpu": 0}, cubefleet.CodeInvalidInput, "cpu: must be 1 to 2147483647 millicores (got 0)"},
+			{"memory 0", map[string]any{"pool": "fra-cubes", "memoryMiB": 0}, cubefleet.CodeInvalidInput, "memoryMiB: must be 1 to 2147483647 MiB (got 0)"},
+			{"sandbox id climbing out", map[string]any{"pool": "fra-cubes", "sandboxId": "../../etc"}, cubefleet.CodeInvalidInput, "sandboxId: must not contain '..'"},
+			{"sandbox id with a slash", map[string]any{"pool": "fra-cubes", "sandboxId": "a/b"}, cubefleet.CodeInvalidInput, "sandboxId: must not contain '/'"},
+			{"sandbox id with a bidi override", map[string]any{"pool": "fra-cubes", "sandboxId": "a\u202eb"}, cubefleet.CodeInvalidInput, "U+202E"},
+			{"unknown template name", map[string]any{"pool": "fra-cubes", "template": "nope"}, cubefleet.CodeNotFound, `no sandbox template has the id or name "nope"`},
 		} {
 			in := map[string]any{"sandboxId": "sbx_2", "cpu": 100, "memoryMiB": 64}
 			for k, v := range c.in {
@@ -132,6 +139,28 @@ func TestSchedulerMethods(t *testing.T) {
 			if !strings.Contains(fail.Message, c.text) || fail.Details["retryAfterSeconds"] != nil {
 				t.Errorf("%s: %+v", c.name, fail)
 			}
+		}
+		// Every field problem at once: a missing sandbox id, a cpu of the wrong type, a memory of 0.
+		fail = e.mustFail(e.admin, "scheduler.place", map[string]any{"pool": "fra-cubes", "cpu": "100m", "memoryMiB": 0}, cubefleet.CodeInvalidInput)
+		var paths []string
+		for _, fe := range fail.Details["errors"].([]cubefleet.FieldError) {
+			paths = append(paths, fe.Path)
+		}
+		slices.Sort(paths)
+		if strings.Join(paths, ",") != "cpu,memoryMiB,sandboxId" {
+			t.Errorf("field errors %v, want cpu, memoryMiB and sandboxId: %+v", paths, fail)
+		}
+		// A template by its name lends its pool: RESOURCE_EXHAUSTED then names the pool by its
+		// fleet name.
+		var flavor, tpl obj
+		e.must(e.admin, "compute.flavors.create", map[string]any{"tenantId": "root", "poolId": pool, "name": "small", "vcpu": 1, "memoryGiB": 1, "diskGiB": 10}, &flavor)
+		e.must(e.admin, "compute.sandboxTemplates.create", map[string]any{"tenantId": "root", "name": "py-3", "poolId": pool, "flavorId": flavor.id(), "imageId": "ubuntu-24.04", "network": "private"}, &tpl)
+		fail = e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_3", "template": "py-3", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
+		if !strings.Contains(fail.Message, "pool fra-cubes ("+pool+")") {
+			t.Errorf("template by name: %+v", fail)
+		}
+		if err := e.call(e.admin, "scheduler.release", map[string]any{"sandboxId": "a/b"}, nil); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
+			t.Errorf("release of a sandbox id with a slash: %v", err)
 		}
 		var rel api.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_1"}, &rel)

@@ -61,6 +61,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Decode(%q) = %v, want INVALID_INPUT", data, err)
 			}
 		}
+		var all input
+		errAll := DecodeAll(data, &all)
+		if (errAll == nil) != (Decode(data, new(input)) == nil) || errAll != nil && !cubefleet.IsCode(errAll, cubefleet.CodeInvalidInput) {
+			t.Fatalf("DecodeAll(%q) = %v, Decode disagrees", data, errAll)
+		}
 		var p struct {
 			TenantID string `json:"tenantId"`
 		}

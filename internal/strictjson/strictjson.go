@@ -41,6 +41,57 @@ func Decode(data []byte, v any) error {
 	return describe(data, json.Unmarshal(data, v, decodeOptions))
 }
 
+// DecodeAll is Decode reporting a problem of every member of the JSON object data (a value of
+// the wrong type, an unknown name), in order, not only the first: one INVALID_INPUT error whose
+// details.errors lists them all. v holds every member that decoded, so the caller can check
+// those too and report its own problems with these. Data that is not one valid JSON object is
+// Decode's single error.
+func DecodeAll(data []byte, v any) error {
+	err := Decode(data, v)
+	if err == nil {
+		return nil
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !jsontext.Value(trimmed).IsValid() {
+		return err
+	}
+	var errs []cubefleet.FieldError
+	dec := jsontext.NewDecoder(bytes.NewReader(trimmed))
+	if _, err := dec.ReadToken(); err != nil {
+		return describe(data, err)
+	}
+	var member bytes.Buffer
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue() // the name as written, escapes and all
+		if err != nil {
+			return describe(data, err)
+		}
+		name = bytes.Clone(name)
+		val, err := dec.ReadValue()
+		if err != nil {
+			return describe(data, err)
+		}
+		member.Reset()
+		member.WriteByte('{')
+		member.Write(name)
+		member.WriteByte(':')
+		member.Write(val)
+		member.WriteByte('}')
+		if err := Decode(member.Bytes(), v); err != nil {
+			var e *cubefleet.Error
+			if !errors.As(err, &e) {
+				return err
+			}
+			fes, _ := e.Details["errors"].([]cubefleet.FieldError)
+			errs = append(errs, fes...)
+		}
+	}
+	if len(errs) == 0 { // every member decodes alone: the problem is the whole (cannot happen today)
+		return err
+	}
+	return cubefleet.InvalidAll(errs)
+}
+
 // DecodePart decodes the members of the JSON object data that v has fields for, and skips the
 // others (which still obey the rules on names). A method's decision reads the input's tenantId
 // with it before the handler decodes the whole input with Decode. Errors: INVALID_INPUT.

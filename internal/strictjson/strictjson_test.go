@@ -201,3 +201,44 @@ func TestPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeAll: every member that does not decode is reported, in order, and the others are
+// decoded; what is not a JSON object is one error, as Decode's.
+func TestDecodeAll(t *testing.T) {
+	for _, c := range []struct {
+		name, data string
+		paths      []string
+		want       input // what decoded
+	}{
+		{"valid", `{"tenantId":"acme","limit":3}`, nil, input{TenantID: "acme", Limit: 3}},
+		{"one wrong type", `{"tenantId":"acme","limit":"3"}`, []string{"limit"}, input{TenantID: "acme"}},
+		{"two wrong types and an unknown name", `{"limit":"x","tenantId":7,"tenantID":"a","nested":{"max":1}}`, []string{"limit", "tenantId", "tenantID"}, input{}},
+		{"a nested problem", `{"nested":{"max":"1"},"limit":2}`, []string{"nested.max"}, input{Limit: 2}},
+		{"not JSON: Decode's one error", `{"limit":`, []string{"limit"}, input{}},
+		{"duplicate name: Decode's one error", `{"limit":1,"limit":2}`, []string{"limit"}, input{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got input
+			err := DecodeAll([]byte(c.data), &got)
+			var paths []string
+			if err != nil {
+				e, ok := err.(*cubefleet.Error)
+				if !ok || e.Code != cubefleet.CodeInvalidInput {
+					t.Fatalf("%v, want INVALID_INPUT", err)
+				}
+				for _, fe := range e.Details["errors"].([]cubefleet.FieldError) {
+					paths = append(paths, fe.Path)
+				}
+			}
+			if strings.Join(paths, ",") != strings.Join(c.paths, ",") {
+				t.Errorf("paths %v (%v), want %v", paths, err, c.paths)
+			}
+			if strings.Contains(c.name, "Decode's one error") {
+				return
+			}
+			if got.TenantID != c.want.TenantID || got.Limit != c.want.Limit {
+				t.Errorf("decoded %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

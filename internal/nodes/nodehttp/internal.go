@@ -17,6 +17,12 @@ import (
 // and isolating it, not deleting it); or no credentials from an allowed network. A refusal is
 // audited and answered (ok false).
 func (h *Handler) internalAuth(w http.ResponseWriter, req *http.Request, method, permission, nodeID string) (nodes.Actor, bool) {
+	return h.authorize(w, req, method, permission, nodeID, writeError)
+}
+
+// authorize is internalAuth answering a refusal in answer's shape (writeRet on CubeMaster's
+// routes).
+func (h *Handler) authorize(w http.ResponseWriter, req *http.Request, method, permission, nodeID string, answer answerFunc) (nodes.Actor, bool) {
 	ctx := req.Context()
 	peer := peerAddr(req)
 	c, f := parseAuth(req.Header.Get("Authorization"))
@@ -37,7 +43,7 @@ func (h *Handler) internalAuth(w http.ResponseWriter, req *http.Request, method,
 			p, err := h.cfg.Authenticate(ctx, c.apiKey)
 			if err != nil {
 				if cubefleet.ErrorCode(err) != cubefleet.CodeUnauthenticated {
-					h.writeErr(ctx, w, err)
+					h.writeErrAs(ctx, w, err, answer)
 					return "", false
 				}
 				f = nodes.Unauthenticated("bad_credentials", "%s", errMessage(err))
@@ -46,7 +52,7 @@ func (h *Handler) internalAuth(w http.ResponseWriter, req *http.Request, method,
 			if err := iam.Decide(p, permission, iam.TenantScope(iam.RootTenant)); err != nil {
 				f = nodes.Forbidden("forbidden", "%s", errMessage(err))
 				h.refuse(req, method, nodeID, peer, p.ID, f)
-				writeRefusal(w, f)
+				writeRefusalAs(w, f, answer)
 				return "", false
 			}
 			actor = nodes.Actor(p.ID)
@@ -55,7 +61,7 @@ func (h *Handler) internalAuth(w http.ResponseWriter, req *http.Request, method,
 			switch {
 			case err != nil:
 				if !errors.As(err, &f) {
-					h.writeErr(ctx, w, err)
+					h.writeErrAs(ctx, w, err, answer)
 					return "", false
 				}
 			case permission == "nodes:delete":
@@ -69,7 +75,7 @@ func (h *Handler) internalAuth(w http.ResponseWriter, req *http.Request, method,
 	}
 	if f != nil {
 		h.refuse(req, method, nodeID, peer, principalOf(c, nodeID), f)
-		writeRefusal(w, f)
+		writeRefusalAs(w, f, answer)
 		return "", false
 	}
 	return actor, true

@@ -1,22 +1,17 @@
 package nodehttp
 
-import (
-	"encoding/json"
-	"errors"
-	"net/http"
-
-	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/nodeapi"
-)
+import "net/http"
 
 // CubeMaster's surface, for the one-click scripts (specs/cubesandbox-node-agent.md §5): its
 // health route answers like readyz, and its node listing is the registry's NodeSnapshots in the
 // `ret` envelope. Only the listing needs credentials (those of the internal nodes routes).
+// Every answer, a refusal or an error included, is in that envelope with ret_code the HTTP
+// status.
 
 // handleMetaList is GET /internal/meta/nodes: {"ret":{"ret_code":200,...},"data":[...]}, the
 // NodeSnapshot of every node sorted by node id.
 func (h *Handler) handleMetaList(w http.ResponseWriter, req *http.Request) {
-	if _, ok := h.internalAuth(w, req, "internal.meta.nodes.list", "nodes:list", ""); !ok {
+	if _, ok := h.authorize(w, req, "internal.meta.nodes.list", "nodes:list", "", writeRet); !ok {
 		return
 	}
 	bp, _ := h.lists.Get().(*[]byte)
@@ -33,18 +28,12 @@ func (h *Handler) handleMetaList(w http.ResponseWriter, req *http.Request) {
 func (h *Handler) handleMetaGet(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	id := req.PathValue("node_id")
-	if _, ok := h.internalAuth(w, req, "internal.meta.nodes.get", "nodes:get", id); !ok {
+	if _, ok := h.authorize(w, req, "internal.meta.nodes.get", "nodes:get", id, writeRet); !ok {
 		return
 	}
 	out, err := h.reg.AppendMetaNode(ctx, make([]byte, 0, 2048), id)
-	var e *cubefleet.Error
-	if errors.As(err, &e) && e.Code == cubefleet.CodeNotFound {
-		body, _ := json.Marshal(nodeapi.NewRetReply(http.StatusNotFound, e.Message))
-		writeRaw(w, http.StatusNotFound, body)
-		return
-	}
 	if err != nil {
-		h.writeErr(ctx, w, err)
+		h.writeErrAs(ctx, w, err, writeRet)
 		return
 	}
 	writeRaw(w, http.StatusOK, out)

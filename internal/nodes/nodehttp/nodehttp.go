@@ -200,25 +200,44 @@ func writeError(w http.ResponseWriter, status int, code cubefleet.Code, msg stri
 // sandbox check (nodes.ErrSandboxCheck): 502 nodeapi.CodeSandboxCheckFailed. Anything without
 // a code (or INTERNAL) is a 500 without details, logged.
 func (h *Handler) writeErr(ctx context.Context, w http.ResponseWriter, err error) {
+	h.writeErrAs(ctx, w, err, writeError)
+}
+
+// answerFunc writes an error answer in one of the two shapes: writeError (the node-agent and
+// internal nodes routes' {"error","code"}) or writeRet (CubeMaster's routes' `ret` envelope).
+type answerFunc func(w http.ResponseWriter, status int, code cubefleet.Code, msg string)
+
+// writeErrAs is writeErr in answer's shape.
+func (h *Handler) writeErrAs(ctx context.Context, w http.ResponseWriter, err error, answer answerFunc) {
 	var e *cubefleet.Error
 	if !errors.As(err, &e) || e.Code == cubefleet.CodeInternal {
 		h.log.ErrorContext(ctx, "node route failed", "err", err)
-		writeError(w, http.StatusInternalServerError, cubefleet.CodeInternal, "internal error; the server log has the cause")
+		answer(w, http.StatusInternalServerError, cubefleet.CodeInternal, "internal error; the server log has the cause")
 		return
 	}
 	if errors.Is(err, nodes.ErrSandboxCheck) {
-		writeError(w, http.StatusBadGateway, nodeapi.CodeSandboxCheckFailed, e.Message)
+		answer(w, http.StatusBadGateway, nodeapi.CodeSandboxCheckFailed, e.Message)
 		return
 	}
-	writeError(w, cubefleet.HTTPStatus(e.Code), e.Code, e.Message)
+	answer(w, cubefleet.HTTPStatus(e.Code), e.Code, e.Message)
+}
+
+// writeRet answers an error on CubeMaster's routes (specs/cubesandbox-node-agent.md §5) in
+// its envelope: {"ret":{"ret_code":<HTTP status>,"ret_msg":"<message>"}}, with that status.
+func writeRet(w http.ResponseWriter, status int, _ cubefleet.Code, msg string) {
+	body, _ := json.Marshal(nodeapi.NewRetReply(status, msg))
+	writeRaw(w, status, body)
 }
 
 // writeRefusal answers a refusal with its code's status; a 401 names the Bearer scheme.
-func writeRefusal(w http.ResponseWriter, f *nodes.Refusal) {
+func writeRefusal(w http.ResponseWriter, f *nodes.Refusal) { writeRefusalAs(w, f, writeError) }
+
+// writeRefusalAs is writeRefusal in answer's shape.
+func writeRefusalAs(w http.ResponseWriter, f *nodes.Refusal, answer answerFunc) {
 	if f.Code == cubefleet.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet-node-agent"`)
 	}
-	writeError(w, statusOf(f), f.Code, f.Message)
+	answer(w, statusOf(f), f.Code, f.Message)
 }
 
 var errTooLarge = &cubefleet.Error{Code: cubefleet.CodePayloadTooLarge, Message: "request body too large"}

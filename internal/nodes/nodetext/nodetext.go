@@ -1,7 +1,7 @@
 // Package nodetext is the words a node is shown with, in the CLI (`cubefleet nodes list`,
 // `nodes get`) and in the web console's Nodes page alike: its state with the drain beside it,
 // its pool, the age of its last report and its heartbeat window, microVMs, CPU and memory as
-// used/quota, notes, cordon and drain. Every function reads a nodes.View, with the server's
+// used/quota, notes, why the node says it is not ready, cordon and drain. Every function reads a nodes.View, with the server's
 // clock where an age is shown.
 package nodetext
 
@@ -142,6 +142,20 @@ func Notes(v nodes.View) string {
 		return "-"
 	}
 	return strings.Join(notes, ",")
+}
+
+// NotReady is why the node says it is not ready, from the Ready condition of its last report:
+// "SandboxRuntimeUnavailable: sandbox directory /var/lib/cubefleet/sandboxes in use by process
+// 24288", the reason or the message alone when it sent one, "" when its Ready condition is True
+// or says nothing.
+func NotReady(v nodes.View) string {
+	switch {
+	case v.NotReadyReason != "" && v.NotReadyMessage != "":
+		return v.NotReadyReason + ": " + v.NotReadyMessage
+	case v.NotReadyReason != "":
+		return v.NotReadyReason
+	}
+	return v.NotReadyMessage
 }
 
 // Cordon is "no", "yes", or "yes: <detail>".

@@ -37,3 +37,19 @@ func TestUnknown(t *testing.T) {
 		t.Errorf("Notes of a Lost node = %q", got)
 	}
 }
+
+// TestNotReady: why a node says it is not ready, from its Ready condition's reason and message.
+func TestNotReady(t *testing.T) {
+	for _, c := range []struct {
+		reason, message, want string
+	}{
+		{"SandboxRuntimeUnavailable", "sandbox directory /srv/sbx in use by process 24288", "SandboxRuntimeUnavailable: sandbox directory /srv/sbx in use by process 24288"},
+		{"KubeletNotReady", "", "KubeletNotReady"},
+		{"", "disk full", "disk full"},
+		{"", "", ""},
+	} {
+		if got := nodetext.NotReady(nodes.View{NotReadyReason: c.reason, NotReadyMessage: c.message}); got != c.want {
+			t.Errorf("NotReady(%q, %q) = %q, want %q", c.reason, c.message, got, c.want)
+		}
+	}
+}

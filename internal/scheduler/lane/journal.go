@@ -175,13 +175,13 @@ func (l *Lane) flush(ctx context.Context) (int, error) {
 		for start := 0; start < len(rows); start += 100 {
 			part := rows[start:min(start+100, len(rows))]
 			tuples := make([]string, len(part))
-			args := make([]any, 0, 7*len(part))
+			args := make([]any, 0, 8*len(part))
 			for i, r := range part {
-				n := 7 * i
-				tuples[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
-				args = append(args, r.SandboxID, r.NodeID, r.Pool, r.CPU, r.MemoryMiB, r.DiskMiB, r.At.UnixMilli())
+				n := 8 * i
+				tuples[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
+				args = append(args, r.SandboxID, r.NodeID, r.Pool, r.CPU, r.MemoryMiB, r.DiskMiB, r.At.UnixMilli(), r.Score)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO scheduler_reservations (sandbox_id, node_id, pool_id, cpu, memory_mib, disk_mib, reserved_at) VALUES `+
+			if _, err := tx.ExecContext(ctx, `INSERT INTO scheduler_reservations (sandbox_id, node_id, pool_id, cpu, memory_mib, disk_mib, reserved_at, score) VALUES `+
 				strings.Join(tuples, ", "), args...); err != nil {
 				return err
 			}

@@ -200,7 +200,7 @@ func (l *Lane) retire() {
 
 // load reads every reservation row.
 func (l *Lane) load(ctx context.Context) ([]scheduler.Reservation, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT sandbox_id, node_id, pool_id, cpu, memory_mib, disk_mib, reserved_at FROM scheduler_reservations`)
+	rows, err := l.db.QueryContext(ctx, `SELECT sandbox_id, node_id, pool_id, cpu, memory_mib, disk_mib, reserved_at, score FROM scheduler_reservations`)
 	if err != nil {
 		return nil, fmt.Errorf("read reservations: %w", err)
 	}
@@ -209,7 +209,7 @@ func (l *Lane) load(ctx context.Context) ([]scheduler.Reservation, error) {
 	for rows.Next() {
 		var r scheduler.Reservation
 		var at int64
-		if err := rows.Scan(&r.SandboxID, &r.NodeID, &r.Pool, &r.CPU, &r.MemoryMiB, &r.DiskMiB, &at); err != nil {
+		if err := rows.Scan(&r.SandboxID, &r.NodeID, &r.Pool, &r.CPU, &r.MemoryMiB, &r.DiskMiB, &at, &r.Score); err != nil {
 			return nil, fmt.Errorf("read reservations: %w", err)
 		}
 		r.At = time.UnixMilli(at)

@@ -86,6 +86,20 @@ func TestReservationsAreDurable(t *testing.T) {
 		if got := rows(t, db); got["s1"] != d1.NodeID || len(got) != 2 {
 			t.Fatalf("rows %v", got)
 		}
+		// A retry gets the decision as it was made, score included, here and from the rows a
+		// replica taking over reads back.
+		if again, err := place(t, l, "s1", 100); err != nil || again != d1 || d1.Score <= 0 {
+			t.Fatalf("retry: %+v %v, want %+v", again, err, d1)
+		}
+		back, err := l.load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range back {
+			if r.SandboxID == "s1" && r.Score != d1.Score {
+				t.Errorf("the row of s1 keeps score %g, want %g", r.Score, d1.Score)
+			}
+		}
 		if ok, err := l.Release(context.Background(), "s2"); !ok || err != nil {
 			t.Fatalf("release: %v %v", ok, err)
 		}

@@ -57,7 +57,8 @@ type Options struct {
 	Workload string
 	// ReportLag is how far a node's report lags behind its state; 0 means none.
 	ReportLag time.Duration
-	// ReportPeriod is how often each node reports; 0 means one second.
+	// ReportPeriod is how often each node reports, MinReportPeriod to MaxReportPeriod; 0 means
+	// one second.
 	ReportPeriod time.Duration
 	// Seed seeds the workload and the scheduler's random picks; 0 means 1.
 	Seed uint64
@@ -163,7 +164,7 @@ type request struct {
 }
 
 // Run replays the workload and returns its report. Errors: INVALID_INPUT for options out of
-// range (nodes 1..100000, requests 1..10000000, a known workload, lag and period >= 0) or a
+// range (nodes 1..100000, requests 1..10000000, a known workload, lag >= 0, period 1ms..1h) or a
 // configuration that is not valid.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
@@ -261,6 +262,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// The range of Options.ReportPeriod.
+const (
+	MinReportPeriod = time.Millisecond
+	MaxReportPeriod = time.Hour
+)
+
+// reportPeriodRange is the message of a report period out of range.
+const reportPeriodRange = "must be 1ms to 1h"
+
 func (o *Options) defaults() error {
 	if o.Workload == "" {
 		o.Workload = WorkloadBurst
@@ -288,8 +298,8 @@ func (o *Options) defaults() error {
 	if o.ReportLag < 0 {
 		add("report-lag", "must be >= 0")
 	}
-	if o.ReportPeriod < 0 {
-		add("report-period", "must be > 0")
+	if o.ReportPeriod < MinReportPeriod || o.ReportPeriod > MaxReportPeriod {
+		add("report-period", reportPeriodRange)
 	}
 	if len(errs) > 0 {
 		return cubefleet.InvalidAll(errs)
