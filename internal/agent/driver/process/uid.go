@@ -31,30 +31,34 @@ type uidLeases struct {
 	next         int // offset of the next uid to try: round robin, so a freed uid rests a while
 }
 
-// acquire leases a free uid of the range to the sandbox directory owner. A lease whose
-// directory no longer exists (removed while its agent was away) is taken over.
+// acquire leases a free uid of the range to the sandbox directory owner. When every uid is
+// leased, a stale lease (see stale: its sandbox ended or its directory is gone) is taken over.
 func (l *uidLeases) acquire(owner string) (int, error) {
 	unlock, err := l.lock()
 	if err != nil {
 		return -1, fmt.Errorf("sandbox user leases: %w", err)
 	}
 	defer unlock()
-	for i := 0; i < l.count; i++ {
-		uid := l.first + (l.next+i)%l.count
-		path := filepath.Join(l.dir, strconv.Itoa(uid))
-		err := l.create(path, owner)
-		if errors.Is(err, fs.ErrExist) && l.stale(path) {
-			os.Remove(path)
-			err = l.create(path, owner)
+	// A free uid first; only when there is none, a stale lease is taken over (so that a uid
+	// rests a while after its sandbox ended).
+	for _, takeOver := range []bool{false, true} {
+		for i := 0; i < l.count; i++ {
+			uid := l.first + (l.next+i)%l.count
+			path := filepath.Join(l.dir, strconv.Itoa(uid))
+			err := l.create(path, owner)
+			if errors.Is(err, fs.ErrExist) && takeOver && l.stale(path) {
+				os.Remove(path)
+				err = l.create(path, owner)
+			}
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return -1, fmt.Errorf("sandbox user leases: %w", err)
+			}
+			l.next = (l.next + i + 1) % l.count
+			return uid, nil
 		}
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return -1, fmt.Errorf("sandbox user leases: %w", err)
-		}
-		l.next = (l.next + i + 1) % l.count
-		return uid, nil
 	}
 	return -1, fmt.Errorf("all %d sandbox user ids from %d to %d are in use: remove ended sandboxes, or widen the range", l.count, l.first, l.first+l.count-1)
 }
