@@ -12,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -21,7 +19,7 @@ import (
 // a directory shared by every agent of the host (<dir>/<uid>, holding the sandbox directory it
 // is lent to): two agents on one host never give the same uid to two sandboxes, and neither
 // does one agent after a restart. Every change is made under an flock of <dir>/.lock, which the
-// host's agents share. A lease ends when its sandbox ends (Driver.retire) or its directory is
+// host's agents share (lock). A lease ends when its sandbox ends (Driver.retire) or its directory is
 // removed; one whose sandbox directory is gone or holds the sandbox's end (result.json) is
 // stale, and taken over by the next acquire.
 type uidLeases struct {
@@ -31,9 +29,44 @@ type uidLeases struct {
 	next         int // offset of the next uid to try: round robin, so a freed uid rests a while
 }
 
-// acquire leases a free uid of the range to the sandbox directory owner. When every uid is
-// leased, a stale lease (see stale: its sandbox ended or its directory is gone) is taken over.
+// hostLockFile is the lock file in the lease directory that every agent of the host holds
+// (flock(2), exclusive) while it reads or changes leases, so that two agents never both take
+// over one stale lease.
+const hostLockFile = ".lock"
+
+// lock takes the in-process mutex and the host-wide lock of the lease directory (creating the
+// directory when missing), and returns the function that releases both.
+func (l *uidLeases) lock() (func(), error) {
+	l.mu.Lock()
+	if err := atomicfile.MkdirAll(l.dir, 0o700); err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, hostLockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		for err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX); errors.Is(err, syscall.EINTR); {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		}
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	return func() { f.Close(); l.mu.Unlock() }, nil
+}
+
+// acquire leases a free uid of the range to the sandbox directory owner, which must exist
+// already. When every uid is leased, a stale lease (see stale: its sandbox ended or its
+// directory is gone) is taken over.
 func (l *uidLeases) acquire(owner string) (int, error) {
+	// A lease names its directory, and a lease whose directory does not exist is stale: leasing
+	// before the directory exists would let another agent take the lease over at once.
+	if _, err := os.Stat(owner); err != nil {
+		return -1, fmt.Errorf("sandbox user leases: the sandbox directory must exist before its lease: %w", err)
+	}
 	unlock, err := l.lock()
 	if err != nil {
 		return -1, fmt.Errorf("sandbox user leases: %w", err)
@@ -79,32 +112,6 @@ func (l *uidLeases) holder(path string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(data))
-}
-
-// lock takes the host-wide lock of the lease directory (creating the directory, 0700), and
-// the driver's own: an flock is per open file, so it also orders this process's callers, but
-// the mutex keeps them from each opening the lock file.
-func (l *uidLeases) lock() (func(), error) {
-	l.mu.Lock()
-	if err := atomicfile.MkdirAll(l.dir, 0o700); err != nil {
-		l.mu.Unlock()
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(l.dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if err == nil {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != nil {
-			f.Close()
-		}
-	}
-	if err != nil {
-		l.mu.Unlock()
-		return nil, err
-	}
-	return func() {
-		f.Close() // releases the flock
-		l.mu.Unlock()
-	}, nil
 }
 
 // stale reports whether the lease at path belongs to a sandbox that is gone (its directory
