@@ -481,11 +481,15 @@ func TestSandboxCannotReadCredential(t *testing.T) {
 		fmt.Sprintf("/proc/%d/environ", other.Process.PID),
 		fmt.Sprintf("/proc/%d/environ", os.Getpid()), // the agent's
 	}
-	for _, f := range targets {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("%s: %v (the test needs it to exist)", f, err)
+	// The agent records the sandbox once its running event is queued: wait for the record.
+	testkit.WaitFor(t, 10*time.Second, "every target file (the test needs them to exist)", func() bool {
+		for _, f := range targets {
+			if _, err := os.Stat(f); err != nil {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	script := `for f in "$@"; do if cat "$f" >/dev/null 2>&1; then echo "read $f"; fi; done
 for d in "$STATE" "$STATE/sandboxes" "$STATE/events"; do if ls "$d" >/dev/null 2>&1; then echo "listed $d"; fi; done
 echo checked`

@@ -116,13 +116,18 @@ func WriteState(dir string, st State) error {
 	return atomicfile.WriteFile(filepath.Join(dir, StateFile), append(data, '\n'), 0o600)
 }
 
-// PrepareStateDir makes dir ready to hold the node credential: it creates it (and missing
-// parents) with mode 0700, and tightens an existing directory that its group or others may
+// PrepareStateDir makes dir ready to hold the node credential: it creates it with mode 0700
+// (missing parents 0755, so that a sandbox directory beside it, such as the default
+// /var/lib/cubefleet/sandboxes, stays reachable by the sandboxes' users; both whatever the
+// umask), and tightens an existing directory that its group or others may
 // access to 0700, returning the mode it had (0 when it needed no change). A path that is not a
 // directory, or a directory owned by another user, is an error: the agent does not keep its
 // credential where someone else decides who reads it.
 func PrepareStateDir(dir string) (fs.FileMode, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return 0, err
+	}
+	if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
 	}
 	fi, err := os.Stat(dir)

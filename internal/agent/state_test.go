@@ -35,13 +35,15 @@ func TestStateDirMode(t *testing.T) {
 	}
 	r.stop()
 
-	// Created, with its parents, 0700.
+	// Created 0700, its missing parents 0755: a sandbox directory beside it (the default
+	// /var/lib/cubefleet/sandboxes beside /var/lib/cubefleet/agent) stays reachable by the
+	// sandboxes' users.
 	nested := filepath.Join(parent, "a", "b")
 	r = startAgent(t, testConfig(nested, "cfj_join2", cp.URL))
 	testkit.WaitFor(t, 10*time.Second, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
-	for _, d := range []string{filepath.Join(parent, "a"), nested} {
-		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
-			t.Errorf("%s: %v, %v; want mode 0700", d, fi.Mode(), err)
+	for d, mode := range map[string]os.FileMode{filepath.Join(parent, "a"): 0o755, nested: 0o700} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v, %v; want mode %04o", d, fi.Mode(), err, mode)
 		}
 	}
 	r.stop()

@@ -2,7 +2,9 @@ package atomicfile
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -45,5 +47,44 @@ func TestWriteFile(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("%s holds %d entries after a failed write, want the directory only: %v", dir, len(entries), entries)
+	}
+}
+
+// MkdirAll gives every directory it creates exactly the mode asked for, under umask 077 (the
+// test runs itself again in a child process under that umask: a umask is the whole process's).
+func TestMkdirAllUnderUmask077(t *testing.T) {
+	if os.Getenv("CUBEFLEET_TEST_UMASK077") == "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", `umask 077 && exec "$0" "$@"`, self, "-test.run=^TestMkdirAllUnderUmask077$", "-test.v")
+		cmd.Env = append(os.Environ(), "CUBEFLEET_TEST_UMASK077=1")
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestMkdirAllUnderUmask077") {
+			t.Fatalf("under umask 077: %v\n%s", err, out)
+		}
+		return
+	}
+	parent := t.TempDir()
+	path := filepath.Join(parent, "a", "b")
+	if err := MkdirAll(path, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(parent, "a"), path} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o711 {
+			t.Errorf("%s: %v, %v; want mode 0711", p, fi.Mode(), err)
+		}
+	}
+	// An existing directory is left as it is; a file in the way is an error.
+	if err := MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(parent); fi.Mode().Perm() != 0o700 {
+		t.Errorf("existing %s changed to %04o", parent, fi.Mode().Perm())
+	}
+	file := filepath.Join(parent, "f")
+	os.WriteFile(file, nil, 0o600)
+	if err := MkdirAll(filepath.Join(file, "x"), 0o700); err == nil {
+		t.Error("MkdirAll under a file succeeded")
 	}
 }

@@ -120,11 +120,15 @@ attempt on stderr while it waits; prints one line per check; exit 0 when all pas
 	var downRoot string
 	down := &cobra.Command{
 		Use:   "down [--root DIR]",
-		Short: "Stop this node's agent (systemctl stop, or under --root its PID file), then its sandboxes",
-		Long: `Stop this node's agent: systemctl stop (or, without the unit or under --root, the process in the
-PID file); then, for the process runtime, every sandbox in its sandbox directory (SIGTERM, then
-SIGKILL after their grace, at most 15 s), so that no process of it survives. Nothing is deleted:
-the next agent reports the sandboxes' ends to the control plane.`,
+		Short: "Stop this node's agent (found by its settings: PID file, else its state directory's lock), then its sandboxes",
+		Long: `Stop this node's agent, found by the settings given (--env-file, the environment): the process in
+its PID file (CUBEFLEET_AGENT_PID_FILE, else /run/cubefleet-agent.pid), else the one holding its
+state directory's agent.lock, only when that process is a cubefleet agent holding the lock. The
+installed unit's agent is stopped with systemctl stop; another gets SIGTERM, and down waits for it
+to exit (at most 15 s). Then, for the process runtime, every sandbox in its sandbox directory
+(SIGTERM, then SIGKILL after their grace, at most 15 s), so that no process of it survives, and
+their user id leases end. Nothing is deleted: the next agent reports the sandboxes' ends to the
+control plane. Exit 0 once all of it stopped (also when the agent was not running).`,
 		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt := hostsetup.DownOptions{Root: downRoot, Out: cmd.OutOrStdout()}
@@ -140,7 +144,7 @@ the next agent reports the sandboxes' ends to the control plane.`,
 			return hostsetup.Down(cmd.Context(), opt)
 		},
 	}
-	down.Flags().StringVar(&downRoot, "root", "", "stop the agent whose PID is in DIR"+hostsetup.PIDFilePath+" instead of running systemctl")
+	down.Flags().StringVar(&downRoot, "root", "", "take every path under DIR (the PID file, the state and sandbox directories) and never run systemctl")
 
 	for _, s := range agent.Settings() {
 		switch s.Command {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,13 +39,18 @@ type DownOptions struct {
 
 // Down is `cubefleet agent down`: it stops this node's agent (the control plane and the other
 // nodes are not affected), then every sandbox it ran (with the process runtime and
-// opt.Config), so that no process of the agent survives; it deletes no state. On the real
-// system it runs `systemctl stop cubefleet-agent.service` when the unit is installed, else it
-// signals the PID in /run/cubefleet-agent.pid; under Root it signals the PID in
-// Root/run/cubefleet-agent.pid. The sandboxes are stopped through the process driver (its
-// StopAll, with no spare supervisor): SIGTERM, then SIGKILL after their grace or
-// opt.SandboxWait, whichever comes first; the next agent reports their ends to the control
-// plane. An agent that is not running is not an error; a sandbox process that survives is.
+// opt.Config), so that no process of the agent survives; it deletes no state. It finds the
+// agent by its settings (findAgent): the PID in its PID file (opt.Config.PIDFile, else
+// /run/cubefleet-agent.pid), else the process holding its state directory's agent.lock; a PID
+// is signalled only when its process is a cubefleet agent that holds that lock (when the state
+// directory has one). On the real system, an agent of the installed unit (or, when no agent is
+// found, the installed settings) is stopped with `systemctl stop cubefleet-agent.service`, so
+// that the unit does not start it again; another is sent SIGTERM and waited for (opt.Wait). Under
+// Root every path is taken under it and systemctl is not used. The sandboxes are stopped
+// through the process driver (its StopAll, with no spare supervisor): SIGTERM, then SIGKILL
+// after their grace or opt.SandboxWait, whichever comes first; their uid leases end; the next
+// agent reports their ends to the control plane. An agent that is not running is not an error;
+// an agent that does not exit, or a sandbox process that survives, is.
 func Down(ctx context.Context, opt DownOptions) error {
 	if err := downAgent(ctx, opt); err != nil {
 		return err
@@ -64,38 +70,144 @@ func downAgent(ctx context.Context, opt DownOptions) error {
 	if opt.Wait <= 0 {
 		opt.Wait = 15 * time.Second
 	}
-	real := opt.Root == "" || opt.Root == "/"
-	if real {
+	pidFile, lockFile := rooted(opt.Root, PIDFilePath), ""
+	if cfg := opt.Config; cfg != nil {
+		if cfg.PIDFile != "" {
+			pidFile = rooted(opt.Root, cfg.PIDFile)
+		}
+		lockFile = filepath.Join(rooted(opt.Root, cfg.StateDir), agent.LockFile)
+	}
+	found := findAgent(pidFile, lockFile)
+	if real := opt.Root == "" || opt.Root == "/"; real {
 		if _, err := os.Stat(UnitPath); err == nil {
-			if err := opt.Systemctl(ctx, "stop", UnitName); err != nil {
-				return err
+			installed := opt.Config == nil || opt.Config.EnvFile == agent.InstalledEnvFile
+			if found.pid == 0 && installed || found.pid != 0 && inUnit(found.pid) {
+				if err := opt.Systemctl(ctx, "stop", UnitName); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "Stopped %s (only this node's agent)\n", UnitName)
+				return nil
 			}
-			fmt.Fprintf(out, "Stopped %s (only this node's agent)\n", UnitName)
-			return nil
 		}
 	}
-	return stopPIDFile(ctx, rooted(opt.Root, PIDFilePath), opt.Wait, out)
-}
-
-// stopPIDFile sends SIGTERM to the agent whose PID is in path and waits for it to exit.
-func stopPIDFile(ctx context.Context, path string, wait time.Duration, out io.Writer) error {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(out, "The agent is not running (no %s)\n", path)
+	if found.pid == 0 {
+		fmt.Fprintf(out, "The agent is not running (%s)\n", found.why)
+		if found.stalePIDFile {
+			os.Remove(pidFile)
+		}
 		return nil
 	}
+	return stopAgent(ctx, found.pid, pidFile, opt.Wait, out)
+}
+
+// foundAgent is what findAgent found: the agent's PID, or 0 and why none.
+type foundAgent struct {
+	pid          int
+	why          string // when pid is 0: what was looked at
+	stalePIDFile bool   // the PID file names a process that is not the agent
+}
+
+// findAgent returns the agent of a PID file and a state directory's lock file ("" for none):
+// the process in the PID file, else the one whose PID the lock file holds, as long as it is a
+// live cubefleet agent (isAgentProcess) that has the lock file open while its lock is held. A PID
+// that fails the check is never the agent, whatever the files say.
+func findAgent(pidFile, lockFile string) foundAgent {
+	lockHeld := lockFile != "" && isLocked(lockFile)
+	lockExists := false
+	if lockFile != "" {
+		_, err := os.Stat(lockFile)
+		lockExists = err == nil
+	}
+	verified := func(pid int) bool {
+		if !isAgentProcess(pid) {
+			return false
+		}
+		// An agent of this state directory holds its lock: a PID file that names another
+		// agent (a recycled PID, another node's agent) is not this one.
+		return !lockExists || lockHeld && hasOpen(pid, lockFile)
+	}
+	var why []string
+	stale := false
+	switch pid, err := readPID(pidFile); {
+	case errors.Is(err, fs.ErrNotExist):
+		why = append(why, "no "+pidFile)
+	case err != nil:
+		why = append(why, err.Error())
+	case verified(pid):
+		return foundAgent{pid: pid}
+	default:
+		why = append(why, fmt.Sprintf("process %d from %s is gone or is not a cubefleet agent; removed the stale PID file", pid, pidFile))
+		stale = true
+	}
+	if lockFile != "" {
+		if pid, err := readPID(lockFile); err == nil && lockHeld && verified(pid) {
+			return foundAgent{pid: pid}
+		}
+		if lockHeld {
+			why = append(why, "the process holding "+lockFile+" is not a cubefleet agent")
+		} else {
+			why = append(why, "no agent holds "+lockFile)
+		}
+	}
+	return foundAgent{why: strings.Join(why, "; "), stalePIDFile: stale}
+}
+
+// readPID reads the process ID a PID file or lock file holds.
+func readPID(path string) (int, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil || pid <= 1 {
-		return fmt.Errorf("%s does not hold a process ID; remove it", path)
+		return 0, fmt.Errorf("%s does not hold a process ID; remove it", path)
 	}
-	if !isAgentProcess(pid) {
-		fmt.Fprintf(out, "The agent is not running (process %d from %s is gone or is not a cubefleet agent); removed the stale PID file\n", pid, path)
-		os.Remove(path)
-		return nil
+	return pid, nil
+}
+
+// isLocked reports whether some process holds an flock on path (an exclusive lock of our own
+// cannot be taken; one taken is released at once).
+func isLocked(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
 	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// hasOpen reports whether process pid has the file at path open (one of /proc/<pid>/fd is it).
+func hasOpen(pid int, path string) bool {
+	want, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if fi, err := os.Stat(filepath.Join(dir, e.Name())); err == nil && os.SameFile(fi, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// inUnit reports whether process pid runs in the installed unit's cgroup.
+func inUnit(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && bytes.Contains(data, []byte("/"+UnitName))
+}
+
+// stopAgent sends SIGTERM to the agent pid and waits for it to exit, then removes its PID file
+// (when it still names it).
+func stopAgent(ctx context.Context, pid int, pidFile string, wait time.Duration, out io.Writer) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stop process %d: %w", pid, err)
 	}
@@ -110,14 +222,19 @@ func stopPIDFile(ctx context.Context, path string, wait time.Duration, out io.Wr
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	os.Remove(path)
+	if p, err := readPID(pidFile); err == nil && p == pid {
+		os.Remove(pidFile)
+	}
 	fmt.Fprintf(out, "Stopped the agent (process %d; only this node's agent)\n", pid)
 	return nil
 }
 
-// isAgentProcess reports whether pid is a live (not zombie) process whose command line runs
-// `agent`.
+// isAgentProcess reports whether pid is a live (not zombie) process, other than this one, whose
+// command line runs `agent` (as `cubefleet agent` and `cubefleet agent run` do).
 func isAgentProcess(pid int) bool {
+	if pid == os.Getpid() {
+		return false
+	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false

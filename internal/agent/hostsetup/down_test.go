@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,10 +25,7 @@ import (
 // one. Stopping the agent leaves its sandboxes running (so a restart of the agent keeps them);
 // Down then stops every sandbox: no process of the agent, a supervisor or a sandbox survives.
 func TestDownLeavesNoProcess(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "cubefleet")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cubefleet/cubefleet/cmd/cubefleet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := cubefleetBinary(t)
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	root := filepath.Dir(agenttest.SandboxDir(t)) // every user reaches its sandbox directory
 	cfg := testConfig(t, filepath.Join(root, "state"), "cfj_join1", cp.URL)
@@ -35,6 +33,7 @@ func TestDownLeavesNoProcess(t *testing.T) {
 	cfg.SandboxDir = sandboxes
 	installed := *cfg // what `agent down` reads: the installed agent's sandbox directory, under root
 	installed.SandboxDir = agent.DefaultSandboxDir
+	installed.StateDir = "/state"
 	cmd := exec.Command(bin, "agent", "run")
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "ONE_CLICK_DEPLOY_ROLE=compute", "CUBEFLEET_CONTROL_PLANE=" + cp.URL,
@@ -103,8 +102,8 @@ func TestDownLeavesNoProcess(t *testing.T) {
 	if err := Down(context.Background(), opt); err != nil {
 		t.Fatalf("Down: %v\n%s", err, out.String())
 	}
-	want := fmt.Sprintf("Stopped the agent (process %d; only this node's agent)\nThe agent is not running (no %s)\nStopped 3 sandboxes in %s (the next agent reports their ends)\n",
-		cmd.Process.Pid, filepath.Join(root, PIDFilePath), sandboxes)
+	want := fmt.Sprintf("Stopped the agent (process %d; only this node's agent)\nThe agent is not running (no %s; no agent holds %s)\nStopped 3 sandboxes in %s (the next agent reports their ends)\n",
+		cmd.Process.Pid, filepath.Join(root, PIDFilePath), filepath.Join(cfg.StateDir, agent.LockFile), sandboxes)
 	if out.String() != want {
 		t.Errorf("Down said:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -132,7 +131,7 @@ func alive(pid int) bool {
 }
 
 // sandboxProcesses returns the live processes whose command line is a sandbox supervisor or exec
-// stage of this test's binary.
+// stage of the tests' binary.
 func sandboxProcesses() []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
@@ -143,9 +142,152 @@ func sandboxProcesses() []string {
 		}
 		exe, _ := os.Readlink("/proc/" + e.Name() + "/exe")
 		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if strings.Contains(exe, "TestDownLeavesNoProcess") && bytes.HasPrefix(cmdline, []byte("cubefleet-sandbox-")) {
+		if strings.HasPrefix(exe, binDir+"/") && bytes.HasPrefix(cmdline, []byte("cubefleet-sandbox-")) {
 			out = append(out, e.Name()+" "+string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 		}
 	}
 	return out
+}
+
+// binDir holds the cubefleet binary the tests build (once: cubefleetBinary), removed by TestMain.
+var (
+	binDir   string
+	binOnce  sync.Once
+	binError error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// cubefleetBinary returns the path of the cubefleet binary, built once for the package's tests.
+func cubefleetBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binError = os.MkdirTemp("", "cubefleet-hostsetup-"); binError != nil {
+			return
+		}
+		os.Chmod(binDir, 0o755)
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "cubefleet"), "github.com/cubefleet/cubefleet/cmd/cubefleet").CombinedOutput()
+		if err != nil {
+			binError = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binError != nil {
+		t.Fatal(binError)
+	}
+	return filepath.Join(binDir, "cubefleet")
+}
+
+// TestDownWithEnvFile runs `agent run --env-file F` and then `agent down --env-file F` (both the
+// built binary, as the two-node demo does): down finds the agent by the env file's settings (its
+// PID file when it names one, else the process holding the state directory's agent.lock), stops
+// it, waits for it to exit, stops its sandboxes and exits 0; the sandboxes' uid leases end.
+func TestDownWithEnvFile(t *testing.T) {
+	bin := cubefleetBinary(t)
+	for _, withPIDFile := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lock holder", true: "PID file"}[withPIDFile], func(t *testing.T) {
+			cp := agenttest.NewFakeCP(t, "cfj_join1")
+			sandboxes := agenttest.SandboxDir(t)
+			root := filepath.Dir(sandboxes)
+			pidFile := filepath.Join(root, "agent.pid")
+			env := strings.Join([]string{
+				"ONE_CLICK_DEPLOY_ROLE=compute", "CUBEFLEET_CONTROL_PLANE=" + cp.URL,
+				"CUBE_SANDBOX_NODE_IP=127.0.0.1", "CUBEFLEET_ALLOW_LOOPBACK=1", "CUBE_S3_ENDPOINT=http://127.0.0.1:9000",
+				"CUBEFLEET_JOIN_TOKEN=cfj_join1", "CUBEFLEET_AGENT_STATE_DIR=" + filepath.Join(root, "state"), "CUBEFLEET_REPORT_PERIOD=100ms",
+				"CUBEFLEET_RUNTIME=process", "CUBEFLEET_SANDBOX_DIR=" + sandboxes, "CUBEFLEET_AGENT_LISTEN=" + agenttest.ClosedAddr(t),
+				"CUBEFLEET_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1", "CUBEFLEET_SANDBOX_ALLOW_OWN_USER=" + strconv.FormatBool(os.Geteuid() != 0),
+			}, "\n") + "\n"
+			if withPIDFile {
+				env += "CUBEFLEET_AGENT_PID_FILE=" + pidFile + "\n"
+			}
+			envFile := agenttest.EnvFile(t, env)
+			cmd := exec.Command(bin, "agent", "run", "--env-file", envFile)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+			var logs testkit.SyncBuffer
+			cmd.Stdout, cmd.Stderr = &logs, &logs
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() { cmd.Process.Kill() })
+			testkit.WaitFor(t, 20*time.Second, "the agent's first work request", func() bool { return len(cp.CallsTo("/work")) > 0 })
+			cp.Assign("127.0.0.1", nodeapi.Assignment{ID: "asg_1", Kind: nodeapi.KindStart, Sandbox: &nodeapi.SandboxSpec{ID: "sbx_1", Argv: []string{"sleep", "300"}}})
+			testkit.WaitFor(t, 20*time.Second, "the sandbox running", func() bool { return len(cp.States("sbx_1")) > 0 })
+			var rec struct{ UID int }
+			if data, err := os.ReadFile(filepath.Join(sandboxes, "sbx_1", "sandbox.json")); err != nil || json.Unmarshal(data, &rec) != nil {
+				t.Fatalf("the sandbox's record: %v", err)
+			}
+			lease := filepath.Join("/run/cubefleet/sandbox-uids", strconv.Itoa(rec.UID))
+			var state struct{ Process struct{ PID int } }
+			if data, err := os.ReadFile(filepath.Join(sandboxes, "sbx_1", "state.json")); err != nil || json.Unmarshal(data, &state) != nil {
+				t.Fatalf("the sandbox's state: %v", err)
+			}
+
+			down := exec.Command(bin, "agent", "down", "--env-file", envFile)
+			down.Env = []string{"PATH=" + os.Getenv("PATH")}
+			var stderr bytes.Buffer
+			down.Stderr = &stderr
+			out, err := down.Output()
+			if err != nil {
+				t.Fatalf("agent down: %v\n%s%s", err, out, stderr.String())
+			}
+			want := fmt.Sprintf("Stopped the agent (process %d; only this node's agent)\nStopped 1 sandbox in %s (the next agent reports their ends)\n", cmd.Process.Pid, sandboxes)
+			if string(out) != want {
+				t.Errorf("agent down said:\n%s\nwant:\n%s", out, want)
+			}
+			select {
+			case <-exited:
+			default:
+				t.Error("the agent still runs after agent down returned")
+			}
+			if alive(state.Process.PID) {
+				t.Errorf("the sandbox's process %d survived agent down", state.Process.PID)
+			}
+			if rec.UID >= 0 {
+				if data, _ := os.ReadFile(lease); strings.TrimSpace(string(data)) == filepath.Join(sandboxes, "sbx_1") {
+					t.Errorf("uid %d is still leased to the stopped sandbox", rec.UID)
+				}
+			}
+			if _, err := os.Stat(pidFile); err == nil {
+				t.Errorf("the PID file %s is left behind", pidFile)
+			}
+		})
+	}
+}
+
+// TestDownSignalsOnlyTheAgent: a PID in the state directory's agent.lock (or in the PID file)
+// whose process is not a cubefleet agent holding that lock is never signalled.
+func TestDownSignalsOnlyTheAgent(t *testing.T) {
+	other := exec.Command("sleep", "300")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	stateDir := filepath.Join(t.TempDir(), "state")
+	cfg := testConfig(t, stateDir, "", "http://127.0.0.1:1")
+	cfg.PIDFile = filepath.Join(t.TempDir(), "agent.pid")
+	os.MkdirAll(stateDir, 0o700)
+	pid := []byte(strconv.Itoa(other.Process.Pid) + "\n")
+	os.WriteFile(filepath.Join(stateDir, agent.LockFile), pid, 0o600)
+	os.WriteFile(cfg.PIDFile, pid, 0o644)
+	var out bytes.Buffer
+	noSystemctl := func(ctx context.Context, args ...string) error {
+		t.Errorf("systemctl %v: the unit's agent is not this one", args)
+		return nil
+	}
+	if err := Down(context.Background(), DownOptions{Out: &out, Config: cfg, Systemctl: noSystemctl}); err != nil {
+		t.Fatalf("Down: %v\n%s", err, out.String())
+	}
+	if !alive(other.Process.Pid) {
+		t.Fatalf("Down killed process %d, which is not an agent", other.Process.Pid)
+	}
+	if !strings.Contains(out.String(), "The agent is not running") {
+		t.Errorf("Down said:\n%s", out.String())
+	}
 }

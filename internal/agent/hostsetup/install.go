@@ -139,7 +139,7 @@ func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 		return fmt.Errorf("write the env file: %w", err)
 	}
 	fmt.Fprintf(out, "Wrote %s (mode 0600)\n", envPath)
-	if err := os.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(unit), 0o755); err != nil {
 		return err
 	}
 	if err := atomicfile.WriteFile(unit, RenderUnit(opt.Binary), 0o644); err != nil {

@@ -321,6 +321,21 @@ func TestUIDLeases(t *testing.T) {
 	if !got[5003] || !got[5007] {
 		t.Errorf("acquired %v, want 5003 (released) and 5007 (stale)", got)
 	}
+	// A lease whose sandbox ended (its directory holds result.json) is taken over too, once its
+	// directory is closed to other users; one whose sandbox runs is not.
+	ended, running := seen[5010], seen[5011]
+	os.Chmod(ended, 0o711)
+	os.WriteFile(filepath.Join(ended, fileResult), []byte("{}"), 0o600)
+	os.Mkdir(filepath.Join(owners, "after-end"), 0o700)
+	if uid, err := b.acquire(filepath.Join(owners, "after-end")); err != nil || uid != 5010 {
+		t.Errorf("acquire = %d, %v; want 5010, whose sandbox ended", uid, err)
+	}
+	if fi, err := os.Stat(ended); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the ended sandbox's directory: %v, %v; want mode 0700 before its uid is lent again", fi.Mode(), err)
+	}
+	if h := a.holder(filepath.Join(dir, "5011")); h != running {
+		t.Errorf("uid 5011 is leased to %q, want %s (still running)", h, running)
+	}
 	// After a reboot emptied the leases, a sandbox claims its id back; another may not take it.
 	if err := a.claim(5007, filepath.Join(owners, "new")); err != nil {
 		t.Errorf("claim own lease: %v", err)

@@ -4,7 +4,7 @@
 // # Isolation
 //
 // A sandbox runs as its own unprivileged user and group, leased from a configured range
-// (Config.FirstUID, Config.UIDCount) for as long as its directory exists, with no
+// (Config.FirstUID, Config.UIDCount) for as long as it runs, with no
 // supplementary groups and no_new_privs (a set-user-ID program does not raise it). So it cannot
 // read the agent's files: the agent's state directory is 0700 root, its credential 0600. Its
 // working directory (<Dir>/<id>/work, mode 0700) is its user's; its records and captured
@@ -44,10 +44,11 @@
 // # Layout
 //
 //	<Dir>/                  0711 root (0700 in own-user mode); .lock: the driver's flock
-//	<Dir>/<id>/             0711 root: sandbox.json, supervisor.json, state.json, result.json,
-//	                        stdout, stderr, supervisor.log (all 0600 root)
+//	<Dir>/<id>/             0711 root, 0700 once ended (its uid may be lent again): sandbox.json,
+//	                        supervisor.json, state.json, result.json, stdout, stderr,
+//	                        supervisor.log (all 0600 root)
 //	<Dir>/<id>/work/        0700, the sandbox's user: its working directory
-//	<UIDLeaseDir>/<uid>     0600 root: which sandbox directory holds uid
+//	<UIDLeaseDir>/<uid>     0600 root: which sandbox directory holds uid while it runs
 package process
 
 import (
@@ -73,6 +74,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // Defaults of Config.
@@ -206,7 +208,11 @@ func New(cfg Config) (*Driver, error) {
 	if ownUser {
 		mode = 0o700
 	}
-	if err := os.MkdirAll(cfg.Dir, mode); err != nil {
+	// Missing parents are made 0755 whatever the umask: the sandboxes' users pass through them.
+	if err := atomicfile.MkdirAll(filepath.Dir(cfg.Dir), 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox directory: %w", err)
+	}
+	if err := atomicfile.MkdirAll(cfg.Dir, mode); err != nil {
 		return nil, fmt.Errorf("sandbox directory: %w", err)
 	}
 	if fi, err := os.Lstat(cfg.Dir); err != nil || !fi.IsDir() {
@@ -285,18 +291,22 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// claimLeases leases again the uids of the sandboxes in Dir (after a reboot emptied /run).
+// claimLeases leases again the uids of the sandboxes in Dir that have not ended (after a reboot
+// emptied /run), and retires the ended ones (their leases end).
 func (d *Driver) claimLeases() {
 	ents, _ := os.ReadDir(d.cfg.Dir)
 	for _, e := range ents {
 		if !e.IsDir() || !driver.ValidID(e.Name()) {
 			continue
 		}
-		dir := filepath.Join(d.cfg.Dir, e.Name())
-		var rec sandboxRecord
-		if ok, _ := readJSON(filepath.Join(dir, fileSandbox), &rec); ok && rec.UID >= 0 {
-			if err := d.leases.claim(rec.UID, dir); err != nil {
-				d.log.Warn("sandbox user id is leased twice", "sandbox", rec.ID, "uid", rec.UID, "error", err)
+		r, _ := d.read(e.Name())
+		switch {
+		case !r.hasRec || r.rec.UID < 0:
+		case r.hasResult:
+			d.retire(r)
+		default:
+			if err := d.leases.claim(r.rec.UID, r.dir); err != nil {
+				d.log.Warn("sandbox user id is leased twice", "sandbox", r.rec.ID, "uid", r.rec.UID, "error", err)
 			}
 		}
 	}
@@ -340,8 +350,15 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		return d.status(spec.ID, true)
 	}
 	// The directory before the user's lease: a lease names its directory, and another agent of
-	// the host takes over a lease whose directory does not exist (see uidLeases.acquire).
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	// the host takes over a lease whose directory does not exist (see uidLeases.acquire). Its
+	// mode whatever the umask: the sandbox's user passes through it.
+	err := os.Mkdir(dir, 0o711)
+	if err == nil {
+		if err = os.Chmod(dir, 0o711); err != nil {
+			removeAll(dir)
+		}
+	}
+	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return d.status(spec.ID, true)
 		}
@@ -375,6 +392,9 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
 	if err == nil {
 		err = os.Mkdir(work, 0o700)
+	}
+	if err == nil {
+		err = os.Chmod(work, 0o700)
 	}
 	if err == nil && uid >= 0 {
 		err = os.Chown(work, uid, gid)

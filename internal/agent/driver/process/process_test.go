@@ -314,6 +314,58 @@ func TestWorkDirAndUmask(t *testing.T) {
 	}
 }
 
+// Under umask 077 (the agent started from a shell that set it) sandboxes run as well: every
+// directory whose mode matters gets it explicitly, the sandbox directory's missing parents too.
+// The test runs itself again in a child process under that umask (a umask is the whole
+// process's).
+func TestUnderUmask077(t *testing.T) {
+	requireRoot(t)
+	if os.Getenv("CUBEFLEET_TEST_UMASK077") == "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", `umask 077 && exec "$0" "$@"`, self, "-test.run=^TestUnderUmask077$", "-test.v")
+		cmd.Env = append(os.Environ(), "CUBEFLEET_TEST_UMASK077=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: TestUnderUmask077")) {
+			t.Fatalf("under umask 077: %v\n%s", err, out)
+		}
+		return
+	}
+	if old := syscall.Umask(0o077); old != 0o077 {
+		t.Fatalf("umask %04o, want 0077", old)
+	}
+	cfg := testConfig(t)
+	cfg.Dir = filepath.Join(filepath.Dir(cfg.Dir), "missing", "parents", "sandboxes")
+	d := newDriver(t, cfg)
+	st, out := run(t, d, driver.Spec{ID: "u1", WorkDir: "a/b", Argv: sh("id -u; echo hi > f; cat f")})
+	if st.ExitCode != 0 || !strings.HasSuffix(string(out.Stdout), "\nhi\n") {
+		t.Fatalf("status %+v, output %q %q", st, out.Stdout, out.Stderr)
+	}
+	for p, mode := range map[string]os.FileMode{
+		filepath.Dir(filepath.Dir(cfg.Dir)): 0o755, filepath.Dir(cfg.Dir): 0o755, cfg.Dir: 0o711,
+		filepath.Join(d.dir("u1"), dirWork): 0o700,
+	} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v, %v; want mode %04o", p, fi.Mode(), err, mode)
+		}
+	}
+	// A warm sandbox and its claim too (the claim socket is the agent's only).
+	warm(t, d, driver.Spec{ID: "w1"})
+	if fi, err := os.Stat(filepath.Join(d.dir("w1"), fileClaim)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("claim socket: %v, %v; want mode 0600", fi, err)
+	}
+	ctx := testCtx(t)
+	if _, err := d.Claim(ctx, driver.Spec{ID: "w1", Argv: sh("echo claimed > f; cat f"), WorkDir: "job"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.Wait(ctx, "w1"); err != nil || st.ExitCode != 0 {
+		o, _ := d.Output(ctx, "w1")
+		t.Errorf("claimed sandbox: %+v, %v; output %q %q", st, err, o.Stdout, o.Stderr)
+	}
+}
+
 // A sandbox id starts at most once, however often and concurrently it is asked.
 func TestStartIdempotent(t *testing.T) {
 	d := newDriver(t, testConfig(t))
@@ -722,6 +774,89 @@ func TestRemove(t *testing.T) {
 	}
 	if again := start(t, d, driver.Spec{ID: "gone", Argv: []string{"sleep", "30"}}); again.PID == first.PID {
 		t.Errorf("a removed id did not start anew")
+	}
+}
+
+// A sandbox's uid lease ends with it: when it exits, when it is stopped, and when StopAll (agent
+// down) stops it; its directory is closed to other users first (0700), so the next sandbox of
+// that uid cannot reach what it left. A new driver retires ended sandboxes it finds leased.
+func TestUIDLeaseEndsWithSandbox(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	d := newDriver(t, cfg)
+	ctx := testCtx(t)
+	leased := func(id string, uid int) bool {
+		return (&uidLeases{dir: cfg.UIDLeaseDir}).holder(filepath.Join(cfg.UIDLeaseDir, strconv.Itoa(uid))) == d.dir(id)
+	}
+	st, out := run(t, d, driver.Spec{ID: "done", Argv: sh("echo ok")})
+	if st.ExitCode != 0 || string(out.Stdout) != "ok\n" {
+		t.Fatalf("status %+v, output %q", st, out.Stdout)
+	}
+	uid := sandboxUID(t, d, "done")
+	if leased("done", uid) {
+		t.Errorf("uid %d is still leased to the ended sandbox", uid)
+	}
+	if fi, err := os.Stat(d.dir("done")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the ended sandbox's directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+
+	start(t, d, driver.Spec{ID: "stopped", Argv: []string{"sleep", "300"}})
+	start(t, d, driver.Spec{ID: "down", Argv: []string{"sleep", "300"}})
+	stoppedUID, downUID := sandboxUID(t, d, "stopped"), sandboxUID(t, d, "down")
+	if !leased("stopped", stoppedUID) || !leased("down", downUID) {
+		t.Fatal("a running sandbox's uid is not leased to it")
+	}
+	if _, err := d.Stop(ctx, "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if leased("stopped", stoppedUID) {
+		t.Errorf("uid %d is still leased to the stopped sandbox", stoppedUID)
+	}
+	if err := d.StopAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if leased("down", downUID) {
+		t.Errorf("uid %d is still leased after StopAll", downUID)
+	}
+
+	// An ended sandbox whose lease outlived it (its agent died in between) is retired by the
+	// next driver on the directory.
+	d.Close()
+	os.Chmod(d.dir("done"), 0o711)
+	// The host's lease directory is shared: write the lease only if the uid is free.
+	if err := (&uidLeases{dir: cfg.UIDLeaseDir}).create(filepath.Join(cfg.UIDLeaseDir, strconv.Itoa(uid)), d.dir("done")); err != nil {
+		t.Skipf("uid %d was leased again meanwhile (%v): the rest needs it", uid, err)
+	}
+	d2 := newDriver(t, cfg)
+	if leased("done", uid) {
+		t.Errorf("uid %d is still leased to an ended sandbox after a new driver started", uid)
+	}
+	if fi, err := os.Stat(d2.dir("done")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the ended sandbox's directory: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+}
+
+// A uid is lent again once its sandbox ended: removing (or stopping all, with) the ended one
+// never touches the processes of the sandbox that has its uid now. One uid, outside the range the
+// other tests use, in a lease directory of the test's own.
+func TestUIDLentAgainNotKilledWithTheOld(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	cfg.UIDLeaseDir, cfg.FirstUID, cfg.UIDCount = filepath.Join(t.TempDir(), "leases"), 2_100_000, 1
+	d := newDriver(t, cfg)
+	ctx := testCtx(t)
+	if st, _ := run(t, d, driver.Spec{ID: "old", Argv: []string{"true"}}); st.ExitCode != 0 {
+		t.Fatalf("old: %+v", st)
+	}
+	now := start(t, d, driver.Spec{ID: "new", Argv: []string{"sleep", "300"}})
+	if a, b := sandboxUID(t, d, "old"), sandboxUID(t, d, "new"); a != b {
+		t.Fatalf("uids %d and %d, want the one uid lent again", a, b)
+	}
+	if err := d.Remove(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.Status(ctx, "new"); err != nil || st.State != driver.StateRunning || !running(now.PID) {
+		t.Errorf("the sandbox holding the uid now, after the old one's removal: %+v, %v", st, err)
 	}
 }
 

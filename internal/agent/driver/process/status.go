@@ -27,14 +27,19 @@ type records struct {
 	warm       warmRecord
 	hasWarm    bool
 	dir        string
+	dirMode    fs.FileMode // permission bits of dir
 	dirMissing bool
 }
 
 func (d *Driver) read(id string) (records, error) {
 	r := records{dir: d.dir(id)}
-	if _, err := os.Lstat(r.dir); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Lstat(r.dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		r.dirMissing = true
 		return r, nil
+	}
+	if err == nil {
+		r.dirMode = fi.Mode().Perm()
 	}
 	var errs [5]error
 	r.hasRec, errs[0] = readJSON(filepath.Join(r.dir, fileSandbox), &r.rec)
@@ -64,7 +69,7 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 		}
 		switch {
 		case r.hasResult:
-			return d.assemble(r), nil
+			return d.ended(r), nil
 		case (r.hasState || r.hasWarm) && r.hasSup && r.sup.alive():
 			return d.assemble(r), nil
 		case !r.hasState && r.hasSup && r.sup.alive():
@@ -81,7 +86,7 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 		// A supervisor records the end, then exits: it may have done both since the records
 		// above were read (Start holds the lock and asks at once).
 		if fresh, err := d.read(id); err == nil && fresh.hasResult {
-			return d.assemble(fresh), nil
+			return d.ended(fresh), nil
 		}
 		res := resultRecord{EndedAt: time.Now().UTC(), ExitCode: -1}
 		switch {
@@ -105,10 +110,31 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 		}
 		d.log.Warn("sandbox "+string(res.Reason), "sandbox", id, "reason", res.Message)
 		r.result, r.hasResult = res, true
-		return d.assemble(r), nil
+		return d.ended(r), nil
 	}
 	r, _ := d.read(id)
 	return d.assemble(r), nil
+}
+
+// ended returns the Status of an ended sandbox (r has its result), retiring it first.
+func (d *Driver) ended(r records) driver.Status {
+	d.retire(r)
+	return d.assemble(r)
+}
+
+// retire ends the uid lease of an ended sandbox of its own user, once: its directory is closed
+// to other users (0700), then its uid is free for the next sandbox, which cannot reach what this
+// one left in its work directory. A directory that is 0700 already was retired (or, in a crash
+// between the two steps, its lease is stale and taken over by the next acquire).
+func (d *Driver) retire(r records) {
+	if !r.hasResult || r.rec.UID < 0 || r.dirMode == 0o700 || r.dirMode == 0 {
+		return
+	}
+	if err := closeDir(r.dir); err != nil {
+		d.log.Warn("sandbox ended: its directory could not be closed; its user id stays leased", "sandbox", r.rec.ID, "uid", r.rec.UID, "error", err)
+		return
+	}
+	d.leases.release(r.rec.UID, r.dir)
 }
 
 // assemble makes the Status of a sandbox from its records, with live stats while it runs.
@@ -179,13 +205,20 @@ func liveStats(r records) driver.Stats {
 // killRest kills what is left of a sandbox whose supervisor is gone: its cgroup, its process
 // group, the processes of its user (or session). It returns the processes still there at the
 // deadline.
+//
+// Once the sandbox's end is recorded, only its cgroup is: whoever recorded the end killed every
+// process of its user first, and its uid may since have been lent to another sandbox, whose
+// processes a kill by uid would end.
 func (d *Driver) killRest(r records, deadline time.Time) []int {
 	var left []int
-	if r.hasState && r.state.Process.alive() {
-		unix.Kill(-r.state.Process.PID, unix.SIGKILL)
-	}
 	if r.rec.Cgroup != "" {
 		left = append(left, killCgroup(r.rec.Cgroup, deadline)...)
+	}
+	if r.hasResult {
+		return left
+	}
+	if r.hasState && r.state.Process.alive() {
+		unix.Kill(-r.state.Process.PID, unix.SIGKILL)
 	}
 	if r.rec.UID >= 0 {
 		left = append(left, killMembers(r.rec.UID, -1, deadline)...)

@@ -175,6 +175,10 @@ func runSupervisor() int {
 	// The sandbox's parent-death signal fires when the thread that started it ends: that is
 	// this one, locked to the goroutine that lives as long as the supervisor.
 	runtime.LockOSThread()
+	// A known umask, whatever the agent's, set before this new process creates anything: its
+	// files are the agent's alone (the records and output are 0600 anyway, the claim socket
+	// is created private).
+	unix.Umask(0o077)
 	var cgroup string
 	if len(os.Args) > 1 {
 		cgroup = os.Args[1]

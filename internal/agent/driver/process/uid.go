@@ -11,12 +11,17 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
-// uidLeases hands out the user ids of a range, one per sandbox, through lease files in a
-// directory shared by every agent of the host (<dir>/<uid>, holding the sandbox directory it is
-// lent to): two agents on one host never give the same uid to two sandboxes, and neither does
-// one agent after a restart.
+// uidLeases hands out the user ids of a range, one per running sandbox, through lease files in
+// a directory shared by every agent of the host (<dir>/<uid>, holding the sandbox directory it
+// is lent to): two agents on one host never give the same uid to two sandboxes, and neither
+// does one agent after a restart. Every change is made under an flock of <dir>/.lock, which the
+// host's agents share (lock). A lease ends when its sandbox ends (Driver.retire) or its directory is
+// removed; one whose sandbox directory is gone or holds the sandbox's end (result.json) is
+// stale, and taken over by the next acquire.
 type uidLeases struct {
 	dir          string
 	first, count int
@@ -33,7 +38,7 @@ const hostLockFile = ".lock"
 // directory when missing), and returns the function that releases both.
 func (l *uidLeases) lock() (func(), error) {
 	l.mu.Lock()
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(l.dir, 0o700); err != nil {
 		l.mu.Unlock()
 		return nil, err
 	}
@@ -54,8 +59,8 @@ func (l *uidLeases) lock() (func(), error) {
 }
 
 // acquire leases a free uid of the range to the sandbox directory owner, which must exist
-// already. A lease whose directory no longer exists (removed while its agent was away) is
-// taken over.
+// already. When every uid is leased, a stale lease (see stale: its sandbox ended or its
+// directory is gone) is taken over.
 func (l *uidLeases) acquire(owner string) (int, error) {
 	// A lease names its directory, and a lease whose directory does not exist is stale: leasing
 	// before the directory exists would let another agent take the lease over at once.
@@ -67,22 +72,26 @@ func (l *uidLeases) acquire(owner string) (int, error) {
 		return -1, fmt.Errorf("sandbox user leases: %w", err)
 	}
 	defer unlock()
-	for i := 0; i < l.count; i++ {
-		uid := l.first + (l.next+i)%l.count
-		path := filepath.Join(l.dir, strconv.Itoa(uid))
-		err := l.create(path, owner)
-		if errors.Is(err, fs.ErrExist) && l.stale(path) {
-			os.Remove(path)
-			err = l.create(path, owner)
+	// A free uid first; only when there is none, a stale lease is taken over (so that a uid
+	// rests a while after its sandbox ended).
+	for _, takeOver := range []bool{false, true} {
+		for i := 0; i < l.count; i++ {
+			uid := l.first + (l.next+i)%l.count
+			path := filepath.Join(l.dir, strconv.Itoa(uid))
+			err := l.create(path, owner)
+			if errors.Is(err, fs.ErrExist) && takeOver && l.stale(path) {
+				os.Remove(path)
+				err = l.create(path, owner)
+			}
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return -1, fmt.Errorf("sandbox user leases: %w", err)
+			}
+			l.next = (l.next + i + 1) % l.count
+			return uid, nil
 		}
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return -1, fmt.Errorf("sandbox user leases: %w", err)
-		}
-		l.next = (l.next + i + 1) % l.count
-		return uid, nil
 	}
 	return -1, fmt.Errorf("all %d sandbox user ids from %d to %d are in use: remove ended sandboxes, or widen the range", l.count, l.first, l.first+l.count-1)
 }
@@ -105,14 +114,39 @@ func (l *uidLeases) holder(path string) string {
 	return strings.TrimSpace(string(data))
 }
 
-// stale reports whether the lease at path belongs to a sandbox directory that is gone.
+// stale reports whether the lease at path belongs to a sandbox that is gone (its directory
+// removed) or ended (its directory holds its end, result.json: whoever recorded it killed
+// every process of the sandbox first, and nothing runs as its uid any more). An ended sandbox's
+// directory is closed to other users (0700) before its uid is lent again, so that the next
+// sandbox of that uid cannot reach the files the last one left in its work directory.
 func (l *uidLeases) stale(path string) bool {
 	h := l.holder(path)
-	if h == "" {
+	if h == "" || !filepath.IsAbs(h) {
 		return false
 	}
-	_, err := os.Stat(h)
-	return errors.Is(err, fs.ErrNotExist)
+	if _, err := os.Lstat(h); errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if _, err := os.Lstat(filepath.Join(h, fileResult)); err != nil {
+		return false
+	}
+	return closeDir(h) == nil
+}
+
+// closeDir makes an ended sandbox's directory 0700, so that no other user reaches its work
+// directory (which stays its uid's) through it.
+func closeDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if fi.Mode().Perm() == 0o700 {
+		return nil
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // claim makes sure uid is leased to owner (a sandbox found again after a restart, or after a

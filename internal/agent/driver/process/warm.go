@@ -237,9 +237,13 @@ func (s *supervisor) listenClaim() (net.Listener, error) {
 	}
 	defer closeDir()
 	os.Remove(s.path(fileClaim)) // a leftover of a supervisor that died
-	old := unix.Umask(0o177)
+	// Created private (the supervisor's umask is 077), then given its mode explicitly.
 	ln, err := net.Listen("unix", path)
-	unix.Umask(old)
+	if err == nil {
+		if err = os.Chmod(path, 0o600); err != nil {
+			ln.Close()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
