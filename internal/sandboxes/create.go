@@ -118,7 +118,7 @@ func (in *CreateInput) validate() error {
 
 // template is a sandbox template as a create reads it, with its flavor's size and pool's owner.
 type template struct {
-	ID, Name, TenantID, PoolID, Owner, FlavorID, Image string
+	ID, Name, TenantID, PoolID, PoolName, Owner, FlavorID, Image string
 	Env                                                map[string]string
 	Warm                                               *compute.Warm
 	Res                                                Resources
@@ -160,7 +160,10 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 	if pool.Archived() {
 		return template{}, cubefleet.Invalid("template", "template %s runs on pool %s, which is archived", o.Name, pool.ID)
 	}
-	t.Owner = pool.TenantID
+	t.Owner, t.PoolName = pool.TenantID, pool.Name
+	if t.PoolName == "" {
+		t.PoolName = pool.ID
+	}
 	return t, nil
 }
 
@@ -217,14 +220,22 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	if err := s.checkRefs(ctx, in.TenantID, in.Env, tpl.Env); err != nil {
 		return Sandbox{}, err
 	}
-	if !in.warm && tpl.Warm != nil && tpl.Warm.Max > 0 && len(in.NodeSelector) == 0 {
-		if sbx, ok, err := s.claim(ctx, in, tpl); ok || err != nil {
-			return sbx, err
-		}
-	}
 	t, err := s.termsOf(ctx, in.TenantID, tpl.PoolID, tpl.Owner)
 	if err != nil {
 		return Sandbox{}, err
+	}
+	// A create claims an idle warm sandbox of its template only when no create of the template
+	// waits ahead of it (priority, then age): it never overtakes them.
+	if !in.warm && tpl.Warm != nil && tpl.Warm.Max > 0 {
+		ahead, err := s.waitingAhead(ctx, "template_id", tpl.ID, t.priority)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		if ahead == 0 {
+			if sbx, ok, err := s.claim(ctx, in, tpl); ok || err != nil {
+				return sbx, err
+			}
+		}
 	}
 	now := s.now()
 	r := &record{
@@ -238,15 +249,15 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 		kind, r.Priority = nodeapi.KindWarm, waitingPriority
 	}
 	// Waiting creates of the pool go first: a new one joins them rather than taking room
-	// that frees before their turn.
+	// that frees before their turn, and a warm pool top-up waits behind every tenant's create.
 	placed := false
-	waiting, err := s.poolWaiting(ctx, r.PoolID, r.Priority)
+	ahead, err := s.waitingAhead(ctx, "pool_id", r.PoolID, r.Priority)
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if waiting {
+	if ahead > 0 {
 		r.Queued, r.PendingReason = true, ReasonWaitingForRoom
-		r.Message = "waiting behind earlier creates for room in pool " + r.PoolID
+		r.Message = fmt.Sprintf("waiting for room in pool %s (%s ahead)", tpl.PoolName, plural(ahead, "create", "creates"))
 	} else {
 		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
 		switch {
@@ -312,17 +323,34 @@ func placementOf(r *record) Placement {
 		MemoryMiB: r.Res.MemoryGiB * 1024, DiskMiB: r.Res.DiskGiB * 1024, NodeSelector: r.Spec.NodeSelector}
 }
 
-// poolWaiting reports whether creates of at least priority wait for room in pool.
-func (s *Service) poolWaiting(ctx context.Context, pool string, priority int) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM sandboxes WHERE queued = 1 AND pool_id = $1 AND priority >= $2 LIMIT 1`, pool, priority).Scan(&one)
-	if err == sql.ErrNoRows {
-		return false, nil
-	}
+// waitingAhead counts the creates that wait for room (queued) where column (pool_id or
+// template_id) is value, at priority or above: those a new create of priority must not
+// overtake.
+func (s *Service) waitingAhead(ctx context.Context, column, value string, priority int) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE queued = 1 AND `+column+` = $1 AND priority >= $2`, value, priority).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("look for waiting creates: %w", err)
+		return 0, fmt.Errorf("look for waiting creates: %w", err)
 	}
-	return true, nil
+	return n, nil
+}
+
+// plural is "1 create", "2 creates".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// selects reports whether a node with labels carries every label of selector.
+func selects(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // release frees sandbox id's reservation; a failure is logged (the reservation expires).
@@ -347,7 +375,7 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		if err != nil {
 			return Sandbox{}, false, err
 		}
-		if !ok || n.State != nodes.StateReady || n.Draining || n.Cordoned {
+		if !ok || n.State != nodes.StateReady || n.Draining || n.Cordoned || !selects(n.Labels, in.NodeSelector) {
 			continue
 		}
 		now := s.now()

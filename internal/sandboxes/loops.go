@@ -226,14 +226,18 @@ const waitingPriority = -1
 // PlaceWaiting places the creates that wait for room, in priority order (the offer's, the
 // pool's owner first), then age; one that waited longer than PendingTimeout fails
 // (pending_timeout). A create that does not fit stays waiting (its message says why) while
-// later ones that fit are placed.
+// later ones that fit are placed, and idle warm sandboxes on nodes it could use are stopped to
+// make room for it: warm sandboxes are a cache and never hold room against real work. A warm
+// pool top-up is placed only once no create of its pool waits.
 func (s *Service) PlaceWaiting(ctx context.Context) error {
 	recs, err := query(ctx, s.db, `queued = 1 ORDER BY priority DESC, created_at, id LIMIT 1000`)
 	if err != nil || len(recs) == 0 {
 		return err
 	}
 	now := s.now()
-	full := map[string]bool{} // pools where nothing fitted this pass: later creates of the same size need not try
+	full := map[string]bool{}    // pools where nothing fitted this pass: later creates of the same size need not try
+	waiting := map[string]bool{} // pools with a create left waiting: their top-ups wait too
+	var rooms *warmRooms         // idle warm sandboxes that may give their room, read once a create needs it
 	for _, r := range recs {
 		if now-r.CreatedAt > s.cfg.PendingTimeout.Milliseconds() {
 			if err := s.failWaiting(ctx, r); err != nil {
@@ -241,24 +245,90 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 			}
 			continue
 		}
+		if r.Warm && waiting[r.PoolID] {
+			continue
+		}
 		key := fmt.Sprintf("%s/%d/%d/%d/%v", r.PoolID, r.Res.VCPU, r.Res.MemoryGiB, r.Res.DiskGiB, r.Spec.NodeSelector)
-		if full[key] {
-			continue
-		}
-		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
-		if cubefleet.IsCode(err, cubefleet.CodeResourceExhausted) {
-			full[key] = true
-			if msg := waitingMessage(err); msg != r.Message {
-				s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
+		if !full[key] {
+			node, err := s.cfg.Placer.Place(ctx, placementOf(r))
+			switch {
+			case err == nil:
+				if err := s.placeWaiting(ctx, r, node); err != nil {
+					return err
+				}
+				continue
+			case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
+				full[key] = true
+				if msg := waitingMessage(err); msg != r.Message {
+					s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
+				}
+			default:
+				return err
 			}
+		}
+		if r.Warm {
 			continue
 		}
+		waiting[r.PoolID] = true
+		if rooms == nil {
+			if rooms, err = s.readWarmRooms(ctx); err != nil {
+				return err
+			}
+		}
+		if err := s.makeRoom(ctx, r, rooms); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmRooms are the idle warm sandboxes that hold room (placed, not claimed, not stopping) by
+// pool, oldest first, and by pool the count of those already stopping (each makes room for one
+// waiting create).
+type warmRooms struct {
+	idle     map[string][]*record
+	stopping map[string]int
+}
+
+// readWarmRooms reads the warm sandboxes that hold room.
+func (s *Service) readWarmRooms(ctx context.Context) (*warmRooms, error) {
+	recs, err := query(ctx, s.db, `warm = 1 AND claimed_at = 0 AND deleted_at = 0 AND node_id <> '' AND state IN ($1, $2) ORDER BY created_at, id`,
+		string(StateStarting), string(StateRunning))
+	if err != nil {
+		return nil, err
+	}
+	w := &warmRooms{idle: map[string][]*record{}, stopping: map[string]int{}}
+	for _, r := range recs {
+		if r.StopRequestedAt != 0 {
+			w.stopping[r.PoolID]++
+		} else {
+			w.idle[r.PoolID] = append(w.idle[r.PoolID], r)
+		}
+	}
+	return w, nil
+}
+
+// makeRoom stops an idle warm sandbox of waiting r's pool on a node r could use (Ready, not
+// cordoned, its labels r's nodeSelector, big enough for r), unless one already stopping makes
+// that room: when its node confirms the end, the room is r's (the next pass places it).
+func (s *Service) makeRoom(ctx context.Context, r *record, rooms *warmRooms) error {
+	if rooms.stopping[r.PoolID] > 0 {
+		rooms.stopping[r.PoolID]--
+		return nil
+	}
+	cands := rooms.idle[r.PoolID]
+	for i, w := range cands {
+		n, ok, err := s.cfg.Nodes.WorkNode(ctx, w.NodeID)
 		if err != nil {
 			return err
 		}
-		if err := s.placeWaiting(ctx, r, node); err != nil {
-			return err
+		if !ok || n.State != nodes.StateReady || n.Cordoned || n.Draining || !selects(n.Labels, r.Spec.NodeSelector) ||
+			n.QuotaCPU < r.Res.VCPU*1000 || n.QuotaMemMiB < r.Res.MemoryGiB*1024 {
+			continue
 		}
+		rooms.idle[r.PoolID] = slices.Delete(cands, i, i+1)
+		return s.stopIdle(ctx, idle{id: w.ID, node: w.NodeID, state: w.State, createdAt: w.CreatedAt}, ReasonWarmSurplus,
+			fmt.Sprintf("its room on node %s went to sandbox %s, which waited for room", w.NodeID, r.ID))
 	}
 	return nil
 }

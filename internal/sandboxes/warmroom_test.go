@@ -1,0 +1,156 @@
+package sandboxes_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
+)
+
+// idleWarm returns acme's idle warm sandboxes that run (warm_ready), after a KeepWarm pass.
+func idleWarm(t *testing.T, e *sandboxtest.Env) []sandboxes.Sandbox {
+	t.Helper()
+	ctx := context.Background()
+	items, _, err := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "acme", Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sandboxes.Sandbox
+	for _, s := range items {
+		if s.State == sandboxes.StateRunning && s.Reason == sandboxes.ReasonWarmReady {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestWaitingCreatesGoBeforeWarm: the trial's pool, full but one slot, with two idle warm
+// sandboxes: two creates claim them, the top-up takes the free slot and becomes idle while the
+// other two creates wait. The first waiting create gets that room (the idle warm sandbox gives
+// it up), the second waits on, and a new create joins the queue behind them rather than claim
+// the warm sandbox before them.
+func TestWaitingCreatesGoBeforeWarm(t *testing.T) {
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 20}, Warm: &compute.Warm{Min: 2, Max: 4}}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 3)
+		a.Behave = forever
+		a.Start(20 * time.Millisecond)
+		e.Eventually(10*time.Second, func() string {
+			if err := e.Svc.KeepWarm(ctx); err != nil {
+				return err.Error()
+			}
+			if n := len(idleWarm(t, e)); n != 2 {
+				return fmt.Sprintf("%d idle warm sandboxes ready", n)
+			}
+			return ""
+		})
+		for range 2 {
+			if s := e.Create("acme", "sleep"); s.ClaimedAt == 0 {
+				t.Fatalf("the create did not claim a warm sandbox: %+v", s)
+			}
+		}
+		// The top-up takes the free slot (no create waits yet) while the node is slow to start
+		// it; two more creates wait meanwhile; then it becomes idle.
+		a.Stop()
+		if err := e.Svc.KeepWarm(ctx); err != nil {
+			t.Fatal(err)
+		}
+		third, fourth := e.Create("acme", "sleep"), e.Create("acme", "sleep")
+		for _, s := range []sandboxes.Sandbox{third, fourth} {
+			if s.State != sandboxes.StatePending || s.Reason != sandboxes.ReasonWaitingForRoom {
+				t.Fatalf("no room: %+v", s)
+			}
+		}
+		a.Start(20 * time.Millisecond)
+		e.Eventually(10*time.Second, func() string {
+			if n := len(idleWarm(t, e)); n != 1 {
+				return fmt.Sprintf("%d idle warm sandboxes ready", n)
+			}
+			return ""
+		})
+		late := e.Create("acme", "sleep")
+		if late.State != sandboxes.StatePending || late.ClaimedAt != 0 {
+			t.Fatalf("a new create went before the waiting ones: %+v", late)
+		}
+		if !strings.Contains(late.Message, "2 creates ahead") {
+			t.Errorf("its message: %q", late.Message)
+		}
+		e.Eventually(10*time.Second, func() string {
+			if err := e.Svc.PlaceWaiting(ctx); err != nil {
+				return err.Error()
+			}
+			if s := e.Get("acme", third.ID); s.State != sandboxes.StateRunning {
+				return fmt.Sprintf("the first waiting create: %s %s", s.State, s.Message)
+			}
+			return ""
+		})
+		for _, id := range []string{fourth.ID, late.ID} {
+			if s := e.Get("acme", id); s.State != sandboxes.StatePending {
+				t.Errorf("%s went before its turn: %+v", id, s)
+			}
+		}
+		if n := len(idleWarm(t, e)); n != 0 {
+			t.Errorf("%d idle warm sandboxes hold room while creates wait", n)
+		}
+		// A top-up while creates wait takes no room.
+		if err := e.Svc.KeepWarm(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Svc.PlaceWaiting(ctx); err != nil {
+			t.Fatal(err)
+		}
+		items, _, _ := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "acme", Warm: true})
+		for _, s := range items {
+			if s.NodeID != "" {
+				t.Errorf("a top-up took room while creates wait: %+v", s)
+			}
+		}
+	})
+}
+
+// TestWarmGivesRoom: idle warm sandboxes fill the only node; a create of another template,
+// which fits nowhere else, gets the room of one of them instead of waiting until its pending
+// timeout.
+func TestWarmGivesRoom(t *testing.T) {
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 20}, Warm: &compute.Warm{Min: 2, Max: 2}}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 2)
+		a.Behave = forever
+		a.Start(20 * time.Millisecond)
+		e.Eventually(10*time.Second, func() string {
+			if err := e.Svc.KeepWarm(ctx); err != nil {
+				return err.Error()
+			}
+			if n := len(idleWarm(t, e)); n != 2 {
+				return fmt.Sprintf("%d idle warm sandboxes ready", n)
+			}
+			return ""
+		})
+		s := e.Create("root", "sleep")
+		if s.State != sandboxes.StatePending {
+			t.Fatalf("the node is full: %+v", s)
+		}
+		e.Eventually(10*time.Second, func() string {
+			if err := e.Svc.PlaceWaiting(ctx); err != nil {
+				return err.Error()
+			}
+			if err := e.Svc.KeepWarm(ctx); err != nil {
+				return err.Error()
+			}
+			if got := e.Get("root", s.ID); got.State != sandboxes.StateRunning {
+				return fmt.Sprintf("the create: %s %s", got.State, got.Message)
+			}
+			return ""
+		})
+		if n := len(idleWarm(t, e)); n != 1 {
+			t.Errorf("%d idle warm sandboxes left; want 1 (one gave its room)", n)
+		}
+	})
+}
