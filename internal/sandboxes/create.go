@@ -119,9 +119,9 @@ func (in *CreateInput) validate() error {
 // template is a sandbox template as a create reads it, with its flavor's size and pool's owner.
 type template struct {
 	ID, Name, TenantID, PoolID, PoolName, Owner, FlavorID, Image string
-	Env                                                map[string]string
-	Warm                                               *compute.Warm
-	Res                                                Resources
+	Env                                                          map[string]string
+	Warm                                                         *compute.Warm
+	Res                                                          Resources
 }
 
 // loadTemplate returns tenant's template ref (id or name) with its flavor and pool. Errors:
