@@ -93,8 +93,8 @@ func (in *CreateInput) validate() error {
 			add(path, "variable names must be %s", fieldrules.EnvName.Rule())
 		case fieldrules.CheckValueLen(v) != "":
 			add(path, "%s", fieldrules.CheckValueLen(v))
-		case fieldrules.CheckCredential(k, v) != "":
-			add(path, "%s", fieldrules.CheckCredential(k, v))
+		case checkCredential(k, v) != "":
+			add(path, "%s", checkCredential(k, v))
 		case strings.IndexByte(v, 0) >= 0:
 			add(path, "a value must not hold a NUL byte")
 		}
@@ -116,6 +116,24 @@ func (in *CreateInput) validate() error {
 	return nil
 }
 
+// storeSecret is the fix for a literal secret in a sandbox's env: sandboxes resolve only
+// secret:// references (not vault:// or env://).
+const storeSecret = "store it with `cubefleet secrets create NAME` and reference it as secret://NAME"
+
+// checkCredential is fieldrules.CheckCredential for a sandbox's env, whose fix names the one
+// reference sandboxes resolve: what is wrong with value v of variable key, or "".
+func checkCredential(key, v string) string {
+	if fieldrules.CheckCredential(key, v) == "" {
+		return ""
+	}
+	for _, scheme := range []string{secretref.SchemeSecret, secretref.SchemeVault, secretref.SchemeEnv} {
+		if strings.HasPrefix(v, scheme+":") {
+			return key + " is not a well-formed secret reference; write it as secret://NAME"
+		}
+	}
+	return key + " names a credential, so its value must be a secret reference, not a literal secret: " + storeSecret
+}
+
 // template is a sandbox template as a create reads it, with its flavor's size and pool's owner.
 type template struct {
 	ID, Name, TenantID, PoolID, PoolName, Owner, FlavorID, Image string
@@ -129,7 +147,7 @@ type template struct {
 func (s *Service) loadTemplate(ctx context.Context, q store.Querier, tenant, ref string) (template, error) {
 	o, err := compute.FindNamed(ctx, q, tenant, compute.KindSandboxTemplate, ref)
 	if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
-		return template{}, cubefleet.Invalid("template", "tenant %s has no sandbox template %q (compute.sandboxTemplates.list shows them)", tenant, ref)
+		return template{}, cubefleet.Invalid("template", "tenant %s has no sandbox template %s (compute.sandboxTemplates.list shows them)", tenant, fieldrules.Quoted(ref))
 	}
 	if err != nil {
 		return template{}, err
@@ -182,7 +200,7 @@ func (s *Service) checkRefs(ctx context.Context, tenant string, env, tplEnv map[
 			}
 			if ref.Scheme != secretref.SchemeSecret {
 				return &cubefleet.Error{Code: cubefleet.CodeUnsupported, Details: map[string]any{"path": src.path + "." + k},
-					Message: fmt.Sprintf("%s.%s is a %s:// reference; sandboxes resolve secret:// references only: %s", src.path, k, ref.Scheme, fieldrules.StoreSecret)}
+					Message: fmt.Sprintf("%s.%s is a %s:// reference; sandboxes resolve secret:// references only: %s", src.path, k, ref.Scheme, storeSecret)}
 			}
 			msg, err := fieldrules.CheckSecretRef(k, src.m[k], tenant, false, func(name string) (bool, error) {
 				return secrets.Exists(ctx, s.db, tenant, name)
@@ -224,6 +242,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
+	t.poolName = tpl.PoolName
 	// A create claims an idle warm sandbox of its template only when no create of the template
 	// waits ahead of it (priority, then age): it never overtakes them.
 	if !in.warm && tpl.Warm != nil && tpl.Warm.Max > 0 {
@@ -265,7 +284,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 			placed = true
 			r.NodeID, r.State, r.StartingAt, r.StartingReason = node, StateStarting, now, ReasonPlaced
 		case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
-			r.Queued, r.PendingReason, r.Message = true, ReasonWaitingForRoom, waitingMessage(err)
+			r.Queued, r.PendingReason, r.Message = true, ReasonWaitingForRoom, waitingMessage(err, tpl.PoolName)
 		default:
 			return Sandbox{}, err
 		}
@@ -309,12 +328,13 @@ func recordAudit(ctx context.Context, tx *sql.Tx, e *audit.Entry, id string) err
 	return audit.Record(ctx, tx, row)
 }
 
-// waitingMessage is what a waiting sandbox's message says about the scheduler's refusal.
-func waitingMessage(err error) string {
+// waitingMessage is what a waiting sandbox's message says about the scheduler's refusal to
+// place it in pool (its fleet name).
+func waitingMessage(err error, pool string) string {
 	if ce, ok := err.(*cubefleet.Error); ok {
-		return "waiting for room: " + ce.Message
+		return "waiting for room in pool " + pool + ": " + ce.Message
 	}
-	return "waiting for room"
+	return "waiting for room in pool " + pool
 }
 
 // placementOf is r's request to the scheduler, its flavor in the scheduler's units.
