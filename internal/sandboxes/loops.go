@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -259,7 +260,7 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 				continue
 			case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
 				full[key] = true
-				if msg := waitingMessage(err); msg != r.Message {
+				if msg := waitingMessage(err, s.poolName(ctx, r.PoolID)); msg != r.Message {
 					s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
 				}
 			default:
@@ -363,9 +364,17 @@ func (s *Service) placeWaiting(ctx context.Context, r *record, node string) erro
 	return nil
 }
 
+// poolName is pool's fleet name, for messages (its id when it has none or cannot be read).
+func (s *Service) poolName(ctx context.Context, pool string) string {
+	if o, err := compute.Load(ctx, s.db, pool); err == nil && o.Name != "" {
+		return o.Name
+	}
+	return pool
+}
+
 // failWaiting ends waiting r: no room within PendingTimeout.
 func (s *Service) failWaiting(ctx context.Context, r *record) error {
-	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", r.PoolID, s.cfg.PendingTimeout)
+	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", s.poolName(ctx, r.PoolID), s.cfg.PendingTimeout)
 	if r.Message != "" {
 		msg += "; last: " + r.Message
 	}
