@@ -136,10 +136,10 @@ func checkCredential(key, v string) string {
 
 // template is a sandbox template as a create reads it, with its flavor's size and pool's owner.
 type template struct {
-	ID, Name, TenantID, PoolID, PoolName, Owner, FlavorID, Image string
-	Env                                                          map[string]string
-	Warm                                                         *compute.Warm
-	Res                                                          Resources
+	ID, Name, TenantID, PoolID, Owner, FlavorID, Image string
+	Env                                                map[string]string
+	Warm                                               *compute.Warm
+	Res                                                Resources
 }
 
 // loadTemplate returns tenant's template ref (id or name) with its flavor and pool. Errors:
@@ -178,10 +178,7 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 	if pool.Archived() {
 		return template{}, cubefleet.Invalid("template", "template %s runs on pool %s, which is archived", o.Name, pool.ID)
 	}
-	t.Owner, t.PoolName = pool.TenantID, pool.Name
-	if t.PoolName == "" {
-		t.PoolName = pool.ID
-	}
+	t.Owner = pool.TenantID
 	return t, nil
 }
 
@@ -242,7 +239,6 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	t.poolName = tpl.PoolName
 	// A create claims an idle warm sandbox of its template only when no create of the template
 	// waits ahead of it (priority, then age): it never overtakes them.
 	if !in.warm && tpl.Warm != nil && tpl.Warm.Max > 0 {
@@ -276,7 +272,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	}
 	if ahead > 0 {
 		r.Queued, r.PendingReason = true, ReasonWaitingForRoom
-		r.Message = fmt.Sprintf("waiting for room in pool %s (%s ahead)", tpl.PoolName, plural(ahead, "create", "creates"))
+		r.Message = fmt.Sprintf("waiting for room in pool %s (%s ahead)", s.poolName(ctx, r.PoolID), plural(ahead, "create", "creates"))
 	} else {
 		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
 		switch {
@@ -284,7 +280,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 			placed = true
 			r.NodeID, r.State, r.StartingAt, r.StartingReason = node, StateStarting, now, ReasonPlaced
 		case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
-			r.Queued, r.PendingReason, r.Message = true, ReasonWaitingForRoom, waitingMessage(err, tpl.PoolName)
+			r.Queued, r.PendingReason, r.Message = true, ReasonWaitingForRoom, waitingMessage(err, s.poolName(ctx, r.PoolID))
 		default:
 			return Sandbox{}, err
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -366,8 +365,16 @@ func (s *Service) placeWaiting(ctx context.Context, r *record, node string) erro
 
 // poolName is pool's fleet name, for messages (its id when it has none or cannot be read).
 func (s *Service) poolName(ctx context.Context, pool string) string {
-	if o, err := compute.Load(ctx, s.db, pool); err == nil && o.Name != "" {
-		return o.Name
+	return s.poolNameIn(ctx, s.db, pool)
+}
+
+// poolNameIn is poolName read through q (a transaction's).
+func (s *Service) poolNameIn(ctx context.Context, q store.Querier, pool string) string {
+	if s.cfg.Names == nil {
+		return pool
+	}
+	if names, err := s.cfg.Names.FleetNames(ctx, q, []string{pool}); err == nil && names[pool] != "" {
+		return names[pool]
 	}
 	return pool
 }

@@ -10,7 +10,19 @@ import (
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
+	"github.com/cubefleet/cubefleet/internal/store"
 )
+
+// oneName names every pool by its fleet name.
+type oneName string
+
+func (n oneName) FleetNames(_ context.Context, _ store.Querier, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, id := range ids {
+		out[id] = string(n)
+	}
+	return out, nil
+}
 
 // idleWarm returns acme's idle warm sandboxes that run (warm_ready), after a KeepWarm pass.
 func idleWarm(t *testing.T, e *sandboxtest.Env) []sandboxes.Sandbox {
@@ -35,7 +47,8 @@ func idleWarm(t *testing.T, e *sandboxtest.Env) []sandboxes.Sandbox {
 // it up), the second waits on, and a new create joins the queue behind them rather than claim
 // the warm sandbox before them.
 func TestWaitingCreatesGoBeforeWarm(t *testing.T) {
-	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 20}, Warm: &compute.Warm{Min: 2, Max: 4}}
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 20}, Warm: &compute.Warm{Min: 2, Max: 4},
+		Config: func(c *sandboxes.Config) { c.Names = oneName("vps-fra") }}
 	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
 		ctx := context.Background()
 		a := e.NewAgent("127.0.0.2", 3)
@@ -78,7 +91,10 @@ func TestWaitingCreatesGoBeforeWarm(t *testing.T) {
 		if late.State != sandboxes.StatePending || late.ClaimedAt != 0 {
 			t.Fatalf("a new create went before the waiting ones: %+v", late)
 		}
-		if !strings.Contains(late.Message, "2 creates ahead") {
+		if s := e.Get("acme", third.ID); !strings.HasPrefix(s.Message, "waiting for room in pool vps-fra: ") {
+			t.Errorf("the scheduler's refusal, the pool by its fleet name: %q", s.Message)
+		}
+		if late.Message != "waiting for room in pool vps-fra (2 creates ahead)" {
 			t.Errorf("its message: %q", late.Message)
 		}
 		e.Eventually(10*time.Second, func() string {
