@@ -407,3 +407,23 @@ func TestNodeContractRoutesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestArchitectureDocListsEveryPackage checks that docs/architecture.md's package map names
+// every package under internal/ (as `internal/...` in backquotes), so the map stays true as
+// packages come and go.
+func TestArchitectureDocListsEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, _ := listPackages(t)
+	for _, p := range ours {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		if !strings.HasPrefix(rel, "internal/") {
+			continue
+		}
+		if !bytes.Contains(doc, []byte("`"+rel+"`")) {
+			t.Errorf("docs/architecture.md's package map does not name %s: add a row saying its job and what it may import", rel)
+		}
+	}
+}
