@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -428,4 +429,51 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		}
 	}
 	return Sandbox{}, false, nil
+}
+
+// errClaimLost rolls a claim back whose waiting create or warm sandbox changed meanwhile.
+var errClaimLost = errors.New("claimed, placed or deleted meanwhile")
+
+// claimWaiting gives waiting create w the idle warm sandbox x of its template: x takes w's
+// command, environment, labels, timeout, creator and creation time, its state is starting again
+// (kind claim), and it answers for w's id from then on (ClaimedFor); w's row is removed and its
+// share of the quotas given back (x keeps its own). ok is false when either changed meanwhile.
+func (s *Service) claimWaiting(ctx context.Context, w, x *record) (ok bool, err error) {
+	now := s.now()
+	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, claimed_for = $3, created_by = $4, created_at = $5, pending_reason = $6,
+			state = $7, starting_at = $8, starting_reason = $9, running_at = 0, running_reason = '', message = '', spec = $10, updated_at = $8
+			WHERE id = $1 AND claimed_at = 0 AND state = 'running' AND deleted_at = 0 AND stop_requested_at = 0`,
+			x.ID, now, w.ID, w.CreatedBy, w.CreatedAt, w.PendingReason, string(StateStarting), now, ReasonClaimed, mustJSON(w.Spec))
+		if err != nil {
+			return fmt.Errorf("claim %s for %s: %w", x.ID, w.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errClaimLost
+		}
+		res, err = tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = $1 AND queued = 1 AND state = $2 AND deleted_at = 0`, w.ID, string(StatePending))
+		if err != nil {
+			return fmt.Errorf("hand %s over to %s: %w", w.ID, x.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errClaimLost
+		}
+		if w.Charged {
+			if err := charge(ctx, tx, w.TenantID, w.PoolID, w.usage(), -1); err != nil {
+				return err
+			}
+		}
+		return enqueue(ctx, tx, x.NodeID, nodeapi.KindClaim, x.ID, x.TemplateID, now)
+	})
+	if errors.Is(err, errClaimLost) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s.m.claimed()
+	s.hub.work(x.NodeID)
+	s.hub.changed(w.ID, x.ID)
+	s.hub.kickLoops() // the warm pool tops up
+	return true, nil
 }

@@ -73,6 +73,9 @@ func (s *Service) markRunning(ctx context.Context, r *record, reason string) err
 	if changed {
 		s.m.running(r, now)
 		s.hub.changed(r.ID)
+		if reason == ReasonWarmReady {
+			s.hub.kickLoops() // a create waiting for room may claim it
+		}
 	}
 	return nil
 }

@@ -34,6 +34,15 @@ func (s *Service) visible(ctx context.Context, tenant, id string) (*record, erro
 	if err != nil {
 		return nil, err
 	}
+	if r == nil { // a create that claimed a warm sandbox while it waited: that sandbox answers
+		claimed, err := query(ctx, s.db, `claimed_for = $1`, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(claimed) == 1 {
+			r = claimed[0]
+		}
+	}
 	if r == nil || r.TenantID != tenant || r.DeletedAt != 0 {
 		return nil, notFound(tenant, id)
 	}
@@ -157,7 +166,7 @@ func (s *Service) Logs(ctx context.Context, tenant, id string) (Sandbox, Output,
 	}
 	out := Output{StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Final: r.State.Final(), Stdout: []byte{}, Stderr: []byte{}}
 	if r.StdoutBytes > 0 || r.StderrBytes > 0 {
-		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, id).Scan(&out.Stdout, &out.Stderr)
+		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, r.ID).Scan(&out.Stdout, &out.Stderr)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return Sandbox{}, Output{}, fmt.Errorf("read the output of %s: %w", id, err)
 		}
@@ -175,12 +184,18 @@ func (s *Service) Wait(ctx context.Context, tenant, id string, untilRunning bool
 	defer deadline.Stop()
 	poll := time.NewTicker(500 * time.Millisecond)
 	defer poll.Stop()
+	watched := id // the sandbox that answers for id (a warm one a waiting create claimed)
 	for {
-		woken, cancel := s.hub.watchSandbox(id)
+		woken, cancel := s.hub.watchSandbox(watched)
 		r, err := s.visible(ctx, tenant, id)
 		if err != nil {
 			cancel()
 			return Sandbox{}, false, err
+		}
+		if r.ID != watched {
+			watched = r.ID
+			cancel()
+			continue
 		}
 		if r.State.Final() || untilRunning && r.State == StateRunning {
 			cancel()

@@ -43,8 +43,8 @@ func idleWarm(t *testing.T, e *sandboxtest.Env) []sandboxes.Sandbox {
 
 // TestWaitingCreatesGoBeforeWarm: the trial's pool, full but one slot, with two idle warm
 // sandboxes: two creates claim them, the top-up takes the free slot and becomes idle while the
-// other two creates wait. The first waiting create gets that room (the idle warm sandbox gives
-// it up), the second waits on, and a new create joins the queue behind them rather than claim
+// other two creates wait. The first waiting create claims that warm sandbox (which answers for
+// its id from then on), the second waits on, and a new create joins the queue behind them rather than claim
 // the warm sandbox before them.
 func TestWaitingCreatesGoBeforeWarm(t *testing.T) {
 	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 20}, Warm: &compute.Warm{Min: 2, Max: 4},
@@ -106,6 +106,16 @@ func TestWaitingCreatesGoBeforeWarm(t *testing.T) {
 			}
 			return ""
 		})
+		got := e.Get("acme", third.ID)
+		if !got.Warm || got.ClaimedFor != third.ID || got.ID == third.ID || got.States[1].Reason != sandboxes.ReasonClaimed || got.CreatedAt != third.CreatedAt {
+			t.Errorf("the first waiting create did not claim the warm sandbox that became ready: %+v", got)
+		}
+		if spec, ok := a.Spec(got.ID); !ok || len(spec.Argv) == 0 || spec.Argv[0] != "sleep" {
+			t.Errorf("the claim's command on the node: %+v", spec)
+		}
+		if items, _, _ := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "acme", State: sandboxes.StatePending}); len(items) != 2 {
+			t.Errorf("pending: %d, want the fourth and the late create", len(items))
+		}
 		for _, id := range []string{fourth.ID, late.ID} {
 			if s := e.Get("acme", id); s.State != sandboxes.StatePending {
 				t.Errorf("%s went before its turn: %+v", id, s)
@@ -167,6 +177,22 @@ func TestWarmGivesRoom(t *testing.T) {
 		})
 		if n := len(idleWarm(t, e)); n != 1 {
 			t.Errorf("%d idle warm sandboxes left; want 1 (one gave its room)", n)
+		}
+
+		// A create with a node selector claims the idle warm sandbox on a node that carries its
+		// labels, and waits (to claim) where none does.
+		if _, err := e.Reg.Label(ctx, a.ID, map[string]string{"zone": "a"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		in := sandboxes.CreateInput{TenantID: "acme", Template: "py", Command: []string{"sleep"}, NodeSelector: map[string]string{"zone": "b"}}
+		if got, err := e.Svc.Create(ctx, in); err != nil || got.Warm || got.State != sandboxes.StatePending {
+			t.Errorf("a create whose selector the node does not carry: %+v %v", got, err)
+		} else if _, err := e.Svc.Delete(ctx, "acme", got.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		in.NodeSelector = map[string]string{"zone": "a"}
+		if got, err := e.Svc.Create(ctx, in); err != nil || got.ClaimedAt == 0 || got.NodeID != a.ID {
+			t.Errorf("a create whose selector the node carries: %+v %v", got, err)
 		}
 	})
 }
