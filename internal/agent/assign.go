@@ -69,6 +69,19 @@ func assignmentKey(a nodeapi.Assignment) string {
 	return "assignment/" + a.ID
 }
 
+// inProgress returns the assignments being carried out, sorted, for WorkRequest.InProgress (at
+// most nodeapi.MaxWorkIDs: the rest are offered again, and skipped).
+func (r *runner) inProgress() []string {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.inflight))
+	for id := range r.inflight {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	slices.Sort(ids)
+	return ids[:min(len(ids), nodeapi.MaxWorkIDs)]
+}
+
 // doneIDs returns the assignments carried out and not yet acknowledged, for WorkRequest.Done.
 func (r *runner) doneIDs() []string {
 	r.mu.Lock()
@@ -108,17 +121,24 @@ func (r *runner) known(id string) *tracked {
 	return r.boxes[id]
 }
 
-// take records a sandbox the agent took (live: the driver holds it, warm or running).
+// take tracks a sandbox the agent took (live: the driver holds it, warm or running); keep
+// records it in the state directory. Between the two the sandbox's first event is queued, so
+// that it is sent while the record is written: an agent that stops before the record is
+// written finds the sandbox again in its driver (recover).
 func (r *runner) take(rec sandboxRecord, st driver.Status) *tracked {
 	t := newTracked(rec)
 	t.live, t.warm = !st.Ended() && st.State != "", st.State == driver.StateWarm
 	r.mu.Lock()
 	r.boxes[rec.ID] = t
 	r.mu.Unlock()
-	if err := r.write(rec); err != nil {
-		r.log.Error("cannot record a sandbox in the state directory: a restart of the agent finds it without its limits", "sandbox", rec.ID, "error", err.Error())
-	}
 	return t
+}
+
+// keep writes the record of t, which take tracks.
+func (r *runner) keep(t *tracked) {
+	if err := r.persist(t); err != nil {
+		r.log.Error("cannot record a sandbox in the state directory: a restart of the agent finds it without its limits", "sandbox", t.rec.ID, "error", err.Error())
+	}
 }
 
 // bad logs an assignment the agent cannot make sense of; it is reported done (offering it again
@@ -160,6 +180,7 @@ func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 		if err == nil {
 			t := r.take(rec, st)
 			r.queueRunning(t, st)
+			r.keep(t)
 			r.watch(s.ID)
 			return r.waitFor(t, keyRunning)
 		}
@@ -170,6 +191,7 @@ func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 	// It cannot run here: it fails, and its record keeps a later delivery from starting it.
 	t := r.take(rec, driver.Status{})
 	r.queue1(s.ID, string(nodeapi.StateFailed), nodeapi.SandboxEvent{State: nodeapi.StateFailed, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonFailed), Message: err.Error()}, false)
+	r.keep(t)
 	r.log.Warn("a sandbox could not be started", "assignment", asg, "kind", kind, "sandbox", s.ID, "error", err.Error())
 	return r.waitFor(t)
 }
@@ -186,6 +208,7 @@ func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 	if t == nil {
 		t = r.take(sandboxRecord{ID: s.ID, TemplateID: s.TemplateID, Warm: true, At: r.now().UTC()}, driver.Status{})
 		r.queue1(s.ID, string(nodeapi.StateLost), nodeapi.SandboxEvent{State: nodeapi.StateLost, At: nodeapi.WireTime{Time: r.now().UTC()}, Reason: string(driver.ReasonLost), Message: "there is no warm sandbox " + s.ID + " on this node"}, false)
+		r.keep(t)
 		return r.waitFor(t)
 	}
 	r.mu.Lock()

@@ -35,6 +35,10 @@ type pendingEvent struct {
 	// Output is set on a final event of a sandbox the driver holds: its captured stdout and
 	// stderr are attached when it is sent.
 	Output bool `json:"output,omitempty"`
+
+	// writing is set while add writes the event's file, and sentEarly once the event was
+	// accepted meanwhile: the writer then removes the file it wrote. Both under outbox.mu.
+	writing, sentEarly bool
 }
 
 // The keys of the events of a sandbox besides its final state.
@@ -94,29 +98,46 @@ func (o *outbox) path(seq uint64) string {
 }
 
 // add queues ev about sandbox id under key, durably, unless an event of the same sandbox and
-// key is queued already (then it changes nothing). An event that cannot be written to the
-// directory is queued in memory all the same, and the error says why it would not survive a
-// restart.
+// key is queued already (then it changes nothing). The sender is woken first: the event is
+// sent while its file is written and synced (the file is what a restarted agent sends again,
+// and the control plane takes an event twice without harm), and add returns once the file is
+// written. An event that cannot be written to the directory is queued in memory all the same,
+// and the error says why it would not survive a restart.
 func (o *outbox) add(id, key string, ev nodeapi.SandboxEvent, output bool) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	p := &pendingEvent{SandboxID: id, Key: key, Event: ev, Output: output}
 	if _, ok := o.pending[p.id()]; ok {
+		o.mu.Unlock()
 		return nil
 	}
 	p.Seq = o.next
 	o.next++
-	data, err := json.Marshal(p)
-	if err == nil {
-		err = atomicfile.WriteFile(o.path(p.Seq), data, 0o600)
-	}
+	p.writing = true
 	o.pending[p.id()] = p
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
+	data, err := json.Marshal(p) // p's exported fields do not change once queued
+	o.mu.Unlock()
+	if err == nil {
+		err = atomicfile.WriteFile(o.path(p.Seq), data, 0o600)
+	}
+	o.mu.Lock()
+	p.writing = false
+	accepted := p.sentEarly
+	o.mu.Unlock()
+	if accepted && err == nil {
+		if err := o.remove(p); err != nil {
+			return fmt.Errorf("%w: %w", errSentEventLeft, err)
+		}
+	}
 	return err
 }
+
+// errSentEventLeft is add's error when the file of an event the control plane accepted while it
+// was written cannot be removed: a restarted agent sends it again.
+var errSentEventLeft = errors.New("cannot remove a sent sandbox event from the state directory: it is sent again after a restart")
 
 // has reports whether an event of sandbox id with one of keys is queued; with none, whether any
 // final one is.
@@ -143,11 +164,22 @@ func (o *outbox) queued() []*pendingEvent {
 	return out
 }
 
-// done removes p, which the control plane accepted.
+// done removes p, which the control plane accepted. While add still writes p's file, add
+// removes it once written.
 func (o *outbox) done(p *pendingEvent) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	delete(o.pending, p.id())
+	if p.writing {
+		p.sentEarly = true
+		o.mu.Unlock()
+		return nil
+	}
+	o.mu.Unlock()
+	return o.remove(p)
+}
+
+// remove deletes p's file.
+func (o *outbox) remove(p *pendingEvent) error {
 	if err := os.Remove(o.path(p.Seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

@@ -66,6 +66,8 @@ type tracked struct {
 	warm bool // warm, not claimed
 	// changed is closed, and replaced, whenever the control plane accepts an event of it.
 	changed chan struct{}
+	// writeMu is held while its record is written, so that the last write holds the last word.
+	writeMu sync.Mutex
 }
 
 func newTracked(rec sandboxRecord) *tracked {
@@ -231,6 +233,18 @@ func (r *runner) write(rec sandboxRecord) error {
 	return nil
 }
 
+// persist writes t's record as it is now. Writes of one sandbox take turns, each with the
+// record as it is when its turn comes, so the file never goes back to an older word.
+func (r *runner) persist(t *tracked) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	r.mu.Lock()
+	rec := t.rec
+	rec.Sent = slices.Clone(rec.Sent)
+	r.mu.Unlock()
+	return r.write(rec)
+}
+
 // watch waits, in the background, for the end of sandbox id and queues its final event.
 func (r *runner) watch(id string) {
 	r.wg.Add(1)
@@ -307,7 +321,9 @@ func (r *runner) queueFinal(st driver.Status, output bool) {
 // the agent: the log says so.
 func (r *runner) queue1(id, key string, ev nodeapi.SandboxEvent, output bool) {
 	ev.Message = eventText(ev.Message, maxEventMessage)
-	if err := r.box.add(id, key, ev, output); err != nil {
+	if err := r.box.add(id, key, ev, output); errors.Is(err, errSentEventLeft) {
+		r.log.Error("cannot remove a sent sandbox event from the state directory: it is sent again after a restart", "sandbox", id, "error", err.Error())
+	} else if err != nil {
 		r.log.Error("cannot store a sandbox event in the state directory: it is sent, but a restart of the agent before it is accepted loses it", "sandbox", id, "state", ev.State, "error", err.Error())
 	}
 }
@@ -331,9 +347,10 @@ func eventText(s string, max int) string {
 	return string(out)
 }
 
-// sent is called once the control plane accepted p (or refused it for good): the sandbox's
-// record says so, its waiters are released, and after its final event it is removed from the
-// driver.
+// sent is called once the control plane accepted p (or refused it for good): its waiters are
+// released at once; in the background, the sandbox's record says so and, after its final
+// event, it is removed from the driver (a restart in between sends the event again, which the
+// control plane takes without harm).
 func (r *runner) sent(p *pendingEvent) {
 	r.mu.Lock()
 	t := r.boxes[p.SandboxID]
@@ -350,15 +367,17 @@ func (r *runner) sent(p *pendingEvent) {
 	}
 	close(t.changed)
 	t.changed = make(chan struct{})
-	rec := t.rec
-	rec.Sent = slices.Clone(rec.Sent)
 	r.mu.Unlock()
-	if err := r.write(rec); err != nil {
-		r.log.Error("cannot record that a sandbox's event was accepted", "sandbox", rec.ID, "error", err.Error())
-	}
-	if isFinal {
-		r.remove(rec.ID)
-	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.persist(t); err != nil {
+			r.log.Error("cannot record that a sandbox's event was accepted", "sandbox", p.SandboxID, "error", err.Error())
+		}
+		if isFinal {
+			r.remove(p.SandboxID)
+		}
+	}()
 }
 
 // waitFor waits until the control plane accepted an event of t with one of keys (none: its
@@ -399,9 +418,8 @@ func (r *runner) remove(id string) {
 		return
 	}
 	t.rec.Removed = r.now().UTC()
-	rec := t.rec
 	r.mu.Unlock()
-	if err := r.write(rec); err != nil {
+	if err := r.persist(t); err != nil {
 		r.log.Error("cannot record a removed sandbox", "sandbox", id, "error", err.Error())
 	}
 }

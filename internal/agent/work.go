@@ -49,7 +49,7 @@ func (a *Agent) workLoop(ctx context.Context) error {
 	backoff := RegisterBackoffMin
 	var lastErr string
 	for {
-		req := nodeapi.WorkRequest{Running: a.run.live(), Done: a.run.doneIDs(), WaitMS: int(WorkWait / time.Millisecond), Draining: a.run.isDraining()}
+		req := nodeapi.WorkRequest{Running: a.run.live(), Done: a.run.doneIDs(), InProgress: a.run.inProgress(), WaitMS: int(WorkWait / time.Millisecond), Draining: a.run.isDraining()}
 		pctx, interrupt := context.WithCancel(ctx)
 		a.mu.Lock()
 		a.interruptPoll = interrupt
@@ -72,8 +72,8 @@ func (a *Agent) workLoop(ctx context.Context) error {
 			}
 			backoff = RegisterBackoffMin
 			if a.run.dispatch(resp.Assignments) == 0 && len(resp.Assignments) > 0 {
-				// Only assignments in progress: ask again once one is done (or after a
-				// second), not at once.
+				// Only assignments in progress (a control plane that does not know
+				// InProgress): ask again once one is done (or after a second), not at once.
 				select {
 				case <-ctx.Done():
 					return nil
@@ -197,12 +197,24 @@ type refusedEvent struct{ error }
 
 func (e *refusedEvent) Unwrap() error { return e.error }
 
-// sendEvents sends the outbox's events until ctx is done, oldest first, each until the control
-// plane accepts it, or refuses it for good in a proven answer (refusedForGood: it is dropped and
-// logged). An event that fails otherwise holds back the later ones of its sandbox only; a
-// control plane that cannot be reached (or does not prove its answers) holds back all, retried
-// with a backoff from RegisterBackoffMin to RegisterBackoffMax. A failure is logged when it
-// changes.
+// maxEventsInFlight bounds the events on their way to the control plane at once, each of
+// another sandbox (a final event carries up to twice Spec.OutputLimitBytes of output).
+const maxEventsInFlight = 4
+
+// sentEvent is the outcome of one event's post.
+type sentEvent struct {
+	p   *pendingEvent
+	err error
+}
+
+// sendEvents sends the outbox's events until ctx is done: those of one sandbox one after the
+// other, oldest first, each until the control plane accepts it, or refuses it for good in a
+// proven answer (refusedForGood: it is dropped and logged); those of different sandboxes at the
+// same time (up to maxEventsInFlight), so that a sandbox's start is not held up behind the
+// output of another's end. An event that fails otherwise holds back the later ones of its
+// sandbox only; a control plane that cannot be reached (or does not prove its answers) holds
+// back all. Both are retried with a backoff from RegisterBackoffMin to RegisterBackoffMax. A
+// failure is logged when it changes.
 func (a *Agent) sendEvents(ctx context.Context) {
 	select {
 	case <-ctx.Done():
@@ -211,14 +223,39 @@ func (a *Agent) sendEvents(ctx context.Context) {
 	}
 	backoff := RegisterBackoffMin
 	var lastErr string
+	results := make(chan sentEvent)
+	sending := map[string]bool{} // sandboxes with an event on its way
+	held := map[string]bool{}    // sandboxes whose event failed, until the retry
+	allHeld := false             // the control plane is not there: nothing goes until the retry
+	var retry <-chan time.Time   // the retry of the failed events, nil when none failed
+	defer func() {
+		for range sending { // the posts end with ctx
+			<-results
+		}
+	}()
 	for {
-		held := map[string]bool{}
-		failed := false
-		for _, p := range a.run.box.queued() {
-			if held[p.SandboxID] {
-				continue
+		if !allHeld {
+			for _, p := range a.run.box.queued() {
+				if len(sending) >= maxEventsInFlight {
+					break
+				}
+				if sending[p.SandboxID] || held[p.SandboxID] {
+					continue
+				}
+				sending[p.SandboxID] = true
+				go func() { results <- sentEvent{p, a.postEvent(ctx, p)} }()
 			}
-			err := a.postEvent(ctx, p)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.run.box.wake:
+		case <-retry:
+			retry, allHeld = nil, false
+			clear(held)
+		case res := <-results:
+			p, err := res.p, res.err
+			delete(sending, p.SandboxID)
 			if err != nil && ctx.Err() != nil {
 				return
 			}
@@ -234,34 +271,27 @@ func (a *Agent) sendEvents(ctx context.Context) {
 				if err := a.run.box.done(p); err != nil {
 					a.log.Error("cannot remove a sent sandbox event from the state directory: it is sent again after a restart", "sandbox", p.SandboxID, "error", err.Error())
 				}
+				if retry == nil && lastErr != "" {
+					a.log.Info("sandbox events are accepted again", "node_id", a.cfg.NodeID())
+					lastErr = ""
+				}
+				if retry == nil {
+					backoff = RegisterBackoffMin
+				}
 				continue
 			}
-			failed, held[p.SandboxID] = true, true
+			held[p.SandboxID] = true
 			if msg := err.Error(); msg != lastErr {
 				a.log.Warn("a sandbox event was not accepted; retrying", "sandbox", p.SandboxID, "state", p.Event.State, "retry_in", backoff.String(), "error", msg)
 				lastErr = msg
 			}
 			if code := statusCode(err); code == 0 || code >= 500 || code == http.StatusUnauthorized {
-				break // the control plane is not there (or not the one): the rest waits too
+				allHeld = true // the control plane is not there (or not the one): the rest waits too
 			}
-		}
-		wake := a.run.box.wake
-		if failed {
-			if sleepCtx(ctx, backoff) != nil {
-				return
+			if retry == nil {
+				retry = time.After(backoff)
+				backoff = min(2*backoff, RegisterBackoffMax)
 			}
-			backoff = min(2*backoff, RegisterBackoffMax)
-			continue
-		}
-		if lastErr != "" {
-			a.log.Info("sandbox events are accepted again", "node_id", a.cfg.NodeID())
-			lastErr = ""
-		}
-		backoff = RegisterBackoffMin
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
 		}
 	}
 }

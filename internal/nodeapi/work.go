@@ -64,6 +64,12 @@ type WorkRequest struct {
 	// Done lists the assignment ids the agent has carried out since its last work request
 	// (their events are sent); the control plane stops offering them.
 	Done []string `json:"done,omitempty"`
+	// InProgress lists the assignment ids the agent is carrying out (offered before, not done
+	// yet): the control plane leaves them out of this request's answer and holds the request
+	// as if they were not queued, so that the request waits for new work. A control plane
+	// without the field answers them again at once (the agent then asks again once one is
+	// done).
+	InProgress []string `json:"in_progress,omitempty"`
 	// WaitMS is how long the control plane may hold the request when it has no work for the
 	// node, in milliseconds: 0 answers at once, at most MaxWaitMS.
 	WaitMS int `json:"wait_ms"`

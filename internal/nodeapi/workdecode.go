@@ -11,7 +11,7 @@ import (
 
 // Limits of the work API's bodies.
 const (
-	// MaxWorkIDs bounds how many ids a WorkRequest lists in Running and in Done (10,000 each:
+	// MaxWorkIDs bounds how many ids a WorkRequest lists in Running, Done and InProgress (10,000 each:
 	// more than any node runs; upstream's per-node cap is 3,000 microVMs).
 	MaxWorkIDs = 10000
 	// MaxSandboxIDLen bounds a sandbox id (128 bytes, the driver's rule).
@@ -70,6 +70,9 @@ func (d *Decoder) Work(req *WorkRequest) error {
 		return invalidField("wait_ms", "wait_ms must be 0 to %d milliseconds (got %d)", MaxWaitMS, req.WaitMS)
 	}
 	if err := checkIDs("running", req.Running, MaxSandboxIDLen); err != nil {
+		return err
+	}
+	if err := checkIDs("in_progress", req.InProgress, MaxAssignmentIDLen); err != nil {
 		return err
 	}
 	return checkIDs("done", req.Done, MaxAssignmentIDLen)

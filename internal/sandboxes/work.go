@@ -81,10 +81,11 @@ func markDone(ctx context.Context, q store.Querier, node string, ids []string, n
 // Work answers a work request of node (nodeapi.RouteWork), which the HTTP edge authenticated:
 // it marks the assignments req lists as done, stops sandboxes the node runs that the control
 // plane does not run there (at most every 10 s per node), and answers the node's queued
-// assignments, oldest first, as soon as there are any, or after req.WaitMS with none. Start,
-// warm and claim assignments carry the sandbox's whole environment, secret:// values resolved;
-// a sandbox whose secret cannot be read fails instead (reason secret_unavailable). On a
-// draining node a queued start is placed again elsewhere and a warm sandbox is not started.
+// assignments, oldest first, but those req lists as in progress, as soon as there are any, or
+// after req.WaitMS with none. Start, warm and claim assignments carry the sandbox's whole
+// environment, secret:// values resolved; a sandbox whose secret cannot be read fails instead
+// (reason secret_unavailable). On a draining node a queued start is placed again elsewhere and
+// a warm sandbox is not started.
 func (s *Service) Work(ctx context.Context, node string, req *nodeapi.WorkRequest) (*nodeapi.WorkResponse, error) {
 	if len(req.Done) > 0 {
 		if err := s.db.InGroupTx(ctx, func(tx *sql.Tx) error { return markDone(ctx, tx, node, req.Done, s.now()) }); err != nil {
@@ -98,7 +99,7 @@ func (s *Service) Work(ctx context.Context, node string, req *nodeapi.WorkReques
 	defer wait.Stop()
 	for {
 		woken, cancel := s.hub.watchNode(node)
-		out, err := s.offer(ctx, node, req.Draining)
+		out, err := s.offer(ctx, node, req.Draining, req.InProgress)
 		if err != nil || len(out.Assignments) > 0 || req.WaitMS == 0 {
 			cancel()
 			return out, err
@@ -116,10 +117,18 @@ func (s *Service) Work(ctx context.Context, node string, req *nodeapi.WorkReques
 	}
 }
 
-// offer builds the answer of node's queued work.
-func (s *Service) offer(ctx context.Context, node string, draining bool) (*nodeapi.WorkResponse, error) {
+// offer builds the answer of node's queued work, without the assignments the node carries out
+// (inProgress).
+func (s *Service) offer(ctx context.Context, node string, draining bool, inProgress []string) (*nodeapi.WorkResponse, error) {
 	out := &nodeapi.WorkResponse{Assignments: []nodeapi.Assignment{}}
 	asgs, err := queued(ctx, s.db, node)
+	if len(inProgress) > 0 && len(asgs) < maxOffered { // at the limit, newer work may follow them: all are answered
+		busy := make(map[string]bool, len(inProgress))
+		for _, id := range inProgress {
+			busy[id] = true
+		}
+		asgs = slices.DeleteFunc(asgs, func(a assignment) bool { return busy[a.ID] })
+	}
 	if err != nil || len(asgs) == 0 {
 		return out, err
 	}

@@ -105,6 +105,46 @@ func TestLongPollAnswersAtOnce(t *testing.T) {
 	})
 }
 
+// TestLongPollHoldsInProgress: the assignments a work request lists as in progress are left
+// out of its answer, and the request is held until other work arrives (then only that is
+// answered), as if they were not queued; they stay queued until the agent lists them as done.
+func TestLongPollHoldsInProgress(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 4)
+		first := e.Create("root", "sleep", "60")
+		offered, err := a.Poll(ctx, 0)
+		if err != nil || len(offered) != 1 || offered[0].Sandbox.ID != first.ID {
+			t.Fatalf("first poll: %+v %v", offered, err)
+		}
+		a.InProgress = []string{offered[0].ID}
+		if got, err := a.Poll(ctx, 0); err != nil || len(got) != 0 {
+			t.Fatalf("with the start in progress: %+v %v, want nothing", got, err)
+		}
+		got := make(chan []nodeapi.Assignment, 1)
+		go func() {
+			asgs, err := a.Poll(ctx, 20*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- asgs
+		}()
+		select {
+		case asgs := <-got:
+			t.Fatalf("a request with only work in progress was answered at once: %+v", asgs)
+		case <-time.After(300 * time.Millisecond):
+		}
+		second := e.Create("root", "sleep", "60")
+		if asgs := <-got; len(asgs) != 1 || asgs[0].Sandbox.ID != second.ID {
+			t.Fatalf("held poll: %+v, want the second sandbox's start only", asgs)
+		}
+		a.InProgress = nil
+		if again, err := a.Poll(ctx, 0); err != nil || len(again) != 2 {
+			t.Fatalf("without in progress: %+v %v, want both starts again", again, err)
+		}
+	})
+}
+
 // TestWorkAuth: only the node's own credential may call its work API, with a nonce; a stock
 // Cubelet's node is refused (403); every answer once the node is known is proven.
 func TestWorkAuth(t *testing.T) {

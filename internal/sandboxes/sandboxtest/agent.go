@@ -30,6 +30,8 @@ type Agent struct {
 	// Behave says what a started (or claimed) sandbox does; nil: it exits 0 after a
 	// millisecond, having printed its command as JSON.
 	Behave func(spec nodeapi.SandboxSpec) Run
+	// InProgress is what its work requests list as in progress (WorkRequest.InProgress).
+	InProgress []string
 
 	t      testing.TB
 	base   string // the control plane's node-agent URL
@@ -205,7 +207,7 @@ func (a *Agent) call(ctx context.Context, path string, body any) (int, []byte, e
 // Poll makes one work request, waiting up to wait, and returns the assignments of its answer.
 func (a *Agent) Poll(ctx context.Context, wait time.Duration) ([]nodeapi.Assignment, error) {
 	a.mu.Lock()
-	req := nodeapi.WorkRequest{Running: []string{}, Done: a.done, WaitMS: int(wait.Milliseconds())}
+	req := nodeapi.WorkRequest{Running: []string{}, Done: a.done, InProgress: a.InProgress, WaitMS: int(wait.Milliseconds())}
 	for id := range a.running {
 		req.Running = append(req.Running, id)
 	}

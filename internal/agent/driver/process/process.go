@@ -65,6 +65,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,7 +141,11 @@ type Driver struct {
 	spares chan *supervisorProc
 	refill chan struct{}
 	quit   chan struct{}
-	wg     sync.WaitGroup
+	// refilling is set while keepSpares starts a spare, awaiting while a caller waits for it;
+	// refillEnded is signalled when keepSpares stops starting one.
+	refilling, awaiting atomic.Bool
+	refillEnded         chan struct{}
+	wg                  sync.WaitGroup
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -224,11 +229,12 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
-		leases: &uidLeases{dir: cfg.UIDLeaseDir, first: cfg.FirstUID, count: cfg.UIDCount},
-		idMu:   map[string]*sync.Mutex{},
-		spares: make(chan *supervisorProc, cfg.Spares),
-		refill: make(chan struct{}, 1),
-		quit:   make(chan struct{}),
+		leases:      &uidLeases{dir: cfg.UIDLeaseDir, first: cfg.FirstUID, count: cfg.UIDCount},
+		idMu:        map[string]*sync.Mutex{},
+		spares:      make(chan *supervisorProc, cfg.Spares),
+		refill:      make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		refillEnded: make(chan struct{}, 1),
 	}
 	if !ownUser {
 		d.claimLeases()

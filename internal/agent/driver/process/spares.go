@@ -89,24 +89,68 @@ func (d *Driver) startSupervisor() (*supervisorProc, error) {
 	return s, nil
 }
 
-// supervisor returns a spare supervisor that is still alive, or starts one.
+// supervisor returns a spare supervisor that is still alive (and has a new one started in
+// its place), or starts one. When none is ready but keepSpares is starting one, the first
+// caller to find it so waits for that one rather than starting another beside it: it started
+// earlier, so it is ready sooner, and two starts at once would share the CPU.
 func (d *Driver) supervisor() (*supervisorProc, error) {
 	for {
-		select {
-		case s := <-d.spares:
-			select {
-			case d.refill <- struct{}{}:
-			default:
-			}
-			select {
-			case <-s.done:
-				continue
-			default:
-				return s, nil
-			}
-		default:
+		s, ok := d.spare()
+		if !ok {
 			return d.startSupervisor()
 		}
+		d.refillSpares()
+		select {
+		case <-s.done:
+			continue
+		default:
+			return s, nil
+		}
+	}
+}
+
+// maxSpareWait bounds how long a start waits for the spare being started before it starts a
+// supervisor of its own: far longer than a spare takes, on a host that is not stuck.
+const maxSpareWait = time.Second
+
+// spare takes a ready spare, or waits for the one keepSpares is starting (one caller at a
+// time); ok is false when there is none.
+func (d *Driver) spare() (s *supervisorProc, ok bool) {
+	select {
+	case s := <-d.spares:
+		return s, true
+	default:
+	}
+	if !d.refilling.Load() || !d.awaiting.CompareAndSwap(false, true) {
+		return nil, false
+	}
+	defer d.awaiting.Store(false)
+	giveUp := time.NewTimer(maxSpareWait)
+	defer giveUp.Stop()
+	for d.refilling.Load() {
+		select {
+		case s := <-d.spares:
+			return s, true
+		case <-d.refillEnded: // it failed, or another caller took it: look again
+		case <-giveUp.C:
+			return nil, false
+		case <-d.quit:
+			return nil, false
+		}
+	}
+	select {
+	case s := <-d.spares:
+		return s, true
+	default:
+		return nil, false
+	}
+}
+
+// refillSpares has keepSpares start the supervisors that are missing.
+func (d *Driver) refillSpares() {
+	select {
+	case d.refill <- struct{}{}:
+	default:
 	}
 }
 
@@ -120,6 +164,7 @@ func (d *Driver) keepSpares() {
 		case <-d.refill:
 		}
 		for len(d.spares) < cap(d.spares) {
+			d.refilling.Store(true)
 			s, err := d.startSupervisor()
 			if err == nil {
 				s.reportFile.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -129,6 +174,7 @@ func (d *Driver) keepSpares() {
 				s.reportFile.SetReadDeadline(time.Time{})
 			}
 			if err != nil {
+				d.refillEnd()
 				d.log.Warn("cannot start a spare sandbox supervisor", "error", err)
 				break
 			}
@@ -137,7 +183,18 @@ func (d *Driver) keepSpares() {
 			default:
 				s.discard()
 			}
+			d.refillEnd()
 		}
+	}
+}
+
+// refillEnd records that keepSpares no longer starts a spare, and wakes a caller waiting for
+// it (spare).
+func (d *Driver) refillEnd() {
+	d.refilling.Store(false)
+	select {
+	case d.refillEnded <- struct{}{}:
+	default:
 	}
 }
 
