@@ -2,6 +2,7 @@ package process
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -216,6 +217,58 @@ func TestSetupCgroupEnablesControllers(t *testing.T) {
 	}
 }
 
+// TestUIDLeasesStaleTakeoverOnce: agents of one host that find the same stale lease at the same
+// time never both take it over (the host-wide lock of the lease directory), whatever the order
+// in which their sandboxes' directories go.
+func TestUIDLeasesStaleTakeoverOnce(t *testing.T) {
+	dir, owners := t.TempDir(), t.TempDir()
+	agents := []*uidLeases{{dir: dir, first: 6000, count: 3}, {dir: dir, first: 6000, count: 3}, {dir: dir, first: 6000, count: 3}}
+	var mu sync.Mutex
+	held := map[int]string{}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := agents[g%len(agents)]
+			for i := range 200 {
+				owner := filepath.Join(owners, fmt.Sprintf("sbx-%d-%d", g, i))
+				if err := os.Mkdir(owner, 0o700); err != nil {
+					t.Error(err)
+					return
+				}
+				uid, err := l.acquire(owner)
+				if err != nil { // all 3 in use: try again
+					os.Remove(owner)
+					continue
+				}
+				mu.Lock()
+				if prev, dup := held[uid]; dup {
+					t.Errorf("uid %d leased to %s and %s at once", uid, prev, owner)
+				}
+				held[uid] = owner
+				mu.Unlock()
+				mu.Lock()
+				delete(held, uid)
+				mu.Unlock()
+				os.Remove(owner) // the sandbox's directory goes first: its lease is stale until released
+				l.release(uid, owner)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestUIDLeaseNeedsItsDirectory: a lease is given only to a sandbox directory that exists, since
+// a lease whose directory does not exist is stale and another agent of the host takes it over
+// (two sandboxes of two agents then ran as one uid, and one's end killed the other).
+func TestUIDLeaseNeedsItsDirectory(t *testing.T) {
+	l := &uidLeases{dir: t.TempDir(), first: 6100, count: 2}
+	if uid, err := l.acquire(filepath.Join(t.TempDir(), "not-yet")); err == nil {
+		t.Errorf("acquire for a directory that does not exist = %d, want an error", uid)
+	}
+}
+
 func TestUIDLeases(t *testing.T) {
 	dir := t.TempDir()
 	owners := t.TempDir()
@@ -249,6 +302,8 @@ func TestUIDLeases(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	os.Mkdir(filepath.Join(owners, "one-too-many"), 0o700)
+	os.Mkdir(filepath.Join(owners, "new"), 0o700)
 	if _, err := a.acquire(filepath.Join(owners, "one-too-many")); err == nil || !strings.Contains(err.Error(), "all 50 sandbox user ids from 5000 to 5049 are in use") {
 		t.Errorf("acquire past the range: %v", err)
 	}

@@ -339,22 +339,22 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	if _, err := os.Lstat(dir); err == nil {
 		return d.status(spec.ID, true)
 	}
-	uid, gid := -1, -1
-	if !d.iso.OwnUser {
-		var err error
-		if uid, err = d.leases.acquire(dir); err != nil {
-			return driver.Status{}, err
-		}
-		gid = uid
-	}
+	// The directory before the user's lease: a lease names its directory, and another agent of
+	// the host takes over a lease whose directory does not exist (see uidLeases.acquire).
 	if err := os.Mkdir(dir, 0o711); err != nil {
-		if uid >= 0 {
-			d.leases.release(uid, dir)
-		}
 		if errors.Is(err, fs.ErrExist) {
 			return d.status(spec.ID, true)
 		}
 		return driver.Status{}, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	uid, gid := -1, -1
+	if !d.iso.OwnUser {
+		var err error
+		if uid, err = d.leases.acquire(dir); err != nil {
+			removeAll(dir)
+			return driver.Status{}, err
+		}
+		gid = uid
 	}
 	// The supervisor first: its cgroup (made when it started) is the sandbox's.
 	sup, err := d.supervisor()

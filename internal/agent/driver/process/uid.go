@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // uidLeases hands out the user ids of a range, one per sandbox, through lease files in a
@@ -23,14 +24,49 @@ type uidLeases struct {
 	next         int // offset of the next uid to try: round robin, so a freed uid rests a while
 }
 
-// acquire leases a free uid of the range to the sandbox directory owner. A lease whose
-// directory no longer exists (removed while its agent was away) is taken over.
-func (l *uidLeases) acquire(owner string) (int, error) {
+// hostLockFile is the lock file in the lease directory that every agent of the host holds
+// (flock(2), exclusive) while it reads or changes leases, so that two agents never both take
+// over one stale lease.
+const hostLockFile = ".lock"
+
+// lock takes the in-process mutex and the host-wide lock of the lease directory (creating the
+// directory when missing), and returns the function that releases both.
+func (l *uidLeases) lock() (func(), error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, hostLockFile), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		for err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX); errors.Is(err, syscall.EINTR); {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		}
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	return func() { f.Close(); l.mu.Unlock() }, nil
+}
+
+// acquire leases a free uid of the range to the sandbox directory owner, which must exist
+// already. A lease whose directory no longer exists (removed while its agent was away) is
+// taken over.
+func (l *uidLeases) acquire(owner string) (int, error) {
+	// A lease names its directory, and a lease whose directory does not exist is stale: leasing
+	// before the directory exists would let another agent take the lease over at once.
+	if _, err := os.Stat(owner); err != nil {
+		return -1, fmt.Errorf("sandbox user leases: the sandbox directory must exist before its lease: %w", err)
+	}
+	unlock, err := l.lock()
+	if err != nil {
 		return -1, fmt.Errorf("sandbox user leases: %w", err)
 	}
+	defer unlock()
 	for i := 0; i < l.count; i++ {
 		uid := l.first + (l.next+i)%l.count
 		path := filepath.Join(l.dir, strconv.Itoa(uid))
@@ -82,13 +118,13 @@ func (l *uidLeases) stale(path string) bool {
 // claim makes sure uid is leased to owner (a sandbox found again after a restart, or after a
 // reboot emptied /run). It fails when another sandbox directory holds it.
 func (l *uidLeases) claim(uid int, owner string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+	unlock, err := l.lock()
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	path := filepath.Join(l.dir, strconv.Itoa(uid))
-	err := l.create(path, owner)
+	err = l.create(path, owner)
 	if errors.Is(err, fs.ErrExist) {
 		if h := l.holder(path); h != owner {
 			return fmt.Errorf("uid %d is leased to %s", uid, h)
@@ -100,8 +136,11 @@ func (l *uidLeases) claim(uid int, owner string) error {
 
 // release ends owner's lease of uid (nothing when another directory holds it).
 func (l *uidLeases) release(uid int, owner string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	unlock, err := l.lock()
+	if err != nil {
+		return
+	}
+	defer unlock()
 	path := filepath.Join(l.dir, strconv.Itoa(uid))
 	if l.holder(path) == owner {
 		os.Remove(path)
