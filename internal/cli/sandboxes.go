@@ -20,7 +20,24 @@ import (
 )
 
 // sandboxWaitChunk bounds one sandboxes.wait call; a longer wait makes several.
-const sandboxWaitChunk = 5 * time.Minute
+// pendingChunk bounds one while the sandbox waits for room, so its progress is shown.
+const (
+	sandboxWaitChunk = 5 * time.Minute
+	pendingChunk     = 10 * time.Second
+)
+
+// maxSandboxTimeout bounds --timeout of create (the API's timeoutSeconds, 7 days) and the
+// waits (--max-wait, wait --timeout: a week, past which a pipeline should not wait).
+const maxSandboxTimeout = sandboxes.MaxTimeoutSeconds * time.Second
+
+// checkDuration refuses duration d of flag outside 0 to maxSandboxTimeout (a usage error naming
+// the flag and the range; zero says what 0 means).
+func checkDuration(flag string, d time.Duration, zero string) error {
+	if d < 0 || d > maxSandboxTimeout {
+		return usagef("--%s %s: give 0s (%s) to 168h (7 days)", flag, d, zero)
+	}
+	return nil
+}
 
 func newSandboxesCmd() *cobra.Command {
 	cmd := groupCmd("sandboxes", "Create, watch, list and delete sandboxes; read their output",
@@ -67,6 +84,9 @@ func keyValues(flag string, pairs []string) (map[string]string, error) {
 		if !ok || k == "" {
 			return nil, usagef("--%s %q: give KEY=VALUE", flag, p)
 		}
+		if old, dup := out[k]; dup {
+			return nil, usagef("--%s %s is given twice (%s=%s and %s=%s): give each key once", flag, k, k, old, k, v)
+		}
 		out[k] = v
 	}
 	return out, nil
@@ -86,12 +106,13 @@ adds variables over the template's (a credential's value is a secret://NAME refe
 only the sandbox ever sees resolved); --label gives the sandbox labels; --node-selector names
 labels its node must carry; --timeout ends it (SIGTERM, then SIGKILL after its grace).
 
-Without --async or --wait it waits until the sandbox runs (at most 30 s) and prints where. With
---async it answers at once (pending). With --wait it waits until the command ends and prints its
+Without --async or --wait it waits until the sandbox runs (at most 30 s) and prints where (exit
+1 with the reason when it failed, was killed or lost by then). With --async it answers at once
+(pending). With --wait it waits until the command ends and prints its
 output as a local run would: its stdout on stdout, its stderr on stderr, and exits with the
 command's exit status (128 + the signal's number when a signal ended it; 1 when it failed to
-start or was lost). --max-wait bounds that wait (0: none); the sandbox keeps running when the
-wait stops. A quota refusal is RESOURCE_EXHAUSTED naming the quota, its limit and use.`,
+start or was lost), saying on stderr while it waits for room. --timeout and --max-wait take 0s
+to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when the wait stops. A quota refusal is RESOURCE_EXHAUSTED naming the quota, its limit and use.`,
 		Example: `  cubefleet sandboxes create --tenant acme --template py --wait -- python3 -c 'print(6*7)'
   cubefleet sandboxes create --tenant acme --template py --env API_TOKEN=secret://api-token --async -- ./job.sh`,
 		Args: cobra.ArbitraryArgs,
@@ -102,11 +123,14 @@ wait stops. A quota refusal is RESOURCE_EXHAUSTED naming the quota, its limit an
 			if !wait && cmd.Flags().Changed("max-wait") {
 				return usagef("--max-wait applies only with --wait")
 			}
-			if timeout < 0 || timeout%time.Second != 0 {
-				return usagef("--timeout %s: give whole seconds (0: none)", timeout)
+			if err := checkDuration("timeout", timeout, "none"); err != nil {
+				return err
 			}
-			if maxWait < 0 {
-				return usagef("--max-wait %s: give 0 (no limit) or more", maxWait)
+			if timeout%time.Second != 0 {
+				return usagef("--timeout %s: give whole seconds, 0s (none) to 168h (7 days)", timeout)
+			}
+			if err := checkDuration("max-wait", maxWait, "no limit"); err != nil {
+				return err
 			}
 			if cmd.ArgsLenAtDash() < 0 && len(args) > 0 || cmd.ArgsLenAtDash() > 0 {
 				return usagef("give the command after --: cubefleet sandboxes create ... -- COMMAND [ARG...]")
@@ -131,10 +155,14 @@ wait stops. A quota refusal is RESOURCE_EXHAUSTED naming the quota, its limit an
 			if wait {
 				return runToEnd(cmd, c, tenant, s, maxWait)
 			}
-			return render(cmd, s, func(w io.Writer) error {
+			err = render(cmd, s, func(w io.Writer) error {
 				_, err := linef(w, "%s\n", createdLine(s))
 				return err
 			})
+			if err == nil && s.State.Final() && s.State != sandboxes.StateExited {
+				return endError(s) // it failed, was killed or lost before it ran: as --wait says
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -183,9 +211,14 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 		ctx, cancel = context.WithTimeout(ctx, maxWait)
 		defer cancel()
 	}
+	if s.State == sandboxes.StatePending {
+		if err := waitForRoom(ctx, cmd, c, tenant, s); err != nil {
+			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
+		}
+	}
 	got, err := waitSandbox(ctx, c, tenant, s.ID, "ended")
 	if err != nil {
-		return waitStopped(cmd, ctx, got, err, maxWait)
+		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
 	var logs sandboxLogsOut
 	if err := c.Call(cmd.Context(), "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
@@ -229,6 +262,12 @@ func endStatus(s sandboxes.Sandbox) error {
 	case s.State == sandboxes.StateKilled:
 		return exitStatus{128 + int(unix.SIGKILL)}
 	}
+	return endError(s)
+}
+
+// endError says why sandbox s ended without a result of its command: "sandbox sbx_... lost
+// (node_down): node 10.0.0.5 is Down".
+func endError(s sandboxes.Sandbox) error {
 	msg := "sandbox " + s.ID + " " + string(s.State)
 	if s.Reason != "" {
 		msg += " (" + s.Reason + ")"
@@ -237,6 +276,42 @@ func endStatus(s sandboxes.Sandbox) error {
 		msg += ": " + s.Message
 	}
 	return errors.New(msg)
+}
+
+// waitForRoom waits while pending sandbox s waits for room, saying so on stderr ("Sandbox
+// sbx_... is pending: waiting for room in pool vps-fra (2 creates ahead)") whenever what the
+// records say changes, until it is placed or ended (or ctx ends).
+func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.Sandbox) error {
+	last := ""
+	for s.State == sandboxes.StatePending {
+		if line := pendingLine(s); line != last {
+			linef(cmd.ErrOrStderr(), "%s\n", line)
+			last = line
+		}
+		chunk := pendingChunk
+		if d, ok := ctx.Deadline(); ok {
+			chunk = min(chunk, max(time.Until(d), time.Second))
+		}
+		var next sandboxWaitOut
+		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": s.ID, "until": "running", "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		if err != nil {
+			return err
+		}
+		s = next.Sandbox
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingLine says why pending sandbox s waits.
+func pendingLine(s sandboxes.Sandbox) string {
+	why := s.Message
+	if why == "" {
+		why = s.Reason
+	}
+	return "Sandbox " + s.ID + " is pending: " + why
 }
 
 // waitSandbox calls sandboxes.wait until sandbox id got where until says ("ended" or
@@ -264,24 +339,46 @@ func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string
 	}
 }
 
-// waitStopped turns the error that ended a wait into the command's error: its limit is
-// DEADLINE_EXCEEDED and an interruption says so, both naming where the sandbox was when last
-// read; the sandbox keeps running.
-func waitStopped(cmd *cobra.Command, ctx context.Context, last sandboxWaitOut, err error, limit time.Duration) error {
-	where := "its state is unknown"
-	if last.ID != "" {
-		where = "it is " + string(last.State)
-		if last.NodeID != "" {
-			where += " on node " + last.NodeID
+// waitStopped turns the error that ended a wait for sandbox id into the command's error: its
+// limit is DEADLINE_EXCEEDED and an interruption says so, both naming the sandbox and where it
+// is now (read again: running on node N, pending: waiting for room ...) and the command that
+// waits on; the sandbox keeps running.
+func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tenant, id string, err error, limit time.Duration) error {
+	interrupted := cmd.Context().Err() != nil
+	if !interrupted && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	where, keeps := "its state could not be read", "it keeps running"
+	if !interrupted {
+		rctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+		defer cancel()
+		var s sandboxes.Sandbox
+		if c.Call(rctx, "sandboxes.get", map[string]any{"tenantId": tenant, "id": id}, &s) == nil {
+			where = "it is " + whereText(s)
+			if s.State == sandboxes.StatePending {
+				keeps = "it keeps waiting for room"
+			}
 		}
 	}
-	switch {
-	case cmd.Context().Err() != nil:
-		return fmt.Errorf("interrupted: %s; the sandbox keeps running (cubefleet sandboxes wait, or delete it)", where)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "the sandbox has not ended after %s: %s; it keeps running (cubefleet sandboxes wait, or delete it)", limit, where)
+	next := fmt.Sprintf("cubefleet sandboxes wait %s --tenant %s, or cubefleet sandboxes delete %s --tenant %s", id, tenant, id, tenant)
+	if interrupted {
+		return fmt.Errorf("interrupted: sandbox %s keeps running (%s)", id, next)
 	}
-	return err
+	return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "sandbox %s has not ended after %s: %s; %s (%s)", id, limit, where, keeps, next)
+}
+
+// whereText says where sandbox s is: "running on node 10.0.0.7", "pending: waiting for room in
+// pool vps-fra (2 creates ahead)", "exited (exit code 0)".
+func whereText(s sandboxes.Sandbox) string {
+	switch {
+	case s.State == sandboxes.StatePending:
+		return strings.TrimPrefix(pendingLine(s), "Sandbox "+s.ID+" is ")
+	case s.State.Final():
+		return strings.TrimSuffix(strings.TrimPrefix(waitedLine(s), "Sandbox "+s.ID+" "), ".")
+	case s.NodeID != "":
+		return string(s.State) + " on node " + s.NodeID
+	}
+	return string(s.State)
 }
 
 func newSandboxesGetCmd() *cobra.Command {
@@ -448,6 +545,8 @@ func stateText(s sandboxes.Sandbox) string {
 	switch {
 	case s.Warm && s.ClaimedAt == 0 && s.State == sandboxes.StateRunning:
 		return "idle (warm)"
+	case s.Warm && s.ClaimedAt == 0 && !s.State.Final():
+		return string(s.State) + " (warm top-up)"
 	case s.Reason == "" || s.Reason == string(s.State) || s.State == sandboxes.StateRunning || s.State == sandboxes.StateStarting:
 		return string(s.State)
 	}
@@ -481,8 +580,8 @@ the sandbox as last read.`,
 			if until != "ended" && until != "running" {
 				return usagef("--until %q: give ended or running", until)
 			}
-			if timeout < 0 {
-				return usagef("--timeout %s: give 0 (no limit) or more", timeout)
+			if err := checkDuration("timeout", timeout, "no limit"); err != nil {
+				return err
 			}
 			c, err := connect(cmd)
 			if err != nil {
@@ -499,7 +598,7 @@ the sandbox as last read.`,
 				if got.ID != "" && wantJSON(cmd) {
 					emitJSON(cmd, got)
 				}
-				return waitStopped(cmd, ctx, got, err, timeout)
+				return waitStopped(cmd, c, ctx, tenant, args[0], err, timeout)
 			}
 			return render(cmd, got, func(w io.Writer) error {
 				_, err := linef(w, "%s\n", waitedLine(got.Sandbox))
@@ -542,6 +641,9 @@ func newSandboxesDeleteCmd() *cobra.Command {
 			}
 			return render(cmd, s, func(w io.Writer) error {
 				line := "Deleted sandbox " + s.ID + " and its result."
+				if !ran(s) {
+					line = "Deleted sandbox " + s.ID + "; it never ran, so it had no result."
+				}
 				if s.StopRequestedAt != 0 {
 					line = "Deleted sandbox " + s.ID + ": node " + s.NodeID + " stops it (SIGTERM, then SIGKILL after its grace)."
 				}
@@ -553,6 +655,16 @@ func newSandboxesDeleteCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
+}
+
+// ran reports whether sandbox s ever ran (reached running).
+func ran(s sandboxes.Sandbox) bool {
+	for _, st := range s.States {
+		if st.State == sandboxes.StateRunning {
+			return true
+		}
+	}
+	return false
 }
 
 func newSandboxesLogsCmd() *cobra.Command {

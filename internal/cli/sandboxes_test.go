@@ -19,7 +19,8 @@ import (
 )
 
 // shellish is what the sandboxes of these tests do: "echo WORDS" prints the words, "fail N"
-// writes to stderr and exits N, "die" is killed by SIGKILL, "sleep" runs until stopped.
+// writes to stderr and exits N, "die" is killed by SIGKILL, "sleep" runs until stopped,
+// "nostart" fails to start.
 func shellish(sp nodeapi.SandboxSpec) sandboxtest.Run {
 	if len(sp.Argv) == 0 {
 		return sandboxtest.Run{}
@@ -27,6 +28,8 @@ func shellish(sp nodeapi.SandboxSpec) sandboxtest.Run {
 	switch sp.Argv[0] {
 	case "echo":
 		return sandboxtest.Run{Stdout: []byte(strings.Join(sp.Argv[1:], " ") + "\n"), For: time.Millisecond}
+	case "nostart":
+		return sandboxtest.Run{FailStart: "exec: nostart: not found"}
 	case "fail":
 		n, _ := strconv.Atoi(sp.Argv[1])
 		return sandboxtest.Run{Exit: n, Stderr: []byte("failing\n"), For: time.Millisecond}
@@ -176,6 +179,70 @@ func TestEndStatus(t *testing.T) {
 	} {
 		if got := fmt.Sprint(endStatus(c.s)); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.s, got, c.want)
+		}
+	}
+}
+
+// TestSandboxesTrialFixes: what people read when a sandbox fails without --wait (exit 1, the
+// reason), a wait runs out (the sandbox, where it is and the command that waits on), a create
+// --wait waits for room (progress on stderr), a sandbox that never ran is deleted, and the
+// usage errors of durations, repeated labels, unknown and overlong templates (golden file).
+func TestSandboxesTrialFixes(t *testing.T) {
+	for _, db := range []struct{ name, url string }{{"sqlite", ""}, {"postgres", "postgres"}} {
+		t.Run(db.name, func(t *testing.T) {
+			url := db.url
+			if url != "" {
+				url = storetest.PostgresURL(t)
+			}
+			c, _ := sandboxEnv(t, url)
+			var transcript strings.Builder
+			run := func(args ...string) (int, string, string) {
+				t.Helper()
+				code, out, errOut := c.run("", append([]string{"--token-file", c.tokenFile}, args...)...)
+				shown := make([]string, len(args))
+				for i, a := range args {
+					shown[i] = commandText([]string{a})
+				}
+				fmt.Fprintf(&transcript, "$ cubefleet %s\nexit %d\n%s%s\n", strings.Join(shown, " "), code, out, errOut)
+				return code, out, errOut
+			}
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--", "nostart")
+			_, out, _ := run("sandboxes", "create", "--tenant", "root", "--template", "py", "--", "sleep")
+			running := idPattern.FindString(out)
+			run("sandboxes", "wait", running, "--tenant", "root", "--timeout", "300ms")
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--node-selector", "zone=nowhere", "--wait", "--max-wait", "1500ms", "--", "echo")
+			_, out, _ = run("sandboxes", "list", "--tenant", "root", "--state", "pending", "--output", "json")
+			pending := idPattern.FindString(out)
+			transcript.Reset() // the ids and JSON above vary; what follows is the golden part
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--", "nostart")
+			run("sandboxes", "wait", running, "--tenant", "root", "--timeout", "300ms")
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--node-selector", "zone=nowhere", "--wait", "--max-wait", "1500ms", "--", "echo")
+			run("sandboxes", "delete", pending, "--tenant", "root")
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--timeout", "-5s", "--", "echo")
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--timeout", "999999h", "--", "echo")
+			run("sandboxes", "wait", running, "--tenant", "root", "--timeout", "-5s")
+			run("sandboxes", "create", "--tenant", "root", "--template", "py", "--label", "app=web", "--label", "app=two", "--", "echo")
+			run("sandboxes", "create", "--tenant", "root", "--template", strings.Repeat("x", 5000), "--", "echo")
+			run("sandboxes", "list", "--tenant", "root", "--template", "UNKNOWN")
+			testkit.Golden(t, "sandboxes_trial.golden", []byte(c.normalizeSandboxes(transcript.String())))
+		})
+	}
+}
+
+// TestStateText: a table's state of a sandbox, warm pool top-ups said so.
+func TestStateText(t *testing.T) {
+	for _, c := range []struct {
+		s    sandboxes.Sandbox
+		want string
+	}{
+		{sandboxes.Sandbox{State: sandboxes.StatePending, Reason: sandboxes.ReasonWaitingForRoom}, "pending (waiting_for_room)"},
+		{sandboxes.Sandbox{State: sandboxes.StatePending, Reason: sandboxes.ReasonWaitingForRoom, Warm: true}, "pending (warm top-up)"},
+		{sandboxes.Sandbox{State: sandboxes.StateStarting, Reason: sandboxes.ReasonPlaced, Warm: true}, "starting (warm top-up)"},
+		{sandboxes.Sandbox{State: sandboxes.StateRunning, Reason: sandboxes.ReasonWarmReady, Warm: true}, "idle (warm)"},
+		{sandboxes.Sandbox{State: sandboxes.StateRunning, Reason: sandboxes.ReasonClaimed, Warm: true, ClaimedAt: 1}, "running"},
+	} {
+		if got := stateText(c.s); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
 		}
 	}
 }

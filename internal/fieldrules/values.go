@@ -127,3 +127,15 @@ func (e EnvRefs) Check(key, v string, root bool) string {
 	}
 	return fmt.Sprintf("%s: env://%s is not allowed: %s; this server allows the variables starting with %s", key, ref.Name, EnvRefRule, strings.Join(e.Allow, ", "))
 }
+
+// MaxQuoted is how many characters of a caller's value Quoted keeps (64).
+const MaxQuoted = 64
+
+// Quoted is v quoted for a message, cut at MaxQuoted characters with "…" (the rest is not
+// echoed: an error never carries kilobytes of what the caller sent).
+func Quoted(v string) string {
+	if r := []rune(v); len(r) > MaxQuoted {
+		return fmt.Sprintf("%q", string(r[:MaxQuoted-1])) + "…"
+	}
+	return fmt.Sprintf("%q", v)
+}

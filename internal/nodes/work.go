@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"maps"
 )
 
 // What the sandboxes' control loops and the work API read of the registry: each node's health,
@@ -33,6 +34,8 @@ type WorkNode struct {
 	Templates         []string
 	// QuotaCPU, QuotaMemMiB and MaxMVM are what the node offers the scheduler.
 	QuotaCPU, QuotaMemMiB, MaxMVM int64
+	// Labels are the node's labels (a sandbox's nodeSelector names some of them); read only.
+	Labels map[string]string
 }
 
 // workNode renders n at now. Requires n.mu.
@@ -41,7 +44,7 @@ func (r *Registry) workNode(n *node, now int64, pools *poolIndex) WorkNode {
 		ID: n.id, Cubefleet: n.agent == AgentCubefleet, State: r.health.state(n, now), Cordoned: n.cordoned(), Draining: n.drainAt != 0,
 		ReportedAt: n.reportedAt, SandboxesReported: n.sandboxesReported, Sandboxes: n.sandboxIDs,
 		TemplatesReported: n.templatesReported, Templates: n.templateIDs,
-		QuotaCPU: quotaCPU(n), QuotaMemMiB: quotaMem(n), MaxMVM: n.maxMVM,
+		QuotaCPU: quotaCPU(n), QuotaMemMiB: quotaMem(n), MaxMVM: n.maxMVM, Labels: maps.Clone(n.labels),
 	}
 	if p, reason := pools.of(n.poolID, n.clusterLabel); reason == "" {
 		w.PoolID = p.ID

@@ -160,7 +160,7 @@ func (s *Service) admit(ctx context.Context, tx *sql.Tx, r *record, t terms) err
 			if used+n > limit {
 				return exhausted("offer", res, r.PoolID, limit, used, n,
 					fmt.Sprintf("the offer of pool %s to tenant %s allows %d %s and the tenant uses %d; this sandbox needs %d more: retry when some of its sandboxes have ended, or ask the pool's owner for a larger quota",
-						r.PoolID, r.TenantID, limit, res, used, n))
+						s.poolNameIn(ctx, tx, r.PoolID), r.TenantID, limit, res, used, n))
 			}
 		}
 		if len(t.share) > 0 {
@@ -179,7 +179,7 @@ func (s *Service) admit(ctx context.Context, tx *sql.Tx, r *record, t terms) err
 				if limit := max(total-keep, 0); used+n > limit {
 					return exhausted("ownerShare", res, r.PoolID, limit, used, n,
 						fmt.Sprintf("pool %s keeps %d of its %d %s for its owner %s; the tenants it is offered to use %d of the other %d and this sandbox needs %d more: retry when sandboxes on the pool have ended",
-							r.PoolID, keep, total, res, t.owner, used, limit, n))
+							s.poolNameIn(ctx, tx, r.PoolID), keep, total, res, t.owner, used, limit, n))
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -93,8 +94,8 @@ func (in *CreateInput) validate() error {
 			add(path, "variable names must be %s", fieldrules.EnvName.Rule())
 		case fieldrules.CheckValueLen(v) != "":
 			add(path, "%s", fieldrules.CheckValueLen(v))
-		case fieldrules.CheckCredential(k, v) != "":
-			add(path, "%s", fieldrules.CheckCredential(k, v))
+		case checkCredential(k, v) != "":
+			add(path, "%s", checkCredential(k, v))
 		case strings.IndexByte(v, 0) >= 0:
 			add(path, "a value must not hold a NUL byte")
 		}
@@ -116,6 +117,24 @@ func (in *CreateInput) validate() error {
 	return nil
 }
 
+// storeSecret is the fix for a literal secret in a sandbox's env: sandboxes resolve only
+// secret:// references (not vault:// or env://).
+const storeSecret = "store it with `cubefleet secrets create NAME` and reference it as secret://NAME"
+
+// checkCredential is fieldrules.CheckCredential for a sandbox's env, whose fix names the one
+// reference sandboxes resolve: what is wrong with value v of variable key, or "".
+func checkCredential(key, v string) string {
+	if fieldrules.CheckCredential(key, v) == "" {
+		return ""
+	}
+	for _, scheme := range []string{secretref.SchemeSecret, secretref.SchemeVault, secretref.SchemeEnv} {
+		if strings.HasPrefix(v, scheme+":") {
+			return key + " is not a well-formed secret reference; write it as secret://NAME"
+		}
+	}
+	return key + " names a credential, so its value must be a secret reference, not a literal secret: " + storeSecret
+}
+
 // template is a sandbox template as a create reads it, with its flavor's size and pool's owner.
 type template struct {
 	ID, Name, TenantID, PoolID, Owner, FlavorID, Image string
@@ -129,7 +148,7 @@ type template struct {
 func (s *Service) loadTemplate(ctx context.Context, q store.Querier, tenant, ref string) (template, error) {
 	o, err := compute.FindNamed(ctx, q, tenant, compute.KindSandboxTemplate, ref)
 	if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
-		return template{}, cubefleet.Invalid("template", "tenant %s has no sandbox template %q (compute.sandboxTemplates.list shows them)", tenant, ref)
+		return template{}, cubefleet.Invalid("template", "tenant %s has no sandbox template %s (compute.sandboxTemplates.list shows them)", tenant, fieldrules.Quoted(ref))
 	}
 	if err != nil {
 		return template{}, err
@@ -179,7 +198,7 @@ func (s *Service) checkRefs(ctx context.Context, tenant string, env, tplEnv map[
 			}
 			if ref.Scheme != secretref.SchemeSecret {
 				return &cubefleet.Error{Code: cubefleet.CodeUnsupported, Details: map[string]any{"path": src.path + "." + k},
-					Message: fmt.Sprintf("%s.%s is a %s:// reference; sandboxes resolve secret:// references only: %s", src.path, k, ref.Scheme, fieldrules.StoreSecret)}
+					Message: fmt.Sprintf("%s.%s is a %s:// reference; sandboxes resolve secret:// references only: %s", src.path, k, ref.Scheme, storeSecret)}
 			}
 			msg, err := fieldrules.CheckSecretRef(k, src.m[k], tenant, false, func(name string) (bool, error) {
 				return secrets.Exists(ctx, s.db, tenant, name)
@@ -217,14 +236,22 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	if err := s.checkRefs(ctx, in.TenantID, in.Env, tpl.Env); err != nil {
 		return Sandbox{}, err
 	}
-	if !in.warm && tpl.Warm != nil && tpl.Warm.Max > 0 && len(in.NodeSelector) == 0 {
-		if sbx, ok, err := s.claim(ctx, in, tpl); ok || err != nil {
-			return sbx, err
-		}
-	}
 	t, err := s.termsOf(ctx, in.TenantID, tpl.PoolID, tpl.Owner)
 	if err != nil {
 		return Sandbox{}, err
+	}
+	// A create claims an idle warm sandbox of its template only when no create of the template
+	// waits ahead of it (priority, then age): it never overtakes them.
+	if !in.warm && tpl.Warm != nil && tpl.Warm.Max > 0 {
+		ahead, err := s.waitingAhead(ctx, "template_id", tpl.ID, t.priority)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		if ahead == 0 {
+			if sbx, ok, err := s.claim(ctx, in, tpl); ok || err != nil {
+				return sbx, err
+			}
+		}
 	}
 	now := s.now()
 	r := &record{
@@ -238,15 +265,15 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 		kind, r.Priority = nodeapi.KindWarm, waitingPriority
 	}
 	// Waiting creates of the pool go first: a new one joins them rather than taking room
-	// that frees before their turn.
+	// that frees before their turn, and a warm pool top-up waits behind every tenant's create.
 	placed := false
-	waiting, err := s.poolWaiting(ctx, r.PoolID, r.Priority)
+	ahead, err := s.waitingAhead(ctx, "pool_id", r.PoolID, r.Priority)
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if waiting {
+	if ahead > 0 {
 		r.Queued, r.PendingReason = true, ReasonWaitingForRoom
-		r.Message = "waiting behind earlier creates for room in pool " + r.PoolID
+		r.Message = fmt.Sprintf("waiting for room in pool %s (%s ahead)", s.poolName(ctx, r.PoolID), plural(ahead, "create", "creates"))
 	} else {
 		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
 		switch {
@@ -254,7 +281,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 			placed = true
 			r.NodeID, r.State, r.StartingAt, r.StartingReason = node, StateStarting, now, ReasonPlaced
 		case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
-			r.Queued, r.PendingReason, r.Message = true, ReasonWaitingForRoom, waitingMessage(err)
+			r.Queued, r.PendingReason, r.Message = true, ReasonWaitingForRoom, waitingMessage(err, s.poolName(ctx, r.PoolID))
 		default:
 			return Sandbox{}, err
 		}
@@ -298,12 +325,13 @@ func recordAudit(ctx context.Context, tx *sql.Tx, e *audit.Entry, id string) err
 	return audit.Record(ctx, tx, row)
 }
 
-// waitingMessage is what a waiting sandbox's message says about the scheduler's refusal.
-func waitingMessage(err error) string {
+// waitingMessage is what a waiting sandbox's message says about the scheduler's refusal to
+// place it in pool (its fleet name).
+func waitingMessage(err error, pool string) string {
 	if ce, ok := err.(*cubefleet.Error); ok {
-		return "waiting for room: " + ce.Message
+		return "waiting for room in pool " + pool + ": " + ce.Message
 	}
-	return "waiting for room"
+	return "waiting for room in pool " + pool
 }
 
 // placementOf is r's request to the scheduler, its flavor in the scheduler's units.
@@ -312,17 +340,34 @@ func placementOf(r *record) Placement {
 		MemoryMiB: r.Res.MemoryGiB * 1024, DiskMiB: r.Res.DiskGiB * 1024, NodeSelector: r.Spec.NodeSelector}
 }
 
-// poolWaiting reports whether creates of at least priority wait for room in pool.
-func (s *Service) poolWaiting(ctx context.Context, pool string, priority int) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM sandboxes WHERE queued = 1 AND pool_id = $1 AND priority >= $2 LIMIT 1`, pool, priority).Scan(&one)
-	if err == sql.ErrNoRows {
-		return false, nil
-	}
+// waitingAhead counts the creates that wait for room (queued) where column (pool_id or
+// template_id) is value, at priority or above: those a new create of priority must not
+// overtake.
+func (s *Service) waitingAhead(ctx context.Context, column, value string, priority int) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE queued = 1 AND `+column+` = $1 AND priority >= $2`, value, priority).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("look for waiting creates: %w", err)
+		return 0, fmt.Errorf("look for waiting creates: %w", err)
 	}
-	return true, nil
+	return n, nil
+}
+
+// plural is "1 create", "2 creates".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// selects reports whether a node with labels carries every label of selector.
+func selects(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // release frees sandbox id's reservation; a failure is logged (the reservation expires).
@@ -347,7 +392,7 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		if err != nil {
 			return Sandbox{}, false, err
 		}
-		if !ok || n.State != nodes.StateReady || n.Draining || n.Cordoned {
+		if !ok || n.State != nodes.StateReady || n.Draining || n.Cordoned || !selects(n.Labels, in.NodeSelector) {
 			continue
 		}
 		now := s.now()
@@ -384,4 +429,51 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		}
 	}
 	return Sandbox{}, false, nil
+}
+
+// errClaimLost rolls a claim back whose waiting create or warm sandbox changed meanwhile.
+var errClaimLost = errors.New("claimed, placed or deleted meanwhile")
+
+// claimWaiting gives waiting create w the idle warm sandbox x of its template: x takes w's
+// command, environment, labels, timeout, creator and creation time, its state is starting again
+// (kind claim), and it answers for w's id from then on (ClaimedFor); w's row is removed and its
+// share of the quotas given back (x keeps its own). ok is false when either changed meanwhile.
+func (s *Service) claimWaiting(ctx context.Context, w, x *record) (ok bool, err error) {
+	now := s.now()
+	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, claimed_for = $3, created_by = $4, created_at = $5, pending_reason = $6,
+			state = $7, starting_at = $8, starting_reason = $9, running_at = 0, running_reason = '', message = '', spec = $10, updated_at = $8
+			WHERE id = $1 AND claimed_at = 0 AND state = 'running' AND deleted_at = 0 AND stop_requested_at = 0`,
+			x.ID, now, w.ID, w.CreatedBy, w.CreatedAt, w.PendingReason, string(StateStarting), now, ReasonClaimed, mustJSON(w.Spec))
+		if err != nil {
+			return fmt.Errorf("claim %s for %s: %w", x.ID, w.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errClaimLost
+		}
+		res, err = tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = $1 AND queued = 1 AND state = $2 AND deleted_at = 0`, w.ID, string(StatePending))
+		if err != nil {
+			return fmt.Errorf("hand %s over to %s: %w", w.ID, x.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errClaimLost
+		}
+		if w.Charged {
+			if err := charge(ctx, tx, w.TenantID, w.PoolID, w.usage(), -1); err != nil {
+				return err
+			}
+		}
+		return enqueue(ctx, tx, x.NodeID, nodeapi.KindClaim, x.ID, x.TemplateID, now)
+	})
+	if errors.Is(err, errClaimLost) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s.m.claimed()
+	s.hub.work(x.NodeID)
+	s.hub.changed(w.ID, x.ID)
+	s.hub.kickLoops() // the warm pool tops up
+	return true, nil
 }

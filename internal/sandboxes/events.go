@@ -31,6 +31,9 @@ func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi
 	if reason == "" {
 		reason = string(ev.State)
 	}
+	if r.State == StateLost && state != StateLost {
+		return s.foundEnd(ctx, r, state, reason, ev)
+	}
 	var changed bool
 	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -70,6 +73,9 @@ func (s *Service) markRunning(ctx context.Context, r *record, reason string) err
 	if changed {
 		s.m.running(r, now)
 		s.hub.changed(r.ID)
+		if reason == ReasonWarmReady {
+			s.hub.kickLoops() // a create waiting for room may claim it
+		}
 	}
 	return nil
 }
@@ -79,30 +85,17 @@ func (s *Service) markRunning(ctx context.Context, r *record, reason string) err
 // gives back its share of its quotas, and its queued assignments are dropped.
 func (s *Service) finish(ctx context.Context, tx *sql.Tx, r *record, state State, reason, message string, ev *nodeapi.SandboxEvent) (changed bool, err error) {
 	now := s.now()
-	var exit any
-	var signal string
-	var outN, errN, cpu, peak int64
-	var outT, errT bool
-	var stdout, stderr []byte
-	if ev != nil {
-		if ev.ExitCode != nil {
-			exit = int64(*ev.ExitCode)
-		}
-		signal, cpu, peak = ev.Signal, ev.CPUMillis, ev.PeakMemoryBytes
-		stdout, outT = cut(ev.Stdout, ev.StdoutTruncated, s.cfg.ResultMaxBytes)
-		stderr, errT = cut(ev.Stderr, ev.StderrTruncated, s.cfg.ResultMaxBytes)
-		outN, errN = int64(len(stdout)), int64(len(stderr))
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = $2, ended_at = $3, end_reason = $4, message = $5, exit_code = $6, signal = $7,
+	res := s.resultOf(ev)
+	sqlRes, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = $2, ended_at = $3, end_reason = $4, message = $5, exit_code = $6, signal = $7,
 		stdout_bytes = $8, stderr_bytes = $9, stdout_truncated = $10, stderr_truncated = $11, cpu_ms = $12, peak_memory_bytes = $13,
 		charged = 0, queued = 0, updated_at = $3
 		WHERE id = $1 AND state IN ($14, $15, $16)`,
-		r.ID, string(state), now, reason, message, exit, signal, outN, errN, b2i(outT), b2i(errT), cpu, peak,
+		r.ID, string(state), now, reason, message, res.exit, res.signal, len(res.stdout), len(res.stderr), b2i(res.outT), b2i(res.errT), res.cpu, res.peak,
 		string(StatePending), string(StateStarting), string(StateRunning))
 	if err != nil {
 		return false, fmt.Errorf("end sandbox %s: %w", r.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if n, _ := sqlRes.RowsAffected(); n != 1 {
 		return false, nil
 	}
 	if r.Charged {
@@ -110,16 +103,8 @@ func (s *Service) finish(ctx context.Context, tx *sql.Tx, r *record, state State
 			return false, err
 		}
 	}
-	if outN > 0 || errN > 0 {
-		if stdout == nil {
-			stdout = []byte{}
-		}
-		if stderr == nil {
-			stderr = []byte{}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sandboxes_output (sandbox_id, stdout, stderr) VALUES ($1, $2, $3)`, r.ID, stdout, stderr); err != nil {
-			return false, fmt.Errorf("keep the output of %s: %w", r.ID, err)
-		}
+	if err := keepOutput(ctx, tx, r.ID, res); err != nil {
+		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE sandboxes_assignments SET done_at = $2 WHERE sandbox_id = $1 AND done_at = 0 AND kind <> $3`,
 		r.ID, now, string(nodeapi.KindStop)); err != nil {
@@ -127,6 +112,84 @@ func (s *Service) finish(ctx context.Context, tx *sql.Tx, r *record, state State
 	}
 	r.State, r.EndedAt, r.EndReason, r.Message = state, now, reason, message
 	return true, nil
+}
+
+// result is a node's final event as a sandbox keeps it: each stream cut at --result-max-bytes.
+type result struct {
+	exit           any // int64, or nil without an exit code
+	signal         string
+	cpu, peak      int64
+	stdout, stderr []byte
+	outT, errT     bool
+}
+
+// resultOf is ev's result (none for a nil ev).
+func (s *Service) resultOf(ev *nodeapi.SandboxEvent) result {
+	var res result
+	if ev == nil {
+		return res
+	}
+	if ev.ExitCode != nil {
+		res.exit = int64(*ev.ExitCode)
+	}
+	res.signal, res.cpu, res.peak = ev.Signal, ev.CPUMillis, ev.PeakMemoryBytes
+	res.stdout, res.outT = cut(ev.Stdout, ev.StdoutTruncated, s.cfg.ResultMaxBytes)
+	res.stderr, res.errT = cut(ev.Stderr, ev.StderrTruncated, s.cfg.ResultMaxBytes)
+	return res
+}
+
+// keepOutput writes res's output streams of sandbox id (nothing when both are empty).
+func keepOutput(ctx context.Context, tx *sql.Tx, id string, res result) error {
+	if len(res.stdout) == 0 && len(res.stderr) == 0 {
+		return nil
+	}
+	stdout, stderr := res.stdout, res.stderr
+	if stdout == nil {
+		stdout = []byte{}
+	}
+	if stderr == nil {
+		stderr = []byte{}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sandboxes_output (sandbox_id, stdout, stderr) VALUES ($1, $2, $3)`, id, stdout, stderr); err != nil {
+		return fmt.Errorf("keep the output of %s: %w", id, err)
+	}
+	return nil
+}
+
+// foundEnd records the end a node reports of sandbox r, which was found lost while the node was
+// away (Down, or its reports stopped listing it): its state becomes the reported one (state,
+// reason) with its result, and its message says it had been lost. Its quota share and its
+// reservation were given back when it was lost and are not given back again; an end reported
+// twice changes nothing the second time.
+func (s *Service) foundEnd(ctx context.Context, r *record, state State, reason string, ev *nodeapi.SandboxEvent) error {
+	now := s.now()
+	res := s.resultOf(ev)
+	message := fmt.Sprintf("it had been lost (%s: %s) before node %s reported its end", r.EndReason, r.Message, r.NodeID)
+	if ev.Message != "" {
+		message = ev.Message + "; " + message
+	}
+	var changed bool
+	err := s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
+		sqlRes, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = $2, ended_at = $3, end_reason = $4, message = $5, exit_code = $6, signal = $7,
+			stdout_bytes = $8, stderr_bytes = $9, stdout_truncated = $10, stderr_truncated = $11, cpu_ms = $12, peak_memory_bytes = $13, updated_at = $3
+			WHERE id = $1 AND state = $14`,
+			r.ID, string(state), now, reason, message, res.exit, res.signal, len(res.stdout), len(res.stderr), b2i(res.outT), b2i(res.errT), res.cpu, res.peak,
+			string(StateLost))
+		if err != nil {
+			return fmt.Errorf("record the end of lost sandbox %s: %w", r.ID, err)
+		}
+		if n, _ := sqlRes.RowsAffected(); n != 1 {
+			return nil
+		}
+		changed = true
+		return keepOutput(ctx, tx, r.ID, res)
+	})
+	if err != nil || !changed {
+		return err
+	}
+	s.log.Info("a lost sandbox's end reached the control plane", "sandbox", r.ID, "node", r.NodeID, "state", state, "reason", reason)
+	s.hub.changed(r.ID)
+	return nil
 }
 
 // ended runs after a transaction in which r ended with state: its reservation is released (the

@@ -225,15 +225,21 @@ const waitingPriority = -1
 
 // PlaceWaiting places the creates that wait for room, in priority order (the offer's, the
 // pool's owner first), then age; one that waited longer than PendingTimeout fails
-// (pending_timeout). A create that does not fit stays waiting (its message says why) while
-// later ones that fit are placed.
+// (pending_timeout). A create of a template with an idle warm sandbox on a node it could use
+// claims it; one that does not fit stays waiting (its message says why) while later ones that
+// fit are placed, and idle warm sandboxes on nodes it could use make room for it: one of its
+// template that is still starting is left for it to claim, one of another template is stopped.
+// Warm sandboxes are a cache and never hold room against real work: a warm pool top-up is
+// placed only once no create of its pool waits.
 func (s *Service) PlaceWaiting(ctx context.Context) error {
 	recs, err := query(ctx, s.db, `queued = 1 ORDER BY priority DESC, created_at, id LIMIT 1000`)
 	if err != nil || len(recs) == 0 {
 		return err
 	}
 	now := s.now()
-	full := map[string]bool{} // pools where nothing fitted this pass: later creates of the same size need not try
+	full := map[string]bool{}    // pools where nothing fitted this pass: later creates of the same size need not try
+	waiting := map[string]bool{} // pools with a create left waiting: their top-ups wait too
+	var rooms *warmRooms         // the warm sandboxes that hold room, read once a create needs them
 	for _, r := range recs {
 		if now-r.CreatedAt > s.cfg.PendingTimeout.Milliseconds() {
 			if err := s.failWaiting(ctx, r); err != nil {
@@ -241,26 +247,135 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 			}
 			continue
 		}
-		key := fmt.Sprintf("%s/%d/%d/%d/%v", r.PoolID, r.Res.VCPU, r.Res.MemoryGiB, r.Res.DiskGiB, r.Spec.NodeSelector)
-		if full[key] {
+		if r.Warm && waiting[r.PoolID] {
 			continue
 		}
-		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
-		if cubefleet.IsCode(err, cubefleet.CodeResourceExhausted) {
-			full[key] = true
-			if msg := waitingMessage(err); msg != r.Message {
-				s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
+		if !r.Warm && rooms == nil {
+			if rooms, err = s.readWarmRooms(ctx); err != nil {
+				return err
 			}
+		}
+		if !r.Warm {
+			claimed, err := s.claimForWaiting(ctx, r, rooms)
+			if err != nil {
+				return err
+			}
+			if claimed {
+				continue
+			}
+		}
+		key := fmt.Sprintf("%s/%d/%d/%d/%v", r.PoolID, r.Res.VCPU, r.Res.MemoryGiB, r.Res.DiskGiB, r.Spec.NodeSelector)
+		if !full[key] {
+			node, err := s.cfg.Placer.Place(ctx, placementOf(r))
+			switch {
+			case err == nil:
+				if err := s.placeWaiting(ctx, r, node); err != nil {
+					return err
+				}
+				continue
+			case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
+				full[key] = true
+				if msg := waitingMessage(err, s.poolName(ctx, r.PoolID)); msg != r.Message {
+					s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
+				}
+			default:
+				return err
+			}
+		}
+		if r.Warm {
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		if err := s.placeWaiting(ctx, r, node); err != nil {
+		waiting[r.PoolID] = true
+		if err := s.makeRoom(ctx, r, rooms); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// warmRooms are the warm sandboxes that hold room (placed, not claimed, not stopping) by pool,
+// oldest first, and by pool the count of those already stopping (each makes room for one
+// waiting create).
+type warmRooms struct {
+	idle     map[string][]*record
+	stopping map[string]int
+}
+
+// readWarmRooms reads the warm sandboxes that hold room.
+func (s *Service) readWarmRooms(ctx context.Context) (*warmRooms, error) {
+	recs, err := query(ctx, s.db, `warm = 1 AND claimed_at = 0 AND deleted_at = 0 AND node_id <> '' AND state IN ($1, $2) ORDER BY created_at, id`,
+		string(StateStarting), string(StateRunning))
+	if err != nil {
+		return nil, err
+	}
+	w := &warmRooms{idle: map[string][]*record{}, stopping: map[string]int{}}
+	for _, r := range recs {
+		if r.StopRequestedAt != 0 {
+			w.stopping[r.PoolID]++
+		} else {
+			w.idle[r.PoolID] = append(w.idle[r.PoolID], r)
+		}
+	}
+	return w, nil
+}
+
+// take removes and returns the first warm sandbox of r's pool for which ok holds on a node r
+// could use (Ready, not cordoned or draining, carrying r's nodeSelector, big enough for r).
+func (w *warmRooms) take(ctx context.Context, s *Service, r *record, ok func(*record) bool) (*record, error) {
+	cands := w.idle[r.PoolID]
+	for i, x := range cands {
+		if !ok(x) {
+			continue
+		}
+		n, found, err := s.cfg.Nodes.WorkNode(ctx, x.NodeID)
+		if err != nil {
+			return nil, err
+		}
+		if !found || n.State != nodes.StateReady || n.Cordoned || n.Draining || !selects(n.Labels, r.Spec.NodeSelector) ||
+			n.QuotaCPU < r.Res.VCPU*1000 || n.QuotaMemMiB < r.Res.MemoryGiB*1024 {
+			continue
+		}
+		w.idle[r.PoolID] = slices.Delete(cands, i, i+1)
+		return x, nil
+	}
+	return nil, nil
+}
+
+// claimForWaiting gives waiting r an idle warm sandbox of its template that runs on a node it
+// could use, if there is one (claimed true).
+func (s *Service) claimForWaiting(ctx context.Context, r *record, rooms *warmRooms) (bool, error) {
+	for {
+		x, err := rooms.take(ctx, s, r, func(x *record) bool { return x.TemplateID == r.TemplateID && x.State == StateRunning })
+		if x == nil || err != nil {
+			return false, err
+		}
+		ok, err := s.claimWaiting(ctx, r, x)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+}
+
+// makeRoom makes room for waiting r, which does not fit: a warm sandbox of its template still
+// starting on a node it could use is left for it to claim once ready; else a warm sandbox
+// already stopping in its pool makes the room; else an idle warm sandbox on a node it could use
+// is stopped (warm_surplus), and when its node confirms the end the room is r's (the next pass
+// places it).
+func (s *Service) makeRoom(ctx context.Context, r *record, rooms *warmRooms) error {
+	mine, err := rooms.take(ctx, s, r, func(x *record) bool { return x.TemplateID == r.TemplateID })
+	if mine != nil || err != nil {
+		return err
+	}
+	if rooms.stopping[r.PoolID] > 0 {
+		rooms.stopping[r.PoolID]--
+		return nil
+	}
+	x, err := rooms.take(ctx, s, r, func(*record) bool { return true })
+	if x == nil || err != nil {
+		return err
+	}
+	return s.stopIdle(ctx, idle{id: x.ID, node: x.NodeID, state: x.State, createdAt: x.CreatedAt}, ReasonWarmSurplus,
+		fmt.Sprintf("its room on node %s went to sandbox %s, which waited for room", x.NodeID, r.ID))
 }
 
 // placeWaiting moves waiting r to node, whose room the scheduler reserved.
@@ -293,9 +408,25 @@ func (s *Service) placeWaiting(ctx context.Context, r *record, node string) erro
 	return nil
 }
 
+// poolName is pool's fleet name, for messages (its id when it has none or cannot be read).
+func (s *Service) poolName(ctx context.Context, pool string) string {
+	return s.poolNameIn(ctx, s.db, pool)
+}
+
+// poolNameIn is poolName read through q (a transaction's).
+func (s *Service) poolNameIn(ctx context.Context, q store.Querier, pool string) string {
+	if s.cfg.Names == nil {
+		return pool
+	}
+	if names, err := s.cfg.Names.FleetNames(ctx, q, []string{pool}); err == nil && names[pool] != "" {
+		return names[pool]
+	}
+	return pool
+}
+
 // failWaiting ends waiting r: no room within PendingTimeout.
 func (s *Service) failWaiting(ctx context.Context, r *record) error {
-	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", r.PoolID, s.cfg.PendingTimeout)
+	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", s.poolName(ctx, r.PoolID), s.cfg.PendingTimeout)
 	if r.Message != "" {
 		msg += "; last: " + r.Message
 	}

@@ -420,3 +420,67 @@ func TestPrepare(t *testing.T) {
 		}
 	})
 }
+
+// TestLostThenEnded: a sandbox found lost while its node was Down, whose agent comes back and
+// reports how it really ended, takes that end and its result (its message says it had been
+// lost); the quota share given back when it was lost is not given back again.
+func TestLostThenEnded(t *testing.T) {
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 10}}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 4)
+		a.Behave = forever
+		s := e.Create("acme", "sleep")
+		asgs, _ := a.Poll(ctx, 0)
+		a.Handle(ctx, asgs)
+		a.Report()
+		for i := 0; ; i++ { // the node's window follows its observed report interval
+			e.Clock.Add(5 * time.Second)
+			e.Reg.CheckHealth(ctx)
+			if n, ok, _ := e.Reg.WorkNode(ctx, a.ID); ok && n.State == nodes.StateDown {
+				break
+			}
+			if i == 60 {
+				t.Fatalf("node %s is not Down 5 minutes after its last report", a.ID)
+			}
+		}
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Get("acme", s.ID); got.State != sandboxes.StateLost {
+			t.Fatalf("on a Down node: %+v", got)
+		}
+		used := func() int64 {
+			t.Helper()
+			us, err := e.Svc.TenantUsage(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, u := range us {
+				n += u.Sandboxes
+			}
+			return n
+		}
+		a.Report()
+		e.Create("acme", "sleep") // the node is back: a share in use
+		before := used()
+		code := 0
+		for range 2 { // an end reported twice changes nothing the second time
+			if c, err := a.Event(ctx, s.ID, nodeapi.SandboxEvent{State: nodeapi.StateExited, Reason: "exited", ExitCode: &code, Stdout: []byte("done\n")}); err != nil || c != 200 {
+				t.Fatalf("the end of a lost sandbox: %d %v", c, err)
+			}
+		}
+		got := e.Get("acme", s.ID)
+		if got.State != sandboxes.StateExited || got.Result == nil || got.Result.ExitCode == nil || *got.Result.ExitCode != 0 ||
+			!strings.Contains(got.Message, "had been lost (node_down") {
+			t.Fatalf("the reported end: %+v", got)
+		}
+		if _, out, err := e.Svc.Logs(ctx, "acme", s.ID); err != nil || string(out.Stdout) != "done\n" {
+			t.Errorf("its output: %q %v", out.Stdout, err)
+		}
+		if after := used(); after != before {
+			t.Errorf("sandboxes in use %d after the reported end; %d before", after, before)
+		}
+	})
+}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
@@ -31,6 +33,15 @@ func (s *Service) visible(ctx context.Context, tenant, id string) (*record, erro
 	r, err := load(ctx, s.db, id)
 	if err != nil {
 		return nil, err
+	}
+	if r == nil { // a create that claimed a warm sandbox while it waited: that sandbox answers
+		claimed, err := query(ctx, s.db, `claimed_for = $1`, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(claimed) == 1 {
+			r = claimed[0]
+		}
 	}
 	if r == nil || r.TenantID != tenant || r.DeletedAt != 0 {
 		return nil, notFound(tenant, id)
@@ -86,13 +97,26 @@ func (s *Service) List(ctx context.Context, in ListInput) ([]Sandbox, string, er
 		add("node_id = $%d", in.Node)
 	}
 	if in.Template != "" {
+		if err := s.checkListTemplate(ctx, in.TenantID, in.Template); err != nil {
+			return nil, "", err
+		}
 		args = append(args, in.Template)
 		where = append(where, fmt.Sprintf("(template_id = $%d OR template_name = $%d)", len(args), len(args)))
 	}
 	if in.Cursor != "" {
-		add("id < $%d", in.Cursor)
+		// Newest first by creation time (a claimed warm sandbox's is its claim's), then id.
+		var at int64
+		err := s.db.QueryRowContext(ctx, `SELECT created_at FROM sandboxes WHERE id = $1 AND tenant_id = $2`, in.Cursor, in.TenantID).Scan(&at)
+		if err == sql.ErrNoRows {
+			return nil, "", cubefleet.Invalid("cursor", "cursor %s names no sandbox of tenant %s any more: list again from the first page", in.Cursor, in.TenantID)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("read the cursor: %w", err)
+		}
+		args = append(args, at, in.Cursor)
+		where = append(where, fmt.Sprintf("(created_at < $%d OR (created_at = $%d AND id < $%d))", len(args)-1, len(args)-1, len(args)))
 	}
-	recs, err := query(ctx, s.db, strings.Join(where, " AND ")+fmt.Sprintf(" ORDER BY id DESC LIMIT %d", in.Limit+1), args...)
+	recs, err := query(ctx, s.db, strings.Join(where, " AND ")+fmt.Sprintf(" ORDER BY created_at DESC, id DESC LIMIT %d", in.Limit+1), args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -106,6 +130,21 @@ func (s *Service) List(ctx context.Context, in ListInput) ([]Sandbox, string, er
 		out[i] = r.view()
 	}
 	return out, next, nil
+}
+
+// checkListTemplate refuses a list by template ref (id or name) that names neither a template of
+// tenant nor the template of one of its sandboxes (INVALID_INPUT naming template, as a create).
+func (s *Service) checkListTemplate(ctx context.Context, tenant, ref string) error {
+	_, err := compute.FindNamed(ctx, s.db, tenant, compute.KindSandboxTemplate, ref)
+	if !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+		return err
+	}
+	var one int
+	err = s.db.QueryRowContext(ctx, `SELECT 1 FROM sandboxes WHERE tenant_id = $1 AND (template_id = $2 OR template_name = $2) LIMIT 1`, tenant, ref).Scan(&one)
+	if err == sql.ErrNoRows {
+		return cubefleet.Invalid("template", "tenant %s has no sandbox template %s (compute.sandboxTemplates.list shows them)", tenant, fieldrules.Quoted(ref))
+	}
+	return err
 }
 
 // Output is a sandbox's captured output: each stream at most --result-max-bytes and the cut
@@ -127,7 +166,7 @@ func (s *Service) Logs(ctx context.Context, tenant, id string) (Sandbox, Output,
 	}
 	out := Output{StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Final: r.State.Final(), Stdout: []byte{}, Stderr: []byte{}}
 	if r.StdoutBytes > 0 || r.StderrBytes > 0 {
-		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, id).Scan(&out.Stdout, &out.Stderr)
+		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, r.ID).Scan(&out.Stdout, &out.Stderr)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return Sandbox{}, Output{}, fmt.Errorf("read the output of %s: %w", id, err)
 		}
@@ -145,12 +184,18 @@ func (s *Service) Wait(ctx context.Context, tenant, id string, untilRunning bool
 	defer deadline.Stop()
 	poll := time.NewTicker(500 * time.Millisecond)
 	defer poll.Stop()
+	watched := id // the sandbox that answers for id (a warm one a waiting create claimed)
 	for {
-		woken, cancel := s.hub.watchSandbox(id)
+		woken, cancel := s.hub.watchSandbox(watched)
 		r, err := s.visible(ctx, tenant, id)
 		if err != nil {
 			cancel()
 			return Sandbox{}, false, err
+		}
+		if r.ID != watched {
+			watched = r.ID
+			cancel()
+			continue
 		}
 		if r.State.Final() || untilRunning && r.State == StateRunning {
 			cancel()

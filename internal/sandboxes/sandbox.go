@@ -113,7 +113,8 @@ type Result struct {
 // is the create's environment as given: secret:// values stay references (their values reach
 // only the sandbox). Reason and Message say why it is in its state; States lists every state it
 // reached, oldest first. A warm sandbox (Warm) was started ahead of need by its template's warm
-// pool; ClaimedAt is when a create claimed it (0 while it idles).
+// pool; ClaimedAt is when a create claimed it (0 while it idles), and ClaimedFor the id of the
+// create that claimed it while it waited for room: that id answers for this sandbox too.
 type Sandbox struct {
 	ID              string            `json:"id"`
 	TenantID        string            `json:"tenantId"`
@@ -133,6 +134,7 @@ type Sandbox struct {
 	Resources       Resources         `json:"resources"`
 	Warm            bool              `json:"warm"`
 	ClaimedAt       int64             `json:"claimedAt,omitempty"`
+	ClaimedFor      string            `json:"claimedFor,omitempty"`
 	CreatedAt       int64             `json:"createdAt"`
 	CreatedBy       string            `json:"createdBy"`
 	StopRequestedAt int64             `json:"stopRequestedAt,omitempty"`
@@ -180,6 +182,7 @@ type record struct {
 	StdoutTruncated, StderrTruncated                                 bool
 	CPUMillis, PeakMemoryBytes                                       int64
 	StopRequestedAt, DeletedAt, UpdatedAt                            int64
+	ClaimedFor                                                       string
 }
 
 // view renders r for the API.
@@ -187,7 +190,7 @@ func (r *record) view() Sandbox {
 	s := Sandbox{
 		ID: r.ID, TenantID: r.TenantID, TemplateID: r.TemplateID, Template: r.TemplateName, PoolID: r.PoolID, FlavorID: r.FlavorID,
 		NodeID: r.NodeID, State: r.State, Message: r.Message, Command: r.Spec.Command, Env: r.Spec.Env, Labels: r.Spec.Labels,
-		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt,
+		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt, ClaimedFor: r.ClaimedFor,
 		CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, StopRequestedAt: r.StopRequestedAt,
 	}
 	if s.Command == nil {

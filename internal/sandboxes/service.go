@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -92,6 +93,8 @@ type Config struct {
 	Placer Placer
 	// Nodes is the node registry.
 	Nodes Nodes
+	// Names gives pools their fleet names, which messages name them by; nil: pool ids.
+	Names compute.FleetNamer
 	// Holder names this replica for the "sandboxes" lease (unique per process).
 	Holder string
 	// ResultMaxBytes is --result-max-bytes; 0 means DefaultResultMaxBytes.
