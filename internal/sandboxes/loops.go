@@ -316,6 +316,31 @@ func (s *Service) readWarmRooms(ctx context.Context) (*warmRooms, error) {
 			w.idle[r.PoolID] = append(w.idle[r.PoolID], r)
 		}
 	}
+	// A warm sandbox stopped for room has ended, but its node's last report may still list it:
+	// until the next report the scheduler counts its room as used, so it still counts as
+	// stopping here (else the next pass would stop another one for the same create).
+	ended, err := query(ctx, s.db, `warm = 1 AND claimed_at = 0 AND deleted_at = 0 AND node_id <> '' AND stop_requested_at >= $1 AND state NOT IN ($2, $3, $4)`,
+		s.now()-(10*time.Minute).Milliseconds(), string(StatePending), string(StateStarting), string(StateRunning))
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string][]string{}
+	for _, r := range ended {
+		ids, ok := listed[r.NodeID]
+		if !ok {
+			n, found, err := s.cfg.Nodes.WorkNode(ctx, r.NodeID)
+			if err != nil {
+				return nil, err
+			}
+			if found && n.SandboxesReported {
+				ids = n.Sandboxes
+			}
+			listed[r.NodeID] = ids
+		}
+		if slices.Contains(ids, r.ID) {
+			w.stopping[r.PoolID]++
+		}
+	}
 	return w, nil
 }
 
