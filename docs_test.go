@@ -5,8 +5,12 @@ package cubefleet_test
 // loopback; the commands they use have tests of their own.)
 
 import (
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -141,4 +145,47 @@ func TestQuickStartsWaitForTheServer(t *testing.T) {
 			t.Error("the demo does not say to stop a control plane already running")
 		}
 	})
+}
+
+// TestDemoScript runs the README's first set-up command, scripts/demo.sh, on a free loopback
+// port: it must end well (exit 0), print the sandbox's output, stop the agent with its sandboxes,
+// and leave no sandbox process of its own behind.
+func TestDemoScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the whole demo")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("the demo needs curl")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.Command("bash", filepath.Join("scripts", "demo.sh"))
+	cmd.Env = append(os.Environ(), "CUBEFLEET_DEMO_PORT="+port)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/demo.sh: %v\n%s", err, out)
+	}
+	for _, want := range []string{"8 to create, 0 to update, 0 to delete, 0 unchanged.", "6 x 7 = 42", "Stopped the agent", "sandboxes in ", "Demo finished"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+	// Its sandboxes lived under the demo's temporary directory, now removed: none may run on.
+	m := regexp.MustCompile(`Stopped \d+ sandboxes? in (\S+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("the demo does not say where it stopped its sandboxes:\n%s", out)
+	}
+	// A sandbox's supervisor keeps its log and output files open: a process with one of them
+	// open (or working there) is a sandbox that outlived the demo.
+	links, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	cwds, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, l := range append(links, cwds...) {
+		if to, err := os.Readlink(l); err == nil && strings.HasPrefix(to, string(m[1])) {
+			t.Errorf("a process still holds the demo's sandbox directory: %s -> %s", l, to)
+		}
+	}
 }

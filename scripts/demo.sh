@@ -13,11 +13,18 @@ chmod 711 "$work" # a sandbox's user must reach its directory
 server_pid=""
 agent_pid=""
 agent_down() {
-  # The agent's sandboxes outlive it (so that a restart keeps them): agent down stops them too.
-  CUBEFLEET_SANDBOX_DIR=/var/lib/cubefleet/sandboxes "$work/cubefleet" agent down --root "$work/node" --env-file "$work/node.env"
+  # The agent's sandboxes outlive it (so that a restart keeps them): agent down finds the agent
+  # by its env file's settings, stops it, then stops its sandboxes.
+  "$work/cubefleet" agent down --env-file "$work/node.env"
 }
 cleanup() {
-  if [ -n "$agent_pid" ]; then agent_down >/dev/null 2>&1 || kill "$agent_pid" 2>/dev/null || true; wait "$agent_pid" 2>/dev/null || true; fi
+  if [ -n "$agent_pid" ]; then
+    if ! agent_down >/dev/null 2>&1; then
+      kill "$agent_pid" 2>/dev/null || true; wait "$agent_pid" 2>/dev/null || true
+      agent_down >/dev/null 2>&1 || true # the agent gone: its sandboxes
+    fi
+    wait "$agent_pid" 2>/dev/null || true
+  fi
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"io"
 	"maps"
 	"slices"
@@ -51,25 +52,6 @@ docs/sandboxes.md.`)
 	cmd.AddCommand(newSandboxesCreateCmd(), newSandboxesGetCmd(), newSandboxesListCmd(), newSandboxesWaitCmd(),
 		newSandboxesDeleteCmd(), newSandboxesLogsCmd())
 	return cmd
-}
-
-// sandboxLogsOut is the output of sandboxes.logs.
-type sandboxLogsOut struct {
-	ID              string          `json:"id"`
-	State           sandboxes.State `json:"state"`
-	Final           bool            `json:"final"`
-	Encoding        string          `json:"encoding"`
-	Stdout          string          `json:"stdout"`
-	Stderr          string          `json:"stderr"`
-	StdoutTruncated bool            `json:"stdoutTruncated,omitempty"`
-	StderrTruncated bool            `json:"stderrTruncated,omitempty"`
-	ExitCode        *int            `json:"exitCode,omitempty"`
-}
-
-// sandboxWaitOut is the output of sandboxes.wait.
-type sandboxWaitOut struct {
-	sandboxes.Sandbox
-	Done bool `json:"done"`
 }
 
 // keyValues parses repeated KEY=VALUE flags into a map (nil for none); a flag without '=' is a
@@ -220,7 +202,7 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
-	var logs sandboxLogsOut
+	var logs api.SandboxLogs
 	if err := c.Call(cmd.Context(), "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
 		return err
 	}
@@ -292,7 +274,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		var next sandboxWaitOut
+		var next api.SandboxWaitOutput
 		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": s.ID, "until": "running", "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
 		if err != nil {
 			return err
@@ -317,14 +299,14 @@ func pendingLine(s sandboxes.Sandbox) string {
 // waitSandbox calls sandboxes.wait until sandbox id got where until says ("ended" or
 // "running") or ctx ends; it returns the sandbox as last read (and ctx's error, if it ended
 // first).
-func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string) (sandboxWaitOut, error) {
-	var out sandboxWaitOut
+func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string) (api.SandboxWaitOutput, error) {
+	var out api.SandboxWaitOutput
 	for {
 		chunk := sandboxWaitChunk
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		var next sandboxWaitOut
+		var next api.SandboxWaitOutput
 		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": id, "until": until, "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
 		if err != nil {
 			return out, err
@@ -682,7 +664,7 @@ that has not ended is CONFLICT. --output json prints both as text.`,
 			if wantJSON(cmd) {
 				encoding = "text"
 			}
-			var out sandboxLogsOut
+			var out api.SandboxLogs
 			if err := call(cmd, "sandboxes.logs", map[string]any{"tenantId": tenant, "id": args[0], "encoding": encoding}, &out); err != nil {
 				return err
 			}
