@@ -82,6 +82,9 @@ type stage struct {
 	status *os.File // read: EOF once the program runs (close-on-exec), else why it could not
 	stdout *os.File // read: the sandbox's stdout
 	stderr *os.File // read: the sandbox's stderr
+	// ended is how it ended, once collected (collect): from then on its pid may be another
+	// process's, and nothing is sent to it.
+	ended *unix.WaitStatus
 }
 
 // startStage starts the exec stage in a session of its own, with /dev/null for stdin and the
@@ -156,14 +159,58 @@ func (s *stage) ready() error {
 // readyLine is the supervisor's first line to the driver: it and its exec stage are ready.
 const readyLine = "ready\n"
 
-// abort kills a stage that will not run anything and collects it.
+// abort kills a stage that will not run anything (unless it ended already) and collects it.
 func (s *stage) abort() {
-	unix.Kill(s.pid, unix.SIGKILL)
-	var ws unix.WaitStatus
-	unix.Wait4(s.pid, &ws, 0, nil)
+	if s.ended == nil {
+		unix.Kill(s.pid, unix.SIGKILL)
+		s.collect(true)
+	}
 	for _, f := range []*os.File{s.instr, s.status, s.stdout, s.stderr} {
 		f.Close()
 	}
+}
+
+// collect collects the stage once it ended (block) or if it has ended already, and returns how
+// it ended; ok is false when it still runs (or was collected by another wait).
+func (s *stage) collect(block bool) (ws unix.WaitStatus, ok bool) {
+	if s.ended != nil {
+		return *s.ended, true
+	}
+	opts := unix.WNOHANG
+	if block {
+		opts = 0
+	}
+	for {
+		pid, err := unix.Wait4(s.pid, &ws, opts, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || pid != s.pid {
+			return ws, false
+		}
+		s.ended = &ws
+		return ws, true
+	}
+}
+
+// endedWithin collects the stage if it ends within d, and returns how it ended; ok is false
+// when it still runs.
+func (s *stage) endedWithin(d time.Duration) (ws unix.WaitStatus, ok bool) {
+	if s.ended == nil {
+		if fd, err := unix.PidfdOpen(s.pid, 0); err == nil {
+			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(d.Milliseconds()))
+			unix.Close(fd)
+		}
+	}
+	return s.collect(false)
+}
+
+// howEnded says how a process ended: "exited with code 2", "killed by SIGKILL".
+func howEnded(ws unix.WaitStatus) string {
+	if ws.Signaled() {
+		return "killed by " + unix.SignalName(ws.Signal())
+	}
+	return "exited with code " + strconv.Itoa(ws.ExitStatus())
 }
 
 // runSupervisor is a sandbox's supervisor: started by the driver (often before any sandbox
@@ -306,6 +353,11 @@ func (s *supervisor) execute() (time.Time, error) {
 	})
 	s.st.instr.Close()
 	if err != nil {
+		// Its end of the pipe is closed: it ended (a warm sandbox's stage while it waited for
+		// the claim, killed from outside), and nothing of the command ran.
+		if ws, ok := s.st.endedWithin(time.Second); ok {
+			return time.Time{}, fmt.Errorf("the exec stage (pid %d) ended before it got the command (%s): nothing ran", s.st.pid, howEnded(ws))
+		}
 		return time.Time{}, fmt.Errorf("hand the spec to the exec stage: %w", err)
 	}
 	msg, _ := io.ReadAll(s.st.status)
@@ -418,10 +470,7 @@ wait:
 
 // endMessage returns the Reason and the message a sandbox ended with.
 func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec, oom bool) (driver.Reason, string) {
-	how := "exited with code " + strconv.Itoa(ws.ExitStatus())
-	if ws.Signaled() {
-		how = "killed by " + unix.SignalName(ws.Signal())
-	}
+	how := howEnded(ws)
 	if afterGrace {
 		how = fmt.Sprintf("killed by SIGKILL after ignoring SIGTERM for %s", spec.GraceOrDefault())
 	} else if cause != "" {
@@ -464,12 +513,15 @@ func (s *supervisor) reap(main int, exited chan<- unix.WaitStatus) {
 	}
 }
 
-// kill sends SIGKILL to everything of the sandbox: its cgroup, its process group, and every
+// kill sends SIGKILL to everything of the sandbox: its cgroup, its process group (unless its
+// stage, which leads it, was collected: the group's id may be another's by now), and every
 // process of its own user (or, without one, of its session).
 func (s *supervisor) kill() {
 	pid := s.st.pid
 	deadline := time.Now().Add(2 * time.Second)
-	unix.Kill(-pid, unix.SIGKILL)
+	if s.st.ended == nil {
+		unix.Kill(-pid, unix.SIGKILL)
+	}
 	if s.l.Cgroup != "" {
 		killCgroup(s.l.Cgroup, deadline)
 	}

@@ -184,6 +184,29 @@ func (s *supervisor) warm(reportFile io.WriteCloser, stop chan os.Signal) int {
 	claims := make(chan claimConn)
 	go s.acceptClaim(ln, claims)
 	select {
+	case <-s.stageEnds():
+		// Killed from outside while it waited (its user's or its cgroup's processes killed by
+		// mistake, the OOM killer): the sandbox ends now, so that it is reported and no claim
+		// is handed to a stage that is gone.
+		ln.Close()
+		os.Remove(s.path(fileClaim))
+		ws, _ := s.st.collect(true)
+		s.st.abort()
+		s.kill()
+		if s.l.Cgroup != "" {
+			removeCgroup(s.l.Cgroup)
+		}
+		res := resultRecord{Reason: driver.ReasonLost, EndedAt: time.Now().UTC(), ExitCode: -1,
+			Message: fmt.Sprintf("its exec stage (pid %d) ended while the sandbox was warm, before a claim: %s", s.st.pid, howEnded(ws))}
+		if ws.Signaled() {
+			res.Signal = unix.SignalName(ws.Signal())
+		}
+		fmt.Fprintln(os.Stderr, res.Message)
+		if err := writeJSON(s.path(fileResult), res); err != nil {
+			fmt.Fprintf(os.Stderr, "record the end of the sandbox: %v\n", err)
+			return 1
+		}
+		return 0
 	case <-stop:
 		ln.Close()
 		os.Remove(s.path(fileClaim))
@@ -210,6 +233,33 @@ func (s *supervisor) warm(reportFile io.WriteCloser, stop chan os.Signal) int {
 		writeReport(c.conn, nil)
 		return s.watch(startedAt, stop)
 	}
+}
+
+// stageEnds returns a channel closed when the stage ends (it is not collected), nil when it
+// cannot be watched. The goroutine
+// that watches it (through a pidfd) lasts as long as the stage, also once it runs a claim's
+// command.
+func (s *supervisor) stageEnds() <-chan struct{} {
+	fd, err := unix.PidfdOpen(s.st.pid, 0)
+	if err != nil { // not watched: a claim then finds out (execute)
+		fmt.Fprintf(os.Stderr, "watch the exec stage: pidfd_open %d: %v\n", s.st.pid, err)
+		return nil
+	}
+	ends := make(chan struct{})
+	go func() {
+		defer unix.Close(fd)
+		for {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err == nil && n > 0 {
+				close(ends)
+			}
+			return
+		}
+	}()
+	return ends
 }
 
 // become tells the stage to take the sandbox's user and waits until it did.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,5 +171,75 @@ func TestWarmStoppedAndFailedClaim(t *testing.T) {
 	}
 	if err := d.Remove(ctx, "typo"); err != nil {
 		t.Error(err)
+	}
+}
+
+// A warm sandbox whose exec stage is killed from outside while it waits ends at once, lost,
+// saying how its stage ended; a claim of it is then refused (CONFLICT) rather than handed to a
+// stage that is gone.
+func TestWarmStageKilledWhileWarm(t *testing.T) {
+	d := newDriver(t, testConfig(t))
+	ctx := testCtx(t)
+	w := warm(t, d, driver.Spec{ID: "victim"})
+	if err := syscall.Kill(w.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var st driver.Status
+	testkit.WaitFor(t, 5*time.Second, "the warm sandbox to end", func() bool {
+		st, _ = d.Status(ctx, "victim")
+		return st.Ended()
+	})
+	if st.State != driver.StateLost || st.Signal != "SIGKILL" || !strings.Contains(st.Message, "ended while the sandbox was warm, before a claim: killed by SIGKILL") {
+		t.Errorf("a warm sandbox whose stage was killed: %+v", st)
+	}
+	if _, err := d.Claim(ctx, driver.Spec{ID: "victim", Argv: []string{"true"}}); !cubefleet.IsCode(err, cubefleet.CodeConflict) {
+		t.Errorf("claim of a warm sandbox whose stage is gone = %v, want CONFLICT", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir("victim"), fileClaim)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the claim socket is left: %v", err)
+	}
+}
+
+// A claim that reaches a warm sandbox whose stage was killed before its supervisor noticed runs
+// nothing and says so: the sandbox ends lost or failed, naming how its stage ended (never a
+// broken pipe), or the claim is refused. The supervisor is held (SIGSTOP) while its stage is
+// killed and the claim sent, so that both wait for it when it goes on.
+func TestClaimOfWarmSandboxWhoseStageIsGone(t *testing.T) {
+	d := newDriver(t, testConfig(t))
+	ctx := testCtx(t)
+	for i := range 5 {
+		id := "gone" + strconv.Itoa(i)
+		w := warm(t, d, driver.Spec{ID: id})
+		var sup Ident
+		readJSON(filepath.Join(d.dir(id), fileSupervisor), &sup)
+		if err := syscall.Kill(sup.PID, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(w.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 5*time.Second, "the stage to end", func() bool { return !running(w.PID) })
+		type answer struct {
+			st  driver.Status
+			err error
+		}
+		claimed := make(chan answer, 1)
+		go func() {
+			st, err := d.Claim(ctx, driver.Spec{ID: id, Argv: []string{"true"}})
+			claimed <- answer{st, err}
+		}()
+		time.Sleep(50 * time.Millisecond) // the claim waits on the socket
+		if err := syscall.Kill(sup.PID, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		a := <-claimed
+		switch {
+		case cubefleet.IsCode(a.err, cubefleet.CodeConflict):
+		case a.err != nil:
+			t.Errorf("claim %d: %v, want the sandbox's end or CONFLICT", i, a.err)
+		case a.st.State != driver.StateLost && a.st.State != driver.StateFailed,
+			!strings.Contains(a.st.Message, "killed by SIGKILL"), strings.Contains(a.st.Message, "broken pipe"):
+			t.Errorf("claim %d of a warm sandbox whose stage is gone = %+v, want it lost or failed, naming how the stage ended", i, a.st)
+		}
 	}
 }
