@@ -204,8 +204,11 @@ func TestStartIdempotent(t *testing.T) {
 	if data, _ := os.ReadFile(mark); string(data) != "ran\n" {
 		t.Errorf("the sandbox's command ran %d times, want once", strings.Count(string(data), "ran"))
 	}
-	if got := cp.States("sbx_once"); len(got) != 2 {
-		t.Errorf("events %v, want running and exited once", got)
+	// Events are delivered at least once (an event accepted just before the restart may be
+	// sent again; the control plane keeps one per sandbox and state): a second start would
+	// show as running again after exited.
+	if got := slices.Compact(cp.States("sbx_once")); !slices.Equal(got, []nodeapi.SandboxState{nodeapi.StateRunning, nodeapi.StateExited}) {
+		t.Errorf("events %v, want running then exited", cp.States("sbx_once"))
 	}
 }
 
