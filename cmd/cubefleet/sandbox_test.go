@@ -35,9 +35,7 @@ func TestBinaryRunsSandboxSupervisor(t *testing.T) {
 			t.Error(err)
 		}
 		d.Close()
-		if iso := process.Detect(); iso.Cgroup != "" {
-			os.Remove(filepath.Join(iso.Cgroup, "cubefleet-test-"+filepath.Base(base)))
-		}
+		process.Detect().Cgroups.RemoveParent("cubefleet-test-" + filepath.Base(base))
 	}()
 	if _, err := d.Start(ctx, driver.Spec{ID: "parent", Argv: []string{"/bin/sh", "-c", `tr '\0' ' ' < /proc/$PPID/cmdline`}}); err != nil {
 		t.Fatal(err)

@@ -166,7 +166,7 @@ const (
 	StateExited SandboxState = "exited"
 	// StateFailed: it could not be started (Message says why).
 	StateFailed SandboxState = "failed"
-	// StateKilled: it was ended by a stop or its timeout (Reason says which).
+	// StateKilled: it was ended by a stop, its timeout or the OOM killer (Reason says which).
 	StateKilled SandboxState = "killed"
 	// StateLost: the node lost track of it (its runtime vanished while the agent was away).
 	StateLost SandboxState = "lost"
@@ -179,7 +179,7 @@ type SandboxEvent struct {
 	State SandboxState `json:"state"`
 	// At is when the state was reached, on the node's clock.
 	At WireTime `json:"at"`
-	// Reason is the driver's word for why (exited, failed, timeout, stopped, lost); Message
+	// Reason is the driver's word for why (exited, failed, timeout, stopped, oom, lost); Message
 	// is for people.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

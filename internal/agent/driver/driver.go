@@ -269,7 +269,7 @@ const (
 	StateRunning State = "running" // its process runs
 	StateExited  State = "exited"  // it ended on its own: see ExitCode and Signal
 	StateFailed  State = "failed"  // it could not be started: see Message
-	StateKilled  State = "killed"  // the driver ended it: Reason timeout or stopped
+	StateKilled  State = "killed"  // the driver or the kernel ended it: Reason timeout, stopped or oom
 	StateLost    State = "lost"    // its runtime vanished (killed, host rebooted): its end is unknown
 )
 
@@ -283,7 +283,10 @@ const (
 	ReasonFailed  Reason = "failed"  // StateFailed
 	ReasonTimeout Reason = "timeout" // StateKilled: its Spec.Timeout passed
 	ReasonStopped Reason = "stopped" // StateKilled: Stop, Remove or StopAll ended it
-	ReasonLost    Reason = "lost"    // StateLost
+	// ReasonOOM is StateKilled: the sandbox as a whole went past its MemoryMiB and the kernel's
+	// OOM killer ended a process of it (the sandbox then ends with it).
+	ReasonOOM  Reason = "oom"
+	ReasonLost Reason = "lost" // StateLost
 )
 
 // State returns the State a sandbox that ended for r is in: StateRunning for "".
@@ -295,7 +298,7 @@ func (r Reason) State() State {
 		return StateExited
 	case ReasonFailed:
 		return StateFailed
-	case ReasonTimeout, ReasonStopped:
+	case ReasonTimeout, ReasonStopped, ReasonOOM:
 		return StateKilled
 	default:
 		return StateLost

@@ -13,14 +13,16 @@
 // disk, only the names. It runs in a session and process group of its own, so that signals
 // reach all of it and none of the agent's.
 //
-// Limits: where the host has a writable cgroup v2 hierarchy (Detect finds it in
-// /proc/self/mountinfo), every sandbox gets a cgroup of its own under Config.CgroupParent, which
-// tracks all its processes (so a stop kills them at once, with cgroup.kill) and, for each
-// controller the hierarchy offers, limits it: cpu.max (CPUMillicores), memory.max and
-// memory.swap.max (MemoryMiB), pids.max (Config.MaxProcesses). A limit without its controller
-// falls back to an rlimit (memory: RLIMIT_AS, the address space; processes: RLIMIT_NPROC, per
-// user) or, for CPU, is not enforced; RLIMIT_NOFILE (Config.MaxOpenFiles) is always set.
-// Isolation.String says which applies.
+// Limits: every sandbox gets a cgroup of its own under Config.CgroupParent in each cgroup
+// hierarchy the host has (package cgroups: a cgroup v2 hierarchy with delegated controllers,
+// cgroup v1 hierarchies, or both on a hybrid host), which tracks all its processes (so a stop
+// kills them at once) and, for each controller there is, limits the sandbox as a whole: CPU
+// as a CFS quota (CPUMillicores), memory with no swap (MemoryMiB; a sandbox past it is
+// OOM-killed and ends killed with driver.ReasonOOM), processes (Config.MaxProcesses). Its CPU
+// time and peak memory are the cgroup's, for all its processes. A limit without its
+// controller falls back to an rlimit (memory: RLIMIT_AS, the address space; processes:
+// RLIMIT_NPROC, per user) or, for CPU, is not enforced; RLIMIT_NOFILE (Config.MaxOpenFiles) is
+// always set. Isolation.String says which applies.
 //
 // Without root, the driver refuses to start unless Config.AllowOwnUser is set, for development:
 // then sandboxes run as the agent's own user and can read what it can.
@@ -73,6 +75,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
@@ -106,8 +109,8 @@ type Config struct {
 	// development: they are then not isolated from the agent. Without it, New refuses to run
 	// without root. Root never runs a sandbox as root.
 	AllowOwnUser bool
-	// CgroupParent is the cgroup, relative to the cgroup v2 hierarchy's root, that holds the
-	// sandboxes' cgroups, <mount>/<CgroupParent>/sandbox-<16 hex digits> (each sandbox's is in
+	// CgroupParent is the cgroup, relative to each cgroup hierarchy's root, that holds the
+	// sandboxes' cgroups, <mount>/<CgroupParent>/sandbox-<16 hex digits> (each sandbox's are in
 	// its sandbox.json). It must be the driver's own: default DefaultCgroupParent/<the first 12
 	// hex digits of the SHA-256 of Dir>, so that two agents of a host never share one.
 	CgroupParent string
@@ -228,10 +231,8 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	if !ownUser {
-		iso = setupCgroup(iso, cfg.CgroupParent)
-		if iso.Cgroup != "" {
-			removeEmptyCgroups(filepath.Join(iso.Cgroup, cfg.CgroupParent))
-		}
+		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
+		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
@@ -414,7 +415,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	if warm { // the claim brings them
 		l.Work, l.Rlimits = "", nil
 	}
-	if rec.Cgroup != "" {
+	if !rec.Cgroup.IsZero() {
 		l.CgroupLimits = d.cgroupLimits(spec)
 	}
 	if err := d.hand(ctx, dir, sup, l); err != nil {
@@ -430,9 +431,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 				Reason: driver.ReasonFailed, Message: err.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
 			})
 		}
-		if rec.Cgroup != "" {
-			removeCgroup(rec.Cgroup)
-		}
+		rec.Cgroup.Remove()
 	}
 	st, err := d.status(spec.ID, true)
 	switch {
@@ -461,8 +460,8 @@ func (d *Driver) rlimits(spec driver.Spec) []rlimit {
 }
 
 // cgroupLimits returns what the sandbox's cgroup limits, by the controllers the driver has.
-func (d *Driver) cgroupLimits(spec driver.Spec) cgroupLimits {
-	var l cgroupLimits
+func (d *Driver) cgroupLimits(spec driver.Spec) cgroups.Limits {
+	var l cgroups.Limits
 	if d.iso.has("cpu") {
 		l.CPUMillicores = spec.CPUMillicores
 	}
@@ -638,10 +637,8 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 	if left := d.killRest(r, time.Now().Add(2*time.Second)); len(left) > 0 {
 		return fmt.Errorf("remove sandbox %s: processes %v survive SIGKILL", id, left)
 	}
-	if r.rec.Cgroup != "" {
-		if err := removeCgroup(r.rec.Cgroup); err != nil {
-			return err
-		}
+	if err := r.rec.Cgroup.Remove(); err != nil {
+		return err
 	}
 	if err := removeAll(r.dir); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
@@ -707,16 +704,9 @@ func (d *Driver) StopAll(ctx context.Context) error {
 // holds a cgroup in it any more.
 func (d *Driver) Close() error {
 	d.dropSpares()
-	if d.iso.Cgroup != "" {
-		parent := filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent)
-		removeEmptyCgroups(parent)
-		// The parent, then the directories above it up to the hierarchy (shared with other
-		// agents: removed only once empty).
-		for p := parent; p != d.iso.Cgroup && strings.HasPrefix(p, d.iso.Cgroup+"/"); p = filepath.Dir(p) {
-			if unix.Rmdir(p) != nil {
-				break
-			}
-		}
-	}
+	d.iso.Cgroups.RemoveEmpty(d.cfg.CgroupParent, sandboxCgroupPrefix)
+	// The parent, then the directories above it (shared with other agents: removed only once
+	// empty).
+	d.iso.Cgroups.RemoveParent(d.cfg.CgroupParent)
 	return d.lock.Close()
 }

@@ -30,8 +30,16 @@ import (
 var testLeases = DefaultUIDLeaseDir
 
 func TestMain(m *testing.M) {
+	maybeRunProbe()
 	MaybeRunSupervisor()
-	os.Exit(m.Run())
+	cleanup, err := makeProbeBinary()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe binary:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
 
 // requireRoot skips a test that needs root (to run sandboxes as users of their own) when the
@@ -60,8 +68,7 @@ func testConfig(t testing.TB) Config {
 	}
 	parent := "cubefleet-test-" + filepath.Base(filepath.Dir(base)) + "-" + filepath.Base(base)
 	t.Cleanup(func() { // every sandbox's and spare's cgroup is gone by now
-		if iso := Detect(); iso.Cgroup != "" {
-			dir := filepath.Join(iso.Cgroup, parent)
+		for _, dir := range Detect().Cgroups.Group("", parent).Dirs() {
 			if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 				left, _ := os.ReadDir(dir)
 				t.Errorf("cgroups left behind in %s: %v", dir, left)
@@ -646,20 +653,40 @@ func TestLimitsAndCredentials(t *testing.T) {
 			t.Errorf("/proc/%d/limits lacks %q:\n%s", st.PID, w, limits)
 		}
 	}
-	if iso.Cgroup != "" {
+	if iso.Cgroups.Tracks() {
 		var rec sandboxRecord
 		readJSON(filepath.Join(d.dir("limited"), fileSandbox), &rec)
 		cg := rec.Cgroup
 		procCg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", st.PID))
-		if rel, _ := filepath.Rel(iso.Cgroup, cg); cg == "" || !strings.Contains(string(procCg), "0::/"+rel+"\n") {
-			t.Errorf("/proc/%d/cgroup does not name %s:\n%s", st.PID, cg, procCg)
+		if cg.IsZero() {
+			t.Fatalf("the sandbox has no cgroup on a host with %s", iso)
 		}
-		for ctl, file := range map[string][2]string{"cpu": {"cpu.max", "50000 100000"}, "memory": {"memory.max", strconv.Itoa(64 << 20)}, "pids": {"pids.max", strconv.Itoa(DefaultMaxProcesses)}} {
-			if !iso.has(ctl) {
+		for _, dir := range cg.Dirs() {
+			if !strings.Contains(string(procCg), ":/cubefleet-test-"+strings.SplitN(dir, "/cubefleet-test-", 2)[1]+"\n") {
+				t.Errorf("/proc/%d/cgroup does not name %s:\n%s", st.PID, dir, procCg)
+			}
+		}
+		for ctl, files := range map[string][][2]string{
+			"cpu":    {{"cpu.max", "50000 100000"}, {"cpu.cfs_quota_us", "50000"}},
+			"memory": {{"memory.max", strconv.Itoa(64 << 20)}, {"memory.limit_in_bytes", strconv.Itoa(64 << 20)}},
+			"pids":   {{"pids.max", strconv.Itoa(DefaultMaxProcesses)}, {"pids.max", strconv.Itoa(DefaultMaxProcesses)}},
+		} {
+			v := iso.Cgroups.Version(ctl)
+			if v == 0 {
 				continue
 			}
-			if b, _ := os.ReadFile(filepath.Join(cg, file[0])); strings.TrimSpace(string(b)) != file[1] {
-				t.Errorf("%s = %q, want %s", file[0], b, file[1])
+			file := files[2-v]
+			found := false
+			for _, dir := range cg.Dirs() {
+				if b, err := os.ReadFile(filepath.Join(dir, file[0])); err == nil {
+					found = true
+					if strings.TrimSpace(string(b)) != file[1] {
+						t.Errorf("%s = %q, want %s", filepath.Join(dir, file[0]), b, file[1])
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no %s in %v (cgroup v%d %s)", file[0], cg.Dirs(), v, ctl)
 			}
 		}
 	}

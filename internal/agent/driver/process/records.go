@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 )
 
@@ -43,9 +44,10 @@ type sandboxRecord struct {
 	// UID and GID are the sandbox's own user and group; -1 when it runs as the agent's user.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
-	// Cgroup is the sandbox's cgroup directory, "" when it has none.
-	Cgroup    string    `json:"cgroup,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	// Cgroup is the sandbox's cgroup (its directories in each hierarchy), zero when it has
+	// none.
+	Cgroup    cgroups.Group `json:"cgroups,omitzero"`
+	CreatedAt time.Time     `json:"createdAt"`
 	// Warm is set for a sandbox made by Warm; ClaimedAt is when the driver handed it its claim
 	// (then Argv, EnvNames, WorkDir, Timeout, Grace and OutputLimitBytes are the claim's).
 	Warm      bool      `json:"warm,omitempty"`

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 )
 
@@ -25,6 +26,9 @@ const (
 	supervisorArg0 = "cubefleet-sandbox-supervisor"
 	stageArg0      = "cubefleet-sandbox-exec"
 )
+
+// oomPoll is how often a running sandbox with a memory limit is checked for an OOM kill.
+const oomPoll = 100 * time.Millisecond
 
 // maxLaunchBytes bounds what a supervisor reads from the driver: a spec with its environment.
 const maxLaunchBytes = 16 << 20
@@ -46,14 +50,14 @@ func MaybeRunSupervisor() {
 // launch is what the driver hands a supervisor on its standard input. It holds the
 // environment's values, which may be secrets: it only ever travels through that pipe.
 type launch struct {
-	Dir          string       `json:"dir"`  // the sandbox's directory
-	Work         string       `json:"work"` // its working directory (the work directory, or Spec.WorkDir under it)
-	Spec         driver.Spec  `json:"spec"`
-	UID          int          `json:"uid"` // -1: the agent's own user
-	GID          int          `json:"gid"`
-	Cgroup       string       `json:"cgroup,omitempty"` // the supervisor's cgroup (its argument), "" for none
-	CgroupLimits cgroupLimits `json:"cgroupLimits"`
-	Rlimits      []rlimit     `json:"rlimits,omitempty"`
+	Dir          string         `json:"dir"`  // the sandbox's directory
+	Work         string         `json:"work"` // its working directory (the work directory, or Spec.WorkDir under it)
+	Spec         driver.Spec    `json:"spec"`
+	UID          int            `json:"uid"` // -1: the agent's own user
+	GID          int            `json:"gid"`
+	Cgroup       cgroups.Group  `json:"cgroup,omitzero"` // the supervisor's cgroup (its argument), zero for none
+	CgroupLimits cgroups.Limits `json:"cgroupLimits"`
+	Rlimits      []rlimit       `json:"rlimits,omitempty"`
 	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
 	// and the claim brings them (claimMsg).
 	Warm bool `json:"warm,omitempty"`
@@ -89,16 +93,18 @@ type stage struct {
 
 // startStage starts the exec stage in a session of its own, with /dev/null for stdin and the
 // write ends of two pipes for stdout and stderr, and SIGKILL as its parent-death signal. With a
-// cgroup, it is created and the stage started right into it (clone3 CLONE_INTO_CGROUP): moving
-// a process later, through cgroup.procs, waits for an RCU grace period, milliseconds on the
-// path of every Start.
-func startStage(cgroup string) (*stage, error) {
+// cgroup, it is created and the stage started right into its v2 directory (clone3
+// CLONE_INTO_CGROUP), then moved into its v1 directories: moving a process through cgroup.procs
+// waits for an RCU grace period, milliseconds, spent here before any sandbox needs the stage.
+func startStage(cg cgroups.Group) (*stage, error) {
 	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if cgroup != "" {
-		if err := createCgroup(cgroup, cgroupLimits{}); err != nil {
+	if !cg.IsZero() {
+		if err := cg.Create(cgroups.Limits{}); err != nil {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
-		fd, err := unix.Open(cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if cg.V2 != "" {
+		fd, err := unix.Open(cg.V2, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
@@ -136,12 +142,14 @@ func startStage(cgroup string) (*stage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the exec stage: %w", err)
 	}
+	skip := cg.V2
 	if moveIn { // a kernel without clone3 into a cgroup (before 5.7)
-		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			unix.Kill(pid, unix.SIGKILL)
-			unix.Wait4(pid, nil, 0, nil)
-			return nil, fmt.Errorf("cgroup: move the exec stage into %s: %w", cgroup, err)
-		}
+		skip = ""
+	}
+	if err := cg.Enter(pid, skip); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		unix.Wait4(pid, nil, 0, nil)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	return &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}, nil
 }
@@ -226,9 +234,12 @@ func runSupervisor() int {
 	// files are the agent's alone (the records and output are 0600 anyway, the claim socket
 	// is created private).
 	unix.Umask(0o077)
-	var cgroup string
-	if len(os.Args) > 1 {
-		cgroup = os.Args[1]
+	var cgroup cgroups.Group
+	if len(os.Args) > 1 && os.Args[1] != "" {
+		if err := json.Unmarshal([]byte(os.Args[1]), &cgroup); err != nil {
+			writeReport(os.NewFile(3, "report"), fmt.Errorf("the supervisor's cgroup argument: %w", err))
+			return 1
+		}
 	}
 	reportFile := os.NewFile(3, "report")
 	stop := make(chan os.Signal, 4)
@@ -243,23 +254,19 @@ func runSupervisor() int {
 		err = st.ready()
 	}
 	if err != nil {
-		if cgroup != "" {
-			removeCgroup(cgroup)
-		}
+		cgroup.Remove()
 		writeReport(reportFile, err)
 		return 1
 	}
 	io.WriteString(reportFile, readyLine)
 	var l launch
 	err = json.NewDecoder(io.LimitReader(os.Stdin, maxLaunchBytes)).Decode(&l)
-	if err == nil && l.Cgroup != cgroup {
-		err = fmt.Errorf("the launch names the cgroup %q, this supervisor's is %q", l.Cgroup, cgroup)
+	if err == nil && !l.Cgroup.Equal(cgroup) {
+		err = fmt.Errorf("the launch names the cgroup %v, this supervisor's is %v", l.Cgroup, cgroup)
 	}
 	if err != nil {
 		st.abort()
-		if cgroup != "" {
-			removeCgroup(cgroup)
-		}
+		cgroup.Remove()
 		if errors.Is(err, io.EOF) { // a spare the driver no longer needs
 			return 0
 		}
@@ -303,9 +310,7 @@ func (s *supervisor) path(name string) string { return filepath.Join(s.l.Dir, na
 // fail records that the sandbox could not be started and answers the driver.
 func (s *supervisor) fail(reportFile io.WriteCloser, cause error) int {
 	s.st.abort()
-	if s.l.Cgroup != "" {
-		removeCgroup(s.l.Cgroup)
-	}
+	s.l.Cgroup.Remove()
 	err := writeJSON(s.path(fileResult), resultRecord{
 		Reason: driver.ReasonFailed, Message: cause.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
 	})
@@ -335,10 +340,8 @@ func (s *supervisor) begin() error {
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("create the output files: %w", err)
 	}
-	if s.l.Cgroup != "" {
-		if err := createCgroup(s.l.Cgroup, s.l.CgroupLimits); err != nil {
-			return fmt.Errorf("cgroup: %w", err)
-		}
+	if err := s.l.Cgroup.Create(s.l.CgroupLimits); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
 	}
 	return nil
 }
@@ -395,6 +398,13 @@ func (s *supervisor) watch(startedAt time.Time, stop chan os.Signal) int {
 	go s.reap(pid, exited)
 
 	var timeoutC, graceC <-chan time.Time
+	var oomC <-chan time.Time
+	var oomTick *time.Ticker
+	if s.l.CgroupLimits.MemoryBytes > 0 {
+		oomTick = time.NewTicker(oomPoll)
+		defer oomTick.Stop()
+		oomC = oomTick.C
+	}
 	if t := s.l.Spec.Timeout; t > 0 {
 		timeoutC = time.After(t - time.Since(startedAt))
 	}
@@ -420,6 +430,13 @@ wait:
 		case <-graceC:
 			killedAfterGrace = true
 			s.kill()
+		case <-oomC:
+			// The sandbox went past its memory as a whole: the kernel ended one of its
+			// processes, and the sandbox ends with it, at once (no grace: it has no memory).
+			if s.l.Cgroup.Stats().OOMKills > 0 && cause == "" {
+				cause, oomC = driver.ReasonOOM, nil
+				s.kill()
+			}
 		case ws = <-exited:
 			break wait
 		}
@@ -447,20 +464,24 @@ wait:
 	s.mu.Lock()
 	res.Stats = driver.Stats{CPU: s.cpu, PeakMemoryBytes: s.maxRSS}
 	s.mu.Unlock()
-	oom := false
-	if s.l.Cgroup != "" {
-		if us := cgroupStat(s.l.Cgroup, "cpu.stat", "usage_usec"); us >= 0 {
-			res.Stats.CPU = time.Duration(us) * time.Microsecond
+	// With a cgroup, the figures are the whole sandbox's, processes not collected here (of
+	// another session, or still in the kernel's hands) included.
+	if cg := s.l.Cgroup; !cg.IsZero() {
+		cs := cg.Stats()
+		if cs.CPU >= 0 {
+			res.Stats.CPU = cs.CPU
 		}
-		if p := cgroupValue(s.l.Cgroup, "memory.peak"); p >= 0 {
-			res.Stats.PeakMemoryBytes = p
+		if cs.PeakMemoryBytes >= 0 {
+			res.Stats.PeakMemoryBytes = cs.PeakMemoryBytes
 		}
-		oom = cgroupStat(s.l.Cgroup, "memory.events", "oom_kill") > 0
-		if err := removeCgroup(s.l.Cgroup); err != nil {
+		if cs.OOMKills > 0 && cause == "" {
+			cause = driver.ReasonOOM
+		}
+		if err := cg.Remove(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-	res.Reason, res.Message = endMessage(cause, ws, killedAfterGrace, s.l.Spec, oom)
+	res.Reason, res.Message = endMessage(cause, ws, killedAfterGrace, s.l.Spec)
 	if err := writeJSON(s.path(fileResult), res); err != nil {
 		fmt.Fprintf(os.Stderr, "record the end of the sandbox: %v\n", err)
 		return 1
@@ -469,17 +490,16 @@ wait:
 }
 
 // endMessage returns the Reason and the message a sandbox ended with.
-func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec, oom bool) (driver.Reason, string) {
+func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec) (driver.Reason, string) {
 	how := howEnded(ws)
 	if afterGrace {
 		how = fmt.Sprintf("killed by SIGKILL after ignoring SIGTERM for %s", spec.GraceOrDefault())
-	} else if cause != "" {
+	} else if cause == driver.ReasonTimeout || cause == driver.ReasonStopped {
 		how = "after SIGTERM, " + how
 	}
-	if oom {
-		how += fmt.Sprintf("; the kernel's OOM killer ended a process (memory limit %d MiB)", spec.MemoryMiB)
-	}
 	switch cause {
+	case driver.ReasonOOM:
+		return cause, fmt.Sprintf("oom: the sandbox went past its memory limit of %d MiB; the kernel's OOM killer ended a process of it, and the sandbox ended with it (its main process %s)", spec.MemoryMiB, how)
 	case driver.ReasonTimeout:
 		return cause, fmt.Sprintf("timeout after %s: %s", spec.Timeout, how)
 	case driver.ReasonStopped:
@@ -522,9 +542,7 @@ func (s *supervisor) kill() {
 	if s.st.ended == nil {
 		unix.Kill(-pid, unix.SIGKILL)
 	}
-	if s.l.Cgroup != "" {
-		killCgroup(s.l.Cgroup, deadline)
-	}
+	s.l.Cgroup.Kill(deadline)
 	if s.l.UID >= 0 {
 		killMembers(s.l.UID, -1, deadline)
 	} else {

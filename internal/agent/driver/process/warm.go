@@ -193,9 +193,7 @@ func (s *supervisor) warm(reportFile io.WriteCloser, stop chan os.Signal) int {
 		ws, _ := s.st.collect(true)
 		s.st.abort()
 		s.kill()
-		if s.l.Cgroup != "" {
-			removeCgroup(s.l.Cgroup)
-		}
+		s.l.Cgroup.Remove()
 		res := resultRecord{Reason: driver.ReasonLost, EndedAt: time.Now().UTC(), ExitCode: -1,
 			Message: fmt.Sprintf("its exec stage (pid %d) ended while the sandbox was warm, before a claim: %s", s.st.pid, howEnded(ws))}
 		if ws.Signaled() {
@@ -212,9 +210,7 @@ func (s *supervisor) warm(reportFile io.WriteCloser, stop chan os.Signal) int {
 		os.Remove(s.path(fileClaim))
 		s.st.abort()
 		s.kill()
-		if s.l.Cgroup != "" {
-			removeCgroup(s.l.Cgroup)
-		}
+		s.l.Cgroup.Remove()
 		res := resultRecord{Reason: driver.ReasonStopped, Message: "stopped while warm, before a claim", EndedAt: time.Now().UTC(), ExitCode: -1}
 		if err := writeJSON(s.path(fileResult), res); err != nil {
 			fmt.Fprintf(os.Stderr, "record the end of the sandbox: %v\n", err)

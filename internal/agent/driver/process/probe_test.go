@@ -1,0 +1,176 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Probes: what a hostile tenant tries from inside a sandbox, run by this test binary itself,
+// copied where every sandbox user can run it (probeBinary) and started with probeEnv naming
+// the probe. Each prints one line saying what happened, and exits 0 when it could run at all.
+
+// probeEnv names the probe a copy of the test binary runs as a sandbox's program.
+const probeEnv = "CUBEFLEET_TEST_PROBE"
+
+// probeBinary is the path of the copy of this test binary sandboxes run probes with ("" until
+// TestMain made it).
+var probeBinary string
+
+// maybeRunProbe runs the probe probeEnv names and exits, when it names one.
+func maybeRunProbe() {
+	name := os.Getenv(probeEnv)
+	if name == "" {
+		return
+	}
+	if err := runProbe(name, os.Args[1:]); err != nil {
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func runProbe(name string, args []string) error {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch name {
+	case "hold": // hold MiB: allocate and touch that much, then wait to be killed
+		mib, _ := strconv.Atoi(arg(0))
+		b := make([]byte, mib<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("held", mib, "MiB")
+		time.Sleep(time.Minute)
+		fmt.Println(len(b))
+	case "write": // write path MiB: write that much into a file, then fsync
+		mib, _ := strconv.Atoi(arg(1))
+		f, err := os.Create(arg(0))
+		if err != nil {
+			fmt.Println("create:", errnoName(err))
+			return nil
+		}
+		buf := make([]byte, 1<<20)
+		for i := range buf {
+			buf[i] = byte(i)
+		}
+		n := 0
+		for ; n < mib; n++ {
+			if _, err = f.Write(buf); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			fmt.Printf("wrote %d MiB: %s\n", n, errnoName(err))
+			return nil
+		}
+		fmt.Printf("wrote %d MiB\n", n)
+	case "connect": // connect host:port: a TCP connect within a second
+		c, err := net.DialTimeout("tcp", arg(0), time.Second)
+		if err != nil {
+			fmt.Println("refused:", err)
+			return nil
+		}
+		io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		fmt.Printf("connected: %q\n", b)
+	case "pids": // the processes this sandbox sees in /proc
+		ents, _ := os.ReadDir("/proc")
+		var pids []int
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		fmt.Println(pids)
+	default:
+		return fmt.Errorf("unknown probe %q", name)
+	}
+	return nil
+}
+
+// errnoName names the errno of err (ENOSPC), or says err.
+func errnoName(err error) string {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		switch e {
+		case syscall.ENOSPC:
+			return "ENOSPC"
+		case syscall.EPERM:
+			return "EPERM"
+		case syscall.EDQUOT:
+			return "EDQUOT"
+		case syscall.EROFS:
+			return "EROFS"
+		case syscall.EACCES:
+			return "EACCES"
+		}
+		return e.Error()
+	}
+	return err.Error()
+}
+
+// makeProbeBinary copies the test binary into a directory every sandbox user can reach and
+// run, and returns a function removing it.
+func makeProbeBinary() (func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "cubefleet-probe-")
+	if err != nil {
+		return nil, err
+	}
+	os.Chmod(dir, 0o755)
+	for p := filepath.Dir(dir); p != "/"; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("%s is not searchable by others", p)
+		}
+	}
+	bin := filepath.Join(dir, "probe")
+	src, err := os.Open(self)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err == nil {
+		_, err = io.Copy(dst, src)
+		err = errors.Join(err, dst.Close())
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	probeBinary = bin
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+// probe returns the argv and env of a sandbox running probe name with args.
+func probe(t *testing.T, name string, args ...string) ([]string, []string) {
+	t.Helper()
+	if probeBinary == "" {
+		t.Fatal("no probe binary")
+	}
+	return append([]string{probeBinary}, args...), []string{probeEnv + "=" + name}
+}
