@@ -3,6 +3,8 @@ package process
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
@@ -25,6 +27,28 @@ type Isolation struct {
 	UID     int  `json:"uid,omitempty"`
 	// Note says why cgroups are not used at all, when they are not.
 	Note string `json:"note,omitempty"`
+	// Namespaces are the namespaces each sandbox gets of its own (pid, mount, ipc, uts, net:
+	// its own processes, file system view, IPC, host name and a network with loopback only);
+	// empty when the host does not let the driver make them, and NamespaceNote says why.
+	Namespaces    []string `json:"namespaces,omitempty"`
+	NamespaceNote string   `json:"namespaceNote,omitempty"`
+}
+
+// Missing returns what of the isolation an agent may require (--require-isolation) is not in
+// force, one phrase each: "memory limit", "process limit", "network isolation"; empty when
+// all is.
+func (i Isolation) Missing() []string {
+	var out []string
+	if !i.has(cgroups.Memory) {
+		out = append(out, "memory limit (no memory cgroup controller)")
+	}
+	if !i.has(cgroups.Pids) {
+		out = append(out, "process limit (no pids cgroup controller)")
+	}
+	if !slices.Contains(i.Namespaces, "net") {
+		out = append(out, "network isolation (no network namespace)")
+	}
+	return out
 }
 
 // has reports whether a cgroup controller enforces controller c.
@@ -49,6 +73,11 @@ func (i Isolation) String() string {
 	}
 	rl = append(rl, "open files via RLIMIT_NOFILE")
 	parts = append(parts, "rlimits: "+strings.Join(rl, ", "))
+	if len(i.Namespaces) > 0 {
+		parts = append(parts, "namespaces: "+strings.Join(i.Namespaces, ", ")+" (network: loopback only)")
+	} else {
+		parts = append(parts, "no namespaces")
+	}
 	if !i.has(cgroups.CPU) {
 		parts = append(parts, "CPU not limited")
 	}
@@ -56,9 +85,12 @@ func (i Isolation) String() string {
 		parts = append(parts, "processes not limited")
 	}
 	s := strings.Join(parts, "; ")
-	notes := i.Cgroups.Notes
+	notes := slices.Clone(i.Cgroups.Notes)
 	if i.Note != "" {
 		notes = []string{i.Note}
+	}
+	if i.NamespaceNote != "" {
+		notes = append(notes, i.NamespaceNote)
 	}
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, "; ") + ")"
@@ -87,12 +119,30 @@ func Expected(allowOwnUser bool) (Isolation, error) {
 	if !allowOwnUser {
 		return Isolation{}, fmt.Errorf("the process driver runs each sandbox as a user of its own, which needs root, and this agent runs as uid %d: run the agent as root, or allow sandboxes to run as the agent's own user for development (CUBEFLEET_SANDBOX_ALLOW_OWN_USER=1; they can then read the agent's files)", euid)
 	}
-	return Isolation{OwnUser: true, UID: euid, Note: "cgroups are used only as root"}, nil
+	return Isolation{OwnUser: true, UID: euid, Note: "cgroups are used only as root", NamespaceNote: "namespaces are made only as root"}, nil
 }
 
-// detect is Detect for a host whose files are under root ("" for this host).
+// detect is Detect for a host whose files are under root ("" for this host): the cgroups, and
+// as root the namespaces the kernel has (/proc/self/ns); a driver then checks that it can make
+// them (probeNamespaces).
 func detect(root string, euid int) Isolation {
-	return Isolation{Cgroups: cgroups.Detect(root, euid)}
+	iso := Isolation{Cgroups: cgroups.Detect(root, euid)}
+	if euid != 0 {
+		iso.NamespaceNote = "namespaces are made only as root"
+		return iso
+	}
+	var missing []string
+	for i, f := range []string{"pid", "mnt", "ipc", "uts", "net"} {
+		if _, err := os.Stat(filepath.Join("/", root, "proc/self/ns", f)); err != nil {
+			missing = append(missing, namespaceNames[i])
+		}
+	}
+	if len(missing) > 0 {
+		iso.NamespaceNote = "the kernel has no " + strings.Join(missing, ", ") + " namespaces"
+		return iso
+	}
+	iso.Namespaces = namespaceNames
+	return iso
 }
 
 // sandboxCgroupPrefix starts the name of every sandbox's cgroup under the driver's parent.

@@ -1,7 +1,11 @@
 package process
 
 import (
+	"io"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,3 +55,88 @@ func TestMemoryLimitIsTheWholeSandboxes(t *testing.T) {
 // isCI reports whether the tests run in CI (as root, on a machine with the isolation the
 // tests need: they fail there rather than skip).
 func isCI() bool { return os.Getenv("CI") == "true" }
+
+// requireNamespaces skips a test that needs the sandboxes' namespaces when the driver has none
+// here, except under CI (root on a kernel that has them).
+func requireNamespaces(t *testing.T, d *Driver) {
+	t.Helper()
+	if len(d.Isolation().Namespaces) > 0 {
+		return
+	}
+	if isCI() {
+		t.Fatalf("CI's machine lets root make namespaces; this driver: %s", d.Isolation())
+	}
+	t.Skipf("no namespaces: %s", d.Isolation())
+}
+
+// Inside its namespaces a sandbox sees its own processes only (ps), its id as host name, a
+// /tmp of its own, the host's file system read-only outside its work directory, a minimal
+// /dev, and a network of loopback only: a server of the host on 127.0.0.1 is not there.
+func TestNamespaces(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireNamespaces(t, d)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "host server\n")
+			c.Close()
+		}
+	}()
+	start(t, d, driver.Spec{ID: "neighbour", Argv: []string{"sleep", "30"}})
+	argv, env := probe(t, "connect", ln.Addr().String())
+	marker := filepath.Join(os.TempDir(), "cubefleet-sandbox-tmp-"+strconv.Itoa(os.Getpid()))
+	script := strings.Join([]string{
+		`echo "ps: $(ps -e -o pid= | tr -s ' \n' ' ')"`,
+		`echo "host: $(cat /proc/sys/kernel/hostname)"`,
+		`echo x > ` + marker + ` && echo "tmp: written"`,
+		`echo x > work-file && echo "work: written"`,
+		`echo x > /var/tmp/cubefleet-escape 2>/dev/null || echo "host: read-only"`,
+		`echo "dev: $(ls /dev | tr '\n' ' ')"`,
+		`echo "net: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"`,
+		`echo x > /dev/null && echo "null: ok"`,
+		strings.Join(argv, " "),
+	}, "; ")
+	st, out := run(t, d, driver.Spec{ID: "inside", Argv: sh(script), Env: env})
+	t.Logf("inside:\n%s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 {
+		t.Fatalf("%+v", st)
+	}
+	got := string(out.Stdout)
+	for _, want := range []string{
+		"host: inside\n", "tmp: written\n", "work: written\n", "host: read-only\n", "null: ok\n",
+		"dev: fd full null random shm stderr stdin stdout tty urandom zero \n", "net: lo \n", "refused:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inside the sandbox: want %q in\n%s", want, got)
+		}
+	}
+	// ps: the init (1), the shell, ps and its pipe's neighbours; nothing of the host (which
+	// runs hundreds).
+	for _, l := range strings.Split(got, "\n") {
+		if rest, ok := strings.CutPrefix(l, "ps: "); ok {
+			if f := strings.Fields(rest); len(f) > 5 || len(f) == 0 || f[0] != "1" {
+				t.Errorf("ps inside the sandbox lists %v: want its init (1) and its own few processes only", f)
+			}
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		os.Remove(marker)
+		t.Errorf("the sandbox's /tmp file %s is on the host", marker)
+	}
+	if _, err := os.Stat("/var/tmp/cubefleet-escape"); err == nil {
+		os.Remove("/var/tmp/cubefleet-escape")
+		t.Error("the sandbox wrote outside its work directory")
+	}
+	if _, err := os.Stat(filepath.Join(d.dir("inside"), dirWork, "work-file")); err != nil {
+		t.Errorf("the work directory's file is not on the host: %v", err)
+	}
+}

@@ -136,7 +136,12 @@ func makeProbeBinary() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "cubefleet-probe-")
+	// Not under /tmp: a sandbox with a mount namespace has a /tmp of its own.
+	base := "/var/tmp"
+	if _, err := os.Stat(base); err != nil {
+		base = ""
+	}
+	dir, err := os.MkdirTemp(base, "cubefleet-probe-")
 	if err != nil {
 		return nil, err
 	}

@@ -109,6 +109,10 @@ type Config struct {
 	// development: they are then not isolated from the agent. Without it, New refuses to run
 	// without root. Root never runs a sandbox as root.
 	AllowOwnUser bool
+	// RequireIsolation makes New fail, naming what is missing (Isolation.Missing), unless
+	// sandboxes get a memory limit and a process limit from cgroup controllers and a network
+	// namespace of their own.
+	RequireIsolation bool
 	// CgroupParent is the cgroup, relative to each cgroup hierarchy's root, that holds the
 	// sandboxes' cgroups, <mount>/<CgroupParent>/sandbox-<16 hex digits> (each sandbox's are in
 	// its sandbox.json). It must be the driver's own: default DefaultCgroupParent/<the first 12
@@ -233,6 +237,15 @@ func New(cfg Config) (*Driver, error) {
 	if !ownUser {
 		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
 		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
+		if len(iso.Namespaces) > 0 {
+			if note := probeNamespaces(cfg.Executable); note != "" {
+				iso.Namespaces, iso.NamespaceNote = nil, note
+			}
+		}
+	}
+	if missing := iso.Missing(); cfg.RequireIsolation && len(missing) > 0 {
+		lock.Close()
+		return nil, fmt.Errorf("isolation is required (require-isolation) and this host lacks: %s; the driver has %s", strings.Join(missing, ", "), iso)
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,

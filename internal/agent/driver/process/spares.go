@@ -59,7 +59,10 @@ func (s *supervisorProc) discard() {
 // cgroups, a new cgroup for the sandbox it will get: <parent>/sandbox-<16 hex digits>.
 func (d *Driver) startSupervisor() (*supervisorProc, error) {
 	var cgroup cgroups.Group
-	var cgroupArg string
+	var cgroupArg, nsArg string
+	if len(d.iso.Namespaces) > 0 {
+		nsArg = namespacesArg
+	}
 	if d.iso.Cgroups.Tracks() {
 		var b [8]byte
 		rand.Read(b[:])
@@ -75,7 +78,7 @@ func (d *Driver) startSupervisor() (*supervisorProc, error) {
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroupArg}, Env: []string{}, Dir: "/",
+		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroupArg, nsArg}, Env: []string{}, Dir: "/",
 		ExtraFiles:  []*os.File{reportW},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}

@@ -27,6 +27,8 @@ type stageInstr struct {
 	Argv       []string `json:"argv,omitempty"`
 	Env        []string `json:"env,omitempty"`
 	Rlimits    []rlimit `json:"rlimits,omitempty"`
+	// Sandbox is the sandbox's setup, for its init (namespaces only), in the first message.
+	Sandbox *sandboxSetup `json:"sandbox,omitempty"`
 }
 
 // Bytes an exec stage writes on its status pipe: stageReady once it waits for its
@@ -50,6 +52,9 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 // SIGINT even when the agent was started with them ignored (nohup), and a caught signal is reset
 // to its default by exec, where an ignored one would stay ignored.
 func runStage() int {
+	if len(os.Args) > 1 && os.Args[1] == initArg {
+		return runInit()
+	}
 	// no_new_privs and the parent-death signal are a thread's, and exec keeps those of the
 	// thread that calls it: all of it happens on this one.
 	runtime.LockOSThread()

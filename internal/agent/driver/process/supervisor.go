@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,6 +45,8 @@ func MaybeRunSupervisor() {
 		os.Exit(runSupervisor())
 	case stageArg0:
 		os.Exit(runStage())
+	case namespaceProbeArg0:
+		os.Exit(runNamespaceProbe())
 	}
 }
 
@@ -84,6 +87,7 @@ type stage struct {
 	pid    int
 	instr  *os.File // write: the stageInstr
 	status *os.File // read: EOF once the program runs (close-on-exec), else why it could not
+	exit   *os.File // read, with namespaces: the main process's wait status, from the init; else nil
 	stdout *os.File // read: the sandbox's stdout
 	stderr *os.File // read: the sandbox's stderr
 	// ended is how it ended, once collected (collect): from then on its pid may be another
@@ -96,8 +100,16 @@ type stage struct {
 // cgroup, it is created and the stage started right into its v2 directory (clone3
 // CLONE_INTO_CGROUP), then moved into its v1 directories: moving a process through cgroup.procs
 // waits for an RCU grace period, milliseconds, spent here before any sandbox needs the stage.
-func startStage(cg cgroups.Group) (*stage, error) {
+//
+// With namespaces, the stage is started in new ones as the sandbox's init (runInit), which
+// starts the stage proper and reports the main process's end on a fifth pipe.
+func startStage(cg cgroups.Group, namespaces bool) (*stage, error) {
 	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	argv := []string{stageArg0}
+	if namespaces {
+		sys.Cloneflags = namespaceFlags
+		argv = append(argv, initArg)
+	}
 	if !cg.IsZero() {
 		if err := cg.Create(cgroups.Limits{}); err != nil {
 			return nil, fmt.Errorf("cgroup: %w", err)
@@ -111,7 +123,7 @@ func startStage(cg cgroups.Group) (*stage, error) {
 		defer unix.Close(fd)
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
 	}
-	var pipes [4][2]*os.File
+	var pipes [5][2]*os.File
 	for i := range pipes {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -123,20 +135,24 @@ func startStage(cg cgroups.Group) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	outW, errW, instrR, statusW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1]
+	outW, errW, instrR, statusW, exitW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1], pipes[4][1]
+	files := []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()}
+	if namespaces {
+		files = append(files, exitW.Fd())
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"}, // its own: fewer threads for exec to end
-		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()},
+		Files: files,
 		Sys:   sys,
 	}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+	pid, err := syscall.ForkExec("/proc/self/exe", argv, attr)
 	moveIn := false
 	if sys.UseCgroupFD && (errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)) {
 		sys.UseCgroupFD, moveIn = false, true
-		pid, err = syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+		pid, err = syscall.ForkExec("/proc/self/exe", argv, attr)
 	}
-	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW} {
+	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW, exitW} {
 		f.Close()
 	}
 	if err != nil {
@@ -151,7 +167,20 @@ func startStage(cg cgroups.Group) (*stage, error) {
 		unix.Wait4(pid, nil, 0, nil)
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	return &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}, nil
+	if namespaces { // the init may now start the stage proper: it is in every cgroup
+		if _, err := pipes[2][1].Write([]byte{initGo}); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			unix.Wait4(pid, nil, 0, nil)
+			return nil, fmt.Errorf("start the sandbox's init: %w", err)
+		}
+	}
+	st := &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}
+	if namespaces {
+		st.exit = pipes[4][0]
+	} else {
+		pipes[4][0].Close()
+	}
+	return st, nil
 }
 
 // ready waits until the stage waits for its instructions.
@@ -173,8 +202,10 @@ func (s *stage) abort() {
 		unix.Kill(s.pid, unix.SIGKILL)
 		s.collect(true)
 	}
-	for _, f := range []*os.File{s.instr, s.status, s.stdout, s.stderr} {
-		f.Close()
+	for _, f := range []*os.File{s.instr, s.status, s.stdout, s.stderr, s.exit} {
+		if f != nil {
+			f.Close()
+		}
 	}
 }
 
@@ -235,6 +266,7 @@ func runSupervisor() int {
 	// is created private).
 	unix.Umask(0o077)
 	var cgroup cgroups.Group
+	namespaces := len(os.Args) > 2 && os.Args[2] == namespacesArg
 	if len(os.Args) > 1 && os.Args[1] != "" {
 		if err := json.Unmarshal([]byte(os.Args[1]), &cgroup); err != nil {
 			writeReport(os.NewFile(3, "report"), fmt.Errorf("the supervisor's cgroup argument: %w", err))
@@ -249,7 +281,7 @@ func runSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-	st, err := startStage(cgroup)
+	st, err := startStage(cgroup, namespaces)
 	if err == nil {
 		err = st.ready()
 	}
@@ -277,7 +309,7 @@ func runSupervisor() int {
 		unix.Dup2(int(f.Fd()), 2)
 		f.Close()
 	}
-	s := &supervisor{l: l, st: st}
+	s := &supervisor{l: l, st: st, namespaces: namespaces}
 	if l.Warm {
 		return s.warm(reportFile, stop)
 	}
@@ -294,8 +326,9 @@ func writeReport(f io.WriteCloser, err error) {
 }
 
 type supervisor struct {
-	l  launch
-	st *stage
+	l          launch
+	st         *stage
+	namespaces bool // the stage is the sandbox's init, in namespaces of its own
 
 	stdout, stderr *os.File // the output files (begin)
 
@@ -350,10 +383,14 @@ func (s *supervisor) begin() error {
 // (state.json). It returns when the sandbox's process started; an error says why it did not
 // (nothing of it runs then).
 func (s *supervisor) execute() (time.Time, error) {
-	err := json.NewEncoder(s.st.instr).Encode(stageInstr{
+	in := stageInstr{
 		Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Work: s.l.Work,
 		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits,
-	})
+	}
+	if !s.l.Warm { // a warm sandbox's init was set up by become
+		in.Sandbox = s.setup()
+	}
+	err := json.NewEncoder(s.st.instr).Encode(in)
 	s.st.instr.Close()
 	if err != nil {
 		// Its end of the pipe is closed: it ended (a warm sandbox's stage while it waited for
@@ -439,6 +476,13 @@ wait:
 			}
 		case ws = <-exited:
 			break wait
+		}
+	}
+	if s.st.exit != nil { // the init's report of how the main process ended
+		if b, _ := io.ReadAll(s.st.exit); len(b) > 0 {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				ws = unix.WaitStatus(n)
+			}
 		}
 	}
 	endedAt := time.Now().UTC()

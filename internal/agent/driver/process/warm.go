@@ -260,7 +260,7 @@ func (s *supervisor) stageEnds() <-chan struct{} {
 
 // become tells the stage to take the sandbox's user and waits until it did.
 func (s *supervisor) become() error {
-	err := json.NewEncoder(s.st.instr).Encode(stageInstr{Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Become: true})
+	err := json.NewEncoder(s.st.instr).Encode(stageInstr{Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Become: true, Sandbox: s.setup()})
 	if err != nil {
 		return fmt.Errorf("hand the user to the exec stage: %w", err)
 	}
