@@ -32,6 +32,9 @@ type Isolation struct {
 	// empty when the host does not let the driver make them, and NamespaceNote says why.
 	Namespaces    []string `json:"namespaces,omitempty"`
 	NamespaceNote string   `json:"namespaceNote,omitempty"`
+	// Seccomp is set when the sandboxes' programs run under the default seccomp profile
+	// (package syscallfilter: refused calls fail with EPERM); the kernel has seccomp filters.
+	Seccomp bool `json:"seccomp,omitempty"`
 }
 
 // Missing returns what of the isolation an agent may require (--require-isolation) is not in
@@ -78,6 +81,11 @@ func (i Isolation) String() string {
 	} else {
 		parts = append(parts, "no namespaces")
 	}
+	if i.Seccomp {
+		parts = append(parts, "seccomp: the default profile")
+	} else {
+		parts = append(parts, "no seccomp filter")
+	}
 	if !i.has(cgroups.CPU) {
 		parts = append(parts, "CPU not limited")
 	}
@@ -119,7 +127,7 @@ func Expected(allowOwnUser bool) (Isolation, error) {
 	if !allowOwnUser {
 		return Isolation{}, fmt.Errorf("the process driver runs each sandbox as a user of its own, which needs root, and this agent runs as uid %d: run the agent as root, or allow sandboxes to run as the agent's own user for development (CUBEFLEET_SANDBOX_ALLOW_OWN_USER=1; they can then read the agent's files)", euid)
 	}
-	return Isolation{OwnUser: true, UID: euid, Note: "cgroups are used only as root", NamespaceNote: "namespaces are made only as root"}, nil
+	return Isolation{OwnUser: true, UID: euid, Note: "cgroups are used only as root", NamespaceNote: "namespaces are made only as root", Seccomp: detect("", euid).Seccomp}, nil
 }
 
 // detect is Detect for a host whose files are under root ("" for this host): the cgroups, and
@@ -127,6 +135,10 @@ func Expected(allowOwnUser bool) (Isolation, error) {
 // them (probeNamespaces).
 func detect(root string, euid int) Isolation {
 	iso := Isolation{Cgroups: cgroups.Detect(root, euid)}
+	// The kernel has seccomp filters when a process's status has the field.
+	if st, err := os.ReadFile(filepath.Join("/", root, "proc/self/status")); err == nil && strings.Contains(string(st), "\nSeccomp:") {
+		iso.Seccomp = true
+	}
 	if euid != 0 {
 		iso.NamespaceNote = "namespaces are made only as root"
 		return iso

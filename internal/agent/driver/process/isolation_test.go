@@ -140,3 +140,31 @@ func TestNamespaces(t *testing.T) {
 		t.Errorf("the work directory's file is not on the host: %v", err)
 	}
 }
+
+// A refused system call gets EPERM: the default seccomp profile refuses them even where the
+// sandbox's user might otherwise make them (an unprivileged user namespace, a keyring).
+func TestSeccompRefusesWithEPERM(t *testing.T) {
+	d := newDriver(t, testConfig(t))
+	if !d.Isolation().Seccomp {
+		if isCI() {
+			t.Fatalf("CI's kernel has seccomp filters; this driver: %s", d.Isolation())
+		}
+		t.Skipf("no seccomp: %s", d.Isolation())
+	}
+	argv, env := probe(t, "syscalls")
+	st, out := run(t, d, driver.Spec{ID: "syscalls", Argv: argv, Env: env})
+	t.Logf("%s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 {
+		t.Fatalf("%+v: %s", st, out.Stderr)
+	}
+	for _, c := range refusedCalls {
+		if want := c.name + ": EPERM\n"; !strings.Contains(string(out.Stdout), want) {
+			t.Errorf("want %q in\n%s", want, out.Stdout)
+		}
+	}
+	// Everything else works: the sandbox's own processes, files and clock.
+	st, out = run(t, d, driver.Spec{ID: "allowed", Argv: sh("date >/dev/null && echo x > f && cat f && (sleep 0 &) && wait && echo ok")})
+	if st.ExitCode != 0 || string(out.Stdout) != "x\nok\n" {
+		t.Errorf("ordinary calls under the profile: %+v, %q %q", st, out.Stdout, out.Stderr)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Probes: what a hostile tenant tries from inside a sandbox, run by this test binary itself,
@@ -93,6 +95,8 @@ func runProbe(name string, args []string) error {
 		b, _ := io.ReadAll(c)
 		c.Close()
 		fmt.Printf("connected: %q\n", b)
+	case "syscalls": // the calls the default seccomp profile refuses
+		runSyscalls()
 	case "pids": // the processes this sandbox sees in /proc
 		ents, _ := os.ReadDir("/proc")
 		var pids []int
@@ -178,4 +182,35 @@ func probe(t *testing.T, name string, args ...string) ([]string, []string) {
 		t.Fatal("no probe binary")
 	}
 	return append([]string{probeBinary}, args...), []string{probeEnv + "=" + name}
+}
+
+// refusedCalls are the calls the "syscalls" probe makes, each refused by the default seccomp
+// profile (or, without it, by the sandbox's lack of privileges).
+var refusedCalls = []struct {
+	name string
+	call func() error
+}{
+	{"unshare(CLONE_NEWUSER)", func() error { return unix.Unshare(unix.CLONE_NEWUSER) }},
+	{"mount", func() error { return unix.Mount("none", "/tmp", "tmpfs", 0, "") }},
+	{"keyctl", func() error { _, err := unix.KeyctlInt(unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0, 0, 0); return err }},
+	{"bpf", func() error {
+		_, _, e := unix.Syscall(unix.SYS_BPF, 0, 0, 0)
+		if e != 0 {
+			return e
+		}
+		return nil
+	}},
+	{"ptrace(PTRACE_ATTACH, 1)", func() error { return unix.PtraceAttach(1) }},
+}
+
+// runSyscalls is the "syscalls" probe: each refused call and the errno it got, "name: EPERM".
+func runSyscalls() {
+	for _, c := range refusedCalls {
+		err := c.call()
+		if err == nil {
+			fmt.Printf("%s: allowed\n", c.name)
+			continue
+		}
+		fmt.Printf("%s: %s\n", c.name, errnoName(err))
+	}
 }

@@ -423,7 +423,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	}
 	l := launch{
 		Dir: dir, Work: filepath.Join(work, spec.WorkDir), Spec: spec, UID: uid, GID: gid,
-		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm,
+		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm, Seccomp: d.iso.Seccomp,
 	}
 	if warm { // the claim brings them
 		l.Work, l.Rlimits = "", nil

@@ -61,6 +61,7 @@ type launch struct {
 	Cgroup       cgroups.Group  `json:"cgroup,omitzero"` // the supervisor's cgroup (its argument), zero for none
 	CgroupLimits cgroups.Limits `json:"cgroupLimits"`
 	Rlimits      []rlimit       `json:"rlimits,omitempty"`
+	Seccomp      bool           `json:"seccomp,omitempty"` // the sandbox's program runs under the default seccomp profile
 	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
 	// and the claim brings them (claimMsg).
 	Warm bool `json:"warm,omitempty"`
@@ -385,7 +386,7 @@ func (s *supervisor) begin() error {
 func (s *supervisor) execute() (time.Time, error) {
 	in := stageInstr{
 		Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Work: s.l.Work,
-		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits,
+		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits, Seccomp: s.l.Seccomp,
 	}
 	if !s.l.Warm { // a warm sandbox's init was set up by become
 		in.Sandbox = s.setup()
