@@ -104,8 +104,8 @@ type Spec struct {
 	// MemoryMiB is the memory the sandbox may use, in MiB, 0 for no limit.
 	MemoryMiB int64
 	// DiskMiB is the disk the sandbox may use, in MiB, 0 for no limit. The process driver
-	// does not enforce it (its files live on the host's file system); a microVM driver sizes
-	// the guest's disk with it.
+	// gives the work directory a file system of this size where the host lets it (a write
+	// past it fails with ENOSPC); a microVM driver sizes the guest's disk with it.
 	DiskMiB int64
 	// Timeout ends the sandbox this long after it started, as Stop does (Reason timeout); 0
 	// for none. Whole seconds on the wire; any duration here.

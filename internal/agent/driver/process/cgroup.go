@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
+	"github.com/cubefleet/cubefleet/internal/agent/workdisk"
 )
 
 // Isolation is what the process driver enforces on a host, and how: which limits the host's
@@ -35,6 +36,11 @@ type Isolation struct {
 	// Seccomp is set when the sandboxes' programs run under the default seccomp profile
 	// (package syscallfilter: refused calls fail with EPERM); the kernel has seccomp filters.
 	Seccomp bool `json:"seccomp,omitempty"`
+	// Disk is set when a sandbox's work directory is a file system of its own of the
+	// sandbox's DiskMiB (package workdisk: a write past it fails with ENOSPC); DiskNote says
+	// why not, when not.
+	Disk     bool   `json:"disk,omitempty"`
+	DiskNote string `json:"diskNote,omitempty"`
 }
 
 // Missing returns what of the isolation an agent may require (--require-isolation) is not in
@@ -86,6 +92,11 @@ func (i Isolation) String() string {
 	} else {
 		parts = append(parts, "no seccomp filter")
 	}
+	if i.Disk {
+		parts = append(parts, "disk: an ext4 file system of its size per work directory")
+	} else {
+		parts = append(parts, "disk not limited")
+	}
 	if !i.has(cgroups.CPU) {
 		parts = append(parts, "CPU not limited")
 	}
@@ -99,6 +110,9 @@ func (i Isolation) String() string {
 	}
 	if i.NamespaceNote != "" {
 		notes = append(notes, i.NamespaceNote)
+	}
+	if i.DiskNote != "" && i.Note == "" {
+		notes = append(notes, i.DiskNote)
 	}
 	if len(notes) > 0 {
 		s += " (" + strings.Join(notes, "; ") + ")"
@@ -142,6 +156,10 @@ func detect(root string, euid int) Isolation {
 	if euid != 0 {
 		iso.NamespaceNote = "namespaces are made only as root"
 		return iso
+	}
+	if root == "" { // (a fake host's loop devices and tools would be this one's: not looked at)
+		iso.DiskNote = workdisk.Available()
+		iso.Disk = iso.DiskNote == ""
 	}
 	var missing []string
 	for i, f := range []string{"pid", "mnt", "ipc", "uts", "net"} {

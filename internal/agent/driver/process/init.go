@@ -49,6 +49,11 @@ type sandboxSetup struct {
 	Hostname string `json:"hostname"` // the sandbox id (cut to 64 bytes, the kernel's limit)
 	Root     string `json:"root"`     // the sandbox's work directory on the host: the one place it may write
 	TmpBytes int64  `json:"tmpBytes"` // the size of its /tmp and /dev/shm (tmpfs; they count as its memory)
+	// With a disk limit: the loop device of its work directory's file system (workdisk,
+	// attached by the supervisor), mounted with its root owned by UID:GID.
+	DiskDevice string `json:"diskDevice,omitempty"`
+	UID        int    `json:"uid"`
+	GID        int    `json:"gid"`
 }
 
 // runInit is the sandbox's init (see above); fds as the stage's, and 5: the main process's wait
@@ -186,7 +191,11 @@ func (s *supervisor) setup() *sandboxSetup {
 	if m := s.l.Spec.MemoryMiB; m > 0 {
 		tmp = m << 20
 	}
-	return &sandboxSetup{Hostname: s.l.Spec.ID, Root: filepath.Join(s.l.Dir, dirWork), TmpBytes: tmp}
+	st := &sandboxSetup{Hostname: s.l.Spec.ID, Root: filepath.Join(s.l.Dir, dirWork), TmpBytes: tmp, UID: s.l.UID, GID: s.l.GID}
+	if s.disk != nil {
+		st.DiskDevice = s.disk.Device
+	}
+	return st
 }
 
 // probeNamespaces starts the binary in new namespaces (namespaceFlags) as a probe that does what

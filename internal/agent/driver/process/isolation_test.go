@@ -1,6 +1,7 @@
 package process
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -166,5 +167,40 @@ func TestSeccompRefusesWithEPERM(t *testing.T) {
 	st, out = run(t, d, driver.Spec{ID: "allowed", Argv: sh("date >/dev/null && echo x > f && cat f && (sleep 0 &) && wait && echo ok")})
 	if st.ExitCode != 0 || string(out.Stdout) != "x\nok\n" {
 		t.Errorf("ordinary calls under the profile: %+v, %q %q", st, out.Stdout, out.Stderr)
+	}
+}
+
+// A sandbox with a 1 GiB disk that writes 2 GiB into its work directory gets ENOSPC there at
+// about 1 GiB, and nothing outside fills up (it cannot write outside its work directory at
+// all). Under -short: 64 MiB into 32.
+func TestDiskLimitENOSPC(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	if !d.Isolation().Disk {
+		if isCI() {
+			t.Fatalf("CI's machine has loop devices and mkfs.ext4; this driver: %s", d.Isolation())
+		}
+		t.Skipf("no disk limit: %s", d.Isolation())
+	}
+	disk, write := int64(1024), "2048"
+	if testing.Short() {
+		disk, write = 32, "64"
+	}
+	argv, env := probe(t, "write", "big", write)
+	st, out := run(t, d, driver.Spec{ID: "filler", DiskMiB: disk, Argv: argv, Env: env})
+	t.Logf("%s%s", out.Stdout, out.Stderr)
+	var wrote int64
+	var errno string
+	if _, err := fmt.Sscanf(string(out.Stdout), "wrote %d MiB: %s", &wrote, &errno); err != nil || errno != "ENOSPC" || st.ExitCode != 0 {
+		t.Fatalf("%s MiB into a %d MiB disk: %+v, %q; want ENOSPC", write, disk, st, out.Stdout)
+	}
+	if wrote > disk || wrote < disk*9/10 {
+		t.Errorf("wrote %d MiB before ENOSPC, want about the disk's %d", wrote, disk)
+	}
+	if err := d.Remove(testCtx(t), "filler"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.dir("filler")); err == nil {
+		t.Error("Remove left the sandbox's directory (and its disk)")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/agent/workdisk"
 )
 
 // The sandbox's file system, set up by its init in its own mount namespace (nothing of it is
@@ -14,7 +16,8 @@ import (
 //
 //   - the host's file system, read-only (every mount, recursively);
 //   - its work directory (<Dir>/<id>/work, at that path), read-write, nosuid, nodev: the one
-//     place of the host it may write to;
+//     place of the host it may write to; with a disk limit, a file system of its own of that
+//     size (workdisk), mounted there in this namespace only (gone with it);
 //   - its own /proc (of its PID namespace: its processes only) and /sys (of its network
 //     namespace: its interfaces only; no cgroup file systems), both read-only;
 //   - a minimal /dev: a tmpfs with null, zero, full, random, urandom and tty, /dev/fd and the
@@ -48,6 +51,12 @@ func setupMounts(s sandboxSetup) error {
 		do   func() error
 	}{
 		{"make the mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
+		{"mount the work directory's disk", func() error {
+			if s.DiskDevice == "" {
+				return nil
+			}
+			return workdisk.MountDevice(s.DiskDevice, s.Root, s.UID, s.GID)
+		}},
 		{"clone the work directory", func() (err error) {
 			work, err = unix.OpenTree(unix.AT_FDCWD, s.Root, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 			if err != nil {

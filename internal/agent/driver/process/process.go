@@ -242,6 +242,9 @@ func New(cfg Config) (*Driver, error) {
 				iso.Namespaces, iso.NamespaceNote = nil, note
 			}
 		}
+		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
+			iso.Disk, iso.DiskNote = false, "a work directory's disk needs the sandbox's mount namespace"
+		}
 	}
 	if missing := iso.Missing(); cfg.RequireIsolation && len(missing) > 0 {
 		lock.Close()
@@ -401,6 +404,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		CPUMillicores: spec.CPUMillicores, MemoryMiB: spec.MemoryMiB, DiskMiB: spec.DiskMiB,
 		Timeout: spec.Timeout, Grace: spec.GraceOrDefault(), OutputLimitBytes: spec.OutputLimitOrDefault(),
 		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(), Warm: warm,
+		Disk: d.iso.Disk && spec.DiskMiB > 0,
 	}
 	work := filepath.Join(dir, dirWork)
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
@@ -413,8 +417,10 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	if err == nil && uid >= 0 {
 		err = os.Chown(work, uid, gid)
 	}
+
 	if err != nil { // nothing ran: leave nothing behind
 		sup.discard()
+
 		removeAll(dir)
 		if uid >= 0 {
 			d.leases.release(uid, dir)
@@ -424,6 +430,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	l := launch{
 		Dir: dir, Work: filepath.Join(work, spec.WorkDir), Spec: spec, UID: uid, GID: gid,
 		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm, Seccomp: d.iso.Seccomp,
+		Disk: rec.Disk, DiskImages: filepath.Join(d.cfg.Dir, dirDiskImages),
 	}
 	if warm { // the claim brings them
 		l.Work, l.Rlimits = "", nil
@@ -653,6 +660,7 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 	if err := r.rec.Cgroup.Remove(); err != nil {
 		return err
 	}
+
 	if err := removeAll(r.dir); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
 	}

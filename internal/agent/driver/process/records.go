@@ -26,7 +26,12 @@ const (
 	fileStderr     = "stderr"          // captured stderr, likewise
 	fileLog        = "supervisor.log"  // the supervisor's own errors
 	dirWork        = "work"            // the sandbox's directory (its user's, mode 0700); Spec.WorkDir is under it
+	fileDisk       = "disk.img"        // with a disk limit: the work directory's file system (workdisk), mounted on it
 )
+
+// dirDiskImages, in Config.Dir, holds the empty file systems sandboxes' disks are copied from
+// (workdisk.Images); its name is no sandbox id.
+const dirDiskImages = ".disk-images"
 
 // sandboxRecord is what the driver keeps of a Spec: everything but the environment's values,
 // which may be secrets and are never written to disk.
@@ -46,8 +51,10 @@ type sandboxRecord struct {
 	GID int `json:"gid"`
 	// Cgroup is the sandbox's cgroup (its directories in each hierarchy), zero when it has
 	// none.
-	Cgroup    cgroups.Group `json:"cgroups,omitzero"`
-	CreatedAt time.Time     `json:"createdAt"`
+	Cgroup cgroups.Group `json:"cgroups,omitzero"`
+	// Disk is set when the work directory is a file system of its own of DiskMiB (fileDisk).
+	Disk      bool      `json:"disk,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 	// Warm is set for a sandbox made by Warm; ClaimedAt is when the driver handed it its claim
 	// (then Argv, EnvNames, WorkDir, Timeout, Grace and OutputLimitBytes are the claim's).
 	Warm      bool      `json:"warm,omitempty"`

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/workdisk"
 )
 
 // The names the binary is re-executed under (its argv[0]) to act as a sandbox's supervisor or
@@ -62,6 +63,10 @@ type launch struct {
 	CgroupLimits cgroups.Limits `json:"cgroupLimits"`
 	Rlimits      []rlimit       `json:"rlimits,omitempty"`
 	Seccomp      bool           `json:"seccomp,omitempty"` // the sandbox's program runs under the default seccomp profile
+	// Disk gives the work directory a file system of its own of Spec.DiskMiB (made by the init
+	// in the sandbox's mount namespace), copied from the empty one of its size in DiskImages.
+	Disk       bool   `json:"disk,omitempty"`
+	DiskImages string `json:"diskImages,omitempty"`
 	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
 	// and the claim brings them (claimMsg).
 	Warm bool `json:"warm,omitempty"`
@@ -330,6 +335,9 @@ type supervisor struct {
 	l          launch
 	st         *stage
 	namespaces bool // the stage is the sandbox's init, in namespaces of its own
+	// disk is the work directory's file system, attached by begin for the init to mount; held
+	// until the init's setup is over (released then).
+	disk *workdisk.Disk
 
 	stdout, stderr *os.File // the output files (begin)
 
@@ -344,6 +352,7 @@ func (s *supervisor) path(name string) string { return filepath.Join(s.l.Dir, na
 // fail records that the sandbox could not be started and answers the driver.
 func (s *supervisor) fail(reportFile io.WriteCloser, cause error) int {
 	s.st.abort()
+	s.releaseDisk()
 	s.l.Cgroup.Remove()
 	err := writeJSON(s.path(fileResult), resultRecord{
 		Reason: driver.ReasonFailed, Message: cause.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
@@ -377,6 +386,13 @@ func (s *supervisor) begin() error {
 	if err := s.l.Cgroup.Create(s.l.CgroupLimits); err != nil {
 		return fmt.Errorf("cgroup: %w", err)
 	}
+	if s.l.Disk && s.namespaces {
+		disk, err := workdisk.Images{Dir: s.l.DiskImages}.Attach(s.path(fileDisk), s.l.Spec.DiskMiB)
+		if err != nil {
+			return fmt.Errorf("the work directory's disk: %w", err)
+		}
+		s.disk = disk
+	}
 	return nil
 }
 
@@ -403,6 +419,7 @@ func (s *supervisor) execute() (time.Time, error) {
 	}
 	msg, _ := io.ReadAll(s.st.status)
 	s.st.status.Close()
+	s.releaseDisk()
 	startedAt := time.Now().UTC()
 	if len(msg) > 0 {
 		return time.Time{}, errors.New(string(msg))
@@ -418,6 +435,14 @@ func (s *supervisor) execute() (time.Time, error) {
 		return time.Time{}, fmt.Errorf("record the start: %w", err)
 	}
 	return startedAt, nil
+}
+
+// releaseDisk lets the work directory's loop device go with its mount in the sandbox's
+// namespace, once the init's setup is over (it mounted it, or failed).
+func (s *supervisor) releaseDisk() {
+	if s.disk != nil {
+		s.disk.Release()
+	}
 }
 
 // watch runs a started sandbox to its end: it captures its output, enforces its timeout (from

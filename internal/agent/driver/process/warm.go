@@ -268,6 +268,7 @@ func (s *supervisor) become() error {
 	if _, err := io.ReadFull(s.st.status, b[:]); err != nil {
 		return fmt.Errorf("the exec stage ended before it took the sandbox's user (%v)", err)
 	}
+	s.releaseDisk() // the init's setup is over
 	if b[0] != stageBecame {
 		rest, _ := io.ReadAll(s.st.status)
 		return errors.New(string(append(b[:], rest...)))
