@@ -142,6 +142,9 @@ type SandboxSpec struct {
 	GraceSeconds int64 `json:"grace_seconds,omitempty"`
 	// OutputLimitBytes caps each of stdout and stderr (0: the driver's default, 1 MiB).
 	OutputLimitBytes int64 `json:"output_limit_bytes,omitempty"`
+	// Network is the template's network: "private" (loopback only; also "") or "public"
+	// (egress to the internet only; docs/sandbox-runtime.md).
+	Network string `json:"network,omitempty"`
 }
 
 // TemplateSpec is a sandbox template as a node prepares it.

@@ -117,7 +117,22 @@ type Spec struct {
 	// are kept, then TruncationMarker, and the rest is discarded. 0 means
 	// DefaultOutputLimitBytes.
 	OutputLimitBytes int64
+	// Network is the sandbox template's network: NetworkPrivate ("" too) or NetworkPublic.
+	// For a warm sandbox, Warm's holds (a claim's is ignored).
+	Network Network
 }
+
+// Network is a sandbox's network, as its template says.
+type Network string
+
+// The networks.
+const (
+	// NetworkPrivate: a network of its own with loopback only; nothing outside is reachable.
+	NetworkPrivate Network = "private"
+	// NetworkPublic: egress to the internet only (through NAT), never to the host, other
+	// sandboxes, link-local, metadata or private addresses; nothing reaches it from outside.
+	NetworkPublic Network = "public"
+)
 
 // DefaultGrace is the time between SIGTERM and SIGKILL when Spec.Grace is 0 (10 s, as
 // `docker stop`).
@@ -201,6 +216,9 @@ func (s Spec) validate(warm bool) error {
 	}
 	if s.Timeout < 0 {
 		bad("timeout", "must be 0 (none) or more")
+	}
+	if s.Network != "" && s.Network != NetworkPrivate && s.Network != NetworkPublic {
+		bad("network", "%q is no network: private or public", s.Network)
 	}
 	if s.Grace < 0 {
 		bad("grace", "must be 0 (the default, %s) or more", DefaultGrace)

@@ -83,7 +83,7 @@ func (i Isolation) String() string {
 	rl = append(rl, "open files via RLIMIT_NOFILE")
 	parts = append(parts, "rlimits: "+strings.Join(rl, ", "))
 	if len(i.Namespaces) > 0 {
-		parts = append(parts, "namespaces: "+strings.Join(i.Namespaces, ", ")+" (network: loopback only)")
+		parts = append(parts, "namespaces: "+strings.Join(i.Namespaces, ", ")+" (network: loopback only, or for a public template a veth with NAT to the internet only)")
 	} else {
 		parts = append(parts, "no namespaces")
 	}

@@ -77,21 +77,21 @@ func TestDetect(t *testing.T) {
 		want                                  string
 	}{
 		{"hybrid", mountsHybrid, "/sys/fs/cgroup/unified", "hugetlb\n",
-			"cgroup v1: cpu, memory, pids; cgroup v2 at /sys/fs/cgroup/unified: tracking only; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited"},
+			"cgroup v1: cpu, memory, pids; cgroup v2 at /sys/fs/cgroup/unified: tracking only; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"v1 only", mountsV1, "", "",
-			"cgroup v1: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited"},
+			"cgroup v1: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"unified", mountsUnified, "/sys/fs/cgroup", "cpuset cpu io memory hugetlb pids rdma misc\n",
-			"cgroup v2 at /sys/fs/cgroup: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited"},
+			"cgroup v2 at /sys/fs/cgroup: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"unified without pids", mountsUnified, "/sys/fs/cgroup", "cpu memory\n",
-			"cgroup v2 at /sys/fs/cgroup: cpu, memory; rlimits: processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited (no cgroup hierarchy offers the pids controller)"},
+			"cgroup v2 at /sys/fs/cgroup: cpu, memory; rlimits: processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited (no cgroup hierarchy offers the pids controller)"},
 		{"unified without controllers", mountsUnified, "/sys/fs/cgroup", "\n",
-			"cgroup v2 at /sys/fs/cgroup: tracking only; rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
+			"cgroup v2 at /sys/fs/cgroup: tracking only; rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"read-only", mountsReadOnly, "/sys/fs/cgroup", "cpu memory pids\n",
-			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is mounted read-only; no cgroup hierarchy offers the cpu, memory, pids controllers)"},
+			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is mounted read-only; no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"none", mountsNone, "", "",
-			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
+			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"escaped mount point", mountsEscaped, "/run/my cgroups", "cpu memory pids",
-			"cgroup v2 at /run/my cgroups: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited"},
+			"cgroup v2 at /run/my cgroups: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := fakeHost(t, tc.mounts, tc.mountPoint, tc.controllers)
@@ -104,7 +104,7 @@ func TestDetect(t *testing.T) {
 	root := fakeHost(t, mountsUnified, "/sys/fs/cgroup", "cpu memory pids")
 	if os.Geteuid() != 0 {
 		os.Chmod(filepath.Join(root, "sys/fs/cgroup/cgroup.subtree_control"), 0o444)
-		want := "rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is not writable by uid " + strconv.Itoa(os.Geteuid()) + "; no cgroup hierarchy offers the cpu, memory, pids controllers)"
+		want := "rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is not writable by uid " + strconv.Itoa(os.Geteuid()) + "; no cgroup hierarchy offers the cpu, memory, pids controllers)"
 		if got := detect(root, os.Geteuid()).String(); got != want {
 			t.Errorf("detect, not writable:\n got %s\nwant %s", got, want)
 		}

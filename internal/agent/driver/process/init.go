@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
@@ -250,4 +251,23 @@ func runNamespaceProbe() int {
 		}
 	}
 	return 0
+}
+
+// linkInUse reports whether a sandbox of the driver's directory that has not ended has the
+// public link whose host end is named name (New removes the others: leftovers).
+func (d *Driver) linkInUse(name string) bool {
+	ents, _ := os.ReadDir(d.cfg.Dir)
+	for _, e := range ents {
+		if !e.IsDir() || !driver.ValidID(e.Name()) {
+			continue
+		}
+		var rec sandboxRecord
+		if ok, _ := readJSON(filepath.Join(d.cfg.Dir, e.Name(), fileSandbox), &rec); !ok || rec.Link == nil || rec.Link.HostIf != name {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d.cfg.Dir, e.Name(), fileResult)); err != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -84,8 +84,8 @@ func runProbe(name string, args []string) error {
 			return nil
 		}
 		fmt.Printf("wrote %d MiB\n", n)
-	case "connect": // connect host:port: a TCP connect within a second
-		c, err := net.DialTimeout("tcp", arg(0), time.Second)
+	case "connect": // connect host:port: a TCP connect within two seconds
+		c, err := net.DialTimeout("tcp", arg(0), 2*time.Second)
 		if err != nil {
 			fmt.Println("refused:", err)
 			return nil
@@ -97,6 +97,20 @@ func runProbe(name string, args []string) error {
 		fmt.Printf("connected: %q\n", b)
 	case "syscalls": // the calls the default seccomp profile refuses
 		runSyscalls()
+	case "serve": // serve addr name: answer every connection with name, until killed
+		ln, err := net.Listen("tcp", arg(0))
+		if err != nil {
+			return err
+		}
+		fmt.Println("listening")
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			io.WriteString(c, arg(1)+"\n")
+			c.Close()
+		}
 	case "pids": // the processes this sandbox sees in /proc
 		ents, _ := os.ReadDir("/proc")
 		var pids []int

@@ -63,6 +63,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,6 +78,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -90,6 +92,9 @@ const (
 	DefaultMaxOpenFiles = 4096
 	DefaultSpares       = 1
 )
+
+// DefaultNetworkCIDR is Config.NetworkCIDR's default (the agent's sandbox network default).
+var DefaultNetworkCIDR = netip.MustParsePrefix("192.168.0.0/18")
 
 // Config configures the process driver. Only Dir is required.
 type Config struct {
@@ -124,6 +129,10 @@ type Config struct {
 	// MaxOpenFiles caps each sandbox process's open files (RLIMIT_NOFILE); default
 	// DefaultMaxOpenFiles.
 	MaxOpenFiles int
+	// NetworkCIDR is the sandbox network public sandboxes' links are numbered in (a /30
+	// each, by their user id's place in the range; sandboxnet.LinkFor); default
+	// DefaultNetworkCIDR.
+	NetworkCIDR netip.Prefix
 	// Spares is how many supervisors are kept started ahead of need (default DefaultSpares;
 	// negative: none, every Start starts its own, slower by two process starts).
 	Spares int
@@ -187,6 +196,9 @@ func New(cfg Config) (*Driver, error) {
 		sum := sha256.Sum256([]byte(cfg.Dir))
 		cfg.CgroupParent = DefaultCgroupParent + "/" + hex.EncodeToString(sum[:6])
 	}
+	if !cfg.NetworkCIDR.IsValid() {
+		cfg.NetworkCIDR = DefaultNetworkCIDR
+	}
 	if cfg.Executable == "" {
 		cfg.Executable = "/proc/self/exe"
 	}
@@ -242,6 +254,8 @@ func New(cfg Config) (*Driver, error) {
 				iso.Namespaces, iso.NamespaceNote = nil, note
 			}
 		}
+		d0 := &Driver{cfg: cfg}
+		sandboxnet.RemoveLeftovers(d0.linkInUse)
 		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
 			iso.Disk, iso.DiskNote = false, "a work directory's disk needs the sandbox's mount namespace"
 		}
@@ -404,7 +418,17 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		CPUMillicores: spec.CPUMillicores, MemoryMiB: spec.MemoryMiB, DiskMiB: spec.DiskMiB,
 		Timeout: spec.Timeout, Grace: spec.GraceOrDefault(), OutputLimitBytes: spec.OutputLimitOrDefault(),
 		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(), Warm: warm,
-		Disk: d.iso.Disk && spec.DiskMiB > 0,
+		Disk: d.iso.Disk && spec.DiskMiB > 0, Network: spec.Network,
+	}
+	if spec.Network == driver.NetworkPublic && len(d.iso.Namespaces) > 0 && uid >= 0 {
+		link, err := sandboxnet.LinkFor(d.cfg.NetworkCIDR, uid-d.cfg.FirstUID)
+		if err != nil {
+			sup.discard()
+			removeAll(dir)
+			d.leases.release(uid, dir)
+			return driver.Status{}, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		rec.Link = &link
 	}
 	work := filepath.Join(dir, dirWork)
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
@@ -431,6 +455,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		Dir: dir, Work: filepath.Join(work, spec.WorkDir), Spec: spec, UID: uid, GID: gid,
 		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm, Seccomp: d.iso.Seccomp,
 		Disk: rec.Disk, DiskImages: filepath.Join(d.cfg.Dir, dirDiskImages),
+		Link: rec.Link, NetworkCIDR: d.cfg.NetworkCIDR, NetLockDir: filepath.Dir(d.cfg.UIDLeaseDir),
 	}
 	if warm { // the claim brings them
 		l.Work, l.Rlimits = "", nil

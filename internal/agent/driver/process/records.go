@@ -10,6 +10,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
 // The files of a sandbox's directory, <Config.Dir>/<id>/ (mode 0711, root). Only the work
@@ -53,8 +54,11 @@ type sandboxRecord struct {
 	// none.
 	Cgroup cgroups.Group `json:"cgroups,omitzero"`
 	// Disk is set when the work directory is a file system of its own of DiskMiB (fileDisk).
-	Disk      bool      `json:"disk,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	Disk bool `json:"disk,omitempty"`
+	// Network is the template's; Link, for a public sandbox, its veth pair and addresses.
+	Network   driver.Network   `json:"network,omitempty"`
+	Link      *sandboxnet.Link `json:"link,omitempty"`
+	CreatedAt time.Time        `json:"createdAt"`
 	// Warm is set for a sandbox made by Warm; ClaimedAt is when the driver handed it its claim
 	// (then Argv, EnvNames, WorkDir, Timeout, Grace and OutputLimitBytes are the claim's).
 	Warm      bool      `json:"warm,omitempty"`

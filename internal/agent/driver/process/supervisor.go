@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 	"github.com/cubefleet/cubefleet/internal/agent/workdisk"
 )
 
@@ -67,6 +69,11 @@ type launch struct {
 	// in the sandbox's mount namespace), copied from the empty one of its size in DiskImages.
 	Disk       bool   `json:"disk,omitempty"`
 	DiskImages string `json:"diskImages,omitempty"`
+	// Link is a public sandbox's veth pair, set up by the supervisor into the init's network
+	// namespace (sandboxnet), with the host's policy for NetworkCIDR (its lock in NetLockDir).
+	Link        *sandboxnet.Link `json:"link,omitempty"`
+	NetworkCIDR netip.Prefix     `json:"networkCIDR,omitzero"`
+	NetLockDir  string           `json:"netLockDir,omitempty"`
 	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
 	// and the claim brings them (claimMsg).
 	Warm bool `json:"warm,omitempty"`
@@ -386,6 +393,14 @@ func (s *supervisor) begin() error {
 	if err := s.l.Cgroup.Create(s.l.CgroupLimits); err != nil {
 		return fmt.Errorf("cgroup: %w", err)
 	}
+	if l := s.l.Link; l != nil && s.namespaces {
+		if err := sandboxnet.EnsureHost(s.l.NetworkCIDR, s.l.NetLockDir); err != nil {
+			return fmt.Errorf("the public network: %w", err)
+		}
+		if err := l.Setup(s.st.pid); err != nil {
+			return fmt.Errorf("the public network: %w", err)
+		}
+	}
 	if s.l.Disk && s.namespaces {
 		disk, err := workdisk.Images{Dir: s.l.DiskImages}.Attach(s.path(fileDisk), s.l.Spec.DiskMiB)
 		if err != nil {
@@ -534,6 +549,9 @@ wait:
 	s.mu.Lock()
 	res.Stats = driver.Stats{CPU: s.cpu, PeakMemoryBytes: s.maxRSS}
 	s.mu.Unlock()
+	if l := s.l.Link; l != nil { // it also goes with the namespace
+		l.Teardown()
+	}
 	// With a cgroup, the figures are the whole sandbox's, processes not collected here (of
 	// another session, or still in the kernel's hands) included.
 	if cg := s.l.Cgroup; !cg.IsZero() {
