@@ -155,14 +155,15 @@ func (l Link) Teardown() error {
 	return nil
 }
 
-// RemoveLeftovers deletes the host ends (IfPrefix) whose names keep does not want: those of
-// sandboxes that ended while no one tore their link down. It returns what it deleted.
-func RemoveLeftovers(keep func(name string) bool) []string {
+// RemoveLeftovers deletes the host ends (veths named IfPrefix...) that stale says are
+// leftovers: those of sandboxes that ended while no one tore their link down (a link also goes
+// with its sandbox's namespace, so there are few). It returns what it deleted.
+func RemoveLeftovers(stale func(name string) bool) []string {
 	links, _ := netlink.LinkList()
 	var gone []string
 	for _, l := range links {
 		name := l.Attrs().Name
-		if _, isVeth := l.(*netlink.Veth); !isVeth || !strings.HasPrefix(name, IfPrefix) || keep(name) {
+		if _, isVeth := l.(*netlink.Veth); !isVeth || !strings.HasPrefix(name, IfPrefix) || !stale(name) {
 			continue
 		}
 		if netlink.LinkDel(l) == nil {

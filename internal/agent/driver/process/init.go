@@ -253,21 +253,24 @@ func runNamespaceProbe() int {
 	return 0
 }
 
-// linkInUse reports whether a sandbox of the driver's directory that has not ended has the
-// public link whose host end is named name (New removes the others: leftovers).
-func (d *Driver) linkInUse(name string) bool {
-	ents, _ := os.ReadDir(d.cfg.Dir)
+// staleLink reports whether the public link whose host end is named name is a leftover of a
+// sandbox of directory dir that ended, and of none that runs (another agent of the host may
+// run one with the name: it is not stale then).
+func staleLink(dir, name string) bool {
+	stale := false
+	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if !e.IsDir() || !driver.ValidID(e.Name()) {
 			continue
 		}
 		var rec sandboxRecord
-		if ok, _ := readJSON(filepath.Join(d.cfg.Dir, e.Name(), fileSandbox), &rec); !ok || rec.Link == nil || rec.Link.HostIf != name {
+		if ok, _ := readJSON(filepath.Join(dir, e.Name(), fileSandbox), &rec); !ok || rec.Link == nil || rec.Link.HostIf != name {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(d.cfg.Dir, e.Name(), fileResult)); err != nil {
-			return true
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), fileResult)); err != nil {
+			return false // one of this directory's that runs
 		}
+		stale = true
 	}
-	return false
+	return stale
 }

@@ -254,8 +254,9 @@ func New(cfg Config) (*Driver, error) {
 				iso.Namespaces, iso.NamespaceNote = nil, note
 			}
 		}
-		d0 := &Driver{cfg: cfg}
-		sandboxnet.RemoveLeftovers(d0.linkInUse)
+		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name) }); len(gone) > 0 {
+			log.Info("removed the links of ended sandboxes", "links", gone)
+		}
 		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
 			iso.Disk, iso.DiskNote = false, "a work directory's disk needs the sandbox's mount namespace"
 		}
