@@ -313,7 +313,7 @@ type Server struct {
 }
 
 // New opens the store, runs the migrations of iam, audit, compute, secrets and fleet, opens
-// <DataDir>/secrets.key (creating it), registers every API method, bootstraps when cfg.Dev and
+// <DataDir>/secrets.key (creating it only for a database that has recorded no key), registers every API method, bootstraps when cfg.Dev and
 // the database is new, and listens on cfg.Listen. log receives every log line (nil: a logger
 // in cfg.LogFormat on stderr); lines logged during a request carry its request_id. The caller
 // must call Serve or Close.
@@ -378,11 +378,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := s.db.Migrate(ctx, Modules()...); err != nil {
 		return nil, err
 	}
-	box, err := secrets.OpenKeyFile(filepath.Join(cfg.DataDir, SecretsKeyFile))
+	box, err := secrets.OpenKey(ctx, s.db, filepath.Join(cfg.DataDir, SecretsKeyFile))
 	if err != nil {
-		return nil, err
-	}
-	if err := box.CheckKey(ctx, s.db); err != nil {
 		return nil, err
 	}
 	s.box = box
