@@ -197,6 +197,7 @@ func printNode(w io.Writer, out nodeOut) error {
 		lines = append(lines,
 			[2]string{"Reported use", usageCell(r.Reported)},
 			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
+			[2]string{"Host reserve", nodetext.HostReserve(v, r)},
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
 	if sb := out.Sandboxes; sb != nil {
