@@ -45,6 +45,7 @@ interval, at least --node-heartbeat-timeout. After a server restart a node is Un
 it reports (or one window passes). Only Ready, uncordoned nodes of a known pool that run
 cubefleet agent receive work; a stock Cubelet is registry-only. Drain a node (cordon it and
 wait until it runs no sandboxes) before you delete it.`)
+	cmd.Aliases = []string{"node", "no"} // kubectl's habit: the singular and a short form
 	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
 		newNodesLabelCmd(), newNodesDeleteCmd(stdio), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
