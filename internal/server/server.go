@@ -672,7 +672,8 @@ func (s *Server) dispatcher() *events.Dispatcher {
 }
 
 // EventTypes maps every event type a webhook may subscribe to to whether only the root
-// tenant's log holds it: the fleet's (each tenant's own) and the node registry's (root only).
+// tenant's log holds it: the fleet's and the sandboxes' (each tenant's own) and the node
+// registry's (root only).
 func EventTypes() map[string]bool {
 	out := map[string]bool{}
 	for _, t := range fleet.EventTypes {
@@ -680,6 +681,9 @@ func EventTypes() map[string]bool {
 	}
 	for _, t := range nodes.EventTypes {
 		out[t] = true
+	}
+	for _, t := range sandboxes.EventTypes {
+		out[t] = false
 	}
 	return out
 }
