@@ -24,8 +24,8 @@ import (
 
 // Defaults of a Dispatcher.
 const (
-	DefaultPoll        = 200 * time.Millisecond
-	DefaultTimeout     = 10 * time.Second
+	DefaultPoll    = 200 * time.Millisecond
+	DefaultTimeout = 10 * time.Second
 	// DefaultConcurrency is one attempt in flight per subscription: its deliveries go out in
 	// event order (see Dispatcher).
 	DefaultConcurrency = 1

@@ -238,9 +238,9 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 		return err
 	}
 	now := s.now()
-	full := map[string]error{}   // the refusal of each pool and size nothing fitted this pass: later creates of the same size need not try
-	waiting := map[string]int{}  // creates left waiting per pool: their top-ups wait too
-	var rooms *warmRooms         // the warm sandboxes that hold room, read once a create needs them
+	full := map[string]error{}  // the refusal of each pool and size nothing fitted this pass: later creates of the same size need not try
+	waiting := map[string]int{} // creates left waiting per pool: their top-ups wait too
+	var rooms *warmRooms        // the warm sandboxes that hold room, read once a create needs them
 	for _, r := range recs {
 		if now-r.CreatedAt > s.cfg.PendingTimeout.Milliseconds() {
 			if err := s.failWaiting(ctx, r); err != nil {
