@@ -322,6 +322,9 @@ type fleetPage struct {
 	Tenants     []fleet.Status
 	Drifted     int
 	DriftIgnore []string
+	// AppliedBy is the name of each principal that applied a document (its key's name), by
+	// principal id; a principal that no longer exists is shown by its id.
+	AppliedBy map[string]string
 }
 
 func (c *Console) fleetData(ctx context.Context, _ *iam.Principal) (any, error) {
@@ -330,10 +333,17 @@ func (c *Console) fleetData(ctx context.Context, _ *iam.Principal) (any, error) 
 		return nil, err
 	}
 	page := fleetPage{Tenants: st, DriftIgnore: c.cfg.DriftIgnore}
+	var by []string
 	for _, s := range st {
 		if s.Drift != nil {
 			page.Drifted++
 		}
+		if s.Applied != nil {
+			by = append(by, s.Applied.AppliedBy)
+		}
+	}
+	if page.AppliedBy, err = iam.PrincipalNames(ctx, c.cfg.DB, by); err != nil {
+		return nil, err
 	}
 	return page, nil
 }
