@@ -440,7 +440,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	for _, r := range cfg.DriftIgnore {
 		ignore = append(ignore, r.String())
 	}
-	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now}, TLS: s.tls != nil,
+	var consoleSandboxes console.SandboxSource
+	if s.sandboxes != nil {
+		consoleSandboxes = s.sandboxes
+	}
+	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now},
+		Sandboxes: consoleSandboxes, TLS: s.tls != nil,
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return s.authenticateKey(ctx, token, "console.signIn", "")
