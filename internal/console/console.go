@@ -1,7 +1,8 @@
 // Package console is the server-rendered web console at /console (issue "Drift events", item
 // 5): sign in with an API key, exchanged for a session cookie (HttpOnly, Secure when served
 // over TLS, SameSite=Strict) that expires and dies with its key; pages for Fleet drift
-// (compute:fleet:admin), Nodes (nodes:list, read-only), Webhooks (webhooks:list on the
+// (compute:fleet:admin), Nodes (nodes:list; cordon, uncordon and drain after a confirmation,
+// as the API's methods: nodeactions.go), Webhooks (webhooks:list on the
 // signed-in tenant) and Sandboxes (sandboxes:list: the key's tenant's, or every tenant a root
 // key may list; a sandbox's page with its result and output needs sandboxes:get). Pages are html/template with embedded assets (no CDN, no build step) and
 // work without JavaScript; the one script only refreshes the page's content in place.
@@ -67,6 +68,9 @@ type Config struct {
 	Nodes NodeSource
 	// Sandboxes reads sandboxes; nil shows the Sandboxes page empty.
 	Sandboxes SandboxSource
+	// Actions carries out cordon, uncordon and drain from the Nodes page as the signed-in
+	// principal; nil offers none.
+	Actions Actions
 	// TLS is true when the server serves HTTPS: the cookie is then Secure.
 	TLS bool
 	// SessionTTL is how long a session lasts (DefaultSessionTTL when zero).
@@ -116,7 +120,7 @@ func New(cfg Config) (*Console, error) {
 			}
 			return s
 		}}
-	for _, page := range []string{"signin", "fleet", "nodes", "webhooks", "sandboxes", "sandbox", "error"} {
+	for _, page := range []string{"signin", "fleet", "nodes", "nodeaction", "webhooks", "sandboxes", "sandbox", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -142,6 +146,8 @@ func New(cfg Config) (*Console, error) {
 		c.mux.HandleFunc("GET "+Prefix+"/"+a.name, c.page(a.name, a.permission, a.scope, data[a.name]))
 	}
 	c.mux.HandleFunc("GET "+Prefix+"/sandboxes/{id}", c.sandbox)
+	c.mux.HandleFunc("GET "+Prefix+"/nodes/{id}/{action}", c.nodeAction)
+	c.mux.HandleFunc("POST "+Prefix+"/nodes/{id}/{action}", c.nodeAction)
 	return c, nil
 }
 
@@ -361,11 +367,20 @@ func (c *Console) fleetData(r *http.Request, _ *iam.Principal) (any, error) {
 	return page, nil
 }
 
+// nodesPage is the Nodes page: the nodes, and whether the console offers their actions.
+type nodesPage struct {
+	Nodes   []Node
+	Actions bool
+}
+
 func (c *Console) nodesData(r *http.Request, _ *iam.Principal) (any, error) {
+	page := nodesPage{Nodes: []Node{}, Actions: c.cfg.Actions != nil}
 	if c.cfg.Nodes == nil {
-		return []Node{}, nil
+		return page, nil
 	}
-	return c.cfg.Nodes.ConsoleNodes(r.Context())
+	var err error
+	page.Nodes, err = c.cfg.Nodes.ConsoleNodes(r.Context())
+	return page, err
 }
 
 type webhooksPage struct {

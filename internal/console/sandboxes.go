@@ -13,11 +13,13 @@ import (
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 )
 
-// SandboxSource reads sandboxes for the Sandboxes pages: a page of a tenant's sandboxes, newest
-// first, and one sandbox with its output. *sandboxes.Service is one.
+// SandboxSource reads sandboxes for the console: a page of a tenant's sandboxes, newest first;
+// one sandbox with its output; what a node runs (for the Nodes page's confirmations).
+// *sandboxes.Service is one.
 type SandboxSource interface {
 	List(ctx context.Context, in sandboxes.ListInput) ([]sandboxes.Sandbox, string, error)
 	Logs(ctx context.Context, tenant, id string) (sandboxes.Sandbox, sandboxes.Output, error)
+	OnNode(ctx context.Context, node string) (sandboxes.NodeSandboxes, error)
 }
 
 // sandboxPageSize is how many sandboxes the Sandboxes page shows at a time.

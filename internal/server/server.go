@@ -445,7 +445,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		consoleSandboxes = s.sandboxes
 	}
 	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now},
-		Sandboxes: consoleSandboxes, TLS: s.tls != nil,
+		Sandboxes: consoleSandboxes, Actions: s.api, TLS: s.tls != nil,
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return s.authenticateKey(ctx, token, "console.signIn", "")
