@@ -127,4 +127,3 @@ func (c *Console) nodeAction(w http.ResponseWriter, r *http.Request) {
 	v.Title, v.Data = a.Verb+" "+page.Node.ID, page
 	c.render(w, http.StatusOK, "nodeaction", v)
 }
-
