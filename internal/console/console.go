@@ -2,7 +2,8 @@
 // 5): sign in with an API key, exchanged for a session cookie (HttpOnly, Secure when served
 // over TLS, SameSite=Strict) that expires and dies with its key; pages for Fleet drift
 // (compute:fleet:admin), Nodes (nodes:list; cordon, uncordon and drain after a confirmation,
-// as the API's methods: nodeactions.go), Webhooks (webhooks:list on the
+// as the API's methods: nodeactions.go), Pools (nodes:list: each node's room as stacked bars,
+// quota use per offer, warm pools, waiting creates), Webhooks (webhooks:list on the
 // signed-in tenant) and Sandboxes (sandboxes:list: the key's tenant's, or every tenant a root
 // key may list; a sandbox's page with its result and output needs sandboxes:get). Pages are html/template with embedded assets (no CDN, no build step) and
 // work without JavaScript; the one script only refreshes the page's content in place.
@@ -68,6 +69,8 @@ type Config struct {
 	Nodes NodeSource
 	// Sandboxes reads sandboxes; nil shows the Sandboxes page empty.
 	Sandboxes SandboxSource
+	// Pools reads the pools' room, quota use and warm pools; nil shows the Pools page empty.
+	Pools PoolSource
 	// Actions carries out cordon, uncordon and drain from the Nodes page as the signed-in
 	// principal; nil offers none.
 	Actions Actions
@@ -120,7 +123,7 @@ func New(cfg Config) (*Console, error) {
 			}
 			return s
 		}}
-	for _, page := range []string{"signin", "fleet", "nodes", "nodeaction", "webhooks", "sandboxes", "sandbox", "error"} {
+	for _, page := range []string{"signin", "fleet", "nodes", "nodeaction", "pools", "webhooks", "sandboxes", "sandbox", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -141,7 +144,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("POST "+Prefix+"/sign-in", c.signIn)
 	c.mux.HandleFunc("POST "+Prefix+"/sign-out", c.signOut)
 	data := map[string]func(r *http.Request, p *iam.Principal) (any, error){"fleet": c.fleetData, "nodes": c.nodesData, "webhooks": c.webhooksData,
-		"sandboxes": c.sandboxesData}
+		"sandboxes": c.sandboxesData, "pools": c.poolsData}
 	for _, a := range pageAccess {
 		c.mux.HandleFunc("GET "+Prefix+"/"+a.name, c.page(a.name, a.permission, a.scope, data[a.name]))
 	}
@@ -265,6 +268,7 @@ var pageAccess = []struct {
 }{
 	{"fleet", iam.PermFleetAdmin, func(*iam.Principal) string { return iam.ScopeFleet }},
 	{"nodes", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }},
+	{"pools", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }},
 	{"webhooks", "webhooks:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }},
 	{"sandboxes", "sandboxes:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }},
 }
@@ -334,7 +338,7 @@ func (c *Console) page(name, permission string, scope func(*iam.Principal) strin
 }
 
 // titles are the signed-in pages' titles.
-var titles = map[string]string{"fleet": "Fleet drift", "nodes": "Nodes", "webhooks": "Webhooks", "sandboxes": "Sandboxes"}
+var titles = map[string]string{"fleet": "Fleet drift", "nodes": "Nodes", "webhooks": "Webhooks", "sandboxes": "Sandboxes", "pools": "Pools"}
 
 type fleetPage struct {
 	Tenants     []fleet.Status

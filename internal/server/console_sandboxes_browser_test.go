@@ -18,8 +18,9 @@ import (
 // root's administrator and only its own tenant's for a tenant's key, with state, template,
 // node, age and exit, filtered by state; a sandbox's page shows its result and, with
 // sandboxes:logs, its output as text (markup in it is escaped, never run), and refuses another
-// tenant's sandbox. Every page is
-// measured at a laptop's and a phone's width.
+// tenant's sandbox; the Pools page draws each node's room as labelled stacked bars, with the
+// offer's quota use and the creates waiting for room. Every page is measured at a laptop's and
+// a phone's width.
 func TestConsoleSandboxesInChromium(t *testing.T) {
 	chromium(t)
 	db := storetest.SQLite(t, Modules()...)
@@ -90,6 +91,30 @@ func TestConsoleSandboxesInChromium(t *testing.T) {
 		t.Errorf("a running sandbox's page:\n%s", text)
 	}
 	b.measure(dir, "sandbox-running")
+
+	// Pools: fill the node's 4 slots and make one create wait; the picture says it, in words too.
+	for range 4 {
+		create("root", "sleep")
+	}
+	testkit.WaitFor(t, 15*time.Second, "the node full", func() bool {
+		var n struct{ Sandboxes struct{ Running int } }
+		return e.call(e.admin, "nodes.get", map[string]any{"nodeId": "127.0.0.2"}, &n) == nil && n.Sandboxes.Running == 4
+	})
+	b.do(chromedp.Navigate(e.url+"/console/pools"), chromedp.WaitVisible(chromedp.CSS("table.room")))
+	text = b.text()
+	for _, want := range []string{"1 create waiting for room", "127.0.0.2", "MicroVM slots: 4 of 4 slots reported, 0 reserved, 0 free · full",
+		"CPU: 4 of", "Memory: 4 of", "kept for the host", "acme: sandboxes 1/5"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the Pools page lacks %q:\n%s", want, text)
+		}
+	}
+	ctx, cancel = context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	labelled, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll("td.meter svg[role=img]")].filter(s => s.getAttribute("aria-label") && s.querySelector("title") && s.querySelectorAll("rect").length > 0).length`))
+	if err != nil || labelled != 3 {
+		t.Errorf("%d labelled bars with their parts (%v), want 3: CPU, memory, slots", labelled, err)
+	}
+	b.measure(dir, "pools")
 
 	b.do(chromedp.Click(chromedp.CSS("header .signout button")), chromedp.WaitVisible(chromedp.ID("key")))
 	b.signIn(e.url, acmeKey)

@@ -446,6 +446,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now},
 		Sandboxes: consoleSandboxes, Actions: s.api, TLS: s.tls != nil,
+		Pools:      consolePools{reg: s.nodes, rooms: s.lane.Scheduler().Room, pools: s.nodePools, sandboxes: s.sandboxes},
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return s.authenticateKey(ctx, token, "console.signIn", "")
