@@ -92,7 +92,9 @@ checks its host when it starts, and "agent check" runs there.`,
 		Long: `Check that the local agent answers GET /healthz, that the control plane is ready, that it
 lists this node under /internal/v1/nodes/{node_id} with "IP":"<node ip>", and that the S3
 endpoint answers on TCP. Polls every 2 s until all pass or --timeout passes, with a line per
-attempt on stderr while it waits; prints one line per check; exit 0 when all pass, else 1.`,
+attempt on stderr while it waits; a failure that retrying cannot fix (the agent reports its node
+not Ready for what it found at its start, its credential was revoked, the process runtime cannot
+run sandboxes here) stops it at once. Prints one line per check; exit 0 when all pass, else 1.`,
 		Args: agentNoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadAgentConfig(cmd, stdio, hostRoot, true)
@@ -111,6 +113,11 @@ attempt on stderr while it waits; prints one line per check; exit 0 when all pas
 				return err
 			}
 			if !ok {
+				for _, r := range results {
+					if r.Final {
+						return fmt.Errorf("agent check failed: %s: retrying cannot fix this, so the check stopped", r.Name)
+					}
+				}
 				return errors.New("agent check failed")
 			}
 			return nil

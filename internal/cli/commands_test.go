@@ -52,6 +52,14 @@ func TestGoldenErrors(t *testing.T) {
 			{"flet"},
 			{"fleet", "plna"},
 			{"nodes", "cordn", "10.0.0.7"},
+			// A typo, or a command word with flags after it: the word is the mistake.
+			{"sandboxs", "list", "--tenant", "root"},
+			{"nodez", "get", "10.0.0.7", "--output", "json", "--bogus"},
+			{"fleet", "plna", "--tenant", "root"},
+			// A missing argument is named.
+			{"fleet", "plan"},
+			{"fleet", "plan", "--tenant", "root"},
+			{"sandboxes", "get", "--tenant", "root"},
 			{"keys", "create", "--tenant", "acme"},
 			{"keys", "create", "--tenant", "acme", "--name", "x", "--grant", "audit:read@tenant/acme", "--expires", "soon"},
 			{"tenants", "bogus"},
@@ -77,6 +85,26 @@ func TestGoldenErrors(t *testing.T) {
 		}
 		testkit.Golden(t, "errors.golden", []byte(c.normalize(b.String())))
 	})
+}
+
+// TestKubectlAliases: the singular and kubectl's short forms name the same commands.
+func TestKubectlAliases(t *testing.T) {
+	c := mustServe(t, "")
+	for _, group := range [][]string{{"sandboxes", "sandbox", "sb"}, {"nodes", "node", "no"}} {
+		args := []string{"list", "--token-file", c.tokenFile}
+		if group[0] == "sandboxes" {
+			args = append(args, "--tenant", "root")
+		}
+		code, want, errOut := c.run("", append([]string{group[0]}, args...)...)
+		if code != 0 {
+			t.Fatalf("%s list: exit %d %s", group[0], code, errOut)
+		}
+		for _, alias := range group[1:] {
+			if code, out, errOut := c.run("", append([]string{alias}, args...)...); code != 0 || out != want {
+				t.Errorf("%s list: exit %d\n%s%s\nwant what %s list prints:\n%s", alias, code, out, errOut, group[0], want)
+			}
+		}
+	}
 }
 
 // TestGoldenErrorsJSON: with --output json every failure prints one JSON object on stdout,

@@ -35,16 +35,23 @@ type validation struct {
 	File    string `json:"file"`
 	Valid   bool   `json:"valid"`
 	Objects int    `json:"objects"` // list items, owner quota keys and offers
+	// External lists the references to objects the document does not define (path and
+	// message), which must exist on the server; --strict refuses the document for them.
+	External []cubefleet.FieldError `json:"external,omitempty"`
 }
 
 func newFleetValidateCmd(stdio IO) *cobra.Command {
-	return &cobra.Command{
+	var strict bool
+	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a fleet document offline, with the control plane's own rules",
 		Long: `Check a fleet document without a control plane: the same decoder and rules fleet plan and
 fleet apply run on the server, so a document validate accepts is refused by them only for what
 the control plane alone knows (references to objects, tenants and secrets that do not exist,
 fixed fields that would change). Every problem is reported at once, as INVALID_INPUT (exit 1).
+Every reference to an object the document does not define (a pool's site or provider account,
+an offer's tenant, a flavor's pool, a template's pool or flavor) gets a warning on stderr with
+its path: "not in this document: must exist on the server"; with --strict those are errors.
 FILE may be - for standard input.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,7 +63,14 @@ FILE may be - for standard input.`,
 			if err != nil {
 				return err
 			}
-			v := validation{File: args[0], Valid: true, Objects: doc.Objects()}
+			external := doc.External()
+			if strict && len(external) > 0 {
+				return cubefleet.InvalidAll(external)
+			}
+			for _, e := range external {
+				linef(cmd.ErrOrStderr(), "warning: %s: %s\n", e.Path, e.Message)
+			}
+			v := validation{File: args[0], Valid: true, Objects: doc.Objects(), External: external}
 			return render(cmd, v, func(w io.Writer) error {
 				name := args[0]
 				if name == "-" {
@@ -67,6 +81,8 @@ FILE may be - for standard input.`,
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&strict, "strict", false, "refuse references to objects the document does not define (INVALID_INPUT) instead of warning")
+	return cmd
 }
 
 // documentContents counts what a document lists: "1 site, 2 pools, 1 owner quota, 1 offer".

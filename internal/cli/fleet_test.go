@@ -98,6 +98,8 @@ func TestFleetCommandsGolden(t *testing.T) {
  "pools": [{"name": "p", "site": "fra", "class": "vps-host", "offers": [{"tenant": "acme", "quota": {"gpu": -1}}]}],
  "providerAccounts": [{"name": "a", "provider": "hetzner-cloud", "config": {"token": "hunter2-literal"}}]}`)
 	writeFile(t, "notjson.json", `{"version": 1,`)
+	// A template naming a pool and a flavor the document does not define.
+	writeFile(t, "refs.json", `{"version": 1, "sandboxTemplates": [{"name": "t", "pool": "gpu", "flavor": "g1.large", "imageId": "img", "network": "private"}]}`)
 	out := c.transcript(
 		"fleet plan bad.json --tenant root",
 		"fleet plan notjson.json --tenant root",
@@ -173,7 +175,8 @@ func TestFleetPlanSaysHowToApplyGolden(t *testing.T) {
 
 // TestFleetValidateGolden: fleet validate checks a document offline (no control plane is
 // reachable here) with the server's decoder and rules: a valid document, with "$schema" for
-// editors, is described; an invalid one gets exactly the errors fleet plan gets from the server.
+// editors, is described; an invalid one gets exactly the errors fleet plan gets from the server;
+// references the document does not define are warnings with their paths, errors with --strict.
 func TestFleetValidateGolden(t *testing.T) {
 	c := fleetEnv(t)
 	example, _ := os.ReadFile("fleet.json")
@@ -183,6 +186,8 @@ func TestFleetValidateGolden(t *testing.T) {
  "$schema": 7,
  "providerAccounts": [{"name": "a", "provider": "hetzner-cloud", "config": {"token": "hunter2-literal"}}]}`)
 	writeFile(t, "notjson.json", `{"version": 1,`)
+	// A template naming a pool and a flavor the document does not define.
+	writeFile(t, "refs.json", `{"version": 1, "sandboxTemplates": [{"name": "t", "pool": "gpu", "flavor": "g1.large", "imageId": "img", "network": "private"}]}`)
 	for _, f := range []string{"bad.json", "notjson.json", "with-schema.json"} {
 		planCode, _, planErr := c.run("", "fleet", "plan", f, "--tenant", "root", "--token-file", c.tokenFile)
 		code, _, errOut := c.run("", "fleet", "validate", f, "--url", "http://127.0.0.1:1")
@@ -203,6 +208,8 @@ func TestFleetValidateGolden(t *testing.T) {
 		"fleet validate with-schema.json --output json",
 		"fleet validate bad.json",
 		"fleet validate bad.json --output json",
+		"fleet validate refs.json",
+		"fleet validate refs.json --strict",
 		"fleet validate missing.json",
 		"fleet validate",
 	)

@@ -45,6 +45,7 @@ interval, at least --node-heartbeat-timeout. After a server restart a node is Un
 it reports (or one window passes). Only Ready, uncordoned nodes of a known pool that run
 cubefleet agent receive work; a stock Cubelet is registry-only. Drain a node (cordon it and
 wait until it runs no sandboxes) before you delete it.`)
+	cmd.Aliases = []string{"node", "no"} // kubectl's habit: the singular and a short form
 	cmd.AddCommand(newNodesListCmd(), newNodesGetCmd(), newNodesCordonCmd(), newNodesUncordonCmd(), newNodesDrainCmd(),
 		newNodesLabelCmd(), newNodesDeleteCmd(stdio), newNodesJoinTokenCmd(stdio), newNodesEventsCmd())
 	return cmd
@@ -197,6 +198,7 @@ func printNode(w io.Writer, out nodeOut) error {
 		lines = append(lines,
 			[2]string{"Reported use", usageCell(r.Reported)},
 			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
+			[2]string{"Host reserve", nodetext.HostReserve(v, r)},
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
 	if sb := out.Sandboxes; sb != nil {

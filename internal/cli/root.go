@@ -121,7 +121,14 @@ func newRootCmd(stdio IO) *cobra.Command {
 		Args: cobra.ArbitraryArgs,
 		RunE: runGroup,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// A word that names no sub-command, followed by flags (`cubefleet sandboxs list
+		// --tenant root`): the word is the mistake, whatever flags follow it.
+		if cmd.HasSubCommands() && cmd.Flags().NArg() > 0 {
+			return runGroup(cmd, cmd.Flags().Args())
+		}
+		return usageError{err}
+	})
 	addGlobalFlags(root)
 	root.AddCommand(
 		// Each top-level command is built by its own file's constructor.
@@ -182,14 +189,32 @@ func isCobraUsage(err error) bool {
 	return false
 }
 
-// exactArgs is cobra.ExactArgs with a usage error.
+// exactArgs is cobra.ExactArgs with a usage error; one that misses arguments names them, from
+// the command's Use: `cubefleet fleet plan needs FILE (usage: cubefleet fleet plan FILE ...)`.
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
+		if names := argNames(cmd.Use); len(args) < n && len(names) >= n {
+			return usagef("%s needs %s (usage: %s)", cmd.CommandPath(), strings.Join(names[len(args):n], " and "), cmd.UseLine())
+		}
 		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
 			return usageError{err}
 		}
 		return nil
 	}
+}
+
+// argNames returns the positional arguments a command's Use line names, in order: the words
+// after the command's name written in capitals (FILE, NODE, ID), flags' values left out.
+func argNames(use string) []string {
+	var names []string
+	words := strings.Fields(use)
+	for i, w := range words {
+		if i == 0 || (i > 0 && strings.HasPrefix(words[i-1], "-")) || strings.ContainsAny(w, "[]-|=") || strings.ToUpper(w) != w {
+			continue
+		}
+		names = append(names, w)
+	}
+	return names
 }
 
 // noArgs is cobra.NoArgs with a usage error.

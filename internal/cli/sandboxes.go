@@ -49,6 +49,7 @@ server's --result-retention. A sandbox is pending (waiting for a node), starting
 node), running, then exited, failed, killed or lost. Every command takes the tenant whose
 sandboxes it acts on (--tenant); a tenant's keys see only its own sandboxes. See
 docs/sandboxes.md.`)
+	cmd.Aliases = []string{"sandbox", "sb"} // kubectl's habit: the singular and a short form
 	cmd.AddCommand(newSandboxesCreateCmd(), newSandboxesGetCmd(), newSandboxesListCmd(), newSandboxesWaitCmd(),
 		newSandboxesDeleteCmd(), newSandboxesLogsCmd())
 	return cmd

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -108,6 +109,25 @@ func TestServerHelpPrivateWebhookTargets(t *testing.T) {
 	} {
 		if strings.Contains(usage, c.text) != c.want {
 			t.Errorf("--allow-private-webhook-targets help %q: contains %q = %v, want %v", usage, c.text, !c.want, c.want)
+		}
+	}
+}
+
+// TestWebhooksCreateHelpListsEveryType: `webhooks create --help` names every event type a
+// subscription may name (the server's table) and the families' wildcards.
+func TestWebhooksCreateHelpListsEveryType(t *testing.T) {
+	code, out, _ := runOffline("webhooks", "create", "--help")
+	if code != ExitOK {
+		t.Fatalf("webhooks create --help: exit %d", code)
+	}
+	for typ := range server.EventTypes() {
+		if !strings.Contains(out, typ) {
+			t.Errorf("webhooks create --help does not name %s", typ)
+		}
+	}
+	for _, w := range []string{"fleet.*", "node.* (root)", "sandbox.*", "sandbox.started", "fleet.applied"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("webhooks create --help does not name %s", w)
 		}
 	}
 }

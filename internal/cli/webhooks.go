@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,10 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/internal/server"
 )
 
 func newWebhooksCmd() *cobra.Command {
-	cmd := groupCmd("webhooks", "Subscribe endpoints to events (fleet drift, node lifecycle), signed the Standard Webhooks way", `A subscription POSTs each event of the types it names, in the tenant's event log, to its URL,
+	cmd := groupCmd("webhooks", "Subscribe endpoints to events (fleet drift, node and sandbox lifecycle), signed the Standard Webhooks way", `A subscription POSTs each event of the types it names, in the tenant's event log, to its URL,
 at least once: retried with exponential backoff and jitter for 24 hours, then dead-lettered
 (webhooks deliveries --failed; webhooks redeliver queues one again). Every request carries
 webhook-id (the same on every retry), webhook-timestamp and webhook-signature (HMAC-SHA256 with
@@ -29,11 +31,12 @@ func newWebhooksCreateCmd() *cobra.Command {
 		Use:   "create URL --tenant T --events TYPE[,TYPE...] [--description D]",
 		Short: "Subscribe an endpoint; prints its signing secret once",
 		Long: `Subscribe the endpoint URL (http or https; its host must resolve to public addresses unless
-the server runs with --allow-private-webhook-targets) to event types: fleet.drifted,
-fleet.converged, and in the root tenant node.joined, node.suspect, node.down, node.lost, ...
-The endpoint is an argument because --url names the control plane, on this command as on
-every other. The signing secret (whsec_...) is printed once: store it where the receiver
-reads it.`,
+the server runs with --allow-private-webhook-targets) to event types, or to a family's wildcard
+(sandbox.*: every sandbox event, also types added later). The endpoint is an argument because
+--url names the control plane, on this command as on every other. The signing secret
+(whsec_...) is printed once: store it where the receiver reads it.
+
+` + eventTypesHelp(server.EventTypes()),
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out events.WithSecret
@@ -53,6 +56,37 @@ reads it.`,
 	cmd.MarkFlagRequired("tenant")
 	cmd.MarkFlagRequired("events")
 	return cmd
+}
+
+// eventTypesHelp lists every event type a subscription may name (types maps each to whether
+// only the root tenant's log holds it) and the families' wildcards.
+func eventTypesHelp(types map[string]bool) string {
+	var tenant, root, wildcards []string
+	rootFamily := map[string]bool{}
+	for t, rootOnly := range types {
+		if rootOnly {
+			root = append(root, t)
+		} else {
+			tenant = append(tenant, t)
+		}
+		w := events.Wildcard(t)
+		if _, seen := rootFamily[w]; !seen {
+			rootFamily[w] = true
+			wildcards = append(wildcards, w)
+		}
+		rootFamily[w] = rootFamily[w] && rootOnly
+	}
+	for i, w := range wildcards {
+		if rootFamily[w] {
+			wildcards[i] += " (root)"
+		}
+	}
+	slices.Sort(tenant)
+	slices.Sort(root)
+	slices.Sort(wildcards)
+	return "Event types, in every tenant's log:\n  " + strings.Join(tenant, ", ") +
+		"\nin the root tenant's log only:\n  " + strings.Join(root, ", ") +
+		"\nwildcards:\n  " + strings.Join(wildcards, ", ")
 }
 
 // splitList is the values of a repeatable, comma-separated flag, trimmed, without empty ones.

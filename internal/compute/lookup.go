@@ -67,3 +67,13 @@ func Templates(ctx context.Context, q store.Querier) ([]Object, error) {
 	}
 	return objs, nil
 }
+
+// Offers returns every offer (of every pool), ordered by id: the console's Pools page shows
+// each with what its tenant uses.
+func Offers(ctx context.Context, q store.Querier) ([]Object, error) {
+	objs, err := queryObjects(ctx, q, `kind = $1 ORDER BY id`, KindOffer)
+	if err != nil {
+		return nil, fmt.Errorf("list offers: %w", err)
+	}
+	return objs, nil
+}

@@ -1,8 +1,11 @@
 // Package console is the server-rendered web console at /console (issue "Drift events", item
 // 5): sign in with an API key, exchanged for a session cookie (HttpOnly, Secure when served
 // over TLS, SameSite=Strict) that expires and dies with its key; pages for Fleet drift
-// (compute:fleet:admin), Nodes (nodes:list, read-only) and Webhooks (webhooks:list on the
-// signed-in tenant). Pages are html/template with embedded assets (no CDN, no build step) and
+// (compute:fleet:admin), Nodes (nodes:list; cordon, uncordon and drain after a confirmation,
+// as the API's methods: nodeactions.go), Pools (nodes:list: each node's room as stacked bars,
+// quota use per offer, warm pools, waiting creates), Webhooks (webhooks:list on the
+// signed-in tenant) and Sandboxes (sandboxes:list: the key's tenant's, or every tenant a root
+// key may list; a sandbox's page with its result and output needs sandboxes:get). Pages are html/template with embedded assets (no CDN, no build step) and
 // work without JavaScript; the one script only refreshes the page's content in place.
 package console
 
@@ -25,6 +28,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -63,6 +67,13 @@ type Config struct {
 	DB *store.DB
 	// Nodes lists nodes; nil shows the page empty.
 	Nodes NodeSource
+	// Sandboxes reads sandboxes; nil shows the Sandboxes page empty.
+	Sandboxes SandboxSource
+	// Pools reads the pools' room, quota use and warm pools; nil shows the Pools page empty.
+	Pools PoolSource
+	// Actions carries out cordon, uncordon and drain from the Nodes page as the signed-in
+	// principal; nil offers none.
+	Actions Actions
 	// TLS is true when the server serves HTTPS: the cookie is then Secure.
 	TLS bool
 	// SessionTTL is how long a session lasts (DefaultSessionTTL when zero).
@@ -103,13 +114,16 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{"time": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
 		"count":  cubefleet.Count,
+		"ago":    nodetext.Ago,
+		"exit":   exitText,
+		"string": func(b []byte) string { return string(b) },
 		"byKind": fleet.ByKind, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
 			if len(s) > 12 {
 				return s[:12] + "…"
 			}
 			return s
 		}}
-	for _, page := range []string{"signin", "fleet", "nodes", "webhooks", "error"} {
+	for _, page := range []string{"signin", "fleet", "nodes", "nodeaction", "pools", "webhooks", "sandboxes", "sandbox", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -129,10 +143,14 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET "+Prefix+"/sign-in", c.signInForm)
 	c.mux.HandleFunc("POST "+Prefix+"/sign-in", c.signIn)
 	c.mux.HandleFunc("POST "+Prefix+"/sign-out", c.signOut)
-	data := map[string]func(ctx context.Context, p *iam.Principal) (any, error){"fleet": c.fleetData, "nodes": c.nodesData, "webhooks": c.webhooksData}
+	data := map[string]func(r *http.Request, p *iam.Principal) (any, error){"fleet": c.fleetData, "nodes": c.nodesData, "webhooks": c.webhooksData,
+		"sandboxes": c.sandboxesData, "pools": c.poolsData}
 	for _, a := range pageAccess {
 		c.mux.HandleFunc("GET "+Prefix+"/"+a.name, c.page(a.name, a.permission, a.scope, data[a.name]))
 	}
+	c.mux.HandleFunc("GET "+Prefix+"/sandboxes/{id}", c.sandbox)
+	c.mux.HandleFunc("GET "+Prefix+"/nodes/{id}/{action}", c.nodeAction)
+	c.mux.HandleFunc("POST "+Prefix+"/nodes/{id}/{action}", c.nodeAction)
 	return c, nil
 }
 
@@ -159,6 +177,8 @@ type view struct {
 	Active    string
 	Allowed   []Link
 	Data      any
+	// Refresh is how often (seconds) the page refreshes its content in place; 0 means 15.
+	Refresh int
 }
 
 // Link is a page of the console: its path and title.
@@ -248,7 +268,9 @@ var pageAccess = []struct {
 }{
 	{"fleet", iam.PermFleetAdmin, func(*iam.Principal) string { return iam.ScopeFleet }},
 	{"nodes", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }},
+	{"pools", "nodes:list", func(*iam.Principal) string { return iam.TenantScope(iam.RootTenant) }},
 	{"webhooks", "webhooks:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }},
+	{"sandboxes", "sandboxes:list", func(p *iam.Principal) string { return iam.TenantScope(p.TenantID) }},
 }
 
 // allowed returns the pages p may open, in pageAccess's order.
@@ -289,7 +311,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 
 // page serves a signed-in page that needs permission on scope: 303 to sign in without a
 // session, 403 without the permission.
-func (c *Console) page(name, permission string, scope func(*iam.Principal) string, data func(ctx context.Context, p *iam.Principal) (any, error)) http.HandlerFunc {
+func (c *Console) page(name, permission string, scope func(*iam.Principal) string, data func(r *http.Request, p *iam.Principal) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, token, err := c.session(r)
 		if err != nil {
@@ -305,7 +327,7 @@ func (c *Console) page(name, permission string, scope func(*iam.Principal) strin
 			c.render(w, http.StatusForbidden, "error", v)
 			return
 		}
-		if v.Data, err = data(r.Context(), p); err != nil {
+		if v.Data, err = data(r, p); err != nil {
 			c.cfg.Log.Error("console: page", "page", name, "err", err)
 			v.Error = "This page could not be read; try again."
 			c.render(w, http.StatusInternalServerError, "error", v)
@@ -316,33 +338,53 @@ func (c *Console) page(name, permission string, scope func(*iam.Principal) strin
 }
 
 // titles are the signed-in pages' titles.
-var titles = map[string]string{"fleet": "Fleet drift", "nodes": "Nodes", "webhooks": "Webhooks"}
+var titles = map[string]string{"fleet": "Fleet drift", "nodes": "Nodes", "webhooks": "Webhooks", "sandboxes": "Sandboxes", "pools": "Pools"}
 
 type fleetPage struct {
 	Tenants     []fleet.Status
 	Drifted     int
 	DriftIgnore []string
+	// AppliedBy is the name of each principal that applied a document (its key's name), by
+	// principal id; a principal that no longer exists is shown by its id.
+	AppliedBy map[string]string
 }
 
-func (c *Console) fleetData(ctx context.Context, _ *iam.Principal) (any, error) {
+func (c *Console) fleetData(r *http.Request, _ *iam.Principal) (any, error) {
+	ctx := r.Context()
 	st, err := fleet.ListStatus(ctx, c.cfg.DB)
 	if err != nil {
 		return nil, err
 	}
 	page := fleetPage{Tenants: st, DriftIgnore: c.cfg.DriftIgnore}
+	var by []string
 	for _, s := range st {
 		if s.Drift != nil {
 			page.Drifted++
 		}
+		if s.Applied != nil {
+			by = append(by, s.Applied.AppliedBy)
+		}
+	}
+	if page.AppliedBy, err = iam.PrincipalNames(ctx, c.cfg.DB, by); err != nil {
+		return nil, err
 	}
 	return page, nil
 }
 
-func (c *Console) nodesData(ctx context.Context, _ *iam.Principal) (any, error) {
+// nodesPage is the Nodes page: the nodes, and whether the console offers their actions.
+type nodesPage struct {
+	Nodes   []Node
+	Actions bool
+}
+
+func (c *Console) nodesData(r *http.Request, _ *iam.Principal) (any, error) {
+	page := nodesPage{Nodes: []Node{}, Actions: c.cfg.Actions != nil}
 	if c.cfg.Nodes == nil {
-		return []Node{}, nil
+		return page, nil
 	}
-	return c.cfg.Nodes.ConsoleNodes(ctx)
+	var err error
+	page.Nodes, err = c.cfg.Nodes.ConsoleNodes(r.Context())
+	return page, err
 }
 
 type webhooksPage struct {
@@ -350,7 +392,8 @@ type webhooksPage struct {
 	Deliveries    []events.Delivery
 }
 
-func (c *Console) webhooksData(ctx context.Context, p *iam.Principal) (any, error) {
+func (c *Console) webhooksData(r *http.Request, p *iam.Principal) (any, error) {
+	ctx := r.Context()
 	subs, err := events.ListSubscriptions(ctx, c.cfg.DB, p.TenantID)
 	if err != nil {
 		return nil, err

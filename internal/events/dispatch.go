@@ -24,9 +24,11 @@ import (
 
 // Defaults of a Dispatcher.
 const (
-	DefaultPoll        = 200 * time.Millisecond
-	DefaultTimeout     = 10 * time.Second
-	DefaultConcurrency = 4
+	DefaultPoll    = 200 * time.Millisecond
+	DefaultTimeout = 10 * time.Second
+	// DefaultConcurrency is one attempt in flight per subscription: its deliveries go out in
+	// event order (see Dispatcher).
+	DefaultConcurrency = 1
 	// DefaultHorizon is how long a delivery is retried before it is dead-lettered.
 	DefaultHorizon     = 24 * time.Hour
 	DefaultBackoffBase = 5 * time.Second
@@ -47,6 +49,13 @@ const (
 // Each subscription has at most Concurrency attempts in flight and each attempt at most
 // Timeout, so a slow receiver delays only its own deliveries. A delivery is claimed in the
 // database before it is sent, so with several replicas one attempts it at a time.
+//
+// Order: a subscription's due deliveries are claimed oldest event first (the time it was
+// queued, then the delivery's id, made in event order), so with Concurrency 1 (the default)
+// a receiver that answers every delivery with a 2xx within Timeout gets them in the order of
+// the log. A delivery that fails waits for its retry while later ones go ahead (no head-of-line
+// blocking), so after a failure the order is not kept; neither is it with Concurrency above 1.
+// Receivers that need order sort by the payload's timestamp and event id.
 type Dispatcher struct {
 	DB  *store.DB
 	Box *secrets.Box
@@ -63,7 +72,8 @@ type Dispatcher struct {
 	Poll time.Duration
 	// Timeout bounds one attempt: connect, send, answer (DefaultTimeout when zero).
 	Timeout time.Duration
-	// Concurrency is the attempts in flight per subscription (DefaultConcurrency when zero).
+	// Concurrency is the attempts in flight per subscription (DefaultConcurrency when zero);
+	// above 1 a subscription's deliveries may arrive out of order.
 	Concurrency int
 	// Horizon is how long a delivery is retried (DefaultHorizon when zero).
 	Horizon time.Duration

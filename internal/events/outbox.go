@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,11 +86,25 @@ func body(e Event) (string, error) {
 	return string(b), err
 }
 
+// Wildcard returns the wildcard that names typ's family, "node.*" for "node.down", or "" for a
+// type without a dot. A subscription to a wildcard receives every type of the family, also
+// those added later.
+func Wildcard(typ string) string {
+	family, _, ok := strings.Cut(typ, ".")
+	if !ok || family == "" {
+		return ""
+	}
+	return family + ".*"
+}
+
 // fanOut queues a delivery of each event to each subscription of its tenant to its type.
 func fanOut(ctx context.Context, q store.Querier, evs []Event) error {
 	tenants, types := map[string]bool{}, map[string]bool{}
 	for _, e := range evs {
 		tenants[e.TenantID], types[e.Type] = true, true
+		if w := Wildcard(e.Type); w != "" {
+			types[w] = true
+		}
 	}
 	var args []any
 	in := func(set map[string]bool) string {
@@ -119,7 +134,15 @@ func fanOut(ctx context.Context, q store.Querier, evs []Event) error {
 		return fmt.Errorf("webhook fan-out: %w", err)
 	}
 	for _, e := range evs {
+		// A subscription to the type and to its family's wildcard gets one delivery.
 		targets := subs[[2]string{e.TenantID, e.Type}]
+		if w := Wildcard(e.Type); w != "" {
+			for _, sub := range subs[[2]string{e.TenantID, w}] {
+				if !slices.Contains(targets, sub) {
+					targets = append(targets, sub)
+				}
+			}
+		}
 		if len(targets) == 0 {
 			continue
 		}

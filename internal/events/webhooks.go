@@ -140,8 +140,11 @@ func (w *Webhooks) checkTypes(tenantID string, in []string) ([]string, error) {
 			continue
 		}
 		rootOnly, known := w.Types[t]
+		if family, ok := strings.CutSuffix(t, ".*"); ok {
+			rootOnly, known = w.family(family)
+		}
 		if !known {
-			return nil, cubefleet.Invalid("events", "unknown event type %q; the types are %s", t, strings.Join(w.typeNames(), ", "))
+			return nil, cubefleet.Invalid("events", "unknown event type %q; the types are %s, and a family's wildcard (%s)", t, strings.Join(w.typeNames(), ", "), strings.Join(w.wildcards(), ", "))
 		}
 		if rootOnly && tenantID != "root" {
 			return nil, cubefleet.Invalid("events", "%s events belong to the root tenant's log; subscribe with --tenant root", t)
@@ -158,6 +161,30 @@ func (w *Webhooks) checkTypes(tenantID string, in []string) ([]string, error) {
 	}
 	slices.Sort(types)
 	return types, nil
+}
+
+// family reports whether some type of family (the part before the dot) is known, and whether
+// all of them belong to the root tenant's log only.
+func (w *Webhooks) family(family string) (rootOnly, known bool) {
+	rootOnly = true
+	for t, root := range w.Types {
+		if Wildcard(t) == family+".*" {
+			known, rootOnly = true, rootOnly && root
+		}
+	}
+	return rootOnly, known
+}
+
+// wildcards returns the wildcards of the known types' families, sorted.
+func (w *Webhooks) wildcards() []string {
+	var out []string
+	for t := range w.Types {
+		if wc := Wildcard(t); wc != "" && !slices.Contains(out, wc) {
+			out = append(out, wc)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (w *Webhooks) typeNames() []string {

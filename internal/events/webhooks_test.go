@@ -687,3 +687,74 @@ func TestDeliveryOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookWildcards: a subscription to a family's wildcard receives every type of it, one
+// delivery per event also beside a subscription to the type itself; a wildcard of no known
+// family is refused, and node.* belongs to the root tenant like every node type.
+func TestWebhookWildcards(t *testing.T) {
+	storetest.Each(t, []store.Module{events.Module}, func(t *testing.T, db *store.DB) {
+		e := newHookEnv(t, db)
+		r := newReceiver(t)
+		for _, c := range []struct {
+			tenant string
+			events []string
+			want   string
+		}{
+			{"acme", []string{"node.*"}, "belong to the root tenant"},
+			{"acme", []string{"frob.*"}, "a family's wildcard (fleet.*, node.*)"},
+			{"acme", []string{"*"}, "unknown event type"},
+		} {
+			_, err := createSub(db, e.hooks, events.NewSubscription{TenantID: c.tenant, URL: r.url("hooks.test"), Events: c.events})
+			if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %v: %v, want %q", c.tenant, c.events, err, c.want)
+			}
+		}
+		sub := e.subscribe(r, "root", "node.*", "node.down", "fleet.*")
+		if strings.Join(sub.Events, ",") != "fleet.*,node.*,node.down" {
+			t.Fatalf("events = %v", sub.Events)
+		}
+		e.publish("root", "node.down", 1)
+		e.publish("root", "node.lost", 1) // a type the subscription does not name
+		e.publish("root", "fleet.converged", 1)
+		var got []string
+		for _, d := range e.deliveries("root") {
+			got = append(got, d.EventType)
+		}
+		if strings.Join(got, ",") != "fleet.converged,node.lost,node.down" { // newest first
+			t.Errorf("deliveries %v, want one per event", got)
+		}
+	})
+}
+
+// TestWebhookOrder: with the default concurrency, a receiver that answers in time gets a
+// subscription's deliveries in the order of the log.
+func TestWebhookOrder(t *testing.T) {
+	storetest.Each(t, []store.Module{events.Module}, func(t *testing.T, db *store.DB) {
+		e := newHookEnv(t, db)
+		r := newReceiver(t)
+		e.subscribe(r, "acme")
+		for range 5 {
+			e.publish("acme", "fleet.drifted", 4)
+			e.clock.Add(time.Millisecond)
+		}
+		d := e.dispatcher("a")
+		d.Timeout = 5 * time.Second
+		for range 40 {
+			if _, err := d.DeliverDue(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reqs := r.requests()
+		if len(reqs) != 20 {
+			t.Fatalf("%d requests, want 20", len(reqs))
+		}
+		last := ""
+		for i, q := range reqs {
+			id := q.header.Get("webhook-id")
+			if id <= last {
+				t.Fatalf("request %d: event %s after %s: out of the log's order", i, id, last)
+			}
+			last = id
+		}
+	})
+}

@@ -53,13 +53,29 @@ type Status struct {
 	Now int64 `json:"now,omitempty"`
 }
 
+// recordApplied records tenantID's applied document through q (the apply's transaction); when
+// it replaces one whose last check found drift, the drift is cleared and fleet.applied
+// published in the same transaction.
 func recordApplied(ctx context.Context, q store.Querier, tenantID string, canonical []byte, planHash, by string, prune bool, now time.Time) error {
+	prev, err := loadApplied(ctx, q, tenantID)
+	if err != nil {
+		return err
+	}
+	if prev != nil && prev.Drift != nil {
+		ev, err := appliedEvent(tenantID, planHash, by, prev.Drift.PlanHash, now)
+		if err != nil {
+			return err
+		}
+		if err := events.Append(ctx, q, *ev); err != nil {
+			return err
+		}
+	}
 	pr := 0
 	if prune {
 		pr = 1
 	}
 	at := now.UnixMilli()
-	_, err := q.ExecContext(ctx, `INSERT INTO fleet_applied (tenant_id, document, plan_hash, applied_by, applied_at, prune, checked_at, drift, document_hash)
+	_, err = q.ExecContext(ctx, `INSERT INTO fleet_applied (tenant_id, document, plan_hash, applied_by, applied_at, prune, checked_at, drift, document_hash)
 		VALUES ($1, $2, $3, $4, $5, $6, $5, NULL, $7)
 		ON CONFLICT (tenant_id) DO UPDATE SET document = excluded.document, plan_hash = excluded.plan_hash, applied_by = excluded.applied_by,
 			applied_at = excluded.applied_at, prune = excluded.prune, checked_at = excluded.checked_at, drift = NULL, document_hash = excluded.document_hash`,

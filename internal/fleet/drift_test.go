@@ -190,15 +190,32 @@ func TestDriftEvents(t *testing.T) {
 			t.Fatalf("still converged published %s", types(evs))
 		}
 
-		// Re-applying resets the drift: no event, and the next check starts from no drift.
+		// Re-applying clears the drift and says so (fleet.applied, with the drift it cleared),
+		// and the next check starts from no drift.
 		e.edit(map[string]any{"gpuModel": "A100"})
-		if types(e.pass(r, "root")) != fleet.EventDrifted {
+		drifted := e.pass(r, "root")
+		if types(drifted) != fleet.EventDrifted {
 			t.Fatal("no fleet.drifted before the re-apply")
 		}
+		json.Unmarshal(drifted[0].Data, &d)
+		before := e.events("root")
 		e.apply("root", strings.Replace(poolDoc, "L40S", "A100", 1))
 		if st, _ := fleet.LoadStatus(context.Background(), db, "root"); st.Drift != nil {
 			t.Fatalf("drift after the re-apply: %+v", st.Drift)
 		}
+		applied := e.events("root")[len(before):]
+		var a fleet.AppliedEvent
+		if types(applied) != fleet.EventApplied || json.Unmarshal(applied[0].Data, &a) != nil ||
+			a.TenantID != "root" || a.PreviousPlanHash != d.PlanHash || a.AppliedPlanHash == "" || a.AppliedBy == "" || applied[0].Subject != "fleet/root" {
+			t.Fatalf("the re-apply that cleared drift published %q (%+v), want fleet.applied naming the drift", types(applied), applied)
+		}
+		// An apply with no drift recorded publishes nothing.
+		before = e.events("root")
+		e.apply("root", poolDoc)
+		if evs := e.events("root")[len(before):]; len(evs) != 0 {
+			t.Fatalf("an apply without drift published %s", types(evs))
+		}
+		e.apply("root", strings.Replace(poolDoc, "L40S", "A100", 1))
 		if evs := e.pass(r, "root"); len(evs) != 0 {
 			t.Fatalf("the check after a re-apply published %s", types(evs))
 		}

@@ -14,13 +14,16 @@ const (
 	// PlanHash differs from the drift recorded before (none, or another).
 	EventDrifted = "fleet.drifted"
 	// EventConverged is published when a check finds no drift where drift was recorded: the
-	// fleet came back to the applied document on its own. Applying the document again resets
-	// the drift without an event.
+	// fleet came back to the applied document on its own. Applying the document again clears
+	// the drift with EventApplied instead.
 	EventConverged = "fleet.converged"
+	// EventApplied is published when an apply replaces a document whose last check found drift:
+	// the drift was cleared by the apply (a pager wired to fleet.drifted can resolve on it).
+	EventApplied = "fleet.applied"
 )
 
 // EventTypes lists the fleet's event types.
-var EventTypes = []string{EventDrifted, EventConverged}
+var EventTypes = []string{EventDrifted, EventConverged, EventApplied}
 
 // DriftedEvent is the data of a fleet.drifted event: the tenant, the planHash of the applied
 // document's plan (AppliedPlanHash), and the drift found (changes, at most MaxDriftChanges;
@@ -37,6 +40,25 @@ type ConvergedEvent struct {
 	TenantID         string `json:"tenantId"`
 	AppliedPlanHash  string `json:"appliedPlanHash"`
 	PreviousPlanHash string `json:"previousPlanHash"`
+}
+
+// AppliedEvent is the data of a fleet.applied event: the tenant, the planHash of the plan the
+// apply ran (AppliedPlanHash), who applied it (a principal id), and the hash of the drift the
+// apply cleared (PreviousPlanHash).
+type AppliedEvent struct {
+	TenantID         string `json:"tenantId"`
+	AppliedPlanHash  string `json:"appliedPlanHash"`
+	AppliedBy        string `json:"appliedBy"`
+	PreviousPlanHash string `json:"previousPlanHash"`
+}
+
+// appliedEvent returns tenantID's fleet.applied event.
+func appliedEvent(tenantID, planHash, by, driftHash string, now time.Time) (*events.Event, error) {
+	raw, err := json.Marshal(AppliedEvent{TenantID: tenantID, AppliedPlanHash: planHash, AppliedBy: by, PreviousPlanHash: driftHash})
+	if err != nil {
+		return nil, err
+	}
+	return &events.Event{At: now.UnixMilli(), TenantID: tenantID, Type: EventApplied, Subject: Subject(tenantID), Data: raw}, nil
 }
 
 // Subject returns the subject of tenantID's fleet events: fleet/<tenant>.

@@ -458,3 +458,24 @@ func Bootstrap(ctx context.Context, q store.Querier, cat Catalogue, now time.Tim
 func sortGrants(gs []Grant) {
 	slices.SortFunc(gs, func(a, b Grant) int { return strings.Compare(a.String(), b.String()) })
 }
+
+// PrincipalNames returns the name of each principal of ids that exists (its key's name, as
+// `keys create --name` gave it), by id: what pages show instead of a principal id.
+func PrincipalNames(ctx context.Context, q store.Querier, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		if _, ok := out[id]; ok || id == "" {
+			continue
+		}
+		var name string
+		err := q.QueryRowContext(ctx, `SELECT name FROM iam_principals WHERE id = $1`, id).Scan(&name)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("principal names: %w", err)
+		}
+		out[id] = name
+	}
+	return out, nil
+}

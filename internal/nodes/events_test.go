@@ -37,7 +37,9 @@ func TestEventsCarryPool(t *testing.T) {
 			}
 		}
 		e.Reg.CheckHealth(ctx)
-		e.Clock.Add(2*nodes.DefaultHeartbeatTimeout + time.Second) // past the window of a node whose interval is not observed: twice the timeout
+		e.Clock.Add(nodes.DefaultHeartbeatTimeout + time.Second) // past the window of a node whose interval is not observed: the timeout
+		e.Reg.CheckHealth(ctx)
+		e.Clock.Add(nodes.DefaultHeartbeatTimeout) // and past two: Down
 		e.Reg.CheckHealth(ctx)
 		for _, id := range []string{"127.0.0.1", "10.0.0.7"} {
 			if _, err := e.Reg.Delete(ctx, id, true, "ops"); err != nil {
@@ -56,7 +58,7 @@ func TestEventsCarryPool(t *testing.T) {
 					t.Errorf("%s %s: poolId %q, want %s (%s)", id, ev.Type, d.Pool, nodetest.Pool.ID, ev.Data)
 				}
 			}
-			for _, typ := range []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventUncordoned, nodes.EventDraining, nodes.EventDrained, nodes.EventSuspect, nodes.EventDeleted} {
+			for _, typ := range []string{nodes.EventJoined, nodes.EventCordoned, nodes.EventUncordoned, nodes.EventDraining, nodes.EventDrained, nodes.EventSuspect, nodes.EventDown, nodes.EventDeleted} {
 				if !seen[typ] {
 					t.Errorf("%s: no %s event (%v)", id, typ, seen)
 				}

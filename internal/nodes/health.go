@@ -32,12 +32,12 @@ type Heartbeats struct {
 
 // Window is the heartbeat window of a node whose observed report interval is interval: twice
 // the interval, at least Timeout, and at most a third of LostAfter (so a silent node is Down
-// before it is Lost) unless Timeout is longer. An interval not observed yet (0) counts as
-// Timeout: the window is then twice the timeout, so a node reporting about as often as the
-// timeout is not Suspect before its interval is known.
+// before it is Lost) unless Timeout is longer. Until an interval is observed (0) the window is
+// Timeout itself: a node that reported once and went silent stops getting work one timeout
+// after that report, not two.
 func (p HealthPolicy) Window(interval time.Duration) time.Duration {
 	if interval <= 0 {
-		interval = p.Timeout
+		return p.Timeout
 	}
 	return max(p.Timeout, min(2*interval, p.LostAfter/3))
 }

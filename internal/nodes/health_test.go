@@ -39,9 +39,10 @@ func TestHealth(t *testing.T) {
 		{20 * time.Second, true, 10 * time.Second, nodes.StateReady},
 		{20*time.Second + time.Millisecond, true, 10 * time.Second, nodes.StateSuspect},
 		{40*time.Second + time.Millisecond, true, 10 * time.Second, nodes.StateDown},
-		// Until the interval is observed, it counts as the timeout.
-		{30 * time.Second, true, 0, nodes.StateReady},
-		{30*time.Second + time.Millisecond, true, 0, nodes.StateSuspect},
+		// Until the interval is observed, the window is the timeout itself.
+		{15 * time.Second, true, 0, nodes.StateReady},
+		{15*time.Second + time.Millisecond, true, 0, nodes.StateSuspect},
+		{30*time.Second + time.Millisecond, true, 0, nodes.StateDown},
 		// At most a third of lost-after: Down before Lost.
 		{100 * time.Second, true, 4 * time.Minute, nodes.StateReady},
 		{100*time.Second + time.Millisecond, true, 4 * time.Minute, nodes.StateSuspect},
@@ -75,8 +76,9 @@ func TestHealthAfterStart(t *testing.T) {
 		{-55 * time.Second, 15*time.Second + time.Millisecond, time.Second, nodes.StateDown},
 		{-time.Hour, 15*time.Second + time.Millisecond, time.Second, nodes.StateLost},
 		{-time.Second, 20 * time.Second, 10 * time.Second, nodes.StateUnknown}, // its window is 20 s
-		{-time.Second, 30 * time.Second, 0, nodes.StateUnknown},                // and 30 s unobserved
-		{0, 0, time.Second, nodes.StateReady},                                  // a report at the start counts
+		{-time.Second, 15 * time.Second, 0, nodes.StateUnknown},                // and the timeout unobserved
+		{-time.Second, 15*time.Second + time.Millisecond, 0, nodes.StateSuspect},
+		{0, 0, time.Second, nodes.StateReady}, // a report at the start counts
 		{time.Second, 2 * time.Second, time.Second, nodes.StateReady},
 	} {
 		t.Run(fmt.Sprintf("%s/%s", c.last, c.now), func(t *testing.T) {

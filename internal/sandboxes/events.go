@@ -64,7 +64,9 @@ func (s *Service) markRunning(ctx context.Context, r *record, reason string) err
 			return fmt.Errorf("mark %s running: %w", r.ID, err)
 		}
 		n, _ := res.RowsAffected()
-		changed = n == 1
+		if changed = n == 1; changed {
+			return publish(ctx, tx, r, EventStarted, StateRunning, reason, nil, now)
+		}
 		return nil
 	})
 	if err != nil {
@@ -109,6 +111,9 @@ func (s *Service) finish(ctx context.Context, tx *sql.Tx, r *record, state State
 	if _, err := tx.ExecContext(ctx, `UPDATE sandboxes_assignments SET done_at = $2 WHERE sandbox_id = $1 AND done_at = 0 AND kind <> $3`,
 		r.ID, now, string(nodeapi.KindStop)); err != nil {
 		return false, fmt.Errorf("drop the work of %s: %w", r.ID, err)
+	}
+	if err := publish(ctx, tx, r, endEvents[state], state, reason, res.exit, now); err != nil {
+		return false, err
 	}
 	r.State, r.EndedAt, r.EndReason, r.Message = state, now, reason, message
 	return true, nil
@@ -182,6 +187,9 @@ func (s *Service) foundEnd(ctx context.Context, r *record, state State, reason s
 			return nil
 		}
 		changed = true
+		if err := publish(ctx, tx, r, endEvents[state], state, reason, res.exit, now); err != nil {
+			return err
+		}
 		return keepOutput(ctx, tx, r.ID, res)
 	})
 	if err != nil || !changed {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
@@ -237,9 +238,9 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 		return err
 	}
 	now := s.now()
-	full := map[string]bool{}    // pools where nothing fitted this pass: later creates of the same size need not try
-	waiting := map[string]bool{} // pools with a create left waiting: their top-ups wait too
-	var rooms *warmRooms         // the warm sandboxes that hold room, read once a create needs them
+	full := map[string]error{}  // the refusal of each pool and size nothing fitted this pass: later creates of the same size need not try
+	waiting := map[string]int{} // creates left waiting per pool: their top-ups wait too
+	var rooms *warmRooms        // the warm sandboxes that hold room, read once a create needs them
 	for _, r := range recs {
 		if now-r.CreatedAt > s.cfg.PendingTimeout.Milliseconds() {
 			if err := s.failWaiting(ctx, r); err != nil {
@@ -247,7 +248,7 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 			}
 			continue
 		}
-		if r.Warm && waiting[r.PoolID] {
+		if r.Warm && waiting[r.PoolID] > 0 {
 			continue
 		}
 		if !r.Warm && rooms == nil {
@@ -265,7 +266,8 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 			}
 		}
 		key := fmt.Sprintf("%s/%d/%d/%d/%v", r.PoolID, r.Res.VCPU, r.Res.MemoryGiB, r.Res.DiskGiB, r.Spec.NodeSelector)
-		if !full[key] {
+		refused := full[key]
+		if refused == nil {
 			node, err := s.cfg.Placer.Place(ctx, placementOf(r))
 			switch {
 			case err == nil:
@@ -274,18 +276,25 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 				}
 				continue
 			case cubefleet.IsCode(err, cubefleet.CodeResourceExhausted):
-				full[key] = true
-				if msg := waitingMessage(err, s.poolName(ctx, r.PoolID)); msg != r.Message {
-					s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
-				}
+				full[key], refused = err, err
 			default:
 				return err
 			}
 		}
+		// Every create left waiting says what keeps it out (the scheduler's per-reason
+		// counts), also one behind others of its size that did not ask again.
+		msg := waitingMessage(refused, s.poolName(ctx, r.PoolID))
+		if n := waiting[r.PoolID]; n > 0 && !r.Warm {
+			msg += fmt.Sprintf(" (%s ahead)", plural(n, "create", "creates"))
+		}
+		if msg != r.Message {
+			s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)
+			r.Message = msg
+		}
 		if r.Warm {
 			continue
 		}
-		waiting[r.PoolID] = true
+		waiting[r.PoolID]++
 		if err := s.makeRoom(ctx, r, rooms); err != nil {
 			return err
 		}
@@ -449,12 +458,16 @@ func (s *Service) poolNameIn(ctx context.Context, q store.Querier, pool string) 
 	return pool
 }
 
-// failWaiting ends waiting r: no room within PendingTimeout.
+// failWaiting ends waiting r: no room within PendingTimeout. Its message names the constraint
+// that kept it out (the last "why not placed", with the scheduler's per-reason counts) and
+// when a retry can succeed.
 func (s *Service) failWaiting(ctx context.Context, r *record) error {
-	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", s.poolName(ctx, r.PoolID), s.cfg.PendingTimeout)
-	if r.Message != "" {
-		msg += "; last: " + r.Message
+	pool := s.poolName(ctx, r.PoolID)
+	msg := fmt.Sprintf("no node of pool %s had room within %s (--pending-timeout)", pool, s.cfg.PendingTimeout)
+	if last := strings.TrimPrefix(r.Message, "waiting for room in pool "+pool+": "); last != "" {
+		msg += "; last: " + last
 	}
+	msg += "; retry the create once room frees in the pool (its sandboxes end, or nodes join it or are uncordoned)"
 	var changed bool
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error

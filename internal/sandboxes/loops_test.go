@@ -73,6 +73,48 @@ func TestWaitingCreates(t *testing.T) {
 	})
 }
 
+// TestPendingTimeoutNamesTheConstraint: every waiting create, also those behind others of its
+// size that the pass did not ask the scheduler about again, says what keeps it out (the
+// scheduler's per-reason counts), and one that fails at --pending-timeout names that
+// constraint and when a retry can succeed.
+func TestPendingTimeoutNamesTheConstraint(t *testing.T) {
+	o := sandboxtest.Options{Config: func(c *sandboxes.Config) { c.PendingTimeout = 25 * time.Second }}
+	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 1)
+		a.Behave = forever
+		a.Start(50 * time.Millisecond)
+		e.Create("root", "sleep")
+		var waiting []sandboxes.Sandbox
+		for range 3 {
+			waiting = append(waiting, e.Create("root", "sleep"))
+		}
+		if err := e.Svc.PlaceWaiting(ctx); err != nil {
+			t.Fatal(err)
+		}
+		const constraint = "1 node: 1 microVM limit reached"
+		for i, w := range waiting {
+			s := e.Get("root", w.ID)
+			if !strings.Contains(s.Message, constraint) || (i > 0 && !strings.Contains(s.Message, fmt.Sprintf("(%d create", i))) {
+				t.Errorf("waiting create %d: %q, want the constraint %q and %d ahead", i, s.Message, constraint, i)
+			}
+		}
+		e.Clock.Add(30 * time.Second)
+		a.Report()
+		if err := e.Svc.PlaceWaiting(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range waiting {
+			s := e.Get("root", w.ID)
+			if s.State != sandboxes.StateFailed || s.Reason != sandboxes.ReasonPendingTimeout ||
+				!strings.HasPrefix(s.Message, "no node of pool ") || !strings.Contains(s.Message, "had room within 25s (--pending-timeout); last: ") ||
+				!strings.Contains(s.Message, constraint) || !strings.Contains(s.Message, "retry the create once room frees") {
+				t.Errorf("waiting create %d past the timeout: %s %s %q", i, s.State, s.Reason, s.Message)
+			}
+		}
+	})
+}
+
 // TestLost: a running sandbox its node's reports stop listing is lost (not_listed) once the
 // grace passed; the sandboxes of a node that goes Down are lost (node_down) and nothing more is
 // placed there; those of a deleted node too (node_deleted). Reservations are released by id.

@@ -149,10 +149,11 @@ func (s *Scheduler) Room(nodeID string) (Room, bool) {
 	}
 	in := &s.info[slot]
 	room := Room{
-		Reported:     Usage{CPU: in.st.AllocatedCPU, MemoryMiB: in.st.AllocatedMemMiB, DiskMiB: in.st.AllocatedDiskMiB, MvmNum: in.st.MvmNum},
-		Reserved:     Usage{CPU: in.resCPU, MemoryMiB: in.resMem, DiskMiB: in.resDisk, MvmNum: in.resMvm},
-		Remaining:    Usage{CPU: max(in.roomCPU, 0), MemoryMiB: max(in.roomMem, 0), MvmNum: max(in.roomMvm, 0)},
-		Reservations: in.inflight,
+		Reported:      Usage{CPU: in.st.AllocatedCPU, MemoryMiB: in.st.AllocatedMemMiB, DiskMiB: in.st.AllocatedDiskMiB, MvmNum: in.st.MvmNum},
+		Reserved:      Usage{CPU: in.resCPU, MemoryMiB: in.resMem, DiskMiB: in.resDisk, MvmNum: in.resMvm},
+		Remaining:     Usage{CPU: max(in.roomCPU, 0), MemoryMiB: max(in.roomMem, 0), MvmNum: max(in.roomMvm, 0)},
+		Reservations:  in.inflight,
+		MemReserveMiB: s.memReserve(in),
 	}
 	if in.st.DiskMiB > 0 {
 		room.Remaining.DiskMiB = max(in.roomDisk, 0)

@@ -92,12 +92,17 @@ type Decision struct {
 
 // Room is what a node has and holds, for `nodes get`: reported use, reserved use and what is
 // left (CPU in millicores, memory and disk in MiB; Disk fields 0 when the node reports no disk
-// room), with the number of reservations outstanding.
+// room), with the number of reservations outstanding and the memory the mem filter keeps free
+// for the host, which Remaining already leaves out.
 type Room struct {
 	Reported     Usage `json:"reported"`
 	Reserved     Usage `json:"reserved"`
 	Remaining    Usage `json:"remaining"`
 	Reservations int   `json:"reservations"`
+	// MemReserveMiB is the mem filter's host reserve on this node (MiB): node_max_mem_reserved_in_mb,
+	// or a tenth of the node's memory when that is not smaller than all of it; 0 when the mem
+	// filter is off.
+	MemReserveMiB int64 `json:"memReserveMiB"`
 }
 
 // Usage is an amount of each resource.
@@ -485,6 +490,20 @@ func (s *Scheduler) refreshAllIf(cond bool, except int32) {
 	}
 }
 
+// memReserve is the mem filter's host reserve on a node (MiB): node_max_mem_reserved_in_mb,
+// or a tenth of the node's memory (rounded up) when the configured reserve is not smaller than
+// all of it; 0 when the mem filter is off.
+func (s *Scheduler) memReserve(in *nodeInfo) int64 {
+	if !s.plan.memFilter {
+		return 0
+	}
+	reserve := s.plan.cfg.NodeMaxMemReservedInMB
+	if reserve >= in.memTotal {
+		reserve = int64(math.Ceil(float64(in.memTotal) * 0.1))
+	}
+	return reserve
+}
+
 // refresh recomputes the record a decision scans from the node's state, its reservations and
 // the configuration: the one place a node's room is computed (overcommit is the node's own, in
 // its quota; nothing here multiplies it).
@@ -504,12 +523,8 @@ func (s *Scheduler) refresh(slot int32) {
 		in.roomLive = in.createLimit - int64(in.inflight)
 	}
 	if p.memFilter {
-		reserve := p.cfg.NodeMaxMemReservedInMB
-		if reserve >= in.memTotal {
-			reserve = int64(math.Ceil(float64(in.memTotal) * 0.1))
-		}
 		used := max(st.MemUsageMiB, st.AllocatedMemMiB+in.resMem)
-		in.roomMem = min(in.roomMem, in.memTotal-used-reserve)
+		in.roomMem = min(in.roomMem, in.memTotal-used-s.memReserve(in))
 	}
 	switch {
 	case !st.Cubefleet:

@@ -499,3 +499,31 @@ func TestSetConfigKeepsReservations(t *testing.T) {
 		t.Error("an invalid config was taken")
 	}
 }
+
+// TestRoomHostReserve: Room says how much memory the mem filter keeps free for the host (what
+// Remaining leaves out): node_max_mem_reserved_in_mb, a tenth of a node smaller than it, none
+// with the mem filter off.
+func TestRoomHostReserve(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		cfg          Config
+		memMiB, want int64
+	}{
+		{"default reserve", Config{}, 65536, DefaultNodeMaxMemReserved},
+		{"a node smaller than the reserve", Config{}, 8192, 820},
+		{"configured", Config{NodeMaxMemReservedInMB: 2048}, 65536, 2048},
+		{"mem filter off", Config{Filter: FilterConfig{EnableFilters: []string{FilterCPU}}}, 65536, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newClock()
+			cfg := c.cfg
+			cfg.Profile = ProfileBalancedSpread
+			s := newScheduler(t, clk, cfg.filled())
+			s.Update(node(clk, "n1", 8000, c.memMiB, 10))
+			room, _ := s.Room("n1")
+			if room.MemReserveMiB != c.want || room.Remaining.MemoryMiB != c.memMiB-c.want {
+				t.Errorf("memory reserve %d MiB, remaining %d MiB; want %d and %d", room.MemReserveMiB, room.Remaining.MemoryMiB, c.want, c.memMiB-c.want)
+			}
+		})
+	}
+}

@@ -38,11 +38,27 @@ type Box struct {
 	fingerprint string // hex HMAC-SHA256 of a fixed label under the key
 }
 
-// OpenKeyFile loads the 32-byte key at path, creating it (mode 0600) when missing. An existing
-// key file must be a regular file owned by the caller with mode 0600.
-func OpenKeyFile(path string) (*Box, error) {
+// ErrKeyMissing is returned by OpenKey when the key file is missing while the database has
+// recorded a key: its sealed secrets (tenant secrets, webhook signing secrets) open only under
+// that key, so none is created.
+var ErrKeyMissing = errors.New("secrets.key is missing")
+
+// OpenKey loads the 32-byte key at path for the database q and checks it with CheckKey. A
+// missing key file is created (32 random bytes, mode 0600, its directory 0700) only for a
+// database that has recorded no key yet; otherwise it fails with ErrKeyMissing, naming the
+// file and what to restore, and writes nothing. An existing key file must be a regular file
+// owned by the caller with mode 0600 and hold 32 bytes; a key the database did not record
+// fails with ErrWrongKey. No error holds the key.
+func OpenKey(ctx context.Context, q store.Querier, path string) (*Box, error) {
 	key, err := privatefile.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
+		var recorded int
+		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM secrets_key_check`).Scan(&recorded); err != nil {
+			return nil, fmt.Errorf("secret key check: %w", err)
+		}
+		if recorded > 0 {
+			return nil, fmt.Errorf("%w: %s: this database was first served with a secrets.key, and the secrets it holds sealed (tenant secrets, webhook signing secrets) open only under that key; restore secrets.key (mode 0600) from a backup of the data directory, or copy it from another server of this database, then start again; no new key was written", ErrKeyMissing, path)
+		}
 		key = make([]byte, 32)
 		if _, err := io.ReadFull(rand.Reader, key); err != nil {
 			return nil, err
@@ -56,7 +72,14 @@ func OpenKeyFile(path string) (*Box, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("secret key %s: want 32 bytes, found %d", path, len(key))
 	}
-	return NewBox(key)
+	b, err := NewBox(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckKey(ctx, q); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // NewBox returns a Box for a 32-byte key (AES-256); a key of any other length is refused.

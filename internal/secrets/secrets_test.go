@@ -344,14 +344,16 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// TestOpenKeyFile: a missing key file is created with 32 random bytes, mode 0600, owned by the
-// caller, in a directory it creates with mode 0700; opening it again gives the same key; a key
-// file that is not private, or not 32 bytes, is refused with the fix and without its contents.
-func TestOpenKeyFile(t *testing.T) {
+// TestOpenKey: for a new database a missing key file is created with 32 random bytes, mode
+// 0600, owned by the caller, in a directory it creates with mode 0700; opening it again gives
+// the same key; a key file that is not private, or not 32 bytes, is refused with the fix and
+// without its contents; a key file missing for a database that recorded a key is not created.
+func TestOpenKey(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	path := filepath.Join(dir, "secrets.key")
-	first, err := secrets.OpenKeyFile(path)
+	db := storetest.SQLite(t, secrets.Module)
+	first, err := secrets.OpenKey(ctx, db, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,38 +374,41 @@ func TestOpenKeyFile(t *testing.T) {
 	if bytes.Equal(key, make([]byte, 32)) {
 		t.Error("the key is all zeros")
 	}
-	other, err := secrets.OpenKeyFile(filepath.Join(t.TempDir(), "secrets.key"))
+	other, err := secrets.OpenKey(ctx, storetest.SQLite(t, secrets.Module), filepath.Join(t.TempDir(), "secrets.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The same file gives the same key: the database's fingerprint matches and values open.
-	db := storetest.SQLite(t, secrets.Module)
 	if _, err := first.Create(ctx, db, "acme", "db", "the-value", "u", now); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.CheckKey(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	again, err := secrets.OpenKeyFile(path)
+	again, err := secrets.OpenKey(ctx, db, path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := again.CheckKey(ctx, db); err != nil {
 		t.Errorf("the same key file reopened: %v", err)
-	}
-	if got, err := again.Value(ctx, db, "acme", "db"); err != nil || got != "the-value" {
+	} else if got, err := again.Value(ctx, db, "acme", "db"); err != nil || got != "the-value" {
 		t.Errorf("a value after reopening the key file: %q, %v", got, err)
 	}
 	if err := other.CheckKey(ctx, db); !errors.Is(err, secrets.ErrWrongKey) {
 		t.Errorf("a second key file: %v, want ErrWrongKey", err)
 	}
 
+	// Missing for a database that recorded a key: refused, naming the file and what to
+	// restore; no key is written.
+	elsewhere := filepath.Join(t.TempDir(), "secrets.key")
+	_, err = secrets.OpenKey(ctx, db, elsewhere)
+	if !errors.Is(err, secrets.ErrKeyMissing) || !strings.Contains(err.Error(), elsewhere) || !strings.Contains(err.Error(), "restore secrets.key") {
+		t.Errorf("a missing key file for a database with a key: %v, want ErrKeyMissing naming the file and the fix", err)
+	}
+	if _, err := os.Stat(elsewhere); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a key file was written for a database with a key (%v)", err)
+	}
+
 	// Not private: refused, naming the fix; the file is left as it is.
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = secrets.OpenKeyFile(path)
+	_, err = secrets.OpenKey(ctx, db, path)
 	if !errors.Is(err, privatefile.ErrUnsafe) || !strings.Contains(err.Error(), "chmod 600 "+path) {
 		t.Errorf("a key file of mode 0644: %v, want a refusal naming chmod 600", err)
 	}
@@ -415,7 +420,7 @@ func TestOpenKeyFile(t *testing.T) {
 	if err := os.Symlink(path, link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := secrets.OpenKeyFile(link); !errors.Is(err, privatefile.ErrUnsafe) || !strings.Contains(err.Error(), "symlink") {
+	if _, err := secrets.OpenKey(ctx, db, link); !errors.Is(err, privatefile.ErrUnsafe) || !strings.Contains(err.Error(), "symlink") {
 		t.Errorf("a symlink to the key file: %v, want a refusal", err)
 	}
 	if os.Geteuid() == 0 {
@@ -426,7 +431,7 @@ func TestOpenKeyFile(t *testing.T) {
 		if err := os.Chown(foreign, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := secrets.OpenKeyFile(foreign); !errors.Is(err, privatefile.ErrUnsafe) || !strings.Contains(err.Error(), "owned by uid 65534") {
+		if _, err := secrets.OpenKey(ctx, db, foreign); !errors.Is(err, privatefile.ErrUnsafe) || !strings.Contains(err.Error(), "owned by uid 65534") {
 			t.Errorf("a key file owned by another user: %v, want a refusal", err)
 		}
 	}
@@ -436,7 +441,7 @@ func TestOpenKeyFile(t *testing.T) {
 	if err := os.WriteFile(short, []byte("sixteen-byte-key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = secrets.OpenKeyFile(short)
+	_, err = secrets.OpenKey(ctx, db, short)
 	if err == nil || !strings.Contains(err.Error(), "want 32 bytes, found 16") || strings.Contains(err.Error(), "sixteen") {
 		t.Errorf("a 16-byte key file: %v", err)
 	}

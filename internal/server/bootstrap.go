@@ -122,11 +122,7 @@ func Init(ctx context.Context, cfg InitConfig) (iam.Key, error) {
 	}
 	// The key that seals secrets is made now, with the database, so replicas can copy it
 	// before any of them starts.
-	box, err := secrets.OpenKeyFile(filepath.Join(cfg.DataDir, SecretsKeyFile))
-	if err != nil {
-		return iam.Key{}, err
-	}
-	if err := box.CheckKey(ctx, db); err != nil {
+	if _, err := secrets.OpenKey(ctx, db, filepath.Join(cfg.DataDir, SecretsKeyFile)); err != nil {
 		return iam.Key{}, err
 	}
 	var key iam.Key

@@ -139,6 +139,14 @@ func (b *browser) screenshot(dir, name string, width, height int64) {
 	}
 }
 
+// measure checks and saves the page at a laptop's width (1280 pixels) and a phone's (390), as
+// dir/<name>-laptop.png and dir/<name>-phone.png: every page of the console is measured at both.
+func (b *browser) measure(dir, name string) {
+	b.t.Helper()
+	b.screenshot(dir, name+"-laptop", 1280, 800)
+	b.screenshot(dir, name+"-phone", 390, 844)
+}
+
 // signIn signs in with key on the sign-in page and waits for the page it lands on.
 func (b *browser) signIn(base, key string) {
 	b.t.Helper()
@@ -149,10 +157,12 @@ func (b *browser) signIn(base, key string) {
 }
 
 // TestConsoleInChromium signs in to the console in headless Chromium with the administrator's
-// key, reads the Fleet drift page (a tenant drifted by a hand edit, its change lines by kind),
-// the Nodes page (two stock Cubelets, one draining, in the CLI's words) and the Webhooks page,
-// signs out, and sees a key without compute:fleet:admin refused on Fleet drift. It saves
-// screenshots at laptop and phone widths, and checks that no request left 127.0.0.1.
+// key, reads the Fleet drift page (a tenant drifted by a hand edit, its change lines by kind,
+// applied by the key's name), the Nodes page (two stock Cubelets, one draining, in the CLI's
+// words) and the Webhooks page (a receiver that answers and one that fails, the widest
+// deliveries table), signs out, and sees a key without compute:fleet:admin refused on Fleet
+// drift. Every page is measured and saved at a laptop's width and a phone's (measure), and no
+// request left 127.0.0.1.
 func TestConsoleInChromium(t *testing.T) {
 	chromium(t)
 	db := storetest.SQLite(t, Modules()...)
@@ -160,6 +170,10 @@ func TestConsoleInChromium(t *testing.T) {
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
 	e.must(e.admin, "webhooks.create", map[string]any{"tenantId": "root", "url": receiver.URL + "/hooks/cubefleet", "events": []string{"fleet.drifted", "fleet.converged", "node.down"}}, nil)
+	// A receiver that fails: its deliveries are retried, with the longest outcome and both times.
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(failing.Close)
+	e.must(e.admin, "webhooks.create", map[string]any{"tenantId": "root", "url": failing.URL + "/a/much/longer/path/for/the/pager/integration", "events": []string{"fleet.*", "node.*"}}, nil)
 	e.driftedFleet()
 	e.stockNodes()
 	viewer, _ := e.key("root", "viewer", "nodes:list@tenant/root", "webhooks:list@tenant/root")
@@ -169,13 +183,12 @@ func TestConsoleInChromium(t *testing.T) {
 	b.signIn(e.url, e.admin)
 	b.do(chromedp.Navigate(e.url+"/console/fleet"), chromedp.WaitVisible(chromedp.ID("tenant-root")))
 	fleetText := b.text()
-	for _, want := range []string{"1 in drift", "in drift", "~ pool vps-fra (gpuModel: \"A100\" -> \"L40S\")", "~ flavor vps-fra/g1.small (vcpu: 4 -> 2)", "acme", "matches"} {
+	for _, want := range []string{"1 in drift", "in drift", "~ pool vps-fra (gpuModel: \"A100\" -> \"L40S\")", "~ flavor vps-fra/g1.small (vcpu: 4 -> 2)", "acme", "matches", "by admin (plan"} {
 		if !strings.Contains(fleetText, want) {
 			t.Errorf("the Fleet drift page lacks %q:\n%s", want, fleetText)
 		}
 	}
-	b.screenshot(dir, "fleet-laptop", 1280, 800)
-	b.screenshot(dir, "fleet-phone", 390, 844)
+	b.measure(dir, "fleet")
 
 	b.do(chromedp.Navigate(e.url+"/console/nodes"), chromedp.WaitVisible(chromedp.CSS("table")))
 	nodesText := b.text()
@@ -184,13 +197,12 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("the Nodes page lacks %q:\n%s", want, nodesText)
 		}
 	}
-	b.screenshot(dir, "nodes-laptop", 1280, 800)
-	b.screenshot(dir, "nodes-phone", 390, 844)
+	b.measure(dir, "nodes")
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b.do(chromedp.Navigate(e.url+"/console/webhooks"), chromedp.WaitVisible(chromedp.CSS("table")))
-		if strings.Contains(b.text(), "delivered (HTTP 204)") {
+		if text := b.text(); strings.Contains(text, "delivered (HTTP 204)") && strings.Contains(text, "retrying: the receiver answered HTTP 503") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -198,19 +210,18 @@ func TestConsoleInChromium(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	b.screenshot(dir, "webhooks-laptop", 1280, 800)
-	b.screenshot(dir, "webhooks-phone", 390, 844)
+	b.measure(dir, "webhooks")
 
 	b.do(chromedp.Click(chromedp.CSS("header .signout button")), chromedp.WaitVisible(chromedp.ID("key")))
 	b.do(chromedp.Navigate(e.url+"/console/fleet"), chromedp.WaitVisible(chromedp.ID("key")))
-	b.screenshot(dir, "signin-phone", 390, 844)
+	b.measure(dir, "signin")
 
 	b.signIn(e.url, viewer)
 	b.do(chromedp.Navigate(e.url+"/console/fleet"), chromedp.WaitVisible(chromedp.CSS("p.error")))
 	if text := b.text(); !strings.Contains(text, "lacks compute:fleet:admin") {
 		t.Errorf("a key without compute:fleet:admin on Fleet drift: %s", text)
 	}
-	b.screenshot(dir, "refused-laptop", 1280, 800)
+	b.measure(dir, "refused")
 
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -101,6 +103,45 @@ func TestAnotherSecretsKeyIsRefused(t *testing.T) {
 	_, err := New(t.Context(), Config{DB: db, DataDir: t.TempDir(), Listen: "127.0.0.1:0"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "secrets.key") {
 		t.Fatalf("a second data directory's key = %v, want a refusal naming secrets.key", err)
+	}
+}
+
+// TestAMissingSecretsKeyIsNotReplaced: a data directory whose secrets.key was deleted, while its
+// database holds sealed secrets, does not start, says the file is missing and what to restore,
+// and writes no new key; the restored file starts it again.
+func TestAMissingSecretsKeyIsNotReplaced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s, err := New(t.Context(), Config{Dev: true, DataDir: dir, Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.box.Create(t.Context(), s.db, "root", "db-password", "the-value", "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	path := filepath.Join(dir, SecretsKeyFile)
+	key, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	_, err = New(t.Context(), Config{Dev: true, DataDir: dir, Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, secrets.ErrKeyMissing) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "restore secrets.key") {
+		t.Fatalf("a start without its secrets.key = %v, want ErrKeyMissing naming %s and what to restore", err, path)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a new secrets.key was written (%v)", err)
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(t.Context(), Config{Dev: true, DataDir: dir, Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("a start with the restored secrets.key: %v", err)
+	}
+	defer s.Close()
+	if got, err := s.box.Value(t.Context(), s.db, "root", "db-password"); err != nil || got != "the-value" {
+		t.Errorf("the secret after the restore: %q, %v", got, err)
 	}
 }
 

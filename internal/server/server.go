@@ -313,7 +313,7 @@ type Server struct {
 }
 
 // New opens the store, runs the migrations of iam, audit, compute, secrets and fleet, opens
-// <DataDir>/secrets.key (creating it), registers every API method, bootstraps when cfg.Dev and
+// <DataDir>/secrets.key (creating it only for a database that has recorded no key), registers every API method, bootstraps when cfg.Dev and
 // the database is new, and listens on cfg.Listen. log receives every log line (nil: a logger
 // in cfg.LogFormat on stderr); lines logged during a request carry its request_id. The caller
 // must call Serve or Close.
@@ -378,11 +378,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := s.db.Migrate(ctx, Modules()...); err != nil {
 		return nil, err
 	}
-	box, err := secrets.OpenKeyFile(filepath.Join(cfg.DataDir, SecretsKeyFile))
+	box, err := secrets.OpenKey(ctx, s.db, filepath.Join(cfg.DataDir, SecretsKeyFile))
 	if err != nil {
-		return nil, err
-	}
-	if err := box.CheckKey(ctx, s.db); err != nil {
 		return nil, err
 	}
 	s.box = box
@@ -443,7 +440,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	for _, r := range cfg.DriftIgnore {
 		ignore = append(ignore, r.String())
 	}
-	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now}, TLS: s.tls != nil,
+	var consoleSandboxes console.SandboxSource
+	if s.sandboxes != nil {
+		consoleSandboxes = s.sandboxes
+	}
+	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now},
+		Sandboxes: consoleSandboxes, Actions: s.api, TLS: s.tls != nil,
+		Pools:      consolePools{reg: s.nodes, rooms: s.lane.Scheduler().Room, pools: s.nodePools, sandboxes: s.sandboxes},
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return s.authenticateKey(ctx, token, "console.signIn", "")
@@ -675,7 +678,8 @@ func (s *Server) dispatcher() *events.Dispatcher {
 }
 
 // EventTypes maps every event type a webhook may subscribe to to whether only the root
-// tenant's log holds it: the fleet's (each tenant's own) and the node registry's (root only).
+// tenant's log holds it: the fleet's and the sandboxes' (each tenant's own) and the node
+// registry's (root only).
 func EventTypes() map[string]bool {
 	out := map[string]bool{}
 	for _, t := range fleet.EventTypes {
@@ -683,6 +687,9 @@ func EventTypes() map[string]bool {
 	}
 	for _, t := range nodes.EventTypes {
 		out[t] = true
+	}
+	for _, t := range sandboxes.EventTypes {
+		out[t] = false
 	}
 	return out
 }

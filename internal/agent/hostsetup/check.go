@@ -40,7 +40,8 @@ const (
 
 // CheckOptions tune Check; the zero value is usable.
 type CheckOptions struct {
-	// Timeout is how long Check keeps probing until every check passes; 0 probes once.
+	// Timeout is how long Check keeps probing until every check passes; 0 probes once. A
+	// failure that retrying cannot fix (CheckResult.Final) ends it at once.
 	Timeout time.Duration
 	// Interval is the pause between rounds; 0 means DefaultCheckInterval.
 	Interval time.Duration
@@ -90,6 +91,9 @@ type CheckResult struct {
 	Name   string `json:"name"`   // CheckLocalAgent, CheckControlPlane, CheckNodeListed or CheckS3
 	Status string `json:"status"` // CheckOK, CheckFail or CheckSkip
 	Detail string `json:"detail"` // what was probed and what answered, or how to fix it
+	// Final marks a failure that probing again cannot fix (the agent decided it at its start,
+	// or the settings name another node): it takes a change and a restart, so Check stops.
+	Final bool `json:"final,omitempty"`
 }
 
 // String renders r as one line: "ok    local agent: http://10.0.0.5:9999/healthz: reporting".
@@ -101,8 +105,11 @@ func (r CheckResult) String() string {
 // healthy, the control plane is reachable, this node is listed under
 // /internal/v1/nodes/{node_id} with "IP":"<node ip>", the S3 endpoint answers on TCP (skipped
 // when none is configured), and which isolation the process runtime gives sandboxes on this
-// host, run as this user (a failure when it cannot run them; skipped for the microvm runtime). It probes every Interval until all pass or Timeout passes
-// (or ctx is done), and returns the last result of each check and whether all passed.
+// host, run as this user (a failure when it cannot run them; skipped for the microvm runtime).
+// It probes every Interval until all pass, Timeout passes, ctx is done or a check fails in a
+// way that retrying cannot fix (Final: the agent reports its node not Ready for what it found at
+// its start, its credential was revoked, it serves another node, or the process runtime cannot
+// run sandboxes here), and returns the last result of each check and whether all passed.
 func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckResult, bool) {
 	if opt.Interval <= 0 {
 		opt.Interval = DefaultCheckInterval
@@ -144,6 +151,9 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 		if all {
 			return results, true
 		}
+		if slices.ContainsFunc(results, func(r CheckResult) bool { return r.Final }) {
+			return results, false
+		}
 		left := time.Until(deadline)
 		if left < opt.Interval {
 			return results, false
@@ -172,15 +182,19 @@ func checkLocal(ctx context.Context, p *agent.Prober, cfg *agent.Config) CheckRe
 		r.Detail = fmt.Sprintf("%s: HTTP %d, not a cubefleet agent's health answer", url, code)
 	case code != http.StatusOK:
 		r.Detail = fmt.Sprintf("%s: %s: %s", url, h.State, h.Error)
+		r.Final = h.State == agent.StateRevoked // a new join token and a restart
 	case h.NodeID != cfg.NodeID():
 		r.Detail = fmt.Sprintf("%s: the agent there reports node %s, not %s", url, h.NodeID, cfg.NodeID())
+		r.Final = true
 	case h.State != agent.StateReporting:
 		// Registering (not registered yet, or again) or failing (its last report failed): the
 		// agent runs, but the control plane does not hear from it.
 		r.Detail = url + ": " + h.State + ifNotEmpty(": ", h.Error)
 	case h.NotReady != "":
 		// Reporting, but the node says it is not Ready: nothing will be placed on it.
+		// The agent decides this at its start: only a restart after the fix changes it.
 		r.Detail = url + ": reporting, but the node reports itself not Ready (" + h.NotReady + "); fix that and restart the agent"
+		r.Final = true
 	default:
 		r.Status, r.Detail = CheckOK, url+": "+h.State
 	}
@@ -316,7 +330,7 @@ func checkIsolation(cfg *agent.Config) CheckResult {
 	}
 	iso, err := process.Expected(cfg.SandboxAllowOwnUser)
 	if err != nil {
-		r.Status, r.Detail = CheckFail, err.Error()
+		r.Status, r.Detail, r.Final = CheckFail, err.Error(), true // the host or the settings must change
 		return r
 	}
 	r.Status, r.Detail = CheckOK, "process runtime: "+iso.String()

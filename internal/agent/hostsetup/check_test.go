@@ -240,7 +240,7 @@ func TestCheckLocalState(t *testing.T) {
 // TestCheckNodeNotReady: an agent that reports but whose node says it is not Ready (here, run as
 // root, its sandbox directory sits in a 0700 directory the sandboxes' users cannot reach, so the
 // process runtime cannot open) fails the local check with the reason, instead of passing while nothing
-// can be placed on the node.
+// can be placed on the node, and at once: only a restart after the fix changes it.
 func TestCheckNodeNotReady(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("sandboxes run as users of their own only under root: needs root")
@@ -257,9 +257,15 @@ func TestCheckNodeNotReady(t *testing.T) {
 	r := startAgent(t, cfg)
 	cfg.Listen = strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/healthz")
 	testkit.WaitFor(t, 10*time.Second, "reporting", func() bool { return r.a.Health().LastReportAt != "" })
-	results, ok := Check(context.Background(), cfg, CheckOptions{})
-	if ok || results[0].Status != CheckFail || !strings.Contains(results[0].Detail, "reporting, but the node reports itself not Ready (SandboxRuntimeUnavailable: ") {
+	// Retrying cannot fix it (the agent decided at its start): the check stops at once rather
+	// than at its timeout.
+	start := time.Now()
+	results, ok := Check(context.Background(), cfg, CheckOptions{Timeout: time.Minute, Interval: 50 * time.Millisecond})
+	if ok || results[0].Status != CheckFail || !results[0].Final || !strings.Contains(results[0].Detail, "reporting, but the node reports itself not Ready (SandboxRuntimeUnavailable: ") {
 		t.Errorf("an agent whose node is not Ready: %s (%+v)", results[0], r.a.Health())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the check took %s of its 1m timeout on a failure retrying cannot fix", took)
 	}
 }
 

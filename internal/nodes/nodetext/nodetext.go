@@ -98,13 +98,32 @@ func Reserved(room *scheduler.Room) string {
 	return fmt.Sprintf("%s: %s cores, %sGi", sandboxes(int64(room.Reservations)), Cores(room.Reserved.CPU), GiB(room.Reserved.MemoryMiB))
 }
 
+// HostReserve is what a node keeps from its sandboxes, which is why the room left is less
+// than capacity minus use: the CPU its quota_cpu leaves out of its capacity and the mem
+// filter's memory reserve: "8 cores (capacity 64, quota_cpu 56), 10.0Gi memory
+// (node_max_mem_reserved_in_mb)"; "-" when room is nil (the scheduler does not know the node).
+func HostReserve(v nodes.View, room *scheduler.Room) string {
+	if room == nil {
+		return "-"
+	}
+	cpu := "0 cores"
+	if kept := v.Capacity.MilliCPU - v.Quota.MilliCPU; kept > 0 {
+		cpu = fmt.Sprintf("%s cores (capacity %s, quota_cpu %s)", Cores(kept), Cores(v.Capacity.MilliCPU), Cores(v.Quota.MilliCPU))
+	}
+	mem := "no memory reserve (the mem filter is off)"
+	if room.MemReserveMiB > 0 {
+		mem = GiB(room.MemReserveMiB) + "Gi memory (node_max_mem_reserved_in_mb)"
+	}
+	return cpu + ", " + mem
+}
+
 // GiB renders MiB as GiB with one decimal.
 func GiB(mib int64) string {
 	return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64)
 }
 
 // Heartbeat is the window a node's reports are judged by and the report interval it comes
-// from: "heartbeat window 20.2s (observed interval 10.1s)", or "heartbeat window 30s (interval
+// from: "heartbeat window 20.2s (observed interval 10.1s)", or "heartbeat window 15s (interval
 // not observed yet)" before the node's second report.
 func Heartbeat(v nodes.View) string {
 	if v.ReportIntervalMs == 0 {

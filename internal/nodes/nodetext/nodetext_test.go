@@ -5,6 +5,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
 func TestHeartbeat(t *testing.T) {
@@ -15,7 +16,7 @@ func TestHeartbeat(t *testing.T) {
 		{10100, 20200, "heartbeat window 20.2s (observed interval 10.1s)"},
 		{1000, 15000, "heartbeat window 15s (observed interval 1s)"},
 		{9573, 19146, "heartbeat window 19.1s (observed interval 9.6s)"},
-		{0, 30000, "heartbeat window 30s (interval not observed yet)"},
+		{0, 15000, "heartbeat window 15s (interval not observed yet)"},
 	} {
 		if got := nodetext.Heartbeat(nodes.View{ReportIntervalMs: c.interval, HeartbeatWindowMs: c.window}); got != c.want {
 			t.Errorf("Heartbeat(interval %d ms, window %d ms) = %q, want %q", c.interval, c.window, got, c.want)
@@ -50,6 +51,27 @@ func TestNotReady(t *testing.T) {
 	} {
 		if got := nodetext.NotReady(nodes.View{NotReadyReason: c.reason, NotReadyMessage: c.message}); got != c.want {
 			t.Errorf("NotReady(%q, %q) = %q, want %q", c.reason, c.message, got, c.want)
+		}
+	}
+}
+
+// TestHostReserve: the line that says why the room left is less than capacity minus use.
+func TestHostReserve(t *testing.T) {
+	v := func(capCPU, quotaCPU int64) nodes.View {
+		return nodes.View{Capacity: nodes.ResourcesView{MilliCPU: capCPU}, Quota: nodes.QuotaView{MilliCPU: quotaCPU}}
+	}
+	for _, c := range []struct {
+		view nodes.View
+		room *scheduler.Room
+		want string
+	}{
+		{v(64000, 56000), &scheduler.Room{MemReserveMiB: 10240}, "8 cores (capacity 64, quota_cpu 56), 10.0Gi memory (node_max_mem_reserved_in_mb)"},
+		{v(64000, 64000), &scheduler.Room{MemReserveMiB: 820}, "0 cores, 0.8Gi memory (node_max_mem_reserved_in_mb)"},
+		{v(4000, 8000), &scheduler.Room{}, "0 cores, no memory reserve (the mem filter is off)"}, // quota_cpu overcommits
+		{v(4000, 4000), nil, "-"},
+	} {
+		if got := nodetext.HostReserve(c.view, c.room); got != c.want {
+			t.Errorf("HostReserve(%+v, %+v) = %q, want %q", c.view.Quota, c.room, got, c.want)
 		}
 	}
 }
