@@ -50,6 +50,10 @@ type sandboxFleet struct {
 	api    *client.Client
 	agents []*sandboxAgent
 	net    int // the third octet of the agents' loopback addresses
+	// replicas are the servers of a replicated fleet (c is the first); nil for one server.
+	replicas []*cluster
+	// agentEnv holds lines appended to every agent's env file.
+	agentEnv []string
 }
 
 // sandboxAgent is one `cubefleet agent run` child process on a loopback address.
@@ -104,10 +108,14 @@ func (f *sandboxFleet) addAgent() *sandboxAgent {
 	token := strings.TrimSpace(f.c.ok("nodes", "join-token", "create", "--pool", "lab", "--ip", a.ip))
 	writeFile(t, filepath.Join(a.dir, "join.token"), token+"\n", 0o600)
 	server := strings.TrimPrefix(f.c.url, "http://")
+	planes := []string{server}
+	for _, r := range f.replicas[min(1, len(f.replicas)):] {
+		planes = append(planes, strings.TrimPrefix(r.url, "http://"))
+	}
 	a.envFile = filepath.Join(a.dir, "agent.env")
-	writeFile(t, a.envFile, strings.Join([]string{
+	writeFile(t, a.envFile, strings.Join(append([]string{
 		"ONE_CLICK_DEPLOY_ROLE=compute",
-		"CUBEFLEET_CONTROL_PLANE=" + server,
+		"CUBEFLEET_CONTROL_PLANE=" + strings.Join(planes, ","),
 		"CUBE_SANDBOX_NODE_IP=" + a.ip,
 		"CUBEFLEET_ALLOW_LOOPBACK=1",
 		"CUBE_S3_ENDPOINT=http://" + server, // any listening port: the agent only validates it
@@ -121,7 +129,7 @@ func (f *sandboxFleet) addAgent() *sandboxAgent {
 		"CUBEFLEET_QUOTA_CPU=64000",
 		"CUBEFLEET_QUOTA_MEM_MB=131072",
 		"CUBEFLEET_MAX_MVM_NUM=64",
-	}, "\n")+"\n", 0o600)
+	}, f.agentEnv...), "\n")+"\n", 0o600)
 	a.start(t, f.c.bin)
 	f.agents = append(f.agents, a)
 	t.Cleanup(func() { a.down(t) })

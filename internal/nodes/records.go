@@ -60,6 +60,11 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 			r.notifyDeleted(d.ID)
 		}
 	}
+	pools := make([]string, len(c.Registrations))
+	for i := range c.Registrations {
+		pools[i] = c.Registrations[i].PoolID
+	}
+	r.knowPools(ctx, pools...)
 	now := r.now()
 	for i := range c.Registrations {
 		rec := &c.Registrations[i]
