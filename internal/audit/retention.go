@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -34,6 +35,21 @@ type Sweeper struct {
 	Now func() time.Time
 	// Log receives a line per sweep that deleted rows, and failures; nil discards.
 	Log *slog.Logger
+
+	leaseOnce sync.Once
+	lease     *store.Lease
+	leaseErr  error
+}
+
+// theLease is the sweeper's RetentionLease, made on first use: it lasts one and a half
+// periods, so the holder keeps it from one sweep to the next.
+func (s *Sweeper) theLease() (*store.Lease, error) {
+	s.leaseOnce.Do(func() {
+		every := s.every()
+		s.lease, s.leaseErr = s.DB.NewLease(store.LeaseConfig{Name: RetentionLease, Holder: s.Holder, TTL: every + every/2, Now: s.Now,
+			Log: s.Log, Does: "sweeps the audit log"})
+	})
+	return s.lease, s.leaseErr
 }
 
 func (s *Sweeper) every() time.Duration {
@@ -79,11 +95,14 @@ func (s *Sweeper) Pass(ctx context.Context) (held bool, deleted int64, err error
 	if s.Now != nil {
 		now = s.Now
 	}
-	at := now()
-	every := s.every()
-	if held, err = s.DB.TryLease(ctx, RetentionLease, s.Holder, every+every/2, at); err != nil || !held {
-		return held, 0, err
+	lease, err := s.theLease()
+	if err != nil {
+		return false, 0, err
 	}
+	if held, err = lease.Try(ctx); err != nil || !held {
+		return false, 0, err
+	}
+	at := now()
 	if s.retention() < 0 {
 		return true, 0, nil
 	}

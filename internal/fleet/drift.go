@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -43,6 +44,21 @@ type Reconciler struct {
 	// OnCheck, when set, is called after each tenant's check (skipped ones included) with the
 	// status after it.
 	OnCheck func(ctx context.Context, st *Status, skipped bool)
+
+	leaseOnce sync.Once
+	lease     *store.Lease
+	leaseErr  error
+}
+
+// theLease is the reconciler's DriftLease, made on first use: it lasts one and a half
+// periods, so the holder keeps it from one pass to the next.
+func (r *Reconciler) theLease() (*store.Lease, error) {
+	r.leaseOnce.Do(func() {
+		every := r.every()
+		r.lease, r.leaseErr = r.DB.NewLease(store.LeaseConfig{Name: DriftLease, Holder: r.Holder, TTL: every + every/2, Now: r.now,
+			Log: r.log(), Does: "runs the drift passes"})
+	})
+	return r.lease, r.leaseErr
 }
 
 // Run runs a pass at once and then one every Every until ctx ends.
@@ -66,9 +82,12 @@ func (r *Reconciler) Run(ctx context.Context) {
 // tenants are in drift; failures of single tenants are returned joined.
 func (r *Reconciler) Pass(ctx context.Context) (held bool, drifted int, err error) {
 	every := r.every()
+	lease, err := r.theLease()
+	if err != nil {
+		return false, 0, err
+	}
 	now := r.now()
-	held, err = r.DB.TryLease(ctx, DriftLease, r.Holder, every+every/2, now)
-	if err != nil || !held {
+	if held, err = lease.Try(ctx); err != nil || !held {
 		return false, 0, err
 	}
 	drifted, err = r.checkTenants(ctx, now.Add(-every/2))

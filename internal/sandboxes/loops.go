@@ -33,31 +33,29 @@ const (
 
 // Run runs the loops until ctx ends: it takes and renews the "sandboxes" lease and, while it
 // holds it, runs Reconcile every Every and places waiting creates as soon as room may have
-// freed; on PostgreSQL it also wakes this replica's waiters for what other replicas changed.
+// freed (and at once on taking the lease over); on PostgreSQL it also wakes this replica's
+// waiters for what other replicas changed. At the end it gives the lease up.
 func (s *Service) Run(ctx context.Context) error {
 	if s.db.Dialect() == store.Postgres {
 		go s.follow(ctx)
 	}
+	leased := make(chan struct{})
+	go func() { s.lease.Run(ctx); close(leased) }()
+	defer func() { <-leased }()
 	tick := time.NewTicker(s.cfg.Every)
 	defer tick.Stop()
-	renew := time.NewTicker(s.cfg.LeaseTTL / 3)
-	defer renew.Stop()
-	s.lead(ctx)
 	lastSweep := time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
-			s.retire()
 			return nil
-		case <-renew.C:
-			s.lead(ctx)
 		case <-s.hub.kick:
-			if s.holding.Load() {
+			if s.Holding() {
 				s.logErr(ctx, "placing waiting sandboxes", s.PlaceWaiting(ctx))
 				s.logErr(ctx, "keeping warm pools", s.KeepWarm(ctx))
 			}
 		case <-tick.C:
-			if s.holding.Load() {
+			if s.Holding() {
 				s.Reconcile(ctx)
 				if time.Since(lastSweep) >= sweepEvery {
 					lastSweep = time.Now()
@@ -74,39 +72,11 @@ func (s *Service) logErr(ctx context.Context, what string, err error) {
 	}
 }
 
-// lead takes or renews the lease.
-func (s *Service) lead(ctx context.Context) {
-	ok, err := s.db.TryLease(ctx, LeaseName, s.cfg.Holder, s.cfg.LeaseTTL, s.cfg.Now())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("renewing the sandboxes lease failed", "err", err)
-		}
-		return
-	}
-	if was := s.holding.Swap(ok); was != ok {
-		if ok {
-			s.log.Info("sandboxes lease taken: this replica runs the sandboxes' loops", "holder", s.cfg.Holder)
-		} else {
-			s.log.Info("sandboxes lease lost", "holder", s.cfg.Holder)
-		}
-	}
-}
-
-// retire gives the lease up at shutdown, so another replica takes over at once.
-func (s *Service) retire() {
-	if !s.holding.Swap(false) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, LeaseName, s.cfg.Holder)
-}
-
 // Holding reports whether this replica holds the "sandboxes" lease.
-func (s *Service) Holding() bool { return s.holding.Load() }
+func (s *Service) Holding() bool { return s.lease.Held() }
 
 // Lead takes the "sandboxes" lease now if it is free (tests and a single server at start).
-func (s *Service) Lead(ctx context.Context) { s.lead(ctx) }
+func (s *Service) Lead(ctx context.Context) { s.lease.Try(ctx) }
 
 // Reconcile runs the lease holder's checks once: lost sandboxes, waiting creates, warm pools
 // and template preparation. Run calls it every Every; tests call it after moving their clock.

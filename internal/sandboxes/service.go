@@ -44,8 +44,10 @@ const (
 	// DefaultEvery is how often the lease holder's loops run (1 s); waiting creates are also
 	// tried at once when room may have freed.
 	DefaultEvery = time.Second
-	// DefaultLeaseTTL is the lifetime of the "sandboxes" lease without renewal (5 s).
-	DefaultLeaseTTL = 5 * time.Second
+	// DefaultLeaseTTL is the lifetime of the "sandboxes" lease without renewal (1 s). It is
+	// renewed every fifth of it, so a holder killed without a word is replaced within about
+	// 1.2 s and waiting creates are placed again at once by the new holder.
+	DefaultLeaseTTL = time.Second
 	// LeaseName is the database lease of the loops that run once across replicas.
 	LeaseName = "sandboxes"
 )
@@ -106,6 +108,7 @@ type Config struct {
 	// TenantMaxSandboxes is --tenant-max-sandboxes; 0 means DefaultTenantMaxSandboxes.
 	TenantMaxSandboxes int
 	// StartTimeout, UnlistedGrace, Every and LeaseTTL tune the loops; 0 means their defaults.
+	// The lease is renewed every LeaseTTL/5.
 	StartTimeout, UnlistedGrace, Every, LeaseTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -165,7 +168,7 @@ type Service struct {
 	hub hub
 	m   *metrics
 
-	holding atomic.Bool // this replica holds the "sandboxes" lease
+	lease *store.Lease // the "sandboxes" lease: its holder runs the loops
 
 	// The lease holder's memory of what nodes listed (loops only).
 	loopMu     sync.Mutex
@@ -185,6 +188,19 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Log, m: newMetrics(),
 		lastListed: map[string]int64{}, prepared: map[string]int64{}, warned: map[string]int64{}, orphanAt: map[string]int64{}}
 	s.hub.init()
+	var led atomic.Bool
+	lease, err := cfg.DB.NewLease(store.LeaseConfig{Name: LeaseName, Holder: cfg.Holder, TTL: cfg.LeaseTTL, Renew: cfg.LeaseTTL / 5,
+		Now: cfg.Now, Log: cfg.Log, Does: "runs the sandboxes' loops",
+		OnTry: func(_ context.Context, held bool) {
+			if held && !led.Swap(true) {
+				s.hub.kickLoops() // the new holder places the creates that wait at once, not at its first tick
+			}
+			led.Store(held)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	s.lease = lease
 	return s, nil
 }
 

@@ -53,27 +53,10 @@ func (s *Store) Announce(ctx context.Context) {
 }
 
 // retire removes this replica's announcement and gives up the health lease (at shutdown), so
-// the next replica or restart takes over at once. (store has no release; an expired lease is
-// what TryLease takes over.)
+// the next replica or restart takes over at once.
 func (s *Store) retire(ctx context.Context) {
 	s.db.ExecContext(ctx, `DELETE FROM nodes_replicas WHERE holder = $1`, s.holder)
-	s.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, healthLease, s.holder)
-	s.leader.Store(false)
-}
-
-// lead takes or renews the health lease; on an error the previous answer stands.
-func (s *Store) lead(ctx context.Context) {
-	ok, err := s.db.TryLease(ctx, healthLease, s.holder, healthLeaseTTL, time.Now())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("renewing the node health lease failed", "err", err)
-		}
-		return
-	}
-	if ok != s.leader.Load() {
-		s.log.Info("node health events", "this_replica_emits", ok, "holder", s.holder)
-	}
-	s.leader.Store(ok)
+	s.health.Release(ctx)
 }
 
 // Sync reads what the other replicas wrote since the last Sync (newer reports, changed
