@@ -2,6 +2,8 @@ package nodestore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -143,7 +145,7 @@ func (s *Store) registrationsSince(ctx context.Context, since int64) ([]nodes.Re
 // statusesSince reads the reports the other replicas wrote after since (Unix ms). A report
 // whose live record does not parse comes with its times only.
 func (s *Store) statusesSince(ctx context.Context, since int64) ([]nodes.Status, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT node_id, reported_at, heartbeat_at, ready, live FROM nodes_status
+	rows, err := s.db.QueryContext(ctx, `SELECT node_id, reported_at, heartbeat_at, ready, live, inventory FROM nodes_status
 		WHERE reported_at > $1 AND writer <> $2`, since, s.holder)
 	if err != nil {
 		return nil, fmt.Errorf("sync reports: %w", err)
@@ -153,12 +155,19 @@ func (s *Store) statusesSince(ctx context.Context, since int64) ([]nodes.Status,
 	for rows.Next() {
 		var st nodes.Status
 		var live string
+		var inv sql.NullString
 		var ready int64
-		if err := rows.Scan(&st.NodeID, &st.ReportedAt, &st.HeartbeatAt, &ready, &live); err != nil {
+		if err := rows.Scan(&st.NodeID, &st.ReportedAt, &st.HeartbeatAt, &ready, &live, &inv); err != nil {
 			return nil, fmt.Errorf("sync reports: %w", err)
 		}
 		st.Ready = ready == 1
 		_ = parseLive(live, &st) // a live record that does not parse leaves st with its times
+		// The node's images and templates: a replica its reports do not reach learns what it
+		// prepared (the scheduler places a template only where it is local).
+		var i inventoryRecord
+		if inv.Valid && json.Unmarshal([]byte(inv.String), &i) == nil {
+			st.Inventory = &nodes.Inventory{Images: i.Images, Templates: i.Templates, TemplatesReported: i.TemplatesReported}
+		}
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
