@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -36,20 +35,7 @@ type Sweeper struct {
 	// Log receives a line per sweep that deleted rows, and failures; nil discards.
 	Log *slog.Logger
 
-	leaseOnce sync.Once
-	lease     *store.Lease
-	leaseErr  error
-}
-
-// theLease is the sweeper's RetentionLease, made on first use: it lasts one and a half
-// periods, so the holder keeps it from one sweep to the next.
-func (s *Sweeper) theLease() (*store.Lease, error) {
-	s.leaseOnce.Do(func() {
-		every := s.every()
-		s.lease, s.leaseErr = s.DB.NewLease(store.LeaseConfig{Name: RetentionLease, Holder: s.Holder, TTL: every + every/2, Now: s.Now,
-			Log: s.Log, Does: "sweeps the audit log"})
-	})
-	return s.lease, s.leaseErr
+	lease store.LazyLease
 }
 
 func (s *Sweeper) every() time.Duration {
@@ -95,11 +81,10 @@ func (s *Sweeper) Pass(ctx context.Context) (held bool, deleted int64, err error
 	if s.Now != nil {
 		now = s.Now
 	}
-	lease, err := s.theLease()
-	if err != nil {
-		return false, 0, err
-	}
-	if held, err = lease.Try(ctx); err != nil || !held {
+	every := s.every()
+	// The lease lasts one and a half periods, so the holder keeps it from one pass to the next.
+	if held, err = s.lease.Try(ctx, s.DB, store.LeaseConfig{Name: RetentionLease, Holder: s.Holder, TTL: every + every/2, Now: s.Now, Log: s.Log,
+		Does: "sweeps the audit log"}); err != nil || !held {
 		return false, 0, err
 	}
 	at := now()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -45,20 +44,7 @@ type Reconciler struct {
 	// status after it.
 	OnCheck func(ctx context.Context, st *Status, skipped bool)
 
-	leaseOnce sync.Once
-	lease     *store.Lease
-	leaseErr  error
-}
-
-// theLease is the reconciler's DriftLease, made on first use: it lasts one and a half
-// periods, so the holder keeps it from one pass to the next.
-func (r *Reconciler) theLease() (*store.Lease, error) {
-	r.leaseOnce.Do(func() {
-		every := r.every()
-		r.lease, r.leaseErr = r.DB.NewLease(store.LeaseConfig{Name: DriftLease, Holder: r.Holder, TTL: every + every/2, Now: r.now,
-			Log: r.log(), Does: "runs the drift passes"})
-	})
-	return r.lease, r.leaseErr
+	lease store.LazyLease
 }
 
 // Run runs a pass at once and then one every Every until ctx ends.
@@ -82,12 +68,10 @@ func (r *Reconciler) Run(ctx context.Context) {
 // tenants are in drift; failures of single tenants are returned joined.
 func (r *Reconciler) Pass(ctx context.Context) (held bool, drifted int, err error) {
 	every := r.every()
-	lease, err := r.theLease()
-	if err != nil {
-		return false, 0, err
-	}
 	now := r.now()
-	if held, err = lease.Try(ctx); err != nil || !held {
+	// The lease lasts one and a half periods, so the holder keeps it from one pass to the next.
+	if held, err = r.lease.Try(ctx, r.DB, store.LeaseConfig{Name: DriftLease, Holder: r.Holder, TTL: every + every/2, Now: r.now, Log: r.log(),
+		Does: "runs the drift passes"}); err != nil || !held {
 		return false, 0, err
 	}
 	drifted, err = r.checkTenants(ctx, now.Add(-every/2))

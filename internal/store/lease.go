@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -180,4 +181,22 @@ func (l *Lease) Release(ctx context.Context) {
 	}
 	l.lost()
 	l.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, l.cfg.Name, l.cfg.Holder)
+}
+
+// LazyLease is a Lease made on first use, for a struct configured by its fields (a periodic
+// pass that takes its lease each time). The zero value is ready; do not copy it after use.
+type LazyLease struct {
+	once  sync.Once
+	lease *Lease
+	err   error
+}
+
+// Try makes the lease from db and cfg on the first call (later calls ignore them) and tries it
+// (Lease.Try). A cfg without Name or Holder is an error, on every call.
+func (z *LazyLease) Try(ctx context.Context, db *DB, cfg LeaseConfig) (bool, error) {
+	z.once.Do(func() { z.lease, z.err = db.NewLease(cfg) })
+	if z.err != nil {
+		return false, z.err
+	}
+	return z.lease.Try(ctx)
 }
