@@ -75,7 +75,8 @@ func TestWaitingCreates(t *testing.T) {
 
 // TestLost: a running sandbox its node's reports stop listing is lost (not_listed) once the
 // grace passed; the sandboxes of a node that goes Down are lost (node_down) and nothing more is
-// placed there; those of a deleted node too (node_deleted). Reservations are released by id.
+// placed there; one a deleted node never started is placed again, keeping its id.
+// Reservations are released by id.
 func TestLost(t *testing.T) {
 	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
 		ctx := context.Background()
@@ -128,7 +129,8 @@ func TestLost(t *testing.T) {
 			t.Fatalf("placed on a Down node: %+v", w)
 		}
 
-		// The node comes back and is deleted: its sandboxes are lost with it.
+		// The node comes back and is deleted before its agent took w: w, never started, waits
+		// to be placed again, keeping its id.
 		a.Report()
 		if err := e.Svc.PlaceWaiting(ctx); err != nil {
 			t.Fatal(err)
@@ -143,8 +145,12 @@ func TestLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.Svc.CheckNodes(ctx)
-		if got := e.Get("root", w.ID); got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNodeDeleted {
-			t.Fatalf("on a deleted node: %+v", got)
+		if got := e.Get("root", w.ID); got.State != sandboxes.StatePending || got.ID != w.ID ||
+			got.Message != "node 127.0.0.2 was deleted before it started the sandbox: placed again (placement 2 of at most 3)" {
+			t.Fatalf("on a deleted node before it started: %+v", got)
+		}
+		if len(e.Reserved()) != 0 {
+			t.Errorf("reservations left: %v", e.Reserved())
 		}
 	})
 }

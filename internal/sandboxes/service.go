@@ -41,6 +41,10 @@ const (
 	// reports before it is lost (5 s: its final event travels meanwhile). It must be shorter
 	// than the heartbeat timeout.
 	DefaultUnlistedGrace = 5 * time.Second
+	// DefaultPlacementAttempts is how many times a sandbox is placed at most: one whose node
+	// goes down before it started the sandbox is placed again elsewhere, keeping its id, until
+	// then (3), and is lost after.
+	DefaultPlacementAttempts = 3
 	// DefaultEvery is how often the lease holder's loops run (1 s); waiting creates are also
 	// tried at once when room may have freed.
 	DefaultEvery = time.Second
@@ -107,6 +111,8 @@ type Config struct {
 	PendingTimeout time.Duration
 	// TenantMaxSandboxes is --tenant-max-sandboxes; 0 means DefaultTenantMaxSandboxes.
 	TenantMaxSandboxes int
+	// PlacementAttempts bounds a sandbox's placements (DefaultPlacementAttempts when 0).
+	PlacementAttempts int
 	// StartTimeout, UnlistedGrace, Every and LeaseTTL tune the loops; 0 means their defaults.
 	// The lease is renewed every LeaseTTL/5.
 	StartTimeout, UnlistedGrace, Every, LeaseTTL time.Duration
@@ -143,6 +149,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Every <= 0 {
 		c.Every = DefaultEvery
+	}
+	if c.PlacementAttempts <= 0 {
+		c.PlacementAttempts = DefaultPlacementAttempts
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL
