@@ -2,11 +2,14 @@ package main_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,16 +22,19 @@ import (
 // Failover end to end: three `cubefleet server` processes on one PostgreSQL and agents that list
 // all three, the lease holders killed with SIGKILL while creates wait and arrive.
 
-// newReplicatedFleet starts n replicas of one control plane on a fresh PostgreSQL database (the
-// first with --dev bootstraps it; the others get its secrets key and admin key, as an operator
-// copies them), then agents as newSandboxFleet does, each listing every replica.
-func newReplicatedFleet(t *testing.T, n, agents int, agentEnv ...string) *sandboxFleet {
+// e2eReplicaArgs are the flags of the replicas of the failover tests: newSandboxFleet's.
+var e2eReplicaArgs = []string{"--result-max-bytes", strconv.Itoa(e2eResultMax), "--node-heartbeat-timeout", e2eHeartbeat.String(), "--node-lost-after", "10s"}
+
+// newReplicatedFleet starts n replicas of one control plane with the flags args on a fresh
+// PostgreSQL database (the first with --dev bootstraps it; the others get its secrets key and
+// admin key, as an operator copies them), then agents as newSandboxFleet does, each listing
+// every replica.
+func newReplicatedFleet(t testing.TB, n, agents int, args []string, agentEnv ...string) *sandboxFleet {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the process runtime runs each sandbox as a user of its own, which needs root")
 	}
 	dsn := storetest.PostgresURL(t)
-	args := []string{"--result-max-bytes", strconv.Itoa(e2eResultMax), "--node-heartbeat-timeout", e2eHeartbeat.String(), "--node-lost-after", "10s"}
 	first := startServerB(t, dsn, args...)
 	replicas := []*cluster{first}
 	for range n - 1 {
@@ -50,7 +56,7 @@ func newReplicatedFleet(t *testing.T, n, agents int, agentEnv ...string) *sandbo
 		t.Fatal(err)
 	}
 	f := &sandboxFleet{t: t, c: first, api: client.New(first.url, strings.TrimSpace(string(token)), nil), net: 100 + os.Getpid()%100,
-		replicas: replicas, agentEnv: agentEnv}
+		replicas: replicas, agentEnv: agentEnv, database: dsn, serverArgs: args}
 	doc := filepath.Join(t.TempDir(), "fleet.json")
 	writeFile(t, doc, e2eFleetDoc, 0o600)
 	first.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
@@ -111,6 +117,18 @@ func (f *sandboxFleet) killHolder(live []*cluster) []*cluster {
 	return others
 }
 
+// restart starts the killed replica c again on its address and data directory.
+func (f *sandboxFleet) restart(c *cluster) *cluster {
+	f.t.Helper()
+	n := startServerAt(f.t, strings.TrimPrefix(c.url, "http://"), c.dataDir, f.database, "", f.serverArgs...)
+	for i, r := range f.replicas {
+		if r == c {
+			f.replicas[i] = n
+		}
+	}
+	return n
+}
+
 // TestLeaseTakeoverPlaces: the scheduler lease holder is killed (SIGKILL) while creates arrive
 // through the other replicas, then the next holder while creates wait for room; the replica
 // that takes the lease over places them all (every one ends exited), and a create that arrives
@@ -118,7 +136,7 @@ func (f *sandboxFleet) killHolder(live []*cluster) []*cluster {
 // replica started before the pool was created did not know it until its periodic pool read,
 // and as the holder placed nothing there: "pool ... has no nodes".)
 func TestLeaseTakeoverPlaces(t *testing.T) {
-	f := newReplicatedFleet(t, 3, 2)
+	f := newReplicatedFleet(t, 3, 2, e2eReplicaArgs)
 	live := append([]*cluster(nil), f.replicas...)
 	ctx := context.Background()
 
@@ -224,5 +242,99 @@ func TestLeaseTakeoverPlaces(t *testing.T) {
 		if got := f.wait(s.ID, 60*time.Second); got.State != sandboxes.StateExited {
 			t.Errorf("waiting sandbox %s ended %s (%s: %s)", s.ID, got.State, got.Reason, got.Message)
 		}
+	}
+}
+
+// loadBalancer is a TCP load balancer on 127.0.0.1: each connection goes to the first backend
+// that accepts it, in order (a dead one is passed over).
+func loadBalancer(t *testing.T, backends ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for _, b := range backends {
+					up, err := net.Dial("tcp", b)
+					if err != nil {
+						continue
+					}
+					defer up.Close()
+					go io.Copy(up, c)
+					io.Copy(c, up)
+					return
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestWaitSurvivesReplicaDeath: `sandboxes create --wait` through a load balancer in front of
+// two replicas; the replica serving its long poll is killed (SIGKILL) while the sandbox runs;
+// the CLI calls again, the load balancer sends it to the other replica, and the command ends
+// with the sandbox's output and exit status as if nothing happened.
+func TestWaitSurvivesReplicaDeath(t *testing.T) {
+	f := newReplicatedFleet(t, 2, 1, e2eReplicaArgs)
+	lb := *f.replicas[1]
+	lb.t = t
+	lb.url = "http://" + loadBalancer(t, strings.TrimPrefix(f.replicas[0].url, "http://"), strings.TrimPrefix(f.replicas[1].url, "http://"))
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := lb.run("", "", "sandboxes", "create", "--tenant", "root", "--template", "sh", "--wait", "--", "/bin/sh", "-c", "sleep 4; echo done; exit 3")
+		done <- result{out, errOut, code}
+	}()
+	time.Sleep(2 * time.Second)
+	f.replicas[0].crash()
+	select {
+	case r := <-done:
+		if r.out != "done\n" || r.code != 3 {
+			t.Errorf("create --wait across the kill: %q, %q, exit %d; want \"done\\n\", exit 3", r.out, r.errOut, r.code)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("create --wait did not end")
+	}
+}
+
+// TestStartOnDyingNodeRunsElsewhere: a sandbox placed on a node whose agent dies before it took
+// the sandbox (frozen with SIGSTOP, then killed) is placed again on the other node, keeping its
+// id, and runs there to a normal end.
+func TestStartOnDyingNodeRunsElsewhere(t *testing.T) {
+	f := newSandboxFleet(t, "", 2)
+	ctx := context.Background()
+	dying, other := f.agents[0], f.agents[1]
+	if err := f.api.Call(ctx, "nodes.cordon", map[string]any{"nodeId": other.ip}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := dying.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	s := f.create("sh", nil, "/bin/sh", "-c", "echo ran")
+	if s.State != sandboxes.StateStarting || s.NodeID != dying.ip {
+		t.Fatalf("the create: %+v, want starting on %s", s, dying.ip)
+	}
+	if err := f.api.Call(ctx, "nodes.uncordon", map[string]any{"nodeId": other.ip}, nil); err != nil {
+		t.Fatal(err)
+	}
+	dying.proc.cmd.Process.Signal(syscall.SIGKILL)
+	<-dying.proc.done
+	got := f.wait(s.ID, 60*time.Second)
+	if got.ID != s.ID || got.State != sandboxes.StateExited || got.NodeID != other.ip {
+		t.Fatalf("after its node died: %+v, want exited on %s", got, other.ip)
+	}
+	if l := f.logs(s.ID); l.Stdout != "ran\n" {
+		t.Errorf("its output: %q", l.Stdout)
 	}
 }

@@ -54,6 +54,9 @@ type sandboxFleet struct {
 	replicas []*cluster
 	// agentEnv holds lines appended to every agent's env file.
 	agentEnv []string
+	// database and serverArgs are what a replica is started with again (restart).
+	database   string
+	serverArgs []string
 }
 
 // sandboxAgent is one `cubefleet agent run` child process on a loopback address.

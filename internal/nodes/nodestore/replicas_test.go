@@ -109,4 +109,3 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 }
-
