@@ -29,7 +29,7 @@ var e2eReplicaArgs = []string{"--result-max-bytes", strconv.Itoa(e2eResultMax), 
 // PostgreSQL database (the first with --dev bootstraps it; the others get its secrets key and
 // admin key, as an operator copies them), then agents as newSandboxFleet does, each listing
 // every replica.
-func newReplicatedFleet(t testing.TB, n, agents int, args []string, agentEnv ...string) *sandboxFleet {
+func newReplicatedFleet(t testing.TB, n, agents int, args []string) *sandboxFleet {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the process runtime runs each sandbox as a user of its own, which needs root")
@@ -56,14 +56,8 @@ func newReplicatedFleet(t testing.TB, n, agents int, args []string, agentEnv ...
 		t.Fatal(err)
 	}
 	f := &sandboxFleet{t: t, c: first, api: client.New(first.url, strings.TrimSpace(string(token)), nil), net: 100 + os.Getpid()%100,
-		replicas: replicas, agentEnv: agentEnv, database: dsn, serverArgs: args}
-	doc := filepath.Join(t.TempDir(), "fleet.json")
-	writeFile(t, doc, e2eFleetDoc, 0o600)
-	first.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
-	for range agents {
-		f.addAgent()
-	}
-	f.waitPrepared(f.agents...)
+		replicas: replicas, database: dsn, serverArgs: args}
+	f.applyAndJoin(agents)
 	return f
 }
 

@@ -52,8 +52,6 @@ type sandboxFleet struct {
 	net    int // the third octet of the agents' loopback addresses
 	// replicas are the servers of a replicated fleet (c is the first); nil for one server.
 	replicas []*cluster
-	// agentEnv holds lines appended to every agent's env file.
-	agentEnv []string
 	// database and serverArgs are what a replica is started with again (restart).
 	database   string
 	serverArgs []string
@@ -93,14 +91,21 @@ func newSandboxFleet(t testing.TB, database string, n int, extra ...string) *san
 		t.Fatal(err)
 	}
 	f := &sandboxFleet{t: t, c: c, api: client.New(c.url, strings.TrimSpace(string(token)), nil), net: 100 + os.Getpid()%100}
-	doc := filepath.Join(t.TempDir(), "fleet.json")
-	writeFile(t, doc, e2eFleetDoc, 0o600)
-	c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
+	f.applyAndJoin(n)
+	return f
+}
+
+// applyAndJoin applies the fleet through f.c and joins n agents, waiting until every agent is
+// Ready with both templates prepared.
+func (f *sandboxFleet) applyAndJoin(n int) {
+	f.t.Helper()
+	doc := filepath.Join(f.t.TempDir(), "fleet.json")
+	writeFile(f.t, doc, e2eFleetDoc, 0o600)
+	f.c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
 	for range n {
 		f.addAgent()
 	}
 	f.waitPrepared(f.agents...)
-	return f
 }
 
 // addAgent joins and starts one more agent.
@@ -116,7 +121,7 @@ func (f *sandboxFleet) addAgent() *sandboxAgent {
 		planes = append(planes, strings.TrimPrefix(r.url, "http://"))
 	}
 	a.envFile = filepath.Join(a.dir, "agent.env")
-	writeFile(t, a.envFile, strings.Join(append([]string{
+	writeFile(t, a.envFile, strings.Join([]string{
 		"ONE_CLICK_DEPLOY_ROLE=compute",
 		"CUBEFLEET_CONTROL_PLANE=" + strings.Join(planes, ","),
 		"CUBE_SANDBOX_NODE_IP=" + a.ip,
@@ -132,7 +137,7 @@ func (f *sandboxFleet) addAgent() *sandboxAgent {
 		"CUBEFLEET_QUOTA_CPU=64000",
 		"CUBEFLEET_QUOTA_MEM_MB=131072",
 		"CUBEFLEET_MAX_MVM_NUM=64",
-	}, f.agentEnv...), "\n")+"\n", 0o600)
+	}, "\n")+"\n", 0o600)
 	a.start(t, f.c.bin)
 	f.agents = append(f.agents, a)
 	t.Cleanup(func() { a.down(t) })

@@ -19,7 +19,7 @@ var LeaseModule = EmbeddedModule("store", migrations)
 
 // TryLease takes or renews the lease name for holder until now+ttl and reports whether holder
 // holds it. A lease whose holder stopped renewing is taken over once it expires, so a replica
-// that dies loses its leases within ttl (docs/architecture.md, "Scaling out").
+// that dies loses its leases within ttl (docs/scheduler.md, "One placement lane across replicas").
 func (db *DB) TryLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	at, until := now.UnixMilli(), now.Add(ttl).UnixMilli()
 	res, err := db.ExecContext(ctx, `INSERT INTO store_leases (name, holder, expires_at) VALUES ($1, $2, $3)
@@ -71,9 +71,9 @@ type LeaseConfig struct {
 }
 
 // Lease is a database lease that one replica at a time holds: the background loops that must
-// run once across replicas each take one (docs/architecture.md, "Scaling out"). Try takes or
-// renews it, Run does so every Renew until its context ends and then gives it up, Held reports
-// whether this replica holds it now. Safe for concurrent use.
+// run once across replicas each take one (docs/scheduler.md, "One placement lane across
+// replicas"). Try takes or renews it, Run does so every Renew until its context ends and then
+// gives it up, Held reports whether this replica holds it now. Safe for concurrent use.
 type Lease struct {
 	db  *DB
 	cfg LeaseConfig
