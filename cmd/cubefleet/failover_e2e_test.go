@@ -22,8 +22,10 @@ import (
 // Failover end to end: three `cubefleet server` processes on one PostgreSQL and agents that list
 // all three, the lease holders killed with SIGKILL while creates wait and arrive.
 
-// e2eReplicaArgs are the flags of the replicas of the failover tests: newSandboxFleet's.
-var e2eReplicaArgs = []string{"--result-max-bytes", strconv.Itoa(e2eResultMax), "--node-heartbeat-timeout", e2eHeartbeat.String(), "--node-lost-after", "10s"}
+// e2eReplicaArgs are the flags of the replicas of the failover tests: newSandboxFleet's, but a
+// heartbeat timeout of 5 s: a replica learns of the reports another one received within about
+// two flush intervals (2 s), longer than newSandboxFleet's 1 s window.
+var e2eReplicaArgs = []string{"--result-max-bytes", strconv.Itoa(e2eResultMax), "--node-heartbeat-timeout", "5s", "--node-lost-after", "30s"}
 
 // newReplicatedFleet starts n replicas of one control plane with the flags args on a fresh
 // PostgreSQL database (the first with --dev bootstraps it; the others get its secrets key and
