@@ -78,6 +78,7 @@ type Store struct {
 	reg    *nodes.Registry // set by Open
 
 	others atomic.Bool  // other replicas announced themselves recently
+	syncs  atomic.Int64 // Syncs that read the other replicas' rows since Open
 	health *store.Lease // the health lease: its holder turns health changes into events
 	synced atomic.Int64 // Unix ms of the last Sync
 
@@ -152,6 +153,13 @@ func (s *Store) Open(ctx context.Context, reg *nodes.Registry) ([]nodes.Record, 
 	s.health.Try(ctx)
 	return recs, nil
 }
+
+// Current reports whether this replica's node states are as current as the other replicas':
+// it is alone (no other replica announced itself), or it has read their rows twice since it
+// opened, so every report they received since (flushed within a FlushEvery) is here. A replica
+// takes the scheduler lease only once it is: before, the nodes it knows only from the database
+// are no candidates, and it would place nothing.
+func (s *Store) Current() bool { return !s.others.Load() || s.syncs.Load() >= 2 }
 
 // Leader reports whether this replica holds the health lease.
 func (s *Store) Leader() bool { return s.health.Held() }

@@ -85,6 +85,7 @@ func (s *Store) Sync(ctx context.Context) error {
 		return err
 	}
 	s.synced.Store(now)
+	s.syncs.Add(1)
 	return nil
 }
 

@@ -63,6 +63,10 @@ type Config struct {
 	LeaseTTL, LeaseRenew time.Duration
 	// ForwardTimeout bounds how long a forwarded request waits for the holder's answer.
 	ForwardTimeout time.Duration
+	// Ready, when set, reports whether this replica may take the lease: Run does not try it
+	// before (a replica just started whose view of the nodes is not current yet would place
+	// nothing). Once it reported true, it is not asked again.
+	Ready func() bool
 	// Log receives the lane's log lines; nil discards them.
 	Log *slog.Logger
 }
@@ -79,6 +83,7 @@ type Lane struct {
 	timeout time.Duration
 	log     *slog.Logger
 	metrics *scheduler.Metrics
+	ready   func() bool
 
 	seq atomic.Uint64
 }
@@ -89,7 +94,7 @@ func New(cfg Config) (*Lane, error) {
 		return nil, errors.New("lane: Config.DB and Config.Holder are required")
 	}
 	l := &Lane{db: cfg.DB, holder: cfg.Holder, journal: newJournal(), timeout: cfg.ForwardTimeout,
-		log: cfg.Log, now: cfg.Scheduler.Now, metrics: cfg.Scheduler.Metrics}
+		log: cfg.Log, now: cfg.Scheduler.Now, metrics: cfg.Scheduler.Metrics, ready: cfg.Ready}
 	ttl, renew := cfg.LeaseTTL, cfg.LeaseRenew
 	switch {
 	case ttl <= 0:
@@ -136,12 +141,20 @@ func (l *Lane) Holding() bool { return l.lease.Held() }
 
 func (l *Lane) holds() bool { return l.lease.Held() }
 
-// Run takes and renews the lease, writes the journal, serves forwarded requests while holding
-// the lease, and keeps a follower's reservations in step with the database, until ctx ends;
+// Run takes and renews the lease (once Config.Ready says so), writes the journal, serves
+// forwarded requests while holding the lease, and keeps a follower's reservations in step
+// with the database, until ctx ends;
 // then it writes what is queued and gives the lease up, so another replica takes over at once.
 func (l *Lane) Run(ctx context.Context) error {
 	go l.runJournal(ctx)
 	go l.serveForwarded(ctx)
+	for l.ready != nil && !l.ready() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	l.lease.Run(ctx)
 	return nil
 }
