@@ -490,3 +490,36 @@ func TestLostThenEnded(t *testing.T) {
 		}
 	})
 }
+
+// TestPlacedAgainAtMost: a sandbox placed PlacementAttempts times already is lost when its node
+// goes away before it started it, not placed a fourth time.
+func TestPlacedAgainAtMost(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 1)
+		a.Report()
+		s := e.Create("root", "sleep")
+		if s.State != sandboxes.StateStarting || s.NodeID != a.ID {
+			t.Fatalf("not placed: %+v", s)
+		}
+		// Two earlier placements on a node that is gone.
+		for i := range 2 {
+			if _, err := e.DB.ExecContext(ctx, `INSERT INTO sandboxes_assignments (id, node_id, kind, sandbox_id, template_id, created_at, done_at)
+				VALUES ($1, '127.0.0.9', 'start', $2, '', 1, 1)`, fmt.Sprintf("asg_earlier%d", i), s.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.Reg.Cordon(ctx, a.ID, "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reg.Delete(ctx, a.ID, true, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Get("root", s.ID); got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNodeDeleted {
+			t.Fatalf("after its third placement's node was deleted: %+v", got)
+		}
+	})
+}
