@@ -29,6 +29,7 @@ const (
 	CodePayloadTooLarge   Code = "PAYLOAD_TOO_LARGE"  // 413
 	CodeResourceExhausted Code = "RESOURCE_EXHAUSTED" // 429
 	CodeUnsupported       Code = "UNSUPPORTED"        // 501
+	CodeUnavailable       Code = "UNAVAILABLE"        // 503, with Retry-After: the control plane's database cannot be reached now
 	CodeInternal          Code = "INTERNAL"           // 500, never with internal details
 	CodeFleetDrifted      Code = "FLEET_DRIFTED"      // CLI only: --fail-on-drift found drift (exit 1)
 	CodeDeadlineExceeded  Code = "DEADLINE_EXCEEDED"  // CLI only: a --wait ran out of its --timeout (exit 1)
@@ -47,11 +48,12 @@ var httpStatus = map[Code]int{
 	CodePlanBlocked:       http.StatusUnprocessableEntity,
 	CodeResourceExhausted: http.StatusTooManyRequests,
 	CodeUnsupported:       http.StatusNotImplemented,
+	CodeUnavailable:       http.StatusServiceUnavailable,
 	CodeInternal:          http.StatusInternalServerError,
 }
 
 // HTTPStatus returns the HTTP status an error code is answered with: 400, 401, 403, 404, 409,
-// 413, 422, 429, 501, or 500 for INTERNAL and for a code the table does not hold (the CLI-only
+// 413, 422, 429, 501, 503, or 500 for INTERNAL and for a code the table does not hold (the CLI-only
 // codes FLEET_DRIFTED and DEADLINE_EXCEEDED never cross the wire).
 func HTTPStatus(code Code) int {
 	if s, ok := httpStatus[code]; ok {

@@ -13,7 +13,7 @@ func TestHTTPStatus(t *testing.T) {
 	}{
 		{CodeInvalidInput, 400}, {CodeUnauthenticated, 401}, {CodeForbidden, 403}, {CodeNotFound, 404},
 		{CodeConflict, 409}, {CodeConfigDrift, 409}, {CodePayloadTooLarge, 413}, {CodePlanBlocked, 422},
-		{CodeResourceExhausted, 429}, {CodeUnsupported, 501}, {CodeInternal, 500},
+		{CodeResourceExhausted, 429}, {CodeUnsupported, 501}, {CodeUnavailable, 503}, {CodeInternal, 500},
 		{CodeFleetDrifted, 500}, {CodeDeadlineExceeded, 500}, {"NO_SUCH_CODE", 500},
 	} {
 		if got := HTTPStatus(c.code); got != c.want {
@@ -26,7 +26,7 @@ func TestHTTPStatus(t *testing.T) {
 // and none of the CLI-only codes.
 func TestWireCodes(t *testing.T) {
 	got := fmt.Sprint(WireCodes())
-	want := "[INVALID_INPUT UNAUTHENTICATED FORBIDDEN NOT_FOUND CONFIG_DRIFT CONFLICT PAYLOAD_TOO_LARGE PLAN_BLOCKED RESOURCE_EXHAUSTED INTERNAL UNSUPPORTED]"
+	want := "[INVALID_INPUT UNAUTHENTICATED FORBIDDEN NOT_FOUND CONFIG_DRIFT CONFLICT PAYLOAD_TOO_LARGE PLAN_BLOCKED RESOURCE_EXHAUSTED INTERNAL UNSUPPORTED UNAVAILABLE]"
 	if got != want {
 		t.Errorf("WireCodes() = %s, want %s", got, want)
 	}

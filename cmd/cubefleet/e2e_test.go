@@ -92,8 +92,13 @@ func startServerCA(t testing.TB, database, caFile string, extra ...string) *clus
 // startServerIn is startServerCA with the data directory dataDir (a restart passes the same one).
 func startServerIn(t testing.TB, dataDir, database, caFile string, extra ...string) *cluster {
 	t.Helper()
+	return startServerAt(t, freeAddr(t), dataDir, database, caFile, extra...)
+}
+
+// startServerAt is startServerIn listening on addr (a restart passes the address it had).
+func startServerAt(t testing.TB, addr, dataDir, database, caFile string, extra ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, bin: binary(t), dataDir: dataDir, caFile: caFile}
-	addr := freeAddr(t)
 	c.url = "http://" + addr
 	hc := http.DefaultClient
 	if caFile != "" {

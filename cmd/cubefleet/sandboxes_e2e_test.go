@@ -50,6 +50,11 @@ type sandboxFleet struct {
 	api    *client.Client
 	agents []*sandboxAgent
 	net    int // the third octet of the agents' loopback addresses
+	// replicas are the servers of a replicated fleet (c is the first); nil for one server.
+	replicas []*cluster
+	// database and serverArgs are what a replica is started with again (restart).
+	database   string
+	serverArgs []string
 }
 
 // sandboxAgent is one `cubefleet agent run` child process on a loopback address.
@@ -86,14 +91,21 @@ func newSandboxFleet(t testing.TB, database string, n int, extra ...string) *san
 		t.Fatal(err)
 	}
 	f := &sandboxFleet{t: t, c: c, api: client.New(c.url, strings.TrimSpace(string(token)), nil), net: 100 + os.Getpid()%100}
-	doc := filepath.Join(t.TempDir(), "fleet.json")
-	writeFile(t, doc, e2eFleetDoc, 0o600)
-	c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
+	f.applyAndJoin(n)
+	return f
+}
+
+// applyAndJoin applies the fleet through f.c and joins n agents, waiting until every agent is
+// Ready with both templates prepared.
+func (f *sandboxFleet) applyAndJoin(n int) {
+	f.t.Helper()
+	doc := filepath.Join(f.t.TempDir(), "fleet.json")
+	writeFile(f.t, doc, e2eFleetDoc, 0o600)
+	f.c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
 	for range n {
 		f.addAgent()
 	}
 	f.waitPrepared(f.agents...)
-	return f
 }
 
 // addAgent joins and starts one more agent.
@@ -104,10 +116,14 @@ func (f *sandboxFleet) addAgent() *sandboxAgent {
 	token := strings.TrimSpace(f.c.ok("nodes", "join-token", "create", "--pool", "lab", "--ip", a.ip))
 	writeFile(t, filepath.Join(a.dir, "join.token"), token+"\n", 0o600)
 	server := strings.TrimPrefix(f.c.url, "http://")
+	planes := []string{server}
+	for _, r := range f.replicas[min(1, len(f.replicas)):] {
+		planes = append(planes, strings.TrimPrefix(r.url, "http://"))
+	}
 	a.envFile = filepath.Join(a.dir, "agent.env")
 	writeFile(t, a.envFile, strings.Join([]string{
 		"ONE_CLICK_DEPLOY_ROLE=compute",
-		"CUBEFLEET_CONTROL_PLANE=" + server,
+		"CUBEFLEET_CONTROL_PLANE=" + strings.Join(planes, ","),
 		"CUBE_SANDBOX_NODE_IP=" + a.ip,
 		"CUBEFLEET_ALLOW_LOOPBACK=1",
 		"CUBE_S3_ENDPOINT=http://" + server, // any listening port: the agent only validates it

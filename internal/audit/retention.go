@@ -34,6 +34,8 @@ type Sweeper struct {
 	Now func() time.Time
 	// Log receives a line per sweep that deleted rows, and failures; nil discards.
 	Log *slog.Logger
+
+	lease store.LazyLease
 }
 
 func (s *Sweeper) every() time.Duration {
@@ -79,11 +81,13 @@ func (s *Sweeper) Pass(ctx context.Context) (held bool, deleted int64, err error
 	if s.Now != nil {
 		now = s.Now
 	}
-	at := now()
 	every := s.every()
-	if held, err = s.DB.TryLease(ctx, RetentionLease, s.Holder, every+every/2, at); err != nil || !held {
-		return held, 0, err
+	// The lease lasts one and a half periods, so the holder keeps it from one pass to the next.
+	if held, err = s.lease.Try(ctx, s.DB, store.LeaseConfig{Name: RetentionLease, Holder: s.Holder, TTL: every + every/2, Now: s.Now, Log: s.Log,
+		Does: "sweeps the audit log"}); err != nil || !held {
+		return false, 0, err
 	}
+	at := now()
 	if s.retention() < 0 {
 		return true, 0, nil
 	}

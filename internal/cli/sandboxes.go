@@ -204,7 +204,7 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
 	var logs api.SandboxLogs
-	if err := c.Call(cmd.Context(), "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
+	if err := callReconnecting(cmd.Context(), c, "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
 		return err
 	}
 	stdout, err1 := base64.StdEncoding.DecodeString(logs.Stdout)
@@ -276,7 +276,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
 		var next api.SandboxWaitOutput
-		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": s.ID, "until": "running", "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		err := callReconnecting(ctx, c, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": s.ID, "until": "running", "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
 		if err != nil {
 			return err
 		}
@@ -308,7 +308,7 @@ func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
 		var next api.SandboxWaitOutput
-		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": id, "until": until, "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		err := callReconnecting(ctx, c, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": id, "until": until, "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
 		if err != nil {
 			return out, err
 		}

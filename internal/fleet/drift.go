@@ -43,6 +43,8 @@ type Reconciler struct {
 	// OnCheck, when set, is called after each tenant's check (skipped ones included) with the
 	// status after it.
 	OnCheck func(ctx context.Context, st *Status, skipped bool)
+
+	lease store.LazyLease
 }
 
 // Run runs a pass at once and then one every Every until ctx ends.
@@ -67,8 +69,9 @@ func (r *Reconciler) Run(ctx context.Context) {
 func (r *Reconciler) Pass(ctx context.Context) (held bool, drifted int, err error) {
 	every := r.every()
 	now := r.now()
-	held, err = r.DB.TryLease(ctx, DriftLease, r.Holder, every+every/2, now)
-	if err != nil || !held {
+	// The lease lasts one and a half periods, so the holder keeps it from one pass to the next.
+	if held, err = r.lease.Try(ctx, r.DB, store.LeaseConfig{Name: DriftLease, Holder: r.Holder, TTL: every + every/2, Now: r.now, Log: r.log(),
+		Does: "runs the drift passes"}); err != nil || !held {
 		return false, 0, err
 	}
 	drifted, err = r.checkTenants(ctx, now.Add(-every/2))

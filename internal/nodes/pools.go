@@ -39,6 +39,26 @@ func (r *Registry) RefreshPools(ctx context.Context) {
 	}
 }
 
+// knowPools re-reads the pools when one of ids (pool ids; "" is none) is not in the index: a
+// node that joined a pool created after the last read (on another replica, or before this
+// replica's periodic read) is placed in it at once, not a PoolsEvery later.
+func (r *Registry) knowPools(ctx context.Context, ids ...string) {
+	idx := r.pools.Load()
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		if idx == nil {
+			r.RefreshPools(ctx)
+			return
+		}
+		if _, ok := idx.byID[id]; !ok {
+			r.RefreshPools(ctx)
+			return
+		}
+	}
+}
+
 // samePools reports whether two pool indexes hold the same pools.
 func samePools(a, b *poolIndex) bool {
 	if len(a.byID) != len(b.byID) {

@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 )
 
@@ -60,6 +61,11 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 			r.notifyDeleted(d.ID)
 		}
 	}
+	pools := make([]string, len(c.Registrations))
+	for i := range c.Registrations {
+		pools[i] = c.Registrations[i].PoolID
+	}
+	r.knowPools(ctx, pools...)
 	now := r.now()
 	for i := range c.Registrations {
 		rec := &c.Registrations[i]
@@ -97,6 +103,12 @@ func (r *Registry) Apply(ctx context.Context, c Changes) error {
 		if newer {
 			n.setLive(s)
 			n.statusAt, n.learnedAt = max(n.statusAt, s.ReportedAt), now
+			if inv := s.Inventory; inv != nil && (!bytes.Equal(inv.Templates, n.templatesJSON) || !bytes.Equal(inv.Images, n.imagesJSON) ||
+				inv.TemplatesReported != n.templatesReported) {
+				if err := n.setInventory(inv); err != nil {
+					r.log.Warn("another replica's record of a node's images and templates does not parse", "node", n.id, "err", err)
+				}
+			}
 		}
 		n.mu.Unlock()
 		if newer {

@@ -117,6 +117,9 @@ func (r *Registry) Register(ctx context.Context, req *nodeapi.RegisterRequest, c
 	if err != nil {
 		return Registered{}, err
 	}
+	if out.Join != nil {
+		r.knowPools(ctx, out.Join.PoolID)
+	}
 	wait := time.NewTimer(r.cfg.RegisterWait)
 	defer wait.Stop()
 	select {

@@ -34,31 +34,29 @@ const (
 
 // Run runs the loops until ctx ends: it takes and renews the "sandboxes" lease and, while it
 // holds it, runs Reconcile every Every and places waiting creates as soon as room may have
-// freed; on PostgreSQL it also wakes this replica's waiters for what other replicas changed.
+// freed (and at once on taking the lease over); on PostgreSQL it also wakes this replica's
+// waiters for what other replicas changed. At the end it gives the lease up.
 func (s *Service) Run(ctx context.Context) error {
 	if s.db.Dialect() == store.Postgres {
 		go s.follow(ctx)
 	}
+	leased := make(chan struct{})
+	go func() { s.lease.Run(ctx); close(leased) }()
+	defer func() { <-leased }()
 	tick := time.NewTicker(s.cfg.Every)
 	defer tick.Stop()
-	renew := time.NewTicker(s.cfg.LeaseTTL / 3)
-	defer renew.Stop()
-	s.lead(ctx)
 	lastSweep := time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
-			s.retire()
 			return nil
-		case <-renew.C:
-			s.lead(ctx)
 		case <-s.hub.kick:
-			if s.holding.Load() {
+			if s.Holding() {
 				s.logErr(ctx, "placing waiting sandboxes", s.PlaceWaiting(ctx))
 				s.logErr(ctx, "keeping warm pools", s.KeepWarm(ctx))
 			}
 		case <-tick.C:
-			if s.holding.Load() {
+			if s.Holding() {
 				s.Reconcile(ctx)
 				if time.Since(lastSweep) >= sweepEvery {
 					lastSweep = time.Now()
@@ -75,39 +73,11 @@ func (s *Service) logErr(ctx context.Context, what string, err error) {
 	}
 }
 
-// lead takes or renews the lease.
-func (s *Service) lead(ctx context.Context) {
-	ok, err := s.db.TryLease(ctx, LeaseName, s.cfg.Holder, s.cfg.LeaseTTL, s.cfg.Now())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("renewing the sandboxes lease failed", "err", err)
-		}
-		return
-	}
-	if was := s.holding.Swap(ok); was != ok {
-		if ok {
-			s.log.Info("sandboxes lease taken: this replica runs the sandboxes' loops", "holder", s.cfg.Holder)
-		} else {
-			s.log.Info("sandboxes lease lost", "holder", s.cfg.Holder)
-		}
-	}
-}
-
-// retire gives the lease up at shutdown, so another replica takes over at once.
-func (s *Service) retire() {
-	if !s.holding.Swap(false) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, LeaseName, s.cfg.Holder)
-}
-
 // Holding reports whether this replica holds the "sandboxes" lease.
-func (s *Service) Holding() bool { return s.holding.Load() }
+func (s *Service) Holding() bool { return s.lease.Held() }
 
 // Lead takes the "sandboxes" lease now if it is free (tests and a single server at start).
-func (s *Service) Lead(ctx context.Context) { s.lead(ctx) }
+func (s *Service) Lead(ctx context.Context) { s.lease.Try(ctx) }
 
 // Reconcile runs the lease holder's checks once: lost sandboxes, waiting creates, warm pools
 // and template preparation. Run calls it every Every; tests call it after moving their clock.
@@ -147,6 +117,7 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 	type loss struct {
 		r              *record
 		reason, detail string
+		listed         bool // a report of its node listed it (lastListed holds its placement time till then)
 	}
 	var lost []loss
 	var running []*record
@@ -155,11 +126,11 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 		n, ok := byID[r.NodeID]
 		switch {
 		case !ok:
-			lost = append(lost, loss{r, ReasonNodeDeleted, "node " + r.NodeID + " was deleted"})
+			lost = append(lost, loss{r, ReasonNodeDeleted, "node " + r.NodeID + " was deleted", s.lastListed[r.ID] > max(r.StartingAt, r.RunningAt)})
 			continue
 		case n.State == nodes.StateDown || n.State == nodes.StateLost:
 			lost = append(lost, loss{r, ReasonNodeDown, fmt.Sprintf("node %s is %s: its last report is %s old", r.NodeID, n.State,
-				(time.Duration(now-n.ReportedAt) * time.Millisecond).Round(time.Second))})
+				(time.Duration(now-n.ReportedAt) * time.Millisecond).Round(time.Second)), s.lastListed[r.ID] > max(r.StartingAt, r.RunningAt)})
 			continue
 		}
 		set := listed[r.NodeID]
@@ -178,10 +149,10 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 		case set[r.ID]:
 		case r.State == StateRunning && n.ReportedAt-last > grace:
 			lost = append(lost, loss{r, ReasonNotListed, fmt.Sprintf("node %s no longer lists it: its reports since %s do not",
-				r.NodeID, time.UnixMilli(last).UTC().Format(time.RFC3339))})
+				r.NodeID, time.UnixMilli(last).UTC().Format(time.RFC3339)), true})
 		case r.State == StateStarting && now-r.StartingAt > s.cfg.StartTimeout.Milliseconds():
 			lost = append(lost, loss{r, ReasonStartTimeout, fmt.Sprintf("node %s did not report it running within %s of its placement",
-				r.NodeID, s.cfg.StartTimeout)})
+				r.NodeID, s.cfg.StartTimeout), false})
 		}
 	}
 	s.lastListed = seen
@@ -192,11 +163,73 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 		}
 	}
 	for _, l := range lost {
+		if (l.reason == ReasonNodeDown || l.reason == ReasonNodeDeleted) && !l.listed {
+			again, err := s.placeAgainIfUnstarted(ctx, l.r, l.detail)
+			if err != nil {
+				return err
+			}
+			if again {
+				continue
+			}
+		}
 		if err := s.lose(ctx, l.r, l.reason, l.detail); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// placeAgainIfUnstarted places sandbox r again, keeping its id, when its node went down (or was
+// deleted: why says which) before it acknowledged r: r is starting, its node never reported it
+// running or marked its start done (the caller checked that its reports never listed it). It does so up to PlacementAttempts placements;
+// past them (and for warm sandboxes, which the warm pool makes again) it reports false and r is
+// lost. The start queued on the dead node is cancelled, so the node does not start r should it
+// come back.
+func (s *Service) placeAgainIfUnstarted(ctx context.Context, r *record, why string) (bool, error) {
+	if r.State != StateStarting || r.Warm || r.RunningAt != 0 {
+		return false, nil
+	}
+	var starts, acked int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN node_id = $2 AND done_at > 0 THEN 1 ELSE 0 END), 0)
+		FROM sandboxes_assignments WHERE sandbox_id = $1 AND kind = $3`, r.ID, r.NodeID, string(nodeapi.KindStart)).Scan(&starts, &acked); err != nil {
+		return false, fmt.Errorf("count the placements of %s: %w", r.ID, err)
+	}
+	if acked > 0 || starts >= s.cfg.PlacementAttempts {
+		return false, nil
+	}
+	msg := fmt.Sprintf("%s before it started the sandbox: placed again (placement %d of at most %d)", why, starts+1, s.cfg.PlacementAttempts)
+	return s.unplace(ctx, r, r.NodeID, msg)
+}
+
+// unplace cancels node's queued work for sandbox r and, while r is starting there, makes it
+// wait for room again with message, keeping its id; its reservation is released and the loops
+// place it. It reports false when r changed meanwhile.
+func (s *Service) unplace(ctx context.Context, r *record, node, message string) (bool, error) {
+	now := s.now()
+	var changed bool
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes_assignments SET done_at = $3 WHERE node_id = $1 AND sandbox_id = $2 AND done_at = 0`,
+			node, r.ID, now); err != nil {
+			return fmt.Errorf("cancel the work of %s on node %s: %w", r.ID, node, err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET node_id = '', state = $2, starting_at = 0, starting_reason = '', queued = 1,
+			pending_reason = $3, message = $4, updated_at = $5 WHERE id = $1 AND state = $6 AND node_id = $7`,
+			r.ID, string(StatePending), ReasonWaitingForRoom, message, now, string(StateStarting), node)
+		if err != nil {
+			return fmt.Errorf("place %s again: %w", r.ID, err)
+		}
+		n, _ := res.RowsAffected()
+		changed = n == 1
+		return nil
+	})
+	if err != nil || !changed {
+		return false, err
+	}
+	s.log.Warn("sandbox placed again", "sandbox", r.ID, "tenant", r.TenantID, "node", node, "detail", message)
+	s.release(ctx, r.ID)
+	s.hub.changed(r.ID)
+	s.hub.kickLoops()
+	return true, nil
 }
 
 // lose ends r as lost (reason, detail) and queues a stop for its node, should it come back.

@@ -117,7 +117,8 @@ func TestPendingTimeoutNamesTheConstraint(t *testing.T) {
 
 // TestLost: a running sandbox its node's reports stop listing is lost (not_listed) once the
 // grace passed; the sandboxes of a node that goes Down are lost (node_down) and nothing more is
-// placed there; those of a deleted node too (node_deleted). Reservations are released by id.
+// placed there; one a deleted node never started is placed again, keeping its id.
+// Reservations are released by id.
 func TestLost(t *testing.T) {
 	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
 		ctx := context.Background()
@@ -170,7 +171,8 @@ func TestLost(t *testing.T) {
 			t.Fatalf("placed on a Down node: %+v", w)
 		}
 
-		// The node comes back and is deleted: its sandboxes are lost with it.
+		// The node comes back and is deleted before its agent took w: w, never started, waits
+		// to be placed again, keeping its id.
 		a.Report()
 		if err := e.Svc.PlaceWaiting(ctx); err != nil {
 			t.Fatal(err)
@@ -185,8 +187,12 @@ func TestLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.Svc.CheckNodes(ctx)
-		if got := e.Get("root", w.ID); got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNodeDeleted {
-			t.Fatalf("on a deleted node: %+v", got)
+		if got := e.Get("root", w.ID); got.State != sandboxes.StatePending || got.ID != w.ID ||
+			got.Message != "node 127.0.0.2 was deleted before it started the sandbox: placed again (placement 2 of at most 3)" {
+			t.Fatalf("on a deleted node before it started: %+v", got)
+		}
+		if len(e.Reserved()) != 0 {
+			t.Errorf("reservations left: %v", e.Reserved())
 		}
 	})
 }
@@ -523,6 +529,39 @@ func TestLostThenEnded(t *testing.T) {
 		}
 		if after := used(); after != before {
 			t.Errorf("sandboxes in use %d after the reported end; %d before", after, before)
+		}
+	})
+}
+
+// TestPlacedAgainAtMost: a sandbox placed PlacementAttempts times already is lost when its node
+// goes away before it started it, not placed a fourth time.
+func TestPlacedAgainAtMost(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewAgent("127.0.0.2", 1)
+		a.Report()
+		s := e.Create("root", "sleep")
+		if s.State != sandboxes.StateStarting || s.NodeID != a.ID {
+			t.Fatalf("not placed: %+v", s)
+		}
+		// Two earlier placements on a node that is gone.
+		for i := range 2 {
+			if _, err := e.DB.ExecContext(ctx, `INSERT INTO sandboxes_assignments (id, node_id, kind, sandbox_id, template_id, created_at, done_at)
+				VALUES ($1, '127.0.0.9', 'start', $2, '', 1, 1)`, fmt.Sprintf("asg_earlier%d", i), s.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.Reg.Cordon(ctx, a.ID, "", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reg.Delete(ctx, a.ID, true, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Get("root", s.ID); got.State != sandboxes.StateLost || got.Reason != sandboxes.ReasonNodeDeleted {
+			t.Fatalf("after its third placement's node was deleted: %+v", got)
 		}
 	})
 }

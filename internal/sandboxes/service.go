@@ -41,11 +41,17 @@ const (
 	// reports before it is lost (5 s: its final event travels meanwhile). It must be shorter
 	// than the heartbeat timeout.
 	DefaultUnlistedGrace = 5 * time.Second
+	// DefaultPlacementAttempts is how many times a sandbox is placed at most: one whose node
+	// goes down before it started the sandbox is placed again elsewhere, keeping its id, until
+	// then (3), and is lost after.
+	DefaultPlacementAttempts = 3
 	// DefaultEvery is how often the lease holder's loops run (1 s); waiting creates are also
 	// tried at once when room may have freed.
 	DefaultEvery = time.Second
-	// DefaultLeaseTTL is the lifetime of the "sandboxes" lease without renewal (5 s).
-	DefaultLeaseTTL = 5 * time.Second
+	// DefaultLeaseTTL is the lifetime of the "sandboxes" lease without renewal (1 s). It is
+	// renewed every fifth of it, so a holder killed without a word is replaced within about
+	// 1.2 s and waiting creates are placed again at once by the new holder.
+	DefaultLeaseTTL = time.Second
 	// LeaseName is the database lease of the loops that run once across replicas.
 	LeaseName = "sandboxes"
 )
@@ -105,7 +111,10 @@ type Config struct {
 	PendingTimeout time.Duration
 	// TenantMaxSandboxes is --tenant-max-sandboxes; 0 means DefaultTenantMaxSandboxes.
 	TenantMaxSandboxes int
+	// PlacementAttempts bounds a sandbox's placements (DefaultPlacementAttempts when 0).
+	PlacementAttempts int
 	// StartTimeout, UnlistedGrace, Every and LeaseTTL tune the loops; 0 means their defaults.
+	// The lease is renewed every LeaseTTL/5.
 	StartTimeout, UnlistedGrace, Every, LeaseTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -141,6 +150,9 @@ func (c *Config) setDefaults() error {
 	if c.Every <= 0 {
 		c.Every = DefaultEvery
 	}
+	if c.PlacementAttempts <= 0 {
+		c.PlacementAttempts = DefaultPlacementAttempts
+	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
@@ -165,7 +177,7 @@ type Service struct {
 	hub hub
 	m   *metrics
 
-	holding atomic.Bool // this replica holds the "sandboxes" lease
+	lease *store.Lease // the "sandboxes" lease: its holder runs the loops
 
 	// The lease holder's memory of what nodes listed (loops only).
 	loopMu     sync.Mutex
@@ -185,6 +197,19 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Log, m: newMetrics(),
 		lastListed: map[string]int64{}, prepared: map[string]int64{}, warned: map[string]int64{}, orphanAt: map[string]int64{}}
 	s.hub.init()
+	var led atomic.Bool
+	lease, err := cfg.DB.NewLease(store.LeaseConfig{Name: LeaseName, Holder: cfg.Holder, TTL: cfg.LeaseTTL, Renew: cfg.LeaseTTL / 5,
+		Now: cfg.Now, Log: cfg.Log, Does: "runs the sandboxes' loops",
+		OnTry: func(_ context.Context, held bool) {
+			if held && !led.Swap(true) {
+				s.hub.kickLoops() // the new holder places the creates that wait at once, not at its first tick
+			}
+			led.Store(held)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	s.lease = lease
 	return s, nil
 }
 

@@ -291,38 +291,23 @@ func (s *Service) failHandOff(ctx context.Context, r *record, a assignment, caus
 // again (pending, waiting for room), a warm one is dropped (killed: the warm pool makes another
 // elsewhere).
 func (s *Service) moveOff(ctx context.Context, r *record, a assignment) error {
-	now := s.now()
-	var changed bool
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := markDone(ctx, tx, a.Node, []string{a.ID}, now); err != nil {
-			return err
-		}
-		if a.Kind == nodeapi.KindWarm {
-			var err error
-			changed, err = s.finish(ctx, tx, r, StateKilled, ReasonDraining, "node "+a.Node+" drains: the idle warm sandbox was not started", nil)
-			return err
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET node_id = '', state = $2, starting_at = 0, starting_reason = '', queued = 1,
-			pending_reason = $3, message = $4, updated_at = $5 WHERE id = $1 AND state = $6 AND node_id = $7`,
-			r.ID, string(StatePending), ReasonWaitingForRoom, "node "+a.Node+" drains: placed again", now, string(StateStarting), a.Node)
-		if err != nil {
-			return fmt.Errorf("place %s again: %w", r.ID, err)
-		}
-		n, _ := res.RowsAffected()
-		changed = n == 1
-		return nil
-	})
-	if err != nil || !changed {
+	if a.Kind != nodeapi.KindWarm {
+		_, err := s.unplace(ctx, r, a.Node, "node "+a.Node+" drains: placed again")
 		return err
 	}
-	if a.Kind == nodeapi.KindWarm {
+	var changed bool
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := markDone(ctx, tx, a.Node, []string{a.ID}, s.now()); err != nil {
+			return err
+		}
+		var err error
+		changed, err = s.finish(ctx, tx, r, StateKilled, ReasonDraining, "node "+a.Node+" drains: the idle warm sandbox was not started", nil)
+		return err
+	})
+	if err == nil && changed {
 		s.ended(ctx, r, StateKilled)
-		return nil
 	}
-	s.release(ctx, r.ID)
-	s.hub.changed(r.ID)
-	s.hub.kickLoops()
-	return nil
+	return err
 }
 
 // checkOrphans stops the sandboxes node runs (running, from its work request) that the control

@@ -17,6 +17,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/iam"
+	"github.com/cubefleet/cubefleet/internal/store"
 )
 
 // RequestIDHeader carries the request id in both directions.
@@ -194,6 +195,10 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	s.log.InfoContext(ctx, "api", "method", name, "status", status, "code", string(code), "principal", principal, "key_id", keyID, "duration_ms", elapsed.Milliseconds())
 }
 
+// unavailableRetry is the Retry-After of an UNAVAILABLE answer (2 s): about how long a
+// PostgreSQL restart or failover takes to accept connections again.
+const unavailableRetry = 2 * time.Second
+
 // responseWriteTimeout bounds how long an API answer may take to write: a client that does not
 // read it for that long loses its connection (and the server the answer it held).
 const responseWriteTimeout = time.Minute
@@ -225,15 +230,21 @@ type errorDetail struct {
 	Details map[string]any `json:"details,omitempty"`
 }
 
-// writeError writes err with its status and returns the status. INTERNAL errors (and errors
-// without a code) never show their cause: it is logged with the request id instead.
+// writeError writes err with its status and returns the status. An error without a code whose
+// cause is an unreachable database (store.IsUnreachable) is UNAVAILABLE with Retry-After.
+// INTERNAL errors (and other errors without a code) never show their cause: it is logged with
+// the request id instead.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	ctx := r.Context()
 	var e *cubefleet.Error
 	body := errorDetail{Code: cubefleet.CodeInternal}
-	if errors.As(err, &e) && e.Code != cubefleet.CodeInternal {
+	switch {
+	case errors.As(err, &e) && e.Code != cubefleet.CodeInternal:
 		body.Code, body.Message, body.Details = e.Code, e.Message, e.Details
-	} else {
+	case store.IsUnreachable(err):
+		body.Code, body.Message = cubefleet.CodeUnavailable, "the control plane's database is unreachable; retry shortly"
+		s.log.WarnContext(ctx, "database unreachable", "method", r.PathValue("method"), "err", err)
+	default:
 		body.Message = "internal error; the server log has the cause under request id " + RequestID(ctx)
 		s.log.ErrorContext(ctx, "internal error", "method", r.PathValue("method"), "err", err)
 	}
@@ -243,6 +254,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cubefleet"`)
 	case cubefleet.CodeResourceExhausted:
 		w.Header().Set("Retry-After", "1")
+	case cubefleet.CodeUnavailable:
+		w.Header().Set("Retry-After", strconv.Itoa(int(unavailableRetry/time.Second)))
 	}
 	if ra, ok := body.Details["retryAfterSeconds"].(int); ok && ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ra))

@@ -36,7 +36,8 @@ func (s *Server) newLane() error {
 		Scheduler: scheduler.Options{
 			Config: cfg, ConfigFile: s.cfg.SchedulerConfig, Now: s.cfg.Now, Metrics: s.schedM,
 		},
-		Log: s.log,
+		Ready: s.nodeStore.Current,
+		Log:   s.log,
 	})
 	if err != nil {
 		return err

@@ -7,16 +7,20 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -260,6 +264,27 @@ func (db *DB) Ping(ctx context.Context) error {
 // held the database for longer than the busy timeout. The caller may retry.
 func IsBusy(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "database is locked") || strings.Contains(err.Error(), "SQLITE_BUSY"))
+}
+
+// IsUnreachable reports whether err says the database could not be reached, as opposed to a
+// query that failed: no connection could be made (refused, timed out, PostgreSQL starting or
+// shutting down: SQLSTATE classes 08 and 57P), or the one in use broke. Such a call may succeed
+// once the database is back; the API answers it UNAVAILABLE (503, Retry-After).
+func IsUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	var coded interface{ SQLState() string }
+	switch {
+	case errors.As(err, &connect), errors.As(err, &netErr), errors.Is(err, driver.ErrBadConn), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.As(err, &coded):
+		state := coded.SQLState()
+		return strings.HasPrefix(state, "08") || strings.HasPrefix(state, "57P")
+	}
+	return false
 }
 
 // IsUniqueViolation reports whether err is a unique-constraint violation on either database.

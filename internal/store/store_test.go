@@ -3,16 +3,21 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -382,4 +387,28 @@ func TestInGroupTx(t *testing.T) {
 			t.Fatalf("%d rows, %v; want 181 (the panicking call's insert undone)", n, err)
 		}
 	})
+}
+
+// TestIsUnreachable: connection failures are unreachable; a query's own failure is not.
+func TestIsUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"connect", fmt.Errorf("authenticate: %w", &pgconn.ConnectError{}), true},
+		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
+		{"bad conn", fmt.Errorf("query: %w", driver.ErrBadConn), true},
+		{"broken", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+		{"no rows", sql.ErrNoRows, false},
+		{"other", errors.New("syntax error"), false},
+	} {
+		if got := store.IsUnreachable(c.err); got != c.want {
+			t.Errorf("%s: IsUnreachable(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
 }

@@ -78,7 +78,8 @@ type Store struct {
 	reg    *nodes.Registry // set by Open
 
 	others atomic.Bool  // other replicas announced themselves recently
-	leader atomic.Bool  // this replica holds the health lease
+	syncs  atomic.Int64 // Syncs that read the other replicas' rows since Open
+	health *store.Lease // the health lease: its holder turns health changes into events
 	synced atomic.Int64 // Unix ms of the last Sync
 
 	q       queue
@@ -115,6 +116,12 @@ func New(cfg Config) (*Store, error) {
 		cfg.Holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), cubefleet.NewID("rep"))
 	}
 	s := &Store{cfg: cfg, db: cfg.DB, log: cfg.Log, holder: cfg.Holder, m: newMetrics(), ledger: map[string]*tokenLedger{}}
+	health, err := cfg.DB.NewLease(store.LeaseConfig{Name: healthLease, Holder: cfg.Holder, TTL: healthLeaseTTL, Log: cfg.Log,
+		Does: "turns node health changes into events"})
+	if err != nil {
+		return nil, err
+	}
+	s.health = health
 	s.q.init()
 	if cfg.JournalPath != "" {
 		s.jnl = &journal{path: cfg.JournalPath}
@@ -143,12 +150,19 @@ func (s *Store) Open(ctx context.Context, reg *nodes.Registry) ([]nodes.Record, 
 	}
 	s.synced.Store(s.now())
 	s.Announce(ctx)
-	s.lead(ctx)
+	s.health.Try(ctx)
 	return recs, nil
 }
 
+// Current reports whether this replica's node states are as current as the other replicas':
+// it is alone (no other replica announced itself), or it has read their rows twice since it
+// opened, so every report they received since (flushed within a FlushEvery) is here. A replica
+// takes the scheduler lease only once it is: before, the nodes it knows only from the database
+// are no candidates, and it would place nothing.
+func (s *Store) Current() bool { return !s.others.Load() || s.syncs.Load() >= 2 }
+
 // Leader reports whether this replica holds the health lease.
-func (s *Store) Leader() bool { return s.leader.Load() }
+func (s *Store) Leader() bool { return s.health.Held() }
 
 // flushTimeout bounds one flush of the flusher's loop (and so how long a shutdown waits for
 // the flush in flight).
@@ -160,7 +174,7 @@ const flushTimeout = 15 * time.Second
 func (s *Store) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { nodes.Every(ctx, replicaEvery, func() { s.Announce(ctx) }) })
-	wg.Go(func() { nodes.Every(ctx, healthLeaseTTL/3, func() { s.lead(ctx) }) })
+	wg.Go(func() { nodes.Every(ctx, healthLeaseTTL/3, func() { s.health.Try(ctx) }) })
 	wg.Go(func() {
 		nodes.Every(ctx, s.cfg.FlushEvery, func() {
 			if err := s.Sync(ctx); err != nil && ctx.Err() == nil {

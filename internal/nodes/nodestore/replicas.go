@@ -2,6 +2,8 @@ package nodestore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -53,27 +55,10 @@ func (s *Store) Announce(ctx context.Context) {
 }
 
 // retire removes this replica's announcement and gives up the health lease (at shutdown), so
-// the next replica or restart takes over at once. (store has no release; an expired lease is
-// what TryLease takes over.)
+// the next replica or restart takes over at once.
 func (s *Store) retire(ctx context.Context) {
 	s.db.ExecContext(ctx, `DELETE FROM nodes_replicas WHERE holder = $1`, s.holder)
-	s.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, healthLease, s.holder)
-	s.leader.Store(false)
-}
-
-// lead takes or renews the health lease; on an error the previous answer stands.
-func (s *Store) lead(ctx context.Context) {
-	ok, err := s.db.TryLease(ctx, healthLease, s.holder, healthLeaseTTL, time.Now())
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("renewing the node health lease failed", "err", err)
-		}
-		return
-	}
-	if ok != s.leader.Load() {
-		s.log.Info("node health events", "this_replica_emits", ok, "holder", s.holder)
-	}
-	s.leader.Store(ok)
+	s.health.Release(ctx)
 }
 
 // Sync reads what the other replicas wrote since the last Sync (newer reports, changed
@@ -100,6 +85,7 @@ func (s *Store) Sync(ctx context.Context) error {
 		return err
 	}
 	s.synced.Store(now)
+	s.syncs.Add(1)
 	return nil
 }
 
@@ -160,7 +146,7 @@ func (s *Store) registrationsSince(ctx context.Context, since int64) ([]nodes.Re
 // statusesSince reads the reports the other replicas wrote after since (Unix ms). A report
 // whose live record does not parse comes with its times only.
 func (s *Store) statusesSince(ctx context.Context, since int64) ([]nodes.Status, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT node_id, reported_at, heartbeat_at, ready, live FROM nodes_status
+	rows, err := s.db.QueryContext(ctx, `SELECT node_id, reported_at, heartbeat_at, ready, live, inventory FROM nodes_status
 		WHERE reported_at > $1 AND writer <> $2`, since, s.holder)
 	if err != nil {
 		return nil, fmt.Errorf("sync reports: %w", err)
@@ -170,12 +156,19 @@ func (s *Store) statusesSince(ctx context.Context, since int64) ([]nodes.Status,
 	for rows.Next() {
 		var st nodes.Status
 		var live string
+		var inv sql.NullString
 		var ready int64
-		if err := rows.Scan(&st.NodeID, &st.ReportedAt, &st.HeartbeatAt, &ready, &live); err != nil {
+		if err := rows.Scan(&st.NodeID, &st.ReportedAt, &st.HeartbeatAt, &ready, &live, &inv); err != nil {
 			return nil, fmt.Errorf("sync reports: %w", err)
 		}
 		st.Ready = ready == 1
 		_ = parseLive(live, &st) // a live record that does not parse leaves st with its times
+		// The node's images and templates: a replica its reports do not reach learns what it
+		// prepared (the scheduler places a template only where it is local).
+		var i inventoryRecord
+		if inv.Valid && json.Unmarshal([]byte(inv.String), &i) == nil {
+			st.Inventory = &nodes.Inventory{Images: i.Images, Templates: i.Templates, TemplatesReported: i.TemplatesReported}
+		}
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {

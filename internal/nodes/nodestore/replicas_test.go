@@ -63,6 +63,12 @@ func TestReplicas(t *testing.T) {
 				t.Fatalf("after a report to b: a sees %s, b sees %s", sa, sb)
 			}
 		}
+		// a knows the templates the node reported to b (its scheduler places them only there).
+		va, _ := a.Reg.Get(ctx, "10.0.0.7")
+		vb, _ := b.Reg.Get(ctx, "10.0.0.7")
+		if len(vb.LocalTemplates) == 0 || !slices.Equal(va.LocalTemplates, vb.LocalTemplates) {
+			t.Errorf("local templates: a sees %v, b %v", va.LocalTemplates, vb.LocalTemplates)
+		}
 		// Both know b's observed interval (10 s), so the window is 20 s; silence past it: both
 		// see Suspect, one event.
 		for _, e := range []*nodetest.Env{a, b} {

@@ -36,13 +36,18 @@ const LeaseName = "scheduler"
 
 // Defaults of Config.
 const (
-	DefaultLeaseTTL       = 5 * time.Second
+	// DefaultLeaseTTL is how long the scheduler lease lasts without renewal (1 s); it is
+	// renewed every DefaultLeaseRenew (200 ms), so a holder killed without a word is replaced
+	// within about 1.2 s, and the holder stops deciding leaseMargin (300 ms) before the
+	// lease it last renewed expires.
+	DefaultLeaseTTL       = time.Second
+	DefaultLeaseRenew     = 200 * time.Millisecond
 	DefaultForwardTimeout = 10 * time.Second
 	// notifyChannel is the PostgreSQL channel a forwarded request is announced on.
 	notifyChannel = "cubefleet_scheduler"
 	// leaseMargin is how long before the lease's expiry the holder stops deciding, for clocks
 	// that differ between replicas.
-	leaseMargin = time.Second
+	leaseMargin = 300 * time.Millisecond
 )
 
 // Config configures a Lane. DB and Holder are required.
@@ -53,10 +58,15 @@ type Config struct {
 	Holder string
 	// Scheduler configures the scheduler the lane decides with; its Journal is the lane's.
 	Scheduler scheduler.Options
-	// LeaseTTL is how long the lease lasts without renewal; it is renewed every third of it.
-	LeaseTTL time.Duration
+	// LeaseTTL is how long the lease lasts without renewal; 0 means DefaultLeaseTTL. It is
+	// renewed every LeaseRenew; 0 means DefaultLeaseRenew, or a fifth of a LeaseTTL set.
+	LeaseTTL, LeaseRenew time.Duration
 	// ForwardTimeout bounds how long a forwarded request waits for the holder's answer.
 	ForwardTimeout time.Duration
+	// Ready, when set, reports whether this replica may take the lease: Run does not try it
+	// before (a replica just started whose view of the nodes is not current yet would place
+	// nothing). Once it reported true, it is not asked again.
+	Ready func() bool
 	// Log receives the lane's log lines; nil discards them.
 	Log *slog.Logger
 }
@@ -68,15 +78,14 @@ type Lane struct {
 	holder  string
 	s       *scheduler.Scheduler
 	journal *journal
+	lease   *store.Lease
 	now     func() time.Time
-	ttl     time.Duration
 	timeout time.Duration
 	log     *slog.Logger
 	metrics *scheduler.Metrics
+	ready   func() bool
 
-	holding atomic.Bool
-	until   atomic.Int64 // Unix ms: decide only before this instant
-	seq     atomic.Uint64
+	seq atomic.Uint64
 }
 
 // New returns a Lane and its scheduler. An invalid scheduler configuration is an error.
@@ -84,10 +93,17 @@ func New(cfg Config) (*Lane, error) {
 	if cfg.DB == nil || cfg.Holder == "" {
 		return nil, errors.New("lane: Config.DB and Config.Holder are required")
 	}
-	l := &Lane{db: cfg.DB, holder: cfg.Holder, journal: newJournal(), ttl: cfg.LeaseTTL, timeout: cfg.ForwardTimeout,
-		log: cfg.Log, now: cfg.Scheduler.Now, metrics: cfg.Scheduler.Metrics}
-	if l.ttl <= 0 {
-		l.ttl = DefaultLeaseTTL
+	l := &Lane{db: cfg.DB, holder: cfg.Holder, journal: newJournal(), timeout: cfg.ForwardTimeout,
+		log: cfg.Log, now: cfg.Scheduler.Now, metrics: cfg.Scheduler.Metrics, ready: cfg.Ready}
+	ttl, renew := cfg.LeaseTTL, cfg.LeaseRenew
+	switch {
+	case ttl <= 0:
+		ttl = DefaultLeaseTTL
+		if renew <= 0 {
+			renew = DefaultLeaseRenew
+		}
+	case renew <= 0:
+		renew = ttl / 5
 	}
 	if l.timeout <= 0 {
 		l.timeout = DefaultForwardTimeout
@@ -98,7 +114,15 @@ func New(cfg Config) (*Lane, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
-	l.journal.active = l.holds
+	lease, err := cfg.DB.NewLease(store.LeaseConfig{
+		Name: LeaseName, Holder: cfg.Holder, TTL: ttl, Renew: renew, Margin: min(leaseMargin, ttl/3), Now: l.now, Log: l.log,
+		Does: "places sandboxes", OnTake: l.takeOver, OnLose: l.journal.fail, OnTry: l.tried, OnRelease: l.flushAll,
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.lease = lease
+	l.journal.active = lease.Held
 	opts := cfg.Scheduler
 	opts.Journal = l.journal
 	s, err := scheduler.New(opts)
@@ -113,89 +137,66 @@ func New(cfg Config) (*Lane, error) {
 func (l *Lane) Scheduler() *scheduler.Scheduler { return l.s }
 
 // Holding reports whether this replica holds the lease now (it decides).
-func (l *Lane) Holding() bool { return l.holds() }
+func (l *Lane) Holding() bool { return l.lease.Held() }
 
-func (l *Lane) holds() bool {
-	return l.holding.Load() && l.now().UnixMilli() < l.until.Load()
-}
+func (l *Lane) holds() bool { return l.lease.Held() }
 
-// Run takes and renews the lease, writes the journal, serves forwarded requests while holding
-// the lease, and keeps a follower's reservations in step with the database, until ctx ends.
+// Run takes and renews the lease (once Config.Ready says so), writes the journal, serves
+// forwarded requests while holding the lease, and keeps a follower's reservations in step
+// with the database, until ctx ends;
+// then it writes what is queued and gives the lease up, so another replica takes over at once.
 func (l *Lane) Run(ctx context.Context) error {
 	go l.runJournal(ctx)
 	go l.serveForwarded(ctx)
-	tick := time.NewTicker(l.ttl / 3)
-	defer tick.Stop()
-	for {
-		l.lead(ctx)
+	for l.ready != nil && !l.ready() {
 		select {
 		case <-ctx.Done():
-			l.retire()
 			return nil
-		case <-tick.C:
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	l.lease.Run(ctx)
+	return nil
 }
 
-// lead takes or renews the lease; on taking it, it rebuilds the reservations from the
-// database before deciding anything. A follower reloads them, so `nodes get` shows them.
-func (l *Lane) lead(ctx context.Context) {
-	start := l.now()
-	ok, err := l.db.TryLease(ctx, LeaseName, l.holder, l.ttl, start)
+// takeOver rebuilds the reservations from the database before this replica decides anything
+// as the new holder.
+func (l *Lane) takeOver(ctx context.Context) error {
+	rs, err := l.load(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("renewing the scheduler lease failed", "err", err)
-		}
-		ok = l.holds() // keep deciding until the lease we had runs out
+		return fmt.Errorf("reading the reservations: %w", err)
 	}
-	was := l.holding.Load()
-	switch {
-	case ok && err == nil:
-		if !was {
-			rs, err := l.load(ctx)
-			if err != nil {
-				l.log.Warn("reading the reservations at takeover failed; not deciding yet", "err", err)
-				return
-			}
-			l.s.Restore(rs)
-			l.log.Info("scheduler lease taken: this replica places sandboxes", "holder", l.holder, "reservations", len(rs))
-		}
-		l.until.Store(start.Add(l.ttl - leaseMargin).UnixMilli())
-		l.holding.Store(true)
-	case !ok:
-		if was {
-			l.holding.Store(false)
-			l.journal.fail()
-			l.log.Info("scheduler lease lost: placements go to the holder", "holder", l.holder)
-		}
+	l.s.Restore(rs)
+	l.log.Info("scheduler reservations restored", "holder", l.holder, "reservations", len(rs))
+	return nil
+}
+
+// tried runs after each lease attempt: a follower reloads the reservations, so `nodes get`
+// shows them; the holder-gauge follows.
+func (l *Lane) tried(ctx context.Context, held bool) {
+	if !held {
 		if rs, err := l.load(ctx); err == nil {
 			l.s.Restore(rs)
 		}
 	}
 	if l.metrics != nil {
 		v := 0.0
-		if l.holds() {
+		if held {
 			v = 1
 		}
 		l.metrics.LeaseHolder.Set(v)
 	}
 }
 
-// retire gives the lease up at shutdown, so another replica takes over at once.
-func (l *Lane) retire() {
-	if !l.holding.Swap(false) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	// Write what is queued first: a decision answered is never lost.
+// flushAll writes what is queued before the lease is given up: a decision answered is never
+// lost.
+func (l *Lane) flushAll(ctx context.Context) {
 	for {
 		n, err := l.flush(ctx)
 		if err != nil || n == 0 {
-			break
+			return
 		}
 	}
-	l.db.ExecContext(ctx, `UPDATE store_leases SET expires_at = 0 WHERE name = $1 AND holder = $2`, LeaseName, l.holder)
 }
 
 // load reads every reservation row.
@@ -447,7 +448,8 @@ func (l *Lane) answerOpen(ctx context.Context) error {
 }
 
 // toAnswer encodes a result or an error for the requester; an error without a public code is
-// logged here and answered as INTERNAL without its details.
+// logged here and answered as UNAVAILABLE when the database could not be reached, else as
+// INTERNAL, without its details.
 func (l *Lane) toAnswer(result any, err error) answer {
 	if err != nil {
 		var ce *cubefleet.Error
@@ -455,6 +457,9 @@ func (l *Lane) toAnswer(result any, err error) answer {
 			return answer{Error: &wireError{Code: ce.Code, Message: ce.Message, Details: ce.Details}}
 		}
 		l.log.Warn("a forwarded placement failed", "err", err)
+		if store.IsUnreachable(err) {
+			return answer{Error: &wireError{Code: cubefleet.CodeUnavailable, Message: "the control plane's database is unreachable; retry shortly"}}
+		}
 		return answer{Error: &wireError{Code: cubefleet.CodeInternal, Message: "the scheduler lease holder could not answer; retry"}}
 	}
 	raw, _ := json.Marshal(result)

@@ -122,7 +122,7 @@ func TestForwardAndFailover(t *testing.T) {
 	awg.Add(2)
 	go func() { defer awg.Done(); a.runJournal(actx) }()
 	go func() { defer awg.Done(); a.serveForwarded(actx) }()
-	a.lead(actx)
+	a.lease.Try(actx)
 	if !a.Holding() {
 		t.Fatal("a did not take the lease")
 	}
