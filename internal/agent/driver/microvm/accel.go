@@ -1,0 +1,148 @@
+package microvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
+)
+
+// DefaultKVMProbeTimeout bounds the KVM probe's boot: a guest boots under KVM in well under a
+// second, and one that has not within this is taken as not booting (a nested host where guests
+// hang).
+const DefaultKVMProbeTimeout = 20 * time.Second
+
+// Probe is the outcome of one probe boot under one accelerator.
+type Probe struct {
+	// Accel is the accelerator tried.
+	Accel string
+	// Present reports whether it is there at all (/dev/kvm opens; TCG always is).
+	Present bool
+	// Booted reports whether the probe guest became ready within the deadline; BootTime is how
+	// long it took.
+	Booted   bool
+	BootTime time.Duration
+	// Error says why it did not boot ("" when it did).
+	Error string
+}
+
+// String words p for `agent check`: "KVM present, guest did not boot (...)", "TCG: guest booted
+// in 8.1s".
+func (p Probe) String() string {
+	name := map[string]string{AccelKVM: "KVM", AccelTCG: "TCG"}[p.Accel]
+	switch {
+	case !p.Present:
+		return name + " not present: " + p.Error
+	case !p.Booted:
+		return name + " present, guest did not boot: " + p.Error
+	}
+	return fmt.Sprintf("%s present, guest booted in %s", name, p.BootTime.Round(10*time.Millisecond))
+}
+
+// Choice is the accelerator chosen and the probes that chose it.
+type Choice struct {
+	// Accel is AccelKVM, AccelTCG, or "" when neither booted a guest.
+	Accel  string
+	Probes []Probe
+}
+
+// String lists the probes, "; "-separated.
+func (c Choice) String() string {
+	s := ""
+	for i, p := range c.Probes {
+		if i > 0 {
+			s += "; "
+		}
+		s += p.String()
+	}
+	return s
+}
+
+// ChooseAccel boots a probe guest (the kernel and initramfs, no disks: the init says ready and
+// powers off) under KVM, within DefaultKVMProbeTimeout, and, when that does not boot, under TCG
+// within tcgTimeout. KVM is chosen only when its guest booted: a /dev/kvm that opens is not
+// enough (on a nested host guests may hang under it).
+func ChooseAccel(ctx context.Context, vmm VMM, kernel, initramfs, machineType string, tcgTimeout time.Duration) Choice {
+	var c Choice
+	kvm := Probe{Accel: AccelKVM}
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err != nil {
+		kvm.Error = err.Error()
+	} else {
+		f.Close()
+		kvm.Present = true
+		kvm = ProbeBoot(ctx, vmm, Machine{Kernel: kernel, Initramfs: initramfs, Accel: AccelKVM, Type: machineType}, DefaultKVMProbeTimeout)
+	}
+	c.Probes = append(c.Probes, kvm)
+	if kvm.Booted {
+		c.Accel = AccelKVM
+		return c
+	}
+	tcg := ProbeBoot(ctx, vmm, Machine{Kernel: kernel, Initramfs: initramfs, Accel: AccelTCG, Type: machineType}, tcgTimeout)
+	c.Probes = append(c.Probes, tcg)
+	if tcg.Booted {
+		c.Accel = AccelTCG
+	}
+	return c
+}
+
+// ProbeBoot boots m (its Dir is made, in a temporary directory, when ""), as a probe, and
+// reports whether the guest became ready within timeout; the VMM is killed either way.
+func ProbeBoot(ctx context.Context, vmm VMM, m Machine, timeout time.Duration) Probe {
+	p := Probe{Accel: m.Accel, Present: true}
+	if m.Dir == "" {
+		dir, err := os.MkdirTemp("", "cubefleet-probe-")
+		if err != nil {
+			p.Error = err.Error()
+			return p
+		}
+		defer os.RemoveAll(dir)
+		m.Dir = dir
+	}
+	m.Cmdline = cmdline(guest.ProbeArg)
+	m.VCPUs, m.MemoryMiB = 1, MinMemoryMiB
+	if m.Type == "" {
+		m.Type = MachinePC
+	}
+	cmd, err := vmm.Command(m)
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	cmd.SysProcAttr = vmmProcAttr(-1, nil, os.Geteuid() == 0)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		data, _ := os.ReadFile(filepath.Join(m.Dir, fileChannel))
+		if r, _ := guest.ReadFrames(data, 1); r.Ready != nil {
+			p.Booted, p.BootTime = true, time.Since(start)
+			return p
+		}
+		select {
+		case err := <-exited:
+			p.Error = fmt.Sprintf("the VMM ended before the guest was ready (%v)", err)
+			exited <- err
+			return p
+		case <-deadline.C:
+			p.Error = fmt.Sprintf("not ready within %s", timeout)
+			return p
+		case <-ctx.Done():
+			p.Error = ctx.Err().Error()
+			return p
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
