@@ -146,3 +146,27 @@ func ProbeBoot(ctx context.Context, vmm VMM, m Machine, timeout time.Duration) P
 		}
 	}
 }
+
+// fileAccel is the file of a driver's directory that records the last probe's choice.
+const fileAccel = "accel.json"
+
+type accelRecord struct {
+	Initramfs string `json:"initramfs"` // the archive probed (its name hashes the init and the kernel)
+	Choice    Choice `json:"choice"`
+}
+
+// CachedAccel returns the choice the last probe of dir recorded for initramfs, nil when there is
+// none (or it was for another kernel or init).
+func CachedAccel(dir, initramfs string) *Choice {
+	var r accelRecord
+	if ok, err := readJSON(filepath.Join(dir, fileAccel), &r); !ok || err != nil || r.Initramfs != initramfs {
+		return nil
+	}
+	return &r.Choice
+}
+
+// SaveAccel records c as the choice of dir for initramfs (`agent check` and a driver that
+// probed).
+func SaveAccel(dir, initramfs string, c Choice) error {
+	return writeJSON(filepath.Join(dir, fileAccel), accelRecord{Initramfs: initramfs, Choice: c})
+}

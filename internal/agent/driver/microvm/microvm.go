@@ -74,7 +74,8 @@ type Config struct {
 	Init string
 	// ImageDir holds the templates' root file system images, <imageId>.ext4 (ImageExt).
 	ImageDir string
-	// Accel is the accelerator, AccelKVM or AccelTCG; "" probes (ChooseAccel).
+	// Accel is the accelerator, AccelKVM or AccelTCG; "" takes the last probe's choice for
+	// this kernel and init (CachedAccel, recorded by `agent check`), else probes (ChooseAccel).
 	Accel string
 	// MachineType is MachineMicroVM or MachinePC; "" is MachinePC (docs/sandbox-runtime.md
 	// says why).
@@ -168,7 +169,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	if cfg.Accel == "" {
-		choice := ChooseAccel(ctx, cfg.VMM, k.Path, initrd, cfg.MachineType, cfg.BootTimeout)
+		choice := CachedAccel(cfg.Dir, initrd)
+		if choice == nil {
+			c := ChooseAccel(ctx, cfg.VMM, k.Path, initrd, cfg.MachineType, cfg.BootTimeout)
+			SaveAccel(cfg.Dir, initrd, c)
+			choice = &c
+		}
 		if choice.Accel == "" {
 			return nil, fmt.Errorf("no accelerator boots a guest, so this node refuses microvm sandboxes: %s", choice)
 		}
