@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/microvmtest"
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/testkit"
@@ -31,38 +33,6 @@ const e2eVMFleetDoc = `{"version": 1,
   {"name": "vm", "pool": "lab", "flavor": "vm", "imageId": "busybox", "network": "private"},
   {"name": "vmwarm", "pool": "lab", "flavor": "vm", "imageId": "busybox", "network": "private", "warm": {"min": 1, "max": 1}}]}`
 
-// guestKernel returns the guest kernel (CUBEFLEET_GUEST_KERNEL, set by scripts/test.sh), or
-// skips; under CI, which boots guests, a missing one fails.
-func guestKernel(t testing.TB) string {
-	t.Helper()
-	k := os.Getenv("CUBEFLEET_GUEST_KERNEL")
-	switch {
-	case os.Geteuid() != 0 && os.Getenv("CI") != "true":
-		t.Skip("the microvm runtime runs each VMM as a user of its own, which needs root")
-	case k == "" && os.Getenv("CI") == "true":
-		t.Fatal("CI boots guests: scripts/test.sh sets CUBEFLEET_GUEST_KERNEL")
-	case k == "":
-		t.Skip("no guest kernel: set CUBEFLEET_GUEST_KERNEL (scripts/test.sh fetches Debian's cloud kernel)")
-	}
-	return k
-}
-
-// busyboxTree writes a root file system of the static busybox and its applets under dir.
-func busyboxTree(t testing.TB, dir string) {
-	t.Helper()
-	data, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal("busybox-static is not installed (scripts/test.sh installs it): ", err)
-	}
-	for _, d := range []string{"bin", "etc", "proc", "dev", "tmp"} {
-		os.MkdirAll(filepath.Join(dir, d), 0o755)
-	}
-	writeFile(t, filepath.Join(dir, "bin/busybox"), string(data), 0o755)
-	for _, a := range []string{"sh", "uname", "echo", "cat", "sleep", "nc", "wget", "true"} {
-		os.Symlink("busybox", filepath.Join(dir, "bin", a))
-	}
-}
-
 // TestMicroVMSandboxes: `agent check` probes the accelerators (KVM only when its guest boots);
 // a real agent of the microvm runtime prepares the templates once their image is imported;
 // `sandboxes create --wait -- uname -r` prints the guest kernel's release, not the host's, with
@@ -70,7 +40,7 @@ func busyboxTree(t testing.TB, dir string) {
 // is claimed without a boot; from a private guest the control plane's port is not reachable
 // (its loopback is its own and it has no other device); `agent down` leaves no VMM running.
 func TestMicroVMSandboxes(t *testing.T) {
-	kernel := guestKernel(t)
+	kernel := microvmtest.Kernel(t)
 	bin := binary(t)
 	c := startServerB(t, "", "--node-heartbeat-timeout", "2s")
 	token, err := os.ReadFile(filepath.Join(c.dataDir, "admin.token"))
@@ -82,9 +52,9 @@ func TestMicroVMSandboxes(t *testing.T) {
 	writeFile(t, doc, e2eVMFleetDoc, 0o600)
 	c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
 
-	dir := reachableDir(t)
+	dir := filepath.Dir(agenttest.SandboxDir(t))
 	images, tree := filepath.Join(dir, "images"), filepath.Join(t.TempDir(), "tree")
-	busyboxTree(t, tree)
+	microvmtest.BusyboxTree(t, tree, "sh", "uname", "echo", "cat", "sleep", "nc", "true")
 	ip := fmt.Sprintf("127.78.%d.10", os.Getpid()%200)
 	a := &sandboxAgent{ip: ip, dir: t.TempDir(), sandboxDir: filepath.Join(dir, "sandboxes")}
 	jt := strings.TrimSpace(c.ok("nodes", "join-token", "create", "--pool", "lab", "--ip", ip))
@@ -202,19 +172,6 @@ func logsOf(t testing.TB, api *client.Client, id string) sandboxLogs {
 	t.Helper()
 	f := &sandboxFleet{t: t, api: api}
 	return f.logs(id)
-}
-
-// reachableDir returns a temporary directory every user can reach (each VMM runs as a sandbox
-// user and opens its image and files there).
-func reachableDir(t testing.TB) string {
-	t.Helper()
-	base := t.TempDir()
-	for p := base; p != filepath.Clean(os.TempDir()) && p != "/"; p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return base
 }
 
 // vmmsUnder returns the pids of the QEMU processes whose command line names dir.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 )
 
 // DefaultKVMProbeTimeout bounds the KVM probe's boot: a guest boots under KVM in well under a
@@ -159,7 +160,7 @@ type accelRecord struct {
 // none (or it was for another kernel or init).
 func CachedAccel(dir, initramfs string) *Choice {
 	var r accelRecord
-	if ok, err := readJSON(filepath.Join(dir, fileAccel), &r); !ok || err != nil || r.Initramfs != initramfs {
+	if ok, err := process.ReadRecord(filepath.Join(dir, fileAccel), &r); !ok || err != nil || r.Initramfs != initramfs {
 		return nil
 	}
 	return &r.Choice
@@ -168,5 +169,5 @@ func CachedAccel(dir, initramfs string) *Choice {
 // SaveAccel records c as the choice of dir for initramfs (`agent check` and a driver that
 // probed).
 func SaveAccel(dir, initramfs string, c Choice) error {
-	return writeJSON(filepath.Join(dir, fileAccel), accelRecord{Initramfs: initramfs, Choice: c})
+	return process.WriteRecord(filepath.Join(dir, fileAccel), accelRecord{Initramfs: initramfs, Choice: c})
 }

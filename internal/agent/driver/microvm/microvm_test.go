@@ -12,29 +12,12 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/microvmtest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 )
-
-// testKernel returns the guest kernel of the tests (CUBEFLEET_GUEST_KERNEL, which
-// scripts/test.sh sets), skipping without one, except under CI, which must boot guests.
-func testKernel(t testing.TB) string {
-	t.Helper()
-	k := os.Getenv("CUBEFLEET_GUEST_KERNEL")
-	switch {
-	case os.Geteuid() != 0 && os.Getenv("CI") != "true":
-		t.Skip("needs root: each VMM runs as a sandbox user of its own")
-	case k == "" && os.Getenv("CI") == "true":
-		t.Fatal("CI boots guests: scripts/test.sh sets CUBEFLEET_GUEST_KERNEL")
-	case k == "":
-		t.Skip("no guest kernel: set CUBEFLEET_GUEST_KERNEL (scripts/test.sh fetches Debian's cloud kernel)")
-	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Fatal("qemu-system-x86_64 is not installed (scripts/test.sh installs qemu-system-x86)")
-	}
-	return k
-}
 
 var (
 	initOnce sync.Once
@@ -64,56 +47,31 @@ func testInit(t testing.TB) string {
 	return initBin
 }
 
-// reachableTempDir returns a temporary directory every user can reach (the VMM runs as a
-// sandbox user).
-func reachableTempDir(t testing.TB) string {
-	t.Helper()
-	base := t.TempDir()
-	for p := base; p != filepath.Clean(os.TempDir()) && p != "/"; p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return base
-}
-
 // testImage imports a busybox image ("busybox": /bin/busybox and its applets) into dir.
 func testImage(t testing.TB, dir string) {
 	t.Helper()
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Fatal("busybox is not installed (scripts/test.sh installs busybox-static)")
-	}
-	if err := CheckStatic(bb); err != nil {
-		t.Fatalf("busybox must be static (busybox-static): %v", err)
-	}
 	root := filepath.Join(t.TempDir(), "root")
-	for _, d := range []string{"bin", "etc", "proc", "dev", "tmp", "sandbox"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "bin/busybox"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, applet := range []string{"sh", "uname", "echo", "cat", "sleep", "head", "tail", "grep", "id", "nc", "wc", "ls", "true"} {
-		os.Symlink("busybox", filepath.Join(root, "bin", applet))
+	microvmtest.BusyboxTree(t, root, "sh", "uname", "echo", "cat", "sleep", "head", "tail", "grep", "id", "nc", "wc", "ls", "true")
+	if err := CheckStatic(filepath.Join(root, "bin/busybox")); err != nil {
+		t.Fatalf("busybox must be static (busybox-static): %v", err)
 	}
 	if _, err := ImportImage(context.Background(), dir, "busybox", root); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// testDir returns a directory of the test's own that every user can reach (each VMM runs as a
+// sandbox user).
+func testDir(t testing.TB) string { return filepath.Dir(agenttest.SandboxDir(t)) }
+
 // newTestDriver returns a driver under TCG on a directory of the test's own ("": a new one
 // with the busybox image), its sandboxes stopped and the driver closed at the end of the test
 // (unless the test closed it).
 func newTestDriver(t testing.TB, dir string) *Driver {
 	t.Helper()
-	kernel := testKernel(t)
+	kernel := microvmtest.Kernel(t)
 	if dir == "" {
-		dir = reachableTempDir(t)
+		dir = testDir(t)
 		testImage(t, filepath.Join(dir, "images"))
 	}
 	d, err := New(context.Background(), Config{
@@ -185,7 +143,7 @@ func TestColdStartRunsInTheGuest(t *testing.T) {
 // command past its timeout ends killed (timeout) after the grace.
 func TestWarmClaimAfterRestartAndTimeout(t *testing.T) {
 	t.Parallel()
-	dir := reachableTempDir(t)
+	dir := testDir(t)
 	testImage(t, filepath.Join(dir, "images"))
 	d := newTestDriver(t, dir)
 	st, err := d.Warm(context.Background(), driver.Spec{ID: "warm", Image: "busybox", MemoryMiB: 256})

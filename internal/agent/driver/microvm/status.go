@@ -35,6 +35,8 @@ func (d *Driver) watch(v *vm) {
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		var endSeen time.Time
+		var seenSize int64 = -1
+		var r guest.Result
 		for {
 			select {
 			case <-v.exited:
@@ -44,7 +46,11 @@ func (d *Driver) watch(v *vm) {
 				return
 			case <-tick.C:
 			}
-			r, _ := v.channel(1)
+			// The channel is parsed again only when it grew (a command's output may be large).
+			if fi, err := os.Stat(filepath.Join(v.vmDir(), fileChannel)); err == nil && fi.Size() != seenSize {
+				seenSize = fi.Size()
+				r, _ = v.channel(1)
+			}
 			if r.End != nil && endSeen.IsZero() {
 				endSeen = time.Now()
 			}
@@ -77,7 +83,7 @@ func exitedOf(id process.Ident) chan struct{} {
 // none; gives its uid back and deletes its writable layer.
 func (d *Driver) finish(v *vm) {
 	st := v.endStatus()
-	if err := writeJSON(filepath.Join(v.dir, process.FileResult), st); err != nil {
+	if err := process.WriteRecord(filepath.Join(v.dir, process.FileResult), st); err != nil {
 		d.log.Error("cannot record the end of a microvm", "sandbox", v.id, "error", err.Error())
 	}
 	v.closeControl()
@@ -201,15 +207,15 @@ func (d *Driver) recover() {
 			continue
 		}
 		v := &vm{id: e.Name(), dir: filepath.Join(d.cfg.Dir, e.Name()), done: make(chan struct{}), vmm: d.vmm}
-		if ok, err := readJSON(filepath.Join(v.dir, fileVM), &v.rec); !ok || err != nil {
+		if ok, err := process.ReadRecord(filepath.Join(v.dir, fileVM), &v.rec); !ok || err != nil {
 			continue
 		}
 		var c claimRecord
-		if ok, _ := readJSON(filepath.Join(v.dir, fileClaim), &c); ok {
+		if ok, _ := process.ReadRecord(filepath.Join(v.dir, fileClaim), &c); ok {
 			v.claim = &c
 		}
 		var final driver.Status
-		if ok, _ := readJSON(filepath.Join(v.dir, process.FileResult), &final); ok {
+		if ok, _ := process.ReadRecord(filepath.Join(v.dir, process.FileResult), &final); ok {
 			v.final = &final
 			close(v.done)
 			d.vms[v.id] = v

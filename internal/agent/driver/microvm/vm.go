@@ -19,7 +19,6 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
-	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
 // The records of a sandbox's directory.
@@ -196,7 +195,7 @@ func (d *Driver) startVMM(v *vm, uid int) error {
 		return fmt.Errorf("the VMM ended at once: %w (see %s)", err, filepath.Join(v.vmDir(), "qemu.log"))
 	}
 	v.rec.VMM = id
-	if err := writeJSON(filepath.Join(v.dir, fileVM), v.rec); err != nil {
+	if err := process.WriteRecord(filepath.Join(v.dir, fileVM), v.rec); err != nil {
 		cmd.Process.Kill()
 		return err
 	}
@@ -292,7 +291,7 @@ func (d *Driver) Claim(ctx context.Context, spec driver.Spec) (driver.Status, er
 	c := claimRecord{Spec: spec, ClaimedAt: time.Now().UTC()}
 	c.Spec.Env = nil
 	c.Spec.Image, c.Spec.CPUMillicores, c.Spec.MemoryMiB, c.Spec.DiskMiB = v.rec.Spec.Image, v.rec.Spec.CPUMillicores, v.rec.Spec.MemoryMiB, v.rec.Spec.DiskMiB
-	if err := writeJSON(filepath.Join(v.dir, fileClaim), c); err != nil {
+	if err := process.WriteRecord(filepath.Join(v.dir, fileClaim), c); err != nil {
 		return driver.Status{}, err
 	}
 	v.mu.Lock()
@@ -413,23 +412,4 @@ func (v *vm) kill(cause driver.Reason) {
 	if !v.rec.VMM.WaitGone(time.Now().Add(2 * time.Second)) {
 		v.rec.VMM.Signal(syscall.SIGKILL)
 	}
-}
-
-func writeJSON(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, data, 0o600)
-}
-
-func readJSON(path string, v any) (bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, json.Unmarshal(data, v)
 }

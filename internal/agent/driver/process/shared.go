@@ -70,3 +70,11 @@ func ProcessStats(pids ...int) driver.Stats {
 // LockDir takes a driver's exclusive lock on dir/.lock (flock(2), writing this process's id in
 // it); a second driver on the same directory is refused, naming the process holding it.
 func LockDir(dir string) (*os.File, error) { return lockDir(dir) }
+
+// WriteRecord replaces path with v as JSON, atomically (renamed over it), mode 0600, without
+// fsync: a sandbox's records must survive the agent, not the host (after a reboot every
+// sandbox is lost anyway).
+func WriteRecord(path string, v any) error { return writeJSON(path, v) }
+
+// ReadRecord reads the JSON record at path into v; ok is false when the file does not exist.
+func ReadRecord(path string, v any) (ok bool, err error) { return readJSON(path, v) }

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,10 +109,11 @@ func runInit() error {
 		s.sendJSON(FrameReady, ready())
 		return nil
 	}
-	control, err := os.OpenFile(ports[PortControl], os.O_RDWR, 0)
+	f, err := os.OpenFile(ports[PortControl], os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("open the control port: %w", err)
 	}
+	control := &controlPort{f: f, r: bufio.NewReaderSize(f, 64<<10)}
 	if err := mountRoot(); err != nil {
 		s.sendJSON(FrameEnd, End{ExitCode: -1, Failed: err.Error()})
 		return err
@@ -121,30 +123,37 @@ func runInit() error {
 	unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	s.sendJSON(FrameReady, ready())
 	for {
-		req, err := readRequest(control)
+		req, err := control.read()
 		if err != nil {
 			s.sendJSON(FrameEnd, End{ExitCode: -1, Failed: "the control channel: " + err.Error()})
 			return err
 		}
 		switch req.Op {
 		case "stop":
-			ack(control, "")
+			control.ack("")
 			s.sendJSON(FrameEnd, End{ExitCode: -1, Cause: "stopped"})
 			return nil
 		case "run":
 			s.run(control, req)
 			return nil
 		default:
-			ack(control, fmt.Sprintf("unknown op %q", req.Op))
+			control.ack(fmt.Sprintf("unknown op %q", req.Op))
 		}
 	}
 }
 
-// readRequest reads the next request from the control port; while the host is not connected
-// the port reads as ended, and it waits for the host.
-func readRequest(control *os.File) (Request, error) {
+// controlPort is the guest's end of the control port: buffered, since every read of a
+// virtio-serial port is a trip to the host.
+type controlPort struct {
+	f *os.File
+	r *bufio.Reader
+}
+
+// read reads the next request from the control port; while the host is not connected the
+// port reads as ended, and it waits for the host.
+func (c *controlPort) read() (Request, error) {
 	for {
-		line, err := ReadLine(control, 16<<20)
+		line, err := ReadLine(c.r, 16<<20)
 		if errors.Is(err, io.EOF) {
 			time.Sleep(50 * time.Millisecond)
 			continue
@@ -154,16 +163,17 @@ func readRequest(control *os.File) (Request, error) {
 		}
 		var req Request
 		if err := json.Unmarshal(line, &req); err != nil {
-			ack(control, "the request is not JSON: "+err.Error())
+			c.ack("the request is not JSON: " + err.Error())
 			continue
 		}
 		return req, nil
 	}
 }
 
-func ack(control *os.File, msg string) {
+// ack answers a request ("" when it was carried out).
+func (c *controlPort) ack(msg string) {
 	p, _ := json.Marshal(Ack{Error: msg})
-	control.Write(append(p, '\n'))
+	c.f.Write(append(p, '\n'))
 }
 
 // phase writes a step of the boot, with the guest's uptime, to the console (the host keeps it in

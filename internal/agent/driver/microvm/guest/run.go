@@ -20,7 +20,7 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 // run starts req's command as the sandbox's user, streams its output to the result port within
 // the output limit, ends it at its timeout or on a stop request, and sends its end.
-func (s *initState) run(control *os.File, req Request) {
+func (s *initState) run(control *controlPort, req Request) {
 	work := filepath.Join(SandboxDir, filepath.Clean("/"+req.WorkDir))
 	if err := os.MkdirAll(work, 0o700); err == nil {
 		os.Chown(work, SandboxUID, SandboxUID)
@@ -45,14 +45,14 @@ func (s *initState) run(control *os.File, req Request) {
 		errW.Close()
 	}
 	if err != nil {
-		ack(control, "")
+		control.ack("")
 		s.sendJSON(FrameStarted, Started{Error: err.Error()})
 		s.sendJSON(FrameEnd, End{ExitCode: -1, Failed: err.Error()})
 		return
 	}
 	oomBefore := oomKills()
 	s.sendJSON(FrameStarted, Started{PID: proc.Pid})
-	ack(control, "")
+	control.ack("")
 
 	var end End
 	var wg sync.WaitGroup
@@ -88,7 +88,7 @@ func (s *initState) run(control *os.File, req Request) {
 	}
 	go func() {
 		for {
-			r, err := readRequest(control)
+			r, err := control.read()
 			if err != nil {
 				return
 			}
@@ -100,7 +100,7 @@ func (s *initState) run(control *os.File, req Request) {
 				}
 				terminate("stopped")
 			}
-			ack(control, "")
+			control.ack("")
 		}
 	}()
 
