@@ -1,10 +1,12 @@
 package microvm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
@@ -113,6 +115,8 @@ func ProbeBoot(ctx context.Context, vmm VMM, m Machine, timeout time.Duration) P
 		return p
 	}
 	cmd.SysProcAttr = vmmProcAttr(-1, nil, os.Geteuid() == 0)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		p.Error = err.Error()
@@ -135,6 +139,9 @@ func ProbeBoot(ctx context.Context, vmm VMM, m Machine, timeout time.Duration) P
 		select {
 		case err := <-exited:
 			p.Error = fmt.Sprintf("the VMM ended before the guest was ready (%v)", err)
+			if last := lastLine(stderr.String()); last != "" {
+				p.Error += ": " + last
+			}
 			exited <- err
 			return p
 		case <-deadline.C:
@@ -146,6 +153,16 @@ func ProbeBoot(ctx context.Context, vmm VMM, m Machine, timeout time.Duration) P
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// lastLine returns the last non-empty line of s, at most 200 bytes of it.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	l := strings.TrimSpace(lines[len(lines)-1])
+	if len(l) > 200 {
+		l = l[:200]
+	}
+	return strings.ToValidUTF8(l, "?")
 }
 
 // fileAccel is the file of a driver's directory that records the last probe's choice.
