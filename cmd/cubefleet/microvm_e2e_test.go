@@ -37,7 +37,7 @@ const e2eVMFleetDoc = `{"version": 1,
 // a real agent of the microvm runtime prepares the templates once their image is imported;
 // `sandboxes create --wait -- uname -r` prints the guest kernel's release, not the host's, with
 // both streams and the exit code; a sleep past its timeout ends killed (timeout); a warm guest
-// is claimed without a boot; from a private guest the control plane's port is not reachable
+// is claimed without a boot; a delete ends a running guest's VMM; from a private guest the control plane's port is not reachable
 // (its loopback is its own and it has no other device); `agent down` leaves no VMM running.
 func TestMicroVMSandboxes(t *testing.T) {
 	kernel := microvmtest.Kernel(t)
@@ -123,6 +123,17 @@ func TestMicroVMSandboxes(t *testing.T) {
 	if s.State != sandboxes.StateKilled || !strings.Contains(s.Message, "timeout") {
 		t.Errorf("sleep past its timeout: %s (%s), want killed (timeout)", s.State, s.Message)
 	}
+
+	// A delete stops the guest: its VMM ends.
+	s = createVM(t, api, "vm", 0, "/bin/sleep", "600")
+	var running sandboxes.Sandbox
+	if err := api.Call(context.Background(), "sandboxes.wait", map[string]any{"tenantId": "root", "id": s.ID, "until": "running", "timeoutSeconds": 180}, &running); err != nil || running.State != sandboxes.StateRunning {
+		t.Fatalf("waiting for %s to run: %+v, %v", s.ID, running, err)
+	}
+	if err := api.Call(context.Background(), "sandboxes.delete", map[string]any{"tenantId": "root", "id": s.ID}, nil); err != nil {
+		t.Fatalf("sandboxes.delete: %v", err)
+	}
+	testkit.WaitFor(t, time.Minute, "the deleted sandbox's VMM ended", func() bool { return len(vmmsUnder(filepath.Join(a.sandboxDir, s.ID))) == 0 })
 
 	// The warm guest is booted ahead: its claim costs no boot.
 	testkit.WaitFor(t, 3*time.Minute, "the warm guest ready", func() bool {

@@ -71,9 +71,13 @@ func (d *Driver) Warm(ctx context.Context, spec driver.Spec) (driver.Status, err
 }
 
 // Start boots a guest for spec and hands it spec's command at once: a cold start pays the boot.
+// An id started (or warmed) before returns its current status.
 func (d *Driver) Start(ctx context.Context, spec driver.Spec) (driver.Status, error) {
 	if err := spec.Validate(); err != nil {
 		return driver.Status{}, err
+	}
+	if v, err := d.get(spec.ID); err == nil { // started before: its status, whatever spec says
+		return v.status(), nil
 	}
 	warm := spec
 	warm.Argv, warm.Env, warm.WorkDir = nil, nil, ""
