@@ -40,6 +40,32 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 fi
 
+# The microvm driver's tests boot real guests under QEMU (TCG where KVM does not boot one): QEMU,
+# a static busybox for the test image, e2fsprogs for the images, and Debian's cloud kernel,
+# unpacked (apt-get download + dpkg-deb -x, no boot hooks run) into a cache the tests find
+# through CUBEFLEET_GUEST_KERNEL.
+if [ "$(id -u)" = 0 ]; then
+  missing=()
+  command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+  dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+  command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "Installing ${missing[*]} (the microvm driver's tests boot guests)..."
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  kcache=/var/cache/cubefleet/guest-kernel
+  kernel=$(ls "$kcache"/root/boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -z "$kernel" ]; then
+    echo "Fetching Debian's cloud kernel for the microvm tests (unpacked, not installed)..."
+    mkdir -p "$kcache" && chmod 755 "$kcache"
+    [ -n "$(apt-cache policy linux-image-cloud-amd64 2>/dev/null | grep Candidate)" ] || apt-get update -qq
+    image=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+    (cd "$kcache" && rm -f ./*.deb && apt-get download -qq "$image" 2>/dev/null && dpkg-deb -x ./*.deb root && rm -f ./*.deb)
+    kernel=$(ls "$kcache"/root/boot/vmlinuz-* | sort -V | tail -n 1)
+  fi
+  export CUBEFLEET_GUEST_KERNEL="$kernel"
+fi
+
 go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 go test -count=1 -timeout 20m "$@" ./...

@@ -9,11 +9,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/cli"
 )
 
 func main() {
+	guest.MaybeRun()             // a microVM sandbox's guest init (PID 1 of the guest): never returns
 	process.MaybeRunSupervisor() // a sandbox's supervisor or exec stage: runs and exits
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Run(ctx, os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})

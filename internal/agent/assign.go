@@ -279,7 +279,8 @@ func (r *runner) stop(asg, id string) bool {
 }
 
 // prepare carries out a prepare: the template is recorded as ready on the node (the process
-// driver needs nothing else), and every status report lists it in local_templates from then on.
+// driver needs nothing else; the microvm driver its image), and every status report lists it in
+// local_templates from then on.
 func (r *runner) prepare(asg string, tpl *nodeapi.TemplateSpec) bool {
 	if tpl == nil || tpl.ID == "" {
 		return r.bad(asg, nodeapi.KindPrepare, "it names no template")
@@ -290,6 +291,13 @@ func (r *runner) prepare(asg string, tpl *nodeapi.TemplateSpec) bool {
 	}
 	if r.drv == nil {
 		return r.bad(asg, nodeapi.KindPrepare, "the node's runtime has no sandbox driver ("+r.noDriver+")")
+	}
+	// A driver that boots images (microvm) has a template ready only once its image is here:
+	// until then the node does not list it, and the scheduler's template locality says so.
+	if img, ok := r.drv.(interface{ HasImage(id string) error }); ok {
+		if err := img.HasImage(tpl.Image); err != nil {
+			return r.bad(asg, nodeapi.KindPrepare, "template "+tpl.ID+" is not prepared: "+err.Error())
+		}
 	}
 	r.mu.Lock()
 	if slices.ContainsFunc(r.prepared, func(p nodeapi.LocalTemplate) bool { return p.TemplateID == tpl.ID }) {
@@ -322,7 +330,7 @@ func specOf(s *nodeapi.SandboxSpec, defaultOutput int64, warm bool) (driver.Spec
 		}
 	}
 	spec := driver.Spec{
-		ID: s.ID, Argv: s.Argv, Env: s.Env, CPUMillicores: s.CPUMillicores, MemoryMiB: s.MemoryMiB, DiskMiB: s.DiskMiB,
+		ID: s.ID, Image: s.Image, Argv: s.Argv, Env: s.Env, CPUMillicores: s.CPUMillicores, MemoryMiB: s.MemoryMiB, DiskMiB: s.DiskMiB,
 		Timeout: time.Duration(s.TimeoutSeconds) * time.Second, Grace: time.Duration(s.GraceSeconds) * time.Second,
 		OutputLimitBytes: s.OutputLimitBytes, Network: driver.Network(s.Network),
 	}

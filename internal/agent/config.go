@@ -61,6 +61,8 @@ const (
 	// DefaultSandboxDir holds the process runtime's sandboxes, one directory each (mode 0711):
 	// beside the state directory, not in it (sandboxes' users must reach their directories).
 	DefaultSandboxDir = "/var/lib/cubefleet/sandboxes"
+	// DefaultImageDir holds the microvm runtime's template images (`agent image import`).
+	DefaultImageDir = "/var/lib/cubefleet/images"
 	// DefaultSandboxUIDs is the range of user ids sandboxes run as (process.DefaultFirstUID and
 	// process.DefaultUIDCount), first-last.
 	DefaultSandboxUIDs = "2000000-2065535"
@@ -119,6 +121,10 @@ func Settings() []Setting {
 		{Key: "require-isolation", Env: []string{"CUBEFLEET_REQUIRE_ISOLATION"}, Default: "0", Bool: true, Usage: "run no sandbox unless the process runtime limits memory and processes with cgroups and isolates the network with a namespace (agent check's isolation line says what is missing)"},
 		{Key: "sandbox-output-limit", Env: []string{"CUBEFLEET_SANDBOX_OUTPUT_LIMIT"}, Default: "1MiB", Usage: "output kept of each sandbox stream (stdout, stderr) when the control plane sets no limit: bytes, KiB or MiB, at most 64MiB"},
 		{Key: "sandbox-spares", Env: []string{"CUBEFLEET_SANDBOX_SPARES"}, Default: strconv.Itoa(DefaultSandboxSpares), Usage: "sandbox supervisors kept started ahead of need (0: none; each start then starts its own)"},
+		{Key: "guest-kernel", Env: []string{"CUBEFLEET_GUEST_KERNEL"}, Usage: "microvm runtime: the guest kernel image (bzImage) with its module tree beside it (…/boot/vmlinuz-X, …/lib/modules/X), e.g. Debian's cloud kernel"},
+		{Key: "guest-init", Env: []string{"CUBEFLEET_GUEST_INIT"}, Usage: "microvm runtime: the static cubefleet binary the guests run as init (default: this executable, which must be built with CGO_ENABLED=0)"},
+		{Key: "image-dir", Env: []string{"CUBEFLEET_IMAGE_DIR"}, Default: DefaultImageDir, Usage: "microvm runtime: directory of the templates' root file system images, <imageId>.ext4"},
+		{Key: "microvm-accel", Env: []string{"CUBEFLEET_MICROVM_ACCEL"}, Default: "auto", Usage: "microvm runtime: accelerator, auto (KVM when a probe guest boots under it, else TCG), kvm or tcg"},
 		{Key: "quota-cpu", Env: []string{"CUBEFLEET_QUOTA_CPU"}, Usage: "schedulable CPU in millicores (default 2000 x cores)"},
 		{Key: "quota-mem-mb", Env: []string{"CUBEFLEET_QUOTA_MEM_MB"}, Usage: "schedulable memory in MiB (default 1.25 x MemTotal)"},
 		{Key: "max-mvm-num", Env: []string{"CUBEFLEET_MAX_MVM_NUM"}, Usage: "maximum sandboxes (default quota memory / 512, at least 1)"},
@@ -218,6 +224,12 @@ type Config struct {
 	// not let it limit memory and processes (cgroup controllers) and isolate the network (a
 	// network namespace): the node then reports itself not Ready, saying what is missing.
 	RequireIsolation bool
+
+	// GuestKernel, GuestInit, ImageDir and MicroVMAccel are the microvm runtime's settings: the
+	// guest kernel image, the static init binary ("" for this executable), the directory of
+	// the templates' images, and the accelerator ("" for auto, "kvm", "tcg").
+	GuestKernel, GuestInit, ImageDir, MicroVMAccel string
+
 	// SandboxOutputLimit is the bytes kept of each output stream of a sandbox whose spec sets no
 	// limit, 1 to driver.MaxOutputLimitBytes.
 	SandboxOutputLimit int64

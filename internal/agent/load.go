@@ -523,6 +523,20 @@ func (cfg *Config) loadSandboxes(s *sources) error {
 		return spares.fail("%q is not a whole number from 0 to %d", spares.s, MaxSandboxSpares)
 	}
 	cfg.SandboxSpares = n
+	cfg.GuestKernel = strings.TrimSpace(s.get("guest-kernel").s)
+	cfg.GuestInit = strings.TrimSpace(s.get("guest-init").s)
+	images := s.get("image-dir")
+	if cfg.ImageDir = filepath.Clean(strings.TrimSpace(images.s)); !filepath.IsAbs(cfg.ImageDir) {
+		return images.fail("%q is not an absolute path; e.g. %s", images.s, DefaultImageDir)
+	}
+	accel := s.get("microvm-accel")
+	switch cfg.MicroVMAccel = strings.TrimSpace(accel.s); cfg.MicroVMAccel {
+	case "auto":
+		cfg.MicroVMAccel = ""
+	case "kvm", "tcg":
+	default:
+		return accel.fail("%q is not auto, kvm or tcg", accel.s)
+	}
 	return nil
 }
 

@@ -50,7 +50,7 @@ func TestLoadCompute(t *testing.T) {
 		NetworkCIDR: mustPrefix("192.168.0.0/18"), Listen: "10.0.0.5:9999", StateDir: DefaultStateDir, ReportPeriod: time.Second,
 		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true, RunCheckFrom: "the default",
 		CheckTimeout: 120 * time.Second, EnvFile: cfg.EnvFile, Host: testHost("compute"),
-		SandboxDir: DefaultSandboxDir, SandboxFirstUID: 2_000_000, SandboxUIDCount: 65_536, SandboxOutputLimit: 1 << 20, SandboxSpares: 1,
+		SandboxDir: DefaultSandboxDir, SandboxFirstUID: 2_000_000, SandboxUIDCount: 65_536, SandboxOutputLimit: 1 << 20, SandboxSpares: 1, ImageDir: DefaultImageDir,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load:\n got %+v\nwant %+v", cfg, want)

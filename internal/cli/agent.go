@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/agent/hostsetup"
 	"github.com/cubefleet/cubefleet/internal/server"
@@ -22,7 +24,7 @@ import (
 func newAgentCmd(stdio IO) *cobra.Command {
 	var logFormat, hostRoot string
 	cmd := &cobra.Command{
-		Use:   "agent [run|install|check|down]",
+		Use:   "agent [run|install|check|down|image]",
 		Short: "Node agent: register this host with the control plane and report its status",
 		Long: `The node agent of a compute host (a "Cube"). "cubefleet agent" alone is "cubefleet agent run".
 
@@ -162,8 +164,37 @@ control plane. Exit 0 once all of it stopped (also when the agent was not runnin
 			addSettingFlag(install.Flags(), s)
 		}
 	}
-	cmd.AddCommand(run, install, check, down)
+	cmd.AddCommand(run, install, check, down, agentImageCmd())
 	return cmd
+}
+
+// agentImageCmd is `agent image`: the microvm runtime's template images.
+func agentImageCmd() *cobra.Command {
+	image := &cobra.Command{Use: "image", Short: "Manage the microvm runtime's template images (<imageId>.ext4 in CUBEFLEET_IMAGE_DIR)"}
+	var dir string
+	imp := &cobra.Command{
+		Use:   "import NAME FILE|DIR",
+		Short: "Make FILE (a raw ext4 image) or DIR (built with mkfs.ext4 -d) the image NAME, a template's imageId",
+		Long: `Make FILE, a raw ext4 image, or DIR, a root file system tree built into one with mkfs.ext4 -d, the
+image NAME of this node: <image dir>/NAME.ext4, where the microvm runtime boots the templates whose
+imageId is NAME. The image is written beside its final name and renamed into place; a template is
+listed as prepared on the node once its image is here. Prints the image's path.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				dir = cmp.Or(os.Getenv("CUBEFLEET_IMAGE_DIR"), agent.DefaultImageDir)
+			}
+			path, err := microvm.ImportImage(cmd.Context(), dir, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			linef(cmd.OutOrStdout(), "%s\n", path)
+			return nil
+		},
+	}
+	imp.Flags().StringVar(&dir, "image-dir", "", "the image directory (default $CUBEFLEET_IMAGE_DIR, else "+agent.DefaultImageDir+")")
+	image.AddCommand(imp)
+	return image
 }
 
 // agentNoArgs is noArgs for the agent commands, except that a switch's value written after a

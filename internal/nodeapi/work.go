@@ -131,6 +131,9 @@ type SandboxSpec struct {
 	Argv []string `json:"argv,omitempty"`
 	// Env is the whole environment, "NAME=value" entries.
 	Env []string `json:"env,omitempty"`
+	// Image is its template's image id (sandboxTemplates[].imageId): the root file system of a
+	// microvm sandbox.
+	Image string `json:"image,omitempty"`
 	// CPUMillicores, MemoryMiB and DiskMiB are the sandbox's limits (0: not limited).
 	CPUMillicores int64 `json:"cpu_millicores,omitempty"`
 	MemoryMiB     int64 `json:"memory_mib,omitempty"`

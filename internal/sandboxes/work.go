@@ -220,14 +220,14 @@ func (s *Service) records(ctx context.Context, ids []string) (map[string]*record
 // secret:// values resolved (INVALID_INPUT naming the variable when one cannot be: the value is
 // never in the message), its flavor's limits, its timeout and the result's output limit.
 func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec, error) {
-	tplEnv := map[string]string{}
+	tplEnv, image := map[string]string{}, ""
 	var network string
 	if t, err := compute.Load(ctx, s.db, r.TemplateID); err == nil {
 		var ts compute.SandboxTemplateSpec
 		if err := t.DecodeSpec(&ts); err != nil {
 			return nil, err
 		}
-		tplEnv, network = ts.Env, ts.Network
+		tplEnv, network, image = ts.Env, ts.Network, ts.ImageID
 	} else if !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
 		return nil, err
 	}
@@ -237,7 +237,7 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 	}
 	maps.Copy(env, r.Spec.Env)
 	sp := &nodeapi.SandboxSpec{
-		ID: r.ID, TemplateID: r.TemplateID, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
+		ID: r.ID, TemplateID: r.TemplateID, Image: image, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
 		DiskMiB: r.Res.DiskGiB * 1024, TimeoutSeconds: r.Spec.TimeoutSeconds, OutputLimitBytes: s.cfg.ResultMaxBytes,
 		Env: make([]string, 0, len(env)), Network: network,
 	}

@@ -98,6 +98,10 @@ type Spec struct {
 	// gives it ("" for that directory itself); created when missing. It must not be absolute
 	// or climb out with "..".
 	WorkDir string
+	// Image is the template's image id (fleet document: sandboxTemplates[].imageId), "" when
+	// the control plane sent none. The process driver ignores it (a sandbox runs on the host's
+	// file system); the microvm driver boots it as the guest's root file system.
+	Image string
 	// CPUMillicores is the CPU the sandbox may use, in millicores (1000 = one core), 0 for no
 	// limit. A driver that cannot enforce it says so in its isolation description.
 	CPUMillicores int64

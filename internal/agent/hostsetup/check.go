@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
@@ -133,7 +134,7 @@ func Check(ctx context.Context, cfg *agent.Config, opt CheckOptions) ([]CheckRes
 		func(ctx context.Context) CheckResult { return checkReady(ctx, prober, cfg) },
 		func(ctx context.Context) CheckResult { return checkListed(ctx, prober, cfg, stateDir) },
 		func(ctx context.Context) CheckResult { return checkS3(ctx, cfg) },
-		func(context.Context) CheckResult { return checkIsolation(cfg) },
+		func(ctx context.Context) CheckResult { return checkIsolation(ctx, cfg) },
 	}
 	results := make([]CheckResult, len(probes))
 	deadline := time.Now().Add(opt.Timeout)
@@ -323,8 +324,11 @@ func checkS3(ctx context.Context, cfg *agent.Config) CheckResult {
 // checkIsolation is CheckIsolation: the process runtime's isolation on this host, as
 // process.Expected describes it for this user (the agent's, when the check runs as the agent's
 // user: root); a failure naming the fix when it cannot run sandboxes.
-func checkIsolation(cfg *agent.Config) CheckResult {
+func checkIsolation(ctx context.Context, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckIsolation, Status: CheckSkip, Detail: "the " + string(cfg.Runtime) + " runtime runs no sandbox as a process"}
+	if cfg.Runtime == agent.RuntimeMicroVM {
+		return checkMicroVM(ctx, cfg)
+	}
 	if cfg.Runtime != agent.RuntimeProcess {
 		return r
 	}
@@ -341,6 +345,49 @@ func checkIsolation(cfg *agent.Config) CheckResult {
 			r.Detail += " (required by CUBEFLEET_REQUIRE_ISOLATION: the agent runs no sandbox)"
 		}
 	}
+	return r
+}
+
+// checkMicroVM boots the microvm runtime's probe guest under KVM and, when that does not boot,
+// under TCG (microvm.ChooseAccel), prints which accelerator its sandboxes get and the probe's
+// boot time, and records the choice for the agent (auto takes it); it fails when neither boots,
+// or the guest kernel, init or QEMU is missing. A CUBEFLEET_MICROVM_ACCEL of kvm or tcg is
+// probed alone.
+func checkMicroVM(ctx context.Context, cfg *agent.Config) CheckResult {
+	r := CheckResult{Name: CheckIsolation, Status: CheckFail}
+	k, err := microvm.OpenKernel(cfg.GuestKernel)
+	if err != nil {
+		r.Detail = "microvm runtime: " + err.Error()
+		return r
+	}
+	init := cfg.GuestInit
+	if init == "" {
+		init = "/proc/self/exe"
+	}
+	initrd, err := microvm.Initramfs(k, init, filepath.Join(cfg.SandboxDir, "initramfs"))
+	if err != nil {
+		r.Detail = "microvm runtime: " + err.Error()
+		return r
+	}
+	var c microvm.Choice
+	if cfg.MicroVMAccel == "" {
+		c = microvm.ChooseAccel(ctx, microvm.QEMU{}, k.Path, initrd, microvm.MachinePC, microvm.DefaultBootTimeout)
+		if err := microvm.SaveAccel(cfg.SandboxDir, initrd, c); err != nil {
+			r.Detail = "microvm runtime: record the probe: " + err.Error()
+			return r
+		}
+	} else {
+		p := microvm.ProbeBoot(ctx, microvm.QEMU{}, microvm.Machine{Kernel: k.Path, Initramfs: initrd, Accel: cfg.MicroVMAccel}, microvm.DefaultBootTimeout)
+		c.Probes = []microvm.Probe{p}
+		if p.Booted {
+			c.Accel = p.Accel
+		}
+	}
+	if c.Accel == "" {
+		r.Detail = "microvm runtime: no accelerator boots a guest, so this node refuses microvm sandboxes: " + c.String()
+		return r
+	}
+	r.Status, r.Detail = CheckOK, fmt.Sprintf("microvm runtime: %s; sandboxes run under %s (guest kernel %s)", c, strings.ToUpper(c.Accel), k.Release)
 	return r
 }
 

@@ -255,11 +255,11 @@ func isAgentProcess(pid int) bool {
 	return false
 }
 
-// downSandboxes stops every sandbox of the process runtime in opt.Config.SandboxDir (under
+// downSandboxes stops every sandbox (processes, or microVMs) in opt.Config.SandboxDir (under
 // opt.Root), once the agent no longer holds the directory.
 func downSandboxes(ctx context.Context, opt DownOptions) error {
 	cfg := opt.Config
-	if cfg == nil || cfg.Runtime != agent.RuntimeProcess {
+	if cfg == nil {
 		return nil
 	}
 	out := opt.Out
@@ -276,7 +276,7 @@ func downSandboxes(ctx context.Context, opt DownOptions) error {
 		fmt.Fprintf(out, "No sandboxes to stop (no %s)\n", c.SandboxDir)
 		return nil
 	}
-	d, err := c.ProcessDriver(nil, 0)
+	d, err := c.SandboxDriver(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("stop the sandboxes: %w", err)
 	}
