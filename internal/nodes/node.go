@@ -78,6 +78,9 @@ type node struct {
 	// in place); sandboxesReported says a report listed them (a stock Cubelet never does).
 	sandboxIDs        []string
 	sandboxesReported bool
+	// unacked is how many sandboxes placed on the node its agent had not acknowledged when a
+	// drain or a report while draining last counted them (setUnacknowledged); 0 otherwise.
+	unacked int64
 
 	// Hashes of the raw inventory last applied, so an unchanged one is not decoded again.
 	imagesHash, templatesHash, versionsHash, hostFactsHash uint64
