@@ -2,7 +2,9 @@ package nodes
 
 import (
 	"context"
+	"time"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
@@ -46,8 +48,9 @@ func DrainStatus(requestedAt int64, reported bool, mvmNum, unacknowledged int64)
 // who asked (RequestedBy: a principal id, as in events and audit rows) and when (RequestedAt,
 // Unix ms), the sandboxes it still runs by its last report (SandboxesLeft, its allocated.mvm_num;
 // 0 when it never reported) plus, while that report shows none, those placed there and not yet
-// acknowledged, and when it first reported none while draining (DrainedAt, Unix
-// ms; absent while Draining).
+// acknowledged, when it first reported none while draining (DrainedAt, Unix ms; absent while
+// Draining), and its deadline (Deadline, Unix ms; absent without one): once it passes, the
+// sandboxes still running there are stopped (killed, reason node_drained; results kept).
 type DrainView struct {
 	State         DrainState `json:"state"`
 	Reason        string     `json:"reason,omitempty"`
@@ -55,6 +58,7 @@ type DrainView struct {
 	RequestedAt   int64      `json:"requestedAt"`
 	SandboxesLeft int64      `json:"sandboxesLeft"`
 	DrainedAt     int64      `json:"drainedAt,omitempty"`
+	Deadline      int64      `json:"deadline,omitempty"`
 }
 
 // sandboxes is the number of sandboxes n runs by its last report: the sandboxes cubefleet agent
@@ -106,7 +110,7 @@ func (n *node) drainView() *DrainView {
 	if s == "" {
 		return nil
 	}
-	v := &DrainView{State: s, Reason: n.drainReason, RequestedBy: n.drainBy, RequestedAt: n.drainAt, SandboxesLeft: n.sandboxes() + n.unacked}
+	v := &DrainView{State: s, Reason: n.drainReason, RequestedBy: n.drainBy, RequestedAt: n.drainAt, SandboxesLeft: n.sandboxes() + n.unacked, Deadline: n.drainDeadline}
 	if s == DrainDrained {
 		v.DrainedAt = n.drainedAt
 	}
@@ -115,7 +119,7 @@ func (n *node) drainView() *DrainView {
 
 // endDrain forgets n's drain (uncordon). Requires n.mu.
 func (n *node) endDrain() {
-	n.drainReason, n.drainBy, n.drainAt, n.drainedAt, n.unacked = "", "", 0, 0, 0
+	n.drainReason, n.drainBy, n.drainAt, n.drainedAt, n.unacked, n.drainDeadline = "", "", 0, 0, 0, 0
 }
 
 // drainChange is what settleDrain changed: typ is the event to emit ("" for none); changed
@@ -156,8 +160,21 @@ func (n *node) settleDrain(now int64, pools *poolIndex) drainChange {
 // nothing (the first request's reason and time stand). Uncordon ends the drain. Errors:
 // NOT_FOUND, INVALID_INPUT.
 func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View, error) {
+	return r.DrainWithin(ctx, id, reason, by, 0)
+}
+
+// DrainWithin drains node id as Drain does, with a deadline within from now (0: none): once it
+// passes, the sandboxes still running there are stopped, each with its own grace (the
+// sandboxes' loop reads WorkNode.DrainDeadline). A drain of a node that is draining already
+// keeps its reason and time and takes the deadline only when it is earlier than the one it has
+// (or it has none): a deadline is never pushed back. Errors: NOT_FOUND, INVALID_INPUT (a
+// negative within).
+func (r *Registry) DrainWithin(ctx context.Context, id, reason string, by Actor, within time.Duration) (View, error) {
 	if err := nodeapi.CheckText("reason", reason); err != nil {
 		return View{}, err
+	}
+	if within < 0 {
+		return View{}, cubefleet.Invalid("deadlineSeconds", "a drain's deadline must be 1 second or more from now, or none")
 	}
 	n, err := r.live(ctx, id)
 	if err != nil {
@@ -165,6 +182,10 @@ func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View
 	}
 	unacked := r.countUnacknowledged(ctx, id) // before the lock: it reads the database
 	now := r.now()
+	var deadline int64
+	if within > 0 {
+		deadline = now + within.Milliseconds()
+	}
 	n.mu.Lock()
 	n.setUnacknowledged(unacked)
 	cordoned := !n.cordoned()
@@ -175,13 +196,17 @@ func (r *Registry) Drain(ctx context.Context, id, reason string, by Actor) (View
 		n.cordonBy = string(by) // the drain takes the cordon over: the node cannot lift it itself
 	}
 	if started {
-		n.drainReason, n.drainBy, n.drainAt, n.drainedAt = reason, string(by), now, 0
+		n.drainReason, n.drainBy, n.drainAt, n.drainedAt, n.drainDeadline = reason, string(by), now, 0, 0
+	}
+	deadlineSet := deadline != 0 && (n.drainDeadline == 0 || deadline < n.drainDeadline)
+	if deadlineSet {
+		n.drainDeadline = deadline
 	}
 	settled := n.settleDrain(now, r.pools.Load())
-	if cordoned || started {
+	if cordoned || started || deadlineSet {
 		n.updatedAt = now
 	}
-	if cordoned || started || settled.changed {
+	if cordoned || started || deadlineSet || settled.changed {
 		n.save(r.store)
 	}
 	d := n.event(r.pools.Load())

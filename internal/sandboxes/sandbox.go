@@ -76,6 +76,7 @@ const (
 	ReasonSecret         = "secret_unavailable" // failed: a secret:// of its env could not be read
 	ReasonDeleted        = "deleted"            // killed: deleted before it ran
 	ReasonDraining       = "node_draining"      // killed: an idle warm sandbox on a draining node
+	ReasonNodeDrained    = "node_drained"       // killed: still running when its node's drain deadline passed
 	ReasonWarmSurplus    = "warm_surplus"       // killed: an idle warm sandbox beyond the template's warm.max
 )
 
@@ -199,6 +200,7 @@ type record struct {
 	CPUMillis, PeakMemoryBytes                                       int64
 	StopRequestedAt, DeletedAt, UpdatedAt                            int64
 	ClaimedFor                                                       string
+	StopReason                                                       string // why the control plane stopped it, when not a delete (ReasonNodeDrained)
 }
 
 // view renders r for the API.
