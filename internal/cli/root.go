@@ -133,6 +133,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newAPICmd(stdio),
 		newFleetCmd(stdio),
 		newIonosCmd(stdio),
+		newCoordinatorCmd(stdio),
 		newNodesCmd(stdio),
 		newSandboxesCmd(),
 		newAgentCmd(stdio),
