@@ -134,6 +134,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newFleetCmd(stdio),
 		newIonosCmd(stdio),
 		newCoordinatorCmd(stdio),
+		newRoundtripCmd(),
 		newNodesCmd(stdio),
 		newSandboxesCmd(),
 		newAgentCmd(stdio),
