@@ -33,19 +33,8 @@ func TestCoordinatorRender(t *testing.T) {
 	bad := file("bad.txt", "ftp://cube-a\nhttp://cube-b/path\nhttp://cube-c\n")
 	empty := file("empty.txt", "# nothing yet\n")
 
-	var b strings.Builder
-	record := func(args ...string) string {
-		code, out, errOut := runCLI(t, nil, args...)
-		fmt.Fprintf(&b, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
-		if out != "" {
-			fmt.Fprintf(&b, "stdout:\n%s", out)
-		}
-		if errOut != "" {
-			fmt.Fprintf(&b, "stderr:\n%s", errOut)
-		}
-		b.WriteString("\n")
-		return out
-	}
+	b := &transcript{t: t}
+	record := b.run
 	out := record("coordinator", "render", "--origins", good, "--cube-count", "2")
 	var c cubes.Coordinator
 	if err := json.Unmarshal([]byte(out), &c); err != nil || len(c.Origins) != 2 || len(c.Slots) != 6 || c.Origins[1] != "https://cube-b.example" {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,19 +17,8 @@ import (
 // open roundtrip journal (golden file).
 func TestRoundtripStatus(t *testing.T) {
 	dir := t.TempDir()
-	var b strings.Builder
-	record := func(args ...string) string {
-		code, out, errOut := runCLI(t, nil, args...)
-		fmt.Fprintf(&b, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
-		if out != "" {
-			fmt.Fprintf(&b, "stdout:\n%s", out)
-		}
-		if errOut != "" {
-			fmt.Fprintf(&b, "stderr:\n%s", errOut)
-		}
-		b.WriteString("\n")
-		return out
-	}
+	b := &transcript{t: t}
+	record := b.run
 	record("roundtrip", "status", "--private-dir", dir)
 
 	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)

@@ -116,34 +116,20 @@ func (v *validator) profile(root *node) *Profile {
 		v.bad("", "the profile must be a JSON object, not %s", root.kindName())
 		return p
 	}
-	names := []string{"datacenter", "cube_name_prefix", "template", "image", "private_lan", "nat_gateway", "application_load_balancer",
-		"worker_security_group", "runtime_source_cube"}
-	required := append(slices.Clone(names), "private_lan_id", "public_lan_id", "target_groups", "control_plane", "coordinator", "ssh",
-		"gpu_wireguard", "baseline_cubes")
+	names := []struct {
+		key string
+		dst *string
+	}{{"datacenter", &p.Datacenter}, {"cube_name_prefix", &p.CubeNamePrefix}, {"template", &p.Template}, {"image", &p.Image},
+		{"private_lan", &p.PrivateLAN}, {"nat_gateway", &p.NATGateway}, {"application_load_balancer", &p.ApplicationLoadBalancer},
+		{"worker_security_group", &p.WorkerSecurityGroup}, {"runtime_source_cube", &p.RuntimeSourceCube}}
+	required := []string{"private_lan_id", "public_lan_id", "target_groups", "control_plane", "coordinator", "ssh", "gpu_wireguard", "baseline_cubes"}
+	for _, n := range names {
+		required = append(required, n.key)
+	}
 	allowed := append(slices.Clone(required), "slots_per_cube", "drain_deadline", "ionos_token_file")
 	f := v.object(root, "", allowed, required)
-	for _, k := range names {
-		s := v.name(f[k], k)
-		switch k {
-		case "datacenter":
-			p.Datacenter = s
-		case "cube_name_prefix":
-			p.CubeNamePrefix = s
-		case "template":
-			p.Template = s
-		case "image":
-			p.Image = s
-		case "private_lan":
-			p.PrivateLAN = s
-		case "nat_gateway":
-			p.NATGateway = s
-		case "application_load_balancer":
-			p.ApplicationLoadBalancer = s
-		case "worker_security_group":
-			p.WorkerSecurityGroup = s
-		case "runtime_source_cube":
-			p.RuntimeSourceCube = s
-		}
+	for _, n := range names {
+		*n.dst = v.name(f[n.key], n.key)
 	}
 	p.PrivateLANID = v.positive(f["private_lan_id"], "private_lan_id", 1<<31-1)
 	p.PublicLANID = v.positive(f["public_lan_id"], "public_lan_id", 1<<31-1)
