@@ -5,7 +5,7 @@
 # 127.0.0.1), plus the multi-host test in network namespaces when run as root and the web
 # console's test in headless Chromium. The tests include the architecture's rules
 # (architecture_test.go: imports, package docs, file length). Installs PostgreSQL, Chromium
-# (and iproute2) with apt-get when the machine lacks them.
+# (and, as root, iproute2 and e2fsprogs) with apt-get when the machine lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +24,13 @@ fi
 if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null 2>&1; then
   echo "Installing iproute2 (the multi-host test makes its own network namespaces)..."
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
+
+# The sandbox isolation tests give work directories a file system of their own (mkfs.ext4 from
+# e2fsprogs, on a loop device), as root.
+if [ "$(id -u)" = 0 ] && ! command -v mkfs.ext4 >/dev/null 2>&1 && [ ! -x /usr/sbin/mkfs.ext4 ] && [ ! -x /sbin/mkfs.ext4 ]; then
+  echo "Installing e2fsprogs (sandbox disks are ext4 images on loop devices)..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq e2fsprogs >/dev/null
 fi
 
 # The console's browser test drives Debian's chromium headless (under CI=true it fails without it).

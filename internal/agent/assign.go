@@ -324,7 +324,7 @@ func specOf(s *nodeapi.SandboxSpec, defaultOutput int64, warm bool) (driver.Spec
 	spec := driver.Spec{
 		ID: s.ID, Argv: s.Argv, Env: s.Env, CPUMillicores: s.CPUMillicores, MemoryMiB: s.MemoryMiB, DiskMiB: s.DiskMiB,
 		Timeout: time.Duration(s.TimeoutSeconds) * time.Second, Grace: time.Duration(s.GraceSeconds) * time.Second,
-		OutputLimitBytes: s.OutputLimitBytes,
+		OutputLimitBytes: s.OutputLimitBytes, Network: driver.Network(s.Network),
 	}
 	if spec.OutputLimitBytes == 0 {
 		spec.OutputLimitBytes = defaultOutput

@@ -116,6 +116,7 @@ func Settings() []Setting {
 		{Key: "sandbox-dir", Env: []string{"CUBEFLEET_SANDBOX_DIR"}, Default: DefaultSandboxDir, Usage: "directory of the process runtime's sandboxes, one directory each (mode 0711); not inside the state directory"},
 		{Key: "sandbox-uids", Env: []string{"CUBEFLEET_SANDBOX_UIDS"}, Default: DefaultSandboxUIDs, Usage: "user ids the process runtime's sandboxes run as, first-last (one each; no account of /etc/passwd in it)"},
 		{Key: "sandbox-allow-own-user", Env: []string{"CUBEFLEET_SANDBOX_ALLOW_OWN_USER"}, Default: "0", Bool: true, Usage: "development only: an agent that is not root runs sandboxes as its own user (they can read its files)"},
+		{Key: "require-isolation", Env: []string{"CUBEFLEET_REQUIRE_ISOLATION"}, Default: "0", Bool: true, Usage: "run no sandbox unless the process runtime limits memory and processes with cgroups and isolates the network with a namespace (agent check's isolation line says what is missing)"},
 		{Key: "sandbox-output-limit", Env: []string{"CUBEFLEET_SANDBOX_OUTPUT_LIMIT"}, Default: "1MiB", Usage: "output kept of each sandbox stream (stdout, stderr) when the control plane sets no limit: bytes, KiB or MiB, at most 64MiB"},
 		{Key: "sandbox-spares", Env: []string{"CUBEFLEET_SANDBOX_SPARES"}, Default: strconv.Itoa(DefaultSandboxSpares), Usage: "sandbox supervisors kept started ahead of need (0: none; each start then starts its own)"},
 		{Key: "quota-cpu", Env: []string{"CUBEFLEET_QUOTA_CPU"}, Usage: "schedulable CPU in millicores (default 2000 x cores)"},
@@ -213,6 +214,10 @@ type Config struct {
 	// SandboxAllowOwnUser lets an agent that is not root run sandboxes as its own user
 	// (development only).
 	SandboxAllowOwnUser bool
+	// RequireIsolation makes the process runtime refuse to run sandboxes when the host does
+	// not let it limit memory and processes (cgroup controllers) and isolate the network (a
+	// network namespace): the node then reports itself not Ready, saying what is missing.
+	RequireIsolation bool
 	// SandboxOutputLimit is the bytes kept of each output stream of a sandbox whose spec sets no
 	// limit, 1 to driver.MaxOutputLimitBytes.
 	SandboxOutputLimit int64

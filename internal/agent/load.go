@@ -509,6 +509,10 @@ func (cfg *Config) loadSandboxes(s *sources) error {
 	if cfg.SandboxAllowOwnUser, err = parseBool(own.s); err != nil {
 		return own.fail("%v", err)
 	}
+	req := s.get("require-isolation")
+	if cfg.RequireIsolation, err = parseBool(req.s); err != nil {
+		return req.fail("%v", err)
+	}
 	limit := s.get("sandbox-output-limit")
 	if cfg.SandboxOutputLimit, err = parseBytes(limit.s); err != nil || cfg.SandboxOutputLimit < 1 || cfg.SandboxOutputLimit > driver.MaxOutputLimitBytes {
 		return limit.fail("%q is not a size from 1 byte to 64MiB: a number of bytes, or of KiB or MiB (1MiB, 512KiB, 65536)", limit.s)

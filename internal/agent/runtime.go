@@ -13,7 +13,9 @@ const noMicroVMDriver = "the microvm runtime's driver is not part of this build;
 
 // ProcessDriver opens the process driver (package process) with cfg's sandbox settings: the
 // directory (SandboxDir), the user id range (SandboxFirstUID, SandboxUIDCount) and whether an
-// agent that is not root may run sandboxes as its own user (SandboxAllowOwnUser), with spares
+// agent that is not root may run sandboxes as its own user (SandboxAllowOwnUser), whether it
+// must refuse to run sandboxes without memory, process and network isolation
+// (RequireIsolation), with spares
 // supervisors started ahead of need (0 or negative: none). `agent run` opens it with
 // cfg.SandboxSpares, `agent down` with none, to stop every sandbox. Errors name the setting to
 // fix; the caller closes the driver.
@@ -23,10 +25,11 @@ func (cfg *Config) ProcessDriver(log *slog.Logger, spares int) (*process.Driver,
 	}
 	d, err := process.New(process.Config{
 		Dir: cfg.SandboxDir, FirstUID: cfg.SandboxFirstUID, UIDCount: cfg.SandboxUIDCount,
-		AllowOwnUser: cfg.SandboxAllowOwnUser, Spares: spares, Log: log,
+		AllowOwnUser: cfg.SandboxAllowOwnUser, RequireIsolation: cfg.RequireIsolation, NetworkCIDR: cfg.NetworkCIDR,
+		Spares: spares, Log: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sandbox runtime (CUBEFLEET_RUNTIME=process; CUBEFLEET_SANDBOX_DIR, CUBEFLEET_SANDBOX_UIDS): %w", err)
+		return nil, fmt.Errorf("sandbox runtime (CUBEFLEET_RUNTIME=process; CUBEFLEET_SANDBOX_DIR, CUBEFLEET_SANDBOX_UIDS, CUBEFLEET_REQUIRE_ISOLATION): %w", err)
 	}
 	return d, nil
 }

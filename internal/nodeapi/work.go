@@ -142,6 +142,9 @@ type SandboxSpec struct {
 	GraceSeconds int64 `json:"grace_seconds,omitempty"`
 	// OutputLimitBytes caps each of stdout and stderr (0: the driver's default, 1 MiB).
 	OutputLimitBytes int64 `json:"output_limit_bytes,omitempty"`
+	// Network is the template's network: "private" (loopback only; also "") or "public"
+	// (egress to the internet only; docs/sandbox-runtime.md).
+	Network string `json:"network,omitempty"`
 }
 
 // TemplateSpec is a sandbox template as a node prepares it.
@@ -166,7 +169,7 @@ const (
 	StateExited SandboxState = "exited"
 	// StateFailed: it could not be started (Message says why).
 	StateFailed SandboxState = "failed"
-	// StateKilled: it was ended by a stop or its timeout (Reason says which).
+	// StateKilled: it was ended by a stop, its timeout or the OOM killer (Reason says which).
 	StateKilled SandboxState = "killed"
 	// StateLost: the node lost track of it (its runtime vanished while the agent was away).
 	StateLost SandboxState = "lost"
@@ -179,7 +182,7 @@ type SandboxEvent struct {
 	State SandboxState `json:"state"`
 	// At is when the state was reached, on the node's clock.
 	At WireTime `json:"at"`
-	// Reason is the driver's word for why (exited, failed, timeout, stopped, lost); Message
+	// Reason is the driver's word for why (exited, failed, timeout, stopped, oom, lost); Message
 	// is for people.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

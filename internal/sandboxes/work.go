@@ -221,12 +221,13 @@ func (s *Service) records(ctx context.Context, ids []string) (map[string]*record
 // never in the message), its flavor's limits, its timeout and the result's output limit.
 func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec, error) {
 	tplEnv := map[string]string{}
+	var network string
 	if t, err := compute.Load(ctx, s.db, r.TemplateID); err == nil {
 		var ts compute.SandboxTemplateSpec
 		if err := t.DecodeSpec(&ts); err != nil {
 			return nil, err
 		}
-		tplEnv = ts.Env
+		tplEnv, network = ts.Env, ts.Network
 	} else if !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
 		return nil, err
 	}
@@ -238,7 +239,7 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 	sp := &nodeapi.SandboxSpec{
 		ID: r.ID, TemplateID: r.TemplateID, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
 		DiskMiB: r.Res.DiskGiB * 1024, TimeoutSeconds: r.Spec.TimeoutSeconds, GraceSeconds: r.Spec.graceSeconds(), OutputLimitBytes: s.cfg.ResultMaxBytes,
-		Env: make([]string, 0, len(env)),
+		Env: make([]string, 0, len(env)), Network: network,
 	}
 	if r.Warm && r.ClaimedAt == 0 {
 		sp.TimeoutSeconds = 0 // idle until claimed: the claim brings the command and environment

@@ -104,8 +104,8 @@ type Spec struct {
 	// MemoryMiB is the memory the sandbox may use, in MiB, 0 for no limit.
 	MemoryMiB int64
 	// DiskMiB is the disk the sandbox may use, in MiB, 0 for no limit. The process driver
-	// does not enforce it (its files live on the host's file system); a microVM driver sizes
-	// the guest's disk with it.
+	// gives the work directory a file system of this size where the host lets it (a write
+	// past it fails with ENOSPC); a microVM driver sizes the guest's disk with it.
 	DiskMiB int64
 	// Timeout ends the sandbox this long after it started, as Stop does (Reason timeout); 0
 	// for none. Whole seconds on the wire; any duration here.
@@ -117,7 +117,22 @@ type Spec struct {
 	// are kept, then TruncationMarker, and the rest is discarded. 0 means
 	// DefaultOutputLimitBytes.
 	OutputLimitBytes int64
+	// Network is the sandbox template's network: NetworkPrivate ("" too) or NetworkPublic.
+	// For a warm sandbox, Warm's holds (a claim's is ignored).
+	Network Network
 }
+
+// Network is a sandbox's network, as its template says.
+type Network string
+
+// The networks.
+const (
+	// NetworkPrivate: a network of its own with loopback only; nothing outside is reachable.
+	NetworkPrivate Network = "private"
+	// NetworkPublic: egress to the internet only (through NAT), never to the host, other
+	// sandboxes, link-local, metadata or private addresses; nothing reaches it from outside.
+	NetworkPublic Network = "public"
+)
 
 // DefaultGrace is the time between SIGTERM and SIGKILL when Spec.Grace is 0 (10 s, as
 // `docker stop`).
@@ -202,6 +217,9 @@ func (s Spec) validate(warm bool) error {
 	if s.Timeout < 0 {
 		bad("timeout", "must be 0 (none) or more")
 	}
+	if s.Network != "" && s.Network != NetworkPrivate && s.Network != NetworkPublic {
+		bad("network", "%q is no network: private or public", s.Network)
+	}
 	if s.Grace < 0 {
 		bad("grace", "must be 0 (the default, %s) or more", DefaultGrace)
 	}
@@ -269,7 +287,7 @@ const (
 	StateRunning State = "running" // its process runs
 	StateExited  State = "exited"  // it ended on its own: see ExitCode and Signal
 	StateFailed  State = "failed"  // it could not be started: see Message
-	StateKilled  State = "killed"  // the driver ended it: Reason timeout or stopped
+	StateKilled  State = "killed"  // the driver or the kernel ended it: Reason timeout, stopped or oom
 	StateLost    State = "lost"    // its runtime vanished (killed, host rebooted): its end is unknown
 )
 
@@ -283,7 +301,10 @@ const (
 	ReasonFailed  Reason = "failed"  // StateFailed
 	ReasonTimeout Reason = "timeout" // StateKilled: its Spec.Timeout passed
 	ReasonStopped Reason = "stopped" // StateKilled: Stop, Remove or StopAll ended it
-	ReasonLost    Reason = "lost"    // StateLost
+	// ReasonOOM is StateKilled: the sandbox as a whole went past its MemoryMiB and the kernel's
+	// OOM killer ended a process of it (the sandbox then ends with it).
+	ReasonOOM  Reason = "oom"
+	ReasonLost Reason = "lost" // StateLost
 )
 
 // State returns the State a sandbox that ended for r is in: StateRunning for "".
@@ -295,7 +316,7 @@ func (r Reason) State() State {
 		return StateExited
 	case ReasonFailed:
 		return StateFailed
-	case ReasonTimeout, ReasonStopped:
+	case ReasonTimeout, ReasonStopped, ReasonOOM:
 		return StateKilled
 	default:
 		return StateLost

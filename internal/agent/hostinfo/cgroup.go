@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-// Cgroup is what the machine offers of cgroup v2, as /proc/self/mountinfo and the hierarchy's
+// Cgroup is what the machine offers of cgroups (its cgroup v2 hierarchy, and the cgroup v1
+// hierarchies of a v1 or hybrid host), as /proc/self/mountinfo and the v2 hierarchy's
 // cgroup.controllers say: the one place the agent finds it (its prerequisites, through Facts,
 // and the process driver's isolation both read it here).
 type Cgroup struct {
@@ -23,6 +24,11 @@ type Cgroup struct {
 	Controllers []string
 	// V1 are the controllers bound to cgroup v1 hierarchies (which v2 then cannot use).
 	V1 []string
+	// V1Mounts maps each of V1 to the mount point of its hierarchy (e.g. "memory" to
+	// /sys/fs/cgroup/memory; co-mounted controllers share one, e.g. /sys/fs/cgroup/cpu,cpuacct),
+	// and ReadOnlyV1 names the controllers whose hierarchy is mounted read-only.
+	V1Mounts   map[string]string
+	ReadOnlyV1 []string
 	// Problem says why Mount or Controllers could not be read ("" when they were).
 	Problem string
 }
@@ -59,9 +65,20 @@ func (h Host) Cgroup() Cgroup {
 				c.ReadOnly = slices.Contains(strings.Split(f[5], ","), "ro")
 			}
 		case "cgroup":
+			point := unescapeMount(f[4])
+			ro := slices.Contains(strings.Split(f[5], ","), "ro")
 			for _, o := range strings.Split(g[2], ",") {
 				if o != "rw" && o != "ro" && !strings.Contains(o, "=") { // options, not controllers
 					v1[o] = true
+					if c.V1Mounts == nil {
+						c.V1Mounts = map[string]string{}
+					}
+					if _, ok := c.V1Mounts[o]; !ok {
+						c.V1Mounts[o] = point
+						if ro {
+							c.ReadOnlyV1 = append(c.ReadOnlyV1, o)
+						}
+					}
 				}
 			}
 		}
@@ -70,13 +87,14 @@ func (h Host) Cgroup() Cgroup {
 		c.V1 = append(c.V1, o)
 	}
 	slices.Sort(c.V1)
+	slices.Sort(c.ReadOnlyV1)
 	if c.Mount == "" {
 		c.Problem = "no cgroup v2 hierarchy is mounted"
 		return c
 	}
 	ctl, err := h.read(c.Mount + "/cgroup.controllers")
 	if err != nil {
-		return Cgroup{Problem: fmt.Sprintf("cgroup v2 at %s: %v", c.Mount, err)}
+		return Cgroup{Problem: fmt.Sprintf("cgroup v2 at %s: %v", c.Mount, err), V1: c.V1, V1Mounts: c.V1Mounts, ReadOnlyV1: c.ReadOnlyV1}
 	}
 	c.Controllers = strings.Fields(string(ctl))
 	return c

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestCgroup reads the cgroup v2 hierarchy of hosts from their mount tables: a unified one, a
-// hybrid one (this machine's kind: v1 controllers, a v2 hierarchy beside them), a read-only
-// one, an escaped mount point, and none.
+// TestCgroup reads the cgroup hierarchies of hosts from their mount tables: a unified one, a
+// hybrid one (this machine's kind: v1 controllers, a v2 hierarchy beside them), v1 only, a
+// read-only one, an escaped mount point, and none.
 func TestCgroup(t *testing.T) {
 	hybrid := `32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
@@ -24,7 +24,11 @@ func TestCgroup(t *testing.T) {
 		{"unified", "26 22 0:23 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup", "cpu memory pids\n",
 			Cgroup{Mount: "/sys/fs/cgroup", Controllers: []string{"cpu", "memory", "pids"}}, true},
 		{"hybrid", hybrid, "/sys/fs/cgroup/unified", "",
-			Cgroup{Mount: "/sys/fs/cgroup/unified", Controllers: []string{}, V1: []string{"cpu", "memory"}}, false},
+			Cgroup{Mount: "/sys/fs/cgroup/unified", Controllers: []string{}, V1: []string{"cpu", "memory"},
+				V1Mounts: map[string]string{"cpu": "/sys/fs/cgroup/cpu", "memory": "/sys/fs/cgroup/memory"}}, false},
+		{"v1 only, co-mounted and read-only", "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n39 31 0:36 / /sys/fs/cgroup/pids ro - cgroup cgroup rw,pids\n", "", "",
+			Cgroup{V1: []string{"cpu", "cpuacct", "pids"}, V1Mounts: map[string]string{"cpu": "/sys/fs/cgroup/cpu,cpuacct", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct", "pids": "/sys/fs/cgroup/pids"},
+				ReadOnlyV1: []string{"pids"}, Problem: "no cgroup v2 hierarchy is mounted"}, false},
 		{"read-only", "26 22 0:23 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup", "cpu",
 			Cgroup{Mount: "/sys/fs/cgroup", ReadOnly: true, Controllers: []string{"cpu"}}, true},
 		{"escaped", `26 22 0:23 / /run/my\040cgroups rw - cgroup2 none rw` + "\n", "/run/my cgroups", "pids",

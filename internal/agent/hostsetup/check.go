@@ -320,6 +320,13 @@ func checkIsolation(cfg *agent.Config) CheckResult {
 		return r
 	}
 	r.Status, r.Detail = CheckOK, "process runtime: "+iso.String()
+	if missing := iso.Missing(); len(missing) > 0 {
+		r.Detail += "; missing: " + strings.Join(missing, ", ")
+		if cfg.RequireIsolation {
+			r.Status = CheckFail
+			r.Detail += " (required by CUBEFLEET_REQUIRE_ISOLATION: the agent runs no sandbox)"
+		}
+	}
 	return r
 }
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
-	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 	"github.com/cubefleet/cubefleet/internal/capool"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/server"
@@ -70,18 +70,18 @@ func TestCheckIsolation(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), "", "http://"+agenttest.ClosedAddr(t))
 	cfg.SandboxAllowOwnUser = false
 	r := checkIsolation(cfg)
-	// As root, the line says what this host offers, read here from mountinfo directly: the
-	// cgroup v2 hierarchy where one is mounted (on a hybrid host beside v1 controllers, for
-	// tracking only), and the rlimits standing in for each limit controller it lacks.
-	cg := hostinfo.Host{}.Cgroup()
+	// As root, the line says what this host offers: the cgroup controllers of each version
+	// (on a hybrid host, v1's limits beside a v2 hierarchy for tracking), and the rlimits
+	// standing in for each limit controller it lacks.
+	cg := cgroups.Detect("", 0)
 	var want []string
-	if cg.Mount != "" && !cg.ReadOnly {
-		want = append(want, "cgroup v2 at "+cg.Mount)
+	if cg.Tracks() {
+		want = append(want, cg.String())
 	}
-	if !cg.Has("memory") {
+	if !cg.Has(cgroups.Memory) {
 		want = append(want, "memory via RLIMIT_AS")
 	}
-	if !cg.Has("cpu") {
+	if !cg.Has(cgroups.CPU) {
 		want = append(want, "CPU not limited")
 	}
 	switch {
@@ -90,7 +90,7 @@ func TestCheckIsolation(t *testing.T) {
 	case os.Geteuid() == 0:
 		for _, w := range want {
 			if !strings.Contains(r.Detail, w) {
-				t.Errorf("as root on a host with cgroup v2 at %q (controllers %v, v1 %v): %s\nwant it to say %q", cg.Mount, cg.Controllers, cg.V1, r, w)
+				t.Errorf("as root on a host with %s: %s\nwant it to say %q", cg, r, w)
 			}
 		}
 	case os.Geteuid() != 0 && (r.Status != CheckFail || !strings.Contains(r.Detail, "CUBEFLEET_SANDBOX_ALLOW_OWN_USER=1")):

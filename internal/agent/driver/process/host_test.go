@@ -1,19 +1,14 @@
 package process
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // The mount tables of hosts, from /proc/self/mountinfo.
@@ -30,6 +25,12 @@ const (
 	// A current distribution: the unified hierarchy only.
 	mountsUnified = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
 26 22 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+`
+	// An older distribution: cgroup v1 only.
+	mountsV1 = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
 `
 	mountsReadOnly = `26 22 0:23 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw
 `
@@ -54,6 +55,15 @@ func fakeHost(t *testing.T, mounts, mountPoint, controllers string) string {
 		}
 	}
 	write("proc/self/mountinfo", mounts)
+	write("proc/self/status", "Name:\tcubefleet\nSeccomp:\t0\n")
+	for _, ns := range []string{"pid", "mnt", "ipc", "uts", "net"} {
+		write("proc/self/ns/"+ns, "")
+	}
+	for _, l := range strings.Split(mounts, "\n") { // every mount point, for the writable checks
+		if f := strings.Fields(l); len(f) > 4 {
+			os.MkdirAll(filepath.Join(root, strings.ReplaceAll(f[4], `\040`, " ")), 0o755)
+		}
+	}
 	if mountPoint != "" {
 		write(filepath.Join(mountPoint, "cgroup.controllers"), controllers)
 		write(filepath.Join(mountPoint, "cgroup.subtree_control"), "")
@@ -67,19 +77,21 @@ func TestDetect(t *testing.T) {
 		want                                  string
 	}{
 		{"hybrid", mountsHybrid, "/sys/fs/cgroup/unified", "hugetlb\n",
-			"cgroup v2 at /sys/fs/cgroup/unified (tracking only); rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; CPU not limited (cpu, memory, pids are bound to cgroup v1, not in /sys/fs/cgroup/unified)"},
+			"cgroup v1: cpu, memory, pids; cgroup v2 at /sys/fs/cgroup/unified: tracking only; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
+		{"v1 only", mountsV1, "", "",
+			"cgroup v1: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"unified", mountsUnified, "/sys/fs/cgroup", "cpuset cpu io memory hugetlb pids rdma misc\n",
-			"cgroup v2 at /sys/fs/cgroup: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE"},
+			"cgroup v2 at /sys/fs/cgroup: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"unified without pids", mountsUnified, "/sys/fs/cgroup", "cpu memory\n",
-			"cgroup v2 at /sys/fs/cgroup: cpu, memory; rlimits: processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE (/sys/fs/cgroup has no pids controller)"},
+			"cgroup v2 at /sys/fs/cgroup: cpu, memory; rlimits: processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited (no cgroup hierarchy offers the pids controller)"},
 		{"unified without controllers", mountsUnified, "/sys/fs/cgroup", "\n",
-			"cgroup v2 at /sys/fs/cgroup (tracking only); rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; CPU not limited (/sys/fs/cgroup has no cpu, memory, pids controller)"},
+			"cgroup v2 at /sys/fs/cgroup: tracking only; rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"read-only", mountsReadOnly, "/sys/fs/cgroup", "cpu memory pids\n",
-			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; CPU not limited (cgroup v2 at /sys/fs/cgroup is mounted read-only)"},
+			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is mounted read-only; no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"none", mountsNone, "", "",
-			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; CPU not limited (no cgroup v2 hierarchy is mounted)"},
+			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"escaped mount point", mountsEscaped, "/run/my cgroups", "cpu memory pids",
-			"cgroup v2 at /run/my cgroups: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE"},
+			"cgroup v2 at /run/my cgroups: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := fakeHost(t, tc.mounts, tc.mountPoint, tc.controllers)
@@ -92,15 +104,29 @@ func TestDetect(t *testing.T) {
 	root := fakeHost(t, mountsUnified, "/sys/fs/cgroup", "cpu memory pids")
 	if os.Geteuid() != 0 {
 		os.Chmod(filepath.Join(root, "sys/fs/cgroup/cgroup.subtree_control"), 0o444)
-		want := "rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; CPU not limited (cgroup v2 at /sys/fs/cgroup is not writable by uid " + strconv.Itoa(os.Geteuid()) + ")"
+		want := "rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is not writable by uid " + strconv.Itoa(os.Geteuid()) + "; no cgroup hierarchy offers the cpu, memory, pids controllers)"
 		if got := detect(root, os.Geteuid()).String(); got != want {
 			t.Errorf("detect, not writable:\n got %s\nwant %s", got, want)
 		}
 	}
-	own := Isolation{OwnUser: true, UID: 1000, Note: "cgroups are used only as root"}
-	want := "rlimits: memory via RLIMIT_AS, open files via RLIMIT_NOFILE; CPU not limited; processes not limited (cgroups are used only as root); sandboxes run as the agent's own user (uid 1000): they can read everything the agent can, for development only"
+	own := Isolation{OwnUser: true, UID: 1000, Note: "cgroups are used only as root", NamespaceNote: "namespaces are made only as root", Seccomp: true}
+	want := "rlimits: memory via RLIMIT_AS, open files via RLIMIT_NOFILE; no namespaces; seccomp: the default profile; disk not limited; CPU not limited; processes not limited (cgroups are used only as root; namespaces are made only as root); sandboxes run as the agent's own user (uid 1000): they can read everything the agent can, for development only"
 	if got := own.String(); got != want {
 		t.Errorf("own user:\n got %s\nwant %s", got, want)
+	}
+}
+
+// Missing names what --require-isolation needs and a host lacks.
+func TestIsolationMissing(t *testing.T) {
+	full := detect(fakeHost(t, mountsHybrid, "/sys/fs/cgroup/unified", ""), 0)
+	if m := full.Missing(); len(m) != 0 {
+		t.Errorf("hybrid host as root: missing %v, want nothing", m)
+	}
+	none := detect(fakeHost(t, mountsNone, "", ""), 0)
+	none.Namespaces = nil
+	want := []string{"memory limit (no memory cgroup controller)", "process limit (no pids cgroup controller)", "network isolation (no network namespace)"}
+	if m := none.Missing(); !slices.Equal(m, want) {
+		t.Errorf("no cgroups, no namespaces: missing %q, want %q", m, want)
 	}
 }
 
@@ -108,112 +134,8 @@ func TestDetect(t *testing.T) {
 func TestDetectThisHost(t *testing.T) {
 	iso := Detect()
 	t.Logf("Detect() = %s", iso)
-	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil && !strings.Contains(string(data), " - cgroup2 ") && iso.Cgroup != "" {
-		t.Errorf("no cgroup2 mount, yet Detect found %s", iso.Cgroup)
-	}
-}
-
-// The cgroup files written for a sandbox's limits, into a directory standing for its cgroup.
-func TestCreateCgroupWritesLimits(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "sbx")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("max\n"), 0o644)
-	if err := createCgroup(dir, cgroupLimits{CPUMillicores: 1500, MemoryBytes: 256 << 20, Processes: 100}); err != nil {
-		t.Fatal(err)
-	}
-	for file, want := range map[string]string{
-		"cpu.max": "150000 100000", "memory.max": "268435456", "memory.swap.max": "0", "pids.max": "100",
-	} {
-		if b, _ := os.ReadFile(filepath.Join(dir, file)); string(b) != want {
-			t.Errorf("%s = %q, want %q", file, b, want)
-		}
-	}
-	small := filepath.Join(t.TempDir(), "small")
-	if err := createCgroup(small, cgroupLimits{CPUMillicores: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(small, "cpu.max")); string(b) != "1000 100000" {
-		t.Errorf("5 millicores: cpu.max = %q, want the kernel's minimum quota, 1000 100000", b)
-	}
-	for _, f := range []string{"memory.max", "memory.swap.max", "pids.max"} {
-		if _, err := os.Stat(filepath.Join(small, f)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s written without a limit", f)
-		}
-	}
-}
-
-// The real cgroup v2 hierarchy of this host, when it has a writable one: a process placed in a
-// sandbox's cgroup is killed with it, and the cgroup is removed.
-func TestCgroupKillOnThisHost(t *testing.T) {
-	iso := Detect()
-	if iso.Cgroup == "" {
-		t.Skipf("no usable cgroup v2 hierarchy: %s", iso)
-	}
-	parent := filepath.Join(iso.Cgroup, "cubefleet-test-kill-"+strconv.Itoa(os.Getpid()))
-	if err := os.Mkdir(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(parent)
-	cg := filepath.Join(parent, "sbx")
-	if err := createCgroup(cg, cgroupLimits{}); err != nil {
-		t.Fatal(err)
-	}
-	cgFD, err := unix.Open(cg, unix.O_DIRECTORY|unix.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(cgFD)
-	var pids []int
-	for range 3 {
-		pid, err := forkSleep(cgFD)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	if got := cgroupProcs(cg); len(got) != 3 {
-		t.Fatalf("cgroup.procs = %v, want the 3 processes %v", got, pids)
-	}
-	if left := killCgroup(cg, timeNowPlus(2)); len(left) > 0 {
-		t.Fatalf("left after the kill: %v", left)
-	}
-	for _, pid := range pids {
-		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, 0, nil)
-		if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
-			t.Errorf("pid %d: %v, want killed by SIGKILL", pid, ws)
-		}
-	}
-	if err := removeCgroup(cg); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// setupCgroup enables the controllers from the hierarchy's root down to the sandboxes' parent,
-// in a directory tree standing for the hierarchy (whose subtree_control files are plain files).
-func TestSetupCgroupEnablesControllers(t *testing.T) {
-	mount := t.TempDir()
-	for _, d := range []string{"", "cubefleet", "cubefleet/abc"} {
-		os.MkdirAll(filepath.Join(mount, d), 0o755)
-		os.WriteFile(filepath.Join(mount, d, "cgroup.subtree_control"), nil, 0o644)
-	}
-	os.WriteFile(filepath.Join(mount, "cgroup.subtree_control"), []byte("cpu memory\n"), 0o644) // already on at the root
-	iso := setupCgroup(Isolation{Cgroup: mount, Controllers: []string{"cpu", "memory", "pids"}}, "cubefleet/abc")
-	if iso.Cgroup != mount || len(iso.Controllers) != 3 || iso.Note != "" {
-		t.Fatalf("setupCgroup = %+v", iso)
-	}
-	for d, want := range map[string]string{"": "+pids", "cubefleet": "+pids", "cubefleet/abc": "+pids"} {
-		if b, _ := os.ReadFile(filepath.Join(mount, d, "cgroup.subtree_control")); string(b) != want {
-			t.Errorf("%s/cgroup.subtree_control = %q, want the last write %q", d, b, want)
-		}
-	}
-	// A level that refuses: that controller falls back, and the note says why.
-	os.Remove(filepath.Join(mount, "cubefleet/abc", "cgroup.subtree_control"))
-	iso = setupCgroup(Isolation{Cgroup: mount, Controllers: []string{"cpu"}}, "cubefleet/abc")
-	if len(iso.Controllers) != 0 || !strings.Contains(iso.Note, "cannot enable the cpu controller") {
-		t.Errorf("setupCgroup with a broken level = %+v", iso)
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil && !strings.Contains(string(data), " - cgroup2 ") && iso.Cgroups.V2 != "" {
+		t.Errorf("no cgroup2 mount, yet Detect found %s", iso.Cgroups.V2)
 	}
 }
 
@@ -383,14 +305,5 @@ func FuzzParseStat(f *testing.F) {
 		if err == nil && st.State == 0 {
 			t.Errorf("parseStat(%q) accepted without a state", data)
 		}
-	})
-}
-
-func timeNowPlus(seconds int) time.Time { return time.Now().Add(time.Duration(seconds) * time.Second) }
-
-// forkSleep starts `sleep 30` directly in the cgroup cgFD (clone3 with CLONE_INTO_CGROUP).
-func forkSleep(cgFD int) (int, error) {
-	return syscall.ForkExec("/bin/sleep", []string{"sleep", "30"}, &syscall.ProcAttr{
-		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgFD},
 	})
 }

@@ -13,14 +13,16 @@
 // disk, only the names. It runs in a session and process group of its own, so that signals
 // reach all of it and none of the agent's.
 //
-// Limits: where the host has a writable cgroup v2 hierarchy (Detect finds it in
-// /proc/self/mountinfo), every sandbox gets a cgroup of its own under Config.CgroupParent, which
-// tracks all its processes (so a stop kills them at once, with cgroup.kill) and, for each
-// controller the hierarchy offers, limits it: cpu.max (CPUMillicores), memory.max and
-// memory.swap.max (MemoryMiB), pids.max (Config.MaxProcesses). A limit without its controller
-// falls back to an rlimit (memory: RLIMIT_AS, the address space; processes: RLIMIT_NPROC, per
-// user) or, for CPU, is not enforced; RLIMIT_NOFILE (Config.MaxOpenFiles) is always set.
-// Isolation.String says which applies.
+// Limits: every sandbox gets a cgroup of its own under Config.CgroupParent in each cgroup
+// hierarchy the host has (package cgroups: a cgroup v2 hierarchy with delegated controllers,
+// cgroup v1 hierarchies, or both on a hybrid host), which tracks all its processes (so a stop
+// kills them at once) and, for each controller there is, limits the sandbox as a whole: CPU
+// as a CFS quota (CPUMillicores), memory with no swap (MemoryMiB; a sandbox past it is
+// OOM-killed and ends killed with driver.ReasonOOM), processes (Config.MaxProcesses). Its CPU
+// time and peak memory are the cgroup's, for all its processes. A limit without its
+// controller falls back to an rlimit (memory: RLIMIT_AS, the address space; processes:
+// RLIMIT_NPROC, per user) or, for CPU, is not enforced; RLIMIT_NOFILE (Config.MaxOpenFiles) is
+// always set. Isolation.String says which applies.
 //
 // Without root, the driver refuses to start unless Config.AllowOwnUser is set, for development:
 // then sandboxes run as the agent's own user and can read what it can.
@@ -61,6 +63,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,7 +76,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 	"github.com/cubefleet/cubefleet/internal/atomicfile"
 )
 
@@ -87,6 +92,9 @@ const (
 	DefaultMaxOpenFiles = 4096
 	DefaultSpares       = 1
 )
+
+// DefaultNetworkCIDR is Config.NetworkCIDR's default (the agent's sandbox network default).
+var DefaultNetworkCIDR = netip.MustParsePrefix("192.168.0.0/18")
 
 // Config configures the process driver. Only Dir is required.
 type Config struct {
@@ -106,8 +114,12 @@ type Config struct {
 	// development: they are then not isolated from the agent. Without it, New refuses to run
 	// without root. Root never runs a sandbox as root.
 	AllowOwnUser bool
-	// CgroupParent is the cgroup, relative to the cgroup v2 hierarchy's root, that holds the
-	// sandboxes' cgroups, <mount>/<CgroupParent>/sandbox-<16 hex digits> (each sandbox's is in
+	// RequireIsolation makes New fail, naming what is missing (Isolation.Missing), unless
+	// sandboxes get a memory limit and a process limit from cgroup controllers and a network
+	// namespace of their own.
+	RequireIsolation bool
+	// CgroupParent is the cgroup, relative to each cgroup hierarchy's root, that holds the
+	// sandboxes' cgroups, <mount>/<CgroupParent>/sandbox-<16 hex digits> (each sandbox's are in
 	// its sandbox.json). It must be the driver's own: default DefaultCgroupParent/<the first 12
 	// hex digits of the SHA-256 of Dir>, so that two agents of a host never share one.
 	CgroupParent string
@@ -117,6 +129,10 @@ type Config struct {
 	// MaxOpenFiles caps each sandbox process's open files (RLIMIT_NOFILE); default
 	// DefaultMaxOpenFiles.
 	MaxOpenFiles int
+	// NetworkCIDR is the sandbox network public sandboxes' links are numbered in (a /30
+	// each, by their user id's place in the range; sandboxnet.LinkFor); default
+	// DefaultNetworkCIDR.
+	NetworkCIDR netip.Prefix
 	// Spares is how many supervisors are kept started ahead of need (default DefaultSpares;
 	// negative: none, every Start starts its own, slower by two process starts).
 	Spares int
@@ -180,6 +196,9 @@ func New(cfg Config) (*Driver, error) {
 		sum := sha256.Sum256([]byte(cfg.Dir))
 		cfg.CgroupParent = DefaultCgroupParent + "/" + hex.EncodeToString(sum[:6])
 	}
+	if !cfg.NetworkCIDR.IsValid() {
+		cfg.NetworkCIDR = DefaultNetworkCIDR
+	}
 	if cfg.Executable == "" {
 		cfg.Executable = "/proc/self/exe"
 	}
@@ -228,10 +247,23 @@ func New(cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	if !ownUser {
-		iso = setupCgroup(iso, cfg.CgroupParent)
-		if iso.Cgroup != "" {
-			removeEmptyCgroups(filepath.Join(iso.Cgroup, cfg.CgroupParent))
+		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
+		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
+		if len(iso.Namespaces) > 0 {
+			if note := probeNamespaces(cfg.Executable); note != "" {
+				iso.Namespaces, iso.NamespaceNote = nil, note
+			}
 		}
+		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name) }); len(gone) > 0 {
+			log.Info("removed the links of ended sandboxes", "links", gone)
+		}
+		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
+			iso.Disk, iso.DiskNote = false, "a work directory's disk needs the sandbox's mount namespace"
+		}
+	}
+	if missing := iso.Missing(); cfg.RequireIsolation && len(missing) > 0 {
+		lock.Close()
+		return nil, fmt.Errorf("isolation is required (require-isolation) and this host lacks: %s; the driver has %s", strings.Join(missing, ", "), iso)
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
@@ -387,6 +419,17 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		CPUMillicores: spec.CPUMillicores, MemoryMiB: spec.MemoryMiB, DiskMiB: spec.DiskMiB,
 		Timeout: spec.Timeout, Grace: spec.GraceOrDefault(), OutputLimitBytes: spec.OutputLimitOrDefault(),
 		UID: uid, GID: gid, Cgroup: sup.cgroup, CreatedAt: time.Now().UTC(), Warm: warm,
+		Disk: d.iso.Disk && spec.DiskMiB > 0, Network: spec.Network,
+	}
+	if spec.Network == driver.NetworkPublic && len(d.iso.Namespaces) > 0 && uid >= 0 {
+		link, err := sandboxnet.LinkFor(d.cfg.NetworkCIDR, uid-d.cfg.FirstUID)
+		if err != nil {
+			sup.discard()
+			removeAll(dir)
+			d.leases.release(uid, dir)
+			return driver.Status{}, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		rec.Link = &link
 	}
 	work := filepath.Join(dir, dirWork)
 	err = writeJSON(filepath.Join(dir, fileSandbox), rec)
@@ -399,8 +442,10 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	if err == nil && uid >= 0 {
 		err = os.Chown(work, uid, gid)
 	}
+
 	if err != nil { // nothing ran: leave nothing behind
 		sup.discard()
+
 		removeAll(dir)
 		if uid >= 0 {
 			d.leases.release(uid, dir)
@@ -409,12 +454,14 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	}
 	l := launch{
 		Dir: dir, Work: filepath.Join(work, spec.WorkDir), Spec: spec, UID: uid, GID: gid,
-		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm,
+		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm, Seccomp: d.iso.Seccomp,
+		Disk: rec.Disk, DiskImages: filepath.Join(d.cfg.Dir, dirDiskImages),
+		Link: rec.Link, NetworkCIDR: d.cfg.NetworkCIDR, NetLockDir: filepath.Dir(d.cfg.UIDLeaseDir),
 	}
 	if warm { // the claim brings them
 		l.Work, l.Rlimits = "", nil
 	}
-	if rec.Cgroup != "" {
+	if !rec.Cgroup.IsZero() {
 		l.CgroupLimits = d.cgroupLimits(spec)
 	}
 	if err := d.hand(ctx, dir, sup, l); err != nil {
@@ -430,9 +477,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 				Reason: driver.ReasonFailed, Message: err.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
 			})
 		}
-		if rec.Cgroup != "" {
-			removeCgroup(rec.Cgroup)
-		}
+		rec.Cgroup.Remove()
 	}
 	st, err := d.status(spec.ID, true)
 	switch {
@@ -461,8 +506,8 @@ func (d *Driver) rlimits(spec driver.Spec) []rlimit {
 }
 
 // cgroupLimits returns what the sandbox's cgroup limits, by the controllers the driver has.
-func (d *Driver) cgroupLimits(spec driver.Spec) cgroupLimits {
-	var l cgroupLimits
+func (d *Driver) cgroupLimits(spec driver.Spec) cgroups.Limits {
+	var l cgroups.Limits
 	if d.iso.has("cpu") {
 		l.CPUMillicores = spec.CPUMillicores
 	}
@@ -638,11 +683,10 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 	if left := d.killRest(r, time.Now().Add(2*time.Second)); len(left) > 0 {
 		return fmt.Errorf("remove sandbox %s: processes %v survive SIGKILL", id, left)
 	}
-	if r.rec.Cgroup != "" {
-		if err := removeCgroup(r.rec.Cgroup); err != nil {
-			return err
-		}
+	if err := r.rec.Cgroup.Remove(); err != nil {
+		return err
 	}
+
 	if err := removeAll(r.dir); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
 	}
@@ -707,16 +751,9 @@ func (d *Driver) StopAll(ctx context.Context) error {
 // holds a cgroup in it any more.
 func (d *Driver) Close() error {
 	d.dropSpares()
-	if d.iso.Cgroup != "" {
-		parent := filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent)
-		removeEmptyCgroups(parent)
-		// The parent, then the directories above it up to the hierarchy (shared with other
-		// agents: removed only once empty).
-		for p := parent; p != d.iso.Cgroup && strings.HasPrefix(p, d.iso.Cgroup+"/"); p = filepath.Dir(p) {
-			if unix.Rmdir(p) != nil {
-				break
-			}
-		}
-	}
+	d.iso.Cgroups.RemoveEmpty(d.cfg.CgroupParent, sandboxCgroupPrefix)
+	// The parent, then the directories above it (shared with other agents: removed only once
+	// empty).
+	d.iso.Cgroups.RemoveParent(d.cfg.CgroupParent)
 	return d.lock.Close()
 }

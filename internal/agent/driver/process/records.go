@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
 // The files of a sandbox's directory, <Config.Dir>/<id>/ (mode 0711, root). Only the work
@@ -25,7 +27,12 @@ const (
 	fileStderr     = "stderr"          // captured stderr, likewise
 	fileLog        = "supervisor.log"  // the supervisor's own errors
 	dirWork        = "work"            // the sandbox's directory (its user's, mode 0700); Spec.WorkDir is under it
+	fileDisk       = "disk.img"        // with a disk limit: the work directory's file system (workdisk), mounted on it
 )
+
+// dirDiskImages, in Config.Dir, holds the empty file systems sandboxes' disks are copied from
+// (workdisk.Images); its name is no sandbox id.
+const dirDiskImages = ".disk-images"
 
 // sandboxRecord is what the driver keeps of a Spec: everything but the environment's values,
 // which may be secrets and are never written to disk.
@@ -43,9 +50,15 @@ type sandboxRecord struct {
 	// UID and GID are the sandbox's own user and group; -1 when it runs as the agent's user.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
-	// Cgroup is the sandbox's cgroup directory, "" when it has none.
-	Cgroup    string    `json:"cgroup,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	// Cgroup is the sandbox's cgroup (its directories in each hierarchy), zero when it has
+	// none.
+	Cgroup cgroups.Group `json:"cgroups,omitzero"`
+	// Disk is set when the work directory is a file system of its own of DiskMiB (fileDisk).
+	Disk bool `json:"disk,omitempty"`
+	// Network is the template's; Link, for a public sandbox, its veth pair and addresses.
+	Network   driver.Network   `json:"network,omitempty"`
+	Link      *sandboxnet.Link `json:"link,omitempty"`
+	CreatedAt time.Time        `json:"createdAt"`
 	// Warm is set for a sandbox made by Warm; ClaimedAt is when the driver handed it its claim
 	// (then Argv, EnvNames, WorkDir, Timeout, Grace and OutputLimitBytes are the claim's).
 	Warm      bool      `json:"warm,omitempty"`

@@ -4,14 +4,16 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 )
 
 // Spare supervisors: started ahead of need, each with its exec stage, so that Start only hands
@@ -21,7 +23,7 @@ import (
 // launch.
 type supervisorProc struct {
 	ident      Ident
-	cgroup     string // the cgroup its exec stage runs in, "" for none
+	cgroup     cgroups.Group // the cgroup its exec stage runs in, zero for none
 	stdin      io.WriteCloser
 	reportFile *os.File
 	report     *bufio.Reader // of reportFile
@@ -56,18 +58,27 @@ func (s *supervisorProc) discard() {
 // process group signals do not reach it), with an empty environment and, when the driver uses
 // cgroups, a new cgroup for the sandbox it will get: <parent>/sandbox-<16 hex digits>.
 func (d *Driver) startSupervisor() (*supervisorProc, error) {
-	var cgroup string
-	if d.iso.Cgroup != "" {
+	var cgroup cgroups.Group
+	var cgroupArg, nsArg string
+	if len(d.iso.Namespaces) > 0 {
+		nsArg = namespacesArg
+	}
+	if d.iso.Cgroups.Tracks() {
 		var b [8]byte
 		rand.Read(b[:])
-		cgroup = filepath.Join(d.iso.Cgroup, d.cfg.CgroupParent, "sandbox-"+hex.EncodeToString(b[:]))
+		cgroup = d.iso.Cgroups.Group(d.cfg.CgroupParent, sandboxCgroupPrefix+hex.EncodeToString(b[:]))
+		arg, err := json.Marshal(cgroup)
+		if err != nil {
+			return nil, err
+		}
+		cgroupArg = string(arg)
 	}
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroup}, Env: []string{}, Dir: "/",
+		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroupArg, nsArg}, Env: []string{}, Dir: "/",
 		ExtraFiles:  []*os.File{reportW},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}

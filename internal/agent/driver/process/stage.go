@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/agent/syscallfilter"
 )
 
 // stageInstr is what a supervisor tells its exec stage: whom to become and what to run. For a
@@ -27,6 +29,10 @@ type stageInstr struct {
 	Argv       []string `json:"argv,omitempty"`
 	Env        []string `json:"env,omitempty"`
 	Rlimits    []rlimit `json:"rlimits,omitempty"`
+	// Seccomp applies the default seccomp profile (package syscallfilter) before the exec.
+	Seccomp bool `json:"seccomp,omitempty"`
+	// Sandbox is the sandbox's setup, for its init (namespaces only), in the first message.
+	Sandbox *sandboxSetup `json:"sandbox,omitempty"`
 }
 
 // Bytes an exec stage writes on its status pipe: stageReady once it waits for its
@@ -50,6 +56,9 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 // SIGINT even when the agent was started with them ignored (nohup), and a caught signal is reset
 // to its default by exec, where an ignored one would stay ignored.
 func runStage() int {
+	if len(os.Args) > 1 && os.Args[1] == initArg {
+		return runInit()
+	}
 	// no_new_privs and the parent-death signal are a thread's, and exec keeps those of the
 	// thread that calls it: all of it happens on this one.
 	runtime.LockOSThread()
@@ -81,7 +90,7 @@ func runStage() int {
 		} else if err != nil {
 			return fail("read the claim: %v", err)
 		}
-		in.Work, in.Argv, in.Env, in.Rlimits = claim.Work, claim.Argv, claim.Env, claim.Rlimits
+		in.Work, in.Argv, in.Env, in.Rlimits, in.Seccomp = claim.Work, claim.Argv, claim.Env, claim.Rlimits, claim.Seccomp
 	}
 	instr.Close()
 	return execProgram(in, fail)
@@ -136,6 +145,11 @@ func execProgram(in stageInstr, fail func(format string, args ...any) int) int {
 		return fail("exec %s: %v", in.Argv[0], err)
 	}
 	syscall.CloseOnExec(4)
+	if in.Seccomp { // after the namespaces (set up by the init), before the rlimits (it allocates)
+		if err := syscallfilter.Apply(); err != nil {
+			return fail("%v", err)
+		}
+	}
 	// The rlimits come last: under a low RLIMIT_AS this Go process could not allocate any
 	// more, so nothing is allocated between them and the exec.
 	for _, r := range in.Rlimits {

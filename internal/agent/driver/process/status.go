@@ -102,9 +102,7 @@ func (d *Driver) status(id string, locked bool) (driver.Status, error) {
 		if r.hasState || r.hasWarm {
 			d.killRest(r, time.Now().Add(2*time.Second))
 		}
-		if r.rec.Cgroup != "" {
-			removeCgroup(r.rec.Cgroup)
-		}
+		r.rec.Cgroup.Remove()
 		if err := writeJSON(filepath.Join(r.dir, fileResult), res); err != nil {
 			return driver.Status{}, fmt.Errorf("record sandbox %s as %s: %w", id, res.Reason, err)
 		}
@@ -171,22 +169,17 @@ func (d *Driver) assemble(r records) driver.Status {
 	return st
 }
 
-// liveStats reads a running sandbox's resource use: from its cgroup when it has one (cpu.stat,
-// memory.current, memory.peak), else from /proc for the processes of its user or session.
+// liveStats reads a running sandbox's resource use: from its cgroup when it has one (all its
+// processes together), else from /proc for the processes of its user or session.
 func liveStats(r records) driver.Stats {
 	var s driver.Stats
 	var procs []int
-	if cg := r.rec.Cgroup; cg != "" {
-		procs = cgroupProcs(cg)
-		if us := cgroupStat(cg, "cpu.stat", "usage_usec"); us >= 0 {
-			s.CPU = time.Duration(us) * time.Microsecond
-		}
-		if m := cgroupValue(cg, "memory.current"); m >= 0 {
-			s.MemoryBytes = m
-		}
-		if p := cgroupValue(cg, "memory.peak"); p >= 0 {
-			s.PeakMemoryBytes = p
-		}
+	if cg := r.rec.Cgroup; !cg.IsZero() {
+		procs = cg.Procs()
+		cs := cg.Stats()
+		s.CPU = max(cs.CPU, 0)
+		s.MemoryBytes = max(cs.MemoryBytes, 0)
+		s.PeakMemoryBytes = max(cs.PeakMemoryBytes, 0)
 	} else if r.rec.UID >= 0 {
 		procs = members(r.rec.UID, -1)
 	} else {
@@ -211,9 +204,7 @@ func liveStats(r records) driver.Stats {
 // processes a kill by uid would end.
 func (d *Driver) killRest(r records, deadline time.Time) []int {
 	var left []int
-	if r.rec.Cgroup != "" {
-		left = append(left, killCgroup(r.rec.Cgroup, deadline)...)
-	}
+	left = append(left, r.rec.Cgroup.Kill(deadline)...)
 	if r.hasResult {
 		return left
 	}

@@ -5,18 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
+	"github.com/cubefleet/cubefleet/internal/agent/workdisk"
 )
 
 // The names the binary is re-executed under (its argv[0]) to act as a sandbox's supervisor or
@@ -25,6 +30,9 @@ const (
 	supervisorArg0 = "cubefleet-sandbox-supervisor"
 	stageArg0      = "cubefleet-sandbox-exec"
 )
+
+// oomPoll is how often a running sandbox with a memory limit is checked for an OOM kill.
+const oomPoll = 100 * time.Millisecond
 
 // maxLaunchBytes bounds what a supervisor reads from the driver: a spec with its environment.
 const maxLaunchBytes = 16 << 20
@@ -40,20 +48,32 @@ func MaybeRunSupervisor() {
 		os.Exit(runSupervisor())
 	case stageArg0:
 		os.Exit(runStage())
+	case namespaceProbeArg0:
+		os.Exit(runNamespaceProbe())
 	}
 }
 
 // launch is what the driver hands a supervisor on its standard input. It holds the
 // environment's values, which may be secrets: it only ever travels through that pipe.
 type launch struct {
-	Dir          string       `json:"dir"`  // the sandbox's directory
-	Work         string       `json:"work"` // its working directory (the work directory, or Spec.WorkDir under it)
-	Spec         driver.Spec  `json:"spec"`
-	UID          int          `json:"uid"` // -1: the agent's own user
-	GID          int          `json:"gid"`
-	Cgroup       string       `json:"cgroup,omitempty"` // the supervisor's cgroup (its argument), "" for none
-	CgroupLimits cgroupLimits `json:"cgroupLimits"`
-	Rlimits      []rlimit     `json:"rlimits,omitempty"`
+	Dir          string         `json:"dir"`  // the sandbox's directory
+	Work         string         `json:"work"` // its working directory (the work directory, or Spec.WorkDir under it)
+	Spec         driver.Spec    `json:"spec"`
+	UID          int            `json:"uid"` // -1: the agent's own user
+	GID          int            `json:"gid"`
+	Cgroup       cgroups.Group  `json:"cgroup,omitzero"` // the supervisor's cgroup (its argument), zero for none
+	CgroupLimits cgroups.Limits `json:"cgroupLimits"`
+	Rlimits      []rlimit       `json:"rlimits,omitempty"`
+	Seccomp      bool           `json:"seccomp,omitempty"` // the sandbox's program runs under the default seccomp profile
+	// Disk gives the work directory a file system of its own of Spec.DiskMiB (made by the init
+	// in the sandbox's mount namespace), copied from the empty one of its size in DiskImages.
+	Disk       bool   `json:"disk,omitempty"`
+	DiskImages string `json:"diskImages,omitempty"`
+	// Link is a public sandbox's veth pair, set up by the supervisor into the init's network
+	// namespace (sandboxnet), with the host's policy for NetworkCIDR (its lock in NetLockDir).
+	Link        *sandboxnet.Link `json:"link,omitempty"`
+	NetworkCIDR netip.Prefix     `json:"networkCIDR,omitzero"`
+	NetLockDir  string           `json:"netLockDir,omitempty"`
 	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
 	// and the claim brings them (claimMsg).
 	Warm bool `json:"warm,omitempty"`
@@ -80,6 +100,7 @@ type stage struct {
 	pid    int
 	instr  *os.File // write: the stageInstr
 	status *os.File // read: EOF once the program runs (close-on-exec), else why it could not
+	exit   *os.File // read, with namespaces: the main process's wait status, from the init; else nil
 	stdout *os.File // read: the sandbox's stdout
 	stderr *os.File // read: the sandbox's stderr
 	// ended is how it ended, once collected (collect): from then on its pid may be another
@@ -89,23 +110,33 @@ type stage struct {
 
 // startStage starts the exec stage in a session of its own, with /dev/null for stdin and the
 // write ends of two pipes for stdout and stderr, and SIGKILL as its parent-death signal. With a
-// cgroup, it is created and the stage started right into it (clone3 CLONE_INTO_CGROUP): moving
-// a process later, through cgroup.procs, waits for an RCU grace period, milliseconds on the
-// path of every Start.
-func startStage(cgroup string) (*stage, error) {
+// cgroup, it is created and the stage started right into its v2 directory (clone3
+// CLONE_INTO_CGROUP), then moved into its v1 directories: moving a process through cgroup.procs
+// waits for an RCU grace period, milliseconds, spent here before any sandbox needs the stage.
+//
+// With namespaces, the stage is started in new ones as the sandbox's init (runInit), which
+// starts the stage proper and reports the main process's end on a fifth pipe.
+func startStage(cg cgroups.Group, namespaces bool) (*stage, error) {
 	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if cgroup != "" {
-		if err := createCgroup(cgroup, cgroupLimits{}); err != nil {
+	argv := []string{stageArg0}
+	if namespaces {
+		sys.Cloneflags = namespaceFlags
+		argv = append(argv, initArg)
+	}
+	if !cg.IsZero() {
+		if err := cg.Create(cgroups.Limits{}); err != nil {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
-		fd, err := unix.Open(cgroup, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if cg.V2 != "" {
+		fd, err := unix.Open(cg.V2, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 		defer unix.Close(fd)
 		sys.UseCgroupFD, sys.CgroupFD = true, fd
 	}
-	var pipes [4][2]*os.File
+	var pipes [5][2]*os.File
 	for i := range pipes {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -117,33 +148,52 @@ func startStage(cgroup string) (*stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	outW, errW, instrR, statusW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1]
+	outW, errW, instrR, statusW, exitW := pipes[0][1], pipes[1][1], pipes[2][0], pipes[3][1], pipes[4][1]
+	files := []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()}
+	if namespaces {
+		files = append(files, exitW.Fd())
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"}, // its own: fewer threads for exec to end
-		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd(), instrR.Fd(), statusW.Fd()},
+		Files: files,
 		Sys:   sys,
 	}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+	pid, err := syscall.ForkExec("/proc/self/exe", argv, attr)
 	moveIn := false
 	if sys.UseCgroupFD && (errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.E2BIG)) {
 		sys.UseCgroupFD, moveIn = false, true
-		pid, err = syscall.ForkExec("/proc/self/exe", []string{stageArg0}, attr)
+		pid, err = syscall.ForkExec("/proc/self/exe", argv, attr)
 	}
-	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW} {
+	for _, f := range []*os.File{devnull, outW, errW, instrR, statusW, exitW} {
 		f.Close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start the exec stage: %w", err)
 	}
+	skip := cg.V2
 	if moveIn { // a kernel without clone3 into a cgroup (before 5.7)
-		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		skip = ""
+	}
+	if err := cg.Enter(pid, skip); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		unix.Wait4(pid, nil, 0, nil)
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	if namespaces { // the init may now start the stage proper: it is in every cgroup
+		if _, err := pipes[2][1].Write([]byte{initGo}); err != nil {
 			unix.Kill(pid, unix.SIGKILL)
 			unix.Wait4(pid, nil, 0, nil)
-			return nil, fmt.Errorf("cgroup: move the exec stage into %s: %w", cgroup, err)
+			return nil, fmt.Errorf("start the sandbox's init: %w", err)
 		}
 	}
-	return &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}, nil
+	st := &stage{pid: pid, stdout: pipes[0][0], stderr: pipes[1][0], instr: pipes[2][1], status: pipes[3][0]}
+	if namespaces {
+		st.exit = pipes[4][0]
+	} else {
+		pipes[4][0].Close()
+	}
+	return st, nil
 }
 
 // ready waits until the stage waits for its instructions.
@@ -165,8 +215,10 @@ func (s *stage) abort() {
 		unix.Kill(s.pid, unix.SIGKILL)
 		s.collect(true)
 	}
-	for _, f := range []*os.File{s.instr, s.status, s.stdout, s.stderr} {
-		f.Close()
+	for _, f := range []*os.File{s.instr, s.status, s.stdout, s.stderr, s.exit} {
+		if f != nil {
+			f.Close()
+		}
 	}
 }
 
@@ -226,9 +278,13 @@ func runSupervisor() int {
 	// files are the agent's alone (the records and output are 0600 anyway, the claim socket
 	// is created private).
 	unix.Umask(0o077)
-	var cgroup string
-	if len(os.Args) > 1 {
-		cgroup = os.Args[1]
+	var cgroup cgroups.Group
+	namespaces := len(os.Args) > 2 && os.Args[2] == namespacesArg
+	if len(os.Args) > 1 && os.Args[1] != "" {
+		if err := json.Unmarshal([]byte(os.Args[1]), &cgroup); err != nil {
+			writeReport(os.NewFile(3, "report"), fmt.Errorf("the supervisor's cgroup argument: %w", err))
+			return 1
+		}
 	}
 	reportFile := os.NewFile(3, "report")
 	stop := make(chan os.Signal, 4)
@@ -238,28 +294,24 @@ func runSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-	st, err := startStage(cgroup)
+	st, err := startStage(cgroup, namespaces)
 	if err == nil {
 		err = st.ready()
 	}
 	if err != nil {
-		if cgroup != "" {
-			removeCgroup(cgroup)
-		}
+		cgroup.Remove()
 		writeReport(reportFile, err)
 		return 1
 	}
 	io.WriteString(reportFile, readyLine)
 	var l launch
 	err = json.NewDecoder(io.LimitReader(os.Stdin, maxLaunchBytes)).Decode(&l)
-	if err == nil && l.Cgroup != cgroup {
-		err = fmt.Errorf("the launch names the cgroup %q, this supervisor's is %q", l.Cgroup, cgroup)
+	if err == nil && !l.Cgroup.Equal(cgroup) {
+		err = fmt.Errorf("the launch names the cgroup %v, this supervisor's is %v", l.Cgroup, cgroup)
 	}
 	if err != nil {
 		st.abort()
-		if cgroup != "" {
-			removeCgroup(cgroup)
-		}
+		cgroup.Remove()
 		if errors.Is(err, io.EOF) { // a spare the driver no longer needs
 			return 0
 		}
@@ -270,7 +322,7 @@ func runSupervisor() int {
 		unix.Dup2(int(f.Fd()), 2)
 		f.Close()
 	}
-	s := &supervisor{l: l, st: st}
+	s := &supervisor{l: l, st: st, namespaces: namespaces}
 	if l.Warm {
 		return s.warm(reportFile, stop)
 	}
@@ -287,8 +339,12 @@ func writeReport(f io.WriteCloser, err error) {
 }
 
 type supervisor struct {
-	l  launch
-	st *stage
+	l          launch
+	st         *stage
+	namespaces bool // the stage is the sandbox's init, in namespaces of its own
+	// disk is the work directory's file system, attached by begin for the init to mount; held
+	// until the init's setup is over (released then).
+	disk *workdisk.Disk
 
 	stdout, stderr *os.File // the output files (begin)
 
@@ -303,9 +359,8 @@ func (s *supervisor) path(name string) string { return filepath.Join(s.l.Dir, na
 // fail records that the sandbox could not be started and answers the driver.
 func (s *supervisor) fail(reportFile io.WriteCloser, cause error) int {
 	s.st.abort()
-	if s.l.Cgroup != "" {
-		removeCgroup(s.l.Cgroup)
-	}
+	s.releaseDisk()
+	s.l.Cgroup.Remove()
 	err := writeJSON(s.path(fileResult), resultRecord{
 		Reason: driver.ReasonFailed, Message: cause.Error(), EndedAt: time.Now().UTC(), ExitCode: -1,
 	})
@@ -335,10 +390,23 @@ func (s *supervisor) begin() error {
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("create the output files: %w", err)
 	}
-	if s.l.Cgroup != "" {
-		if err := createCgroup(s.l.Cgroup, s.l.CgroupLimits); err != nil {
-			return fmt.Errorf("cgroup: %w", err)
+	if err := s.l.Cgroup.Create(s.l.CgroupLimits); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	if l := s.l.Link; l != nil && s.namespaces {
+		if err := sandboxnet.EnsureHost(s.l.NetworkCIDR, s.l.NetLockDir); err != nil {
+			return fmt.Errorf("the public network: %w", err)
 		}
+		if err := l.Setup(s.st.pid); err != nil {
+			return fmt.Errorf("the public network: %w", err)
+		}
+	}
+	if s.l.Disk && s.namespaces {
+		disk, err := workdisk.Images{Dir: s.l.DiskImages}.Attach(s.path(fileDisk), s.l.Spec.DiskMiB)
+		if err != nil {
+			return fmt.Errorf("the work directory's disk: %w", err)
+		}
+		s.disk = disk
 	}
 	return nil
 }
@@ -347,10 +415,14 @@ func (s *supervisor) begin() error {
 // (state.json). It returns when the sandbox's process started; an error says why it did not
 // (nothing of it runs then).
 func (s *supervisor) execute() (time.Time, error) {
-	err := json.NewEncoder(s.st.instr).Encode(stageInstr{
+	in := stageInstr{
 		Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Work: s.l.Work,
-		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits,
-	})
+		Argv: s.l.Spec.Argv, Env: s.l.Spec.Env, Rlimits: s.l.Rlimits, Seccomp: s.l.Seccomp,
+	}
+	if !s.l.Warm { // a warm sandbox's init was set up by become
+		in.Sandbox = s.setup()
+	}
+	err := json.NewEncoder(s.st.instr).Encode(in)
 	s.st.instr.Close()
 	if err != nil {
 		// Its end of the pipe is closed: it ended (a warm sandbox's stage while it waited for
@@ -362,6 +434,7 @@ func (s *supervisor) execute() (time.Time, error) {
 	}
 	msg, _ := io.ReadAll(s.st.status)
 	s.st.status.Close()
+	s.releaseDisk()
 	startedAt := time.Now().UTC()
 	if len(msg) > 0 {
 		return time.Time{}, errors.New(string(msg))
@@ -377,6 +450,14 @@ func (s *supervisor) execute() (time.Time, error) {
 		return time.Time{}, fmt.Errorf("record the start: %w", err)
 	}
 	return startedAt, nil
+}
+
+// releaseDisk lets the work directory's loop device go with its mount in the sandbox's
+// namespace, once the init's setup is over (it mounted it, or failed).
+func (s *supervisor) releaseDisk() {
+	if s.disk != nil {
+		s.disk.Release()
+	}
 }
 
 // watch runs a started sandbox to its end: it captures its output, enforces its timeout (from
@@ -395,6 +476,13 @@ func (s *supervisor) watch(startedAt time.Time, stop chan os.Signal) int {
 	go s.reap(pid, exited)
 
 	var timeoutC, graceC <-chan time.Time
+	var oomC <-chan time.Time
+	var oomTick *time.Ticker
+	if s.l.CgroupLimits.MemoryBytes > 0 {
+		oomTick = time.NewTicker(oomPoll)
+		defer oomTick.Stop()
+		oomC = oomTick.C
+	}
 	if t := s.l.Spec.Timeout; t > 0 {
 		timeoutC = time.After(t - time.Since(startedAt))
 	}
@@ -420,8 +508,22 @@ wait:
 		case <-graceC:
 			killedAfterGrace = true
 			s.kill()
+		case <-oomC:
+			// The sandbox went past its memory as a whole: the kernel ended one of its
+			// processes, and the sandbox ends with it, at once (no grace: it has no memory).
+			if s.l.Cgroup.Stats().OOMKills > 0 && cause == "" {
+				cause, oomC = driver.ReasonOOM, nil
+				s.kill()
+			}
 		case ws = <-exited:
 			break wait
+		}
+	}
+	if s.st.exit != nil { // the init's report of how the main process ended
+		if b, _ := io.ReadAll(s.st.exit); len(b) > 0 {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				ws = unix.WaitStatus(n)
+			}
 		}
 	}
 	endedAt := time.Now().UTC()
@@ -447,20 +549,27 @@ wait:
 	s.mu.Lock()
 	res.Stats = driver.Stats{CPU: s.cpu, PeakMemoryBytes: s.maxRSS}
 	s.mu.Unlock()
-	oom := false
-	if s.l.Cgroup != "" {
-		if us := cgroupStat(s.l.Cgroup, "cpu.stat", "usage_usec"); us >= 0 {
-			res.Stats.CPU = time.Duration(us) * time.Microsecond
+	if l := s.l.Link; l != nil { // it also goes with the namespace
+		l.Teardown()
+	}
+	// With a cgroup, the figures are the whole sandbox's, processes not collected here (of
+	// another session, or still in the kernel's hands) included.
+	if cg := s.l.Cgroup; !cg.IsZero() {
+		cs := cg.Stats()
+		if cs.CPU >= 0 {
+			res.Stats.CPU = cs.CPU
 		}
-		if p := cgroupValue(s.l.Cgroup, "memory.peak"); p >= 0 {
-			res.Stats.PeakMemoryBytes = p
+		if cs.PeakMemoryBytes >= 0 {
+			res.Stats.PeakMemoryBytes = cs.PeakMemoryBytes
 		}
-		oom = cgroupStat(s.l.Cgroup, "memory.events", "oom_kill") > 0
-		if err := removeCgroup(s.l.Cgroup); err != nil {
+		if cs.OOMKills > 0 && cause == "" {
+			cause = driver.ReasonOOM
+		}
+		if err := cg.Remove(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-	res.Reason, res.Message = endMessage(cause, ws, killedAfterGrace, s.l.Spec, oom)
+	res.Reason, res.Message = endMessage(cause, ws, killedAfterGrace, s.l.Spec)
 	if err := writeJSON(s.path(fileResult), res); err != nil {
 		fmt.Fprintf(os.Stderr, "record the end of the sandbox: %v\n", err)
 		return 1
@@ -469,17 +578,16 @@ wait:
 }
 
 // endMessage returns the Reason and the message a sandbox ended with.
-func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec, oom bool) (driver.Reason, string) {
+func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec) (driver.Reason, string) {
 	how := howEnded(ws)
 	if afterGrace {
 		how = fmt.Sprintf("killed by SIGKILL after ignoring SIGTERM for %s", spec.GraceOrDefault())
-	} else if cause != "" {
+	} else if cause == driver.ReasonTimeout || cause == driver.ReasonStopped {
 		how = "after SIGTERM, " + how
 	}
-	if oom {
-		how += fmt.Sprintf("; the kernel's OOM killer ended a process (memory limit %d MiB)", spec.MemoryMiB)
-	}
 	switch cause {
+	case driver.ReasonOOM:
+		return cause, fmt.Sprintf("oom: the sandbox went past its memory limit of %d MiB; the kernel's OOM killer ended a process of it, and the sandbox ended with it (its main process %s)", spec.MemoryMiB, how)
 	case driver.ReasonTimeout:
 		return cause, fmt.Sprintf("timeout after %s: %s", spec.Timeout, how)
 	case driver.ReasonStopped:
@@ -522,9 +630,7 @@ func (s *supervisor) kill() {
 	if s.st.ended == nil {
 		unix.Kill(-pid, unix.SIGKILL)
 	}
-	if s.l.Cgroup != "" {
-		killCgroup(s.l.Cgroup, deadline)
-	}
+	s.l.Cgroup.Kill(deadline)
 	if s.l.UID >= 0 {
 		killMembers(s.l.UID, -1, deadline)
 	} else {

@@ -193,9 +193,7 @@ func (s *supervisor) warm(reportFile io.WriteCloser, stop chan os.Signal) int {
 		ws, _ := s.st.collect(true)
 		s.st.abort()
 		s.kill()
-		if s.l.Cgroup != "" {
-			removeCgroup(s.l.Cgroup)
-		}
+		s.l.Cgroup.Remove()
 		res := resultRecord{Reason: driver.ReasonLost, EndedAt: time.Now().UTC(), ExitCode: -1,
 			Message: fmt.Sprintf("its exec stage (pid %d) ended while the sandbox was warm, before a claim: %s", s.st.pid, howEnded(ws))}
 		if ws.Signaled() {
@@ -212,9 +210,7 @@ func (s *supervisor) warm(reportFile io.WriteCloser, stop chan os.Signal) int {
 		os.Remove(s.path(fileClaim))
 		s.st.abort()
 		s.kill()
-		if s.l.Cgroup != "" {
-			removeCgroup(s.l.Cgroup)
-		}
+		s.l.Cgroup.Remove()
 		res := resultRecord{Reason: driver.ReasonStopped, Message: "stopped while warm, before a claim", EndedAt: time.Now().UTC(), ExitCode: -1}
 		if err := writeJSON(s.path(fileResult), res); err != nil {
 			fmt.Fprintf(os.Stderr, "record the end of the sandbox: %v\n", err)
@@ -264,7 +260,7 @@ func (s *supervisor) stageEnds() <-chan struct{} {
 
 // become tells the stage to take the sandbox's user and waits until it did.
 func (s *supervisor) become() error {
-	err := json.NewEncoder(s.st.instr).Encode(stageInstr{Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Become: true})
+	err := json.NewEncoder(s.st.instr).Encode(stageInstr{Supervisor: os.Getpid(), UID: s.l.UID, GID: s.l.GID, Become: true, Sandbox: s.setup()})
 	if err != nil {
 		return fmt.Errorf("hand the user to the exec stage: %w", err)
 	}
@@ -272,6 +268,7 @@ func (s *supervisor) become() error {
 	if _, err := io.ReadFull(s.st.status, b[:]); err != nil {
 		return fmt.Errorf("the exec stage ended before it took the sandbox's user (%v)", err)
 	}
+	s.releaseDisk() // the init's setup is over
 	if b[0] != stageBecame {
 		rest, _ := io.ReadAll(s.st.status)
 		return errors.New(string(append(b[:], rest...)))

@@ -37,8 +37,8 @@ func TestWarmThenClaim(t *testing.T) {
 	w := warm(t, d, driver.Spec{ID: "w1", MemoryMiB: 256, CPUMillicores: 500})
 	if uid := sandboxUID(t, d, "w1"); uid >= 0 {
 		procs := processesOf(uid)
-		if len(procs) != 1 || procs[0] != w.PID {
-			t.Errorf("processes of the warm sandbox's user: %v, want only its stage %d", procs, w.PID)
+		if len(procs) != perSandbox(d) || procs[0] != w.PID {
+			t.Errorf("processes of the warm sandbox's user: %v, want only its stage %d (and with namespaces the stage under it)", procs, w.PID)
 		}
 	}
 	if list, _ := d.List(ctx); len(list) != 1 || list[0].State != driver.StateWarm {

@@ -1,0 +1,276 @@
+package process
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
+)
+
+// The sandbox's init: with namespaces, the exec stage is started in new PID, mount, IPC, UTS
+// and network namespaces, where it is process 1. It brings up the loopback interface and
+// starts the stage proper (process 2, a re-exec of the binary), which waits for its
+// instructions; both are ready before any sandbox needs them. The first instructions bring
+// the sandbox's setup: init makes its mounts (setupMounts) and host name, takes the sandbox's
+// user as the stage does, and passes the instructions on. From then on it reaps whatever ends
+// in the namespace, and when the stage's program (the sandbox's main process) ends, it
+// writes its wait status on fd 5 and exits: the kernel then kills whatever else is left in
+// the PID namespace.
+//
+// Why not exec the program as process 1: a process 1 gets only the signals it has handlers
+// for (a `sleep` would not stop on SIGTERM), and every orphan of the sandbox would be its to
+// reap.
+
+// initArg is the stage's first argument when it is the sandbox's init.
+const initArg = "init"
+
+// initGo is the byte the supervisor writes to the init once it is in all the sandbox's cgroups
+// (the v1 ones are entered after it started): the stage proper it then starts is in them too.
+const initGo = 'G'
+
+// namespaceFlags are the namespaces every sandbox gets (Isolation.Namespaces).
+const namespaceFlags = unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET
+
+// namespaceNames names namespaceFlags, in the order they are described.
+var namespaceNames = []string{"pid", "mount", "ipc", "uts", "net"}
+
+// sandboxSetup is what init sets up for a sandbox, in the first instructions.
+type sandboxSetup struct {
+	Hostname string `json:"hostname"` // the sandbox id (cut to 64 bytes, the kernel's limit)
+	Root     string `json:"root"`     // the sandbox's work directory on the host: the one place it may write
+	TmpBytes int64  `json:"tmpBytes"` // the size of its /tmp and /dev/shm (tmpfs; they count as its memory)
+	// With a disk limit: the loop device of its work directory's file system (workdisk,
+	// attached by the supervisor), mounted with its root owned by UID:GID.
+	DiskDevice string `json:"diskDevice,omitempty"`
+	UID        int    `json:"uid"`
+	GID        int    `json:"gid"`
+}
+
+// runInit is the sandbox's init (see above); fds as the stage's, and 5: the main process's wait
+// status, written once it ended.
+func runInit() int {
+	runtime.LockOSThread()
+	status := os.NewFile(4, "status")
+	exit := os.NewFile(5, "exit")
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(status, format, args...)
+		return 127
+	}
+	// Signals of the sandbox's process group reach its main process directly; init only must
+	// not die of them.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	if err := sandboxnet.LoopbackUp(); err != nil {
+		return fail("bring up the loopback interface: %v", err)
+	}
+	instrFile := os.NewFile(3, "instructions")
+	var b [1]byte
+	if _, err := io.ReadFull(instrFile, b[:]); err != nil || b[0] != initGo {
+		return fail("the supervisor did not let the init go on (%v)", err)
+	}
+	instrR, instrW, err := os.Pipe()
+	if err != nil {
+		return fail("%v", err)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fail("%v", err)
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{"GOMAXPROCS=1", "GOGC=off"},
+		Files: []uintptr{devnull.Fd(), 1, 2, instrR.Fd(), status.Fd()},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	devnull.Close()
+	instrR.Close()
+	if err != nil {
+		return fail("start the exec stage: %v", err)
+	}
+	os.Stdout.Close()
+	os.Stderr.Close()
+
+	exited := make(chan unix.WaitStatus, 1)
+	go reapAll(pid, exited)
+	go func() {
+		ws := <-exited
+		exit.WriteString(strconv.Itoa(int(ws)) + "\n")
+		os.Exit(0)
+	}()
+
+	dec := json.NewDecoder(instrFile)
+	enc := json.NewEncoder(instrW)
+	var in stageInstr
+	if err := dec.Decode(&in); errors.Is(err, io.EOF) { // the supervisor gave up on it
+		return 0
+	} else if err != nil {
+		return fail("read the instructions: %v", err)
+	}
+	if in.Sandbox == nil {
+		return fail("the instructions bring no sandbox setup")
+	}
+	if err := setupMounts(*in.Sandbox); err != nil {
+		return fail("set up the sandbox's mounts: %v", err)
+	}
+	host := in.Sandbox.Hostname
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	if err := unix.Sethostname([]byte(host)); err != nil {
+		return fail("set the host name: %v", err)
+	}
+	if msg := become(in); msg != "" {
+		return fail("%s", msg)
+	}
+	// The stage's parent is this init, process 1 of the namespace.
+	in.Supervisor = os.Getpid()
+	if err := enc.Encode(in); err != nil {
+		return fail("hand the instructions to the exec stage: %v", err)
+	}
+	// Set up: from now on the stage reports (its copy of the status pipe closes on its exec).
+	status.Close()
+	for {
+		var next stageInstr
+		if err := dec.Decode(&next); err != nil {
+			instrW.Close()
+			break
+		}
+		next.Supervisor = os.Getpid()
+		if err := enc.Encode(next); err != nil {
+			break
+		}
+	}
+	select {} // until the main process ends (or the supervisor kills the namespace)
+}
+
+// reapAll collects every process that ends in the namespace, and sends main's wait status on
+// exited.
+func reapAll(main int, exited chan<- unix.WaitStatus) {
+	runtime.LockOSThread()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if pid == main {
+			exited <- ws
+			return
+		}
+	}
+}
+
+// namespacesArg is a supervisor's second argument when its sandbox gets namespaces.
+const namespacesArg = "namespaces"
+
+// namespaceProbeArg0 is the argv[0] of the process New starts in new namespaces to learn
+// whether this host lets the driver make them (runNamespaceProbe).
+const namespaceProbeArg0 = "cubefleet-sandbox-namespace-probe"
+
+// defaultTmpBytes sizes the /tmp and /dev/shm of a sandbox without a memory limit.
+const defaultTmpBytes = 1 << 30
+
+// setup returns the sandbox's setup for its init; nil without namespaces.
+func (s *supervisor) setup() *sandboxSetup {
+	if !s.namespaces {
+		return nil
+	}
+	tmp := int64(defaultTmpBytes)
+	if m := s.l.Spec.MemoryMiB; m > 0 {
+		tmp = m << 20
+	}
+	st := &sandboxSetup{Hostname: s.l.Spec.ID, Root: filepath.Join(s.l.Dir, dirWork), TmpBytes: tmp, UID: s.l.UID, GID: s.l.GID}
+	if s.disk != nil {
+		st.DiskDevice = s.disk.Device
+	}
+	return st
+}
+
+// probeNamespaces starts the binary in new namespaces (namespaceFlags) as a probe that does what
+// a sandbox's init needs of them (loopback up, private and read-only mounts), and returns why
+// it could not ("" when it could).
+func probeNamespaces(executable string) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err.Error()
+	}
+	defer r.Close()
+	pid, err := syscall.ForkExec(executable, []string{namespaceProbeArg0}, &syscall.ProcAttr{
+		Dir: "/", Env: []string{"GOMAXPROCS=1"}, Files: []uintptr{0, w.Fd(), w.Fd()},
+		Sys: &syscall.SysProcAttr{Cloneflags: namespaceFlags, Pdeathsig: syscall.SIGKILL},
+	})
+	w.Close()
+	if err != nil {
+		return fmt.Sprintf("cannot create namespaces (%v)", err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(r, 4096))
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if ws.Exited() && ws.ExitStatus() == 0 {
+		return ""
+	}
+	if len(msg) == 0 {
+		return "the namespace probe " + howEnded(ws)
+	}
+	return string(msg)
+}
+
+// runNamespaceProbe is the probe of probeNamespaces, in its new namespaces.
+func runNamespaceProbe() int {
+	runtime.LockOSThread()
+	for _, step := range []struct {
+		what string
+		do   func() error
+	}{
+		{"bring up lo", sandboxnet.LoopbackUp},
+		{"make the mounts private", func() error { return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "") }},
+		{"make the mounts read-only (mount_setattr, Linux 5.12+)", func() error {
+			return unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+		}},
+	} {
+		if err := step.do(); err != nil {
+			fmt.Printf("in new namespaces: %s: %v", step.what, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// staleLink reports whether the public link whose host end is named name is a leftover of a
+// sandbox of directory dir that ended, and of none that runs (another agent of the host may
+// run one with the name: it is not stale then).
+func staleLink(dir, name string) bool {
+	stale := false
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !e.IsDir() || !driver.ValidID(e.Name()) {
+			continue
+		}
+		var rec sandboxRecord
+		if ok, _ := readJSON(filepath.Join(dir, e.Name(), fileSandbox), &rec); !ok || rec.Link == nil || rec.Link.HostIf != name {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), fileResult)); err != nil {
+			return false // one of this directory's that runs
+		}
+		stale = true
+	}
+	return stale
+}

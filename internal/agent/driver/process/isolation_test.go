@@ -1,0 +1,206 @@
+package process
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
+	"github.com/cubefleet/cubefleet/internal/agent/driver"
+)
+
+// requireController skips a test that needs cgroup controller c when this host has none for
+// it, except under CI, whose machine has them (as cgroup v1 or v2 controllers).
+func requireController(t *testing.T, iso Isolation, c string) {
+	t.Helper()
+	if iso.Cgroups.Has(c) {
+		return
+	}
+	if isCI() {
+		t.Fatalf("CI's machine has the %s controller; this host: %s", c, iso)
+	}
+	t.Skipf("no %s controller: %s", c, iso)
+}
+
+// Three processes of 800 MiB in a sandbox of 1 GiB: the sandbox as a whole goes past its
+// memory, so it ends killed with reason oom and a peak of about its limit, while a sandbox
+// beside it and this test (the host) live on.
+func TestMemoryLimitIsTheWholeSandboxes(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireController(t, d.Isolation(), cgroups.Memory)
+	argv, env := probe(t, "hold", "800")
+	bystander := start(t, d, driver.Spec{ID: "bystander", Argv: []string{"sleep", "60"}})
+	script := strings.Join([]string{argv[0], argv[0], argv[0]}, " 800 & ") + " 800 & wait"
+	st, out := run(t, d, driver.Spec{ID: "hog", MemoryMiB: 1024, Env: env, Argv: sh(script)})
+	if st.State != driver.StateKilled || st.Reason != driver.ReasonOOM {
+		t.Fatalf("3 x 800 MiB in 1 GiB: %s/%s %q, want killed/oom\nstdout %q\nstderr %q", st.State, st.Reason, st.Message, out.Stdout, out.Stderr)
+	}
+	t.Logf("%s/%s: %s; peak %d MiB", st.State, st.Reason, st.Message, st.Stats.PeakMemoryBytes>>20)
+	if p := st.Stats.PeakMemoryBytes; p < 800<<20 || p > 1100<<20 {
+		t.Errorf("peak memory %d MiB, want the whole sandbox's, about its 1024 MiB", p>>20)
+	}
+	if !strings.Contains(st.Message, "1024 MiB") {
+		t.Errorf("message %q does not name the limit", st.Message)
+	}
+	if got, _ := d.Status(testCtx(t), bystander.ID); got.State != driver.StateRunning {
+		t.Errorf("the sandbox beside it: %+v, want it still running", got)
+	}
+}
+
+// isCI reports whether the tests run in CI (as root, on a machine with the isolation the
+// tests need: they fail there rather than skip).
+func isCI() bool { return os.Getenv("CI") == "true" }
+
+// requireNamespaces skips a test that needs the sandboxes' namespaces when the driver has none
+// here, except under CI (root on a kernel that has them).
+func requireNamespaces(t *testing.T, d *Driver) {
+	t.Helper()
+	if len(d.Isolation().Namespaces) > 0 {
+		return
+	}
+	if isCI() {
+		t.Fatalf("CI's machine lets root make namespaces; this driver: %s", d.Isolation())
+	}
+	t.Skipf("no namespaces: %s", d.Isolation())
+}
+
+// Inside its namespaces a sandbox sees its own processes only (ps), its id as host name, a
+// /tmp of its own, the host's file system read-only outside its work directory, a minimal
+// /dev, and a network of loopback only: a server of the host on 127.0.0.1 is not there.
+func TestNamespaces(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireNamespaces(t, d)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "host server\n")
+			c.Close()
+		}
+	}()
+	start(t, d, driver.Spec{ID: "neighbour", Argv: []string{"sleep", "30"}})
+	argv, env := probe(t, "connect", ln.Addr().String())
+	marker := filepath.Join(os.TempDir(), "cubefleet-sandbox-tmp-"+strconv.Itoa(os.Getpid()))
+	script := strings.Join([]string{
+		`echo "ps: $(ps -e -o pid= | tr -s ' \n' ' ')"`,
+		`echo "host: $(cat /proc/sys/kernel/hostname)"`,
+		`echo x > ` + marker + ` && echo "tmp: written"`,
+		`echo x > work-file && echo "work: written"`,
+		`echo x > /var/tmp/cubefleet-escape 2>/dev/null || echo "host: read-only"`,
+		`echo "dev: $(ls /dev | tr '\n' ' ')"`,
+		`echo "net: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"`,
+		`echo x > /dev/null && echo "null: ok"`,
+		strings.Join(argv, " "),
+	}, "; ")
+	st, out := run(t, d, driver.Spec{ID: "inside", Argv: sh(script), Env: env})
+	t.Logf("inside:\n%s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 {
+		t.Fatalf("%+v", st)
+	}
+	got := string(out.Stdout)
+	for _, want := range []string{
+		"host: inside\n", "tmp: written\n", "work: written\n", "host: read-only\n", "null: ok\n",
+		"dev: fd full null random shm stderr stdin stdout tty urandom zero \n", "net: lo \n", "refused:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("inside the sandbox: want %q in\n%s", want, got)
+		}
+	}
+	// ps: the init (1), the shell, ps and its pipe's neighbours; nothing of the host (which
+	// runs hundreds).
+	for _, l := range strings.Split(got, "\n") {
+		if rest, ok := strings.CutPrefix(l, "ps: "); ok {
+			if f := strings.Fields(rest); len(f) > 5 || len(f) == 0 || f[0] != "1" {
+				t.Errorf("ps inside the sandbox lists %v: want its init (1) and its own few processes only", f)
+			}
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		os.Remove(marker)
+		t.Errorf("the sandbox's /tmp file %s is on the host", marker)
+	}
+	if _, err := os.Stat("/var/tmp/cubefleet-escape"); err == nil {
+		os.Remove("/var/tmp/cubefleet-escape")
+		t.Error("the sandbox wrote outside its work directory")
+	}
+	if _, err := os.Stat(filepath.Join(d.dir("inside"), dirWork, "work-file")); err != nil {
+		t.Errorf("the work directory's file is not on the host: %v", err)
+	}
+}
+
+// A refused system call gets EPERM: the default seccomp profile refuses them even where the
+// sandbox's user might otherwise make them (an unprivileged user namespace, a keyring).
+func TestSeccompRefusesWithEPERM(t *testing.T) {
+	d := newDriver(t, testConfig(t))
+	if !d.Isolation().Seccomp {
+		if isCI() {
+			t.Fatalf("CI's kernel has seccomp filters; this driver: %s", d.Isolation())
+		}
+		t.Skipf("no seccomp: %s", d.Isolation())
+	}
+	argv, env := probe(t, "syscalls")
+	st, out := run(t, d, driver.Spec{ID: "syscalls", Argv: argv, Env: env})
+	t.Logf("%s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 {
+		t.Fatalf("%+v: %s", st, out.Stderr)
+	}
+	for _, c := range refusedCalls {
+		if want := c.name + ": EPERM\n"; !strings.Contains(string(out.Stdout), want) {
+			t.Errorf("want %q in\n%s", want, out.Stdout)
+		}
+	}
+	// Everything else works: the sandbox's own processes, files and clock.
+	st, out = run(t, d, driver.Spec{ID: "allowed", Argv: sh("date >/dev/null && echo x > f && cat f && (sleep 0 &) && wait && echo ok")})
+	if st.ExitCode != 0 || string(out.Stdout) != "x\nok\n" {
+		t.Errorf("ordinary calls under the profile: %+v, %q %q", st, out.Stdout, out.Stderr)
+	}
+}
+
+// A sandbox with a 1 GiB disk that writes 2 GiB into its work directory gets ENOSPC there at
+// about 1 GiB, and nothing outside fills up (it cannot write outside its work directory at
+// all). Under -short: 64 MiB into 32.
+func TestDiskLimitENOSPC(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	if !d.Isolation().Disk {
+		if isCI() {
+			t.Fatalf("CI's machine has loop devices and mkfs.ext4; this driver: %s", d.Isolation())
+		}
+		t.Skipf("no disk limit: %s", d.Isolation())
+	}
+	disk, write := int64(1024), "2048"
+	if testing.Short() {
+		disk, write = 32, "64"
+	}
+	argv, env := probe(t, "write", "big", write)
+	st, out := run(t, d, driver.Spec{ID: "filler", DiskMiB: disk, Argv: argv, Env: env})
+	t.Logf("%s%s", out.Stdout, out.Stderr)
+	var wrote int64
+	var errno string
+	if _, err := fmt.Sscanf(string(out.Stdout), "wrote %d MiB: %s", &wrote, &errno); err != nil || errno != "ENOSPC" || st.ExitCode != 0 {
+		t.Fatalf("%s MiB into a %d MiB disk: %+v, %q; want ENOSPC", write, disk, st, out.Stdout)
+	}
+	if wrote > disk || wrote < disk*9/10 {
+		t.Errorf("wrote %d MiB before ENOSPC, want about the disk's %d", wrote, disk)
+	}
+	if err := d.Remove(testCtx(t), "filler"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.dir("filler")); err == nil {
+		t.Error("Remove left the sandbox's directory (and its disk)")
+	}
+}

@@ -1,0 +1,230 @@
+package process
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Probes: what a hostile tenant tries from inside a sandbox, run by this test binary itself,
+// copied where every sandbox user can run it (probeBinary) and started with probeEnv naming
+// the probe. Each prints one line saying what happened, and exits 0 when it could run at all.
+
+// probeEnv names the probe a copy of the test binary runs as a sandbox's program.
+const probeEnv = "CUBEFLEET_TEST_PROBE"
+
+// probeBinary is the path of the copy of this test binary sandboxes run probes with ("" until
+// TestMain made it).
+var probeBinary string
+
+// maybeRunProbe runs the probe probeEnv names and exits, when it names one.
+func maybeRunProbe() {
+	name := os.Getenv(probeEnv)
+	if name == "" {
+		return
+	}
+	if err := runProbe(name, os.Args[1:]); err != nil {
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func runProbe(name string, args []string) error {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch name {
+	case "hold": // hold MiB: allocate and touch that much, then wait to be killed
+		mib, _ := strconv.Atoi(arg(0))
+		b := make([]byte, mib<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("held", mib, "MiB")
+		time.Sleep(time.Minute)
+		fmt.Println(len(b))
+	case "write": // write path MiB: write that much into a file, then fsync
+		mib, _ := strconv.Atoi(arg(1))
+		f, err := os.Create(arg(0))
+		if err != nil {
+			fmt.Println("create:", errnoName(err))
+			return nil
+		}
+		buf := make([]byte, 1<<20)
+		for i := range buf {
+			buf[i] = byte(i)
+		}
+		n := 0
+		for ; n < mib; n++ {
+			if _, err = f.Write(buf); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			fmt.Printf("wrote %d MiB: %s\n", n, errnoName(err))
+			return nil
+		}
+		fmt.Printf("wrote %d MiB\n", n)
+	case "connect": // connect host:port: a TCP connect within two seconds
+		c, err := net.DialTimeout("tcp", arg(0), 2*time.Second)
+		if err != nil {
+			fmt.Println("refused:", err)
+			return nil
+		}
+		io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		fmt.Printf("connected: %q\n", b)
+	case "syscalls": // the calls the default seccomp profile refuses
+		runSyscalls()
+	case "serve": // serve addr name: answer every connection with name, until killed
+		ln, err := net.Listen("tcp", arg(0))
+		if err != nil {
+			return err
+		}
+		fmt.Println("listening")
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			io.WriteString(c, arg(1)+"\n")
+			c.Close()
+		}
+	case "pids": // the processes this sandbox sees in /proc
+		ents, _ := os.ReadDir("/proc")
+		var pids []int
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		fmt.Println(pids)
+	default:
+		return fmt.Errorf("unknown probe %q", name)
+	}
+	return nil
+}
+
+// errnoName names the errno of err (ENOSPC), or says err.
+func errnoName(err error) string {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		switch e {
+		case syscall.ENOSPC:
+			return "ENOSPC"
+		case syscall.EPERM:
+			return "EPERM"
+		case syscall.EDQUOT:
+			return "EDQUOT"
+		case syscall.EROFS:
+			return "EROFS"
+		case syscall.EACCES:
+			return "EACCES"
+		}
+		return e.Error()
+	}
+	return err.Error()
+}
+
+// makeProbeBinary copies the test binary into a directory every sandbox user can reach and
+// run, and returns a function removing it.
+func makeProbeBinary() (func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// Not under /tmp: a sandbox with a mount namespace has a /tmp of its own.
+	base := "/var/tmp"
+	if _, err := os.Stat(base); err != nil {
+		base = ""
+	}
+	dir, err := os.MkdirTemp(base, "cubefleet-probe-")
+	if err != nil {
+		return nil, err
+	}
+	os.Chmod(dir, 0o755)
+	for p := filepath.Dir(dir); p != "/"; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("%s is not searchable by others", p)
+		}
+	}
+	bin := filepath.Join(dir, "probe")
+	src, err := os.Open(self)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err == nil {
+		_, err = io.Copy(dst, src)
+		err = errors.Join(err, dst.Close())
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	probeBinary = bin
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+// probe returns the argv and env of a sandbox running probe name with args.
+func probe(t *testing.T, name string, args ...string) ([]string, []string) {
+	t.Helper()
+	if probeBinary == "" {
+		t.Fatal("no probe binary")
+	}
+	return append([]string{probeBinary}, args...), []string{probeEnv + "=" + name}
+}
+
+// refusedCalls are the calls the "syscalls" probe makes, each refused by the default seccomp
+// profile (or, without it, by the sandbox's lack of privileges).
+var refusedCalls = []struct {
+	name string
+	call func() error
+}{
+	{"unshare(CLONE_NEWUSER)", func() error { return unix.Unshare(unix.CLONE_NEWUSER) }},
+	{"mount", func() error { return unix.Mount("none", "/tmp", "tmpfs", 0, "") }},
+	{"keyctl", func() error { _, err := unix.KeyctlInt(unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0, 0, 0); return err }},
+	{"bpf", func() error {
+		_, _, e := unix.Syscall(unix.SYS_BPF, 0, 0, 0)
+		if e != 0 {
+			return e
+		}
+		return nil
+	}},
+	{"ptrace(PTRACE_ATTACH, 1)", func() error { return unix.PtraceAttach(1) }},
+}
+
+// runSyscalls is the "syscalls" probe: each refused call and the errno it got, "name: EPERM".
+func runSyscalls() {
+	for _, c := range refusedCalls {
+		err := c.call()
+		if err == nil {
+			fmt.Printf("%s: allowed\n", c.name)
+			continue
+		}
+		fmt.Printf("%s: %s\n", c.name, errnoName(err))
+	}
+}

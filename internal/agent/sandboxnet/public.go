@@ -1,0 +1,309 @@
+package sandboxnet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// A public sandbox (template network: public) reaches the internet through a veth pair: its end
+// (eth0) in its network namespace, the host's end (IfPrefix and its index) beside the host's
+// interfaces, a /30 of the sandbox network for the two, and NAT for egress. The host's nftables
+// table (TableName, Host.Ensure) lets a sandbox's packets out to the internet only: never to
+// the host itself (its addresses, the control plane's, the agent's port: nothing of the input
+// hook from a sandbox but replies), never to other sandboxes, link-local or metadata addresses
+// (169.254.0.0/16, 100.100.100.200) or private ranges (Blocked), never IPv6 (a sandbox has no
+// IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), and nothing in from
+// outside but replies. A microVM driver gives its guest a tap of the same name instead of the
+// veth, with the same rules.
+
+// IfPrefix starts the name of every host end of a sandbox's link, e.g. cfv12 (the rules match
+// the prefix).
+const IfPrefix = "cfv"
+
+// TableName is the host's nftables table of the sandboxes' network policy (family inet, and a
+// nat table of family ip of the same name).
+const TableName = "cubefleet_sandboxes"
+
+// Blocked are the IPv4 destinations no sandbox reaches: this host's networks and loopback,
+// link-local and metadata addresses, the private, shared and reserved ranges, multicast.
+var Blocked = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (100.100.100.200: a cloud's metadata)
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"), // link-local (169.254.169.254: a cloud's metadata)
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("224.0.0.0/3"), // multicast and reserved
+}
+
+// Link is one public sandbox's veth pair and addresses.
+type Link struct {
+	HostIf      string       // the host's end, IfPrefix + index
+	HostAddr    netip.Prefix // the host end's address (the sandbox's gateway), in its /30
+	SandboxAddr netip.Prefix // eth0's address in the sandbox, in the same /30
+}
+
+// LinkFor returns the link of the index-th /30 of the sandbox network cidr (index modulo the
+// /30s it has), e.g. index 0 of 192.168.0.0/18: cfv0, 192.168.0.1/30 and 192.168.0.2/30.
+func LinkFor(cidr netip.Prefix, index int) (Link, error) {
+	if !cidr.Addr().Is4() || cidr.Bits() > 28 {
+		return Link{}, fmt.Errorf("sandbox network %s: want an IPv4 network of at least /28", cidr)
+	}
+	n := 1 << (30 - cidr.Bits())
+	i := index % n
+	if i < 0 {
+		i += n
+	}
+	base := cidr.Masked().Addr().As4()
+	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	v += uint32(i) * 4
+	at := func(off uint32) netip.Addr {
+		x := v + off
+		return netip.AddrFrom4([4]byte{byte(x >> 24), byte(x >> 16), byte(x >> 8), byte(x)})
+	}
+	return Link{HostIf: IfPrefix + strconv.Itoa(i), HostAddr: netip.PrefixFrom(at(1), 30), SandboxAddr: netip.PrefixFrom(at(2), 30)}, nil
+}
+
+// Setup creates l's veth pair, moves the sandbox's end into the network namespace of process
+// pid as eth0, addresses and brings up both ends, and routes the namespace's default through
+// the host's end. An existing host end of the name (a leftover) is replaced.
+func (l Link) Setup(pid int) error {
+	if old, err := netlink.LinkByName(l.HostIf); err == nil {
+		netlink.LinkDel(old)
+	}
+	peer := l.HostIf + "p"
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIf}, PeerName: peer}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create the veth pair %s: %w", l.HostIf, err)
+	}
+	fail := func(what string, err error) error {
+		netlink.LinkDel(veth)
+		return fmt.Errorf("%s of %s: %w", what, l.HostIf, err)
+	}
+	host, err := netlink.LinkByName(l.HostIf)
+	if err != nil {
+		return fail("find the host end", err)
+	}
+	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(l.HostAddr)}); err != nil {
+		return fail("address the host end", err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return fail("bring up the host end", err)
+	}
+	inner, err := netlink.LinkByName(peer)
+	if err != nil {
+		return fail("find the sandbox end", err)
+	}
+	if err := netlink.LinkSetNsPid(inner, pid); err != nil {
+		return fail("move the sandbox end into the sandbox's namespace", err)
+	}
+	ns, err := netns.GetFromPid(pid)
+	if err != nil {
+		return fail("open the sandbox's network namespace", err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fail("netlink in the sandbox's namespace", err)
+	}
+	defer h.Close()
+	in, err := h.LinkByName(peer)
+	if err == nil {
+		err = h.LinkSetName(in, "eth0")
+	}
+	if err == nil {
+		err = h.AddrAdd(in, &netlink.Addr{IPNet: ipNet(l.SandboxAddr)})
+	}
+	if err == nil {
+		err = h.LinkSetUp(in)
+	}
+	if err == nil {
+		err = h.RouteAdd(&netlink.Route{LinkIndex: in.Attrs().Index, Gw: net.IP(l.HostAddr.Addr().AsSlice())})
+	}
+	if err != nil {
+		return fail("set up eth0 in the sandbox", err)
+	}
+	return nil
+}
+
+// Teardown deletes l's veth pair (it also goes with the sandbox's namespace); a pair that is
+// gone already is no error.
+func (l Link) Teardown() error {
+	link, err := netlink.LinkByName(l.HostIf)
+	if err != nil {
+		return nil
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return fmt.Errorf("delete %s: %w", l.HostIf, err)
+	}
+	return nil
+}
+
+// RemoveLeftovers deletes the host ends (veths named IfPrefix...) that stale says are
+// leftovers: those of sandboxes that ended while no one tore their link down (a link also goes
+// with its sandbox's namespace, so there are few). It returns what it deleted.
+func RemoveLeftovers(stale func(name string) bool) []string {
+	links, _ := netlink.LinkList()
+	var gone []string
+	for _, l := range links {
+		name := l.Attrs().Name
+		if _, isVeth := l.(*netlink.Veth); !isVeth || !strings.HasPrefix(name, IfPrefix) || !stale(name) {
+			continue
+		}
+		if netlink.LinkDel(l) == nil {
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), 32)}
+}
+
+// EnsureHost makes this host (its current network namespace) carry public sandboxes' traffic:
+// IPv4 forwarding on, and the nftables tables of the policy above (TableName) for the sandbox
+// network cidr, unless they are there already. lockDir holds the lock that makes concurrent
+// callers (the supervisors of a host) install them once.
+func EnsureHost(cidr netip.Prefix, lockDir string) error {
+	if err := os.MkdirAll(lockDir, 0o700); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(lockDir, "netpolicy.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("enable IPv4 forwarding: %w", err)
+	}
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	tables, err := c.ListTables()
+	if err != nil {
+		return fmt.Errorf("nftables: list the tables: %w", err)
+	}
+	for _, t := range tables {
+		if t.Name == TableName && t.Family == nftables.TableFamilyINet {
+			return nil
+		}
+	}
+	addPolicy(c, cidr)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables: install the sandboxes' network policy: %w", err)
+	}
+	return nil
+}
+
+// RemoveHost deletes the policy's tables (after the last public sandbox of the host; an
+// agent's tests). Tables that are gone are no error.
+func RemoveHost() error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	c.DelTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet})
+	c.DelTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4})
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
+
+// addPolicy queues the policy's tables, chains and rules on c.
+func addPolicy(c *nftables.Conn, cidr netip.Prefix) {
+	filter := c.AddTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet})
+	accept := nftables.ChainPolicyAccept
+	chain := func(t *nftables.Table, name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
+		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio, Policy: &accept})
+	}
+	input := chain(filter, "input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter)
+	forward := chain(filter, "forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
+	rule := func(ch *nftables.Chain, parts ...[]expr.Any) {
+		var exprs []expr.Any
+		for _, p := range parts {
+			exprs = append(exprs, p...)
+		}
+		c.AddRule(&nftables.Rule{Table: filter, Chain: ch, Exprs: exprs})
+	}
+	in, out := ifPrefix(expr.MetaKeyIIFNAME), ifPrefix(expr.MetaKeyOIFNAME)
+	// Into the host from a sandbox: replies only.
+	rule(input, in, established(expr.VerdictAccept))
+	rule(input, in, verdict(expr.VerdictDrop))
+	// Out of a sandbox: no IPv6, none of Blocked nor the sandbox network, the rest accepted.
+	rule(forward, in, nfproto(unix.NFPROTO_IPV6), verdict(expr.VerdictDrop))
+	for _, p := range append(slices.Clone(Blocked), cidr.Masked()) {
+		rule(forward, in, nfproto(unix.NFPROTO_IPV4), daddrIn(p), verdict(expr.VerdictDrop))
+	}
+	// Into a sandbox from outside: replies only.
+	rule(forward, out, established(expr.VerdictAccept))
+	rule(forward, out, verdict(expr.VerdictDrop))
+
+	nat := c.AddTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4})
+	post := chain(nat, "postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
+	c.AddRule(&nftables.Rule{Table: nat, Chain: post, Exprs: append(ifPrefix(expr.MetaKeyIIFNAME), &expr.Masq{})})
+}
+
+// ifPrefix matches an interface name (key: iifname or oifname) that starts with IfPrefix.
+func ifPrefix(key expr.MetaKey) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(IfPrefix)},
+	}
+}
+
+// nfproto matches the packet's protocol family.
+func nfproto(proto byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+	}
+}
+
+// daddrIn matches an IPv4 destination in p.
+func daddrIn(p netip.Prefix) []expr.Any {
+	mask := net.CIDRMask(p.Bits(), 32)
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()},
+	}
+}
+
+// established matches a packet of an established or related connection and gives v.
+func established(v expr.VerdictKind) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryLE(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+		&expr.Verdict{Kind: v},
+	}
+}
+
+func verdict(v expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: v}} }
+
+// binaryLE is v in the host's byte order (little-endian on the architectures the agent runs on),
+// as conntrack's state register holds it.
+func binaryLE(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
