@@ -70,12 +70,21 @@ type NodeCordonInput struct {
 // at most 200 characters; it becomes the cordon's detail unless the node is already
 // cordoned). Draining a node that is already draining changes nothing. A drain that would take
 // more of the pool's nodes out at once than its policy.disruptionBudget allows is CONFLICT
-// naming the budget, unless Force (then the audit row says what it overrode).
+// naming the budget, unless Force (then the audit row says what it overrode). DeadlineSeconds
+// (1 to 604800, 7 days; 0: none) sets the drain's deadline that long from now: once it passes,
+// the sandboxes still running there are stopped (SIGTERM, then SIGKILL after each one's
+// terminationGraceSeconds) and end killed with reason node_drained, their results kept. Without
+// it nothing is evicted. A drain of a node that drains already may bring its deadline forward,
+// never push it back.
 type NodeDrainInput struct {
-	NodeID string `json:"nodeId"`
-	Reason string `json:"reason,omitempty"`
-	Force  bool   `json:"force,omitempty"`
+	NodeID          string `json:"nodeId"`
+	Reason          string `json:"reason,omitempty"`
+	Force           bool   `json:"force,omitempty"`
+	DeadlineSeconds int64  `json:"deadlineSeconds,omitempty"`
 }
+
+// maxDrainDeadlineSeconds bounds nodes.drain's deadlineSeconds (7 days).
+const maxDrainDeadlineSeconds = 7 * 24 * 3600
 
 // NodeLabelInput is the input of nodes.label: Set is merged into the node's labels, then the
 // keys in Remove are removed. Labels follow Kubernetes' rules (key [prefix/]name, value at most
@@ -300,11 +309,14 @@ func registerNodesMethods(r *Registry, d *deps) {
 			if err := needNode(in.NodeID); err != nil {
 				return nil, err
 			}
+			if in.DeadlineSeconds < 0 || in.DeadlineSeconds > maxDrainDeadlineSeconds {
+				return nil, cubefleet.Invalid("deadlineSeconds", "deadlineSeconds must be 1 to %d (7 days), or absent for no deadline (nothing is evicted)", maxDrainDeadlineSeconds)
+			}
 			note, err := drainBudget(ctx, d, c, in)
 			if err != nil {
 				return nil, err
 			}
-			v, err := out(reg.Drain(ctx, in.NodeID, in.Reason, nodes.Actor(c.Principal.ID)))
+			v, err := out(reg.DrainWithin(ctx, in.NodeID, in.Reason, nodes.Actor(c.Principal.ID), time.Duration(in.DeadlineSeconds)*time.Second))
 			if o, ok := v.(NodeOutput); ok {
 				o.note = note
 				v = o

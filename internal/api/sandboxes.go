@@ -13,7 +13,9 @@ import (
 // command as argv (absent: a sandbox that idles until its timeout or a delete, running
 // ["sleep","2147483647"]), env laid over the template's (secret://
 // references are resolved only on the way to the sandbox), timeoutSeconds (0 to 604800, 0:
-// none), the sandbox's labels and the labels its node must carry (nodeSelector). With async the
+// none), terminationGraceSeconds (the time between SIGTERM and SIGKILL when it is stopped:
+// deleted, timed out, evicted by a drain's deadline or agent down; 1 to 3600, absent: its
+// template's, default 10), the sandbox's labels and the labels its node must carry (nodeSelector). With async the
 // answer comes at once (state pending, or starting once placed); otherwise the create waits
 // until the sandbox runs or ends, at most waitSeconds (default 30, at most 300), and answers
 // it as it is then.
@@ -23,10 +25,12 @@ type SandboxCreateInput struct {
 	Command        []string          `json:"command,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutSeconds int64             `json:"timeoutSeconds,omitempty"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
-	Async          bool              `json:"async,omitempty"`
-	WaitSeconds    int64             `json:"waitSeconds,omitempty"`
+	// TerminationGraceSeconds: see above.
+	TerminationGraceSeconds int64             `json:"terminationGraceSeconds,omitempty"`
+	Labels                  map[string]string `json:"labels,omitempty"`
+	NodeSelector            map[string]string `json:"nodeSelector,omitempty"`
+	Async                   bool              `json:"async,omitempty"`
+	WaitSeconds             int64             `json:"waitSeconds,omitempty"`
 }
 
 // TenantSandboxRef names one of a tenant's sandboxes (sbx_...).
@@ -128,7 +132,7 @@ func registerSandboxesMethods(r *Registry, d *deps) {
 			}
 			row := c.AuditEntry()
 			s, err := svc.Create(ctx, sandboxes.CreateInput{TenantID: in.TenantID, Template: in.Template, Command: in.Command, Env: in.Env,
-				TimeoutSeconds: in.TimeoutSeconds, Labels: in.Labels, NodeSelector: in.NodeSelector, CreatedBy: c.Principal.ID, Audit: &row})
+				TimeoutSeconds: in.TimeoutSeconds, TerminationGraceSeconds: in.TerminationGraceSeconds, Labels: in.Labels, NodeSelector: in.NodeSelector, CreatedBy: c.Principal.ID, Audit: &row})
 			if err != nil || in.Async {
 				return s, err
 			}

@@ -292,18 +292,36 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 		listen, statePath, tokenFile string
 		sample                       int
 		runFor                       time.Duration
+		faultSpecs                   []string
 	)
 	cmd := &cobra.Command{
-		Use:   "simulate [--listen 127.0.0.1:PORT] [--state FILE]",
+		Use:   "simulate [--listen 127.0.0.1:PORT] [--state FILE] [--fault SPEC]... [--request-duration D]",
 		Short: "Serve a loopback IONOS Cloud API v6 simulator until interrupted",
 		Long: "Serves /cloudapi/v6 on a loopback address with the official SDK's JSON shapes, asynchronous\n" +
 			"requests, BUSY states and CUBE rules. --state loads a JSON fixture when the file exists and\n" +
 			"saves the world there (mode 0600) on exit; --sample-cubes starts from a sample data center\n" +
-			"instead. Point the tools at it with --api-url or " + ionos.EnvAPIURL + ".",
+			"instead. Point the tools at it with --api-url or " + ionos.EnvAPIURL + ".\n\n" +
+			"--fault SPEC (repeatable) makes matching calls misbehave, so every failure can be rehearsed:\n" +
+			"  [METHOD] TARGET: ACTION [MODIFIER]...\n" +
+			"ACTION is an HTTP status (300-599), \"stuck BUSY DURATION\", \"latency DURATION\" or\n" +
+			"\"fail-request\"; MODIFIERs are after-apply, xCOUNT, \"if FIELD\" and \"retry-after SECONDS\".\n" +
+			"TARGET is \"*\" or the end of the path, {id} standing for one segment. The first matching\n" +
+			"fault answers a call (\"stuck\" faults apply besides it). docs/ionos.md has the grammar.",
+		Example: `  cubefleet ionos simulate --sample-cubes 4 --fault 'POST servers: 504 after-apply'
+  cubefleet ionos simulate --fault 'GET servers/{id}: 404 x3' --fault '*: 429 x20 retry-after 1'
+  cubefleet ionos simulate --fault 'POST servers: 422 if cpuFamily' --fault 'requests: stuck BUSY 10m'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sample < 0 || runFor < 0 {
 				return usagef("--sample-cubes and --request-duration must not be negative")
+			}
+			var faults []ionossim.Fault
+			for _, spec := range faultSpecs {
+				f, err := ionossim.ParseFault(spec)
+				if err != nil {
+					return usagef("--fault: %v", err)
+				}
+				faults = append(faults, f)
 			}
 			opts := ionossim.Options{RunDuration: runFor}
 			if tokenFile != "" {
@@ -314,6 +332,9 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 				opts.Authorize = tok.Matches
 			}
 			sim := ionossim.New(opts)
+			for _, f := range faults {
+				sim.InjectFault(f)
+			}
 			loaded := false
 			if statePath != "" {
 				f, err := os.Open(statePath)
@@ -346,6 +367,9 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 			for _, dc := range st.Datacenters {
 				linef(stdio.Out, "  data center %s (%s, %s): %s\n", dc.ID, dc.Name, dc.Location, plural(len(dc.Servers), "server", "servers"))
 			}
+			for _, f := range faults {
+				linef(stdio.Out, "  fault: %s\n", f)
+			}
 			linef(stdio.Out, "Use it with: export %s=%s\n", ionos.EnvAPIURL, l.URL)
 			<-cmd.Context().Done()
 			closeErr := l.Close()
@@ -364,6 +388,7 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 	f.IntVar(&sample, "sample-cubes", 0, "start from a sample data center with this many running Cubes (when --state is absent)")
 	f.StringVar(&tokenFile, "token-file", "", "accept only the token in this file (default: any bearer token)")
 	durationVar(f, &runFor, "request-duration", time.Second, "how long an asynchronous request stays RUNNING")
+	f.StringArrayVar(&faultSpecs, "fault", nil, "a fault to inject, e.g. 'POST servers: 504 after-apply' (repeatable; see docs/ionos.md)")
 	return cmd
 }
 

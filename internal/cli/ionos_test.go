@@ -156,6 +156,7 @@ func TestIonosUsageAndRefusals(t *testing.T) {
 		{"bad datacenter", []string{"ionos", "inventory", "--datacenter", "dc1"}, ExitUsage, "UUID"},
 		{"bad output", []string{"ionos", "plan", "--config", env.config, "--inventory", env.inv, "--target", "1", "-o", "yaml"}, ExitUsage, "yaml"},
 		{"public listen", []string{"ionos", "simulate", "--listen", "0.0.0.0:0"}, ExitUsage, "loopback"},
+		{"bad fault", []string{"ionos", "simulate", "--listen", "127.0.0.1:0", "--fault", "POST servers: 200"}, ExitUsage, "--fault: fault \"POST servers: 200\": action \"200\": want an HTTP status from 300 to 599"},
 		{"unknown sub-command", []string{"ionos", "destroy"}, ExitUsage, "destroy"},
 		{"missing inventory file", []string{"ionos", "plan", "--config", env.config, "--inventory", env.inv, "--target", "1"}, ExitFailure, "--inventory"},
 		{"plain http to a remote API", []string{"ionos", "inventory", "--datacenter", ionossim.SampleDatacenterID, "--token-file", env.token,
@@ -267,9 +268,22 @@ func TestIonosWhatANewUserTripsOn(t *testing.T) {
 	if want := "--inventory: " + env.config + " is a fleet configuration, not an inventory: pass it as --config"; code != ExitFailure || !strings.Contains(errOut, want) {
 		t.Errorf("a configuration as --inventory: exit %d\n%s\nwant %q", code, errOut, want)
 	}
-	sim := start(t, nil, "ionos", "simulate", "--listen", "127.0.0.1:0", "--sample-cubes", "1")
-	sim.listening(t, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`))
-	if out := sim.out.String(); !strings.Contains(out, "(1 data center)") || !strings.Contains(out, ": 1 server\n") {
+	sim := start(t, nil, "ionos", "simulate", "--listen", "127.0.0.1:0", "--sample-cubes", "1", "--fault", "GET templates: 503 x2", "--fault", "*: latency 1ms")
+	url := sim.listening(t, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`))[1]
+	if out := sim.out.String(); !strings.Contains(out, "(1 data center)") || !strings.Contains(out, ": 1 server\n") ||
+		!strings.Contains(out, "  fault: GET templates: 503 x2\n  fault: *: latency 1ms\n") {
 		t.Errorf("simulate:\n%s", out)
+	}
+	for i, want := range []int{503, 503, 200} { // the faults of --fault are in force
+		req, _ := http.NewRequest(http.MethodGet, url+ionossim.BasePath+"/templates", nil)
+		req.Header.Set("Authorization", "Bearer x")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /templates %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
 	}
 }

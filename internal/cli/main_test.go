@@ -164,3 +164,25 @@ func (r *bgRun) stop(t *testing.T) int {
 	r.cancel()
 	return r.exit(t)
 }
+
+// transcript records CLI runs as a golden file shows them: each command, its exit code, its
+// stdout and its stderr.
+type transcript struct {
+	strings.Builder
+	t *testing.T
+}
+
+// run runs `cubefleet args...` (runCLI), records it and returns its stdout.
+func (tr *transcript) run(args ...string) string {
+	tr.t.Helper()
+	code, out, errOut := runCLI(tr.t, nil, args...)
+	fmt.Fprintf(tr, "$ cubefleet %s\nexit %d\n", strings.Join(args, " "), code)
+	if out != "" {
+		fmt.Fprintf(tr, "stdout:\n%s", out)
+	}
+	if errOut != "" {
+		fmt.Fprintf(tr, "stderr:\n%s", errOut)
+	}
+	tr.WriteString("\n")
+	return out
+}

@@ -20,6 +20,8 @@ const (
 	drainTimeout = 10 * time.Minute
 	drainPoll    = 2 * time.Second
 	minDrainPoll = 100 * time.Millisecond
+	// maxDrainDeadline bounds --deadline (the API's deadlineSeconds: 7 days).
+	maxDrainDeadline = 7 * 24 * time.Hour
 	// drainGoneAfter is how long --wait must keep reading the node without a drain before it
 	// concludes the drain ended (uncordon): a replica other than the one that took the drain
 	// shows it within a second or two.
@@ -29,15 +31,21 @@ const (
 func newNodesDrainCmd() *cobra.Command {
 	var reason string
 	var wait, force bool
-	var timeout, poll time.Duration
+	var timeout, poll, deadline time.Duration
 	cmd := &cobra.Command{
-		Use:   "drain NODE [--reason TEXT] [--force] [--wait [--timeout 10m] [--poll 2s]]",
+		Use:   "drain NODE [--reason TEXT] [--force] [--deadline D] [--wait [--timeout 10m] [--poll 2s]]",
 		Short: "Drain a node: cordon it and (with --wait) wait until it runs no sandboxes",
 		Long: `Drain a node, as kubectl drain does: cordon it (it receives no new work; --reason becomes the
 cordon's detail unless it is already cordoned) and mark it as draining. Its sandboxes run to
 their end (idle warm sandboxes are stopped); the node is drained once its agent reports that it
 runs none, not when it was told to stop them (a stock Cubelet: its allocated.mvm_num is 0).
 Draining a node that is already draining changes nothing; uncordon ends the drain.
+
+Without --deadline nothing is evicted: the drain waits for the sandboxes' own ends. With
+--deadline D, once D has passed since this drain, the sandboxes still running there are
+stopped (SIGTERM, then SIGKILL after each one's terminationGraceSeconds) and end killed with
+reason node_drained; their results are kept. Draining again with an earlier deadline brings it
+forward; a later one changes nothing.
 
 A pool's policy.disruptionBudget bounds how many of its nodes may be out at once (draining, or
 drained and not yet deleted; the fraction rounded up): a drain past it is refused (CONFLICT,
@@ -66,6 +74,9 @@ always).`,
 			if poll < minDrainPoll {
 				return usagef("--poll %s: want at least %s", poll, minDrainPoll)
 			}
+			if cmd.Flags().Changed("deadline") && (deadline < time.Second || deadline > maxDrainDeadline || deadline%time.Second != 0) {
+				return usagef("--deadline %s: give whole seconds, 1s to 168h (7 days)", deadline)
+			}
 			c, err := connect(cmd)
 			if err != nil {
 				return err
@@ -73,7 +84,11 @@ always).`,
 			id := args[0]
 			w := drainWait{cmd: cmd, c: c, ctx: cmd.Context(), id: id, timeout: timeout, poll: poll}
 			var out nodeOut
-			if err := c.Call(w.ctx, "nodes.drain", map[string]any{"nodeId": id, "reason": reason, "force": force}, &out); err != nil {
+			in := map[string]any{"nodeId": id, "reason": reason, "force": force}
+			if deadline > 0 {
+				in["deadlineSeconds"] = int64(deadline / time.Second)
+			}
+			if err := c.Call(w.ctx, "nodes.drain", in, &out); err != nil {
 				return w.stopped(err, nil)
 			}
 			if wait && timeout > 0 { // the wait's bound counts from the drain's answer, which names the sandboxes left
@@ -103,6 +118,7 @@ always).`,
 	f.StringVar(&reason, "reason", "", "why (at most 200 characters; the cordon's detail unless the node is already cordoned)")
 	f.BoolVar(&wait, "wait", false, "wait until the node runs no sandboxes")
 	f.BoolVar(&force, "force", false, "drain even past the pool's disruption budget (audited)")
+	durationVar(f, &deadline, "deadline", 0, "stop the sandboxes still running this long after the drain (killed, node_drained; results kept; default: none, nothing is evicted)")
 	durationVar(f, &timeout, "timeout", drainTimeout, "with --wait: give up this long after the drain answered (0: no limit)")
 	durationVar(f, &poll, "poll", drainPoll, "with --wait: read the node this often")
 	return cmd
@@ -123,7 +139,11 @@ func drainDone(out nodeOut, waited bool) string {
 	case d.State == nodes.DrainDrained:
 		return "Drained node " + out.ID + ": cordoned, no sandboxes left."
 	}
-	return fmt.Sprintf("Draining node %s: cordoned, %s left.", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
+	left := fmt.Sprintf("Draining node %s: cordoned, %s left", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
+	if d.Deadline != 0 {
+		left += fmt.Sprintf("; those still running at %s (in %s) are stopped", time.UnixMilli(d.Deadline).UTC().Format(time.RFC3339), elapsed(d.Deadline, out.Now))
+	}
+	return left + "."
 }
 
 // elapsed renders the time from since to now (both Unix ms) in whole seconds: "42s", "2m5s".

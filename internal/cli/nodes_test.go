@@ -95,6 +95,8 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "list", "--state", "Draining")
 		record("nodes", "drain", "10.0.0.7", "--timeout", "1m")
 		record("nodes", "drain", "10.0.0.7", "--wait", "--poll", "1ms")
+		record("nodes", "drain", "10.0.0.7", "--deadline", "500ms")
+		record("nodes", "drain", "10.0.0.7", "--deadline", "8d")
 		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
 		record("nodes", "label", "10.0.0.7", "rack=r12", "kubernetes.io/os-")
 		record("nodes", "list", "--state", "Ready")
@@ -133,6 +135,17 @@ func TestNodesCommands(t *testing.T) {
 		if err := json.Unmarshal([]byte(c.admin("nodes", "label", "10.0.0.8", "missing-", "-o", "json")), &labelled); err != nil ||
 			labelled.ID != "10.0.0.8" || labelled.Changed == nil || *labelled.Changed {
 			t.Errorf("nodes label -o json: %+v %v", labelled, err)
+		}
+		// --deadline sets the drain's deadline that long from the drain.
+		var drained struct {
+			Drain struct {
+				Deadline int64 `json:"deadline"`
+			} `json:"drain"`
+			Now int64 `json:"now"`
+		}
+		err := json.Unmarshal([]byte(c.admin("nodes", "drain", "10.0.0.8", "--deadline", "10m", "-o", "json")), &drained)
+		if d := drained.Drain.Deadline - drained.Now; err != nil || d > (10*time.Minute).Milliseconds() || d < (10*time.Minute-5*time.Second).Milliseconds() {
+			t.Errorf("nodes drain --deadline 10m -o json: %+v %v, want a deadline 10 minutes after the drain", drained, err)
 		}
 		// Events reach the log within a second.
 		var eventsOut string

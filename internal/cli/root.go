@@ -140,6 +140,8 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newAPICmd(stdio),
 		newFleetCmd(stdio),
 		newIonosCmd(stdio),
+		newCoordinatorCmd(stdio),
+		newRoundtripCmd(),
 		newNodesCmd(stdio),
 		newSandboxesCmd(),
 		newAgentCmd(stdio),

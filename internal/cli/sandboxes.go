@@ -78,7 +78,7 @@ func keyValues(flag string, pairs []string) (map[string]string, error) {
 func newSandboxesCreateCmd() *cobra.Command {
 	var tenant, template string
 	var env, labels, selector []string
-	var timeout, maxWait time.Duration
+	var timeout, maxWait, grace time.Duration
 	var async, wait bool
 	cmd := &cobra.Command{
 		Use:   "create --tenant T --template TPL [--env K=V]... [--timeout D] [--async | --wait] [-- COMMAND [ARG...]]",
@@ -87,7 +87,9 @@ func newSandboxesCreateCmd() *cobra.Command {
 one, it idles until its timeout or a delete: sleep 2147483647). --env
 adds variables over the template's (a credential's value is a secret://NAME reference, which
 only the sandbox ever sees resolved); --label gives the sandbox labels; --node-selector names
-labels its node must carry; --timeout ends it (SIGTERM, then SIGKILL after its grace).
+labels its node must carry; --timeout ends it (SIGTERM, then SIGKILL after its grace);
+--termination-grace is that grace, for a delete, the timeout, a drain's deadline and agent down
+alike (1s to 1h; default: the template's, else 10s).
 
 Without --async or --wait it waits until the sandbox runs (at most 30 s) and prints where (exit
 1 with the reason when it failed, was killed or lost by then). With --async it answers at once
@@ -115,11 +117,17 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 			if err := checkDuration("max-wait", maxWait, "no limit"); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("termination-grace") && (grace < time.Second || grace > time.Hour || grace%time.Second != 0) {
+				return usagef("--termination-grace %s: give whole seconds, 1s to 1h", grace)
+			}
 			if cmd.ArgsLenAtDash() < 0 && len(args) > 0 || cmd.ArgsLenAtDash() > 0 {
 				return usagef("give the command after --: cubefleet sandboxes create ... -- COMMAND [ARG...]")
 			}
 			in := map[string]any{"tenantId": tenant, "template": template, "command": args, "timeoutSeconds": int64(timeout / time.Second),
 				"async": async || wait}
+			if grace > 0 {
+				in["terminationGraceSeconds"] = int64(grace / time.Second)
+			}
 			for flag, pairs := range map[string][]string{"env": env, "label": labels, "node-selector": selector} {
 				m, err := keyValues(flag, pairs)
 				if err != nil {
@@ -155,6 +163,7 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 	f.StringArrayVar(&labels, "label", nil, "the sandbox's label key=value (repeatable)")
 	f.StringArrayVar(&selector, "node-selector", nil, "a label key=value its node must carry (repeatable)")
 	f.DurationVar(&timeout, "timeout", 0, "end the sandbox this long after it started (whole seconds; 0: none)")
+	durationVar(f, &grace, "termination-grace", 0, "time between SIGTERM and SIGKILL when it is stopped (whole seconds, 1s to 1h; default: the template's, else 10s)")
 	f.BoolVar(&async, "async", false, "answer at once, before the sandbox is placed")
 	f.BoolVar(&wait, "wait", false, "wait for the command's end, print its output and exit with its status")
 	f.DurationVar(&maxWait, "max-wait", 0, "with --wait: stop waiting after this long (0: no limit)")

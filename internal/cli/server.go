@@ -14,6 +14,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/console"
+	"github.com/cubefleet/cubefleet/internal/cubes"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
@@ -28,7 +29,8 @@ const serverGCPercent = 40
 
 func newServerCmd(stdio IO) *cobra.Command {
 	var cfg server.Config
-	var modules, allowCIDRs, bodyBudget string
+	var modules, allowCIDRs, bodyBudget, originsPath string
+	var cubeCount int
 	var driftIgnore []string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -56,6 +58,12 @@ accepted only from --node-agent-allow-unauthenticated (comma-separated CIDRs; de
 A node is Suspect after one heartbeat window without a report (twice its observed report
 interval, at least --node-heartbeat-timeout), Down after two, Lost after --node-lost-after;
 after a restart it is Unknown until it reports. See docs/nodes.md.
+
+Membership is learnt live from registration: adding or removing a Cube needs no restart. A
+deployment that loads a fixed origin list at start passes --origins FILE --cube-count N (the
+file coordinator render checks): then only registered nodes whose id is the host of one of its
+origins are schedulable. Move to a new list with a ready replacement server on the shared
+PostgreSQL, hand traffic over, and let this one finish its accepted work before stopping it.
 
 --tls-cert FILE and --tls-key FILE (PEM; both or neither) make both listeners serve HTTPS only,
 TLS 1.2 or later. The key file must be a regular file owned by this user with mode 0600. The
@@ -127,6 +135,16 @@ docs/server.md and docs/iam.md.`,
 			if _, err := fieldrules.ParseEnvRefs(cfg.EnvRefAllow); err != nil {
 				return usagef("%v", err)
 			}
+			if originsPath == "" && cmd.Flags().Changed("cube-count") {
+				return usagef("--cube-count applies only with --origins")
+			}
+			if originsPath != "" {
+				c, err := readOrigins(originsPath, cubeCount)
+				if err != nil {
+					return err
+				}
+				cfg.Membership = c.Origins
+			}
 			if cfg.APIWorkers < 0 {
 				return usagef("--api-workers %d: give a positive number of calls, or 0 for one per CPU", cfg.APIWorkers)
 			}
@@ -193,6 +211,8 @@ docs/server.md and docs/iam.md.`,
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
 	f.StringVar(&cfg.CubeMasterListen, "cubemaster-listen", "", "address to answer as CubeMaster on for the one-click scripts (port 8089: GET /notify/health, /internal/meta/nodes), with the node-agent routes")
 	f.StringVar(&cfg.SchedulerConfig, "scheduler-config", "", "cubemaster.yaml-shaped scheduler configuration (SIGHUP re-reads it; default: profile balanced_spread)")
+	f.StringVar(&originsPath, "origins", "", "static membership: a Cube origins file (as coordinator render reads it); only nodes registered under one of its hosts are schedulable (default: every registered node)")
+	f.IntVar(&cubeCount, "cube-count", cubes.DefaultCubeCount, "with --origins: how many origins the file must list")
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
 	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback and private (RFC 1918, fc00::/7) addresses; link-local, cloud metadata, unspecified and reserved ones stay refused (not implied by --dev)")

@@ -49,7 +49,7 @@ var Kinds = []KindInfo{
 	{Kind: KindOwnerQuota, API: "ownerQuotas", Prefix: "oq", RemoveVerb: "delete", Updatable: []string{"max"}, Creatable: true, newSpec: func() spec { return &OwnerQuotaSpec{} }},
 	{Kind: KindOffer, API: "offers", Prefix: "offer", RemoveVerb: "delete", Updatable: []string{"quota", "priority"}, Creatable: true, newSpec: func() spec { return &OfferSpec{} }},
 	{Kind: KindFlavor, API: "flavors", Prefix: "flv", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"vcpu", "memoryGiB", "diskGiB"}, Creatable: true, newSpec: func() spec { return &FlavorSpec{} }},
-	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
+	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
 }
 
 // Info returns the KindInfo of kind; ok is false for an unknown kind.
@@ -190,14 +190,16 @@ type FlavorSpec struct {
 // flavor sold on that pool: ImageID 1-255 characters with no control character or Unicode space
 // (fieldrules.ImageID), Env at most 256 variables (names fieldrules.EnvName, values at most 4096
 // characters, credentials as secret references), Network "private" or "public", Warm
-// 0 <= Min <= Max <= 1000.
+// 0 <= Min <= Max <= 1000, TerminationGraceSeconds 1 to 3600 (fieldrules.TerminationGrace;
+// absent: its sandboxes get 10 s unless their create says otherwise).
 type SandboxTemplateSpec struct {
-	PoolID   string            `json:"poolId"`
-	FlavorID string            `json:"flavorId"`
-	ImageID  string            `json:"imageId"`
-	Env      map[string]string `json:"env,omitempty"`
-	Network  string            `json:"network"` // "private" or "public"
-	Warm     *Warm             `json:"warm,omitempty"`
+	PoolID                  string            `json:"poolId"`
+	FlavorID                string            `json:"flavorId"`
+	ImageID                 string            `json:"imageId"`
+	Env                     map[string]string `json:"env,omitempty"`
+	Network                 string            `json:"network"` // "private" or "public"
+	Warm                    *Warm             `json:"warm,omitempty"`
+	TerminationGraceSeconds int64             `json:"terminationGraceSeconds,omitempty"`
 }
 
 // EnforcedResources are the quota resources admission enforces (fieldrules.EnforcedResources);
@@ -361,6 +363,9 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 		if s.Warm.Min > s.Warm.Max {
 			p.add("warm.min", "warm.min must not exceed warm.max; raise max or lower min")
 		}
+	}
+	if s.TerminationGraceSeconds != 0 {
+		p.within("terminationGraceSeconds", s.TerminationGraceSeconds, fieldrules.TerminationGrace)
 	}
 }
 

@@ -44,6 +44,9 @@ const (
 	// MaxExactInteger is 2^53, the largest integer a JSON number carries exactly through every
 	// JSON implementation (IEEE 754 doubles); the largest quota.
 	MaxExactInteger = 1 << 53
+	// DefaultTerminationGraceSeconds is a sandbox's terminationGraceSeconds when neither its
+	// create nor its template gives one.
+	DefaultTerminationGraceSeconds = 10
 )
 
 // Integer ranges.
@@ -61,6 +64,10 @@ var (
 	// Warm bounds a template's warm.min and warm.max, counts of sandboxes kept booted; min must
 	// not exceed max as well.
 	Warm = Range{Min: 0, Max: 1000, Unit: "warm sandboxes"}
+	// TerminationGrace bounds a sandbox's terminationGraceSeconds (its own, or its template's):
+	// the seconds between SIGTERM and SIGKILL when it is stopped (deleted, timed out, evicted by
+	// a drain's deadline, or by agent down). Absent means DefaultTerminationGraceSeconds.
+	TerminationGrace = Range{Min: 1, Max: 3600, Unit: "seconds"}
 	// Quota bounds an owner quota's max and every value of an offer's quota: up to
 	// MaxExactInteger (2^53).
 	Quota = Range{Min: 0, Max: MaxExactInteger, Unit: "a count; GiB for memoryGiB and diskGiB"}

@@ -671,3 +671,20 @@ func (inv *Inventory) validate() error {
 	}
 	return nil
 }
+
+// Datacenters lists every data center the token sees (id, name, location, version, state),
+// for finding one by its name. Errors are the client's (see Do).
+func (c *Client) Datacenters(ctx context.Context) ([]Datacenter, error) {
+	dcs, err := pages(ctx, c, "list data centers", listPageSize, func(ctx context.Context, off int32) ([]ionoscloud.Datacenter, *ionoscloud.PaginationLinks, *ionoscloud.APIResponse, error) {
+		l, r, err := c.api.DataCentersApi.DatacentersGet(ctx).Depth(1).Offset(off).Limit(listPageSize).Execute()
+		return ionoscloud.ToValueDefault(l.Items), l.Links, r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Datacenter, 0, len(dcs))
+	for _, dc := range dcs {
+		out = append(out, convertDatacenter(dc))
+	}
+	return out, nil
+}

@@ -26,21 +26,25 @@ func TestDrainStatus(t *testing.T) {
 		requestedAt int64
 		reported    bool
 		mvm         int64
+		unacked     int64
 		want        nodes.DrainState
 	}{
-		{"not draining", 0, true, 3, ""},
-		{"not draining, idle", 0, true, 0, ""},
-		{"not draining, never reported", 0, false, 0, ""},
-		{"runs sandboxes", 1, true, 3, nodes.DrainDraining},
-		{"runs one", 1, true, 1, nodes.DrainDraining},
-		{"runs none", 1, true, 0, nodes.DrainDrained},
-		{"never reported allocated", 1, false, 0, nodes.DrainDrained},
-		{"never reported allocated, stale count ignored", 1, false, 5, nodes.DrainDrained},
-		{"negative count is none", 1, true, -1, nodes.DrainDrained},
+		{"not draining", 0, true, 3, 0, ""},
+		{"not draining, idle", 0, true, 0, 0, ""},
+		{"not draining, never reported", 0, false, 0, 0, ""},
+		{"not draining, one placed", 0, true, 0, 1, ""},
+		{"runs sandboxes", 1, true, 3, 0, nodes.DrainDraining},
+		{"runs one", 1, true, 1, 0, nodes.DrainDraining},
+		{"runs none", 1, true, 0, 0, nodes.DrainDrained},
+		{"runs none, one placed and unacknowledged", 1, true, 0, 1, nodes.DrainDraining},
+		{"never reported allocated", 1, false, 0, 0, nodes.DrainDrained},
+		{"never reported allocated, one placed", 1, false, 0, 1, nodes.DrainDraining},
+		{"never reported allocated, stale count ignored", 1, false, 5, 0, nodes.DrainDrained},
+		{"negative count is none", 1, true, -1, 0, nodes.DrainDrained},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := nodes.DrainStatus(c.requestedAt, c.reported, c.mvm); got != c.want {
-				t.Errorf("DrainStatus(%d, %v, %d) = %q, want %q", c.requestedAt, c.reported, c.mvm, got, c.want)
+			if got := nodes.DrainStatus(c.requestedAt, c.reported, c.mvm, c.unacked); got != c.want {
+				t.Errorf("DrainStatus(%d, %v, %d, %d) = %q, want %q", c.requestedAt, c.reported, c.mvm, c.unacked, got, c.want)
 			}
 		})
 	}

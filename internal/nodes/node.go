@@ -53,6 +53,8 @@ type node struct {
 	drainBy     string // who asked it (an Actor)
 	drainAt     int64  // Unix ms when the drain was asked; 0: not draining
 	drainedAt   int64  // Unix ms when the draining node first reported no sandboxes; 0: not yet
+	// drainDeadline is Unix ms when the drain's sandboxes still running are stopped; 0: none.
+	drainDeadline int64
 
 	// Live status (Status, handed to the store every flush).
 	reportedAt        int64 // Unix ms on the control plane's clock; the last register or report
@@ -78,6 +80,9 @@ type node struct {
 	// in place); sandboxesReported says a report listed them (a stock Cubelet never does).
 	sandboxIDs        []string
 	sandboxesReported bool
+	// unacked is how many sandboxes placed on the node its agent had not acknowledged when a
+	// drain or a report while draining last counted them (setUnacknowledged); 0 otherwise.
+	unacked int64
 
 	// Hashes of the raw inventory last applied, so an unchanged one is not decoded again.
 	imagesHash, templatesHash, versionsHash, hostFactsHash uint64
@@ -149,7 +154,7 @@ func (n *node) registration() Registration {
 		QuotaCPU: n.quotaCPU, QuotaMemMB: n.quotaMemMB, CreateConcurrentNum: n.createConcurrent, MaxMVMNum: n.maxMVM,
 		PausedReleaseRatio: n.pausedRatio, Versions: n.versions, HostFacts: n.hostFacts, CredentialHash: n.credHash,
 		CordonDetail: n.cordonDetail, CordonBy: n.cordonBy, State: n.known, RegisteredAt: n.registeredAt, UpdatedAt: n.updatedAt,
-		DrainReason: n.drainReason, DrainBy: n.drainBy, DrainAt: n.drainAt, DrainedAt: n.drainedAt,
+		DrainReason: n.drainReason, DrainBy: n.drainBy, DrainAt: n.drainAt, DrainedAt: n.drainedAt, DrainDeadline: n.drainDeadline,
 	}
 }
 
@@ -171,7 +176,7 @@ func (n *node) setRegistration(r *Registration) {
 	n.setVersions(r.Versions)
 	n.setHostFacts(r.HostFacts)
 	n.agent, n.poolID, n.credHash, n.cordonDetail, n.cordonBy = r.Agent, r.PoolID, r.CredentialHash, r.CordonDetail, r.CordonBy
-	n.drainReason, n.drainBy, n.drainAt, n.drainedAt = r.DrainReason, r.DrainBy, r.DrainAt, r.DrainedAt
+	n.drainReason, n.drainBy, n.drainAt, n.drainedAt, n.drainDeadline = r.DrainReason, r.DrainBy, r.DrainAt, r.DrainedAt, r.DrainDeadline
 	n.registeredAt, n.updatedAt = r.RegisteredAt, r.UpdatedAt
 	n.versionsHash, n.hostFactsHash = 0, 0
 }

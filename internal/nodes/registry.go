@@ -29,6 +29,12 @@ type Config struct {
 	Log *slog.Logger
 	// Pools lists the pools nodes can belong to (id, fleet name, archived); nil means none.
 	Pools func(ctx context.Context) ([]Pool, error)
+	// Unacknowledged counts the sandboxes placed on node nodeID that its agent has not
+	// acknowledged yet (neither listed in a report nor reported running or ended): a draining
+	// node is drained only when its own report shows no sandboxes and this counts none. It is
+	// called for a drain request and for each report of a draining node, never under a lock.
+	// nil means none is ever unacknowledged (a registry without sandboxes).
+	Unacknowledged func(ctx context.Context, nodeID string) (int, error)
 	// HealthEvery is how often health is re-evaluated into events and metrics. Zero means one
 	// second.
 	HealthEvery time.Duration

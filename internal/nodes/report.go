@@ -36,9 +36,14 @@ func (r *Registry) Report(ctx context.Context, id string, sr *nodeapi.StatusRequ
 	// turns the node Ready again.
 	n.mu.Lock()
 	wasReady := n.wasReady
+	draining := n.drainAt != 0
 	n.mu.Unlock()
 	if wasReady {
 		r.observe(n, now, r.store.Leader())
+	}
+	var unacked int64
+	if draining { // counted before the lock: it reads the database
+		unacked = r.countUnacknowledged(ctx, id)
 	}
 	n.mu.Lock()
 	switch {
@@ -59,6 +64,9 @@ func (r *Registry) Report(ctx context.Context, id string, sr *nodeapi.StatusRequ
 	if err != nil {
 		n.mu.Unlock()
 		return nil, err
+	}
+	if draining {
+		n.setUnacknowledged(unacked)
 	}
 	drain := n.settleDrain(now, r.pools.Load()) // a draining node that now runs no sandboxes is drained
 	if ch.registration || drain.changed {

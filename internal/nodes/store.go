@@ -120,6 +120,8 @@ type Registration struct {
 	DrainBy             string
 	DrainAt             int64
 	DrainedAt           int64
+	// DrainDeadline is when the drain stops the sandboxes still running (Unix ms); 0: none.
+	DrainDeadline int64
 }
 
 // Status is a node's last report (table nodes_status): when it arrived (ReportedAt, on the

@@ -24,6 +24,8 @@ type WorkNode struct {
 	// Cordoned and Draining: the node takes no new work; Draining also means it is to be
 	// emptied.
 	Cordoned, Draining bool
+	// DrainDeadline is when the drain stops the sandboxes still running there (0: none).
+	DrainDeadline int64
 	// ReportedAt is when its last report arrived.
 	ReportedAt int64
 	// SandboxesReported says a report listed the sandboxes the agent runs; Sandboxes are they.
@@ -41,7 +43,7 @@ type WorkNode struct {
 // workNode renders n at now. Requires n.mu.
 func (r *Registry) workNode(n *node, now int64, pools *poolIndex) WorkNode {
 	w := WorkNode{
-		ID: n.id, Cubefleet: n.agent == AgentCubefleet, State: r.health.state(n, now), Cordoned: n.cordoned(), Draining: n.drainAt != 0,
+		ID: n.id, Cubefleet: n.agent == AgentCubefleet, State: r.health.state(n, now), Cordoned: n.cordoned(), Draining: n.drainAt != 0, DrainDeadline: n.drainDeadline,
 		ReportedAt: n.reportedAt, SandboxesReported: n.sandboxesReported, Sandboxes: n.sandboxIDs,
 		TemplatesReported: n.templatesReported, Templates: n.templateIDs,
 		QuotaCPU: quotaCPU(n), QuotaMemMiB: quotaMem(n), MaxMVM: n.maxMVM, Labels: maps.Clone(n.labels),

@@ -40,7 +40,8 @@ var IdleCommand = []string{"sleep", "2147483647"}
 // delete). Env is laid over the template's (at
 // most 256 variables; names of credentials take secret:// references, which are resolved only
 // when the sandbox is handed to its node). TimeoutSeconds ends it (0 to MaxTimeoutSeconds, 0:
-// none). Labels are its own; NodeSelector the labels its node must carry. Audit, when set, is
+// none). TerminationGraceSeconds is the time between SIGTERM and SIGKILL when it is stopped (1
+// to 3600, fieldrules.TerminationGrace; 0: its template's, else 10). Labels are its own; NodeSelector the labels its node must carry. Audit, when set, is
 // the caller's audit row, written in the create's transaction with the sandbox as its target.
 type CreateInput struct {
 	TenantID       string
@@ -48,10 +49,12 @@ type CreateInput struct {
 	Command        []string
 	Env            map[string]string
 	TimeoutSeconds int64
-	Labels         map[string]string
-	NodeSelector   map[string]string
-	CreatedBy      string
-	Audit          *audit.Entry
+	// TerminationGraceSeconds: see above.
+	TerminationGraceSeconds int64
+	Labels                  map[string]string
+	NodeSelector            map[string]string
+	CreatedBy               string
+	Audit                   *audit.Entry
 	// warm makes an idle sandbox of the template's warm pool (the warm loop's creates).
 	warm bool
 }
@@ -103,6 +106,10 @@ func (in *CreateInput) validate() error {
 	if in.TimeoutSeconds < 0 || in.TimeoutSeconds > MaxTimeoutSeconds {
 		add("timeoutSeconds", "timeoutSeconds must be 0 (none) to %d (7 days)", MaxTimeoutSeconds)
 	}
+	if g := in.TerminationGraceSeconds; g != 0 && !fieldrules.TerminationGrace.Contains(g) {
+		add("terminationGraceSeconds", "terminationGraceSeconds must be %s, or absent for the template's (default %d)",
+			fieldrules.TerminationGrace.Rule(), fieldrules.DefaultTerminationGraceSeconds)
+	}
 	for field, m := range map[string]map[string]string{"labels": in.Labels, "nodeSelector": in.NodeSelector} {
 		if err := nodeapi.CheckLabels(m); err != nil {
 			for _, fe := range err.(*cubefleet.Error).Details["errors"].([]cubefleet.FieldError) {
@@ -141,6 +148,19 @@ type template struct {
 	Env                                                map[string]string
 	Warm                                               *compute.Warm
 	Res                                                Resources
+	GraceSeconds                                       int64 // its terminationGraceSeconds; 0: the default
+}
+
+// graceFor is the terminationGraceSeconds of a sandbox created with in from t: the create's,
+// else the template's, else the default.
+func graceFor(in CreateInput, t template) int64 {
+	switch {
+	case in.TerminationGraceSeconds != 0:
+		return in.TerminationGraceSeconds
+	case t.GraceSeconds != 0:
+		return t.GraceSeconds
+	}
+	return fieldrules.DefaultTerminationGraceSeconds
 }
 
 // loadTemplate returns tenant's template ref (id or name) with its flavor and pool. Errors:
@@ -162,7 +182,7 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 	if err := o.DecodeSpec(&ts); err != nil {
 		return template{}, err
 	}
-	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm}
+	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds}
 	flavor, err := compute.Load(ctx, q, ts.FlavorID)
 	if err != nil {
 		return template{}, fmt.Errorf("the flavor of template %s: %w", o.ID, err)
@@ -258,7 +278,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 		ID: cubefleet.NewID("sbx"), TenantID: in.TenantID, TemplateID: tpl.ID, TemplateName: tpl.Name, PoolID: tpl.PoolID, FlavorID: tpl.FlavorID,
 		State: StatePending, Warm: in.warm, Res: tpl.Res, Charged: true, Priority: t.priority, CreatedBy: in.CreatedBy, CreatedAt: now,
 		PendingReason: ReasonCreated, UpdatedAt: now,
-		Spec: spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds},
+		Spec: spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl)},
 	}
 	kind := nodeapi.KindStart
 	if in.warm {
@@ -398,7 +418,7 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		now := s.now()
 		r.ClaimedAt, r.CreatedBy, r.CreatedAt, r.PendingReason = now, in.CreatedBy, now, ReasonCreated
 		r.State, r.StartingAt, r.StartingReason, r.RunningAt, r.RunningReason, r.Message = StateStarting, now, ReasonClaimed, 0, "", ""
-		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds}
+		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl)}
 		claimed := false
 		err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, created_by = $3, created_at = $4, pending_reason = $5, state = $6,

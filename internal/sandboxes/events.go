@@ -27,9 +27,15 @@ func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi
 		return s.markRunning(ctx, r, ReasonStarted)
 	}
 	state := State(ev.State)
-	reason := ev.Reason
+	reason, message := ev.Reason, ev.Message
 	if reason == "" {
 		reason = string(ev.State)
+	}
+	if state == StateKilled && r.StopReason != "" { // the control plane stopped it: say why
+		reason, message = r.StopReason, r.Message
+		if ev.Message != "" {
+			message += "; " + ev.Message
+		}
 	}
 	if r.State == StateLost && state != StateLost {
 		return s.foundEnd(ctx, r, state, reason, ev)
@@ -37,7 +43,7 @@ func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi
 	var changed bool
 	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		changed, err = s.finish(ctx, tx, r, state, reason, ev.Message, ev)
+		changed, err = s.finish(ctx, tx, r, state, reason, message, ev)
 		return err
 	})
 	if err != nil {

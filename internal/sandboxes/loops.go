@@ -79,10 +79,11 @@ func (s *Service) Holding() bool { return s.lease.Held() }
 // Lead takes the "sandboxes" lease now if it is free (tests and a single server at start).
 func (s *Service) Lead(ctx context.Context) { s.lease.Try(ctx) }
 
-// Reconcile runs the lease holder's checks once: lost sandboxes, waiting creates, warm pools
-// and template preparation. Run calls it every Every; tests call it after moving their clock.
+// Reconcile runs the lease holder's checks once: lost sandboxes, drains past their deadline,
+// waiting creates, warm pools and template preparation. Run calls it every Every; tests call it after moving their clock.
 func (s *Service) Reconcile(ctx context.Context) {
 	s.logErr(ctx, "checking the nodes' sandboxes", s.CheckNodes(ctx))
+	s.logErr(ctx, "stopping the sandboxes of drains past their deadline", s.EvictDrained(ctx))
 	s.logErr(ctx, "placing waiting sandboxes", s.PlaceWaiting(ctx))
 	s.logErr(ctx, "keeping warm pools", s.KeepWarm(ctx))
 	s.logErr(ctx, "preparing templates", s.Prepare(ctx))

@@ -327,3 +327,15 @@ func (s *Service) OnNode(ctx context.Context, node string) (NodeSandboxes, error
 	}
 	return out, rows.Err()
 }
+
+// Unacknowledged counts the sandboxes placed on node that its agent has not acknowledged yet:
+// starting (handed to the node, or queued for it), neither reported running nor ended nor
+// listed by the node. The registry asks before it calls a draining node drained
+// (nodes.Config.Unacknowledged).
+func (s *Service) Unacknowledged(ctx context.Context, node string) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes WHERE node_id = $1 AND state = $2`, node, string(StateStarting)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the unacknowledged sandboxes of node %s: %w", node, err)
+	}
+	return n, nil
+}

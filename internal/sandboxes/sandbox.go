@@ -14,6 +14,8 @@ package sandboxes
 
 import (
 	"encoding/json"
+
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 )
 
 // State is a sandbox's state.
@@ -74,6 +76,7 @@ const (
 	ReasonSecret         = "secret_unavailable" // failed: a secret:// of its env could not be read
 	ReasonDeleted        = "deleted"            // killed: deleted before it ran
 	ReasonDraining       = "node_draining"      // killed: an idle warm sandbox on a draining node
+	ReasonNodeDrained    = "node_drained"       // killed: still running when its node's drain deadline passed
 	ReasonWarmSurplus    = "warm_surplus"       // killed: an idle warm sandbox beyond the template's warm.max
 )
 
@@ -116,30 +119,33 @@ type Result struct {
 // pool; ClaimedAt is when a create claimed it (0 while it idles), and ClaimedFor the id of the
 // create that claimed it while it waited for room: that id answers for this sandbox too.
 type Sandbox struct {
-	ID              string            `json:"id"`
-	TenantID        string            `json:"tenantId"`
-	TemplateID      string            `json:"templateId"`
-	Template        string            `json:"template"`
-	PoolID          string            `json:"poolId"`
-	FlavorID        string            `json:"flavorId"`
-	NodeID          string            `json:"nodeId,omitempty"`
-	State           State             `json:"state"`
-	Reason          string            `json:"reason,omitempty"`
-	Message         string            `json:"message,omitempty"`
-	Command         []string          `json:"command"`
-	Env             map[string]string `json:"env,omitempty"`
-	Labels          map[string]string `json:"labels,omitempty"`
-	NodeSelector    map[string]string `json:"nodeSelector,omitempty"`
-	TimeoutSeconds  int64             `json:"timeoutSeconds,omitempty"`
-	Resources       Resources         `json:"resources"`
-	Warm            bool              `json:"warm"`
-	ClaimedAt       int64             `json:"claimedAt,omitempty"`
-	ClaimedFor      string            `json:"claimedFor,omitempty"`
-	CreatedAt       int64             `json:"createdAt"`
-	CreatedBy       string            `json:"createdBy"`
-	StopRequestedAt int64             `json:"stopRequestedAt,omitempty"`
-	States          []Transition      `json:"states"`
-	Result          *Result           `json:"result,omitempty"`
+	ID             string            `json:"id"`
+	TenantID       string            `json:"tenantId"`
+	TemplateID     string            `json:"templateId"`
+	Template       string            `json:"template"`
+	PoolID         string            `json:"poolId"`
+	FlavorID       string            `json:"flavorId"`
+	NodeID         string            `json:"nodeId,omitempty"`
+	State          State             `json:"state"`
+	Reason         string            `json:"reason,omitempty"`
+	Message        string            `json:"message,omitempty"`
+	Command        []string          `json:"command"`
+	Env            map[string]string `json:"env,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
+	TimeoutSeconds int64             `json:"timeoutSeconds,omitempty"`
+	// TerminationGraceSeconds is the time between SIGTERM and SIGKILL when it is stopped
+	// (deleted, timed out, evicted by a drain's deadline, agent down), 1 to 3600.
+	TerminationGraceSeconds int64        `json:"terminationGraceSeconds"`
+	Resources               Resources    `json:"resources"`
+	Warm                    bool         `json:"warm"`
+	ClaimedAt               int64        `json:"claimedAt,omitempty"`
+	ClaimedFor              string       `json:"claimedFor,omitempty"`
+	CreatedAt               int64        `json:"createdAt"`
+	CreatedBy               string       `json:"createdBy"`
+	StopRequestedAt         int64        `json:"stopRequestedAt,omitempty"`
+	States                  []Transition `json:"states"`
+	Result                  *Result      `json:"result,omitempty"`
 }
 
 // AuditTarget names the sandbox in audit rows.
@@ -155,6 +161,17 @@ type spec struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
 	TimeoutSeconds int64             `json:"timeoutSeconds,omitempty"`
+	// GraceSeconds is the terminationGraceSeconds in force, fixed at the create (its own, its
+	// template's, or the default); 0 in records written before it existed: the default.
+	GraceSeconds int64 `json:"terminationGraceSeconds,omitempty"`
+}
+
+// graceSeconds is the sandbox's terminationGraceSeconds: the stored one, or the default.
+func (s spec) graceSeconds() int64 {
+	if s.GraceSeconds == 0 {
+		return fieldrules.DefaultTerminationGraceSeconds
+	}
+	return s.GraceSeconds
 }
 
 // record is a row of table sandboxes.
@@ -183,6 +200,7 @@ type record struct {
 	CPUMillis, PeakMemoryBytes                                       int64
 	StopRequestedAt, DeletedAt, UpdatedAt                            int64
 	ClaimedFor                                                       string
+	StopReason                                                       string // why the control plane stopped it, when not a delete (ReasonNodeDrained)
 }
 
 // view renders r for the API.
@@ -190,7 +208,7 @@ func (r *record) view() Sandbox {
 	s := Sandbox{
 		ID: r.ID, TenantID: r.TenantID, TemplateID: r.TemplateID, Template: r.TemplateName, PoolID: r.PoolID, FlavorID: r.FlavorID,
 		NodeID: r.NodeID, State: r.State, Message: r.Message, Command: r.Spec.Command, Env: r.Spec.Env, Labels: r.Spec.Labels,
-		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt, ClaimedFor: r.ClaimedFor,
+		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, TerminationGraceSeconds: r.Spec.graceSeconds(), Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt, ClaimedFor: r.ClaimedFor,
 		CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, StopRequestedAt: r.StopRequestedAt,
 	}
 	if s.Command == nil {

@@ -238,7 +238,7 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 	maps.Copy(env, r.Spec.Env)
 	sp := &nodeapi.SandboxSpec{
 		ID: r.ID, TemplateID: r.TemplateID, Image: image, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
-		DiskMiB: r.Res.DiskGiB * 1024, TimeoutSeconds: r.Spec.TimeoutSeconds, OutputLimitBytes: s.cfg.ResultMaxBytes,
+		DiskMiB: r.Res.DiskGiB * 1024, TimeoutSeconds: r.Spec.TimeoutSeconds, GraceSeconds: r.Spec.graceSeconds(), OutputLimitBytes: s.cfg.ResultMaxBytes,
 		Env: make([]string, 0, len(env)), Network: network,
 	}
 	if r.Warm && r.ClaimedAt == 0 {

@@ -29,6 +29,7 @@ func (s *Server) newNodes(ctx context.Context) error {
 		Now:              s.cfg.Now,
 		Log:              s.log,
 		Pools:            s.nodePools,
+		Unacknowledged:   s.unacknowledged,
 	})
 	if err != nil {
 		return err
@@ -53,6 +54,15 @@ func (s *Server) newNodes(ctx context.Context) error {
 	}
 	s.nodes, s.nodeStore, s.nodeHTTP = reg, st, routes
 	return nil
+}
+
+// unacknowledged counts the sandboxes placed on node id that its agent has not acknowledged
+// (none when the deployment runs no sandboxes).
+func (s *Server) unacknowledged(ctx context.Context, id string) (int, error) {
+	if s.sandboxes == nil {
+		return 0, nil
+	}
+	return s.sandboxes.Unacknowledged(ctx, id)
 }
 
 // nodePools lists every pool with its fleet name (for a stock Cubelet's cluster_label) and

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/nodes"
@@ -43,11 +45,36 @@ func (s *Server) Sandboxes() *sandboxes.Service { return s.sandboxes }
 // lanePlacer places sandboxes through the server's placement lane (the scheduler).
 type lanePlacer struct{ s *Server }
 
-// Place asks the scheduler to place p and reserve its room.
+// Place asks the scheduler to place p and reserve its room; with a static membership
+// (Config.Membership) the registered nodes outside it are excluded.
 func (p lanePlacer) Place(ctx context.Context, pl sandboxes.Placement) (string, error) {
+	exclude := pl.Exclude
+	if p.s.members != nil {
+		for _, n := range p.s.nodes.WorkNodes() {
+			if !p.s.members[n.ID] {
+				exclude = append(exclude, n.ID)
+			}
+		}
+	}
 	d, err := p.s.lane.Place(ctx, scheduler.Request{SandboxID: pl.SandboxID, Pool: pl.PoolID, Template: pl.TemplateID,
-		CPU: pl.CPUMillicores, MemoryMiB: pl.MemoryMiB, DiskMiB: pl.DiskMiB, NodeSelector: pl.NodeSelector, Exclude: pl.Exclude})
+		CPU: pl.CPUMillicores, MemoryMiB: pl.MemoryMiB, DiskMiB: pl.DiskMiB, NodeSelector: pl.NodeSelector, Exclude: exclude})
 	return d.NodeID, err
+}
+
+// membersOf is the set of node ids (hosts) of a static membership's origins; nil for none.
+func membersOf(origins []string) (map[string]bool, error) {
+	if origins == nil {
+		return nil, nil
+	}
+	out := make(map[string]bool, len(origins))
+	for _, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || u.Hostname() == "" {
+			return nil, fmt.Errorf("membership: %q is not an origin", o)
+		}
+		out[u.Hostname()] = true
+	}
+	return out, nil
 }
 
 // Release releases sandbox id's reservation.

@@ -160,6 +160,11 @@ type Config struct {
 	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
 	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
 	TenantMaxSandboxes int
+	// Membership is --origins: the static membership of a deployment that loads its Cube
+	// origins at start (normalised http(s) origins, cubes.ParseOrigins). When set, only nodes
+	// registered under the host of one of them (their id, the agent's IP) are schedulable;
+	// nil means every registered node (membership learnt live from registration).
+	Membership []string
 	// BodyBudget is --api-body-budget: the most bytes of API request bodies the server holds at
 	// once, across all requests. A body that does not fit is RESOURCE_EXHAUSTED (429, with
 	// Retry-After) before it is read. Zero means DefaultBodyBudget (64 MiB).
@@ -289,6 +294,7 @@ type Server struct {
 	nodes     *nodes.Registry
 	lane      *lane.Lane         // the placement lane and its scheduler
 	sandboxes *sandboxes.Service // the sandboxes; nil without sandbox templates
+	members   map[string]bool    // the node ids of Config.Membership; nil: every registered node
 	schedM    *scheduler.Metrics // the scheduler's collectors
 	box       *secrets.Box       // seals secret values and webhook signing secrets
 	guard     *netguard.Guard    // the SSRF guard webhook URLs and deliveries pass
@@ -342,7 +348,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the data dir is open to other users; run chmod 700 on it", "data_dir", cfg.DataDir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
-	s := &Server{cfg: cfg, log: log, db: cfg.DB, tls: certs}
+	members, err := membersOf(cfg.Membership)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, db: cfg.DB, tls: certs, members: members}
 	ok := false
 	defer func() {
 		if !ok {
@@ -350,7 +360,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 	}()
 	// Listen first: a taken port or a bad address fails before anything is written.
-	var err error
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}

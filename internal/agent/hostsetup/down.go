@@ -32,10 +32,14 @@ type DownOptions struct {
 	// every sandbox in its Config.SandboxDir (under Root) is stopped too. Nil stops only the
 	// agent.
 	Config *agent.Config
-	// SandboxWait is how long the sandboxes get between SIGTERM and SIGKILL (at most their own
-	// grace); 0 means 15 s.
+	// SandboxWait bounds how long the sandboxes get between SIGTERM and SIGKILL; 0 means each
+	// its own grace (its terminationGraceSeconds, at most MaxSandboxGrace).
 	SandboxWait time.Duration
 }
+
+// MaxSandboxGrace is the longest grace a sandbox can have (terminationGraceSeconds 3600): agent
+// down waits at most this long, and a little more, for the sandboxes it stops.
+const MaxSandboxGrace = time.Hour
 
 // Down is `cubefleet agent down`: it stops this node's agent (the control plane and the other
 // nodes are not affected), then every sandbox it ran (with the process runtime and
@@ -48,7 +52,7 @@ type DownOptions struct {
 // that the unit does not start it again; another is sent SIGTERM and waited for (opt.Wait). Under
 // Root every path is taken under it and systemctl is not used. The sandboxes are stopped
 // through the process driver (its StopAll, with no spare supervisor): SIGTERM, then SIGKILL
-// after their grace or opt.SandboxWait, whichever comes first; their uid leases end; the next
+// after their own grace (or opt.SandboxWait, when set and shorter); their uid leases end; the next
 // agent reports their ends to the control plane. An agent that is not running is not an error;
 // an agent that does not exit, or a sandbox process that survives, is.
 func Down(ctx context.Context, opt DownOptions) error {
@@ -268,7 +272,7 @@ func downSandboxes(ctx context.Context, opt DownOptions) error {
 	}
 	wait := opt.SandboxWait
 	if wait <= 0 {
-		wait = 15 * time.Second
+		wait = MaxSandboxGrace + 10*time.Second // each sandbox's own grace ends its stop first
 	}
 	c := *cfg
 	c.SandboxDir = rooted(opt.Root, cfg.SandboxDir)

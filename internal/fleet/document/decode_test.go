@@ -219,6 +219,10 @@ func TestValidateBuiltInCode(t *testing.T) {
 			[]string{"flavors[0].gpu"}},
 		{"negative warm", &Document{Version: 1, SandboxTemplates: []SandboxTemplate{{Name: "t", Pool: "p", Flavor: "f", ImageID: "i", Network: "public",
 			Warm: &Warm{Min: 3, Max: -1}}}}, []string{"sandboxTemplates[0].warm.max"}},
+		{"grace past an hour", &Document{Version: 1, SandboxTemplates: []SandboxTemplate{{Name: "t", Pool: "p", Flavor: "f", ImageID: "i", Network: "public",
+			TerminationGraceSeconds: 3601}}}, []string{"sandboxTemplates[0].terminationGraceSeconds"}},
+		{"negative grace", &Document{Version: 1, SandboxTemplates: []SandboxTemplate{{Name: "t", Pool: "p", Flavor: "f", ImageID: "i", Network: "public",
+			TerminationGraceSeconds: -1}}}, []string{"sandboxTemplates[0].terminationGraceSeconds"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

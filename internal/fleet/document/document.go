@@ -132,6 +132,10 @@ type SandboxTemplate struct {
 	Network string `json:"network"`
 	// Warm keeps sandboxes booted ahead of demand; nil keeps none.
 	Warm *Warm `json:"warm,omitempty"`
+	// TerminationGraceSeconds is the time its sandboxes get between SIGTERM and SIGKILL when
+	// they are stopped, 1 to 3600 (fieldrules.TerminationGrace); 0 (left out): 10, unless a
+	// create says otherwise.
+	TerminationGraceSeconds int64 `json:"terminationGraceSeconds,omitempty"`
 }
 
 // Warm is the warm pool of a sandbox template: counts of booted, idle sandboxes with

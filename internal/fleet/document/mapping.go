@@ -45,7 +45,8 @@ var (
 		fieldSpec{"imageId", "give the image the sandbox boots, e.g. ubuntu-24.04"},
 		fieldSpec{name: "env"},
 		fieldSpec{"network", "set it to " + fieldrules.Networks.Rule()},
-		fieldSpec{name: "warm"})
+		fieldSpec{name: "warm"},
+		fieldSpec{name: "terminationGraceSeconds"})
 	warmSpec = spec("warm",
 		fieldSpec{"min", "give the least number of warm sandboxes, " + fieldrules.Warm.Span()},
 		fieldSpec{"max", "give the most number of warm sandboxes, " + fieldrules.Warm.Span()})
@@ -205,6 +206,8 @@ func (m *mapper) template(n value, item path) (t SandboxTemplate) {
 			t.Network = m.str(v, at, key)
 		case "warm":
 			t.Warm = m.warm(v, &path{up: at, key: key, i: -1})
+		case "terminationGraceSeconds":
+			t.TerminationGraceSeconds = m.integer(v, at, key)
 		}
 	})
 	return t

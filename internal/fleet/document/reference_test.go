@@ -519,6 +519,8 @@ func (m *refMapper) template(n *node, path string) (t SandboxTemplate) {
 			t.Network = m.str(v, path, key)
 		case "warm":
 			t.Warm = m.warm(v, join(path, key))
+		case "terminationGraceSeconds":
+			t.TerminationGraceSeconds = m.integer(v, path, key)
 		}
 	})
 	return t

@@ -235,6 +235,7 @@ func defs() obj {
 				{"min", integer("The least number of warm sandboxes (a count).", fieldrules.Warm)},
 				{"max", integer("The most number of warm sandboxes (a count).", fieldrules.Warm)},
 			})},
+			{"terminationGraceSeconds", integer("Seconds a sandbox gets between SIGTERM and SIGKILL when it is stopped (deleted, timed out, evicted by a drain's deadline, agent down).", fieldrules.TerminationGrace, kv{"default", fieldrules.DefaultTerminationGraceSeconds})},
 		})},
 	}
 }

@@ -307,6 +307,9 @@ func (c *checker) template(t *SandboxTemplate, p *path, u *unique, i int) {
 		c.secretValue(p, "env", k, t.Env[k])
 	}
 	c.enum(p, "network", t.Network, fieldrules.Networks)
+	if t.TerminationGraceSeconds != 0 {
+		c.intRange(p, "terminationGraceSeconds", t.TerminationGraceSeconds, fieldrules.TerminationGrace, ", or left out for 10")
+	}
 	if t.Warm != nil {
 		wp := &path{up: p, key: "warm", i: -1}
 		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")

@@ -19,6 +19,7 @@ type call struct {
 	body        []byte
 	depth       int
 	failRequest bool
+	stuckFor    time.Duration // Fault.StuckFor of the call: its requests stay RUNNING that long
 }
 
 // response is what a handler returns; serveCall writes it after releasing the lock.
@@ -132,6 +133,7 @@ func (s *Sim) routes() {
 func (s *Sim) serveCall(w http.ResponseWriter, r *http.Request, fn func(*call) response) {
 	c := &call{r: r, base: "http://" + r.Host + BasePath}
 	c.failRequest, _ = r.Context().Value(failRequestKey).(bool)
+	c.stuckFor, _ = r.Context().Value(stuckForKey).(time.Duration)
 	if r.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {

@@ -21,10 +21,14 @@ const (
 func (s *Sim) newRequest(c *call, kind, dcID string, targets ...RequestTarget) *Request {
 	now := s.now()
 	start := now.Add(max(s.opts.QueueDelay, 0))
+	run := max(s.opts.RunDuration, 0)
+	if c.stuckFor > 0 {
+		run = c.stuckFor
+	}
 	rq := &Request{
 		ID: newUUID(), Method: c.r.Method, URL: c.base + trimBase(c.r.URL.Path), Body: string(c.body),
 		Kind: kind, DatacenterID: dcID, Targets: targets, Status: RequestQueued,
-		Created: now, StartAt: start, DoneAt: start.Add(max(s.opts.RunDuration, 0)), Fail: c.failRequest,
+		Created: now, StartAt: start, DoneAt: start.Add(run), Fail: c.failRequest,
 	}
 	s.st.Requests = append(s.st.Requests, rq)
 	for _, t := range targets {

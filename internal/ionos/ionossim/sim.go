@@ -191,13 +191,23 @@ func (s *Sim) ResetCounts() {
 	s.mu.Unlock()
 }
 
-// Fault makes matching calls misbehave. A call matches when Method is empty or equal and Path
-// is empty or a prefix of the call's path below BasePath (e.g. "/datacenters/ID/servers").
-// Times is how many calls it affects (0 means every call until ClearFaults). The first
-// matching fault wins.
+// Fault makes matching calls misbehave. A call matches when Method is empty or equal, Path is
+// empty or a prefix of the call's path below BasePath (e.g. "/datacenters/ID/servers"), Target
+// is empty, "*" or a suffix of that path ("servers/{id}": see ParseFault), and IfField is
+// empty or a member of the call's JSON body. Times is how many calls it affects (0 means every
+// call until ClearFaults). The first matching fault wins; faults with StuckFor are matched
+// besides that.
 type Fault struct {
 	Method string
 	Path   string
+	// Target matches the end of the call's path, segment by segment ("{id}" any one).
+	Target string
+	// IfField matches only calls whose JSON body has a member of that name at any depth.
+	IfField string
+	// StuckFor keeps the asynchronous requests the matching calls create RUNNING (their
+	// resources BUSY) that long instead of Options.RunDuration; with Target "requests", every
+	// call that creates one matches.
+	StuckFor time.Duration
 	// Status, when set, is answered instead of handling the call: 429 and 503 carry
 	// RetryAfter (seconds or an HTTP date) when set, a 3xx carries Location (default: a path
 	// on the simulator that serves nothing), any other status an IONOS error body.
@@ -241,23 +251,52 @@ func (s *Sim) StickBusy(id string) {
 	s.mu.Unlock()
 }
 
-func (s *Sim) matchFault(method, path string) *Fault {
+// matchFault returns the first fault (without StuckFor) matching a call, counting its use, and
+// the StuckFor of the longest stuck fault that matches it (each counting its use).
+func (s *Sim) matchFault(method, path string, body []byte) (*Fault, time.Duration) {
+	var first *Fault
+	var stuck time.Duration
 	for _, f := range s.faults {
 		if f.Times > 0 && f.used >= f.Times {
 			continue
 		}
-		if (f.Method == "" || f.Method == method) && strings.HasPrefix(path, f.Path) {
+		target := f.Target
+		if f.StuckFor > 0 && target == "requests" {
+			target = "*"
+		}
+		if f.Method != "" && f.Method != method || !strings.HasPrefix(path, f.Path) || !matchesTarget(target, path) ||
+			f.IfField != "" && !hasMember(body, f.IfField) {
+			continue
+		}
+		switch {
+		case f.StuckFor > 0 && method != http.MethodGet:
+			f.used++
+			stuck = max(stuck, f.StuckFor)
+		case f.StuckFor == 0 && first == nil:
 			f.used++
 			c := *f
-			return &c
+			first = &c
 		}
 	}
-	return nil
+	return first, stuck
+}
+
+// bodyFaults reports whether a fault looks at request bodies. Callers hold s.mu.
+func (s *Sim) bodyFaults() bool {
+	for _, f := range s.faults {
+		if f.IfField != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type ctxKey int
 
-const failRequestKey ctxKey = 1
+const (
+	failRequestKey ctxKey = 1
+	stuckForKey    ctxKey = 2
+)
 
 // ServeHTTP serves one API call: it counts it, advances asynchronous requests, checks the
 // credential, applies any fault and then handles the call.
@@ -268,9 +307,19 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	s.mu.Lock()
 	s.counts[r.Method+" "+r.URL.Path]++
-	f := s.matchFault(r.Method, strings.TrimPrefix(r.URL.Path, BasePath))
+	var body []byte
+	if s.bodyFaults() && r.Body != nil { // read once here, handed on to the handler
+		s.mu.Unlock()
+		body, _ = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.mu.Lock()
+	}
+	f, stuck := s.matchFault(r.Method, strings.TrimPrefix(r.URL.Path, BasePath), body)
 	s.mu.Unlock()
 	s.Advance()
+	if stuck > 0 {
+		r = r.WithContext(context.WithValue(r.Context(), stuckForKey, stuck))
+	}
 
 	if !s.authorized(r) {
 		writeError(sw, http.StatusUnauthorized, "315", "Unauthorized")

@@ -251,7 +251,7 @@ func registrationRow(reg *nodes.Registration, holder string) []any {
 	})
 	return []any{reg.NodeID, reg.HostIP, reg.Agent, reg.PoolID, reg.ClusterLabel, string(labels), string(report), reg.CredentialHash,
 		reg.CordonDetail, string(reg.State), reg.RegisteredAt, reg.UpdatedAt, holder, reg.DrainReason, reg.DrainBy, reg.DrainAt,
-		reg.DrainedAt, reg.CordonBy}
+		reg.DrainedAt, reg.CordonBy, reg.DrainDeadline}
 }
 
 var (
@@ -259,7 +259,7 @@ var (
 		{"cluster_label", "text"}, {"labels", "text"}, {"report", "text"}, {"credential_hash", "text"}, {"cordon_detail", "text"},
 		{"health_state", "text"}, {"registered_at", "bigint"}, {"updated_at", "bigint"}, {"writer", "text"},
 		{"drain_reason", "text"}, {"drain_by", "text"}, {"drain_requested_at", "bigint"}, {"drained_at", "bigint"},
-		{"cordon_by", "text"}}
+		{"cordon_by", "text"}, {"drain_deadline", "bigint"}}
 	statusCols = []bulkCol{{"node_id", "text"}, {"reported_at", "bigint"}, {"heartbeat_at", "bigint"}, {"ready", "int"}, {"live", "text"},
 		{"writer", "text"}}
 )

@@ -181,7 +181,7 @@ func readJournal(path string) (recs []journalRecord, bad int, err error) {
 }
 
 // minJournalCols is the length of a journaled row written before the columns migrations added
-// since 0001 (drain_*, cordon_by): a journal an older server left is replayed, those columns
+// since 0001 (drain_*, cordon_by, drain_deadline): a journal an older server left is replayed, those columns
 // empty.
 const minJournalCols = 13
 

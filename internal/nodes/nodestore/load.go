@@ -49,7 +49,7 @@ func (s *Store) LoadNode(ctx context.Context, id string) (*nodes.Record, error) 
 
 const loadQuery = `SELECT r.node_id, r.host_ip, r.agent, r.pool_id, r.cluster_label, r.labels, r.report, r.credential_hash,
 	r.cordon_detail, r.health_state, r.registered_at, r.updated_at, s.reported_at, s.heartbeat_at, s.ready, s.live, s.inventory,
-	r.drain_reason, r.drain_by, r.drain_requested_at, r.drained_at, r.cordon_by
+	r.drain_reason, r.drain_by, r.drain_requested_at, r.drained_at, r.cordon_by, r.drain_deadline
 	FROM nodes_registrations r LEFT JOIN nodes_status s ON s.node_id = r.node_id`
 
 // scanRecord reads one row of loadQuery.
@@ -61,7 +61,7 @@ func scanRecord(rows *sql.Rows) (nodes.Record, error) {
 	var live, inv sql.NullString
 	if err := rows.Scan(&g.NodeID, &g.HostIP, &g.Agent, &g.PoolID, &g.ClusterLabel, &labels, &report, &g.CredentialHash, &g.CordonDetail,
 		&state, &g.RegisteredAt, &g.UpdatedAt, &reportedAt, &heartbeatAt, &ready, &live, &inv,
-		&g.DrainReason, &g.DrainBy, &g.DrainAt, &g.DrainedAt, &g.CordonBy); err != nil {
+		&g.DrainReason, &g.DrainBy, &g.DrainAt, &g.DrainedAt, &g.CordonBy, &g.DrainDeadline); err != nil {
 		return rec, fmt.Errorf("load nodes: %w", err)
 	}
 	g.State = nodes.State(state)

@@ -33,8 +33,9 @@ import (
 var migrations embed.FS
 
 // Module is the nodes module's migrations (`nodes/0001_registry`, `nodes/0002_drain`,
-// `nodes/0003_cordon_by`, `nodes/0004_join_token_revoke`). The store also writes events
-// (events.Module) and audit rows (audit.Module), and takes a lease (store.LeaseModule).
+// `nodes/0003_cordon_by`, `nodes/0004_join_token_revoke`, `nodes/0005_drain_deadline`). The
+// store also writes events (events.Module) and audit rows (audit.Module), and takes a lease
+// (store.LeaseModule).
 var Module = store.EmbeddedModule("nodes", migrations)
 
 // DefaultFlushEvery is how often coalesced writes go to the database.

@@ -134,7 +134,7 @@ func New(t *testing.T, db *store.DB, o Options) *Env {
 	e.Env = nodetest.Start(t, db, clock, nodetest.Config{
 		Registry: nodes.Config{Now: clock.Now, Pools: func(context.Context) ([]nodes.Pool, error) {
 			return []nodes.Pool{{ID: pool, TenantID: "root", Name: "fra"}}, nil
-		}},
+		}, Unacknowledged: svc.Unacknowledged},
 		Store: nodestore.Config{DB: db, Now: clock.Now, JournalPath: t.TempDir() + "/" + nodestore.JournalFile},
 		HTTP:  nodehttpConfig(db, clock, svc),
 	})

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/cubes/journal"
+)
+
+// newRoundtripCmd builds `cubefleet roundtrip`: the single-Cube expansion and reduction of an
+// IONOS Cube fleet. Today it shows the workflows' journals (status).
+func newRoundtripCmd() *cobra.Command {
+	cmd := groupCmd("roundtrip", "IONOS Cube fleet roundtrip: the workflows' journals",
+		"The roundtrip adds one Cube to the baseline and removes it again, journaling every side\n"+
+			"effect in <private-dir>/"+journal.RoundtripPath+" so a run killed at any moment resumes.\n"+
+			"See docs/ionos.md, \"Journals\".")
+	cmd.AddCommand(newRoundtripStatusCmd())
+	return cmd
+}
+
+// statusOut is roundtrip status's JSON: the roundtrip journal (null for none) and every scale
+// journal.
+type statusOut struct {
+	Roundtrip *journal.Journal  `json:"roundtrip"`
+	Scale     []journal.Journal `json:"scale"`
+}
+
+func newRoundtripStatusCmd() *cobra.Command {
+	var privateDir, note string
+	var abandon bool
+	cmd := &cobra.Command{
+		Use:   "status [--private-dir .private] [--abandon [--note TEXT]]",
+		Short: "Print the roundtrip and scale journals; --abandon closes an open roundtrip journal",
+		Long: `Print the roundtrip journal (` + journal.RoundtripPath + `) and the scale journals (` + journal.ScaleDir + `/*.json)
+under --private-dir: each run's workflow, state, Cubes (name, server id, request id, peer key)
+and steps, marking those that started and never finished (their outcome is checked when the
+run resumes). The journals must be private (mode 0600, yours).
+
+--abandon closes an open roundtrip journal once a person cleaned up what the run left (say
+what with --note), so that the next run starts afresh instead of resuming it. It takes the
+journal's lock: while a run holds it, it is refused, naming the run's pid and host.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if note != "" && !abandon {
+				return usagef("--note applies only with --abandon")
+			}
+			path := filepath.Join(privateDir, journal.RoundtripPath)
+			if abandon {
+				s, err := journal.Open(path, nil)
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				j, err := s.Abandon(note)
+				if err != nil {
+					return err
+				}
+				return render(cmd, j, func(w io.Writer) error {
+					_, err := linef(w, "Abandoned the %s journal of run %s (%s).\n", j.Workflow, j.Run, path)
+					return err
+				})
+			}
+			var out statusOut
+			var err error
+			if out.Roundtrip, err = journal.Read(path); err != nil {
+				return err
+			}
+			scales, _ := filepath.Glob(filepath.Join(privateDir, journal.ScaleDir, "*.json"))
+			slices.Sort(scales)
+			out.Scale = []journal.Journal{}
+			for _, p := range scales {
+				j, err := journal.Read(p)
+				if err != nil {
+					return err
+				}
+				if j != nil {
+					out.Scale = append(out.Scale, *j)
+				}
+			}
+			return render(cmd, out, func(w io.Writer) error {
+				if out.Roundtrip == nil {
+					linef(w, "No roundtrip journal (%s).\n", path)
+				} else {
+					printJournal(w, path, out.Roundtrip)
+				}
+				for i := range out.Scale {
+					printJournal(w, filepath.Join(privateDir, journal.ScaleDir, out.Scale[i].Run+".json"), &out.Scale[i])
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&privateDir, "private-dir", ".private", "the private directory holding the journals")
+	f.BoolVar(&abandon, "abandon", false, "close the open roundtrip journal after you cleaned up what it left")
+	f.StringVar(&note, "note", "", "with --abandon: what you cleaned up (kept in the journal)")
+	return cmd
+}
+
+// printJournal prints one journal for people.
+func printJournal(w io.Writer, path string, j *journal.Journal) {
+	linef(w, "%s: %s, run %s, %s (started %s, updated %s)\n", path, j.Workflow, j.Run, j.State, formatTime(j.StartedAt), formatTime(j.UpdatedAt))
+	if j.Note != "" {
+		linef(w, "  note: %s\n", j.Note)
+	}
+	for _, c := range j.Cubes {
+		linef(w, "  cube %s: slot %d, ip %s, server %s, request %s, peer %s\n", c.Name, c.Slot, orDash(c.PrivateIP), orDash(c.ServerID), orDash(c.RequestID), orDash(c.PeerKey))
+	}
+	for _, st := range j.Steps {
+		state := "done " + formatTime(st.Done)
+		if st.Done == 0 {
+			state = "STARTED, NOT FINISHED (checked on resume)"
+		}
+		what := strings.TrimSpace(st.Name + " " + st.Cube)
+		if st.Detail != "" {
+			what += " (" + st.Detail + ")"
+		}
+		linef(w, "  step %s: %s\n", what, state)
+	}
+	if len(j.TargetLists) > 0 {
+		ids := make([]string, 0, len(j.TargetLists))
+		for id := range j.TargetLists {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			linef(w, "  target group %s before the run: %s\n", id, strings.Join(j.TargetLists[id], ", "))
+		}
+	}
+	fmt.Fprintln(w)
+}
