@@ -36,21 +36,24 @@ type layer struct {
 
 // layers is the one table of layers, from the top down.
 var layers = []layer{
-	{"cmd", 8, []string{"cmd"}},                  // main packages: build the root command and exit with its code
-	{"cli", 7, []string{"internal/cli"}},         // commands, flags, output and exit codes; imported only by cmd
-	{"server", 6, []string{"internal/server"}},   // HTTP transport: listeners, TLS, authentication; mounts the API and the console
-	{"client", 5, []string{"internal/client"}},   // the public API's client, as the CLI uses it
-	{"console", 5, []string{"internal/console"}}, // the server-rendered web console
-	{"api", 4, []string{"internal/api"}},         // the method table: permission, input, output and handler of every method
-	{"domain", 3, []string{"internal"}},          // everything else under internal/: registry, scheduler, fleet, agent, ...
-	{"store", 2, []string{"internal/store"}},     // the database: open, migrate, transactions, leases
-	{"vocabulary", 1, []string{"."}},             // package cubefleet: error codes and ids every layer shares
+	{"cmd", 9, []string{"cmd"}},                          // main packages: build the root command and exit with its code
+	{"cli", 8, []string{"internal/cli"}},                 // commands, flags, output and exit codes; imported only by cmd
+	{"server", 7, []string{"internal/server"}},           // HTTP transport: listeners, TLS, authentication; mounts the API and the console
+	{"client", 6, []string{"client", "internal/client"}}, // the public API's typed Go client (client), and the CLI's connection resolution
+	{"console", 6, []string{"internal/console"}},         // the server-rendered web console
+	{"api", 5, []string{"internal/api"}},                 // the method table: permission, input, output and handler of every method
+	{"contract", 4, []string{"api"}},                     // the public API's contract: method names, input and output types, error body
+	{"domain", 3, []string{"internal"}},                  // everything else under internal/: registry, scheduler, fleet, agent, ...
+	{"store", 2, []string{"internal/store"}},             // the database: open, migrate, transactions, leases
+	{"vocabulary", 1, []string{"."}},                     // package cubefleet: error codes and ids every layer shares
 }
 
 // neverDepends is the one table of packages that never depend on others, not even through a
 // third package: each from (a module-relative path, with its subpackages) and each to (an
 // import path, with its subpackages).
 var neverDepends = []struct{ from, to, why string }{
+	{"api", module + "/internal", "the public contract imports nothing under internal/: the wire is its own types, so no change inside the server changes it"},
+	{"client", module + "/internal/api", "the public client speaks the contract (package api), not the method table"},
 	{"internal/agent", module + "/internal/nodes", "the agent never imports the node registry: both ends of the node contract import its one package"},
 	{"internal/nodes", module + "/internal/agent", "the node registry never imports the agent: both ends of the node contract import its one package"},
 	{"internal/agent", module + "/internal/store", "the agent holds no database"},
@@ -286,6 +289,9 @@ func TestLayerTable(t *testing.T) {
 			t.Errorf("layerOf(%q) = %q, want %q", c.path, l.name, c.layer)
 		}
 	}
+	if l, _ := layerOf("api"); l.name != "contract" {
+		t.Errorf("layerOf(api) = %q, want contract", l.name)
+	}
 	if _, ok := layerOf("tools/gen"); ok {
 		t.Error("a package outside cmd/ and internal/ has a layer")
 	}
@@ -299,7 +305,7 @@ func TestLayerTable(t *testing.T) {
 			t.Errorf("%s is taken for test support (or is missing)", r)
 		}
 	}
-	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api -> domain -> store -> vocabulary"; got != want {
+	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api -> contract -> domain -> store -> vocabulary"; got != want {
 		t.Errorf("layerChain() = %q, want %q", got, want)
 	}
 }
