@@ -82,6 +82,18 @@ const (
 	SandboxLost     SandboxState = "lost"
 )
 
+// Valid reports whether s is one of the states.
+func (s SandboxState) Valid() bool {
+	switch s {
+	case SandboxPending, SandboxStarting, SandboxRunning, SandboxExited, SandboxFailed, SandboxKilled, SandboxLost:
+		return true
+	}
+	return false
+}
+
+// MaxSandboxTimeoutSeconds bounds SandboxCreateInput.TimeoutSeconds (7 days); 0 means none.
+const MaxSandboxTimeoutSeconds = 7 * 24 * 3600
+
 // Final reports whether s is a final state (exited, failed, killed, lost): the sandbox has
 // ended and its result is known.
 func (s SandboxState) Final() bool {

@@ -9,61 +9,13 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
-
-// PlaceOutput is the output of scheduler.place: where the sandbox goes and the room reserved
-// for it there (docs/scheduler.md), with the pool's fleet name (PoolName, "" when it has none).
-type PlaceOutput struct {
-	scheduler.Decision
-	PoolName string `json:"poolName,omitempty"`
-}
-
-// AuditTarget names the sandbox in the audit row.
-func (p PlaceOutput) AuditTarget() string { return p.Reservation.SandboxID }
-
-// SandboxRef names one sandbox by its id.
-type SandboxRef struct {
-	SandboxID string `json:"sandboxId"`
-}
-
-// ReleaseOutput is the output of scheduler.release: whether the sandbox held a reservation.
-type ReleaseOutput struct {
-	SandboxID string `json:"sandboxId"`
-	Released  bool   `json:"released"`
-}
-
-// AuditTarget names the sandbox in the audit row.
-func (r ReleaseOutput) AuditTarget() string { return r.SandboxID }
-
-// SchedulerStatus is the output of scheduler.status: the configuration in force, the file it
-// came from (ConfigFile, "" for the built-in defaults) and when it was loaded (ConfigLoadedAt),
-// the last reload's failure while it lasts (ReloadError, ReloadFailedAt: the file on disk is
-// then not the configuration in force), whether this replica holds the scheduler lease (it
-// decides), and the reservations outstanding, oldest first. Times are Unix ms; Now is the
-// server's clock when it answered.
-type SchedulerStatus struct {
-	Config         scheduler.Config  `json:"config"`
-	ConfigFile     string            `json:"configFile,omitempty"`
-	ConfigLoadedAt int64             `json:"configLoadedAt"`
-	ReloadError    string            `json:"reloadError,omitempty"`
-	ReloadFailedAt int64             `json:"reloadFailedAt,omitempty"`
-	LeaseHolder    bool              `json:"leaseHolder"`
-	Now            int64             `json:"now"`
-	Reservations   []ReservationView `json:"reservations"`
-}
-
-// ReservationView is a reservation as scheduler.status shows it: with its pool's fleet name
-// (PoolName, "" when the pool has none) and when it was made (ReservedAt, Unix ms).
-type ReservationView struct {
-	scheduler.Reservation
-	PoolName   string `json:"poolName,omitempty"`
-	ReservedAt int64  `json:"reservedAt"`
-}
 
 // resolvePlacement turns the template and pool of a scheduler.place input into ids, and sets
 // the pool's fleet name (for messages). in.Template is a sandbox template id (tpl_...) or name,
@@ -177,7 +129,11 @@ func poolID(ctx context.Context, d *deps, ref string) (id, name string, err erro
 // INVALID_INPUT error, each field once.
 func decodePlace(raw json.RawMessage, in *scheduler.Request) error {
 	var errs []cubefleet.FieldError
-	if err := strictjson.DecodeAll(raw, in); err != nil {
+	var wire contract.PlaceInput
+	err := strictjson.DecodeAll(raw, &wire)
+	*in = scheduler.Request{SandboxID: wire.SandboxID, Pool: wire.Pool, Template: wire.Template, CPU: wire.CPU, MemoryMiB: wire.MemoryMiB,
+		DiskMiB: wire.DiskMiB, NodeSelector: wire.NodeSelector, Exclude: wire.Exclude}
+	if err != nil {
 		var e *cubefleet.Error
 		if !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput {
 			return err
@@ -212,8 +168,7 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 		return audit.Record(ctx, d.db, row)
 	}
 	r.Register(Method{
-		Name: "scheduler.place", Summary: "Place a sandbox: choose its node and reserve the room there (released by sandbox id)",
-		Permission: "scheduler:place", Scope: OnRoot, Write: true, Composite: true,
+		Name: "scheduler.place", Composite: true,
 		Handle: func(ctx context.Context, c *Call, raw json.RawMessage) (any, error) {
 			var in scheduler.Request
 			if err := decodePlace(raw, &in); err != nil {
@@ -229,14 +184,12 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 			if err != nil {
 				return nil, err
 			}
-			return PlaceOutput{Decision: dec, PoolName: in.PoolName}, record(ctx, c, in.SandboxID)
+			return contract.PlaceOutput{Placement: placementFrom(dec), PoolName: in.PoolName}, record(ctx, c, in.SandboxID)
 		},
-		Input: scheduler.Request{}, Output: PlaceOutput{},
 	})
 	r.Register(Method{
-		Name: "scheduler.release", Summary: "Release a sandbox's reservation (its create failed or was given up)",
-		Permission: "scheduler:release", Scope: OnRoot, Write: true, Composite: true,
-		Handle: Typed(func(ctx context.Context, c *Call, in SandboxRef) (any, error) {
+		Name: "scheduler.release", Composite: true,
+		Handle: Typed(func(ctx context.Context, c *Call, in contract.SandboxRef) (any, error) {
 			if msg := fieldrules.CheckID(in.SandboxID); msg != "" {
 				return nil, cubefleet.Invalid("sandboxId", "sandboxId %s", msg)
 			}
@@ -247,21 +200,19 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 			if err != nil {
 				return nil, err
 			}
-			return ReleaseOutput{SandboxID: in.SandboxID, Released: ok}, record(ctx, c, in.SandboxID)
+			return contract.ReleaseOutput{SandboxID: in.SandboxID, Released: ok}, record(ctx, c, in.SandboxID)
 		}),
-		Input: SandboxRef{}, Output: ReleaseOutput{},
 	})
 	r.Register(Method{
-		Name: "scheduler.status", Summary: "The scheduler's configuration in force, lease holder and reservations",
-		Permission: "scheduler:read", Scope: OnRoot,
+		Name: "scheduler.status",
 		Handle: Typed(func(ctx context.Context, c *Call, _ struct{}) (any, error) {
 			if d.scheduler == nil {
 				return nil, unsupported()
 			}
 			s := d.scheduler.Scheduler()
 			src := s.ConfigSource()
-			out := SchedulerStatus{Config: s.Config(), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
-				ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []ReservationView{}}
+			out := contract.SchedulerStatus{Config: schedulerConfigFrom(s.Config()), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
+				ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []contract.ReservationView{}}
 			if !src.ReloadFailedAt.IsZero() {
 				out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
 			}
@@ -276,12 +227,11 @@ func registerSchedulerMethods(r *Registry, d *deps) {
 					names[p.ID] = p.Name
 				}
 				for _, r := range rs {
-					out.Reservations = append(out.Reservations, ReservationView{Reservation: r, PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
+					out.Reservations = append(out.Reservations, contract.ReservationView{Reservation: reservationFrom(r), PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
 				}
-				slices.SortStableFunc(out.Reservations, func(a, b ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
+				slices.SortStableFunc(out.Reservations, func(a, b contract.ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
 			}
 			return out, nil
 		}),
-		Input: struct{}{}, Output: SchedulerStatus{},
 	})
 }

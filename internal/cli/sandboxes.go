@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/api"
 	"io"
 	"maps"
 	"slices"
@@ -17,7 +17,6 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/client"
-	"github.com/cubefleet/cubefleet/internal/sandboxes"
 )
 
 // sandboxWaitChunk bounds one sandboxes.wait call; a longer wait makes several.
@@ -29,7 +28,7 @@ const (
 
 // maxSandboxTimeout bounds --timeout of create (the API's timeoutSeconds, 7 days) and the
 // waits (--max-wait, wait --timeout: a week, past which a pipeline should not wait).
-const maxSandboxTimeout = sandboxes.MaxTimeoutSeconds * time.Second
+const maxSandboxTimeout = api.MaxSandboxTimeoutSeconds * time.Second
 
 // checkDuration refuses duration d of flag outside 0 to maxSandboxTimeout (a usage error naming
 // the flag and the range; zero says what 0 means).
@@ -130,7 +129,7 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 			if err != nil {
 				return err
 			}
-			var s sandboxes.Sandbox
+			var s api.Sandbox
 			if err := c.Call(cmd.Context(), "sandboxes.create", in, &s); err != nil {
 				return err
 			}
@@ -141,7 +140,7 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 				_, err := linef(w, "%s\n", createdLine(s))
 				return err
 			})
-			if err == nil && s.State.Final() && s.State != sandboxes.StateExited {
+			if err == nil && s.State.Final() && s.State != api.SandboxExited {
 				return endError(s) // it failed, was killed or lost before it ran: as --wait says
 			}
 			return err
@@ -163,13 +162,13 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 }
 
 // createdLine says what a create made.
-func createdLine(s sandboxes.Sandbox) string {
+func createdLine(s api.Sandbox) string {
 	prefix := "Created sandbox " + s.ID
 	if s.Warm && s.ClaimedAt != 0 {
 		prefix = "Created sandbox " + s.ID + " from a warm sandbox"
 	}
 	switch {
-	case s.State == sandboxes.StatePending && s.Message != "":
+	case s.State == api.SandboxPending && s.Message != "":
 		return prefix + ": pending (" + s.Message + ")."
 	case s.NodeID != "":
 		return fmt.Sprintf("%s: %s on node %s.", prefix, s.State, s.NodeID)
@@ -186,14 +185,14 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code
 // runToEnd waits for sandbox s to end (at most maxWait, 0: no limit), writes its output (stdout
 // to stdout, stderr to stderr) and returns its exit status as an exitStatus (nil for 0), or
 // the error of a sandbox that failed or was lost.
-func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.Sandbox, maxWait time.Duration) error {
+func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox, maxWait time.Duration) error {
 	ctx := cmd.Context()
 	if maxWait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, maxWait)
 		defer cancel()
 	}
-	if s.State == sandboxes.StatePending {
+	if s.State == api.SandboxPending {
 		if err := waitForRoom(ctx, cmd, c, tenant, s); err != nil {
 			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 		}
@@ -213,9 +212,9 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 	}
 	if wantJSON(cmd) {
 		type result struct {
-			Sandbox sandboxes.Sandbox `json:"sandbox"`
-			Stdout  string            `json:"stdout"`
-			Stderr  string            `json:"stderr"`
+			Sandbox api.Sandbox `json:"sandbox"`
+			Stdout  string      `json:"stdout"`
+			Stderr  string      `json:"stderr"`
 		}
 		if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
 			return err
@@ -229,7 +228,7 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 
 // endStatus is the exit status of an ended sandbox as a shell gives it: its exit code, 128 plus
 // the signal's number when a signal ended it; a sandbox that failed or was lost is an error.
-func endStatus(s sandboxes.Sandbox) error {
+func endStatus(s api.Sandbox) error {
 	r := s.Result
 	switch {
 	case r != nil && r.ExitCode != nil && *r.ExitCode == 0:
@@ -241,7 +240,7 @@ func endStatus(s sandboxes.Sandbox) error {
 			return exitStatus{128 + int(n)}
 		}
 		return exitStatus{128}
-	case s.State == sandboxes.StateKilled:
+	case s.State == api.SandboxKilled:
 		return exitStatus{128 + int(unix.SIGKILL)}
 	}
 	return endError(s)
@@ -249,7 +248,7 @@ func endStatus(s sandboxes.Sandbox) error {
 
 // endError says why sandbox s ended without a result of its command: "sandbox sbx_... lost
 // (node_down): node 10.0.0.5 is Down".
-func endError(s sandboxes.Sandbox) error {
+func endError(s api.Sandbox) error {
 	msg := "sandbox " + s.ID + " " + string(s.State)
 	if s.Reason != "" {
 		msg += " (" + s.Reason + ")"
@@ -263,9 +262,9 @@ func endError(s sandboxes.Sandbox) error {
 // waitForRoom waits while pending sandbox s waits for room, saying so on stderr ("Sandbox
 // sbx_... is pending: waiting for room in pool vps-fra (2 creates ahead)") whenever what the
 // records say changes, until it is placed or ended (or ctx ends).
-func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.Sandbox) error {
+func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox) error {
 	last := ""
-	for s.State == sandboxes.StatePending {
+	for s.State == api.SandboxPending {
 		if line := pendingLine(s); line != last {
 			linef(cmd.ErrOrStderr(), "%s\n", line)
 			last = line
@@ -288,7 +287,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 }
 
 // pendingLine says why pending sandbox s waits.
-func pendingLine(s sandboxes.Sandbox) string {
+func pendingLine(s api.Sandbox) string {
 	why := s.Message
 	if why == "" {
 		why = s.Reason
@@ -334,10 +333,10 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 	if !interrupted {
 		rctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 		defer cancel()
-		var s sandboxes.Sandbox
+		var s api.Sandbox
 		if c.Call(rctx, "sandboxes.get", map[string]any{"tenantId": tenant, "id": id}, &s) == nil {
 			where = "it is " + whereText(s)
-			if s.State == sandboxes.StatePending {
+			if s.State == api.SandboxPending {
 				keeps = "it keeps waiting for room"
 			}
 		}
@@ -351,9 +350,9 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 
 // whereText says where sandbox s is: "running on node 10.0.0.7", "pending: waiting for room in
 // pool vps-fra (2 creates ahead)", "exited (exit code 0)".
-func whereText(s sandboxes.Sandbox) string {
+func whereText(s api.Sandbox) string {
 	switch {
-	case s.State == sandboxes.StatePending:
+	case s.State == api.SandboxPending:
 		return strings.TrimPrefix(pendingLine(s), "Sandbox "+s.ID+" is ")
 	case s.State.Final():
 		return strings.TrimSuffix(strings.TrimPrefix(waitedLine(s), "Sandbox "+s.ID+" "), ".")
@@ -370,7 +369,7 @@ func newSandboxesGetCmd() *cobra.Command {
 		Short: "Show a sandbox: its state and every state it reached, its command, node and result",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s sandboxes.Sandbox
+			var s api.Sandbox
 			if err := call(cmd, "sandboxes.get", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
 				return err
 			}
@@ -383,7 +382,7 @@ func newSandboxesGetCmd() *cobra.Command {
 }
 
 // printSandbox writes one sandbox as "key: value" lines, its states one per line.
-func printSandbox(w io.Writer, s sandboxes.Sandbox) error {
+func printSandbox(w io.Writer, s api.Sandbox) error {
 	state := string(s.State)
 	if s.Reason != "" && s.Reason != state {
 		state += " (" + s.Reason + ")"
@@ -441,7 +440,7 @@ func cutNote(cut bool) string {
 }
 
 // resultText says how a sandbox ended: "exit code 0", "signal SIGKILL", "-".
-func resultText(r *sandboxes.Result) string {
+func resultText(r *api.SandboxResult) string {
 	switch {
 	case r.ExitCode != nil:
 		return fmt.Sprintf("exit code %d", *r.ExitCode)
@@ -474,22 +473,22 @@ the idle sandboxes of the tenant's warm pools instead, which a create claims. At
 (default 100) are listed; when there are more, the next page's --cursor is printed on stderr.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state != "" && !sandboxes.State(state).Valid() {
+			if state != "" && !api.SandboxState(state).Valid() {
 				return usagef("--state %q: give pending, starting, running, exited, failed, killed or lost", state)
 			}
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit %d: give 1 to 1000", limit)
 			}
 			var out struct {
-				Items      []sandboxes.Sandbox `json:"items"`
-				NextCursor string              `json:"nextCursor,omitempty"`
+				Items      []api.Sandbox `json:"items"`
+				NextCursor string        `json:"nextCursor,omitempty"`
 			}
 			in := map[string]any{"tenantId": tenant, "state": state, "node": node, "template": template, "warm": warm, "limit": limit, "cursor": cursor}
 			if err := call(cmd, "sandboxes.list", in, &out); err != nil {
 				return err
 			}
 			if out.Items == nil {
-				out.Items = []sandboxes.Sandbox{}
+				out.Items = []api.Sandbox{}
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
@@ -523,13 +522,13 @@ the idle sandboxes of the tenant's warm pools instead, which a create claims. At
 }
 
 // stateText is a sandbox's state with why, for tables: "running", "pending (waiting_for_room)".
-func stateText(s sandboxes.Sandbox) string {
+func stateText(s api.Sandbox) string {
 	switch {
-	case s.Warm && s.ClaimedAt == 0 && s.State == sandboxes.StateRunning:
+	case s.Warm && s.ClaimedAt == 0 && s.State == api.SandboxRunning:
 		return "idle (warm)"
 	case s.Warm && s.ClaimedAt == 0 && !s.State.Final():
 		return string(s.State) + " (warm top-up)"
-	case s.Reason == "" || s.Reason == string(s.State) || s.State == sandboxes.StateRunning || s.State == sandboxes.StateStarting:
+	case s.Reason == "" || s.Reason == string(s.State) || s.State == api.SandboxRunning || s.State == api.SandboxStarting:
 		return string(s.State)
 	}
 	return string(s.State) + " (" + s.Reason + ")"
@@ -596,7 +595,7 @@ the sandbox as last read.`,
 }
 
 // waitedLine says where a waited-for sandbox got.
-func waitedLine(s sandboxes.Sandbox) string {
+func waitedLine(s api.Sandbox) string {
 	if !s.State.Final() {
 		return fmt.Sprintf("Sandbox %s is %s on node %s.", s.ID, s.State, orDash(s.NodeID))
 	}
@@ -604,7 +603,7 @@ func waitedLine(s sandboxes.Sandbox) string {
 	if s.Result != nil && resultText(s.Result) != "-" {
 		line += " (" + resultText(s.Result) + ")"
 	}
-	if s.State != sandboxes.StateExited && s.Message != "" {
+	if s.State != api.SandboxExited && s.Message != "" {
 		line += ": " + s.Message
 	}
 	return line + "."
@@ -617,7 +616,7 @@ func newSandboxesDeleteCmd() *cobra.Command {
 		Short: "Delete a sandbox: stop it if it runs, and forget it with its result",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s sandboxes.Sandbox
+			var s api.Sandbox
 			if err := call(cmd, "sandboxes.delete", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
 				return err
 			}
@@ -640,9 +639,9 @@ func newSandboxesDeleteCmd() *cobra.Command {
 }
 
 // ran reports whether sandbox s ever ran (reached running).
-func ran(s sandboxes.Sandbox) bool {
+func ran(s api.Sandbox) bool {
 	for _, st := range s.States {
-		if st.State == sandboxes.StateRunning {
+		if st.State == api.SandboxRunning {
 			return true
 		}
 	}

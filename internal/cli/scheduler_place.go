@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 )
 
