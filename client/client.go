@@ -43,6 +43,7 @@ type Client struct {
 	token   string
 	http    *http.Client
 	tls     *tls.Config // WithTLSConfig's, for the default HTTP client
+	hook    func(method string, err error) error
 
 	// The API's domains, one field each; every method of a domain is a method of its field.
 	Audit     *AuditService
@@ -69,6 +70,13 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 // the CA of a private control plane; MinVersion below TLS 1.2 is raised to it). It has no
 // effect with WithHTTPClient.
 func WithTLSConfig(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg.Clone() } }
+
+// WithErrorHook passes every error a call would return through hook, which returns the error
+// the call returns instead (return err to keep it). A command
+// line uses it to add what its user should do, such as which flag to pass.
+func WithErrorHook(hook func(method string, err error) error) Option {
+	return func(c *Client) { c.hook = hook }
+}
 
 // New returns a client for the control plane at baseURL (e.g. http://127.0.0.1:3010; a
 // trailing slash is dropped) that authenticates with the API key token ("" sends no
@@ -129,6 +137,36 @@ func (e *Error) Error() string { return e.Err.Error() }
 // Unwrap returns the server's *cubefleet.Error, so errors.As and errors.Is see it.
 func (e *Error) Unwrap() error { return e.Err }
 
+// UnreachableError is a call that got no answer: the control plane at URL could not be
+// reached (refused, reset, a TLS handshake that failed: Err says which).
+type UnreachableError struct {
+	Method, URL string
+	Err         error
+}
+
+// Error implements error.
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("%s: cannot reach the control plane at %s: %v", e.Method, e.URL, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// ResponseError is an answer that is not the API's: its status is not 200 and its body is not
+// an error body (a proxy's page, a redirect, the node-agent listener). Body is the answer's
+// first 200 bytes, trimmed; Location is its Location header.
+type ResponseError struct {
+	Method, URL string
+	Status      int
+	Location    string
+	Body        string
+}
+
+// Error implements error.
+func (e *ResponseError) Error() string {
+	return fmt.Sprintf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane: %q", e.Method, e.Status, e.URL, e.Body)
+}
+
 // RetryAfter returns how long the server asked the caller to wait before retrying the call
 // that failed with err, and whether it asked at all (a RESOURCE_EXHAUSTED answer does).
 func RetryAfter(err error) (time.Duration, bool) {
@@ -139,12 +177,21 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// Call runs API method with input in (marshalled to JSON; nil sends {}; a json.RawMessage is
+// Call runs API method with input in (see call), passing an error through the error hook.
+func (c *Client) Call(ctx context.Context, method string, in, out any) error {
+	err := c.call(ctx, method, in, out)
+	if err != nil && c.hook != nil {
+		return c.hook(method, err)
+	}
+	return err
+}
+
+// call runs API method with input in (marshalled to JSON; nil sends {}; a json.RawMessage is
 // sent as it is) and decodes the answer into out (nil discards it). It is the one transport of
 // the typed methods, and reaches a method this package has no typed method for yet. Errors:
-// *Error for an error answer; ctx's error when ctx ended; a plain error naming the URL when the
-// control plane cannot be reached or does not answer like one.
-func (c *Client) Call(ctx context.Context, method string, in, out any) error {
+// *Error for an error answer; ctx's error when ctx ended; *UnreachableError when the control
+// plane cannot be reached; *ResponseError when it does not answer like one.
+func (c *Client) call(ctx context.Context, method string, in, out any) error {
 	body := []byte("{}")
 	if in != nil {
 		var err error
@@ -170,7 +217,7 @@ func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 		if errors.As(err, &ue) && ue.Err != nil {
 			err = ue.Err
 		}
-		return fmt.Errorf("%s: cannot reach the control plane at %s: %w", method, c.baseURL, err)
+		return &UnreachableError{Method: method, URL: c.baseURL, Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
@@ -178,7 +225,7 @@ func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", method, ctx.Err())
 		}
-		return fmt.Errorf("%s: read the answer: %w", method, err)
+		return fmt.Errorf("%s: read response: %w", method, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return c.decodeError(method, resp, data)
@@ -187,13 +234,13 @@ func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s: decode the answer: %w", method, err)
+		return fmt.Errorf("%s: decode response: %w", method, err)
 	}
 	return nil
 }
 
-// decodeError turns an error answer into an *Error, or a plain error when the body is not an
-// API error body (a proxy's page, the node-agent listener).
+// decodeError turns an error answer into an *Error, or a *ResponseError when the body is not
+// an API error body.
 func (c *Client) decodeError(method string, resp *http.Response, data []byte) error {
 	var body api.ErrorBody
 	if err := json.Unmarshal(data, &body); err != nil || body.Error.Code == "" {
@@ -201,7 +248,7 @@ func (c *Client) decodeError(method string, resp *http.Response, data []byte) er
 		if len(snippet) > 200 {
 			snippet = snippet[:200] + "..."
 		}
-		return fmt.Errorf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane: %q", method, resp.StatusCode, c.baseURL, snippet)
+		return &ResponseError{Method: method, URL: c.baseURL, Status: resp.StatusCode, Location: resp.Header.Get("Location"), Body: snippet}
 	}
 	e := &cubefleet.Error{Code: body.Error.Code, Message: body.Error.Message, Details: body.Error.Details}
 	if raw, ok := e.Details["errors"]; ok {
