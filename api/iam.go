@@ -1,5 +1,9 @@
 package api
 
+// RootTenant is the platform's own tenant: it always exists, owns the pools and the nodes, and
+// only its principals may hold permissions on compute-fleet/global and tenant/root.
+const RootTenant = "root"
+
 // TenantInput is the part of every tenant-scoped input that names the tenant, and the whole
 // input of methods that act on a whole tenant (iam.keys.list, secrets.list, fleet.export, ...).
 type TenantInput struct {
@@ -45,6 +49,9 @@ type Grant struct {
 	Permission string `json:"permission"`
 	Scope      string `json:"scope"`
 }
+
+// String returns the grant as iam.keys.create takes it: PERMISSION@SCOPE.
+func (g Grant) String() string { return g.Permission + "@" + g.Scope }
 
 // KeyList is the output of iam.keys.list, newest first.
 type KeyList struct {

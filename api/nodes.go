@@ -98,6 +98,21 @@ const (
 	NodeUnknown NodeState = "Unknown"
 )
 
+// The bounds of JoinTokenCreateInput: Uses 1 to MaxJoinTokenUses, TTLSeconds at most
+// MaxJoinTokenTTLSeconds (7 days).
+const (
+	MaxJoinTokenUses       = 10000
+	MaxJoinTokenTTLSeconds = 7 * 24 * 3600
+)
+
+// NodeStates are the health states, in the order a silent node walks through them.
+func NodeStates() []NodeState {
+	return []NodeState{NodeReady, NodeNotReady, NodeSuspect, NodeDown, NodeLost, NodeUnknown}
+}
+
+// RegistryOnlyReason is why a stock Cubelet's node is registry-only (Node.RegistryOnly).
+const RegistryOnlyReason = "registry-only: a stock Cubelet does not serve cubefleet's agent work API (listed, health-tracked, cordoned and deleted only)"
+
 // NodeDrain is a node's drain as the public API shows it (View.Drain, present only while the
 // node is draining): State (Draining or Drained), the Reason given (at most 200 characters),
 // who asked (RequestedBy: a principal id, as in events and audit rows) and when (RequestedAt,

@@ -1,5 +1,8 @@
 package api
 
+// MaxSecretValueBytes bounds SecretCreateInput.Value (64 KiB).
+const MaxSecretValueBytes = 64 << 10
+
 // SecretCreateInput is the input of secrets.create. Value is sealed at rest and never returned,
 // logged or audited.
 type SecretCreateInput struct {

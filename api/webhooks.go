@@ -1,5 +1,21 @@
 package api
 
+import "github.com/cubefleet/cubefleet"
+
+// The states of a webhook delivery (WebhookDelivery.State, WebhookDeliveriesInput.State).
+const (
+	DeliveryPending   = "pending"   // waiting for its next attempt
+	DeliveryDelivered = "delivered" // a 2xx answer
+	DeliveryFailed    = "failed"    // dead-lettered after the retry horizon; webhooks.redeliver queues it again
+)
+
+// The bounds of WebhookRotateInput.OverlapSeconds: absent means DefaultSecretOverlapSeconds
+// (24 hours), at most MaxSecretOverlapSeconds (7 days).
+const (
+	DefaultSecretOverlapSeconds = 24 * 3600
+	MaxSecretOverlapSeconds     = 7 * 24 * 3600
+)
+
 // WebhookCreateInput is the input of webhooks.create: the endpoint (an http or https URL whose
 // host is a public address unless the server allows private targets), the event types it
 // receives (node.* types only in the root tenant), and an optional description (at most 200
@@ -89,4 +105,11 @@ type WebhookRotateInput struct {
 	TenantID       string `json:"tenantId"`
 	ID             string `json:"id"`
 	OverlapSeconds *int64 `json:"overlapSeconds,omitempty"`
+}
+
+// Outcome says in plain words where the delivery stands (cubefleet.DeliveryOutcome):
+// "delivered (HTTP 204)", "waiting for its first attempt", "retrying: the receiver answered
+// HTTP 503", "gave up after 12 attempts: ...".
+func (d WebhookDelivery) Outcome() string {
+	return cubefleet.DeliveryOutcome(d.State, d.LastStatus, d.Attempts, d.LastError)
 }

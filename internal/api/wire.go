@@ -21,6 +21,12 @@ import (
 	"github.com/cubefleet/cubefleet/internal/secrets"
 )
 
+// NodeOf returns node v as the API shows it (nodes.get's node), for the console.
+func NodeOf(v nodes.View) contract.Node { return nodeFrom(v) }
+
+// RoomOf returns the scheduler's room on a node as the API shows it (nodes.get's room).
+func RoomOf(r scheduler.Room) *contract.Room { return ptrOf(&r, roomFrom) }
+
 // sliceOf converts every element of s with f; nil stays nil (JSON null), empty stays empty.
 func sliceOf[T, U any](s []T, f func(T) U) []U {
 	if s == nil {

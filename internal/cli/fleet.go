@@ -13,10 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/api/nodetext"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 )
 
 // apiCaller is what the fleet commands need of the API client.

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/client"
 )
 
 // sandboxWaitChunk bounds one sandboxes.wait call; a longer wait makes several.
@@ -116,21 +116,24 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 			if cmd.ArgsLenAtDash() < 0 && len(args) > 0 || cmd.ArgsLenAtDash() > 0 {
 				return usagef("give the command after --: cubefleet sandboxes create ... -- COMMAND [ARG...]")
 			}
-			in := map[string]any{"tenantId": tenant, "template": template, "command": args, "timeoutSeconds": int64(timeout / time.Second),
-				"async": async || wait}
-			for flag, pairs := range map[string][]string{"env": env, "label": labels, "node-selector": selector} {
-				m, err := keyValues(flag, pairs)
+			in := api.SandboxCreateInput{TenantID: tenant, Template: template, Command: args, TimeoutSeconds: int64(timeout / time.Second), Async: async || wait}
+			for _, kv := range []struct {
+				flag  string
+				pairs []string
+				to    *map[string]string
+			}{{"env", env, &in.Env}, {"label", labels, &in.Labels}, {"node-selector", selector, &in.NodeSelector}} {
+				m, err := keyValues(kv.flag, kv.pairs)
 				if err != nil {
 					return err
 				}
-				in[map[string]string{"env": "env", "label": "labels", "node-selector": "nodeSelector"}[flag]] = m
+				*kv.to = m
 			}
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
-			var s api.Sandbox
-			if err := c.Call(cmd.Context(), "sandboxes.create", in, &s); err != nil {
+			s, err := c.Sandboxes.Create(cmd.Context(), in)
+			if err != nil {
 				return err
 			}
 			if wait {
@@ -201,8 +204,8 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
-	var logs api.SandboxLogs
-	if err := c.Call(cmd.Context(), "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
+	logs, err := c.Sandboxes.Logs(cmd.Context(), api.SandboxLogsInput{TenantID: tenant, ID: s.ID, Encoding: "base64"})
+	if err != nil {
 		return err
 	}
 	stdout, err1 := base64.StdEncoding.DecodeString(logs.Stdout)
@@ -273,8 +276,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		var next api.SandboxWaitOutput
-		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": s.ID, "until": "running", "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		next, err := c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: s.ID, Until: "running", TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
 		if err != nil {
 			return err
 		}
@@ -305,8 +307,7 @@ func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		var next api.SandboxWaitOutput
-		err := c.Call(ctx, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": id, "until": until, "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		next, err := c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: id, Until: until, TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
 		if err != nil {
 			return out, err
 		}
@@ -333,8 +334,7 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 	if !interrupted {
 		rctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 		defer cancel()
-		var s api.Sandbox
-		if c.Call(rctx, "sandboxes.get", map[string]any{"tenantId": tenant, "id": id}, &s) == nil {
+		if s, err := c.Sandboxes.Get(rctx, api.TenantSandboxRef{TenantID: tenant, ID: id}); err == nil {
 			where = "it is " + whereText(s)
 			if s.State == api.SandboxPending {
 				keeps = "it keeps waiting for room"
@@ -369,8 +369,12 @@ func newSandboxesGetCmd() *cobra.Command {
 		Short: "Show a sandbox: its state and every state it reached, its command, node and result",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s api.Sandbox
-			if err := call(cmd, "sandboxes.get", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Sandboxes.Get(cmd.Context(), api.TenantSandboxRef{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error { return printSandbox(w, s) })
@@ -479,12 +483,12 @@ the idle sandboxes of the tenant's warm pools instead, which a create claims. At
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit %d: give 1 to 1000", limit)
 			}
-			var out struct {
-				Items      []api.Sandbox `json:"items"`
-				NextCursor string        `json:"nextCursor,omitempty"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			in := map[string]any{"tenantId": tenant, "state": state, "node": node, "template": template, "warm": warm, "limit": limit, "cursor": cursor}
-			if err := call(cmd, "sandboxes.list", in, &out); err != nil {
+			out, err := c.Sandboxes.List(cmd.Context(), api.SandboxListInput{TenantID: tenant, State: state, Node: node, Template: template, Warm: warm, Limit: limit, Cursor: cursor})
+			if err != nil {
 				return err
 			}
 			if out.Items == nil {
@@ -564,7 +568,7 @@ the sandbox as last read.`,
 			if err := checkDuration("timeout", timeout, "no limit"); err != nil {
 				return err
 			}
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
@@ -616,8 +620,12 @@ func newSandboxesDeleteCmd() *cobra.Command {
 		Short: "Delete a sandbox: stop it if it runs, and forget it with its result",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s api.Sandbox
-			if err := call(cmd, "sandboxes.delete", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Sandboxes.Delete(cmd.Context(), api.TenantSandboxRef{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {
@@ -663,8 +671,12 @@ that has not ended is CONFLICT. --output json prints both as text.`,
 			if wantJSON(cmd) {
 				encoding = "text"
 			}
-			var out api.SandboxLogs
-			if err := call(cmd, "sandboxes.logs", map[string]any{"tenantId": tenant, "id": args[0], "encoding": encoding}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Sandboxes.Logs(cmd.Context(), api.SandboxLogsInput{TenantID: tenant, ID: args[0], Encoding: encoding})
+			if err != nil {
 				return err
 			}
 			if !out.Final {

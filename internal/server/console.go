@@ -4,9 +4,11 @@ import (
 	"context"
 	"time"
 
+	contract "github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
 
@@ -29,11 +31,12 @@ func (c consoleNodes) ConsoleNodes(ctx context.Context) ([]console.Node, error) 
 	}
 	now := c.now().UnixMilli()
 	out := make([]console.Node, 0, len(items))
-	for _, v := range items {
-		var room *scheduler.Room
+	for _, view := range items {
+		v := api.NodeOf(view) // as the API shows it, which is what nodetext reads
+		var room *contract.Room
 		if c.rooms != nil {
 			if r, ok := c.rooms(v.ID); ok {
-				room = &r
+				room = api.RoomOf(r)
 			}
 		}
 		out = append(out, console.Node{ID: v.ID, State: nodetext.State(v), Pool: nodetext.Pool(v), LastReport: nodetext.Ago(now, v.LastReportAt),
