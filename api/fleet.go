@@ -17,6 +17,14 @@ type FleetInput struct {
 	DenyDelete bool `json:"denyDelete,omitempty"`
 }
 
+// The actions of a plan's change (FleetChange.Action).
+const (
+	FleetActionCreate    = "create"
+	FleetActionUpdate    = "update"
+	FleetActionDelete    = "delete" // an archive, for pools
+	FleetActionUnchanged = "unchanged"
+)
+
 // FleetApplyResult is fleet.apply's result: the plan that ran and the number of calls applied.
 type FleetApplyResult struct {
 	Plan    *FleetPlan `json:"plan"`

@@ -27,6 +27,9 @@ func NodeOf(v nodes.View) contract.Node { return nodeFrom(v) }
 // RoomOf returns the scheduler's room on a node as the API shows it (nodes.get's room).
 func RoomOf(r scheduler.Room) *contract.Room { return ptrOf(&r, roomFrom) }
 
+// FleetChangesOf returns a plan's or a drift's changes as the API shows them, for the console.
+func FleetChangesOf(cs []fleet.Change) []contract.FleetChange { return sliceOf(cs, fleetChangeFrom) }
+
 // sliceOf converts every element of s with f; nil stays nil (JSON null), empty stays empty.
 func sliceOf[T, U any](s []T, f func(T) U) []U {
 	if s == nil {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/api/fleettext"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
@@ -103,7 +105,7 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	funcs := template.FuncMap{"time": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
 		"count":  cubefleet.Count,
-		"byKind": fleet.ByKind, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
+		"byKind": func(cs []fleet.Change) []fleettext.KindChanges { return fleettext.ByKind(api.FleetChangesOf(cs)) }, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
 			if len(s) > 12 {
 				return s[:12] + "…"
 			}

@@ -1,9 +1,21 @@
+// The words the CLI and the console share, over values of the wire (so every layer may use them).
+
 package cubefleet
 
 import (
 	"fmt"
 	"strings"
 )
+
+// DenyDeleteRefusal is the PLAN_BLOCKED error of fleet.apply with denyDelete (--deny-delete) for
+// a plan that deletes or archives deletes objects, naming how many; nil when deletes is 0. The
+// CLI gives the same refusal before it sends, or suggests, such a plan.
+func DenyDeleteRefusal(deletes int) error {
+	if deletes == 0 {
+		return nil
+	}
+	return Errorf(CodePlanBlocked, "--deny-delete refuses this plan: it deletes or archives %s (the lines starting with -); keep them in the document, or leave --deny-delete out to apply it", Count(deletes, "object", "objects"))
+}
 
 // DeliveryOutcome says in plain words where a webhook delivery stands, from its state
 // (pending, delivered or failed), the last answer's HTTP status (0: none), its attempts and its
