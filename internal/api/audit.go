@@ -8,17 +8,26 @@ import (
 	"github.com/cubefleet/cubefleet/internal/audit"
 )
 
+// logPage checks the page of an append-only log a list asks for: limit 0 (the default) to 1000,
+// since a Unix time in ms (0: from the start), cursor "" or an id with prefix (what names it,
+// e.g. "an audit row id"). Each problem is INVALID_INPUT naming the field.
+func logPage(limit int, since int64, cursor, prefix, what string) error {
+	switch {
+	case limit < 0 || limit > 1000:
+		return cubefleet.Invalid("limit", "limit is 1 to 1000")
+	case since < 0:
+		return cubefleet.Invalid("since", "since is a Unix time in milliseconds")
+	case cursor != "" && !cubefleet.IsID(cursor, prefix):
+		return cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (%s, %s_...): pass the nextCursor of the previous page", cursor, what, prefix)
+	}
+	return nil
+}
+
 // registerAuditMethods registers audit.list (audit:read on tenant/<id>).
 func registerAuditMethods(r *Registry, d *deps) {
 	r.Register(Method{Name: "audit.list", Handle: Typed(func(ctx context.Context, c *Call, in contract.AuditListInput) (any, error) {
-		if in.Limit < 0 || in.Limit > 1000 {
-			return nil, cubefleet.Invalid("limit", "limit is 1 to 1000")
-		}
-		if in.Since < 0 {
-			return nil, cubefleet.Invalid("since", "since is a Unix time in milliseconds")
-		}
-		if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "aud") {
-			return nil, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (an audit row id, aud_...): pass the nextCursor of the previous page", in.Cursor)
+		if err := logPage(in.Limit, in.Since, in.Cursor, "aud", "an audit row id"); err != nil {
+			return nil, err
 		}
 		items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
 		return contract.AuditList{Items: sliceOf(items, auditEntryFrom), NextCursor: next}, err

@@ -230,14 +230,8 @@ func registerNodesMethods(r *Registry, d *deps) {
 	r.Register(Method{
 		Name: "events.list",
 		Handle: Typed(func(ctx context.Context, c *Call, in contract.EventListInput) (any, error) {
-			if in.Limit < 0 || in.Limit > 1000 {
-				return nil, cubefleet.Invalid("limit", "limit is 1 to 1000")
-			}
-			if in.Since < 0 {
-				return nil, cubefleet.Invalid("since", "since is a Unix time in milliseconds")
-			}
-			if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "evt") {
-				return nil, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (an event id, evt_...): pass the nextCursor of the previous page", in.Cursor)
+			if err := logPage(in.Limit, in.Since, in.Cursor, "evt", "an event id"); err != nil {
+				return nil, err
 			}
 			f := events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor}
 			if in.Newest {
