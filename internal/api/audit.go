@@ -25,11 +25,14 @@ func logPage(limit int, since int64, cursor, prefix, what string) error {
 
 // registerAuditMethods registers audit.list (audit:read on tenant/<id>).
 func registerAuditMethods(r *Registry, d *deps) {
-	r.Register(Method{Name: "audit.list", Handle: Typed(func(ctx context.Context, c *Call, in contract.AuditListInput) (any, error) {
-		if err := logPage(in.Limit, in.Since, in.Cursor, "aud", "an audit row id"); err != nil {
-			return nil, err
-		}
-		items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
-		return contract.AuditList{Items: sliceOf(items, auditEntryFrom), NextCursor: next}, err
-	})})
+	r.Register(Method{Name: "audit.list", Handle: Typed(d.auditList)})
+}
+
+// auditList is the handler of audit.list.
+func (d *deps) auditList(ctx context.Context, c *Call, in contract.AuditListInput) (any, error) {
+	if err := logPage(in.Limit, in.Since, in.Cursor, "aud", "an audit row id"); err != nil {
+		return nil, err
+	}
+	items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
+	return contract.AuditList{Items: sliceOf(items, auditEntryFrom), NextCursor: next}, err
 }

@@ -29,115 +29,12 @@ func waitBound(path string, seconds int64, def time.Duration) (time.Duration, er
 // registerSandboxesMethods registers sandboxes.* (permission sandboxes:<verb> on
 // tenant/<id>): create, get and wait (sandboxes:get), list, delete, logs.
 func registerSandboxesMethods(r *Registry, d *deps) {
-	svc := d.sandboxes
-	r.Register(Method{
-		Name: "sandboxes.create", Composite: true,
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.SandboxCreateInput) (any, error) {
-			if svc == nil {
-				return nil, noSandboxes
-			}
-			wait, err := waitBound("waitSeconds", in.WaitSeconds, sandboxes.DefaultCreateWait)
-			if err != nil {
-				return nil, err
-			}
-			row := c.AuditEntry()
-			s, err := svc.Create(ctx, sandboxes.CreateInput{TenantID: in.TenantID, Template: in.Template, Command: in.Command, Env: in.Env,
-				TimeoutSeconds: in.TimeoutSeconds, Labels: in.Labels, NodeSelector: in.NodeSelector, CreatedBy: c.Principal.ID, Audit: &row})
-			if err != nil {
-				return nil, err
-			}
-			if in.Async {
-				return sandboxFrom(s), nil
-			}
-			Idle(ctx) // the wait holds no work slot
-			got, _, err := svc.Wait(ctx, in.TenantID, s.ID, true, wait)
-			if err != nil {
-				return sandboxFrom(s), nil // created: answer what the create made (a wait cut short loses nothing)
-			}
-			return sandboxFrom(got), nil
-		}),
-	})
-	r.Register(Method{
-		Name: "sandboxes.get",
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.TenantSandboxRef) (any, error) {
-			if svc == nil {
-				return nil, noSandboxes
-			}
-			return sandboxAnswer(svc.Get(ctx, in.TenantID, in.ID))
-		}),
-	})
-	r.Register(Method{
-		Name: "sandboxes.list",
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.SandboxListInput) (any, error) {
-			if svc == nil {
-				return nil, noSandboxes
-			}
-			items, next, err := svc.List(ctx, sandboxes.ListInput{TenantID: in.TenantID, State: sandboxes.State(in.State), Node: in.Node,
-				Template: in.Template, Warm: in.Warm, Limit: in.Limit, Cursor: in.Cursor})
-			if err != nil {
-				return nil, err
-			}
-			if items == nil {
-				items = []sandboxes.Sandbox{}
-			}
-			return contract.SandboxList{Items: sliceOf(items, sandboxFrom), NextCursor: next}, nil
-		}),
-	})
-	r.Register(Method{
-		Name: "sandboxes.wait",
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.SandboxWaitInput) (any, error) {
-			if svc == nil {
-				return nil, noSandboxes
-			}
-			if in.Until != "" && in.Until != "ended" && in.Until != "running" {
-				return nil, cubefleet.Invalid("until", "until is ended (the default) or running")
-			}
-			wait, err := waitBound("timeoutSeconds", in.TimeoutSeconds, sandboxes.DefaultCreateWait)
-			if err != nil {
-				return nil, err
-			}
-			Idle(ctx) // a long poll: it holds no work slot
-			s, done, err := svc.Wait(ctx, in.TenantID, in.ID, in.Until == "running", wait)
-			if err != nil {
-				return nil, err
-			}
-			return contract.SandboxWaitOutput{Sandbox: sandboxFrom(s), Done: done}, nil
-		}),
-	})
-	r.Register(Method{
-		Name: "sandboxes.delete", Composite: true,
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.TenantSandboxRef) (any, error) {
-			if svc == nil {
-				return nil, noSandboxes
-			}
-			row := c.AuditEntry()
-			return sandboxAnswer(svc.Delete(ctx, in.TenantID, in.ID, &row))
-		}),
-	})
-	r.Register(Method{
-		Name: "sandboxes.logs",
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.SandboxLogsInput) (any, error) {
-			if svc == nil {
-				return nil, noSandboxes
-			}
-			if in.Encoding != "" && in.Encoding != "text" && in.Encoding != "base64" {
-				return nil, cubefleet.Invalid("encoding", "encoding is text (the default) or base64")
-			}
-			s, out, err := svc.Logs(ctx, in.TenantID, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			l := contract.SandboxLogs{ID: s.ID, State: contract.SandboxState(s.State), Final: out.Final, Encoding: "text", Stdout: string(out.Stdout), Stderr: string(out.Stderr),
-				StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated}
-			if s.Result != nil {
-				l.ExitCode = s.Result.ExitCode
-			}
-			if in.Encoding == "base64" {
-				l.Encoding, l.Stdout, l.Stderr = "base64", b64(out.Stdout), b64(out.Stderr)
-			}
-			return l, nil
-		}),
-	})
+	r.Register(Method{Name: "sandboxes.create", Composite: true, Handle: Typed(d.sandboxesCreate)})
+	r.Register(Method{Name: "sandboxes.get", Handle: Typed(d.sandboxesGet)})
+	r.Register(Method{Name: "sandboxes.list", Handle: Typed(d.sandboxesList)})
+	r.Register(Method{Name: "sandboxes.wait", Handle: Typed(d.sandboxesWait)})
+	r.Register(Method{Name: "sandboxes.delete", Composite: true, Handle: Typed(d.sandboxesDelete)})
+	r.Register(Method{Name: "sandboxes.logs", Handle: Typed(d.sandboxesLogs)})
 }
 
 // sandboxAnswer is a sandbox as the contract shows it.
@@ -149,3 +46,105 @@ func sandboxAnswer(s sandboxes.Sandbox, err error) (any, error) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// sandboxesCreate is the handler of sandboxes.create.
+func (d *deps) sandboxesCreate(ctx context.Context, c *Call, in contract.SandboxCreateInput) (any, error) {
+	if d.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	wait, err := waitBound("waitSeconds", in.WaitSeconds, sandboxes.DefaultCreateWait)
+	if err != nil {
+		return nil, err
+	}
+	row := c.AuditEntry()
+	s, err := d.sandboxes.Create(ctx, sandboxes.CreateInput{TenantID: in.TenantID, Template: in.Template, Command: in.Command, Env: in.Env,
+		TimeoutSeconds: in.TimeoutSeconds, Labels: in.Labels, NodeSelector: in.NodeSelector, CreatedBy: c.Principal.ID, Audit: &row})
+	if err != nil {
+		return nil, err
+	}
+	if in.Async {
+		return sandboxFrom(s), nil
+	}
+	Idle(ctx) // the wait holds no work slot
+	got, _, err := d.sandboxes.Wait(ctx, in.TenantID, s.ID, true, wait)
+	if err != nil {
+		return sandboxFrom(s), nil // created: answer what the create made (a wait cut short loses nothing)
+	}
+	return sandboxFrom(got), nil
+}
+
+// sandboxesGet is the handler of sandboxes.get.
+func (d *deps) sandboxesGet(ctx context.Context, c *Call, in contract.TenantSandboxRef) (any, error) {
+	if d.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	return sandboxAnswer(d.sandboxes.Get(ctx, in.TenantID, in.ID))
+}
+
+// sandboxesList is the handler of sandboxes.list.
+func (d *deps) sandboxesList(ctx context.Context, c *Call, in contract.SandboxListInput) (any, error) {
+	if d.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	items, next, err := d.sandboxes.List(ctx, sandboxes.ListInput{TenantID: in.TenantID, State: sandboxes.State(in.State), Node: in.Node,
+		Template: in.Template, Warm: in.Warm, Limit: in.Limit, Cursor: in.Cursor})
+	if err != nil {
+		return nil, err
+	}
+	if items == nil {
+		items = []sandboxes.Sandbox{}
+	}
+	return contract.SandboxList{Items: sliceOf(items, sandboxFrom), NextCursor: next}, nil
+}
+
+// sandboxesWait is the handler of sandboxes.wait.
+func (d *deps) sandboxesWait(ctx context.Context, c *Call, in contract.SandboxWaitInput) (any, error) {
+	if d.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	if in.Until != "" && in.Until != "ended" && in.Until != "running" {
+		return nil, cubefleet.Invalid("until", "until is ended (the default) or running")
+	}
+	wait, err := waitBound("timeoutSeconds", in.TimeoutSeconds, sandboxes.DefaultCreateWait)
+	if err != nil {
+		return nil, err
+	}
+	Idle(ctx) // a long poll: it holds no work slot
+	s, done, err := d.sandboxes.Wait(ctx, in.TenantID, in.ID, in.Until == "running", wait)
+	if err != nil {
+		return nil, err
+	}
+	return contract.SandboxWaitOutput{Sandbox: sandboxFrom(s), Done: done}, nil
+}
+
+// sandboxesDelete is the handler of sandboxes.delete.
+func (d *deps) sandboxesDelete(ctx context.Context, c *Call, in contract.TenantSandboxRef) (any, error) {
+	if d.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	row := c.AuditEntry()
+	return sandboxAnswer(d.sandboxes.Delete(ctx, in.TenantID, in.ID, &row))
+}
+
+// sandboxesLogs is the handler of sandboxes.logs.
+func (d *deps) sandboxesLogs(ctx context.Context, c *Call, in contract.SandboxLogsInput) (any, error) {
+	if d.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	if in.Encoding != "" && in.Encoding != "text" && in.Encoding != "base64" {
+		return nil, cubefleet.Invalid("encoding", "encoding is text (the default) or base64")
+	}
+	s, out, err := d.sandboxes.Logs(ctx, in.TenantID, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	l := contract.SandboxLogs{ID: s.ID, State: contract.SandboxState(s.State), Final: out.Final, Encoding: "text", Stdout: string(out.Stdout), Stderr: string(out.Stderr),
+		StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated}
+	if s.Result != nil {
+		l.ExitCode = s.Result.ExitCode
+	}
+	if in.Encoding == "base64" {
+		l.Encoding, l.Stdout, l.Stderr = "base64", b64(out.Stdout), b64(out.Stderr)
+	}
+	return l, nil
+}

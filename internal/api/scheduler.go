@@ -154,84 +154,88 @@ func decodePlace(raw json.RawMessage, in *scheduler.Request) error {
 	return nil
 }
 
+// noScheduler is the answer of a scheduler method on a server that runs none.
+func noScheduler() error {
+	return cubefleet.Errorf(cubefleet.CodeUnsupported, "this server runs no scheduler")
+}
+
+// recordPlacement writes the audit row of a composite scheduler method (it writes no rows of
+// its own in the caller's transaction: the reservation is the lane's group commit).
+func (d *deps) recordPlacement(ctx context.Context, c *Call, target string) error {
+	row := c.AuditEntry()
+	row.Target = target
+	return audit.Record(ctx, d.db, row)
+}
+
 // registerSchedulerMethods registers scheduler.* (permission scheduler:<verb> on tenant/root):
 // the placement lane the sandboxes call, a release by sandbox id, and the status.
 func registerSchedulerMethods(r *Registry, d *deps) {
-	unsupported := func() error {
-		return cubefleet.Errorf(cubefleet.CodeUnsupported, "this server runs no scheduler")
+	r.Register(Method{Name: "scheduler.place", Composite: true, Handle: d.schedulerPlace})
+	r.Register(Method{Name: "scheduler.release", Composite: true, Handle: Typed(d.schedulerRelease)})
+	r.Register(Method{Name: "scheduler.status", Handle: Typed(d.schedulerStatus)})
+}
+
+// schedulerPlace is the handler of scheduler.place. It decodes its input itself (decodePlace)
+// to report every problem at once.
+func (d *deps) schedulerPlace(ctx context.Context, c *Call, raw json.RawMessage) (any, error) {
+	var in scheduler.Request
+	if err := decodePlace(raw, &in); err != nil {
+		return nil, err
 	}
-	// record writes the audit row of a composite scheduler method (it writes no rows of its own
-	// in the caller's transaction: the reservation is the lane's group commit).
-	record := func(ctx context.Context, c *Call, target string) error {
-		row := c.AuditEntry()
-		row.Target = target
-		return audit.Record(ctx, d.db, row)
+	if d.scheduler == nil {
+		return nil, noScheduler()
 	}
-	r.Register(Method{
-		Name: "scheduler.place", Composite: true,
-		Handle: func(ctx context.Context, c *Call, raw json.RawMessage) (any, error) {
-			var in scheduler.Request
-			if err := decodePlace(raw, &in); err != nil {
-				return nil, err
-			}
-			if d.scheduler == nil {
-				return nil, unsupported()
-			}
-			if err := resolvePlacement(ctx, d, &in); err != nil {
-				return nil, err
-			}
-			dec, err := d.scheduler.Place(ctx, in)
-			if err != nil {
-				return nil, err
-			}
-			return contract.PlaceOutput{Placement: placementFrom(dec), PoolName: in.PoolName}, record(ctx, c, in.SandboxID)
-		},
-	})
-	r.Register(Method{
-		Name: "scheduler.release", Composite: true,
-		Handle: Typed(func(ctx context.Context, c *Call, in contract.SandboxRef) (any, error) {
-			if msg := fieldrules.CheckID(in.SandboxID); msg != "" {
-				return nil, cubefleet.Invalid("sandboxId", "sandboxId %s", msg)
-			}
-			if d.scheduler == nil {
-				return nil, unsupported()
-			}
-			ok, err := d.scheduler.Release(ctx, in.SandboxID)
-			if err != nil {
-				return nil, err
-			}
-			return contract.ReleaseOutput{SandboxID: in.SandboxID, Released: ok}, record(ctx, c, in.SandboxID)
-		}),
-	})
-	r.Register(Method{
-		Name: "scheduler.status",
-		Handle: Typed(func(ctx context.Context, c *Call, _ struct{}) (any, error) {
-			if d.scheduler == nil {
-				return nil, unsupported()
-			}
-			s := d.scheduler.Scheduler()
-			src := s.ConfigSource()
-			out := contract.SchedulerStatus{Config: schedulerConfigFrom(s.Config()), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
-				ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []contract.ReservationView{}}
-			if !src.ReloadFailedAt.IsZero() {
-				out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
-			}
-			rs := s.Reservations()
-			if len(rs) > 0 {
-				pools, err := d.compute.Pools(ctx, d.db)
-				if err != nil {
-					return nil, err
-				}
-				names := make(map[string]string, len(pools))
-				for _, p := range pools {
-					names[p.ID] = p.Name
-				}
-				for _, r := range rs {
-					out.Reservations = append(out.Reservations, contract.ReservationView{Reservation: reservationFrom(r), PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
-				}
-				slices.SortStableFunc(out.Reservations, func(a, b contract.ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
-			}
-			return out, nil
-		}),
-	})
+	if err := resolvePlacement(ctx, d, &in); err != nil {
+		return nil, err
+	}
+	dec, err := d.scheduler.Place(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return contract.PlaceOutput{Placement: placementFrom(dec), PoolName: in.PoolName}, d.recordPlacement(ctx, c, in.SandboxID)
+}
+
+// schedulerRelease is the handler of scheduler.release.
+func (d *deps) schedulerRelease(ctx context.Context, c *Call, in contract.SandboxRef) (any, error) {
+	if msg := fieldrules.CheckID(in.SandboxID); msg != "" {
+		return nil, cubefleet.Invalid("sandboxId", "sandboxId %s", msg)
+	}
+	if d.scheduler == nil {
+		return nil, noScheduler()
+	}
+	ok, err := d.scheduler.Release(ctx, in.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	return contract.ReleaseOutput{SandboxID: in.SandboxID, Released: ok}, d.recordPlacement(ctx, c, in.SandboxID)
+}
+
+// schedulerStatus is the handler of scheduler.status.
+func (d *deps) schedulerStatus(ctx context.Context, c *Call, _ struct{}) (any, error) {
+	if d.scheduler == nil {
+		return nil, noScheduler()
+	}
+	s := d.scheduler.Scheduler()
+	src := s.ConfigSource()
+	out := contract.SchedulerStatus{Config: schedulerConfigFrom(s.Config()), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
+		ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []contract.ReservationView{}}
+	if !src.ReloadFailedAt.IsZero() {
+		out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
+	}
+	rs := s.Reservations()
+	if len(rs) > 0 {
+		pools, err := d.compute.Pools(ctx, d.db)
+		if err != nil {
+			return nil, err
+		}
+		names := make(map[string]string, len(pools))
+		for _, p := range pools {
+			names[p.ID] = p.Name
+		}
+		for _, r := range rs {
+			out.Reservations = append(out.Reservations, contract.ReservationView{Reservation: reservationFrom(r), PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
+		}
+		slices.SortStableFunc(out.Reservations, func(a, b contract.ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
+	}
+	return out, nil
 }

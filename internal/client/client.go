@@ -62,13 +62,14 @@ func newHTTPClient(roots *x509.CertPool) *http.Client {
 // BaseURL returns the control plane's URL.
 func (c *Client) BaseURL() string { return c.baseURL }
 
-// API returns the typed client; its errors carry the CLI's words too.
+// API returns the typed client; its errors are those of Call (the CLI's words, an error
+// response as the *cubefleet.Error itself).
 func (c *Client) API() *client.Client { return c.api }
 
 // Call runs API method with input in (marshalled to JSON; nil sends {}; a json.RawMessage is
 // sent as is) and decodes the result into out (nil discards it; a *json.RawMessage keeps it
-// raw). An error response is a *client.Error that unwraps to a *cubefleet.Error with the
-// server's code, message and details (details["errors"] as []cubefleet.FieldError). A server
+// raw). An error response is a *cubefleet.Error with the server's code, message and details
+// (details["errors"] as []cubefleet.FieldError). A server
 // that cannot be reached is a plain error naming the URL. No error ever contains the key.
 func (c *Client) Call(ctx context.Context, method string, in, out any) error {
 	return c.api.Call(ctx, method, in, out)
@@ -79,6 +80,7 @@ func (c *Client) explain(method string, err error) error {
 	var (
 		unreachable *client.UnreachableError
 		answer      *client.ResponseError
+		apiErr      *client.Error
 		e           *cubefleet.Error
 	)
 	switch {
@@ -91,6 +93,9 @@ func (c *Client) explain(method string, err error) error {
 		return c.notTheAPI(answer)
 	case errors.As(err, &e) && e.Code == cubefleet.CodeUnauthenticated && c.token == "":
 		e.Message = c.noKeyMessage(context.Background())
+	}
+	if errors.As(err, &apiErr) {
+		return apiErr.Err // the CLI and the tests match the *cubefleet.Error itself
 	}
 	return err
 }
