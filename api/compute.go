@@ -18,15 +18,15 @@ type ListInput struct {
 	IncludeArchived bool   `json:"includeArchived,omitempty"`
 }
 
-// SiteSpec is a site: Kind "shared" or "dedicated" (fieldrules.SiteKinds), Region a region label
-// such as "eu-central" (fieldrules.Region).
+// SiteSpec is a site: Kind "shared" or "dedicated", Region a region label
+// such as "eu-central".
 type SiteSpec struct {
 	Kind   string `json:"kind"`
 	Region string `json:"region"`
 }
 
 // ProviderAccountSpec is a cloud provider account: Provider "hetzner-cloud" or "ionos-cloud"
-// (fieldrules.Providers); Config at most 256 settings (keys fieldrules.ConfigKey, values at most
+// ; Config at most 256 settings (values at most
 // 4096 characters). Credential-bearing Config values are secret references (secret://, vault://,
 // env://), never values; a secret:// reference names a secret of the object's own tenant.
 type ProviderAccountSpec struct {
@@ -35,7 +35,7 @@ type ProviderAccountSpec struct {
 }
 
 // PoolSpec is a pool of compute hosts owned by the object's tenant: Class "vps-host" or
-// "provider" (fieldrules.PoolClasses), GPUModel e.g. "L40S" (fieldrules.GPUModel), Policy's
+// "provider", GPUModel e.g. "L40S", Policy's
 // DisruptionBudget a fraction from 0 to 1.
 type PoolSpec struct {
 	SiteID string `json:"siteId"`
@@ -53,7 +53,7 @@ type PoolPolicy struct {
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
 }
 
-// OwnerQuotaSpec is how much of Resource (fieldrules.Resource) the pool's owner keeps: Max units
+// OwnerQuotaSpec is how much of Resource the pool's owner keeps: Max units
 // from 0 to 2^53 (vcpu, memoryGiB and diskGiB in GiB, gpu, sandboxes; other keys are stored but
 // not enforced). A pool has at most 256 owner quotas, one per resource.
 type OwnerQuotaSpec struct {
@@ -73,7 +73,7 @@ type OfferSpec struct {
 }
 
 // FlavorSpec is a sandbox size sold on a pool: VCPU (cores, 1-4096), MemoryGiB (GiB, 1-65536),
-// DiskGiB (GiB, 1-1048576), GPU (devices, 0-64); the ranges are fieldrules'. Size changes apply
+// DiskGiB (GiB, 1-1048576), GPU (devices, 0-64). Size changes apply
 // to new sandboxes only.
 type FlavorSpec struct {
 	PoolID    string `json:"poolId"`
@@ -85,7 +85,7 @@ type FlavorSpec struct {
 
 // SandboxTemplateSpec is a tenant's sandbox template on a pool it owns or is offered, with a
 // flavor sold on that pool: ImageID 1-255 characters with no control character or Unicode space
-// (fieldrules.ImageID), Env at most 256 variables (names fieldrules.EnvName, values at most 4096
+// , Env at most 256 variables (values at most 4096
 // characters, credentials as secret references), Network "private" or "public", Warm
 // 0 <= Min <= Max <= 1000.
 type SandboxTemplateSpec struct {

@@ -31,7 +31,7 @@ type FleetApplyResult struct {
 	Applied int        `json:"applied"`
 }
 
-// FleetPlan is the result of fleet.plan (fleet spec, "Plan"). PlanHash is the hex SHA-256 of the
+// FleetPlan is the result of fleet.plan (docs/plan-apply.md). PlanHash is the hex SHA-256 of the
 // RFC 8785 canonical JSON of Calls: the same document against the same fleet gives the same
 // hash in every process and for every caller. NotInDocument lists, for a plan without prune,
 // the tenant's objects the document leaves out, which the plan keeps and a plan with prune
@@ -107,8 +107,8 @@ type FleetExport struct {
 	Missing []FleetMissing `json:"missing"`
 }
 
-// FleetDocument is version 1 of the fleet document (specs/fleet-config.md, "The document"). Its rules
-// are those of the rule table the compute API reads too (package fieldrules). Every list
+// FleetDocument is version 1 of the fleet document (docs/fleet-document.md). Its rules
+// are those the compute API checks too. Every list
 // is optional and holds at most 1000 items; an empty list and a missing one mean the same (the
 // decoder returns nil for both). Names are unique within their list (flavors by pool and name).
 type FleetDocument struct {
@@ -126,7 +126,7 @@ type FleetDocument struct {
 	SandboxTemplates []FleetSandboxTemplate `json:"sandboxTemplates,omitempty"`
 }
 
-// FleetSite is a place that holds pools (specs/fleet-config.md, "The document"). Name is a document
+// FleetSite is a place that holds pools (docs/fleet-document.md). Name is a document
 // name (1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit) or, for a site fleet
 // did not create, its id (site_ and 26 Crockford base32 characters).
 type FleetSite struct {
@@ -138,9 +138,8 @@ type FleetSite struct {
 	Region string `json:"region"`
 }
 
-// FleetProviderAccount is a cloud account that provider pools buy servers from (specs/fleet-config.md,
-// "The document"). Config holds provider settings as strings; a value whose key names a
-// credential (see secretref.IsCredentialName) is a secret reference, never the secret itself.
+// FleetProviderAccount is a cloud account that provider pools buy servers from (docs/fleet-document.md). Config holds provider settings as strings; a value whose key names a
+// credential (token, password, secret, key, ...) is a secret reference, never the secret itself.
 type FleetProviderAccount struct {
 	// Name identifies the account in the document.
 	Name string `json:"name"`
@@ -150,7 +149,7 @@ type FleetProviderAccount struct {
 	Config map[string]string `json:"config,omitempty"`
 }
 
-// FleetPool is a pool of capacity at a site (specs/fleet-config.md, "The document"). A "vps-host" pool
+// FleetPool is a pool of capacity at a site (docs/fleet-document.md). A "vps-host" pool
 // runs on hosts the platform owns and has no ProviderAccount; a "provider" pool buys servers
 // through ProviderAccount. OwnerQuota is what the pool's owner keeps, per resource; Offers are the
 // tenants the pool is offered to.
@@ -176,14 +175,14 @@ type FleetPool struct {
 	Offers []FleetOffer `json:"offers,omitempty"`
 }
 
-// FleetPolicy is a pool's operating policy (specs/fleet-config.md, "The document").
+// FleetPolicy is a pool's operating policy (docs/fleet-document.md).
 type FleetPolicy struct {
 	// DisruptionBudget is the fraction of the pool's hosts that may be disrupted at once,
 	// from 0 to 1; nil leaves it unset.
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
 }
 
-// FleetOffer offers a pool to a tenant (specs/fleet-config.md, "The document"); fleet names it
+// FleetOffer offers a pool to a tenant (docs/fleet-document.md); fleet names it
 // `<pool> -> <tenant>`.
 type FleetOffer struct {
 	// Tenant is the tenant id, a name such as "acme".
@@ -194,7 +193,7 @@ type FleetOffer struct {
 	Priority int `json:"priority"`
 }
 
-// FleetFlavor is a VM size sold from a pool (specs/fleet-config.md, "The document"); fleet names it
+// FleetFlavor is a VM size sold from a pool (docs/fleet-document.md); fleet names it
 // `<pool>/<name>`.
 type FleetFlavor struct {
 	// Pool is the pool's name or pool id.
@@ -211,8 +210,8 @@ type FleetFlavor struct {
 	GPU int `json:"gpu,omitempty"`
 }
 
-// FleetSandboxTemplate is a sandbox shape (specs/fleet-config.md, "The document"; vps v0.5). Env
-// values whose variable name names a credential (see secretref.IsCredentialName) are secret references.
+// FleetSandboxTemplate is a sandbox shape (docs/fleet-document.md; vps v0.5). Env
+// values whose variable name names a credential (token, password, secret, key, ...) are secret references.
 type FleetSandboxTemplate struct {
 	// Name identifies the template in the document.
 	Name string `json:"name"`
@@ -221,7 +220,7 @@ type FleetSandboxTemplate struct {
 	// Flavor is the name of a flavor of Pool.
 	Flavor string `json:"flavor"`
 	// ImageID is the image the sandbox boots: 1-255 characters, none of them a control
-	// character or a Unicode space separator (fieldrules.ImageID).
+	// character or a Unicode space separator.
 	ImageID string `json:"imageId"`
 	// Env holds at most 256 environment variables, each value at most 4096 characters.
 	Env map[string]string `json:"env,omitempty"`
@@ -232,7 +231,7 @@ type FleetSandboxTemplate struct {
 }
 
 // FleetWarm is the warm pool of a sandbox template: counts of booted, idle sandboxes with
-// 0 <= Min <= Max <= 1000 (specs/fleet-config.md, "The document").
+// 0 <= Min <= Max <= 1000 (docs/fleet-document.md).
 type FleetWarm struct {
 	// Min is the number of sandboxes kept warm at least.
 	Min int `json:"min"`
@@ -266,7 +265,7 @@ type FleetStatus struct {
 	Now int64 `json:"now,omitempty"`
 }
 
-// FleetApplied is the record of a tenant's last apply (fleet spec, "Drift"). Times are Unix ms.
+// FleetApplied is the record of a tenant's last apply (docs/plan-apply.md). Times are Unix ms.
 type FleetApplied struct {
 	PlanHash  string `json:"planHash"`
 	AppliedBy string `json:"appliedBy"`

@@ -128,7 +128,7 @@ type NodeDrain struct {
 	DrainedAt     int64      `json:"drainedAt,omitempty"`
 }
 
-// DrainState is where a node's drain stands, from [DrainStatus].
+// DrainState is where a node's drain stands, from the node's last report.
 type DrainState string
 
 // The drain states.
@@ -177,7 +177,7 @@ type NodeDiskUsage struct {
 	Sys     float64 `json:"sysPercent"`
 }
 
-// ComponentVersion is one entry of `versions` (spec §1.3): a component's version and where it
+// ComponentVersion is one entry of `versions` (the node-agent status report): a component's version and where it
 // was read. Source is manifest, binary, file or component-json; Variant is bm or pvm for the
 // guest kernel. Each field is at most MaxVersionFieldRunes runes without control characters
 // (CheckVersions).
@@ -197,7 +197,7 @@ type ComponentVersion struct {
 }
 
 // HostFacts is `host_facts`: the CPU, kernel and KVM identity of a node and its physical size
-// (spec §1.3; cpu_count and mem_total_mb are the quota branch's). KVMModuleScanned is transient:
+// (the node-agent status report). KVMModuleScanned is transient:
 // when false the previous KVM module fingerprint and taint are kept, and it is never stored.
 type HostFacts struct {
 	// /proc/cpuinfo vendor_id (x86) or CPU implementer (arm64)

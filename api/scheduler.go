@@ -97,8 +97,8 @@ type SchedulerStatus struct {
 }
 
 // SchedulerConfig is the effective scheduler configuration: the `scheduler:` section of a
-// cubemaster.yaml-shaped file (specs/cubesandbox-node-agent.md §4.1) with every default filled
-// in. Build it with [Load] or [Default]; a Config from either is valid (Validate returns nil).
+// cubemaster.yaml-shaped file (docs/scheduler.md) with every default filled
+// in.
 // The yaml tags are the file's keys, so `cubefleet scheduler check` prints a Config as a file
 // that loads to the same Config.
 type SchedulerConfig struct {
