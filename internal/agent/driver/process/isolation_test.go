@@ -143,6 +143,40 @@ func TestNamespaces(t *testing.T) {
 	}
 }
 
+// The host's services listen on unix sockets in /run (the system bus, the journal, a
+// database's socket), which a read-only mount does not close: a sandbox has a /run of its own,
+// empty, so a socket of the host there that any user may connect to is not there for it.
+func TestHostRunSocketsHidden(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireNamespaces(t, d)
+	path := filepath.Join("/run", "cubefleet-test-"+strconv.Itoa(os.Getpid())+".sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Chmod(path, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "host service\n")
+			c.Close()
+		}
+	}()
+	argv, env := probe(t, "connect-unix", path)
+	st, out := run(t, d, driver.Spec{ID: "unix-socket", Argv: argv, Env: env})
+	t.Logf("%s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "refused:") || !strings.Contains(string(out.Stdout), "no such file") {
+		t.Errorf("a sandbox connecting to the host's %s: %+v, %q; want it not there", path, st, out.Stdout)
+	}
+}
+
 // A refused system call gets EPERM: the default seccomp profile refuses them even where the
 // sandbox's user might otherwise make them (an unprivileged user namespace, a keyring).
 func TestSeccompRefusesWithEPERM(t *testing.T) {

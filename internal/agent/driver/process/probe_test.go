@@ -99,6 +99,15 @@ func runProbe(name string, args []string) error {
 		b, _ := io.ReadAll(c)
 		c.Close()
 		fmt.Printf("connected: %q\n", b)
+	case "connect-unix": // connect path: connect to a unix socket of the host's file system
+		c, err := net.DialTimeout("unix", arg(0), 2*time.Second)
+		if err != nil {
+			fmt.Println("refused:", err)
+			return nil
+		}
+		b, _ := io.ReadAll(c)
+		c.Close()
+		fmt.Printf("connected: %q\n", b)
 	case "syscalls": // the calls the default seccomp profile refuses
 		runSyscalls()
 	case "serve": // serve addr name: answer every connection with name, until killed
