@@ -13,6 +13,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"golang.org/x/sys/unix"
 )
 
 // requireController skips a test that needs cgroup controller c when this host has none for
@@ -241,5 +242,32 @@ func TestDiskLimitENOSPC(t *testing.T) {
 	}
 	if _, err := os.Stat(d.dir("filler")); err == nil {
 		t.Error("Remove left the sandbox's directory (and its disk)")
+	}
+}
+
+// A sandbox's program gets stdin, stdout and stderr only: no descriptor of the agent's (one
+// it inherited without close-on-exec, from a shell or a service manager), of its supervisor or
+// of its init, such as the pipe the init reports the program's end on, on which the program
+// could write an exit status of its choosing.
+func TestProgramGetsNoOtherDescriptor(t *testing.T) {
+	r, w, err := os.Pipe() // what the agent's parent left open in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, testConfig(t))
+	argv, env := probe(t, "fds")
+	st, out := run(t, d, driver.Spec{ID: "fds", Argv: argv, Env: env})
+	if st.ExitCode != 0 || string(out.Stdout) != "fds: []\n" {
+		t.Errorf("%+v: %q %q, want no descriptor past stderr", st, out.Stdout, out.Stderr)
+	}
+	// Nor can it say how it ended: it writes an exit status of 0 wherever it can, then fails.
+	st, out = run(t, d, driver.Spec{ID: "liar", Argv: sh("for fd in 3 4 5 6 7 8 9; do (echo 0 >&$fd) 2>/dev/null; done; exit 3")})
+	if st.ExitCode != 3 {
+		t.Errorf("%+v: %q, want the exit code it ended with, 3", st, out.Stderr)
 	}
 }

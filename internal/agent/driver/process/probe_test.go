@@ -108,6 +108,26 @@ func runProbe(name string, args []string) error {
 		b, _ := io.ReadAll(c)
 		c.Close()
 		fmt.Printf("connected: %q\n", b)
+	case "fds": // the open file descriptors past stdin, stdout and stderr it was given
+		// Read with system calls of its own: os.Open would add the runtime's poller's.
+		dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 1<<16)
+		n, err := unix.ReadDirent(dir, buf)
+		if err != nil {
+			return err
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		var fds []int
+		for _, n := range names {
+			if fd, err := strconv.Atoi(n); err == nil && fd > 2 && fd != dir {
+				fds = append(fds, fd)
+			}
+		}
+		unix.Close(dir)
+		fmt.Println("fds:", fds)
 	case "syscalls": // the calls the default seccomp profile refuses
 		runSyscalls()
 	case "serve": // serve addr name: answer every connection with name, until killed
