@@ -271,3 +271,20 @@ func TestProgramGetsNoOtherDescriptor(t *testing.T) {
 		t.Errorf("%+v: %q, want the exit code it ended with, 3", st, out.Stderr)
 	}
 }
+
+// The sandbox's init (process 1 of its PID namespace) runs as the sandbox's user, so the
+// program may signal it: none of the signals that would end a Go program (SIGABRT, SIGSEGV
+// sent by kill, ...) ends it, and with it the sandbox, whose end would then read "exited with
+// code 2" rather than how the program ended.
+func TestInitOutlivesSignalsFromTheSandbox(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireNamespaces(t, d)
+	// Every signal but SIGKILL, SIGSTOP (the kernel keeps them from a namespace's init) and
+	// SIGCHLD, by number: SIGHUP 1 to SIGSYS 31, then the first real-time ones.
+	script := "for s in 1 2 3 4 5 6 7 8 10 11 12 13 14 15 16 18 20 21 22 23 24 25 26 27 28 29 30 31 34 35 64; do kill -$s 1; done; sleep 1; echo alive; exit 3"
+	st, out := run(t, d, driver.Spec{ID: "init-signals", Argv: sh(script)})
+	if st.ExitCode != 3 || string(out.Stdout) != "alive\n" {
+		t.Errorf("%+v: %q %q, want the program alive after signalling its init, ending with code 3", st, out.Stdout, out.Stderr)
+	}
+}
