@@ -288,3 +288,26 @@ func TestInitOutlivesSignalsFromTheSandbox(t *testing.T) {
 		t.Errorf("%+v: %q %q, want the program alive after signalling its init, ending with code 3", st, out.Stdout, out.Stderr)
 	}
 }
+
+// A sandbox directory under /run (which a sandbox gets empty) stays reachable at its path,
+// with a disk and without, as one under /tmp does.
+func TestSandboxDirUnderRun(t *testing.T) {
+	requireRoot(t)
+	base := filepath.Join("/run", "cubefleet-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	cfg := testConfig(t)
+	cfg.Dir = filepath.Join(base, "sandboxes")
+	d := newDriver(t, cfg)
+	requireNamespaces(t, d)
+	for _, disk := range []int64{0, 32} {
+		id := "under-run-" + strconv.FormatInt(disk, 10)
+		st, out := run(t, d, driver.Spec{ID: id, DiskMiB: disk, Argv: sh("echo x > f && cat f && pwd")})
+		want := "x\n" + filepath.Join(d.dir(id), dirWork) + "\n"
+		if st.ExitCode != 0 || string(out.Stdout) != want {
+			t.Errorf("disk %d MiB: %+v: %q %q, want %q", disk, st, out.Stdout, out.Stderr, want)
+		}
+	}
+}
