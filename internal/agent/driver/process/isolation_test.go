@@ -55,6 +55,18 @@ func TestMemoryLimitIsTheWholeSandboxes(t *testing.T) {
 	}
 }
 
+// answerEach writes reply to every connection ln accepts and closes it, until ln is closed.
+func answerEach(ln net.Listener, reply string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, reply)
+		c.Close()
+	}
+}
+
 // isCI reports whether the tests run in CI (as root, on a machine with the isolation the
 // tests need: they fail there rather than skip).
 func isCI() bool { return os.Getenv("CI") == "true" }
@@ -84,16 +96,7 @@ func TestNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "host server\n")
-			c.Close()
-		}
-	}()
+	go answerEach(ln, "host server\n")
 	start(t, d, driver.Spec{ID: "neighbour", Argv: []string{"sleep", "30"}})
 	argv, env := probe(t, "connect", ln.Addr().String())
 	marker := filepath.Join(os.TempDir(), "cubefleet-sandbox-tmp-"+strconv.Itoa(os.Getpid()))
@@ -160,16 +163,7 @@ func TestHostRunSocketsHidden(t *testing.T) {
 	if err := os.Chmod(path, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "host service\n")
-			c.Close()
-		}
-	}()
+	go answerEach(ln, "host service\n")
 	argv, env := probe(t, "connect-unix", path)
 	st, out := run(t, d, driver.Spec{ID: "unix-socket", Argv: argv, Env: env})
 	t.Logf("%s%s", out.Stdout, out.Stderr)
