@@ -1,7 +1,6 @@
 // Package cubefleet holds the vocabulary every part of cubefleet shares: the error codes of the
 // public API and the shape of object ids. Domain packages return *Error values (or wrap them);
-// the HTTP layer maps each code to its status once (see ../shared/DESIGN.md, "Public API
-// conventions").
+// the HTTP layer maps each code to its status once (docs/server.md, "API conventions").
 package cubefleet
 
 import (
@@ -34,8 +33,8 @@ const (
 	CodeDeadlineExceeded  Code = "DEADLINE_EXCEEDED"  // CLI only: a --wait ran out of its --timeout (exit 1)
 )
 
-// httpStatus is the one table from error code to HTTP status (../shared/DESIGN.md, "Public API
-// conventions"): the public API and the node routes both answer with it.
+// httpStatus is the one table from error code to HTTP status (docs/server.md, "Endpoints"):
+// the public API and the node routes both answer with it.
 var httpStatus = map[Code]int{
 	CodeInvalidInput:      http.StatusBadRequest,
 	CodeUnauthenticated:   http.StatusUnauthorized,

@@ -5,7 +5,7 @@
 // before the handler touches data, audits refusals and writes, and runs writes in one
 // transaction with their audit row. Handlers call their domain package directly. The permission
 // catalogue (`cubefleet keys permissions`) is derived from what the methods declare
-// (../shared/DESIGN.md, "Public API conventions").
+// (docs/server.md, "API conventions"; docs/iam.md, "Keys and grants").
 package api
 
 import (

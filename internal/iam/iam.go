@@ -1,5 +1,5 @@
 // Package iam holds tenants, principals (users and service accounts), API keys and grants, and
-// decides whether a principal holds a permission on a scope (../shared/DESIGN.md, "Public API
+// decides whether a principal holds a permission on a scope (docs/iam.md; docs/server.md, "API
 // conventions"). Keys are random 256-bit tokens stored as SHA-256 hashes and shown once.
 package iam
 

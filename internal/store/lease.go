@@ -15,7 +15,7 @@ var LeaseModule = EmbeddedModule("store", migrations)
 
 // TryLease takes or renews the lease name for holder until now+ttl and reports whether holder
 // holds it. A lease whose holder stopped renewing is taken over once it expires, so a replica
-// that dies loses its leases within ttl (../shared/DESIGN.md, "Scaling out").
+// that dies loses its leases within ttl (docs/server.md, "Several replicas").
 func (db *DB) TryLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	at, until := now.UnixMilli(), now.Add(ttl).UnixMilli()
 	res, err := db.ExecContext(ctx, `INSERT INTO store_leases (name, holder, expires_at) VALUES ($1, $2, $3)
