@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -80,12 +81,10 @@ type Tenant struct {
 	CreatedAt int64  `json:"createdAt"` // Unix ms
 }
 
-var tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
 // CreateTenant creates tenant id (1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or
 // digit). It returns INVALID_INPUT for a bad id and CONFLICT when it exists.
 func CreateTenant(ctx context.Context, q store.Querier, id string, now time.Time) (Tenant, error) {
-	if !tenantPattern.MatchString(id) {
+	if !fieldrules.Name.Match(id) {
 		return Tenant{}, cubefleet.Invalid("id", "tenant id %q must be 1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit", id)
 	}
 	t := Tenant{ID: id, CreatedAt: now.UnixMilli()}
@@ -257,7 +256,7 @@ func checkGrant(cat Catalogue, tenantID string, g Grant) error {
 	switch info.Scope {
 	case ScopeFormTenant:
 		id, ok := strings.CutPrefix(g.Scope, scopeTenantPfx)
-		if !ok || (id != "*" && !tenantPattern.MatchString(id)) {
+		if !ok || (id != "*" && !fieldrules.Name.Match(id)) {
 			return fmt.Errorf("%s is granted on tenant/<id>, not %q", g.Permission, g.Scope)
 		}
 		if tenantID != RootTenant && id != tenantID {
