@@ -272,7 +272,7 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 
 func (r *Registry) decide(ctx context.Context, m *Method, p *iam.Principal, requestID string, in json.RawMessage) (Decision, error) {
 	if p == nil {
-		return Decision{}, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+		return Decision{}, iam.NoCredentials()
 	}
 	d, err := m.Decide(in)
 	if err != nil {

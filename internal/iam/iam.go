@@ -61,7 +61,7 @@ type Principal struct {
 // otherwise. It reads no storage: the grants were loaded with the principal.
 func Decide(p *Principal, permission, scope string) error {
 	if p == nil {
-		return cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+		return NoCredentials()
 	}
 	for _, g := range p.Grants {
 		if permMatches(g.Permission, permission) && scopeMatches(g.Scope, scope) {
@@ -73,6 +73,12 @@ func Decide(p *Principal, permission, scope string) error {
 		Message: fmt.Sprintf("%s (%s) lacks %s on %s; a key needs the grant %s@%s", p.Name, p.ID, permission, scope, permission, scope),
 		Details: map[string]any{"permission": permission, "scope": scope},
 	}
+}
+
+// NoCredentials returns the error of a call that carries no credentials at all: UNAUTHENTICATED,
+// saying how to send an API key.
+func NoCredentials() error {
+	return cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
 }
 
 // Tenant is a customer (or the platform itself: "root").
