@@ -147,10 +147,16 @@ func IsCode(err error, code Code) bool { return err != nil && ErrorCode(err) == 
 // Count renders n with the singular or the plural form of a noun, for messages and pages
 // that count things: "1 node", "0 nodes", "2 deliveries".
 func Count(n int, one, many string) string {
+	return strconv.Itoa(n) + " " + Plural(n, one, many)
+}
+
+// Plural returns one when n is 1 and many otherwise, for a word that agrees with a count the
+// message gives elsewhere: "cpu, memory are bound", "pids is bound".
+func Plural(n int, one, many string) string {
 	if n == 1 {
-		return "1 " + one
+		return one
 	}
-	return strconv.Itoa(n) + " " + many
+	return many
 }
 
 // Article returns noun with its indefinite article, for messages that name a kind ("a pool",

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
 )
 
@@ -140,20 +141,13 @@ func detect(root string, euid int) Isolation {
 	}
 	var notes []string
 	if len(onV1) > 0 {
-		notes = append(notes, fmt.Sprintf("%s %s bound to cgroup v1, not in %s", strings.Join(onV1, ", "), plural(len(onV1), "is", "are"), mp))
+		notes = append(notes, fmt.Sprintf("%s %s bound to cgroup v1, not in %s", strings.Join(onV1, ", "), cubefleet.Plural(len(onV1), "is", "are"), mp))
 	}
 	if len(missing) > 0 {
 		notes = append(notes, fmt.Sprintf("%s has no %s controller", mp, strings.Join(missing, ", ")))
 	}
 	iso.Note = strings.Join(notes, "; ")
 	return iso
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // setupCgroup prepares the parent cgroup sandboxes are created in (iso.Cgroup/parent) and
