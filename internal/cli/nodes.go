@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
@@ -196,7 +197,7 @@ func printNode(w io.Writer, out nodeOut) error {
 	if r := out.Room; r != nil {
 		lines = append(lines,
 			[2]string{"Reported use", usageCell(r.Reported)},
-			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
+			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", cubefleet.Count(r.Reservations, "sandbox", "sandboxes"))},
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
 	if sb := out.Sandboxes; sb != nil {
@@ -220,7 +221,7 @@ func printNode(w io.Writer, out nodeOut) error {
 // usageCell renders an amount of each resource: "1.5 cores, 3.0Gi, 2 microVMs" (disk when
 // there is any).
 func usageCell(u scheduler.Usage) string {
-	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
+	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), cubefleet.Count(int(u.MvmNum), "microVM", "microVMs"))
 	if u.DiskMiB > 0 {
 		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
 	}

@@ -123,7 +123,7 @@ func drainDone(out nodeOut, waited bool) string {
 	case d.State == nodes.DrainDrained:
 		return "Drained node " + out.ID + ": cordoned, no sandboxes left."
 	}
-	return fmt.Sprintf("Draining node %s: cordoned, %s left.", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
+	return fmt.Sprintf("Draining node %s: cordoned, %s left.", out.ID, cubefleet.Count(int(d.SandboxesLeft), "sandbox", "sandboxes"))
 }
 
 // elapsed renders the time from since to now (both Unix ms) in whole seconds: "42s", "2m5s".
@@ -169,7 +169,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 				w.running = out.Sandboxes
 			}
 			if d.SandboxesLeft != shown {
-				linef(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
+				linef(progress, "%s: %s left (%s)\n", w.id, cubefleet.Count(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
 				shown = d.SandboxesLeft
 			}
 		}
@@ -221,5 +221,5 @@ func sandboxesLeft(last *nodes.DrainView, verb string) string {
 	if last == nil {
 		return "its sandbox count is unknown"
 	}
-	return verb + " " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
+	return verb + " " + cubefleet.Count(int(last.SandboxesLeft), "sandbox", "sandboxes")
 }
