@@ -1,6 +1,6 @@
 package cubefleet_test
 
-// The architecture's rules (../shared/DESIGN.md, "Suggested layout"; docs/architecture.md), read
+// The architecture's rules (docs/architecture.md, "The rules" and "The package map"), read
 // from `go list` and the source tree. A new package needs no edit here: it takes the layer of the
 // longest path in layers that holds it, and everything under internal/ that is no other layer's
 // is domain.

@@ -1,7 +1,6 @@
 // Package cubefleet holds the vocabulary every part of cubefleet shares: the error codes of the
 // public API and the shape of object ids. Domain packages return *Error values (or wrap them);
-// the HTTP layer maps each code to its status once (see ../shared/DESIGN.md, "Public API
-// conventions").
+// the HTTP layer maps each code to its status once (docs/server.md, "API conventions").
 package cubefleet
 
 import (
@@ -35,8 +34,8 @@ const (
 	CodeDeadlineExceeded  Code = "DEADLINE_EXCEEDED"  // CLI only: a --wait ran out of its --timeout (exit 1)
 )
 
-// httpStatus is the one table from error code to HTTP status (../shared/DESIGN.md, "Public API
-// conventions"): the public API and the node routes both answer with it.
+// httpStatus is the one table from error code to HTTP status (docs/server.md, "Endpoints"):
+// the public API and the node routes both answer with it.
 var httpStatus = map[Code]int{
 	CodeInvalidInput:      http.StatusBadRequest,
 	CodeUnauthenticated:   http.StatusUnauthorized,
@@ -166,10 +165,16 @@ func IsCode(err error, code Code) bool { return err != nil && ErrorCode(err) == 
 // Count renders n with the singular or the plural form of a noun, for messages and pages
 // that count things: "1 node", "0 nodes", "2 deliveries".
 func Count(n int, one, many string) string {
+	return strconv.Itoa(n) + " " + Plural(n, one, many)
+}
+
+// Plural returns one when n is 1 and many otherwise, for a word that agrees with a count the
+// message gives elsewhere: "cpu, memory are bound", "pids is bound".
+func Plural(n int, one, many string) string {
 	if n == 1 {
-		return "1 " + one
+		return one
 	}
-	return strconv.Itoa(n) + " " + many
+	return many
 }
 
 // Article returns noun with its indefinite article, for messages that name a kind ("a pool",

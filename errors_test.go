@@ -3,6 +3,7 @@ package cubefleet
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -88,6 +89,9 @@ func TestCount(t *testing.T) {
 	}{{0, "0 nodes"}, {1, "1 node"}, {2, "2 nodes"}, {1000, "1000 nodes"}} {
 		if got := Count(c.n, "node", "nodes"); got != c.want {
 			t.Errorf("Count(%d) = %q, want %q", c.n, got, c.want)
+		}
+		if got, want := Plural(c.n, "node", "nodes"), c.want[strings.Index(c.want, " ")+1:]; got != want {
+			t.Errorf("Plural(%d) = %q, want %q", c.n, got, want)
 		}
 	}
 }

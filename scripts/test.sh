@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: vet, staticcheck (the version pinned below, fetched by `go run` on first
-# use; any finding fails the script), then every package's tests against real SQLite and a
-# throwaway PostgreSQL cluster (started by the tests themselves with initdb/pg_ctl on
-# 127.0.0.1), plus the multi-host test in network namespaces when run as root and the web
-# console's test in headless Chromium. The tests include the architecture's rules
+# use; any finding fails the script), then every package's tests (the concurrent ones under the
+# race detector) against real SQLite and a throwaway PostgreSQL cluster (started by the tests
+# themselves with initdb/pg_ctl on 127.0.0.1), plus the multi-host test in network namespaces
+# when run as root, the web console's test in headless Chromium and the microvm driver's real
+# QEMU boots, and last every benchmark once. The tests include the architecture's rules
 # (architecture_test.go: imports, package docs, file length). Installs PostgreSQL, Chromium
-# (and, as root, iproute2 and e2fsprogs) with apt-get when the machine lacks them.
+# (and, as root, iproute2, e2fsprogs, qemu-system-x86, busybox-static and Debian's cloud kernel,
+# unpacked) with apt-get when the machine lacks them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,4 +70,14 @@ fi
 
 go vet ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
-go test -count=1 -timeout 20m "$@" ./...
+
+# The packages with concurrency run under the race detector (a data race fails the run); the
+# others run without it, so -race does not double the time of the whole suite.
+race=(./internal/agent/... ./internal/nodes/... ./internal/sandboxes/... ./internal/scheduler/...
+  ./internal/events ./internal/store ./internal/server ./internal/api)
+mapfile -t others < <(go list ./... | grep -vxF -f <(go list "${race[@]}"))
+go test -count=1 -timeout 20m -race "$@" "${race[@]}"
+go test -count=1 -timeout 20m "$@" "${others[@]}"
+
+# Every benchmark once, at the sizes it keeps under -short, so a benchmark that broke fails here.
+go test -count=1 -timeout 20m -short -run '^$' -bench . -benchtime 1x ./...

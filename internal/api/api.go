@@ -5,7 +5,7 @@
 // before the handler touches data, audits refusals and writes, and runs writes in one
 // transaction with their audit row. Handlers call their domain package directly. The permission
 // catalogue (`cubefleet keys permissions`) is derived from what the methods declare
-// (../shared/DESIGN.md, "Public API conventions").
+// (docs/server.md, "API conventions"; docs/iam.md, "Keys and grants").
 package api
 
 import (
@@ -271,7 +271,7 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 
 func (r *Registry) decide(ctx context.Context, m *Method, p *iam.Principal, requestID string, in json.RawMessage) (Decision, error) {
 	if p == nil {
-		return Decision{}, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+		return Decision{}, iam.NoCredentials()
 	}
 	d, err := m.Decide(in)
 	if err != nil {

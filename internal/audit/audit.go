@@ -1,5 +1,5 @@
 // Package audit is the control plane's append-only audit log: one row per state-changing API
-// call and per refused call (../shared/DESIGN.md: "a refusal is FORBIDDEN and is audited").
+// call and per refused call (docs/iam.md, "The audit log": a refusal is FORBIDDEN and is audited).
 package audit
 
 import (

@@ -73,7 +73,7 @@ FILE may be - for standard input.`,
 				if name == "-" {
 					name = "standard input"
 				}
-				_, err := linef(w, "%s is a valid fleet document: %s (%s).\n", name, documentContents(doc), plural(v.Objects, "object", "objects"))
+				_, err := linef(w, "%s is a valid fleet document: %s (%s).\n", name, documentContents(doc), cubefleet.Count(v.Objects, "object", "objects"))
 				return err
 			})
 		},
@@ -99,7 +99,7 @@ func documentContents(d *document.Document) string {
 		{len(d.Flavors), "flavor", "flavors"}, {len(d.SandboxTemplates), "sandbox template", "sandbox templates"},
 	} {
 		if c.n > 0 {
-			parts = append(parts, plural(c.n, c.one, c.many))
+			parts = append(parts, cubefleet.Count(c.n, c.one, c.many))
 		}
 	}
 	if len(parts) == 0 {
@@ -239,7 +239,7 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 				printHowToApply(stdio.Out, pl, applyCommand(cmd, args[0], f, false, pl.PlanHash))
 			}
 			if f.failOnDrift && len(pl.Calls) > 0 {
-				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %s would run", args[0], plural(len(pl.Calls), "call", "calls"))
+				return cubefleet.Errorf(cubefleet.CodeFleetDrifted, "the fleet does not match %s: %s would run", args[0], cubefleet.Count(len(pl.Calls), "call", "calls"))
 			}
 			return nil
 		},
@@ -271,7 +271,7 @@ func blockedPlanError(pl *api.FleetPlan) error {
 			n++
 		}
 	}
-	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%s blocked; fix the document (each blocked line says why)", plural(n, "change is", "changes are"))
+	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "%s blocked; fix the document (each blocked line says why)", cubefleet.Count(n, "change is", "changes are"))
 }
 
 // applyCommand returns the command line that applies exactly the plan with hash planHash of
@@ -306,7 +306,7 @@ func printHowToApply(w io.Writer, pl *api.FleetPlan, command string) {
 		linef(w, "\nNothing to apply. To record this document as the applied one anyway (the drift baseline):\n  %s\n", command)
 		return
 	}
-	linef(w, "\nTo apply exactly this plan (%s):\n  %s\n", plural(len(pl.Calls), "call", "calls"), command)
+	linef(w, "\nTo apply exactly this plan (%s):\n  %s\n", cubefleet.Count(len(pl.Calls), "call", "calls"), command)
 }
 
 // printFleetPlan prints one line per change that does something (an update followed by one
@@ -355,7 +355,7 @@ func printFleetPlan(w io.Writer, pl *api.FleetPlan, calls bool) {
 		if n == 1 {
 			them = "it"
 		}
-		linef(w, "%s not in the document (kept; --prune would delete %s)\n", plural(n, "object", "objects"), them)
+		linef(w, "%s not in the document (kept; --prune would delete %s)\n", cubefleet.Count(n, "object", "objects"), them)
 		if calls {
 			for _, o := range pl.NotInDocument {
 				linef(w, "  %s %s\n", o.Kind, o.Name)
@@ -445,7 +445,7 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			if !human {
 				return emitJSON(cmd, res)
 			}
-			linef(stdio.Out, "Applied %s (plan %s).\n", plural(res.Applied, "call", "calls"), res.Plan.PlanHash)
+			linef(stdio.Out, "Applied %s (plan %s).\n", cubefleet.Count(res.Applied, "call", "calls"), res.Plan.PlanHash)
 			return nil
 		},
 	}
@@ -545,6 +545,3 @@ func wantJSON(cmd *cobra.Command) bool {
 	f, _ := outputFormat(cmd)
 	return f == "json"
 }
-
-// plural renders n with the singular or plural form: "1 call", "3 calls" (cubefleet.Count).
-func plural(n int, one, many string) string { return cubefleet.Count(n, one, many) }

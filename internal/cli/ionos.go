@@ -74,8 +74,8 @@ func newIonosInventoryCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if verbose {
-				linef(stdio.Err, "inventory of %s: %s, %s; %s to %s\n", inv.Datacenter.ID, plural(len(inv.Servers), "server", "servers"),
-					plural(len(inv.PendingRequests), "pending request", "pending requests"), plural(int(client.HTTPRequests()), "HTTP request", "HTTP requests"), client.APIURL())
+				linef(stdio.Err, "inventory of %s: %s, %s; %s to %s\n", inv.Datacenter.ID, cubefleet.Count(len(inv.Servers), "server", "servers"),
+					cubefleet.Count(len(inv.PendingRequests), "pending request", "pending requests"), cubefleet.Count(int(client.HTTPRequests()), "HTTP request", "HTTP requests"), client.APIURL())
 			}
 			if out == "" {
 				if err := tightenIfFile(stdio.Out); err != nil {
@@ -147,10 +147,10 @@ func printInventory(w io.Writer, path string, inv *ionos.Inventory) error {
 		return err
 	}
 	linef(w, "\n%s, %s, %s, %s, %s, %s, %s, %s.\n",
-		plural(len(inv.Servers), "server", "servers"), plural(len(inv.LANs), "LAN", "LANs"),
-		plural(len(inv.SecurityGroups), "security group", "security groups"), plural(len(inv.NATGateways), "NAT gateway", "NAT gateways"),
-		plural(len(inv.ApplicationLoadBalancers), "load balancer", "load balancers"), plural(len(inv.TargetGroups), "target group", "target groups"),
-		plural(len(inv.CubeTemplates), "CUBE template", "CUBE templates"), plural(len(inv.PendingRequests), "pending request", "pending requests"))
+		cubefleet.Count(len(inv.Servers), "server", "servers"), cubefleet.Count(len(inv.LANs), "LAN", "LANs"),
+		cubefleet.Count(len(inv.SecurityGroups), "security group", "security groups"), cubefleet.Count(len(inv.NATGateways), "NAT gateway", "NAT gateways"),
+		cubefleet.Count(len(inv.ApplicationLoadBalancers), "load balancer", "load balancers"), cubefleet.Count(len(inv.TargetGroups), "target group", "target groups"),
+		cubefleet.Count(len(inv.CubeTemplates), "CUBE template", "CUBE templates"), cubefleet.Count(len(inv.PendingRequests), "pending request", "pending requests"))
 	if !inv.Consistent {
 		linef(w, "The data center changed while it was read (version %d, then %d): run the inventory again before planning.\n", dc.Version, dc.VersionAtEnd)
 	}
@@ -206,7 +206,7 @@ func newIonosPlanCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			if !plan.Accepted {
-				return cubefleet.Errorf(cubefleet.CodePlanBlocked, "plan rejected: %s; nothing was changed", plural(len(plan.Problems), "problem", "problems"))
+				return cubefleet.Errorf(cubefleet.CodePlanBlocked, "plan rejected: %s; nothing was changed", cubefleet.Count(len(plan.Problems), "problem", "problems"))
 			}
 			return nil
 		},
@@ -249,7 +249,7 @@ func readFile[T any](path, flag string, decode func(io.Reader) (T, error), mista
 }
 
 func printPlan(w io.Writer, p *cubes.Plan) error {
-	linef(w, "Plan for data center %s: target %s (inventory %s old).\n\n", p.DatacenterID, plural(p.Target, "Cube", "Cubes"),
+	linef(w, "Plan for data center %s: target %s (inventory %s old).\n\n", p.DatacenterID, cubefleet.Count(p.Target, "Cube", "Cubes"),
 		time.Duration(p.InventoryAge*int64(time.Millisecond)).Round(time.Second))
 	rows := make([][]string, 0, len(p.Slots))
 	for _, s := range p.Slots {
@@ -261,7 +261,7 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 	}
 	fmt.Fprintln(w)
 	if c := p.Capacity; c != nil {
-		linef(w, "Capacity: %s, %s, %d MiB RAM, %s.\n", plural(c.Cubes, "Cube", "Cubes"), plural(c.Cores, "core", "cores"), c.RAMMiB, plural(c.WorkerSlots, "worker slot", "worker slots"))
+		linef(w, "Capacity: %s, %s, %d MiB RAM, %s.\n", cubefleet.Count(c.Cubes, "Cube", "Cubes"), cubefleet.Count(c.Cores, "core", "cores"), c.RAMMiB, cubefleet.Count(c.WorkerSlots, "worker slot", "worker slots"))
 	} else {
 		linef(w, "Capacity: %s.\n", p.CapacityNote)
 	}
@@ -363,9 +363,9 @@ func newIonosSimulateCmd(stdio IO) *cobra.Command {
 				return err
 			}
 			st := sim.Snapshot()
-			linef(stdio.Out, "IONOS API simulator listening on %s (%s)\n", l.URL, plural(len(st.Datacenters), "data center", "data centers"))
+			linef(stdio.Out, "IONOS API simulator listening on %s (%s)\n", l.URL, cubefleet.Count(len(st.Datacenters), "data center", "data centers"))
 			for _, dc := range st.Datacenters {
-				linef(stdio.Out, "  data center %s (%s, %s): %s\n", dc.ID, dc.Name, dc.Location, plural(len(dc.Servers), "server", "servers"))
+				linef(stdio.Out, "  data center %s (%s, %s): %s\n", dc.ID, dc.Name, dc.Location, cubefleet.Count(len(dc.Servers), "server", "servers"))
 			}
 			for _, f := range faults {
 				linef(stdio.Out, "  fault: %s\n", f)

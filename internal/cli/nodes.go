@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/api/nodetext"
 	"github.com/cubefleet/cubefleet/client"
@@ -191,7 +192,7 @@ func printNode(w io.Writer, out api.NodeOutput) error {
 	if r := out.Room; r != nil {
 		lines = append(lines,
 			[2]string{"Reported use", usageCell(r.Reported)},
-			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", plural(r.Reservations, "sandbox", "sandboxes"))},
+			[2]string{"Reserved", usageCell(r.Reserved) + fmt.Sprintf(" (%s placed, not yet reported)", cubefleet.Count(r.Reservations, "sandbox", "sandboxes"))},
 			[2]string{"Host reserve", nodetext.HostReserve(v, r)},
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
@@ -216,7 +217,7 @@ func printNode(w io.Writer, out api.NodeOutput) error {
 // usageCell renders an amount of each resource: "1.5 cores, 3.0Gi, 2 microVMs" (disk when
 // there is any).
 func usageCell(u api.Usage) string {
-	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
+	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), cubefleet.Count(int(u.MvmNum), "microVM", "microVMs"))
 	if u.DiskMiB > 0 {
 		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
 	}

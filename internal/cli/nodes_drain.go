@@ -134,7 +134,7 @@ func drainDone(out api.NodeOutput, waited bool) string {
 	case d.State == api.DrainDrained:
 		return "Drained node " + out.ID + ": cordoned, no sandboxes left."
 	}
-	left := fmt.Sprintf("Draining node %s: cordoned, %s left", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
+	left := fmt.Sprintf("Draining node %s: cordoned, %s left", out.ID, cubefleet.Count(int(d.SandboxesLeft), "sandbox", "sandboxes"))
 	if d.Deadline != 0 {
 		left += fmt.Sprintf("; those still running at %s (in %s) are stopped", time.UnixMilli(d.Deadline).UTC().Format(time.RFC3339), elapsed(d.Deadline, out.Now))
 	}
@@ -184,7 +184,7 @@ func (w drainWait) wait(out api.NodeOutput) (api.NodeOutput, error) {
 				w.running = out.Sandboxes
 			}
 			if d.SandboxesLeft != shown {
-				linef(progress, "%s: %s left (%s)\n", w.id, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
+				linef(progress, "%s: %s left (%s)\n", w.id, cubefleet.Count(int(d.SandboxesLeft), "sandbox", "sandboxes"), elapsed(out.Now, d.RequestedAt))
 				shown = d.SandboxesLeft
 			}
 		}
@@ -236,5 +236,5 @@ func sandboxesLeft(last *api.NodeDrain, verb string) string {
 	if last == nil {
 		return "its sandbox count is unknown"
 	}
-	return verb + " " + plural(int(last.SandboxesLeft), "sandbox", "sandboxes")
+	return verb + " " + cubefleet.Count(int(last.SandboxesLeft), "sandbox", "sandboxes")
 }

@@ -445,7 +445,7 @@ func printSandbox(w io.Writer, s api.Sandbox) error {
 	if r := s.Result; r != nil {
 		lines = append(lines, [2]string{"Result", resultText(r)})
 		lines = append(lines, [2]string{"Output", fmt.Sprintf("stdout %s%s, stderr %s%s (cubefleet sandboxes logs %s)",
-			plural(int(r.StdoutBytes), "byte", "bytes"), cutNote(r.StdoutTruncated), plural(int(r.StderrBytes), "byte", "bytes"), cutNote(r.StderrTruncated), s.ID)})
+			cubefleet.Count(int(r.StdoutBytes), "byte", "bytes"), cutNote(r.StdoutTruncated), cubefleet.Count(int(r.StderrBytes), "byte", "bytes"), cutNote(r.StderrTruncated), s.ID)})
 	}
 	return printFields(w, 14, lines)
 }

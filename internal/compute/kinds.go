@@ -90,8 +90,8 @@ func (k KindInfo) Writes(verb string) bool { return verb != VerbGet && verb != V
 func (k KindInfo) Method(verb string) string { return "compute." + k.API + "." + verb }
 
 // Permission returns the permission the kind's verb decides on tenant/<id>:
-// "compute:<API>:<verb>", e.g. compute:pools:create (../shared/DESIGN.md, "Permission
-// catalogue"). The API's method table and fleet apply both read it here.
+// "compute:<API>:<verb>", e.g. compute:pools:create (the permission catalogue:
+// docs/iam.md, "Keys and grants"). The API's method table and fleet apply both read it here.
 func (k KindInfo) Permission(verb string) string { return "compute:" + k.API + ":" + verb }
 
 // Spec returns a new zero spec of the kind: a pointer to its spec type (*SiteSpec, *PoolSpec,

@@ -1,5 +1,5 @@
 // Package compute holds the compute objects a fleet is made of: sites, provider accounts, pools,
-// owner quotas, offers, flavors and sandbox templates (fleet spec; ../shared/DESIGN.md). Every
+// owner quotas, offers, flavors and sandbox templates (docs/fleet-document.md). Every
 // operation takes a store.Querier, so it runs alone or inside a caller's transaction (fleet
 // apply runs a whole plan in one). Permission decisions and audit rows belong to the callers: the
 // API's method table, and fleet apply for the calls of a plan.

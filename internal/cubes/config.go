@@ -2,7 +2,7 @@
 // configuration (ordered slots, minimums, protected servers, required security groups),
 // checks it against an inventory from internal/ionos, and decides per slot whether to retain,
 // create, remove or leave it empty, reporting every rule it breaks at once. The rules are
-// those of ../../../shared/specs/ionos-cube-fleet.md ("IONOS Cube fleet planning") and issue 4.
+// those of docs/ionos.md ("The private configuration", "Plan").
 // The package does no I/O; it is pure and safe for concurrent use.
 package cubes
 

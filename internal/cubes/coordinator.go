@@ -94,7 +94,7 @@ func ParseOrigins(data []byte, cubeCount int) (Coordinator, error) {
 		add("origins", "the origins file lists no origin: give one http(s) origin per line, %d of them (--cube-count)", cubeCount)
 	case n != cubeCount && len(errs) == 0:
 		add("origins", "the origins file lists %d %s, --cube-count wants exactly %d: add or remove origins, or pass --cube-count %d",
-			n, plural(n, "origin", "origins"), cubeCount, n)
+			n, cubefleet.Plural(n, "origin", "origins"), cubeCount, n)
 	}
 	if len(errs) > 0 {
 		return Coordinator{}, cubefleet.InvalidAll(errs)
@@ -161,10 +161,3 @@ func NormaliseOrigin(s string) (string, error) {
 	return scheme + "://" + host, nil
 }
 
-// plural is n's noun, one or many.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

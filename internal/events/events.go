@@ -5,7 +5,7 @@
 // outbox: tenants subscribe endpoints to event types (webhooks.go), Append queues a delivery
 // per matching subscription in the event's own transaction (outbox.go), and the Dispatcher
 // sends them signed the Standard Webhooks way, at least once, with retries (dispatch.go)
-// (../shared/DESIGN.md, "events and webhooks"; issue "Drift events").
+// (docs/drift-webhooks.md).
 package events
 
 import (

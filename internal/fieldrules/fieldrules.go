@@ -136,6 +136,6 @@ var (
 	// Networks: a private sandbox has no inbound access from the internet, a public one has.
 	Networks = Enum{[]string{"private", "public"}}
 	// EnforcedResources are the quota resources admission enforces; other valid resource names
-	// are stored and shown only (../shared/DESIGN.md).
+	// are stored and shown only (docs/fleet-document.md, "Fields").
 	EnforcedResources = Enum{[]string{"vcpu", "memoryGiB", "diskGiB", "gpu", "sandboxes"}}
 )

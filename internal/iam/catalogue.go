@@ -32,7 +32,7 @@ type PermissionInfo struct {
 }
 
 // Catalogue is the permission catalogue: every permission the API decides, sorted by
-// permission (../shared/DESIGN.md, "Permission catalogue"). The API's method table builds it
+// permission (docs/iam.md, "Keys and grants"). The API's method table builds it
 // from what each method declares (api.Catalogue); iam reads it where it checks grants
 // (CreateServiceKey, Bootstrap), and `cubefleet keys permissions` prints it.
 type Catalogue []PermissionInfo

@@ -1,5 +1,5 @@
 // Package iam holds tenants, principals (users and service accounts), API keys and grants, and
-// decides whether a principal holds a permission on a scope (../shared/DESIGN.md, "Public API
+// decides whether a principal holds a permission on a scope (docs/iam.md; docs/server.md, "API
 // conventions"). Keys are random 256-bit tokens stored as SHA-256 hashes and shown once.
 package iam
 
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -60,7 +61,7 @@ type Principal struct {
 // otherwise. It reads no storage: the grants were loaded with the principal.
 func Decide(p *Principal, permission, scope string) error {
 	if p == nil {
-		return cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+		return NoCredentials()
 	}
 	for _, g := range p.Grants {
 		if permMatches(g.Permission, permission) && scopeMatches(g.Scope, scope) {
@@ -74,18 +75,22 @@ func Decide(p *Principal, permission, scope string) error {
 	}
 }
 
+// NoCredentials returns the error of a call that carries no credentials at all: UNAUTHENTICATED,
+// saying how to send an API key.
+func NoCredentials() error {
+	return cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+}
+
 // Tenant is a customer (or the platform itself: "root").
 type Tenant struct {
 	ID        string `json:"id"`
 	CreatedAt int64  `json:"createdAt"` // Unix ms
 }
 
-var tenantPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
 // CreateTenant creates tenant id (1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or
 // digit). It returns INVALID_INPUT for a bad id and CONFLICT when it exists.
 func CreateTenant(ctx context.Context, q store.Querier, id string, now time.Time) (Tenant, error) {
-	if !tenantPattern.MatchString(id) {
+	if !fieldrules.Name.Match(id) {
 		return Tenant{}, cubefleet.Invalid("id", "tenant id %q must be 1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit", id)
 	}
 	t := Tenant{ID: id, CreatedAt: now.UnixMilli()}
@@ -257,7 +262,7 @@ func checkGrant(cat Catalogue, tenantID string, g Grant) error {
 	switch info.Scope {
 	case ScopeFormTenant:
 		id, ok := strings.CutPrefix(g.Scope, scopeTenantPfx)
-		if !ok || (id != "*" && !tenantPattern.MatchString(id)) {
+		if !ok || (id != "*" && !fieldrules.Name.Match(id)) {
 			return fmt.Errorf("%s is granted on tenant/<id>, not %q", g.Permission, g.Scope)
 		}
 		if tenantID != RootTenant && id != tenantID {

@@ -3,8 +3,7 @@
 // refuses redirects, retries with exponential backoff and jitter that honour Retry-After,
 // POSTs never repeated blindly, DELETE 404 taken as done, asynchronous writes followed to DONE
 // or FAILED, a per-call timeout, and the inventory of one data center in at most ten HTTP
-// requests. Facts about the API and the SDK come from ../../../shared/specs/ionos-api.md,
-// cited by section.
+// requests. docs/ionos.md says what it reads and how it treats the token.
 package ionos
 
 import (

@@ -1,7 +1,7 @@
 // Package privatefile reads and writes private operator files: tokens, keys, journals. A file
 // it reads must be a regular file (not a symlink) owned by the calling user with mode 0600; a
-// file it writes is created with mode 0600 and never overwritten in place (../shared/DESIGN.md,
-// "Secrets and private files").
+// file it writes is created with mode 0600 and never overwritten in place (docs/server.md,
+// "Secrets and private files"; docs/ionos.md, "Private files").
 package privatefile
 
 import (

@@ -293,7 +293,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	}
 	if ahead > 0 {
 		r.Queued, r.PendingReason = true, ReasonWaitingForRoom
-		r.Message = fmt.Sprintf("waiting for room in pool %s (%s ahead)", s.poolName(ctx, r.PoolID), plural(ahead, "create", "creates"))
+		r.Message = fmt.Sprintf("waiting for room in pool %s (%s ahead)", s.poolName(ctx, r.PoolID), cubefleet.Count(ahead, "create", "creates"))
 	} else {
 		node, err := s.cfg.Placer.Place(ctx, placementOf(r))
 		switch {
@@ -373,13 +373,6 @@ func (s *Service) waitingAhead(ctx context.Context, column, value string, priori
 }
 
 // plural is "1 create", "2 creates".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
 // selects reports whether a node with labels carries every label of selector.
 func selects(labels, selector map[string]string) bool {
 	for k, v := range selector {

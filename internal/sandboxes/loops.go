@@ -319,7 +319,7 @@ func (s *Service) PlaceWaiting(ctx context.Context) error {
 		// counts), also one behind others of its size that did not ask again.
 		msg := waitingMessage(refused, s.poolName(ctx, r.PoolID))
 		if n := waiting[r.PoolID]; n > 0 && !r.Warm {
-			msg += fmt.Sprintf(" (%s ahead)", plural(n, "create", "creates"))
+			msg += fmt.Sprintf(" (%s ahead)", cubefleet.Count(n, "create", "creates"))
 		}
 		if msg != r.Message {
 			s.db.ExecContext(ctx, `UPDATE sandboxes SET message = $2 WHERE id = $1 AND queued = 1`, r.ID, msg)

@@ -1,10 +1,9 @@
-// Package sandboxes is the sandbox lifecycle on the control plane (docs/sandboxes.md;
-// ../shared/DESIGN.md, "Scheduler and sandboxes"): the record of every sandbox and its states,
-// admission against the quotas of offers, owner shares and tenants, placement through the
-// scheduler, the hand-off to the nodes' agents over the work API (a per-node queue of
-// nodeapi.Assignment values held by the agent's long poll, and the sandbox events it sends
-// back), results kept past the node for the retention, warm pools, template preparation on
-// joining nodes, and the detection of sandboxes a node lost.
+// Package sandboxes is the sandbox lifecycle on the control plane (docs/sandboxes.md): the
+// record of every sandbox and its states, admission against the quotas of offers, owner shares
+// and tenants, placement through the scheduler, the hand-off to the nodes' agents over the work
+// API (a per-node queue of nodeapi.Assignment values held by the agent's long poll, and the
+// sandbox events it sends back), results kept past the node for the retention, warm pools,
+// template preparation on joining nodes, and the detection of sandboxes a node lost.
 //
 // A sandbox's life is the control plane's: its record, transitions and result live in the
 // database (module "sandboxes"), readable from every replica. The loops that must run once

@@ -212,7 +212,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (*iam.Princi
 	switch failure {
 	case authNoCredentials:
 		s.metrics.authFailures.WithLabelValues(failure).Inc()
-		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "no credentials: send Authorization: Bearer <api key>")
+		return nil, iam.NoCredentials()
 	case authBadHeader:
 		s.metrics.authFailures.WithLabelValues(failure).Inc()
 		return nil, cubefleet.Errorf(cubefleet.CodeUnauthenticated, "the Authorization header must be Bearer <api key>")

@@ -4,7 +4,7 @@
 // method table (internal/api) and answers with the one error-to-status table
 // (cubefleet.HTTPStatus). New wires the modules together: it opens the store and runs every
 // module's migrations, builds the method table and the node registry, whose node-agent and
-// internal nodes routes it serves (on --internal-listen when it is set) (../shared/DESIGN.md).
+// internal nodes routes it serves (on --internal-listen when it is set) (docs/server.md).
 package server
 
 import (
@@ -43,7 +43,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
-// Defaults of Config (../shared/DESIGN.md, "Ports and defaults").
+// Defaults of Config (docs/server.md, "Flags").
 const (
 	DefaultListen  = "127.0.0.1:3010"
 	DefaultDataDir = ".cubefleet"

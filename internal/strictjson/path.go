@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// Paths name a place in a JSON value the way details.path does (../shared/DESIGN.md, "Public
-// API conventions"): `pools[0].offers[1].quota.gpu`. A name that is empty or holds characters
+// Paths name a place in a JSON value the way details.path does (docs/server.md, "API
+// conventions"): `pools[0].offers[1].quota.gpu`. A name that is empty or holds characters
 // other than letters, digits, '_' and '-' is written quoted in brackets, `quota["gpu.l40s"]`,
 // so every path reads back unambiguously. A name longer than any valid name (256 bytes) is cut
 // to its first 64 bytes and "…", so an error never carries megabytes of input.

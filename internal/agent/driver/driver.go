@@ -2,7 +2,7 @@
 // Driver interface (start, wait, stop, stats, list for recovery), the Spec a sandbox is started
 // from and the Status it is reported with. The process driver (package process, beside this
 // one) runs each sandbox as a child process under its own user; a microVM driver can implement
-// the same interface later (../../../../shared/DESIGN.md, "Scheduler and sandboxes").
+// the same interface later (docs/sandbox-runtime.md, "The driver interface").
 //
 // A sandbox id starts at most once on a node: Start (and Warm) is idempotent by Spec.ID, across
 // calls, goroutines and agent restarts, until Remove forgets the sandbox.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent"
 )
 
@@ -297,13 +298,6 @@ func downSandboxes(ctx context.Context, opt DownOptions) error {
 	if err := d.StopAll(sctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Stopped %d %s in %s (the next agent reports their ends)\n", live, plural(live, "sandbox", "sandboxes"), c.SandboxDir)
+	fmt.Fprintf(out, "Stopped %s in %s (the next agent reports their ends)\n", cubefleet.Count(live, "sandbox", "sandboxes"), c.SandboxDir)
 	return nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent"
 	"github.com/cubefleet/cubefleet/internal/agent/agenttest"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
@@ -157,6 +158,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The agents these tests start re-execute this binary as their sandboxes' supervisors (spares
+	// are started ahead of need); without this, a supervisor would run the tests instead.
+	process.MaybeRunSupervisor()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -1,5 +1,5 @@
 // Package ionossim is a loopback simulator of the IONOS Cloud API v6 subset a Cube fleet tool
-// uses (../../../../shared/specs/ionos-api.md). It serves /cloudapi/v6 with the official SDK's
+// uses (docs/ionos.md, "Simulate"). It serves /cloudapi/v6 with the official SDK's
 // own model types, so the SDK (github.com/ionos-cloud/sdk-go/v6) decodes every response; it
 // supports depth, offset/limit, asynchronous writes followed through /requests/{id}/status,
 // metadata.state BUSY while a request runs, the CUBE rules IONOS enforces, a default

@@ -11,8 +11,8 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// Resource states (metadata.state) the simulator uses; see ../../../../shared/specs/ionos-api.md
-// §2.1 ("metadata.state values").
+// Resource states (metadata.state) the simulator uses: the values the IONOS Cloud API v6
+// reports.
 const (
 	StateAvailable = "AVAILABLE" // no modification request pending
 	StateBusy      = "BUSY"      // a modification request is pending

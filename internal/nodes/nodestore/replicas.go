@@ -10,7 +10,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 )
 
-// Several server replicas may share one PostgreSQL (../shared/DESIGN.md, "Scaling out"): a
+// Several server replicas may share one PostgreSQL (docs/server.md, "Several replicas"): a
 // node's reports land on whichever replica its connection reaches. Each replica keeps the
 // registry in memory and writes what it receives (rows tagged with its holder id); every
 // FlushEvery it reads the rows the other replicas wrote since its last read (newer reports,

@@ -1,5 +1,5 @@
-// Package lane is the one placement lane across server replicas (../shared/DESIGN.md, "Scaling
-// out"): the replica holding the database lease "scheduler" makes every decision with its
+// Package lane is the one placement lane across server replicas (docs/scheduler.md, "In the
+// server"): the replica holding the database lease "scheduler" makes every decision with its
 // scheduler.Scheduler and writes each reservation (group commits, fenced by the lease) before it
 // answers; the other replicas hand their requests to the holder through the database, the one
 // channel between replicas that is already authenticated, and read its answer there. A replica

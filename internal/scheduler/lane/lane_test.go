@@ -116,16 +116,31 @@ func TestReservationsAreDurable(t *testing.T) {
 func TestForwardAndFailover(t *testing.T) {
 	db := storetest.Postgres(t, modules...)
 	a, b := newLane(t, db, "replica-a"), newLane(t, db, "replica-b")
-	// a takes the lease by hand and then "dies": nothing renews it and nothing retires it.
+	// a takes the lease by hand and renews it (however long the placements below take: under
+	// the race detector they may take longer than the lease), then "dies": nothing renews it
+	// any more and nothing retires it.
 	actx, acancel := context.WithCancel(context.Background())
 	var awg sync.WaitGroup
-	awg.Add(2)
+	awg.Add(3)
 	go func() { defer awg.Done(); a.runJournal(actx) }()
 	go func() { defer awg.Done(); a.serveForwarded(actx) }()
 	a.lease.Try(actx)
 	if !a.Holding() {
 		t.Fatal("a did not take the lease")
 	}
+	go func() {
+		defer awg.Done()
+		tick := time.NewTicker(a.ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-tick.C:
+				a.lead(actx)
+			}
+		}
+	}()
 	run(t, b)
 	// 2 nodes × 1000 millicores: 20 sandboxes of 100 fit; a decides 12 of them, 6 forwarded by b.
 	placed := map[string]string{}

@@ -1,0 +1,60 @@
+package cubefleet_test
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// outside is the folder beside the repository that no file of it may refer to: a reader of the
+// code does not have it, so what the code relies on is written in docs/. (Spelled in two parts
+// so that this file does not refer to it either.)
+var outside = []byte(".." + "/shared")
+
+// notInRepository are the folders that git ignores (.gitignore) or keeps its own data in: what a
+// developer has there locally is no file of the repository.
+var notInRepository = map[string]bool{".git": true, ".cubefleet": true, ".private": true, "bin": true, "rapid": true}
+
+// TestNoFileRefersOutsideTheRepository: no file of the repository (code, comments, docs, tests,
+// scripts, test data) cites a file outside it; the project's own docs/ say what it needs.
+func TestNoFileRefersOutsideTheRepository(t *testing.T) {
+	read := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && notInRepository[d.Name()] {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		read++
+		for line, rest := 1, data; ; line++ {
+			l, next, more := bytes.Cut(rest, []byte("\n"))
+			if bytes.Contains(l, outside) {
+				t.Errorf("%s:%d refers to %s, which is not part of the repository: cite the project's own docs/ (write what is missing there)", path, line, outside)
+			}
+			if !more {
+				break
+			}
+			rest = next
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read < 100 {
+		t.Fatalf("read only %d files: the test does not run in the repository's root", read)
+	}
+}
