@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
@@ -34,6 +35,7 @@ type vmRecord struct {
 	UID       int           `json:"uid"`
 	VMM       process.Ident `json:"vmm"`
 	Machine   Machine       `json:"machine"`
+	Cgroup    cgroups.Group `json:"cgroup,omitzero"` // the VMM's cgroup, zero on a host without cgroups
 	CreatedAt time.Time     `json:"createdAt"`
 }
 
@@ -142,7 +144,12 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec) (driver.Status, err
 	spec.Image = filepath.Base(image)
 	spec.Image = spec.Image[:len(spec.Image)-len(ImageExt)]
 	v.rec = vmRecord{Spec: spec, UID: uid, Machine: m, CreatedAt: time.Now().UTC()}
+	if err := d.createCgroup(v); err != nil {
+		d.leases.Release(uid, dir)
+		return fail(err)
+	}
 	if err := d.startVMM(v, uid); err != nil {
+		v.removeCgroup()
 		d.leases.Release(uid, dir)
 		return fail(err)
 	}
@@ -193,6 +200,10 @@ func (d *Driver) startVMM(v *vm, uid int) error {
 		cmd.Wait()
 		close(v.exited)
 	}()
+	if err := v.rec.Cgroup.Enter(cmd.Process.Pid, ""); err != nil {
+		cmd.Process.Kill()
+		return err
+	}
 	id, err := process.IdentOf(cmd.Process.Pid)
 	if err != nil {
 		cmd.Process.Kill()

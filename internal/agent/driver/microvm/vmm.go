@@ -97,9 +97,13 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 	if m.Type == MachineMicroVM {
 		machine += ",pit=off,pic=off,rtc=off"
 	}
+	accel := m.Accel
+	if m.Accel == AccelTCG { // a bounded translation cache: the VMM's memory is bounded (MemoryLimitMiB)
+		accel += ",tb-size=" + strconv.Itoa(TCGCacheMiB)
+	}
 	args := []string{
 		"-name", "cubefleet-" + filepath.Base(m.Dir),
-		"-M", machine, "-accel", m.Accel, "-cpu", map[string]string{AccelKVM: "host", AccelTCG: "max"}[m.Accel],
+		"-M", machine, "-accel", accel, "-cpu", map[string]string{AccelKVM: "host", AccelTCG: "max"}[m.Accel],
 		"-smp", strconv.Itoa(max(m.VCPUs, 1)), "-m", strconv.FormatInt(m.MemoryMiB, 10),
 		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-display", "none", "-nic", "none",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs, "-append", m.Cmdline,
