@@ -96,6 +96,9 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec) (driver.Status, err
 	if v, err := d.get(spec.ID); err == nil {
 		return v.status(), nil
 	}
+	if spec.Network == driver.NetworkPublic {
+		return driver.Status{}, publicNetworkRefused()
+	}
 	image, err := ImagePath(d.cfg.ImageDir, spec.Image)
 	if err != nil {
 		return driver.Status{}, err
@@ -168,6 +171,12 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec) (driver.Status, err
 		}
 	}
 	return v.status(), nil
+}
+
+// publicNetworkRefused is the INVALID_INPUT error of a template of network public: its guest
+// would get no NIC.
+func publicNetworkRefused() error {
+	return cubefleet.Invalid("network", "the template's network is public and the microvm runtime gives a guest no network device yet (network private only): run the template on a node of the process runtime, or make its network private")
 }
 
 // startVMM starts v's VMM as uid and records it.
