@@ -389,7 +389,7 @@ func checkMicroVM(ctx context.Context, cfg *agent.Config) CheckResult {
 		r.Detail = "microvm runtime: no accelerator boots a guest, so this node refuses microvm sandboxes: " + c.String()
 		return r
 	}
-	r.Status, r.Detail = CheckOK, fmt.Sprintf("microvm runtime: %s; sandboxes run under %s (guest kernel %s); %s", c, strings.ToUpper(c.Accel), k.Release, microvm.DescribeCgroups(cgroups.Detect("", os.Geteuid())))
+	r.Status, r.Detail = CheckOK, fmt.Sprintf("microvm runtime: %s; sandboxes run under %s (guest kernel %s); %s; network: private no NIC, public a virtio NIC on a tap bridged to a veth with NAT to the internet only", c, strings.ToUpper(c.Accel), k.Release, microvm.DescribeCgroups(cgroups.Detect("", os.Geteuid())))
 	return r
 }
 

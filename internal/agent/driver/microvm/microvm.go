@@ -17,7 +17,9 @@
 // VMM process runs as the sandbox's leased user (the process driver's leases, shared by both
 // drivers of a host) in a session and a network namespace of its own, and in a cgroup of its
 // own (package cgroups: the guest's memory plus the VMM's, MemoryLimitMiB; the flavor's CPU),
-// and the VM has no network device: a private sandbox reaches nothing. The guest shares no file system with the host: it
+// and a private VM has no network device: it reaches nothing. A public VM has a virtio NIC on a
+// tap device in that namespace, bridged to a veth pair of package sandboxnet under the host's
+// policy (the internet only), as a public process sandbox's. The guest shares no file system with the host: it
 // sees its image (read-only), its writable layer and the two channel ports.
 //
 // # Warm microVMs and recovery
@@ -41,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,6 +91,10 @@ type Config struct {
 	// (process.Config); their defaults are the same.
 	FirstUID, UIDCount int
 	UIDLeaseDir        string
+	// NetworkCIDR is the sandbox network public guests' links are numbered in, as the process
+	// driver's (a /30 each, by their user id's place in the range; sandboxnet.LinkFor);
+	// default process.DefaultNetworkCIDR.
+	NetworkCIDR netip.Prefix
 	// CgroupParent is the cgroup, relative to each cgroup hierarchy's root, that holds the
 	// VMMs' cgroups, <mount>/<CgroupParent>/vm-<sandbox id> (each VM's are in its vm.json).
 	// It must be the driver's own: default process.DefaultCgroupParent/<the first 12 hex
@@ -151,6 +158,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.CgroupParent == "" {
 		cfg.CgroupParent = cgroupParent(cfg.Dir)
+	}
+	if !cfg.NetworkCIDR.IsValid() {
+		cfg.NetworkCIDR = process.DefaultNetworkCIDR
 	}
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = DefaultBootTimeout

@@ -219,27 +219,3 @@ func TestMissingImageIsRefused(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-// A template of network public is refused, naming the network and the runtime, rather than
-// booted without a NIC; nothing is created.
-func TestPublicNetworkIsRefused(t *testing.T) {
-	d := newTestDriver(t, "")
-	for _, start := range []func() error{
-		func() error {
-			_, err := d.Start(context.Background(), driver.Spec{ID: "pub", Image: "busybox", Network: driver.NetworkPublic, Argv: []string{"true"}})
-			return err
-		},
-		func() error {
-			_, err := d.Warm(context.Background(), driver.Spec{ID: "pub", Image: "busybox", Network: driver.NetworkPublic})
-			return err
-		},
-	} {
-		err := start()
-		if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) || !strings.Contains(err.Error(), "network is public") || !strings.Contains(err.Error(), "microvm runtime") {
-			t.Errorf("err %v, want INVALID_INPUT naming the public network and the microvm runtime", err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(d.cfg.Dir, "pub")); !os.IsNotExist(err) {
-		t.Errorf("a refused sandbox left its directory: %v", err)
-	}
-}

@@ -85,6 +85,9 @@ func exitedOf(id process.Ident) chan struct{} {
 func (d *Driver) finish(v *vm) {
 	st := v.endStatus()
 	v.removeCgroup()
+	if v.rec.Link != nil {
+		v.rec.Link.Teardown()
+	}
 	if err := process.WriteRecord(filepath.Join(v.dir, process.FileResult), st); err != nil {
 		d.log.Error("cannot record the end of a microvm", "sandbox", v.id, "error", err.Error())
 	}
