@@ -36,21 +36,24 @@ type layer struct {
 
 // layers is the one table of layers, from the top down.
 var layers = []layer{
-	{"cmd", 8, []string{"cmd"}},                  // main packages: build the root command and exit with its code
-	{"cli", 7, []string{"internal/cli"}},         // commands, flags, output and exit codes; imported only by cmd
-	{"server", 6, []string{"internal/server"}},   // HTTP transport: listeners, TLS, authentication; mounts the API and the console
-	{"client", 5, []string{"internal/client"}},   // the public API's client, as the CLI uses it
-	{"console", 5, []string{"internal/console"}}, // the server-rendered web console
-	{"api", 4, []string{"internal/api"}},         // the method table: permission, input, output and handler of every method
-	{"domain", 3, []string{"internal"}},          // everything else under internal/: registry, scheduler, fleet, agent, ...
-	{"store", 2, []string{"internal/store"}},     // the database: open, migrate, transactions, leases
-	{"vocabulary", 1, []string{"."}},             // package cubefleet: error codes and ids every layer shares
+	{"cmd", 9, []string{"cmd"}},                          // main packages: build the root command and exit with its code
+	{"cli", 8, []string{"internal/cli"}},                 // commands, flags, output and exit codes; imported only by cmd
+	{"server", 7, []string{"internal/server"}},           // HTTP transport: listeners, TLS, authentication; mounts the API and the console
+	{"client", 6, []string{"client", "internal/client"}}, // the public API's typed Go client (client), and the CLI's connection resolution
+	{"console", 6, []string{"internal/console"}},         // the server-rendered web console
+	{"api", 5, []string{"internal/api"}},                 // the method table: permission, input, output and handler of every method
+	{"contract", 4, []string{"api"}},                     // the public API's contract: method names, input and output types, error body
+	{"domain", 3, []string{"internal"}},                  // everything else under internal/: registry, scheduler, fleet, agent, ...
+	{"store", 2, []string{"internal/store"}},             // the database: open, migrate, transactions, leases
+	{"vocabulary", 1, []string{"."}},                     // package cubefleet: error codes and ids every layer shares
 }
 
 // neverDepends is the one table of packages that never depend on others, not even through a
 // third package: each from (a module-relative path, with its subpackages) and each to (an
 // import path, with its subpackages).
 var neverDepends = []struct{ from, to, why string }{
+	{"api", module + "/internal", "the public contract imports nothing under internal/: the wire is its own types, so no change inside the server changes it"},
+	{"client", module + "/internal/api", "the public client speaks the contract (package api), not the method table"},
 	{"internal/agent", module + "/internal/nodes", "the agent never imports the node registry: both ends of the node contract import its one package"},
 	{"internal/nodes", module + "/internal/agent", "the node registry never imports the agent: both ends of the node contract import its one package"},
 	{"internal/agent", module + "/internal/store", "the agent holds no database"},
@@ -102,10 +105,12 @@ func layerOf(r string) (layer, bool) {
 	return best, n >= 0
 }
 
-// isTestSupport reports whether p is test support: a package whose non-test files import
-// "testing" (internal/testkit, storetest, tlstest, agenttest, ...). Only _test.go files import
-// it, so neither it nor package testing reaches the binary.
-func isTestSupport(p pkg) bool { return slices.Contains(p.Imports, "testing") }
+// isTestSupport reports whether p is test support: a package named *test (storetest, tlstest,
+// agenttest, fleettest, ...) or one whose non-test files import "testing" (internal/testkit).
+// Only _test.go files import it, so neither it nor package testing reaches the binary.
+func isTestSupport(p pkg) bool {
+	return strings.HasSuffix(p.Name, "test") || slices.Contains(p.Imports, "testing")
+}
 
 // listPackages returns the module's packages and, with them, every package they depend on.
 func listPackages(t *testing.T) (ours []pkg, all map[string]pkg) {
@@ -166,7 +171,7 @@ func TestImportsGoDownward(t *testing.T) {
 					short(p.ImportPath), fl.name, short(imp), tl.name, layerChain(), fl.name, below(fl))
 			}
 			if isTestSupport(all[imp]) && !testSupport {
-				t.Errorf("%s imports %s in a non-test file: test support (a package that imports testing: internal/testkit, storetest, ...) is imported only by _test.go files", short(p.ImportPath), short(imp))
+				t.Errorf("%s imports %s in a non-test file: test support (a package named *test, or one that imports testing: internal/testkit, storetest, fleettest, ...) is imported only by _test.go files", short(p.ImportPath), short(imp))
 			}
 		}
 		for _, rule := range neverDepends {
@@ -286,10 +291,13 @@ func TestLayerTable(t *testing.T) {
 			t.Errorf("layerOf(%q) = %q, want %q", c.path, l.name, c.layer)
 		}
 	}
+	if l, _ := layerOf("api"); l.name != "contract" {
+		t.Errorf("layerOf(api) = %q, want contract", l.name)
+	}
 	if _, ok := layerOf("tools/gen"); ok {
 		t.Error("a package outside cmd/ and internal/ has a layer")
 	}
-	for _, r := range []string{"internal/testkit", "internal/store/storetest", "internal/tlstest", "internal/agent/agenttest"} {
+	for _, r := range []string{"internal/testkit", "internal/store/storetest", "internal/tlstest", "internal/agent/agenttest", "internal/fleet/fleettest"} {
 		if !isTestSupport(all[module+"/"+r]) {
 			t.Errorf("%s is not taken for test support", r)
 		}
@@ -299,7 +307,7 @@ func TestLayerTable(t *testing.T) {
 			t.Errorf("%s is taken for test support (or is missing)", r)
 		}
 	}
-	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api -> domain -> store -> vocabulary"; got != want {
+	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api -> contract -> domain -> store -> vocabulary"; got != want {
 		t.Errorf("layerChain() = %q, want %q", got, want)
 	}
 }
@@ -424,6 +432,67 @@ func TestArchitectureDocListsEveryPackage(t *testing.T) {
 		}
 		if !bytes.Contains(doc, []byte("`"+rel+"`")) {
 			t.Errorf("docs/architecture.md's package map does not name %s: add a row saying its job and what it may import", rel)
+		}
+	}
+}
+
+// cliImports is the one table of what internal/cli may import of the module besides the root
+// package, the contract (api and its subpackages) and the client (client; internal/client, the
+// connection resolution). Commands that talk to the control plane speak only the contract;
+// the others run a process or a tool of their own through its package.
+var cliImports = []struct{ path, why string }{
+	{"internal/server", "cubefleet server runs the control plane; webhooks create --help lists its event types"},
+	{"internal/audit", "cubefleet server: the default of --audit-retention"},
+	{"internal/console", "cubefleet server: the default of --console-session-ttl"},
+	{"internal/fieldrules", "cubefleet server: --env-ref-allow is checked by the rule table"},
+	{"internal/fleet", "cubefleet server: --drift-every's default, --drift-ignore's rules"},
+	{"internal/nodes", "cubefleet server: the defaults of the node health flags"},
+	{"internal/nodes/nodehttp", "cubefleet server: --node-agent-allow-unauthenticated CIDRs"},
+	{"internal/sandboxes", "cubefleet server: the defaults and bounds of the sandbox flags"},
+	{"internal/agent", "cubefleet agent runs the node agent"},
+	{"internal/agent/envfile", "cubefleet agent: the env file; fleet apply's printed command quotes like it"},
+	{"internal/agent/hostinfo", "cubefleet agent check reads the host"},
+	{"internal/agent/hostsetup", "cubefleet agent install, check, down"},
+	{"internal/agent/driver/microvm", "cubefleet agent image import builds a template's image on the host"},
+	{"internal/nodeapi", "the node contract: join token addresses are checked by its rules"},
+	{"internal/ionos", "cubefleet ionos talks to the IONOS Cloud API, not to the control plane"},
+	{"internal/ionos/ionossim", "cubefleet ionos simulate runs the loopback simulator"},
+	{"internal/cubes", "cubefleet ionos plan plans Cube slots locally; coordinator render checks an origins file"},
+	{"internal/cubes/journal", "cubefleet roundtrip status reads the scaling workflows' local journals"},
+	{"internal/atomicfile", "coordinator render --out writes its file atomically"},
+	{"internal/scheduler", "cubefleet scheduler check loads a scheduler configuration file locally"},
+	{"internal/scheduler/simulate", "cubefleet scheduler simulate runs the scheduler locally"},
+	{"internal/fleet/document", "cubefleet fleet validate and schema check a document locally"},
+	{"internal/events", "webhooks create --help: each event type's family wildcard, by the rule subscriptions match with"},
+	{"internal/buildinfo", "cubefleet version"},
+	{"internal/privatefile", "token and secret files are read with the private-file rules"},
+}
+
+// TestCLISpeaksTheContract holds internal/cli to the contract: no import of the module outside
+// the root package, api/..., client, internal/client and the cliImports table, and no
+// map[string]any (an API input is the contract's type).
+func TestCLISpeaksTheContract(t *testing.T) {
+	_, all := listPackages(t)
+	cli, ok := all[module+"/internal/cli"]
+	if !ok {
+		t.Fatal("go list found no internal/cli")
+	}
+	for _, imp := range cli.Imports {
+		r := rel(imp)
+		if r == "" || r == "." || within(r, "api") || r == "client" || r == "internal/client" {
+			continue
+		}
+		if !slices.ContainsFunc(cliImports, func(c struct{ path, why string }) bool { return c.path == r }) {
+			t.Errorf("internal/cli imports %s: commands that talk to the control plane speak only the contract (api) through the client; a command that runs a tool of its own gets a row in cliImports saying why", r)
+		}
+	}
+	for _, f := range cli.GoFiles {
+		src, err := os.ReadFile(filepath.Join("internal", "cli", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(src, []byte("map[string]any{")) {
+			t.Errorf("internal/cli/%s builds a map[string]any: give the API the contract's input type (api.<Method>Input)", f)
 		}
 	}
 }

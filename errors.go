@@ -103,6 +103,22 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is reports whether e carries the code target is (errors.Is(err, cubefleet.CodeNotFound)), or
+// is an *Error with the same code and message.
+func (e *Error) Is(target error) bool {
+	switch t := target.(type) {
+	case Code:
+		return e.Code == t
+	case *Error:
+		return t != nil && e.Code == t.Code && e.Message == t.Message
+	}
+	return false
+}
+
+// Error returns the code itself, so that a Code is an error value errors.Is matches an *Error
+// against: errors.Is(err, cubefleet.CodeResourceExhausted).
+func (c Code) Error() string { return string(c) }
+
 // Errorf returns an *Error with code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -91,3 +91,27 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorIsCode is the rule table of errors.Is on codes: an *Error (wrapped or not) matches
+// its own code and no other; a plain error matches none.
+func TestErrorIsCode(t *testing.T) {
+	nf := Errorf(CodeNotFound, "no pool p")
+	for _, c := range []struct {
+		err  error
+		code Code
+		want bool
+	}{
+		{nf, CodeNotFound, true},
+		{fmt.Errorf("get: %w", nf), CodeNotFound, true},
+		{nf, CodeConflict, false},
+		{errors.New("NOT_FOUND"), CodeNotFound, false},
+		{Invalid("name", "bad"), CodeInvalidInput, true},
+	} {
+		if got := errors.Is(c.err, c.code); got != c.want {
+			t.Errorf("errors.Is(%v, %s) = %v, want %v", c.err, c.code, got, c.want)
+		}
+	}
+	if !errors.Is(nf, Errorf(CodeNotFound, "no pool p")) || errors.Is(nf, Errorf(CodeNotFound, "other")) {
+		t.Error("an *Error matches an *Error of the same code and message only")
+	}
+}

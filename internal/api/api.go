@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -32,25 +33,24 @@ type Decision struct {
 	TenantID   string
 }
 
-// ScopeForm is the form of the scope a method decides its permission on.
-type ScopeForm int
+// ScopeForm is the form of the scope a method decides its permission on, as the contract
+// declares it (contract.ScopeForm). The zero ScopeForm is none: Register refuses a method
+// without one.
+type ScopeForm = contract.ScopeForm
 
-// The scope forms. The zero ScopeForm is none: Register refuses a method without one.
+// The scope forms: on tenant/<tenantId> (the audit row's tenant is tenantId; the catalogue
+// shows tenant/<id>), on compute-fleet/global (root-tenant principals only; tenantId is the
+// audit row's tenant), and on tenant/root (root-tenant principals only; the input names no
+// tenant).
 const (
-	// OnTenant decides on tenant/<tenantId>, the input's tenantId (required); the audit row's
-	// tenant is tenantId. The catalogue shows the scope as tenant/<id>.
-	OnTenant ScopeForm = iota + 1
-	// OnFleet decides on compute-fleet/global (root-tenant principals only); the input's
-	// tenantId (required) is the audit row's tenant.
-	OnFleet
-	// OnRoot decides on tenant/root (root-tenant principals only): platform-wide methods such as
-	// tenants, nodes and events. The input names no tenant.
-	OnRoot
+	OnTenant = contract.OnTenant
+	OnFleet  = contract.OnFleet
+	OnRoot   = contract.OnRoot
 )
 
-// catalogue returns the scope as the catalogue shows it and whether only root-tenant
-// principals may hold a permission decided on it.
-func (f ScopeForm) catalogue() (scope string, rootOnly bool) {
+// catalogue returns the scope of form f as the catalogue shows it and whether only
+// root-tenant principals may hold a permission decided on it.
+func catalogue(f ScopeForm) (scope string, rootOnly bool) {
 	switch f {
 	case OnTenant:
 		return iam.ScopeFormTenant, false
@@ -84,27 +84,22 @@ func (c *Call) AuditEntry() audit.Entry {
 	}
 }
 
-// Request body caps (Method.MaxBody), in bytes.
+// DefaultMaxBody is the body cap of a method that declares none, MaxDocumentBody that of the
+// methods that take a fleet document or a compute object (the contract's).
 const (
-	// DefaultMaxBody is the cap of a method that declares none (64 KiB): ids, names, grants,
-	// labels, filters.
-	DefaultMaxBody = 64 << 10
-	// MaxSecretBody is the cap of secrets.create and secrets.update (1 MiB): a value of up to
-	// secrets.MaxValueBytes (64 KiB), escaped.
-	MaxSecretBody = 1 << 20
-	// MaxDocumentBody is the cap of fleet.plan, fleet.apply and the compute creates and updates
-	// (8 MiB): a fleet document, or a config or env of up to 256 values of up to 4096
-	// characters, escaped.
-	MaxDocumentBody = 8 << 20
+	DefaultMaxBody  = contract.DefaultMaxBody
+	MaxDocumentBody = contract.MaxDocumentBody
 )
 
-// Method is one API method.
+// Method is one API method: its handler, and what the contract declares of it.
 type Method struct {
 	Name    string // e.g. "compute.pools.create"
 	Summary string // one line for the OpenAPI document
 	// Permission is the permission the method decides before its handler runs, e.g.
-	// "compute:pools:create"; Scope is the form of the scope it decides it on. Every method
-	// declares both (Register panics otherwise); the catalogue is built from them.
+	// "compute:pools:create"; Scope is the form of the scope it decides it on. Register takes
+	// them, with Summary, Write, MaxBody, Input and Output, from the contract's row of the same
+	// name (contract.Lookup) when the method leaves them out; it panics when a method has no
+	// permission and scope form either way. The catalogue is built from them.
 	Permission string
 	Scope      ScopeForm
 	// Write methods run in one transaction with their audit row.
@@ -117,7 +112,7 @@ type Method struct {
 	MaxBody int64
 	// Handle runs the method.
 	Handle func(ctx context.Context, c *Call, in json.RawMessage) (any, error)
-	// Input and Output are zero values of the input and output types, for the OpenAPI document.
+	// Input and Output are zero values of the contract's input and output types.
 	Input, Output any
 }
 
@@ -165,10 +160,14 @@ func NewRegistry(db *store.DB, now func() time.Time, log *slog.Logger) *Registry
 	return &Registry{db: db, methods: map[string]*Method{}, now: now, log: log}
 }
 
-// Register adds m (with MaxBody DefaultMaxBody when it declares none). It panics (the method
-// table is fixed at start-up) on a duplicate name, a method without a handler, a Permission or
-// a Scope, and a permission another method declares on another scope form.
+// Register adds m (with MaxBody DefaultMaxBody when it declares none), taking what it leaves
+// out from the contract's row of its name. It panics (the method table is fixed at start-up) on
+// a duplicate name, a method without a handler, a Permission or a Scope, and a permission
+// another method declares on another scope form.
 func (r *Registry) Register(m Method) {
+	if c, ok := contract.Lookup(m.Name); ok && m.Permission == "" {
+		m.Summary, m.Permission, m.Scope, m.Write, m.MaxBody, m.Input, m.Output = c.Summary, c.Permission, c.Scope, c.Write, c.MaxBody, c.Input, c.Output
+	}
 	switch {
 	case m.Name == "" || m.Handle == nil:
 		panic(fmt.Sprintf("api: method %q needs a name and a handler", m.Name))
@@ -216,7 +215,7 @@ func (r *Registry) Catalogue() iam.Catalogue {
 			out[i].Methods = append(out[i].Methods, m.Name)
 			continue
 		}
-		scope, rootOnly := m.Scope.catalogue()
+		scope, rootOnly := catalogue(m.Scope)
 		index[m.Permission] = len(out)
 		out = append(out, iam.PermissionInfo{Permission: m.Permission, Scope: scope, RootOnly: rootOnly, Methods: []string{m.Name}})
 	}
@@ -249,14 +248,14 @@ func (r *Registry) Call(ctx context.Context, p *iam.Principal, requestID, name s
 				return err
 			}
 			row := c.AuditEntry()
-			if t, ok := out.(Targeted); ok {
-				row.Target = t.AuditTarget()
-			}
-			if n, ok := out.(Noted); ok {
-				row.Message = n.AuditMessage()
+			if a, ok := out.(audited); ok {
+				row.Target, row.Message, out = a.target, a.message, a.out
 			}
 			return audit.Record(ctx, tx, row)
 		})
+	}
+	if a, ok := out.(audited); ok {
+		out = a.out
 	}
 	if cubefleet.IsCode(err, cubefleet.CodeForbidden) {
 		// A refusal the handler made itself (granting what the caller does not hold, say) is
@@ -306,19 +305,17 @@ func (r *Registry) auditRefusal(ctx context.Context, m *Method, p *iam.Principal
 	}
 }
 
-// Targeted is implemented by outputs that name the object a call acted on (the audit row's
-// target).
-type Targeted interface{ AuditTarget() string }
-
-// Noted is implemented by outputs that say more in the audit row (its message: what a forced
-// call overrode); "" says nothing.
-type Noted interface{ AuditMessage() string }
-
-// TenantInput is the part of every tenant-scoped input that names the tenant, and the whole
-// input of methods that act on a whole tenant (iam.keys.list, secrets.list, fleet.export, ...).
-type TenantInput struct {
-	TenantID string `json:"tenantId"`
+// audited is a write's output with what its audit row says besides the call: the object the
+// call acted on (target, an id) and, for a forced call, what it overrode (message). Call
+// answers out.
+type audited struct {
+	out             any
+	target, message string
 }
+
+// TenantInput is the part of every tenant-scoped input that names the tenant
+// (contract.TenantInput).
+type TenantInput = contract.TenantInput
 
 // Typed adapts a handler of a typed input (decoded strictly: unknown fields and wrong types are
 // INVALID_INPUT naming the field) to a Method's Handle.

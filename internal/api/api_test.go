@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
@@ -114,7 +115,7 @@ func (tb *table) mustFail(p *iam.Principal, method string, in any, code cubeflee
 // an authenticated principal.
 func (tb *table) key(tenant, name string, grants ...string) *iam.Principal {
 	tb.t.Helper()
-	var out api.KeyCreated
+	var out contract.KeyCreated
 	tb.must(tb.admin, "iam.keys.create", map[string]any{"tenantId": tenant, "name": name, "grants": grants}, &out)
 	p, err := iam.Authenticate(context.Background(), tb.db, out.Token, time.Now())
 	if err != nil {

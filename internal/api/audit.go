@@ -4,41 +4,35 @@ import (
 	"context"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 )
 
-// AuditListInput is the input of audit.list: TenantID's rows at or after Since (Unix ms; 0: all),
-// at most Limit of them (1-1000, default 100), after Cursor (the previous page's nextCursor).
-type AuditListInput struct {
-	TenantID string `json:"tenantId"`
-	Since    int64  `json:"since,omitempty"`
-	Limit    int    `json:"limit,omitempty"`
-	Cursor   string `json:"cursor,omitempty"`
+// logPage checks the page of an append-only log a list asks for: limit 0 (the default) to 1000,
+// since a Unix time in ms (0: from the start), cursor "" or an id with prefix (what names it,
+// e.g. "an audit row id"). Each problem is INVALID_INPUT naming the field.
+func logPage(limit int, since int64, cursor, prefix, what string) error {
+	switch {
+	case limit < 0 || limit > 1000:
+		return cubefleet.Invalid("limit", "limit is 1 to 1000")
+	case since < 0:
+		return cubefleet.Invalid("since", "since is a Unix time in milliseconds")
+	case cursor != "" && !cubefleet.IsID(cursor, prefix):
+		return cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (%s, %s_...): pass the nextCursor of the previous page", cursor, what, prefix)
+	}
+	return nil
 }
 
-// AuditList is a page of audit rows, oldest first; NextCursor is absent on the last page.
-type AuditList struct {
-	Items      []audit.Entry `json:"items"`
-	NextCursor string        `json:"nextCursor,omitempty"`
-}
-
+// registerAuditMethods registers audit.list (audit:read on tenant/<id>).
 func registerAuditMethods(r *Registry, d *deps) {
-	r.Register(Method{
-		Name: "audit.list", Summary: "Read a tenant's audit log, oldest first",
-		Permission: "audit:read", Scope: OnTenant,
-		Handle: Typed(func(ctx context.Context, c *Call, in AuditListInput) (any, error) {
-			if in.Limit < 0 || in.Limit > 1000 {
-				return nil, cubefleet.Invalid("limit", "limit is 1 to 1000")
-			}
-			if in.Since < 0 {
-				return nil, cubefleet.Invalid("since", "since is a Unix time in milliseconds")
-			}
-			if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "aud") {
-				return nil, cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (an audit row id, aud_...): pass the nextCursor of the previous page", in.Cursor)
-			}
-			items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
-			return AuditList{Items: items, NextCursor: next}, err
-		}),
-		Input: AuditListInput{}, Output: AuditList{},
-	})
+	r.Register(Method{Name: "audit.list", Handle: Typed(d.auditList)})
+}
+
+// auditList is the handler of audit.list.
+func (d *deps) auditList(ctx context.Context, c *Call, in contract.AuditListInput) (any, error) {
+	if err := logPage(in.Limit, in.Since, in.Cursor, "aud", "an audit row id"); err != nil {
+		return nil, err
+	}
+	items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
+	return contract.AuditList{Items: sliceOf(items, auditEntryFrom), NextCursor: next}, err
 }

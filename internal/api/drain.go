@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 )
@@ -19,7 +20,7 @@ import (
 // drain overrode, for its audit row. A node that drains already, one in no pool and a pool
 // without a budget pass. It takes the pool's lock in the call's transaction (PostgreSQL), so
 // two drains at once cannot both take the last place.
-func drainBudget(ctx context.Context, d *deps, c *Call, in NodeDrainInput) (note string, err error) {
+func drainBudget(ctx context.Context, d *deps, c *Call, in contract.NodeDrainInput) (note string, err error) {
 	v, err := d.nodes.Get(ctx, in.NodeID)
 	if err != nil || v.Drain != nil || v.PoolID == "" {
 		return "", err

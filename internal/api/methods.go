@@ -69,6 +69,11 @@ type deps struct {
 	log             *slog.Logger
 	afterCheck      func()
 	beforeCall      func(i int) error
+	// registry is the method table (iam.keys.create and iam.permissions.list read its
+	// catalogue); planner and applier run the fleet.* methods.
+	registry *Registry
+	planner  *fleet.Planner
+	applier  *fleet.Applier
 }
 
 // New returns the registry of every API method, over cfg: iam.*, audit.list, compute.<kind>.*,
@@ -86,6 +91,9 @@ func New(cfg Config) *Registry {
 		sandboxes: cfg.Sandboxes, webhooks: cfg.Webhooks, driftIgnore: cfg.DriftIgnore, vaultConfigured: cfg.VaultConfigured,
 		now: cfg.Now, log: cfg.Log, afterCheck: cfg.AfterCheck, beforeCall: cfg.BeforeCall}
 	r := NewRegistry(cfg.DB, cfg.Now, cfg.Log)
+	d.registry = r
+	d.planner = &fleet.Planner{Compute: d.compute, VaultConfigured: d.vaultConfigured, DriftIgnore: d.driftIgnore}
+	d.applier = &fleet.Applier{DB: d.db, Planner: d.planner, Now: d.now, Log: d.log, AfterCheck: d.afterCheck, BeforeCall: d.beforeCall}
 	registerIAMMethods(r, d)
 	registerAuditMethods(r, d)
 	registerComputeMethods(r, d)

@@ -9,61 +9,13 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
-
-// PlaceOutput is the output of scheduler.place: where the sandbox goes and the room reserved
-// for it there (docs/scheduler.md), with the pool's fleet name (PoolName, "" when it has none).
-type PlaceOutput struct {
-	scheduler.Decision
-	PoolName string `json:"poolName,omitempty"`
-}
-
-// AuditTarget names the sandbox in the audit row.
-func (p PlaceOutput) AuditTarget() string { return p.Reservation.SandboxID }
-
-// SandboxRef names one sandbox by its id.
-type SandboxRef struct {
-	SandboxID string `json:"sandboxId"`
-}
-
-// ReleaseOutput is the output of scheduler.release: whether the sandbox held a reservation.
-type ReleaseOutput struct {
-	SandboxID string `json:"sandboxId"`
-	Released  bool   `json:"released"`
-}
-
-// AuditTarget names the sandbox in the audit row.
-func (r ReleaseOutput) AuditTarget() string { return r.SandboxID }
-
-// SchedulerStatus is the output of scheduler.status: the configuration in force, the file it
-// came from (ConfigFile, "" for the built-in defaults) and when it was loaded (ConfigLoadedAt),
-// the last reload's failure while it lasts (ReloadError, ReloadFailedAt: the file on disk is
-// then not the configuration in force), whether this replica holds the scheduler lease (it
-// decides), and the reservations outstanding, oldest first. Times are Unix ms; Now is the
-// server's clock when it answered.
-type SchedulerStatus struct {
-	Config         scheduler.Config  `json:"config"`
-	ConfigFile     string            `json:"configFile,omitempty"`
-	ConfigLoadedAt int64             `json:"configLoadedAt"`
-	ReloadError    string            `json:"reloadError,omitempty"`
-	ReloadFailedAt int64             `json:"reloadFailedAt,omitempty"`
-	LeaseHolder    bool              `json:"leaseHolder"`
-	Now            int64             `json:"now"`
-	Reservations   []ReservationView `json:"reservations"`
-}
-
-// ReservationView is a reservation as scheduler.status shows it: with its pool's fleet name
-// (PoolName, "" when the pool has none) and when it was made (ReservedAt, Unix ms).
-type ReservationView struct {
-	scheduler.Reservation
-	PoolName   string `json:"poolName,omitempty"`
-	ReservedAt int64  `json:"reservedAt"`
-}
 
 // resolvePlacement turns the template and pool of a scheduler.place input into ids, and sets
 // the pool's fleet name (for messages). in.Template is a sandbox template id (tpl_...) or name,
@@ -177,7 +129,11 @@ func poolID(ctx context.Context, d *deps, ref string) (id, name string, err erro
 // INVALID_INPUT error, each field once.
 func decodePlace(raw json.RawMessage, in *scheduler.Request) error {
 	var errs []cubefleet.FieldError
-	if err := strictjson.DecodeAll(raw, in); err != nil {
+	var wire contract.PlaceInput
+	err := strictjson.DecodeAll(raw, &wire)
+	*in = scheduler.Request{SandboxID: wire.SandboxID, Pool: wire.Pool, Template: wire.Template, CPU: wire.CPU, MemoryMiB: wire.MemoryMiB,
+		DiskMiB: wire.DiskMiB, NodeSelector: wire.NodeSelector, Exclude: wire.Exclude}
+	if err != nil {
 		var e *cubefleet.Error
 		if !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput {
 			return err
@@ -198,90 +154,88 @@ func decodePlace(raw json.RawMessage, in *scheduler.Request) error {
 	return nil
 }
 
+// noScheduler is the answer of a scheduler method on a server that runs none.
+func noScheduler() error {
+	return cubefleet.Errorf(cubefleet.CodeUnsupported, "this server runs no scheduler")
+}
+
+// recordPlacement writes the audit row of a composite scheduler method (it writes no rows of
+// its own in the caller's transaction: the reservation is the lane's group commit).
+func (d *deps) recordPlacement(ctx context.Context, c *Call, target string) error {
+	row := c.AuditEntry()
+	row.Target = target
+	return audit.Record(ctx, d.db, row)
+}
+
 // registerSchedulerMethods registers scheduler.* (permission scheduler:<verb> on tenant/root):
 // the placement lane the sandboxes call, a release by sandbox id, and the status.
 func registerSchedulerMethods(r *Registry, d *deps) {
-	unsupported := func() error {
-		return cubefleet.Errorf(cubefleet.CodeUnsupported, "this server runs no scheduler")
+	r.Register(Method{Name: "scheduler.place", Composite: true, Handle: d.schedulerPlace})
+	r.Register(Method{Name: "scheduler.release", Composite: true, Handle: Typed(d.schedulerRelease)})
+	r.Register(Method{Name: "scheduler.status", Handle: Typed(d.schedulerStatus)})
+}
+
+// schedulerPlace is the handler of scheduler.place. It decodes its input itself (decodePlace)
+// to report every problem at once.
+func (d *deps) schedulerPlace(ctx context.Context, c *Call, raw json.RawMessage) (any, error) {
+	var in scheduler.Request
+	if err := decodePlace(raw, &in); err != nil {
+		return nil, err
 	}
-	// record writes the audit row of a composite scheduler method (it writes no rows of its own
-	// in the caller's transaction: the reservation is the lane's group commit).
-	record := func(ctx context.Context, c *Call, target string) error {
-		row := c.AuditEntry()
-		row.Target = target
-		return audit.Record(ctx, d.db, row)
+	if d.scheduler == nil {
+		return nil, noScheduler()
 	}
-	r.Register(Method{
-		Name: "scheduler.place", Summary: "Place a sandbox: choose its node and reserve the room there (released by sandbox id)",
-		Permission: "scheduler:place", Scope: OnRoot, Write: true, Composite: true,
-		Handle: func(ctx context.Context, c *Call, raw json.RawMessage) (any, error) {
-			var in scheduler.Request
-			if err := decodePlace(raw, &in); err != nil {
-				return nil, err
-			}
-			if d.scheduler == nil {
-				return nil, unsupported()
-			}
-			if err := resolvePlacement(ctx, d, &in); err != nil {
-				return nil, err
-			}
-			dec, err := d.scheduler.Place(ctx, in)
-			if err != nil {
-				return nil, err
-			}
-			return PlaceOutput{Decision: dec, PoolName: in.PoolName}, record(ctx, c, in.SandboxID)
-		},
-		Input: scheduler.Request{}, Output: PlaceOutput{},
-	})
-	r.Register(Method{
-		Name: "scheduler.release", Summary: "Release a sandbox's reservation (its create failed or was given up)",
-		Permission: "scheduler:release", Scope: OnRoot, Write: true, Composite: true,
-		Handle: Typed(func(ctx context.Context, c *Call, in SandboxRef) (any, error) {
-			if msg := fieldrules.CheckID(in.SandboxID); msg != "" {
-				return nil, cubefleet.Invalid("sandboxId", "sandboxId %s", msg)
-			}
-			if d.scheduler == nil {
-				return nil, unsupported()
-			}
-			ok, err := d.scheduler.Release(ctx, in.SandboxID)
-			if err != nil {
-				return nil, err
-			}
-			return ReleaseOutput{SandboxID: in.SandboxID, Released: ok}, record(ctx, c, in.SandboxID)
-		}),
-		Input: SandboxRef{}, Output: ReleaseOutput{},
-	})
-	r.Register(Method{
-		Name: "scheduler.status", Summary: "The scheduler's configuration in force, lease holder and reservations",
-		Permission: "scheduler:read", Scope: OnRoot,
-		Handle: Typed(func(ctx context.Context, c *Call, _ struct{}) (any, error) {
-			if d.scheduler == nil {
-				return nil, unsupported()
-			}
-			s := d.scheduler.Scheduler()
-			src := s.ConfigSource()
-			out := SchedulerStatus{Config: s.Config(), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
-				ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []ReservationView{}}
-			if !src.ReloadFailedAt.IsZero() {
-				out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
-			}
-			rs := s.Reservations()
-			if len(rs) > 0 {
-				pools, err := d.compute.Pools(ctx, d.db)
-				if err != nil {
-					return nil, err
-				}
-				names := make(map[string]string, len(pools))
-				for _, p := range pools {
-					names[p.ID] = p.Name
-				}
-				for _, r := range rs {
-					out.Reservations = append(out.Reservations, ReservationView{Reservation: r, PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
-				}
-				slices.SortStableFunc(out.Reservations, func(a, b ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
-			}
-			return out, nil
-		}),
-		Input: struct{}{}, Output: SchedulerStatus{},
-	})
+	if err := resolvePlacement(ctx, d, &in); err != nil {
+		return nil, err
+	}
+	dec, err := d.scheduler.Place(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return contract.PlaceOutput{Placement: placementFrom(dec), PoolName: in.PoolName}, d.recordPlacement(ctx, c, in.SandboxID)
+}
+
+// schedulerRelease is the handler of scheduler.release.
+func (d *deps) schedulerRelease(ctx context.Context, c *Call, in contract.SandboxRef) (any, error) {
+	if msg := fieldrules.CheckID(in.SandboxID); msg != "" {
+		return nil, cubefleet.Invalid("sandboxId", "sandboxId %s", msg)
+	}
+	if d.scheduler == nil {
+		return nil, noScheduler()
+	}
+	ok, err := d.scheduler.Release(ctx, in.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	return contract.ReleaseOutput{SandboxID: in.SandboxID, Released: ok}, d.recordPlacement(ctx, c, in.SandboxID)
+}
+
+// schedulerStatus is the handler of scheduler.status.
+func (d *deps) schedulerStatus(ctx context.Context, c *Call, _ struct{}) (any, error) {
+	if d.scheduler == nil {
+		return nil, noScheduler()
+	}
+	s := d.scheduler.Scheduler()
+	src := s.ConfigSource()
+	out := contract.SchedulerStatus{Config: schedulerConfigFrom(s.Config()), ConfigFile: src.File, ConfigLoadedAt: src.LoadedAt.UnixMilli(),
+		ReloadError: src.ReloadError, LeaseHolder: d.scheduler.Holding(), Now: d.now().UnixMilli(), Reservations: []contract.ReservationView{}}
+	if !src.ReloadFailedAt.IsZero() {
+		out.ReloadFailedAt = src.ReloadFailedAt.UnixMilli()
+	}
+	rs := s.Reservations()
+	if len(rs) > 0 {
+		pools, err := d.compute.Pools(ctx, d.db)
+		if err != nil {
+			return nil, err
+		}
+		names := make(map[string]string, len(pools))
+		for _, p := range pools {
+			names[p.ID] = p.Name
+		}
+		for _, r := range rs {
+			out.Reservations = append(out.Reservations, contract.ReservationView{Reservation: reservationFrom(r), PoolName: names[r.Pool], ReservedAt: r.At.UnixMilli()})
+		}
+		slices.SortStableFunc(out.Reservations, func(a, b contract.ReservationView) int { return cmp.Compare(a.ReservedAt, b.ReservedAt) })
+	}
+	return out, nil
 }

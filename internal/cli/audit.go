@@ -1,13 +1,13 @@
 package cli
 
 import (
+	"context"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/client"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/cubefleet/cubefleet/internal/audit"
-	"github.com/cubefleet/cubefleet/internal/iam"
 )
 
 func newAuditCmd(stdio IO) *cobra.Command {
@@ -35,7 +35,10 @@ names the --cursor that lists the next ones; --output json has it as nextCursor.
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			out, err := listPages[audit.Entry](cmd, "audit.list", map[string]any{"tenantId": tenant, "since": sinceMs}, cursor, limit)
+			out, err := listPages(cmd, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.AuditEntry, string, error) {
+				p, err := c.Audit.List(ctx, api.AuditListInput{TenantID: tenant, Since: sinceMs, Limit: limit, Cursor: cursor})
+				return p.Items, p.NextCursor, err
+			}, cursor, limit)
 			if err != nil {
 				return err
 			}
@@ -52,7 +55,7 @@ names the --cursor that lists the next ones; --output json has it as nextCursor.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tenant, "tenant", iam.RootTenant, "tenant whose audit log to read")
+	f.StringVar(&tenant, "tenant", api.RootTenant, "tenant whose audit log to read")
 	f.StringVar(&since, "since", "", "only rows since this long ago (1h, 7d) or this RFC 3339 time")
 	f.IntVar(&limit, "limit", 100, "at most this many rows")
 	f.StringVar(&cursor, "cursor", "", "start after this row (the cursor a previous page named)")

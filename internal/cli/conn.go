@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
+	pubclient "github.com/cubefleet/cubefleet/client"
 	"github.com/cubefleet/cubefleet/internal/client"
 )
 
@@ -60,6 +63,16 @@ func call(cmd *cobra.Command, method string, in, out any) error {
 	return c.Call(cmd.Context(), method, in, out)
 }
 
+// typed connects (see connect) and returns the typed API client; its errors carry the CLI's
+// words (internal/client).
+func typed(cmd *cobra.Command) (*pubclient.Client, error) {
+	c, err := connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return c.API(), nil
+}
+
 // page is what listPages returns, and what a paginated list command prints with --output
 // json: the items (never nil) and, when more exist, the cursor of the next page (the API's
 // nextCursor; pass it as --cursor).
@@ -68,22 +81,25 @@ type page[T any] struct {
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-// listPages calls a paginated list method (input in plus limit and cursor; output {items,
-// nextCursor}) from cursor ("" for the start) until it has limit items or the last page.
-func listPages[T any](cmd *cobra.Command, method string, in map[string]any, cursor string, limit int) (page[T], error) {
+// listPages calls a paginated list method through fetch (one page of at most limit items from
+// cursor) from cursor ("" for the start) until it has limit items or the last page.
+func listPages[T any](cmd *cobra.Command, fetch func(ctx context.Context, c *pubclient.Client, limit int, cursor string) ([]T, string, error), cursor string, limit int) (page[T], error) {
+	c, err := typed(cmd)
+	if err != nil {
+		return page[T]{}, err
+	}
 	out := page[T]{Items: []T{}}
 	for len(out.Items) < limit {
-		var p page[T]
-		in["limit"], in["cursor"] = min(limit-len(out.Items), 1000), cursor
-		if err := call(cmd, method, in, &p); err != nil {
+		items, next, err := fetch(cmd.Context(), c, min(limit-len(out.Items), 1000), cursor)
+		if err != nil {
 			return page[T]{}, err
 		}
-		out.Items = append(out.Items, p.Items...)
-		out.NextCursor = p.NextCursor
-		if p.NextCursor == "" {
+		out.Items = append(out.Items, items...)
+		out.NextCursor = next
+		if next == "" {
 			break
 		}
-		cursor = p.NextCursor
+		cursor = next
 	}
 	return out, nil
 }

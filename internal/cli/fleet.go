@@ -13,16 +13,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/fleettext"
+	"github.com/cubefleet/cubefleet/api/nodetext"
+	"github.com/cubefleet/cubefleet/client"
 	"github.com/cubefleet/cubefleet/internal/agent/envfile"
-	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 )
-
-// apiCaller is what the fleet commands need of the API client.
-type apiCaller interface {
-	Call(ctx context.Context, method string, in, out any) error
-}
 
 func newFleetCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("fleet", "Fleet as code: export, plan, apply and watch the fleet document", "")
@@ -130,8 +127,12 @@ func newFleetExportCmd(stdio IO) *cobra.Command {
 		Short: "Export a tenant's fleet as a document (refuses to overwrite FILE)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var res fleet.Export
-			if err := call(cmd, "fleet.export", map[string]any{"tenantId": tenant}, &res); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := c.Fleet.Export(cmd.Context(), api.TenantInput{TenantID: tenant})
+			if err != nil {
 				return err
 			}
 			doc, err := json.MarshalIndent(res.Config, "", "  ")
@@ -216,7 +217,7 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 		Short: "Show what applying a document would change",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
@@ -250,18 +251,17 @@ func newFleetPlanCmd(stdio IO) *cobra.Command {
 
 // planDocument reads the document at path once ("-": standard input) and plans it; it returns
 // the plan and the document as read, so an apply sends exactly what was planned.
-func planDocument(ctx context.Context, c apiCaller, stdio IO, path string, f planFlags) (*fleet.Plan, json.RawMessage, error) {
+func planDocument(ctx context.Context, c *client.Client, stdio IO, path string, f planFlags) (*api.FleetPlan, json.RawMessage, error) {
 	doc, err := readDocument(stdio, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	var pl fleet.Plan
-	err = c.Call(ctx, "fleet.plan", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune}, &pl)
+	pl, err := c.Fleet.Plan(ctx, api.FleetInput{TenantID: f.tenant, Config: doc, Prune: f.prune})
 	return &pl, doc, err
 }
 
 // blockedPlanError returns PLAN_BLOCKED for a blocked plan, else nil.
-func blockedPlanError(pl *fleet.Plan) error {
+func blockedPlanError(pl *api.FleetPlan) error {
 	if !pl.Summary.Blocked {
 		return nil
 	}
@@ -301,7 +301,7 @@ func applyCommand(cmd *cobra.Command, file string, f planFlags, denyDelete bool,
 // printHowToApply ends a text plan that is not blocked with the command that applies exactly
 // it; a plan without calls applies nothing, and its command only records the document as the
 // applied one (the drift baseline).
-func printHowToApply(w io.Writer, pl *fleet.Plan, command string) {
+func printHowToApply(w io.Writer, pl *api.FleetPlan, command string) {
 	if len(pl.Calls) == 0 {
 		linef(w, "\nNothing to apply. To record this document as the applied one anyway (the drift baseline):\n  %s\n", command)
 		return
@@ -311,18 +311,18 @@ func printHowToApply(w io.Writer, pl *fleet.Plan, command string) {
 
 // printFleetPlan prints one line per change that does something (an update followed by one
 // indented `field: from -> to` line per field), then the counts (docs/plan-apply.md).
-func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
+func printFleetPlan(w io.Writer, pl *api.FleetPlan, calls bool) {
 	for _, c := range pl.Changes {
 		var line string
 		switch {
-		case c.Action == fleet.ActionCreate:
+		case c.Action == api.FleetActionCreate:
 			line = fmt.Sprintf("+ %s %s", c.Kind, c.Name)
-		case c.Action == fleet.ActionUpdate:
+		case c.Action == api.FleetActionUpdate:
 			line = fmt.Sprintf("~ %s %s", c.Kind, c.Name)
 			if len(c.Fields) > 0 {
 				line += " (" + strings.Join(c.Fields, ", ") + ")"
 			}
-		case c.Action == fleet.ActionDelete:
+		case c.Action == api.FleetActionDelete:
 			line = fmt.Sprintf("- %s %s", c.Kind, c.Name)
 		case c.Blocked:
 			line = fmt.Sprintf("= %s %s", c.Kind, c.Name)
@@ -336,7 +336,7 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 		}
 		linef(w, "%s\n", line)
 		for _, d := range c.Diffs {
-			linef(w, "    %s: %s -> %s\n", d.Field, fleet.ShortValue(d.From), fleet.ShortValue(d.To))
+			linef(w, "    %s: %s -> %s\n", d.Field, fleettext.ShortValue(d.From), fleettext.ShortValue(d.To))
 		}
 	}
 	s := pl.Summary
@@ -346,7 +346,7 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	}
 	linef(w, "%d to create, %d to update, %d to delete, %d unchanged%s.\n", s.Create, s.Update, s.Delete, s.Unchanged, blocked)
 	for _, c := range pl.Changes {
-		if c.Action == fleet.ActionUnchanged && c.Note != "" && !c.Blocked {
+		if c.Action == api.FleetActionUnchanged && c.Note != "" && !c.Blocked {
 			linef(w, "# %s %s: %s\n", c.Kind, c.Name, c.Note)
 		}
 	}
@@ -373,6 +373,13 @@ func printFleetPlan(w io.Writer, pl *fleet.Plan, calls bool) {
 	}
 }
 
+// notApplied is what fleet apply prints with --output json when it applied nothing (a refused,
+// unconfirmed or empty plan): fleet.apply's answer with applied 0.
+type notApplied struct {
+	Applied int            `json:"applied"`
+	Plan    *api.FleetPlan `json:"plan"`
+}
+
 func newFleetApplyCmd(stdio IO) *cobra.Command {
 	var f planFlags
 	var yes, denyDelete bool
@@ -388,7 +395,7 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			if yes && planHash != "" {
 				return usagef("use --yes or --plan-hash, not both")
 			}
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
@@ -402,11 +409,11 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 			}
 			refusal := blockedPlanError(pl)
 			if !pl.Summary.Blocked && denyDelete {
-				refusal = fleet.DenyDeleteRefusal(pl)
+				refusal = cubefleet.DenyDeleteRefusal(pl.Summary.Delete)
 			}
 			if refusal != nil {
 				if !human {
-					emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
+					emitJSON(cmd, notApplied{Plan: pl})
 				}
 				return refusal
 			}
@@ -415,21 +422,20 @@ func newFleetApplyCmd(stdio IO) *cobra.Command {
 					printHowToApply(stdio.Out, pl, applyCommand(cmd, args[0], f, denyDelete, pl.PlanHash))
 					return nil
 				}
-				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
+				return emitJSON(cmd, notApplied{Plan: pl})
 			}
 			if yes && len(pl.Calls) == 0 {
 				if human {
 					fmt.Fprintln(stdio.Out, "Nothing to apply.")
 					return nil
 				}
-				return emitJSON(cmd, map[string]any{"plan": pl, "applied": 0})
+				return emitJSON(cmd, notApplied{Plan: pl})
 			}
 			hash := planHash
 			if yes {
 				hash = pl.PlanHash
 			}
-			var res fleet.ApplyResult
-			err = c.Call(cmd.Context(), "fleet.apply", map[string]any{"tenantId": f.tenant, "config": doc, "prune": f.prune, "planHash": hash, "denyDelete": denyDelete}, &res)
+			res, err := c.Fleet.Apply(cmd.Context(), api.FleetInput{TenantID: f.tenant, Config: doc, Prune: f.prune, PlanHash: hash, DenyDelete: denyDelete})
 			if e := (*cubefleet.Error)(nil); err != nil && !errors.As(err, &e) {
 				return fmt.Errorf("the apply's outcome is unknown (%w): run `cubefleet fleet plan %s --tenant %s` to see whether it landed", err, args[0], f.tenant)
 			}
@@ -458,8 +464,12 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 		Short: "Show the last applied document and the drift found since",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st fleet.Status
-			if err := call(cmd, "fleet.status", map[string]any{"tenantId": tenant, "check": check}, &st); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			st, err := c.Fleet.Status(cmd.Context(), api.FleetStatusInput{TenantID: tenant, Check: check})
+			if err != nil {
 				return err
 			}
 			if wantJSON(cmd) {
@@ -485,8 +495,8 @@ func newFleetStatusCmd(stdio IO) *cobra.Command {
 // printStatus prints who applied the tenant's document and when, when it was last checked (and
 // how long ago, by the server's clock; checked says this command ran the check), the drift
 // ignore rules in force, and the recorded drift: its counts, then its changes grouped by kind
-// in the plan notation (fleet.ChangeLine, as the console shows them).
-func printStatus(w io.Writer, st *fleet.Status, checked bool) {
+// in the plan notation (fleettext.ChangeLine, as the console shows them).
+func printStatus(w io.Writer, st *api.FleetStatus, checked bool) {
 	if st.Applied == nil {
 		linef(w, "Tenant %s has never applied a fleet document.\n", st.TenantID)
 		return
@@ -517,7 +527,7 @@ func printStatus(w io.Writer, st *fleet.Status, checked bool) {
 	}
 	linef(w, "Drift:      %d to create, %d to update, %d to delete%s (drift plan %s)\n", s.Create, s.Update, s.Delete, blocked, d.PlanHash)
 	shown := 0
-	for _, k := range fleet.ByKind(d.Changes) {
+	for _, k := range fleettext.ByKind(d.Changes) {
 		linef(w, "%s:\n", k.Kind)
 		for _, line := range k.Lines {
 			linef(w, "  %s\n", line)

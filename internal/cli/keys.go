@@ -2,13 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"github.com/cubefleet/cubefleet/api"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/cubefleet/cubefleet/internal/iam"
 )
 
 func newKeysCmd(stdio IO) *cobra.Command {
@@ -41,15 +40,12 @@ and the compute permissions of the calls its plans make, and nothing else.`,
 					return usagef("--expires %q: want a positive duration such as 90d, 12h or 30m", expires)
 				}
 			}
-			in := map[string]any{"tenantId": tenant, "name": name, "grants": grants}
-			if ttl > 0 {
-				in["ttlSeconds"] = int64(ttl / time.Second)
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			var out struct {
-				Key   iam.Key `json:"key"`
-				Token string  `json:"token"`
-			}
-			if err := call(cmd, "iam.keys.create", in, &out); err != nil {
+			out, err := c.IAM.Keys.Create(cmd.Context(), api.KeyCreateInput{TenantID: tenant, Name: name, Grants: grants, TTLSeconds: int64(ttl / time.Second)})
+			if err != nil {
 				return err
 			}
 			linef(stdio.Err, "warning: API key %s (%s) is shown only this once; store it now.\n", out.Key.ID, out.Key.PrincipalName)
@@ -77,10 +73,12 @@ func newKeysListCmd() *cobra.Command {
 		Short: "List a tenant's API keys (never the keys themselves)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				Items []iam.Key `json:"items"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "iam.keys.list", map[string]any{"tenantId": tenant}, &out); err != nil {
+			out, err := c.IAM.Keys.List(cmd.Context(), api.TenantInput{TenantID: tenant})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -122,11 +120,12 @@ func newKeysRevokeCmd() *cobra.Command {
 		Short: "Revoke an API key",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out struct {
-				ID      string `json:"id"`
-				Revoked bool   `json:"revoked"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "iam.keys.revoke", map[string]any{"tenantId": tenant, "id": args[0]}, &out); err != nil {
+			out, err := c.IAM.Keys.Revoke(cmd.Context(), api.KeyRevokeInput{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -141,7 +140,7 @@ func newKeysRevokeCmd() *cobra.Command {
 }
 
 func newKeysPermissionsCmd() *cobra.Command {
-	tenant := iam.RootTenant
+	tenant := api.RootTenant
 	cmd := &cobra.Command{
 		Use:   "permissions [--tenant T]",
 		Short: "Print the permission catalogue: every permission, its scope and the methods that decide it",
@@ -150,10 +149,12 @@ granted on (tenant/<id> means the tenant's own id, or tenant/* for every tenant 
 tenant), and the API methods that decide it. Grant one with --grant PERMISSION@SCOPE.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				Items []iam.PermissionInfo `json:"items"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "iam.permissions.list", map[string]any{"tenantId": tenant}, &out); err != nil {
+			out, err := c.IAM.Permissions.List(cmd.Context(), api.TenantInput{TenantID: tenant})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -169,6 +170,6 @@ tenant), and the API methods that decide it. Grant one with --grant PERMISSION@S
 			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", iam.RootTenant, "tenant whose grantable permissions to list")
+	cmd.Flags().StringVar(&tenant, "tenant", api.RootTenant, "tenant whose grantable permissions to list")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
@@ -11,28 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
-	"github.com/cubefleet/cubefleet/internal/sandboxes"
-	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
+	"github.com/cubefleet/cubefleet/client"
 )
-
-// nodeOut is one node as the nodes.* methods return it.
-type nodeOut struct {
-	nodes.View
-	Now       int64                    `json:"now"`
-	Room      *scheduler.Room          `json:"room,omitempty"`
-	Sandboxes *sandboxes.NodeSandboxes `json:"sandboxes,omitempty"`
-}
-
-// nodeListOut is the output of nodes.list.
-type nodeListOut struct {
-	Items            []nodes.View               `json:"items"`
-	Now              int64                      `json:"now"`
-	HeartbeatTimeout int64                      `json:"heartbeatTimeoutMs"`
-	LostAfter        int64                      `json:"lostAfterMs"`
-	Rooms            map[string]*scheduler.Room `json:"rooms,omitempty"`
-}
 
 func newNodesCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("nodes", "List, cordon, drain, label and delete compute nodes; make join tokens",
@@ -71,15 +54,19 @@ the cluster label of stock Cubelets in no pool); one that no pool and no node ha
 			if err != nil {
 				return err
 			}
-			var out nodeListOut
-			if err := call(cmd, "nodes.list", map[string]any{"pool": pool, "state": health}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Nodes.List(cmd.Context(), api.NodeListInput{Pool: pool, State: string(health)})
+			if err != nil {
 				return err
 			}
 			if out.Items == nil {
-				out.Items = []nodes.View{}
+				out.Items = []api.Node{}
 			}
 			if drain != "" {
-				out.Items = slices.DeleteFunc(out.Items, func(v nodes.View) bool { return v.Drain == nil || v.Drain.State != drain })
+				out.Items = slices.DeleteFunc(out.Items, func(v api.Node) bool { return v.Drain == nil || v.Drain.State != drain })
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
@@ -98,29 +85,32 @@ the cluster label of stock Cubelets in no pool); one that no pool and no node ha
 
 // parseStateFlag reads nodes list --state in any case: a health state (the API filters on it)
 // or a drain state (the CLI filters on it). Anything else is a usage error.
-func parseStateFlag(s string) (nodes.State, nodes.DrainState, error) {
+func parseStateFlag(s string) (api.NodeState, api.DrainState, error) {
 	if s == "" {
 		return "", "", nil
 	}
-	for _, st := range nodes.States {
+	states := api.NodeStates()
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
 		if strings.EqualFold(s, string(st)) {
 			return st, "", nil
 		}
 	}
-	for _, d := range []nodes.DrainState{nodes.DrainDraining, nodes.DrainDrained} {
+	for _, d := range []api.DrainState{api.DrainDraining, api.DrainDrained} {
 		if strings.EqualFold(s, string(d)) {
 			return "", d, nil
 		}
 	}
-	return "", "", usagef("--state %q: want one of %s (health) or Draining, Drained, in any case", s, nodes.StateNames())
+	return "", "", usagef("--state %q: want one of %s (health) or Draining, Drained, in any case", s, strings.Join(names, ", "))
 }
 
 // sortedForTable returns a copy of items in the table's order: node ids that are IP addresses
 // first, in numeric order (IPv4 before IPv6), then the other ids as text. The API sorts by id
 // as text (127.0.0.200 before 127.0.0.50); --output json keeps that order.
-func sortedForTable(items []nodes.View) []nodes.View {
+func sortedForTable(items []api.Node) []api.Node {
 	out := slices.Clone(items)
-	slices.SortStableFunc(out, func(a, b nodes.View) int { return compareNodeIDs(a.ID, b.ID) })
+	slices.SortStableFunc(out, func(a, b api.Node) int { return compareNodeIDs(a.ID, b.ID) })
 	return out
 }
 
@@ -148,8 +138,12 @@ func newNodesGetCmd() *cobra.Command {
 		Short: "Show one node: health, pool, whether it can receive work and why not, usage, labels",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out nodeOut
-			if err := call(cmd, "nodes.get", map[string]any{"nodeId": args[0]}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Nodes.Get(cmd.Context(), api.NodeRef{NodeID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error { return printNode(w, out) })
@@ -158,11 +152,11 @@ func newNodesGetCmd() *cobra.Command {
 }
 
 // printNode writes one node as "key: value" lines.
-func printNode(w io.Writer, out nodeOut) error {
-	v := out.View
+func printNode(w io.Writer, out api.NodeOutput) error {
+	v := out.Node
 	agent := "cubefleet agent"
 	if v.RegistryOnly {
-		agent = "stock Cubelet (" + nodes.RegistryOnlyReason + ")"
+		agent = "stock Cubelet (" + api.RegistryOnlyReason + ")"
 	}
 	sched := "yes"
 	if !v.Schedulable {
@@ -221,7 +215,7 @@ func printNode(w io.Writer, out nodeOut) error {
 
 // usageCell renders an amount of each resource: "1.5 cores, 3.0Gi, 2 microVMs" (disk when
 // there is any).
-func usageCell(u scheduler.Usage) string {
+func usageCell(u api.Usage) string {
 	s := fmt.Sprintf("%s cores, %sGi, %s", nodetext.Cores(u.CPU), nodetext.GiB(u.MemoryMiB), plural(int(u.MvmNum), "microVM", "microVMs"))
 	if u.DiskMiB > 0 {
 		s += ", disk " + nodetext.GiB(u.DiskMiB) + "Gi"
@@ -245,7 +239,7 @@ func stateSince(now, since int64) string {
 	return " (since " + strings.TrimSuffix(nodetext.Ago(now, since), " ago") + ")"
 }
 
-func templatesCell(v nodes.View) string {
+func templatesCell(v api.Node) string {
 	if v.LocalTemplates == nil {
 		return "not reported"
 	}
@@ -265,11 +259,15 @@ func labelsCell(labels map[string]string) string {
 	return orDash(strings.Join(parts, ", "))
 }
 
-// nodeAction runs a nodes.* method that returns one node and prints done (or the node as
-// JSON).
-func nodeAction(cmd *cobra.Command, method string, in map[string]any, done string) error {
-	var out nodeOut
-	if err := call(cmd, method, in, &out); err != nil {
+// nodeAction connects and runs act, a nodes.* method that returns one node, and prints done
+// (or the node as JSON).
+func nodeAction(cmd *cobra.Command, act func(ctx context.Context, c *client.Client) (api.NodeOutput, error), done string) error {
+	c, err := typed(cmd)
+	if err != nil {
+		return err
+	}
+	out, err := act(cmd.Context(), c)
+	if err != nil {
 		return err
 	}
 	return render(cmd, out, func(w io.Writer) error {
@@ -287,7 +285,9 @@ func newNodesCordonCmd() *cobra.Command {
 200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.cordon", map[string]any{"nodeId": args[0], "detail": reason}, "Cordoned node "+args[0]+".")
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+				return c.Nodes.Cordon(ctx, api.NodeCordonInput{NodeID: args[0], Detail: reason})
+			}, "Cordoned node "+args[0]+".")
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
@@ -302,7 +302,9 @@ func newNodesUncordonCmd() *cobra.Command {
 		Short: "Uncordon a node (idempotent)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, "nodes.uncordon", map[string]any{"nodeId": args[0]}, "Uncordoned node "+args[0]+".")
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+				return c.Nodes.Uncordon(ctx, api.NodeRef{NodeID: args[0]})
+			}, "Uncordoned node "+args[0]+".")
 		},
 	}
 }
@@ -339,11 +341,15 @@ cubefleet nodes label NODE -- -k=v (every argument after -- is a label argument)
 					return usagef("%q: want KEY=VALUE to set a label or KEY- to remove one", a)
 				}
 			}
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
 			var out struct {
-				nodeOut
+				api.NodeOutput
 				Changed *bool `json:"changed,omitempty"` // absent from a server that does not tell
 			}
-			if err := call(cmd, "nodes.label", map[string]any{"nodeId": id, "set": set, "remove": remove}, &out); err != nil {
+			if err := c.Call(cmd.Context(), "nodes.label", api.NodeLabelInput{NodeID: id, Set: set, Remove: remove}, &out); err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -404,22 +410,28 @@ cordon's reason (the cordon is a nodes.cordon call of its own, audited).`,
 			if reason != "" && !force {
 				return usagef("--reason is the reason of the cordon --force sets first: give --force, or cordon with cubefleet nodes cordon %s --reason TEXT", id)
 			}
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
 			if force {
-				var n nodeOut
-				if err := call(cmd, "nodes.get", map[string]any{"nodeId": id}, &n); err != nil {
+				n, err := c.Nodes.Get(cmd.Context(), api.NodeRef{NodeID: id})
+				if err != nil {
 					return err
 				}
 				if !n.Cordoned {
 					if reason == "" {
 						reason = "cordoned by nodes delete --force"
 					}
-					if err := call(cmd, "nodes.cordon", map[string]any{"nodeId": id, "detail": reason}, nil); err != nil {
+					if _, err := c.Nodes.Cordon(cmd.Context(), api.NodeCordonInput{NodeID: id, Detail: reason}); err != nil {
 						return err
 					}
 					linef(stdio.Err, "Cordoned node %s first (--force; it was not cordoned).\n", id)
 				}
 			}
-			return nodeAction(cmd, "nodes.delete", map[string]any{"nodeId": id, "force": force}, "Deleted node "+id+".")
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+				return c.Nodes.Delete(ctx, api.NodeDeleteInput{NodeID: id, Force: force})
+			}, "Deleted node "+id+".")
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes; cordon it first if it is not")

@@ -10,9 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/client"
-	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/client"
 )
 
 // Defaults of nodes drain --wait.
@@ -77,18 +76,14 @@ always).`,
 			if cmd.Flags().Changed("deadline") && (deadline < time.Second || deadline > maxDrainDeadline || deadline%time.Second != 0) {
 				return usagef("--deadline %s: give whole seconds, 1s to 168h (7 days)", deadline)
 			}
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
 			id := args[0]
 			w := drainWait{cmd: cmd, c: c, ctx: cmd.Context(), id: id, timeout: timeout, poll: poll}
-			var out nodeOut
-			in := map[string]any{"nodeId": id, "reason": reason, "force": force}
-			if deadline > 0 {
-				in["deadlineSeconds"] = int64(deadline / time.Second)
-			}
-			if err := c.Call(w.ctx, "nodes.drain", in, &out); err != nil {
+			out, err := c.Nodes.Drain(w.ctx, api.NodeDrainInput{NodeID: id, Reason: reason, Force: force, DeadlineSeconds: int64(deadline / time.Second)})
+			if err != nil {
 				return w.stopped(err, nil)
 			}
 			if wait && timeout > 0 { // the wait's bound counts from the drain's answer, which names the sandboxes left
@@ -125,18 +120,18 @@ always).`,
 }
 
 // drainDone is what nodes drain prints once it is done (waited: after --wait).
-func drainDone(out nodeOut, waited bool) string {
+func drainDone(out api.NodeOutput, waited bool) string {
 	d := out.Drain
 	switch {
 	case d == nil: // cannot happen: nodes.drain answers a draining node
 		return "Cordoned node " + out.ID + "."
-	case d.State == nodes.DrainDrained && waited:
+	case d.State == api.DrainDrained && waited:
 		end := d.DrainedAt
 		if end == 0 {
 			end = out.Now
 		}
 		return fmt.Sprintf("Drained node %s: cordoned, no sandboxes left (%s after it was asked).", out.ID, elapsed(end, d.RequestedAt))
-	case d.State == nodes.DrainDrained:
+	case d.State == api.DrainDrained:
 		return "Drained node " + out.ID + ": cordoned, no sandboxes left."
 	}
 	left := fmt.Sprintf("Draining node %s: cordoned, %s left", out.ID, plural(int(d.SandboxesLeft), "sandbox", "sandboxes"))
@@ -160,7 +155,7 @@ type drainWait struct {
 	id      string
 	timeout time.Duration
 	poll    time.Duration
-	running *sandboxes.NodeSandboxes // what the node ran by the control plane's records, when last read
+	running *api.NodeSandboxes // what the node ran by the control plane's records, when last read
 }
 
 // wait polls from out (the answer of nodes.drain) until the node is drained and returns it as
@@ -168,7 +163,7 @@ type drainWait struct {
 // DEADLINE_EXCEEDED after --timeout; CONFLICT when the node shows no drain for drainGoneAfter
 // (it was uncordoned meanwhile); NOT_FOUND when it was deleted meanwhile; an interruption; any
 // failed call. On an error, the node returned is the one last read.
-func (w drainWait) wait(out nodeOut) (nodeOut, error) {
+func (w drainWait) wait(out api.NodeOutput) (api.NodeOutput, error) {
 	progress := w.cmd.ErrOrStderr()
 	shown := int64(-1)
 	last := out.Drain // the last drain read
@@ -181,7 +176,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 		case d == nil && time.Since(gone) >= drainGoneAfter:
 			return out, cubefleet.Errorf(cubefleet.CodeConflict, "node %s is no longer draining: it was uncordoned while this waited", w.id)
 		case d == nil:
-		case d.State == nodes.DrainDrained:
+		case d.State == api.DrainDrained:
 			return out, nil
 		default:
 			last, gone = d, time.Time{}
@@ -200,8 +195,8 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 			return out, w.stopped(w.ctx.Err(), last)
 		case <-t.C:
 		}
-		var next nodeOut
-		if err := w.c.Call(w.ctx, "nodes.get", map[string]any{"nodeId": w.id}, &next); err != nil {
+		next, err := w.c.Nodes.Get(w.ctx, api.NodeRef{NodeID: w.id})
+		if err != nil {
 			if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
 				return out, cubefleet.Errorf(cubefleet.CodeNotFound, "node %s was deleted while this waited for its drain (%s when last read)", w.id, sandboxesLeft(last, "it ran"))
 			}
@@ -214,7 +209,7 @@ func (w drainWait) wait(out nodeOut) (nodeOut, error) {
 // stopped turns the error that ended a drain or its wait into the command's error: the
 // timeout is DEADLINE_EXCEEDED and an interruption (Ctrl-C) says so, both naming the node and
 // the sandboxes it ran when last read (last; nil when it was never read); other errors pass.
-func (w drainWait) stopped(err error, last *nodes.DrainView) error {
+func (w drainWait) stopped(err error, last *api.NodeDrain) error {
 	left := sandboxesLeft(last, "it still runs")
 	switch {
 	case w.cmd.Context().Err() != nil:
@@ -228,7 +223,7 @@ func (w drainWait) stopped(err error, last *nodes.DrainView) error {
 
 // stillRuns names the sandboxes a node still runs by the control plane's records (" (sbx_...,
 // sbx_...)"), or "" when it knows of none.
-func stillRuns(sb *sandboxes.NodeSandboxes) string {
+func stillRuns(sb *api.NodeSandboxes) string {
 	if sb == nil || sb.Running+sb.Pending == 0 {
 		return ""
 	}
@@ -237,7 +232,7 @@ func stillRuns(sb *sandboxes.NodeSandboxes) string {
 
 // sandboxesLeft says how many sandboxes a drain had left when last read ("it still runs 3
 // sandboxes", verb first), or that the count is unknown (last is nil).
-func sandboxesLeft(last *nodes.DrainView, verb string) string {
+func sandboxesLeft(last *api.NodeDrain, verb string) string {
 	if last == nil {
 		return "its sandbox count is unknown"
 	}

@@ -1,20 +1,15 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cubefleet/cubefleet/internal/events"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/client"
 )
-
-// eventPage is what `nodes events` prints with --output json: events.list's answer.
-type eventPage struct {
-	Items      []events.Event `json:"items"`
-	NextCursor string         `json:"nextCursor,omitempty"`
-	OlderExist bool           `json:"olderExist,omitempty"`
-}
 
 func newNodesEventsCmd() *cobra.Command {
 	var typ, since, cursor string
@@ -57,18 +52,27 @@ once-a-second flush.`,
 			if len(args) == 1 {
 				subject = args[0]
 			}
-			in := map[string]any{"type": typ, "subject": subject, "since": sinceMs}
-			var out eventPage
+			in := api.EventListInput{Type: typ, Subject: subject, Since: sinceMs}
+			// --output json prints events.list's answer.
+			var out api.EventList
 			if since == "" && cursor == "" { // the tail of the log
 				if limit > 1000 {
 					return usagef("--limit is at most 1000 for the newest events; read older ones with --since")
 				}
-				in["newest"], in["limit"] = true, limit
-				if err := call(cmd, "events.list", in, &out); err != nil {
+				c, err := typed(cmd)
+				if err != nil {
+					return err
+				}
+				in.Newest, in.Limit = true, limit
+				if out, err = c.Events.List(cmd.Context(), in); err != nil {
 					return err
 				}
 			} else {
-				p, err := listPages[events.Event](cmd, "events.list", in, cursor, limit)
+				p, err := listPages(cmd, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.Event, string, error) {
+					in.Limit, in.Cursor = limit, cursor
+					p, err := c.Events.List(ctx, in)
+					return p.Items, p.NextCursor, err
+				}, cursor, limit)
 				if err != nil {
 					return err
 				}

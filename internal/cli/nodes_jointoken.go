@@ -7,19 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cubefleet/cubefleet/internal/nodes"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
 func newNodesJoinTokenCmd(stdio IO) *cobra.Command {
 	cmd := groupCmd("join-token", "Make, list and revoke join tokens for cubefleet agent", "")
 	cmd.AddCommand(newNodesJoinTokenCreateCmd(stdio), newNodesJoinTokenListCmd(), newNodesJoinTokenRevokeCmd())
 	return cmd
-}
-
-// joinTokenListOut is the output of nodes.joinTokens.list.
-type joinTokenListOut struct {
-	Items []nodes.JoinToken `json:"items"`
-	Now   int64             `json:"now"`
 }
 
 func newNodesJoinTokenListCmd() *cobra.Command {
@@ -34,12 +29,16 @@ made it. Without --all only usable tokens are listed. The token itself is never 
 --output json prints the API's answer.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out joinTokenListOut
-			if err := call(cmd, "nodes.joinTokens.list", map[string]any{"all": all}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Nodes.JoinTokens.List(cmd.Context(), api.JoinTokenListInput{All: all})
+			if err != nil {
 				return err
 			}
 			if out.Items == nil {
-				out.Items = []nodes.JoinToken{}
+				out.Items = []api.JoinToken{}
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
@@ -56,7 +55,7 @@ made it. Without --all only usable tokens are listed. The token itself is never 
 }
 
 // joinTokenAddr is where a token is accepted from: its address, "any", or "first use".
-func joinTokenAddr(t nodes.JoinToken) string {
+func joinTokenAddr(t api.JoinToken) string {
 	switch {
 	case t.AnyIP:
 		return "any"
@@ -75,10 +74,12 @@ replica refuses it from then on. Revoking a revoked token changes nothing. Nodes
 joined with it keep their own credentials (delete them to remove them).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out struct {
-				JoinToken nodes.JoinToken `json:"joinToken"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "nodes.joinTokens.revoke", map[string]any{"id": args[0]}, &out); err != nil {
+			out, err := c.Nodes.JoinTokens.Revoke(cmd.Context(), api.JoinTokenRef{ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -106,23 +107,23 @@ successful registration, unless --any-ip. --ip is a node's address: not 0.0.0.0,
 multicast or the broadcast address. A join token never takes over a registered node.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if uses < 1 || uses > nodes.MaxJoinTokenUses {
-				return usagef("--uses %d: a join token allows 1 to %d registrations", uses, nodes.MaxJoinTokenUses)
+			if uses < 1 || uses > api.MaxJoinTokenUses {
+				return usagef("--uses %d: a join token allows 1 to %d registrations", uses, api.MaxJoinTokenUses)
 			}
-			if ttl < time.Second || ttl > nodes.MaxJoinTokenTTL {
+			if ttl < time.Second || ttl > api.MaxJoinTokenTTLSeconds*time.Second {
 				return usagef("--ttl %s: a join token lives 1s to 168h", ttl)
 			}
 			if ip != "" {
-				if _, err := nodes.ParseJoinTokenIP(ip); err != nil {
+				if _, err := nodeapi.ParseJoinTokenIP(ip); err != nil {
 					return usagef("--ip %v", err)
 				}
 			}
-			in := map[string]any{"pool": pool, "uses": uses, "ttlSeconds": int64(ttl / time.Second), "ip": ip, "anyIp": anyIP}
-			var out struct {
-				JoinToken nodes.JoinToken `json:"joinToken"`
-				Token     string          `json:"token"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "nodes.joinTokens.create", in, &out); err != nil {
+			out, err := c.Nodes.JoinTokens.Create(cmd.Context(), api.JoinTokenCreateInput{Pool: pool, Uses: &uses, TTLSeconds: int64(ttl / time.Second), IP: ip, AnyIP: anyIP})
+			if err != nil {
 				return err
 			}
 			bound := "bound to the address of its first use"
@@ -151,7 +152,7 @@ multicast or the broadcast address. A join token never takes over a registered n
 	return cmd
 }
 
-func poolName(t nodes.JoinToken) string {
+func poolName(t api.JoinToken) string {
 	if t.Pool != "" {
 		return t.Pool
 	}

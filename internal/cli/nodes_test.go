@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/cubefleet/cubefleet/api"
 	"io"
 	"net/http"
 	"net/netip"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
-	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
@@ -206,9 +206,9 @@ func TestNodesDrainWait(t *testing.T) {
 		}
 		// Already drained, --output json: the node at once, no progress.
 		code, stdout, stderr := c.run("", "nodes", "drain", "10.0.0.7", "--wait", "-o", "json", "--token-file", c.tokenFile)
-		var v nodeOut
+		var v api.NodeOutput
 		if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil || stderr != "" || v.Drain == nil ||
-			v.Drain.State != nodes.DrainDrained || v.Drain.Reason != "retire" || v.Drain.DrainedAt == 0 || !v.Cordoned {
+			v.Drain.State != api.DrainDrained || v.Drain.Reason != "retire" || v.Drain.DrainedAt == 0 || !v.Cordoned {
 			t.Errorf("drain --wait -o json of a drained node: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
 		}
 
@@ -223,7 +223,7 @@ func TestNodesDrainWait(t *testing.T) {
 
 		// The timeout with --output json: the node as last read on stdout, the error on stderr.
 		code, stdout, stderr = c.run("", "nodes", "drain", "10.0.0.7", "--wait", "--poll", "100ms", "--timeout", "300ms", "-o", "json", "--token-file", c.tokenFile)
-		v = nodeOut{}
+		v = api.NodeOutput{}
 		if err := json.Unmarshal([]byte(stdout), &v); code != ExitFailure || err != nil || v.ID != "10.0.0.7" || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
 			!strings.Contains(stderr, "error: DEADLINE_EXCEEDED: node 10.0.0.7 is not drained after 300ms: it still runs 3 sandboxes") {
 			t.Errorf("timeout -o json: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
@@ -246,14 +246,14 @@ func TestNodesDrainWait(t *testing.T) {
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
 		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		d.cancel()
-		v = nodeOut{}
+		v = api.NodeOutput{}
 		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.Drain == nil || v.Drain.SandboxesLeft != 3 ||
 			!strings.Contains(d.err.String(), "error: interrupted: node 10.0.0.7 is not drained yet") {
 			t.Errorf("interrupted -o json: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
 		}
-		v = nodeOut{}
+		v = api.NodeOutput{}
 		json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v)
-		if v.Drain == nil || v.Drain.State != nodes.DrainDraining || v.Drain.SandboxesLeft != 3 {
+		if v.Drain == nil || v.Drain.State != api.DrainDraining || v.Drain.SandboxesLeft != 3 {
 			t.Errorf("after the interruption: %+v", v.Drain)
 		}
 
@@ -270,7 +270,7 @@ func TestNodesDrainWait(t *testing.T) {
 		d = c.startDrain("10.0.0.7", "--wait", "--poll", "100ms", "-o", "json")
 		d.waitStderr(t, "10.0.0.7: 3 sandboxes left")
 		c.admin("nodes", "delete", "10.0.0.7", "--force")
-		v = nodeOut{}
+		v = api.NodeOutput{}
 		if code := d.exit(t); code != ExitFailure || json.Unmarshal([]byte(d.out.String()), &v) != nil || v.ID != "10.0.0.7" || v.Drain == nil ||
 			!strings.Contains(d.err.String(), "error: NOT_FOUND: node 10.0.0.7 was deleted while this waited for its drain (it ran 3 sandboxes when last read)") {
 			t.Errorf("deleted while waiting: exit %d\nstdout:\n%s\nstderr:\n%s", code, d.out.String(), d.err.String())
@@ -373,7 +373,7 @@ func TestNodesHostileText(t *testing.T) {
 		}
 
 		// JSON is exact.
-		var v nodeOut
+		var v api.NodeOutput
 		if err := json.Unmarshal([]byte(c.admin("nodes", "get", "10.0.0.7", "-o", "json")), &v); err != nil ||
 			len(v.Versions) != 1 || v.Versions[0].Version != version || v.CordonDetail != detail {
 			t.Errorf("nodes get -o json: %v %+v %q", err, v.Versions, v.CordonDetail)

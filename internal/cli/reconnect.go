@@ -9,34 +9,33 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/client"
 )
 
 // reconnectFor bounds how long the long polls of `sandboxes wait` and `create --wait` keep
 // calling again while the control plane cannot be reached (1 minute without an answer).
 const reconnectFor = time.Minute
 
-// callReconnecting is c.Call for a long poll that may outlive the replica serving it: when the
+// reconnecting runs call, a long poll that may outlive the replica serving it: when the
 // connection is lost or refused (that replica died or restarts) or the answer is UNAVAILABLE
 // (its database is down), it calls again at the same URL, where a load balancer, or the
 // replica restarted, answers; pauses grow from 250 ms to 2 s, for at most reconnectFor without
 // an answer or until ctx ends. Any other error is returned at once.
-func callReconnecting(ctx context.Context, c *client.Client, method string, in, out any) error {
+func reconnecting[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
 	wait := 250 * time.Millisecond
 	var since time.Time
 	for {
-		err := c.Call(ctx, method, in, out)
+		out, err := call(ctx)
 		if err == nil || !connectionLost(err) || ctx.Err() != nil {
-			return err
+			return out, err
 		}
 		if since.IsZero() {
 			since = time.Now()
 		} else if time.Since(since) > reconnectFor {
-			return err
+			return out, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return out, err
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)

@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/api"
 	"io"
 	"maps"
 	"slices"
@@ -16,8 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/client"
-	"github.com/cubefleet/cubefleet/internal/sandboxes"
+	"github.com/cubefleet/cubefleet/client"
 )
 
 // sandboxWaitChunk bounds one sandboxes.wait call; a longer wait makes several.
@@ -29,7 +28,7 @@ const (
 
 // maxSandboxTimeout bounds --timeout of create (the API's timeoutSeconds, 7 days) and the
 // waits (--max-wait, wait --timeout: a week, past which a pipeline should not wait).
-const maxSandboxTimeout = sandboxes.MaxTimeoutSeconds * time.Second
+const maxSandboxTimeout = api.MaxSandboxTimeoutSeconds * time.Second
 
 // checkDuration refuses duration d of flag outside 0 to maxSandboxTimeout (a usage error naming
 // the flag and the range; zero says what 0 means).
@@ -123,24 +122,25 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 			if cmd.ArgsLenAtDash() < 0 && len(args) > 0 || cmd.ArgsLenAtDash() > 0 {
 				return usagef("give the command after --: cubefleet sandboxes create ... -- COMMAND [ARG...]")
 			}
-			in := map[string]any{"tenantId": tenant, "template": template, "command": args, "timeoutSeconds": int64(timeout / time.Second),
-				"async": async || wait}
-			if grace > 0 {
-				in["terminationGraceSeconds"] = int64(grace / time.Second)
-			}
-			for flag, pairs := range map[string][]string{"env": env, "label": labels, "node-selector": selector} {
-				m, err := keyValues(flag, pairs)
+			in := api.SandboxCreateInput{TenantID: tenant, Template: template, Command: args, TimeoutSeconds: int64(timeout / time.Second), Async: async || wait,
+				TerminationGraceSeconds: int64(grace / time.Second)}
+			for _, kv := range []struct {
+				flag  string
+				pairs []string
+				to    *map[string]string
+			}{{"env", env, &in.Env}, {"label", labels, &in.Labels}, {"node-selector", selector, &in.NodeSelector}} {
+				m, err := keyValues(kv.flag, kv.pairs)
 				if err != nil {
 					return err
 				}
-				in[map[string]string{"env": "env", "label": "labels", "node-selector": "nodeSelector"}[flag]] = m
+				*kv.to = m
 			}
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
-			var s sandboxes.Sandbox
-			if err := c.Call(cmd.Context(), "sandboxes.create", in, &s); err != nil {
+			s, err := c.Sandboxes.Create(cmd.Context(), in)
+			if err != nil {
 				return err
 			}
 			if wait {
@@ -150,7 +150,7 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 				_, err := linef(w, "%s\n", createdLine(s))
 				return err
 			})
-			if err == nil && s.State.Final() && s.State != sandboxes.StateExited {
+			if err == nil && s.State.Final() && s.State != api.SandboxExited {
 				return endError(s) // it failed, was killed or lost before it ran: as --wait says
 			}
 			return err
@@ -173,13 +173,13 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 }
 
 // createdLine says what a create made.
-func createdLine(s sandboxes.Sandbox) string {
+func createdLine(s api.Sandbox) string {
 	prefix := "Created sandbox " + s.ID
 	if s.Warm && s.ClaimedAt != 0 {
 		prefix = "Created sandbox " + s.ID + " from a warm sandbox"
 	}
 	switch {
-	case s.State == sandboxes.StatePending && s.Message != "":
+	case s.State == api.SandboxPending && s.Message != "":
 		return prefix + ": pending (" + s.Message + ")."
 	case s.NodeID != "":
 		return fmt.Sprintf("%s: %s on node %s.", prefix, s.State, s.NodeID)
@@ -196,14 +196,14 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code
 // runToEnd waits for sandbox s to end (at most maxWait, 0: no limit), writes its output (stdout
 // to stdout, stderr to stderr) and returns its exit status as an exitStatus (nil for 0), or
 // the error of a sandbox that failed or was lost.
-func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.Sandbox, maxWait time.Duration) error {
+func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox, maxWait time.Duration) error {
 	ctx := cmd.Context()
 	if maxWait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, maxWait)
 		defer cancel()
 	}
-	if s.State == sandboxes.StatePending {
+	if s.State == api.SandboxPending {
 		if err := waitForRoom(ctx, cmd, c, tenant, s); err != nil {
 			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 		}
@@ -212,8 +212,10 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
-	var logs api.SandboxLogs
-	if err := callReconnecting(cmd.Context(), c, "sandboxes.logs", map[string]any{"tenantId": tenant, "id": s.ID, "encoding": "base64"}, &logs); err != nil {
+	logs, err := reconnecting(cmd.Context(), func(ctx context.Context) (api.SandboxLogs, error) {
+		return c.Sandboxes.Logs(ctx, api.SandboxLogsInput{TenantID: tenant, ID: s.ID, Encoding: "base64"})
+	})
+	if err != nil {
 		return err
 	}
 	stdout, err1 := base64.StdEncoding.DecodeString(logs.Stdout)
@@ -223,9 +225,9 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 	}
 	if wantJSON(cmd) {
 		type result struct {
-			Sandbox sandboxes.Sandbox `json:"sandbox"`
-			Stdout  string            `json:"stdout"`
-			Stderr  string            `json:"stderr"`
+			Sandbox api.Sandbox `json:"sandbox"`
+			Stdout  string      `json:"stdout"`
+			Stderr  string      `json:"stderr"`
 		}
 		if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
 			return err
@@ -239,7 +241,7 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.S
 
 // endStatus is the exit status of an ended sandbox as a shell gives it: its exit code, 128 plus
 // the signal's number when a signal ended it; a sandbox that failed or was lost is an error.
-func endStatus(s sandboxes.Sandbox) error {
+func endStatus(s api.Sandbox) error {
 	r := s.Result
 	switch {
 	case r != nil && r.ExitCode != nil && *r.ExitCode == 0:
@@ -251,7 +253,7 @@ func endStatus(s sandboxes.Sandbox) error {
 			return exitStatus{128 + int(n)}
 		}
 		return exitStatus{128}
-	case s.State == sandboxes.StateKilled:
+	case s.State == api.SandboxKilled:
 		return exitStatus{128 + int(unix.SIGKILL)}
 	}
 	return endError(s)
@@ -259,7 +261,7 @@ func endStatus(s sandboxes.Sandbox) error {
 
 // endError says why sandbox s ended without a result of its command: "sandbox sbx_... lost
 // (node_down): node 10.0.0.5 is Down".
-func endError(s sandboxes.Sandbox) error {
+func endError(s api.Sandbox) error {
 	msg := "sandbox " + s.ID + " " + string(s.State)
 	if s.Reason != "" {
 		msg += " (" + s.Reason + ")"
@@ -273,9 +275,9 @@ func endError(s sandboxes.Sandbox) error {
 // waitForRoom waits while pending sandbox s waits for room, saying so on stderr ("Sandbox
 // sbx_... is pending: waiting for room in pool vps-fra (2 creates ahead)") whenever what the
 // records say changes, until it is placed or ended (or ctx ends).
-func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s sandboxes.Sandbox) error {
+func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox) error {
 	last := ""
-	for s.State == sandboxes.StatePending {
+	for s.State == api.SandboxPending {
 		if line := pendingLine(s); line != last {
 			linef(cmd.ErrOrStderr(), "%s\n", line)
 			last = line
@@ -284,8 +286,9 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		var next api.SandboxWaitOutput
-		err := callReconnecting(ctx, c, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": s.ID, "until": "running", "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		next, err := reconnecting(ctx, func(ctx context.Context) (api.SandboxWaitOutput, error) {
+			return c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: s.ID, Until: "running", TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
+		})
 		if err != nil {
 			return err
 		}
@@ -298,7 +301,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 }
 
 // pendingLine says why pending sandbox s waits.
-func pendingLine(s sandboxes.Sandbox) string {
+func pendingLine(s api.Sandbox) string {
 	why := s.Message
 	if why == "" {
 		why = s.Reason
@@ -316,8 +319,9 @@ func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		var next api.SandboxWaitOutput
-		err := callReconnecting(ctx, c, "sandboxes.wait", map[string]any{"tenantId": tenant, "id": id, "until": until, "timeoutSeconds": int64((chunk + time.Second - 1) / time.Second)}, &next)
+		next, err := reconnecting(ctx, func(ctx context.Context) (api.SandboxWaitOutput, error) {
+			return c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: id, Until: until, TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
+		})
 		if err != nil {
 			return out, err
 		}
@@ -344,10 +348,9 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 	if !interrupted {
 		rctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 		defer cancel()
-		var s sandboxes.Sandbox
-		if c.Call(rctx, "sandboxes.get", map[string]any{"tenantId": tenant, "id": id}, &s) == nil {
+		if s, err := c.Sandboxes.Get(rctx, api.TenantSandboxRef{TenantID: tenant, ID: id}); err == nil {
 			where = "it is " + whereText(s)
-			if s.State == sandboxes.StatePending {
+			if s.State == api.SandboxPending {
 				keeps = "it keeps waiting for room"
 			}
 		}
@@ -361,9 +364,9 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 
 // whereText says where sandbox s is: "running on node 10.0.0.7", "pending: waiting for room in
 // pool vps-fra (2 creates ahead)", "exited (exit code 0)".
-func whereText(s sandboxes.Sandbox) string {
+func whereText(s api.Sandbox) string {
 	switch {
-	case s.State == sandboxes.StatePending:
+	case s.State == api.SandboxPending:
 		return strings.TrimPrefix(pendingLine(s), "Sandbox "+s.ID+" is ")
 	case s.State.Final():
 		return strings.TrimSuffix(strings.TrimPrefix(waitedLine(s), "Sandbox "+s.ID+" "), ".")
@@ -380,8 +383,12 @@ func newSandboxesGetCmd() *cobra.Command {
 		Short: "Show a sandbox: its state and every state it reached, its command, node and result",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s sandboxes.Sandbox
-			if err := call(cmd, "sandboxes.get", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Sandboxes.Get(cmd.Context(), api.TenantSandboxRef{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error { return printSandbox(w, s) })
@@ -393,7 +400,7 @@ func newSandboxesGetCmd() *cobra.Command {
 }
 
 // printSandbox writes one sandbox as "key: value" lines, its states one per line.
-func printSandbox(w io.Writer, s sandboxes.Sandbox) error {
+func printSandbox(w io.Writer, s api.Sandbox) error {
 	state := string(s.State)
 	if s.Reason != "" && s.Reason != state {
 		state += " (" + s.Reason + ")"
@@ -451,7 +458,7 @@ func cutNote(cut bool) string {
 }
 
 // resultText says how a sandbox ended: "exit code 0", "signal SIGKILL", "-".
-func resultText(r *sandboxes.Result) string {
+func resultText(r *api.SandboxResult) string {
 	switch {
 	case r.ExitCode != nil:
 		return fmt.Sprintf("exit code %d", *r.ExitCode)
@@ -484,22 +491,22 @@ the idle sandboxes of the tenant's warm pools instead, which a create claims. At
 (default 100) are listed; when there are more, the next page's --cursor is printed on stderr.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state != "" && !sandboxes.State(state).Valid() {
+			if state != "" && !api.SandboxState(state).Valid() {
 				return usagef("--state %q: give pending, starting, running, exited, failed, killed or lost", state)
 			}
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit %d: give 1 to 1000", limit)
 			}
-			var out struct {
-				Items      []sandboxes.Sandbox `json:"items"`
-				NextCursor string              `json:"nextCursor,omitempty"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			in := map[string]any{"tenantId": tenant, "state": state, "node": node, "template": template, "warm": warm, "limit": limit, "cursor": cursor}
-			if err := call(cmd, "sandboxes.list", in, &out); err != nil {
+			out, err := c.Sandboxes.List(cmd.Context(), api.SandboxListInput{TenantID: tenant, State: state, Node: node, Template: template, Warm: warm, Limit: limit, Cursor: cursor})
+			if err != nil {
 				return err
 			}
 			if out.Items == nil {
-				out.Items = []sandboxes.Sandbox{}
+				out.Items = []api.Sandbox{}
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
@@ -533,13 +540,13 @@ the idle sandboxes of the tenant's warm pools instead, which a create claims. At
 }
 
 // stateText is a sandbox's state with why, for tables: "running", "pending (waiting_for_room)".
-func stateText(s sandboxes.Sandbox) string {
+func stateText(s api.Sandbox) string {
 	switch {
-	case s.Warm && s.ClaimedAt == 0 && s.State == sandboxes.StateRunning:
+	case s.Warm && s.ClaimedAt == 0 && s.State == api.SandboxRunning:
 		return "idle (warm)"
 	case s.Warm && s.ClaimedAt == 0 && !s.State.Final():
 		return string(s.State) + " (warm top-up)"
-	case s.Reason == "" || s.Reason == string(s.State) || s.State == sandboxes.StateRunning || s.State == sandboxes.StateStarting:
+	case s.Reason == "" || s.Reason == string(s.State) || s.State == api.SandboxRunning || s.State == api.SandboxStarting:
 		return string(s.State)
 	}
 	return string(s.State) + " (" + s.Reason + ")"
@@ -575,7 +582,7 @@ the sandbox as last read.`,
 			if err := checkDuration("timeout", timeout, "no limit"); err != nil {
 				return err
 			}
-			c, err := connect(cmd)
+			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
@@ -606,7 +613,7 @@ the sandbox as last read.`,
 }
 
 // waitedLine says where a waited-for sandbox got.
-func waitedLine(s sandboxes.Sandbox) string {
+func waitedLine(s api.Sandbox) string {
 	if !s.State.Final() {
 		return fmt.Sprintf("Sandbox %s is %s on node %s.", s.ID, s.State, orDash(s.NodeID))
 	}
@@ -614,7 +621,7 @@ func waitedLine(s sandboxes.Sandbox) string {
 	if s.Result != nil && resultText(s.Result) != "-" {
 		line += " (" + resultText(s.Result) + ")"
 	}
-	if s.State != sandboxes.StateExited && s.Message != "" {
+	if s.State != api.SandboxExited && s.Message != "" {
 		line += ": " + s.Message
 	}
 	return line + "."
@@ -627,8 +634,12 @@ func newSandboxesDeleteCmd() *cobra.Command {
 		Short: "Delete a sandbox: stop it if it runs, and forget it with its result",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s sandboxes.Sandbox
-			if err := call(cmd, "sandboxes.delete", map[string]any{"tenantId": tenant, "id": args[0]}, &s); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Sandboxes.Delete(cmd.Context(), api.TenantSandboxRef{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {
@@ -650,9 +661,9 @@ func newSandboxesDeleteCmd() *cobra.Command {
 }
 
 // ran reports whether sandbox s ever ran (reached running).
-func ran(s sandboxes.Sandbox) bool {
+func ran(s api.Sandbox) bool {
 	for _, st := range s.States {
-		if st.State == sandboxes.StateRunning {
+		if st.State == api.SandboxRunning {
 			return true
 		}
 	}
@@ -674,8 +685,12 @@ that has not ended is CONFLICT. --output json prints both as text.`,
 			if wantJSON(cmd) {
 				encoding = "text"
 			}
-			var out api.SandboxLogs
-			if err := call(cmd, "sandboxes.logs", map[string]any{"tenantId": tenant, "id": args[0], "encoding": encoding}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Sandboxes.Logs(cmd.Context(), api.SandboxLogsInput{TenantID: tenant, ID: args[0], Encoding: encoding})
+			if err != nil {
 				return err
 			}
 			if !out.Final {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/cubefleet/cubefleet/api"
 	"regexp"
 	"strconv"
 	"strings"
@@ -165,17 +166,17 @@ func TestSandboxesCommands(t *testing.T) {
 func TestEndStatus(t *testing.T) {
 	code := func(n int) *int { return &n }
 	for _, c := range []struct {
-		s    sandboxes.Sandbox
+		s    api.Sandbox
 		want string
 	}{
-		{sandboxes.Sandbox{State: sandboxes.StateExited, Result: &sandboxes.Result{ExitCode: code(0)}}, "<nil>"},
-		{sandboxes.Sandbox{State: sandboxes.StateExited, Result: &sandboxes.Result{ExitCode: code(7)}}, "exit status 7"},
-		{sandboxes.Sandbox{State: sandboxes.StateKilled, Result: &sandboxes.Result{Signal: "SIGKILL"}}, "exit status 137"},
-		{sandboxes.Sandbox{State: sandboxes.StateKilled, Result: &sandboxes.Result{Signal: "SIGTERM"}}, "exit status 143"},
-		{sandboxes.Sandbox{State: sandboxes.StateKilled, Result: &sandboxes.Result{}}, "exit status 137"},
-		{sandboxes.Sandbox{ID: "sbx_1", State: sandboxes.StateLost, Reason: "node_down", Message: "node 10.0.0.5 is Down", Result: &sandboxes.Result{}},
+		{api.Sandbox{State: api.SandboxExited, Result: &api.SandboxResult{ExitCode: code(0)}}, "<nil>"},
+		{api.Sandbox{State: api.SandboxExited, Result: &api.SandboxResult{ExitCode: code(7)}}, "exit status 7"},
+		{api.Sandbox{State: api.SandboxKilled, Result: &api.SandboxResult{Signal: "SIGKILL"}}, "exit status 137"},
+		{api.Sandbox{State: api.SandboxKilled, Result: &api.SandboxResult{Signal: "SIGTERM"}}, "exit status 143"},
+		{api.Sandbox{State: api.SandboxKilled, Result: &api.SandboxResult{}}, "exit status 137"},
+		{api.Sandbox{ID: "sbx_1", State: api.SandboxLost, Reason: "node_down", Message: "node 10.0.0.5 is Down", Result: &api.SandboxResult{}},
 			"sandbox sbx_1 lost (node_down): node 10.0.0.5 is Down"},
-		{sandboxes.Sandbox{ID: "sbx_2", State: sandboxes.StateFailed, Reason: "failed", Result: &sandboxes.Result{}}, "sandbox sbx_2 failed (failed)"},
+		{api.Sandbox{ID: "sbx_2", State: api.SandboxFailed, Reason: "failed", Result: &api.SandboxResult{}}, "sandbox sbx_2 failed (failed)"},
 	} {
 		if got := fmt.Sprint(endStatus(c.s)); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.s, got, c.want)
@@ -232,14 +233,14 @@ func TestSandboxesTrialFixes(t *testing.T) {
 // TestStateText: a table's state of a sandbox, warm pool top-ups said so.
 func TestStateText(t *testing.T) {
 	for _, c := range []struct {
-		s    sandboxes.Sandbox
+		s    api.Sandbox
 		want string
 	}{
-		{sandboxes.Sandbox{State: sandboxes.StatePending, Reason: sandboxes.ReasonWaitingForRoom}, "pending (waiting_for_room)"},
-		{sandboxes.Sandbox{State: sandboxes.StatePending, Reason: sandboxes.ReasonWaitingForRoom, Warm: true}, "pending (warm top-up)"},
-		{sandboxes.Sandbox{State: sandboxes.StateStarting, Reason: sandboxes.ReasonPlaced, Warm: true}, "starting (warm top-up)"},
-		{sandboxes.Sandbox{State: sandboxes.StateRunning, Reason: sandboxes.ReasonWarmReady, Warm: true}, "idle (warm)"},
-		{sandboxes.Sandbox{State: sandboxes.StateRunning, Reason: sandboxes.ReasonClaimed, Warm: true, ClaimedAt: 1}, "running"},
+		{api.Sandbox{State: api.SandboxPending, Reason: sandboxes.ReasonWaitingForRoom}, "pending (waiting_for_room)"},
+		{api.Sandbox{State: api.SandboxPending, Reason: sandboxes.ReasonWaitingForRoom, Warm: true}, "pending (warm top-up)"},
+		{api.Sandbox{State: api.SandboxStarting, Reason: sandboxes.ReasonPlaced, Warm: true}, "starting (warm top-up)"},
+		{api.Sandbox{State: api.SandboxRunning, Reason: sandboxes.ReasonWarmReady, Warm: true}, "idle (warm)"},
+		{api.Sandbox{State: api.SandboxRunning, Reason: sandboxes.ReasonClaimed, Warm: true, ClaimedAt: 1}, "running"},
 	} {
 		if got := stateText(c.s); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)

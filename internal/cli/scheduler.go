@@ -13,8 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/api/nodetext"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/simulate"
 )
@@ -39,8 +38,12 @@ decisions), and the reservations outstanding: sandboxes placed whose nodes have 
 them yet, with their pool's fleet name and age.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out api.SchedulerStatus
-			if err := call(cmd, "scheduler.status", map[string]any{}, &out); err != nil {
+			cp, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := cp.Scheduler.Status(cmd.Context())
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cubefleet/cubefleet/internal/api"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
 )
 
 // placeFlags names the flag of each scheduler.place input field, for its errors.
@@ -34,16 +34,7 @@ with the reasons (RESOURCE_EXHAUSTED). --output json prints the API's answer: {n
 reservation}. See docs/scheduler.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := map[string]any{"sandboxId": sandboxID, "cpu": cpu, "memoryMiB": memoryMiB}
-			if pool != "" {
-				in["pool"] = pool
-			}
-			if template != "" {
-				in["template"] = template
-			}
-			if diskMiB != 0 {
-				in["diskMiB"] = diskMiB
-			}
+			in := api.PlaceInput{SandboxID: sandboxID, Pool: pool, Template: template, CPU: cpu, MemoryMiB: memoryMiB, DiskMiB: diskMiB}
 			if len(selector) > 0 {
 				sel := map[string]string{}
 				for _, kv := range splitList(selector) {
@@ -53,13 +44,17 @@ reservation}. See docs/scheduler.md.`,
 					}
 					sel[k] = v
 				}
-				in["nodeSelector"] = sel
+				in.NodeSelector = sel
 			}
 			if ex := splitList(exclude); len(ex) > 0 {
-				in["exclude"] = ex
+				in.Exclude = ex
 			}
-			var out api.PlaceOutput
-			if err := call(cmd, "scheduler.place", in, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Scheduler.Place(cmd.Context(), in)
+			if err != nil {
 				return flagProblems(err, placeFlags)
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -103,8 +98,12 @@ reservation is not an error: the answer says nothing was held. --output json pri
 answer: {sandboxId, released}.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out api.ReleaseOutput
-			if err := call(cmd, "scheduler.release", map[string]any{"sandboxId": args[0]}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Scheduler.Release(cmd.Context(), api.SandboxRef{SandboxID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"github.com/cubefleet/cubefleet/api"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet/internal/privatefile"
-	"github.com/cubefleet/cubefleet/internal/secrets"
 )
 
 func newSecretsCmd(stdio IO) *cobra.Command {
@@ -45,7 +45,7 @@ func newSecretsValueCmd(verb string) *cobra.Command {
 					return fmt.Errorf("--from-file: %w", err)
 				}
 			} else {
-				if value, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), secrets.MaxValueBytes+2)); err != nil {
+				if value, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), api.MaxSecretValueBytes+2)); err != nil {
 					return fmt.Errorf("read the value from stdin: %w", err)
 				}
 			}
@@ -53,8 +53,16 @@ func newSecretsValueCmd(verb string) *cobra.Command {
 			if v == "" {
 				return usagef("the secret value is empty: pipe it on stdin or name a non-empty --from-file")
 			}
-			var s secrets.Secret
-			if err := call(cmd, "secrets."+verb, map[string]any{"tenantId": tenant, "name": args[0], "value": v}, &s); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			write := c.Secrets.Create
+			if verb == "update" {
+				write = c.Secrets.Update
+			}
+			s, err := write(cmd.Context(), api.SecretCreateInput{TenantID: tenant, Name: args[0], Value: v})
+			if err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {
@@ -76,10 +84,12 @@ func newSecretsListCmd() *cobra.Command {
 		Short: "List a tenant's secrets (names only)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				Items []secrets.Secret `json:"items"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "secrets.list", map[string]any{"tenantId": tenant}, &out); err != nil {
+			out, err := c.Secrets.List(cmd.Context(), api.TenantInput{TenantID: tenant})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -103,8 +113,12 @@ func newSecretsDeleteCmd() *cobra.Command {
 		Short: "Delete a secret (by name or id)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var s secrets.Secret
-			if err := call(cmd, "secrets.delete", map[string]any{"tenantId": tenant, "name": args[0]}, &s); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := c.Secrets.Delete(cmd.Context(), api.SecretDeleteInput{TenantID: tenant, Name: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, s, func(w io.Writer) error {

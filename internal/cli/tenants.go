@@ -1,11 +1,10 @@
 package cli
 
 import (
+	"github.com/cubefleet/cubefleet/api"
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/cubefleet/cubefleet/internal/iam"
 )
 
 func newTenantsCmd(stdio IO) *cobra.Command {
@@ -16,8 +15,12 @@ the example tenants acme and globex (dev only).`)
 		Short: "Create a tenant",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var t iam.Tenant
-			if err := call(cmd, "iam.tenants.create", map[string]any{"id": args[0]}, &t); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			t, err := c.IAM.Tenants.Create(cmd.Context(), api.TenantCreateInput{ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, t, func(w io.Writer) error {
@@ -31,10 +34,12 @@ the example tenants acme and globex (dev only).`)
 		Short: "List every tenant",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				Items []iam.Tenant `json:"items"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "iam.tenants.list", nil, &out); err != nil {
+			out, err := c.IAM.Tenants.List(cmd.Context())
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"slices"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/client"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
@@ -39,9 +42,12 @@ the server runs with --allow-private-webhook-targets) to event types, or to a fa
 ` + eventTypesHelp(server.EventTypes()),
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out events.WithSecret
-			in := map[string]any{"tenantId": tenant, "url": args[0], "events": splitList(types), "description": description}
-			if err := call(cmd, "webhooks.create", in, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Webhooks.Create(cmd.Context(), api.WebhookCreateInput{TenantID: tenant, URL: args[0], Events: splitList(types), Description: description})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -109,10 +115,12 @@ func newWebhooksListCmd() *cobra.Command {
 		Short: "List a tenant's webhook subscriptions",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				Items []events.Subscription `json:"items"`
+			c, err := typed(cmd)
+			if err != nil {
+				return err
 			}
-			if err := call(cmd, "webhooks.list", map[string]any{"tenantId": tenant}, &out); err != nil {
+			out, err := c.Webhooks.List(cmd.Context(), api.TenantInput{TenantID: tenant})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -136,8 +144,12 @@ func newWebhooksDeleteCmd() *cobra.Command {
 		Short: "Delete a subscription with its secrets and deliveries",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out events.Subscription
-			if err := call(cmd, "webhooks.delete", map[string]any{"tenantId": tenant, "id": args[0]}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Webhooks.Delete(cmd.Context(), api.WebhookRef{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -164,12 +176,16 @@ rotates at once (a leaked secret): the old secret stops signing now, and deliver
 verification at the receiver until it has the new one (they are retried, nothing is lost).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if overlap < 0 || overlap > events.MaxSecretOverlap || overlap%time.Second != 0 {
+			if overlap < 0 || overlap > api.MaxSecretOverlapSeconds*time.Second || overlap%time.Second != 0 {
 				return usagef("--overlap %s: give whole seconds from 0 (at once) to 168h (7d)", overlap)
 			}
-			var out events.WithSecret
-			in := map[string]any{"tenantId": tenant, "id": args[0], "overlapSeconds": int64(overlap / time.Second)}
-			if err := call(cmd, "webhooks.rotateSecret", in, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			seconds := int64(overlap / time.Second)
+			out, err := c.Webhooks.RotateSecret(cmd.Context(), api.WebhookRotateInput{TenantID: tenant, ID: args[0], OverlapSeconds: &seconds})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
@@ -186,7 +202,7 @@ verification at the receiver until it has the new one (they are retried, nothing
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant the subscription belongs to")
-	durationVar(cmd.Flags(), &overlap, "overlap", events.DefaultSecretOverlap, "how long the previous secret keeps signing: 0 (at once) to 7d, e.g. 24h or 2d")
+	durationVar(cmd.Flags(), &overlap, "overlap", api.DefaultSecretOverlapSeconds*time.Second, "how long the previous secret keeps signing: 0 (at once) to 7d, e.g. 24h or 2d")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
@@ -206,19 +222,21 @@ failed (dead-lettered); OUTCOME says why in plain words. No match prints "No del
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if failed {
-				if state != "" && state != events.StateFailed {
+				if state != "" && state != api.DeliveryFailed {
 					return usagef("use --failed or --state, not both")
 				}
-				state = events.StateFailed
+				state = api.DeliveryFailed
 			}
-			if state != "" && state != events.StatePending && state != events.StateDelivered && state != events.StateFailed {
+			if state != "" && state != api.DeliveryPending && state != api.DeliveryDelivered && state != api.DeliveryFailed {
 				return usagef("--state %q: want pending, delivered or failed, the words of the STATE column (a delivery waiting for its first attempt or retrying is pending)", state)
 			}
 			if limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
-			in := map[string]any{"tenantId": tenant, "subscriptionId": webhook, "state": state}
-			out, err := listPages[events.Delivery](cmd, "webhooks.deliveries", in, cursor, limit)
+			out, err := listPages(cmd, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.WebhookDelivery, string, error) {
+				p, err := c.Webhooks.Deliveries(ctx, api.WebhookDeliveriesInput{TenantID: tenant, SubscriptionID: webhook, State: state, Limit: limit, Cursor: cursor})
+				return p.Items, p.NextCursor, err
+			}, cursor, limit)
 			if err != nil {
 				return err
 			}
@@ -249,8 +267,8 @@ failed (dead-lettered); OUTCOME says why in plain words. No match prints "No del
 	return cmd
 }
 
-func nextAttempt(d events.Delivery) string {
-	if d.State != events.StatePending {
+func nextAttempt(d api.WebhookDelivery) string {
+	if d.State != api.DeliveryPending {
 		return "-"
 	}
 	return formatTime(d.NextAttemptAt)
@@ -263,8 +281,12 @@ func newWebhooksRedeliverCmd() *cobra.Command {
 		Short: "Queue a delivery again now, with the same webhook-id and body",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var out events.Delivery
-			if err := call(cmd, "webhooks.redeliver", map[string]any{"tenantId": tenant, "id": args[0]}, &out); err != nil {
+			c, err := typed(cmd)
+			if err != nil {
+				return err
+			}
+			out, err := c.Webhooks.Redeliver(cmd.Context(), api.WebhookRef{TenantID: tenant, ID: args[0]})
+			if err != nil {
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {

@@ -1,11 +1,9 @@
-// Package client is the control plane's API client, as the CLI uses it: Call posts a JSON
-// object to /api/v1/<method> with the bearer key and maps an error body back to a
-// *cubefleet.Error. Resolve finds the URL and the key the way docs/cli.md ("Connection") says:
+// Package client is the control plane's API client as the CLI uses it: the public typed client
+// (package github.com/cubefleet/cubefleet/client) with the CLI's words for what went wrong. Resolve finds the URL and the key the way docs/cli.md ("Connection") says:
 // a flag beats the environment, which beats the config file.
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,20 +12,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/client"
 	"github.com/cubefleet/cubefleet/internal/capool"
 )
 
-// maxResponseBytes bounds the response body Call reads (64 MiB).
-const maxResponseBytes = 64 << 20
-
-// Client calls the API of one control plane as one principal. It is safe for concurrent use.
+// Client calls the API of one control plane as one principal, as the CLI does: the public
+// client (API) with the CLI's words for what went wrong (which flag to pass, which file is
+// missing). It is safe for concurrent use.
 type Client struct {
+	api     *client.Client
 	baseURL string
 	token   string
 	http    *http.Client
@@ -45,7 +43,9 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		httpClient = newHTTPClient(nil)
 	}
-	return &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+	c.api = client.New(baseURL, token, client.WithHTTPClient(httpClient), client.WithErrorHook(c.explain))
+	return c
 }
 
 // newHTTPClient returns the default HTTP client: redirects refused, TLS 1.2 or later, the
@@ -62,57 +62,42 @@ func newHTTPClient(roots *x509.CertPool) *http.Client {
 // BaseURL returns the control plane's URL.
 func (c *Client) BaseURL() string { return c.baseURL }
 
+// API returns the typed client; its errors are those of Call (the CLI's words, an error
+// response as the *cubefleet.Error itself).
+func (c *Client) API() *client.Client { return c.api }
+
 // Call runs API method with input in (marshalled to JSON; nil sends {}; a json.RawMessage is
 // sent as is) and decodes the result into out (nil discards it; a *json.RawMessage keeps it
-// raw). An error response becomes a *cubefleet.Error with the server's code, message and
-// details (details["errors"] as []cubefleet.FieldError). A server that cannot be reached is a
-// plain error naming the URL. No error ever contains the key.
+// raw). An error response is a *cubefleet.Error with the server's code, message and details
+// (details["errors"] as []cubefleet.FieldError). A server
+// that cannot be reached is a plain error naming the URL. No error ever contains the key.
 func (c *Client) Call(ctx context.Context, method string, in, out any) error {
-	body := []byte("{}")
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("%s: encode input: %w", method, err)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/api/v1/"+method, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", method, ctx.Err())
-		}
-		if msg := c.tlsProblem(err); msg != "" {
+	return c.api.Call(ctx, method, in, out)
+}
+
+// explain is the public client's error hook: it words what went wrong for the CLI's user.
+func (c *Client) explain(method string, err error) error {
+	var (
+		unreachable *client.UnreachableError
+		answer      *client.ResponseError
+		apiErr      *client.Error
+		e           *cubefleet.Error
+	)
+	switch {
+	case errors.As(err, &unreachable):
+		if msg := c.tlsProblem(unreachable.Err); msg != "" {
 			return errors.New(msg)
 		}
-		return fmt.Errorf("cannot reach the control plane at %s (start one with `cubefleet server --dev`, or pass --url / set CUBEFLEET_URL): %w", c.baseURL, unwrapURLError(err))
+		return fmt.Errorf("cannot reach the control plane at %s (start one with `cubefleet server --dev`, or pass --url / set CUBEFLEET_URL): %w", c.baseURL, unreachable.Err)
+	case errors.As(err, &answer):
+		return c.notTheAPI(answer)
+	case errors.As(err, &e) && e.Code == cubefleet.CodeUnauthenticated && c.token == "":
+		e.Message = c.noKeyMessage(context.Background())
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
-	if err != nil {
-		return fmt.Errorf("%s: read response: %w", method, err)
+	if errors.As(err, &apiErr) {
+		return apiErr.Err // the CLI and the tests match the *cubefleet.Error itself
 	}
-	if resp.StatusCode != http.StatusOK {
-		err := c.decodeError(method, resp, data)
-		if e := (*cubefleet.Error)(nil); errors.As(err, &e) && e.Code == cubefleet.CodeUnauthenticated && c.token == "" {
-			e.Message = c.noKeyMessage(ctx)
-		}
-		return err
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s: decode response: %w", method, err)
-	}
-	return nil
+	return err
 }
 
 // tlsProblem returns what to do about err when it is a TLS failure: a certificate that does not
@@ -130,7 +115,7 @@ func (c *Client) tlsProblem(err error) string {
 	case errors.As(err, &host):
 		return fmt.Sprintf("the TLS certificate of the control plane at %s does not verify: %v; point --url at a name or address the certificate is valid for", c.baseURL, host)
 	case errors.As(err, &verr) || errors.As(err, &unknownCA) || errors.As(err, &invalid):
-		detail := unwrapURLError(err).Error()
+		detail := err.Error()
 		if verr != nil && verr.Err != nil {
 			detail = verr.Err.Error()
 		}
@@ -139,61 +124,26 @@ func (c *Client) tlsProblem(err error) string {
 		}
 		return fmt.Sprintf("the TLS certificate of the control plane at %s does not verify (%s): pass --ca-file FILE (or set %s, or ca_file in the config file) naming the PEM certificate of the CA that signed it", c.baseURL, detail, EnvCAFile)
 	case errors.As(err, &record) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return fmt.Sprintf("the control plane at %s does not speak TLS (%v): use an http:// URL, or start the server with --tls-cert and --tls-key", c.baseURL, unwrapURLError(err))
+		return fmt.Sprintf("the control plane at %s does not speak TLS (%v): use an http:// URL, or start the server with --tls-cert and --tls-key", c.baseURL, err)
 	}
 	return ""
 }
 
-// unwrapURLError drops *url.Error's "Post "URL":" prefix; the message already names the URL.
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil {
-		return ue.Err
+// notTheAPI says what an answer that is not the API's means: --url names an HTTPS server
+// over http://, a redirect, or something that is not a control plane.
+func (c *Client) notTheAPI(a *client.ResponseError) error {
+	if a.Status == http.StatusBadRequest && strings.Contains(a.Body, "HTTP request to an HTTPS server") {
+		return fmt.Errorf("%s: %s serves HTTPS only: use https:// in --url (or %s, or url in the config file)", a.Method, c.baseURL, EnvURL)
 	}
-	return err
-}
-
-type wireError struct {
-	Error *struct {
-		Code    cubefleet.Code  `json:"code"`
-		Message string          `json:"message"`
-		Details json.RawMessage `json:"details"`
-	} `json:"error"`
-}
-
-func (c *Client) decodeError(method string, resp *http.Response, data []byte) error {
-	var w wireError
-	if err := json.Unmarshal(data, &w); err != nil || w.Error == nil || w.Error.Code == "" {
-		snippet := strings.TrimSpace(string(data))
-		if len(snippet) > 200 {
-			snippet = snippet[:200] + "..."
-		}
-		if resp.StatusCode == http.StatusBadRequest && strings.Contains(snippet, "HTTP request to an HTTPS server") {
-			return fmt.Errorf("%s: %s serves HTTPS only: use https:// in --url (or %s, or url in the config file)", method, c.baseURL, EnvURL)
-		}
-		if resp.StatusCode/100 == 3 {
-			return fmt.Errorf("%s: %s answered with a redirect (HTTP %d to %q), which cubefleet never follows so the key goes nowhere else: point --url at the control plane itself",
-				method, c.baseURL, resp.StatusCode, resp.Header.Get("Location"))
-		}
-		hint := "is --url right?"
-		if resp.StatusCode == http.StatusNotFound {
-			hint = "is --url right? the server's --internal-listen address serves only the node-agent routes, not the API"
-		}
-		return fmt.Errorf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane (%s): %q", method, resp.StatusCode, c.baseURL, hint, snippet)
+	if a.Status/100 == 3 {
+		return fmt.Errorf("%s: %s answered with a redirect (HTTP %d to %q), which cubefleet never follows so the key goes nowhere else: point --url at the control plane itself",
+			a.Method, c.baseURL, a.Status, a.Location)
 	}
-	e := &cubefleet.Error{Code: w.Error.Code, Message: w.Error.Message}
-	if len(w.Error.Details) > 0 && string(w.Error.Details) != "null" {
-		if err := json.Unmarshal(w.Error.Details, &e.Details); err == nil {
-			if raw, ok := e.Details["errors"]; ok {
-				b, _ := json.Marshal(raw)
-				var fes []cubefleet.FieldError
-				if json.Unmarshal(b, &fes) == nil {
-					e.Details["errors"] = fes
-				}
-			}
-		}
+	hint := "is --url right?"
+	if a.Status == http.StatusNotFound {
+		hint = "is --url right? the server's --internal-listen address serves only the node-agent routes, not the API"
 	}
-	return e
+	return fmt.Errorf("%s: HTTP %d from %s, which does not answer like a cubefleet control plane (%s): %q", a.Method, a.Status, c.baseURL, hint, a.Body)
 }
 
 // noKeyMessage says why a call went without a key: which token file was looked for, and, from

@@ -25,10 +25,12 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/api/fleettext"
+	"github.com/cubefleet/cubefleet/api/nodetext"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -117,7 +119,7 @@ func New(cfg Config) (*Console, error) {
 		"ago":    nodetext.Ago,
 		"exit":   exitText,
 		"string": func(b []byte) string { return string(b) },
-		"byKind": fleet.ByKind, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
+		"byKind": func(cs []fleet.Change) []fleettext.KindChanges { return fleettext.ByKind(api.FleetChangesOf(cs)) }, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {
 			if len(s) > 12 {
 				return s[:12] + "…"
 			}

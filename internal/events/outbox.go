@@ -46,21 +46,7 @@ func (d Delivery) AuditTarget() string { return d.ID }
 // "delivered (HTTP 204)", "waiting for its first attempt", "retrying: the receiver answered
 // HTTP 503", "gave up after 12 attempts: no answer within the timeout".
 func (d Delivery) Outcome() string {
-	why := d.LastError
-	if rest, ok := strings.CutPrefix(why, "answered "); ok && d.LastStatus != 0 {
-		why = "the receiver answered HTTP " + rest
-	}
-	switch {
-	case d.State == StateDelivered && d.LastStatus != 0:
-		return fmt.Sprintf("delivered (HTTP %d)", d.LastStatus)
-	case d.State == StateDelivered:
-		return "delivered"
-	case d.State == StateFailed:
-		return "gave up after " + cubefleet.Count(d.Attempts, "attempt", "attempts") + ": " + why
-	case d.Attempts == 0:
-		return "waiting for its first attempt"
-	}
-	return "retrying: " + why
+	return cubefleet.DeliveryOutcome(d.State, d.LastStatus, d.Attempts, d.LastError)
 }
 
 // Payload is the body of every delivery (Standard Webhooks' payload shape: type, timestamp,

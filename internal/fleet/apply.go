@@ -246,24 +246,9 @@ func refuse(pl *Plan, denyDelete bool) error {
 		return blockedError(pl)
 	}
 	if denyDelete {
-		return DenyDeleteRefusal(pl)
+		return cubefleet.DenyDeleteRefusal(pl.Summary.Delete)
 	}
 	return nil
-}
-
-// DenyDeleteRefusal returns the PLAN_BLOCKED error fleet.apply with denyDelete (--deny-delete)
-// gives pl when pl deletes or archives anything, naming how many objects; nil otherwise. The
-// CLI gives the same refusal before it sends, or suggests, such a plan.
-func DenyDeleteRefusal(pl *Plan) error {
-	n := pl.Summary.Delete
-	if n == 0 {
-		return nil
-	}
-	objects := "objects"
-	if n == 1 {
-		objects = "object"
-	}
-	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "--deny-delete refuses this plan: it deletes or archives %d %s (the lines starting with -); keep them in the document, or leave --deny-delete out to apply it", n, objects)
 }
 
 func short(hash string) string {

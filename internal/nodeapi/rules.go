@@ -247,3 +247,18 @@ func CheckText(path, text string) error {
 	}
 	return nil
 }
+
+// ParseJoinTokenIP parses the address a join token is bound to (--ip): an IP address a node
+// can have, so not the unspecified address (0.0.0.0, ::), a multicast address, the IPv4
+// broadcast address or an address with a zone; an IPv4-mapped IPv6 address is unmapped. The
+// error reads after the flag or field name: `"224.0.0.1" is a multicast address, not a node's`.
+func ParseJoinTokenIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+	}
+	if p := NodeAddrProblem(a); p != "" {
+		return netip.Addr{}, fmt.Errorf("%q is %s, not a node's", s, p)
+	}
+	return a.Unmap(), nil
+}

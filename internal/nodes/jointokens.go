@@ -2,8 +2,6 @@ package nodes
 
 import (
 	"context"
-	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/cubefleet/cubefleet"
@@ -42,7 +40,7 @@ func JoinTokenStatus(now, expiresAt, revokedAt int64, usesLeft int) JoinTokenSta
 // JoinTokenInput is what a join token is made of: Pool is a pool id or a fleet name held by
 // one pool; Uses how many registrations it allows (0: 1; the API and the CLI refuse an explicit
 // 0); TTL its lifetime (0: DefaultJoinTokenTTL, at most MaxJoinTokenTTL); IP the one address it
-// is accepted from and registers (ParseJoinTokenIP). Without IP the token binds itself to the
+// is accepted from and registers (nodeapi.ParseJoinTokenIP). Without IP the token binds itself to the
 // address of its first successful registration, unless AnyIP.
 type JoinTokenInput struct {
 	Pool  string
@@ -75,26 +73,11 @@ type JoinToken struct {
 	RevokedBy string         `json:"revokedBy,omitempty"`
 }
 
-// ParseJoinTokenIP parses the address a join token is bound to (--ip): an IP address a node
-// can have, so not the unspecified address (0.0.0.0, ::), a multicast address, the IPv4
-// broadcast address or an address with a zone; an IPv4-mapped IPv6 address is unmapped. The
-// error reads after the flag or field name: `"224.0.0.1" is a multicast address, not a node's`.
-func ParseJoinTokenIP(s string) (netip.Addr, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
-	}
-	if p := nodeapi.NodeAddrProblem(a); p != "" {
-		return netip.Addr{}, fmt.Errorf("%q is %s, not a node's", s, p)
-	}
-	return a.Unmap(), nil
-}
-
 // NewJoinToken makes a join token of in, created by createdBy (a principal id), and its
 // secret (shown once; store only its HashToken): it resolves the pool (ResolvePool) and applies
 // the rules of JoinTokenInput. The caller stores it (nodestore.Store.CreateJoinToken). Errors:
 // INVALID_INPUT naming the field (pool missing, unknown, archived or ambiguous; uses, ttl out of
-// range; ip not an address a node can have, see ParseJoinTokenIP).
+// range; ip not an address a node can have, see nodeapi.ParseJoinTokenIP).
 func (r *Registry) NewJoinToken(ctx context.Context, in JoinTokenInput, createdBy string) (JoinToken, string, error) {
 	if in.Pool == "" {
 		return JoinToken{}, "", cubefleet.Invalid("pool", "pool is required: the pool id or fleet name the node joins")
@@ -120,7 +103,7 @@ func (r *Registry) NewJoinToken(ctx context.Context, in JoinTokenInput, createdB
 		if in.AnyIP {
 			return JoinToken{}, "", cubefleet.Invalid("ip", "give ip or anyIp, not both")
 		}
-		a, err := ParseJoinTokenIP(in.IP)
+		a, err := nodeapi.ParseJoinTokenIP(in.IP)
 		if err != nil {
 			return JoinToken{}, "", cubefleet.Invalid("ip", "ip %s", err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -25,7 +25,7 @@ func TestRefusedKeysLeaveATrace(t *testing.T) {
 		now := fixedNow()
 		var offset atomic.Int64
 		e := mustStart(t, db, func(c *Config) { c.Now = func() time.Time { return now.Add(time.Duration(offset.Load())) } })
-		var revoked, expiring api.KeyCreated
+		var revoked, expiring contract.KeyCreated
 		e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": "acme", "name": "old-ci", "grants": []string{"audit:read@tenant/acme"}}, &revoked)
 		e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": "acme", "name": "short", "grants": []string{"audit:read@tenant/acme"}, "ttlSeconds": 60}, &expiring)
 		e.must(e.admin, "iam.keys.revoke", map[string]any{"tenantId": "acme", "id": revoked.Key.ID}, nil)

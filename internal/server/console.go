@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	contract "github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
+	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/scheduler"
 )
@@ -33,11 +35,12 @@ func (c consoleNodes) ConsoleNodes(ctx context.Context) ([]console.Node, error) 
 	}
 	now := c.now().UnixMilli()
 	out := make([]console.Node, 0, len(items))
-	for _, v := range items {
-		var room *scheduler.Room
+	for _, view := range items {
+		v := api.NodeOf(view) // as the API shows it, which is what nodetext reads
+		var room *contract.Room
 		if c.rooms != nil {
 			if r, ok := c.rooms(v.ID); ok {
-				room = &r
+				room = api.RoomOf(r)
 			}
 		}
 		out = append(out, console.Node{ID: v.ID, State: nodetext.State(v), Pool: nodetext.Pool(v), LastReport: nodetext.Ago(now, v.LastReportAt),
@@ -85,10 +88,11 @@ func (c consolePools) ConsolePools(ctx context.Context) ([]console.Pool, error) 
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range items {
-		if v.PoolID == "" {
+	for _, view := range items {
+		if view.PoolID == "" {
 			continue
 		}
+		v := api.NodeOf(view) // as the API shows it, which is what nodetext reads
 		n := console.PoolNode{ID: v.ID, State: nodetext.State(v)}
 		if r, ok := c.rooms(v.ID); ok {
 			n.Bars = []console.Bar{

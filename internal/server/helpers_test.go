@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -151,7 +151,7 @@ func (e *testEnv) mustFail(token, method string, in any, code cubefleet.Code) *c
 // key creates a service account in tenant holding grants and returns its token and principal id.
 func (e *testEnv) key(tenant, name string, grants ...string) (token, principal string) {
 	e.t.Helper()
-	var out api.KeyCreated
+	var out contract.KeyCreated
 	e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": tenant, "name": name, "grants": grants}, &out)
 	return out.Token, out.Key.PrincipalID
 }

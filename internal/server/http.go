@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/iam"
@@ -219,17 +220,6 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (*iam.Princi
 	return s.authenticateKey(ctx, token, r.PathValue("method"), peerOf(r))
 }
 
-// errorBody is the wire form of an error: {"error":{"code","message","details"}}.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    cubefleet.Code `json:"code"`
-	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
-}
-
 // writeError writes err with its status and returns the status. An error without a code whose
 // cause is an unreachable database (store.IsUnreachable) is UNAVAILABLE with Retry-After.
 // INTERNAL errors (and other errors without a code) never show their cause: it is logged with
@@ -237,7 +227,7 @@ type errorDetail struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	ctx := r.Context()
 	var e *cubefleet.Error
-	body := errorDetail{Code: cubefleet.CodeInternal}
+	body := contract.ErrorDetail{Code: cubefleet.CodeInternal}
 	switch {
 	case errors.As(err, &e) && e.Code != cubefleet.CodeInternal:
 		body.Code, body.Message, body.Details = e.Code, e.Message, e.Details
@@ -260,7 +250,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 	if ra, ok := body.Details["retryAfterSeconds"].(int); ok && ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
-	writeJSON(w, status, errorBody{Error: body})
+	writeJSON(w, status, contract.ErrorBody{Error: body})
 	return status
 }
 

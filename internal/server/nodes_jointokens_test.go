@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -39,7 +39,7 @@ func TestJoinTokenCreateRules(t *testing.T) {
 				t.Errorf("%v: %s at %v, want %q at %s", c.in, ce.Message, ce.Details["path"], c.msg, c.path)
 			}
 		}
-		var jt api.JoinTokenCreated
+		var jt contract.JoinTokenCreated
 		e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "fra-cubes"}, &jt)
 		if jt.JoinToken.Uses != 1 {
 			t.Errorf("uses absent: %d, want 1", jt.JoinToken.Uses)
@@ -56,7 +56,7 @@ func TestJoinTokensListRevoke(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, allowLoopback)
 		e.makePool("fra-cubes")
-		var jt api.JoinTokenCreated
+		var jt contract.JoinTokenCreated
 		e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "fra-cubes", "ip": "127.0.0.1"}, &jt)
 
 		other, otherID := e.key("root", "operator", "nodes:list@tenant/root", "nodes:get@tenant/root", "nodes:cordon@tenant/root",
@@ -85,7 +85,7 @@ func TestJoinTokensListRevoke(t *testing.T) {
 			t.Errorf("the list holds the token or its hash: %s", raw)
 		}
 
-		var rev api.JoinTokenOutput
+		var rev contract.JoinTokenOutput
 		e.must(tokens, "nodes.joinTokens.revoke", map[string]any{"id": jt.JoinToken.ID}, &rev)
 		if rev.JoinToken.State != "revoked" || rev.JoinToken.RevokedAt == 0 || rev.JoinToken.RevokedBy == "" {
 			t.Errorf("revoke: %+v", rev.JoinToken)
@@ -102,7 +102,7 @@ func TestJoinTokensListRevoke(t *testing.T) {
 		if code != 401 || !strings.Contains(string(out), "was revoked") {
 			t.Errorf("join with the revoked token: %d %s", code, out)
 		}
-		var list api.JoinTokenList
+		var list contract.JoinTokenList
 		e.must(tokens, "nodes.joinTokens.list", map[string]any{}, &list)
 		if len(list.Items) != 0 {
 			t.Errorf("the default list shows a revoked token: %+v", list.Items)

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodesim"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -237,7 +237,7 @@ func loadRun(t *testing.T, bin, dsn string, count int, duration time.Duration) {
 	var site, pool obj
 	p.api(t, "compute.sites.create", map[string]any{"tenantId": "root", "kind": "shared", "region": "eu-central"}, &site)
 	p.api(t, "compute.pools.create", map[string]any{"tenantId": "root", "siteId": site.id(), "class": "vps-host"}, &pool)
-	var jt api.JoinTokenCreated
+	var jt contract.JoinTokenCreated
 	p.api(t, "nodes.joinTokens.create", map[string]any{"pool": pool.id(), "uses": count, "anyIp": true, "ttlSeconds": 3600}, &jt)
 	regBody, err := os.ReadFile(filepath.Join("..", "nodes", "nodetest", "testdata", "register.json"))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -87,7 +87,7 @@ func TestNodesAPI(t *testing.T) {
 			}
 		}
 		// A cubefleet agent that joins with a token for the pool.
-		var jt api.JoinTokenCreated
+		var jt contract.JoinTokenCreated
 		e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": "fra-cubes", "ip": "127.0.0.1"}, &jt)
 		if !strings.HasPrefix(jt.Token, nodeapi.JoinTokenPrefix) || jt.JoinToken.PoolID != poolID || jt.JoinToken.Uses != 1 {
 			t.Fatalf("join token: %+v", jt)
@@ -106,16 +106,16 @@ func TestNodesAPI(t *testing.T) {
 		}
 		e.srv.Nodes().CheckHealth(ctx)
 
-		var list api.NodeList
+		var list contract.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
 		if len(list.Items) != 3 || list.HeartbeatTimeout != 15000 || list.LostAfter != 300000 {
 			t.Fatalf("list: %+v", list)
 		}
-		byID := map[string]nodes.View{}
+		byID := map[string]contract.Node{}
 		for _, v := range list.Items {
 			byID[v.ID] = v
 		}
-		if v := byID["10.0.0.7"]; v.Pool != "fra-cubes" || v.PoolID != poolID || v.Schedulable || !v.RegistryOnly || v.State != nodes.StateReady {
+		if v := byID["10.0.0.7"]; v.Pool != "fra-cubes" || v.PoolID != poolID || v.Schedulable || !v.RegistryOnly || v.State != contract.NodeReady {
 			t.Errorf("stock node in a known pool: %+v", v)
 		}
 		if v := byID["10.0.0.8"]; v.PoolID != "" || v.Schedulable || !slices.ContainsFunc(v.UnschedulableReasons, func(r string) bool { return strings.HasPrefix(r, "unknown pool") }) {
@@ -149,15 +149,15 @@ func TestNodesAPI(t *testing.T) {
 		e.mustFail(e.admin, "nodes.joinTokens.create", map[string]any{"pool": poolID, "uses": -1}, cubefleet.CodeInvalidInput)
 
 		// Cordon, label, delete through the API.
-		var got api.NodeOutput
+		var got contract.NodeOutput
 		e.must(e.admin, "nodes.cordon", map[string]any{"nodeId": "127.0.0.1", "detail": "kernel update"}, &got)
 		if !got.Cordoned || got.CordonDetail != "kernel update" || got.Schedulable {
-			t.Errorf("cordon: %+v", got.View)
+			t.Errorf("cordon: %+v", got.Node)
 		}
-		got = api.NodeOutput{}
-		var labelled api.NodeLabelOutput
+		got = contract.NodeOutput{}
+		var labelled contract.NodeLabelOutput
 		e.must(e.admin, "nodes.label", map[string]any{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}, "remove": []string{"kubernetes.io/os"}}, &labelled)
-		if got := labelled.View; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodeapi.ReservedLabel] != "true" || !labelled.Changed {
+		if got := labelled.Node; got.Labels["rack"] != "r12" || got.Labels["kubernetes.io/os"] != "" || got.Labels[nodeapi.ReservedLabel] != "true" || !labelled.Changed {
 			t.Errorf("label: %v changed %v", got.Labels, labelled.Changed)
 		}
 		// The same again, and removing a label the node does not have, change nothing.
@@ -165,7 +165,7 @@ func TestNodesAPI(t *testing.T) {
 			{"nodeId": "127.0.0.1", "set": map[string]string{"rack": "r12"}},
 			{"nodeId": "127.0.0.1", "remove": []string{"missing"}},
 		} {
-			labelled = api.NodeLabelOutput{}
+			labelled = contract.NodeLabelOutput{}
 			e.must(e.admin, "nodes.label", in, &labelled)
 			if labelled.Changed || labelled.ID != "127.0.0.1" || labelled.Labels["rack"] != "r12" {
 				t.Errorf("label %v: changed %v, %+v", in, labelled.Changed, labelled.Labels)
@@ -180,7 +180,7 @@ func TestNodesAPI(t *testing.T) {
 		}
 		e.must(e.admin, "nodes.delete", map[string]any{"nodeId": "127.0.0.1", "force": true}, &got)
 		if got.ID != "127.0.0.1" {
-			t.Errorf("delete answered %+v", got.View)
+			t.Errorf("delete answered %+v", got.Node)
 		}
 		// The deleted agent is refused; the internal route agrees the node is gone.
 		if code, _, _ := nodeCall(t, "POST", agent+nodeapi.StatusPath("127.0.0.1"), joined.NodeCredential, status); code != 401 {
@@ -194,7 +194,7 @@ func TestNodesAPI(t *testing.T) {
 		if err := e.srv.NodeStore().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var evs api.EventList
+		var evs contract.EventList
 		e.must(e.admin, "events.list", map[string]any{"subject": "127.0.0.1"}, &evs)
 		var types []string
 		for _, ev := range evs.Items {
@@ -257,7 +257,7 @@ func TestInternalListen(t *testing.T) {
 		if code, _, _ := nodeCall(t, "GET", in+"/healthz", "", nil); code != 200 {
 			t.Errorf("healthz on the internal listener: %d", code)
 		}
-		var list api.NodeList
+		var list contract.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
 		if len(list.Items) != 1 {
 			t.Errorf("nodes.list: %d nodes", len(list.Items))
@@ -318,22 +318,22 @@ func TestNodesDrain(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%d forbidden audit rows for nodes.drain, want 1", n)
 		}
-		var got api.NodeOutput
+		var got contract.NodeOutput
 		e.must(cordoner, "nodes.get", map[string]any{"nodeId": "10.0.0.7"}, &got)
 		if got.Cordoned || got.Drain != nil {
-			t.Fatalf("a refused drain changed the node: %+v", got.View)
+			t.Fatalf("a refused drain changed the node: %+v", got.Node)
 		}
 
 		drainer, drainerID := e.key("root", "drainer", "nodes:drain@tenant/root")
 		e.mustFail(drainer, "nodes.drain", map[string]any{}, cubefleet.CodeInvalidInput)
 		e.mustFail(drainer, "nodes.drain", map[string]any{"nodeId": "10.9.9.9"}, cubefleet.CodeNotFound)
 		for range 2 { // idempotent
-			got = api.NodeOutput{}
+			got = contract.NodeOutput{}
 			e.must(drainer, "nodes.drain", map[string]any{"nodeId": "10.0.0.7", "reason": "kernel update"}, &got)
 			d := got.Drain
-			if d == nil || d.State != nodes.DrainDraining || d.SandboxesLeft != 4 || d.Reason != "kernel update" || d.RequestedBy != drainerID ||
+			if d == nil || d.State != contract.DrainDraining || d.SandboxesLeft != 4 || d.Reason != "kernel update" || d.RequestedBy != drainerID ||
 				d.RequestedAt == 0 || !got.Cordoned || got.CordonDetail != "kernel update" || !got.Healthy || got.Now == 0 {
-				t.Fatalf("nodes.drain: %+v (drain %+v)", got.View, d)
+				t.Fatalf("nodes.drain: %+v (drain %+v)", got.Node, d)
 			}
 		}
 		db.QueryRow(`SELECT count(*) FROM audit_log WHERE method = 'nodes.drain' AND outcome = 'ok' AND principal_id = $1 AND target = '10.0.0.7'`,
@@ -351,21 +351,21 @@ func TestNodesDrain(t *testing.T) {
 		if code, _, out := nodeCall(t, "POST", agent+nodeapi.StatusPath("10.0.0.7"), "", empty); code != 200 {
 			t.Fatalf("status: %d %s", code, out)
 		}
-		got = api.NodeOutput{}
+		got = contract.NodeOutput{}
 		e.must(e.admin, "nodes.get", map[string]any{"nodeId": "10.0.0.7"}, &got)
-		if d := got.Drain; d == nil || d.State != nodes.DrainDrained || d.SandboxesLeft != 0 || d.DrainedAt == 0 {
+		if d := got.Drain; d == nil || d.State != contract.DrainDrained || d.SandboxesLeft != 0 || d.DrainedAt == 0 {
 			t.Errorf("after a report of no sandboxes: %+v", d)
 		}
-		var list api.NodeList
+		var list contract.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
-		if len(list.Items) != 1 || list.Items[0].Drain == nil || list.Items[0].Drain.State != nodes.DrainDrained {
+		if len(list.Items) != 1 || list.Items[0].Drain == nil || list.Items[0].Drain.State != contract.DrainDrained {
 			t.Errorf("nodes.list: %+v", list.Items)
 		}
 
 		if err := e.srv.NodeStore().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var evs api.EventList
+		var evs contract.EventList
 		e.must(e.admin, "events.list", map[string]any{"subject": "10.0.0.7"}, &evs)
 		var types []string
 		for _, ev := range evs.Items {
@@ -381,10 +381,10 @@ func TestNodesDrain(t *testing.T) {
 			}
 		}
 
-		got = api.NodeOutput{}
+		got = contract.NodeOutput{}
 		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
 		if got.Drain != nil || got.Cordoned {
-			t.Errorf("after uncordon: %+v", got.View)
+			t.Errorf("after uncordon: %+v", got.Node)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
@@ -282,7 +283,7 @@ func TestRequestIDsErrorsAndLimits(t *testing.T) {
 		t.Errorf("unknown method: %d %s", status, raw)
 	}
 	// A revoked key is refused.
-	var k api.KeyCreated
+	var k contract.KeyCreated
 	e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": "root", "name": "short", "grants": []string{"iam:tenants:list@tenant/root"}}, &k)
 	e.must(k.Token, "iam.tenants.list", nil, nil)
 	e.must(e.admin, "iam.keys.revoke", map[string]any{"tenantId": "root", "id": k.Key.ID}, nil)
@@ -296,7 +297,7 @@ func TestKeyExpiry(t *testing.T) {
 	now := fixedNow()
 	var offset atomic.Int64 // nanoseconds past now
 	e := mustStart(t, nil, func(c *Config) { c.Now = func() time.Time { return now.Add(time.Duration(offset.Load())) } })
-	var k api.KeyCreated
+	var k contract.KeyCreated
 	e.must(e.admin, "iam.keys.create", map[string]any{"tenantId": "root", "name": "ci", "grants": []string{"iam:tenants:list@tenant/root"}, "ttlSeconds": 3600}, &k)
 	if k.Key.ExpiresAt == nil || *k.Key.ExpiresAt != now.Add(time.Hour).UnixMilli() {
 		t.Errorf("expiresAt = %v", k.Key.ExpiresAt)

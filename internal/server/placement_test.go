@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -34,7 +34,7 @@ func statusBody(t *testing.T) []byte {
 // its node credential.
 func (e *testEnv) joinAgent(pool, id string) string {
 	e.t.Helper()
-	var jt api.JoinTokenCreated
+	var jt contract.JoinTokenCreated
 	e.must(e.admin, "nodes.joinTokens.create", map[string]any{"pool": pool, "ip": id}, &jt)
 	code, _, out := nodeCall(e.t, "POST", e.srv.InternalURL()+nodeapi.PathRegister, jt.Token, registerBody(e.t, id, "ignored"))
 	if code != 200 {
@@ -65,8 +65,8 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 			t.Fatalf("stock Cubelet: %d %s", code, out)
 		}
 		report(t, e.srv.InternalURL(), "10.0.0.7", "")
-		place := func(id string) (api.PlaceOutput, error) {
-			var out api.PlaceOutput
+		place := func(id string) (contract.PlaceOutput, error) {
+			var out contract.PlaceOutput
 			err := e.call(e.admin, "scheduler.place", map[string]any{"sandboxId": id, "pool": pool, "cpu": 10000, "memoryMiB": 2048}, &out)
 			return out, err
 		}
@@ -85,13 +85,13 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if !cubefleet.IsCode(err, cubefleet.CodeResourceExhausted) || !strings.Contains(err.Error(), "2 nodes: 1 registry-only (stock Cubelet), 1 insufficient cpu") {
 			t.Fatalf("the seventh: %v", err)
 		}
-		var got api.NodeOutput
+		var got contract.NodeOutput
 		e.must(e.admin, "nodes.get", map[string]any{"nodeId": "127.0.0.1"}, &got)
 		if got.Room == nil || got.Room.Reserved.CPU != 60000 || got.Room.Reservations != 6 || got.Room.Remaining.CPU != 500 || got.Room.Reported.CPU != 3500 {
 			t.Errorf("nodes.get room: %+v", got.Room)
 		}
 		// nodes.list and the console's Nodes page show the reservations too.
-		var list api.NodeList
+		var list contract.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
 		if r := list.Rooms["127.0.0.1"]; r == nil || r.Reservations != 6 || r.Reserved.CPU != 60000 {
 			t.Errorf("nodes.list rooms: %+v", list.Rooms)
@@ -105,12 +105,12 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 				t.Errorf("console node %s reserved %q, want %q", row.ID, row.Reserved, want)
 			}
 		}
-		var st api.SchedulerStatus
+		var st contract.SchedulerStatus
 		e.must(e.admin, "scheduler.status", map[string]any{}, &st)
 		if len(st.Reservations) != 6 || st.Reservations[0].PoolName != "fra-cubes" || st.Reservations[0].Pool != pool || st.Reservations[0].ReservedAt == 0 || st.Now < st.Reservations[0].ReservedAt {
 			t.Errorf("scheduler.status reservations: %+v", st.Reservations)
 		}
-		var rel api.ReleaseOutput
+		var rel contract.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_a"}, &rel)
 		if !rel.Released {
 			t.Error("sbx_a held no reservation")
@@ -250,7 +250,7 @@ func TestLeaseFailoverKeepsReservations(t *testing.T) {
 	report(t, a.srv.InternalURL(), "127.0.0.1", cred) // a node's reports land on any replica
 	report(t, b.srv.InternalURL(), "127.0.0.1", cred)
 	place := func(e *testEnv, id string) error {
-		var out api.PlaceOutput
+		var out contract.PlaceOutput
 		return e.call(e.admin, "scheduler.place", map[string]any{"sandboxId": id, "pool": pool, "cpu": 10000, "memoryMiB": 2048}, &out)
 	}
 	for i, e := range []*testEnv{a, b, a, b} {
@@ -272,7 +272,7 @@ func TestLeaseFailoverKeepsReservations(t *testing.T) {
 	if err := place(b, "sbx_g"); !cubefleet.IsCode(err, cubefleet.CodeResourceExhausted) || !strings.Contains(err.Error(), "insufficient cpu") {
 		t.Fatalf("the seventh sandbox after the failover: %v (the failover lost reservations)", err)
 	}
-	var st api.SchedulerStatus
+	var st contract.SchedulerStatus
 	b.must(b.admin, "scheduler.status", map[string]any{}, &st)
 	if !st.LeaseHolder || len(st.Reservations) != 6 {
 		t.Errorf("status: holder %v, %d reservations", st.LeaseHolder, len(st.Reservations))

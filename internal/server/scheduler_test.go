@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
@@ -36,7 +36,7 @@ func TestSchedulerConfigAtStart(t *testing.T) {
 	}
 	good := writeSchedulerConfig(t, "common: {a: 1}\nscheduler:\n  priority_select_num: 1\n  overcommit_ratio: {cpu_ratio: 2}\n")
 	e := mustStart(t, storetest.SQLite(t), func(c *Config) { c.SchedulerConfig = good })
-	var st api.SchedulerStatus
+	var st contract.SchedulerStatus
 	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
 	if st.Config.PrioritySelectNum != 1 || st.Config.Profile != "balanced_spread" {
 		t.Errorf("status %+v", st.Config)
@@ -74,7 +74,7 @@ func TestSchedulerReload(t *testing.T) {
 		t.Error("the log line does not name the key")
 	}
 	// scheduler.status and the metrics tell the failed reload, until a reload succeeds.
-	var st api.SchedulerStatus
+	var st contract.SchedulerStatus
 	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
 	if st.ConfigFile != path || st.ConfigLoadedAt == 0 || st.ReloadFailedAt < st.ConfigLoadedAt || !strings.Contains(st.ReloadError, "scheduler.least_select_name") {
 		t.Errorf("status after a failed reload: %+v", st)
@@ -89,7 +89,7 @@ func TestSchedulerReload(t *testing.T) {
 	if err := e.srv.ReloadSchedulerConfig(); err != nil {
 		t.Fatal(err)
 	}
-	st = api.SchedulerStatus{}
+	st = contract.SchedulerStatus{}
 	e.must(e.admin, "scheduler.status", map[string]any{}, &st)
 	if st.ReloadError != "" || st.ReloadFailedAt != 0 || st.Config.Profile != "balanced_spread" {
 		t.Errorf("status after a good reload: %+v", st)
@@ -162,7 +162,7 @@ func TestSchedulerMethods(t *testing.T) {
 		if err := e.call(e.admin, "scheduler.release", map[string]any{"sandboxId": "a/b"}, nil); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
 			t.Errorf("release of a sandbox id with a slash: %v", err)
 		}
-		var rel api.ReleaseOutput
+		var rel contract.ReleaseOutput
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_1"}, &rel)
 		if rel.Released {
 			t.Error("released a reservation nobody held")

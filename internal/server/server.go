@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
@@ -418,7 +419,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			return nil
 		},
 	})
-	if s.openapi, err = openAPIDocument(s.api); err != nil {
+	if s.openapi, err = contract.OpenAPI(); err != nil {
 		return nil, err
 	}
 	if cfg.Dev {

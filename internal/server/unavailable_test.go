@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
@@ -107,7 +108,7 @@ func TestDatabaseUnreachableIsUnavailable(t *testing.T) {
 			json.Unmarshal(out, &o)
 			return o.id(), true
 		case 503:
-			var eb errorBody
+			var eb contract.ErrorBody
 			json.Unmarshal(out, &eb)
 			if eb.Error.Code != cubefleet.CodeUnavailable || header.Get("Retry-After") == "" || eb.Error.Message != "the control plane's database is unreachable; retry shortly" {
 				t.Errorf("%s: 503 %s (Retry-After %q)", method, out, header.Get("Retry-After"))

@@ -2,8 +2,10 @@
 // default: everything is allowed but the calls a tenant's code has no business making on a
 // shared host (mounts, kernel modules and kexec, BPF and perf, the kernel keyring, ptrace and
 // other processes' memory, swap, clocks, reboot, namespace changes: unshare, setns, and clone
-// with a namespace flag), which fail with EPERM; clone3 fails with ENOSYS (its flags cannot be
-// inspected), so that C libraries fall back to clone, whose flags can. It is built with
+// with a namespace flag, io_uring), which fail with EPERM; clone3 fails with ENOSYS (its flags
+// cannot be inspected), so that C libraries fall back to clone, whose flags can. A system call
+// of another ABI than the native one (a 32-bit int 0x80 on amd64, whose numbers the profile's
+// rules do not know) kills the process: the rules are the native ABI's only. It is built with
 // github.com/elastic/go-seccomp-bpf (pure Go) and applied by the process that then executes
 // the sandbox's program (Apply), after its namespaces are set up; a microVM driver may apply it
 // to its QEMU process.
@@ -11,8 +13,11 @@ package syscallfilter
 
 import (
 	"fmt"
+	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +31,7 @@ var Refused = []string{
 	// the kernel: modules, kexec, BPF, perf, keyring, reboot
 	"init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "bpf",
 	"perf_event_open", "add_key", "request_key", "keyctl", "reboot", "iopl", "ioperm",
-	"userfaultfd",
+	"userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
 	// other processes
 	"ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
 	// clocks
@@ -72,16 +77,55 @@ func Policy() (seccomp.Policy, error) {
 	return p, nil
 }
 
-// Apply sets no_new_privs and loads the default profile onto the calling thread (lock it to
-// its goroutine first: the filter is the thread's, and an exec from it keeps it). It fails
-// when the kernel has no seccomp filters.
-func Apply() error {
+// auditArchOffset is the offset of seccomp_data.arch, the ABI of the call.
+const auditArchOffset = 4
+
+// Program returns the default profile as the BPF program Apply loads: Policy's, behind a check
+// that kills the process (SECCOMP_RET_KILL_PROCESS) on a call of another ABI than the native
+// one. Policy's own program allows such calls (its rules are the native ABI's numbers), and an
+// amd64 process can make i386 calls (int 0x80) and so get past every rule: unshare included.
+func Program() ([]bpf.Instruction, error) {
 	p, err := Policy()
+	if err != nil {
+		return nil, err
+	}
+	native, err := arch.GetInfo("")
+	if err != nil {
+		return nil, fmt.Errorf("the default seccomp profile: %w", err)
+	}
+	rules, err := p.Assemble()
+	if err != nil {
+		return nil, fmt.Errorf("the default seccomp profile: %w", err)
+	}
+	return append([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: auditArchOffset, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(native.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS},
+	}, rules...), nil
+}
+
+// Apply sets no_new_privs and loads the default profile (Program) onto the calling thread
+// (lock it to its goroutine first: the filter is the thread's, and an exec from it keeps it).
+// It fails when the kernel has no seccomp filters.
+func Apply() error {
+	prog, err := Program()
 	if err != nil {
 		return err
 	}
-	if err := seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Policy: p}); err != nil {
-		return fmt.Errorf("load the seccomp profile: %w", err)
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		return fmt.Errorf("the default seccomp profile: %w", err)
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		return fmt.Errorf("load the seccomp profile: %w", e)
 	}
 	return nil
 }

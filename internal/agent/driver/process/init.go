@@ -68,8 +68,10 @@ func runInit() int {
 		return 127
 	}
 	// Signals of the sandbox's process group reach its main process directly; init only must
-	// not die of them.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	// not die of them, nor of any the program sends it (it runs as the sandbox's user): every
+	// signal is caught and dropped, SIGABRT and a SIGSEGV sent by kill included, which would
+	// end a Go program (and with it the sandbox, as if its program had exited with code 2).
+	signal.Notify(make(chan os.Signal, 1))
 	if err := sandboxnet.LoopbackUp(); err != nil {
 		return fail("bring up the loopback interface: %v", err)
 	}

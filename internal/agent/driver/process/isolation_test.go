@@ -6,12 +6,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
+	"golang.org/x/sys/unix"
 )
 
 // requireController skips a test that needs cgroup controller c when this host has none for
@@ -53,6 +55,18 @@ func TestMemoryLimitIsTheWholeSandboxes(t *testing.T) {
 	}
 }
 
+// answerEach writes reply to every connection ln accepts and closes it, until ln is closed.
+func answerEach(ln net.Listener, reply string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, reply)
+		c.Close()
+	}
+}
+
 // isCI reports whether the tests run in CI (as root, on a machine with the isolation the
 // tests need: they fail there rather than skip).
 func isCI() bool { return os.Getenv("CI") == "true" }
@@ -82,16 +96,7 @@ func TestNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "host server\n")
-			c.Close()
-		}
-	}()
+	go answerEach(ln, "host server\n")
 	start(t, d, driver.Spec{ID: "neighbour", Argv: []string{"sleep", "30"}})
 	argv, env := probe(t, "connect", ln.Addr().String())
 	marker := filepath.Join(os.TempDir(), "cubefleet-sandbox-tmp-"+strconv.Itoa(os.Getpid()))
@@ -142,6 +147,31 @@ func TestNamespaces(t *testing.T) {
 	}
 }
 
+// The host's services listen on unix sockets in /run (the system bus, the journal, a
+// database's socket), which a read-only mount does not close: a sandbox has a /run of its own,
+// empty, so a socket of the host there that any user may connect to is not there for it.
+func TestHostRunSocketsHidden(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireNamespaces(t, d)
+	path := filepath.Join("/run", "cubefleet-test-"+strconv.Itoa(os.Getpid())+".sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Chmod(path, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	go answerEach(ln, "host service\n")
+	argv, env := probe(t, "connect-unix", path)
+	st, out := run(t, d, driver.Spec{ID: "unix-socket", Argv: argv, Env: env})
+	t.Logf("%s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "refused:") || !strings.Contains(string(out.Stdout), "no such file") {
+		t.Errorf("a sandbox connecting to the host's %s: %+v, %q; want it not there", path, st, out.Stdout)
+	}
+}
+
 // A refused system call gets EPERM: the default seccomp profile refuses them even where the
 // sandbox's user might otherwise make them (an unprivileged user namespace, a keyring).
 func TestSeccompRefusesWithEPERM(t *testing.T) {
@@ -162,6 +192,10 @@ func TestSeccompRefusesWithEPERM(t *testing.T) {
 		if want := c.name + ": EPERM\n"; !strings.Contains(string(out.Stdout), want) {
 			t.Errorf("want %q in\n%s", want, out.Stdout)
 		}
+	}
+	// A 32-bit call (int 0x80 on amd64) is not let past the rules: the process is killed.
+	if runtime.GOARCH == "amd64" && !strings.Contains(string(out.Stdout), "i386 unshare(CLONE_NEWUSER): signal: bad system call\n") {
+		t.Errorf("a 32-bit unshare from the sandbox: want it killed by SIGSYS in\n%s", out.Stdout)
 	}
 	// Everything else works: the sandbox's own processes, files and clock.
 	st, out = run(t, d, driver.Spec{ID: "allowed", Argv: sh("date >/dev/null && echo x > f && cat f && (sleep 0 &) && wait && echo ok")})
@@ -202,5 +236,72 @@ func TestDiskLimitENOSPC(t *testing.T) {
 	}
 	if _, err := os.Stat(d.dir("filler")); err == nil {
 		t.Error("Remove left the sandbox's directory (and its disk)")
+	}
+}
+
+// A sandbox's program gets stdin, stdout and stderr only: no descriptor of the agent's (one
+// it inherited without close-on-exec, from a shell or a service manager), of its supervisor or
+// of its init, such as the pipe the init reports the program's end on, on which the program
+// could write an exit status of its choosing.
+func TestProgramGetsNoOtherDescriptor(t *testing.T) {
+	r, w, err := os.Pipe() // what the agent's parent left open in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, testConfig(t))
+	argv, env := probe(t, "fds")
+	st, out := run(t, d, driver.Spec{ID: "fds", Argv: argv, Env: env})
+	if st.ExitCode != 0 || string(out.Stdout) != "fds: []\n" {
+		t.Errorf("%+v: %q %q, want no descriptor past stderr", st, out.Stdout, out.Stderr)
+	}
+	// Nor can it say how it ended: it writes an exit status of 0 wherever it can, then fails.
+	st, out = run(t, d, driver.Spec{ID: "liar", Argv: sh("for fd in 3 4 5 6 7 8 9; do (echo 0 >&$fd) 2>/dev/null; done; exit 3")})
+	if st.ExitCode != 3 {
+		t.Errorf("%+v: %q, want the exit code it ended with, 3", st, out.Stderr)
+	}
+}
+
+// The sandbox's init (process 1 of its PID namespace) runs as the sandbox's user, so the
+// program may signal it: none of the signals that would end a Go program (SIGABRT, SIGSEGV
+// sent by kill, ...) ends it, and with it the sandbox, whose end would then read "exited with
+// code 2" rather than how the program ended.
+func TestInitOutlivesSignalsFromTheSandbox(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireNamespaces(t, d)
+	// Every signal but SIGKILL, SIGSTOP (the kernel keeps them from a namespace's init) and
+	// SIGCHLD, by number: SIGHUP 1 to SIGSYS 31, then the first real-time ones.
+	script := "for s in 1 2 3 4 5 6 7 8 10 11 12 13 14 15 16 18 20 21 22 23 24 25 26 27 28 29 30 31 34 35 64; do kill -$s 1; done; sleep 1; echo alive; exit 3"
+	st, out := run(t, d, driver.Spec{ID: "init-signals", Argv: sh(script)})
+	if st.ExitCode != 3 || string(out.Stdout) != "alive\n" {
+		t.Errorf("%+v: %q %q, want the program alive after signalling its init, ending with code 3", st, out.Stdout, out.Stderr)
+	}
+}
+
+// A sandbox directory under /run (which a sandbox gets empty) stays reachable at its path,
+// with a disk and without, as one under /tmp does.
+func TestSandboxDirUnderRun(t *testing.T) {
+	requireRoot(t)
+	base := filepath.Join("/run", "cubefleet-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	cfg := testConfig(t)
+	cfg.Dir = filepath.Join(base, "sandboxes")
+	d := newDriver(t, cfg)
+	requireNamespaces(t, d)
+	for _, disk := range []int64{0, 32} {
+		id := "under-run-" + strconv.FormatInt(disk, 10)
+		st, out := run(t, d, driver.Spec{ID: id, DiskMiB: disk, Argv: sh("echo x > f && cat f && pwd")})
+		want := "x\n" + filepath.Join(d.dir(id), dirWork) + "\n"
+		if st.ExitCode != 0 || string(out.Stdout) != want {
+			t.Errorf("disk %d MiB: %+v: %q %q, want %q", disk, st, out.Stdout, out.Stderr, want)
+		}
 	}
 }

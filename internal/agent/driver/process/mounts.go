@@ -23,7 +23,10 @@ import (
 //   - a minimal /dev: a tmpfs with null, zero, full, random, urandom and tty, /dev/fd and the
 //     std links, and /dev/shm;
 //   - /tmp and /dev/shm of its own, tmpfs of sandboxSetup.TmpBytes each (their pages count as
-//     its memory).
+//     its memory);
+//   - an empty /run (and /var/run, where it is a directory of its own), root's: the host's
+//     services listen there on unix sockets (the system bus, the journal, databases), and a
+//     read-only mount does not stop a connect.
 
 // devices are the character devices of a sandbox's /dev: name, major, minor.
 var devices = []struct {
@@ -76,6 +79,7 @@ func setupMounts(s sandboxSetup) error {
 			return unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 		}},
 		{"mount /tmp", func() error { return mountTmpfs("/tmp", s.TmpBytes, "1777") }},
+		{"hide the host's /run", hideRun},
 		{"make /dev", func() error { return makeDev(s.TmpBytes) }},
 		{"attach the work directory", func() error {
 			if _, err := os.Stat(s.Root); err != nil {
@@ -90,6 +94,20 @@ func setupMounts(s sandboxSetup) error {
 	for _, st := range steps {
 		if err := st.do(); err != nil {
 			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	return nil
+}
+
+// hideRun mounts an empty tmpfs, root's, 0755, on /run and on /var/run where it is a directory
+// (not the usual link to /run); a host without them has nothing to hide.
+func hideRun() error {
+	for _, dir := range []string{"/run", "/var/run"} {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,mode=755"); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
 	return nil

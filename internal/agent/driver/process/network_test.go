@@ -3,7 +3,6 @@ package process
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -70,16 +69,7 @@ func TestPublicAndPrivateNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer host.Close()
-	go func() {
-		for {
-			c, err := host.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "host\n")
-			c.Close()
-		}
-	}()
+	go answerEach(host, "host\n")
 	hostPort := host.Addr().(*net.TCPAddr).Port
 	makeInternet(t)
 

@@ -1,16 +1,20 @@
 package process
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -95,6 +99,35 @@ func runProbe(name string, args []string) error {
 		b, _ := io.ReadAll(c)
 		c.Close()
 		fmt.Printf("connected: %q\n", b)
+	case "connect-unix": // connect path: connect to a unix socket of the host's file system
+		c, err := net.DialTimeout("unix", arg(0), 2*time.Second)
+		if err != nil {
+			fmt.Println("refused:", err)
+			return nil
+		}
+		b, _ := io.ReadAll(c)
+		c.Close()
+		fmt.Printf("connected: %q\n", b)
+	case "fds": // the open file descriptors past stdin, stdout and stderr it was given
+		// Read with system calls of its own: os.Open would add the runtime's poller's.
+		dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 1<<16)
+		n, err := unix.ReadDirent(dir, buf)
+		if err != nil {
+			return err
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		var fds []int
+		for _, n := range names {
+			if fd, err := strconv.Atoi(n); err == nil && fd > 2 && fd != dir {
+				fds = append(fds, fd)
+			}
+		}
+		unix.Close(dir)
+		fmt.Println("fds:", fds)
 	case "syscalls": // the calls the default seccomp profile refuses
 		runSyscalls()
 	case "serve": // serve addr name: answer every connection with name, until killed
@@ -215,6 +248,72 @@ var refusedCalls = []struct {
 		return nil
 	}},
 	{"ptrace(PTRACE_ATTACH, 1)", func() error { return unix.PtraceAttach(1) }},
+	{"io_uring_setup", func() error {
+		var params [120]byte // struct io_uring_params, zero: the kernel's defaults
+		fd, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params)), 0)
+		if e != 0 {
+			return e
+		}
+		unix.Close(int(fd))
+		return nil
+	}},
+}
+
+// i386Unshare is a static i386 ELF program that makes the 32-bit system call unshare
+// (int 0x80, number 310) with CLONE_NEWUSER and exits with its errno (0: it got a user
+// namespace). On amd64 it checks that a call of another ABI does not get past the profile.
+var i386Unshare = func() []byte {
+	code := []byte{
+		0xb8, 0x36, 0x01, 0x00, 0x00, // mov eax, 310 (unshare)
+		0xbb, 0x00, 0x00, 0x00, 0x10, // mov ebx, CLONE_NEWUSER
+		0xcd, 0x80, // int 0x80
+		0xf7, 0xd8, // neg eax
+		0x89, 0xc3, // mov ebx, eax
+		0xb8, 0x01, 0x00, 0x00, 0x00, // mov eax, 1 (exit)
+		0xcd, 0x80, // int 0x80
+	}
+	const base, ehsize, phsize = 0x08048000, 52, 32
+	size := uint32(ehsize + phsize + len(code))
+	b := []byte{0x7f, 'E', 'L', 'F', 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	le := binary.LittleEndian
+	b = le.AppendUint16(b, 2)                  // ET_EXEC
+	b = le.AppendUint16(b, 3)                  // EM_386
+	b = le.AppendUint32(b, 1)                  // EV_CURRENT
+	b = le.AppendUint32(b, base+ehsize+phsize) // entry
+	b = le.AppendUint32(b, ehsize)             // program headers
+	b = le.AppendUint32(b, 0)                  // section headers
+	b = le.AppendUint32(b, 0)                  // flags
+	for _, v := range []uint16{ehsize, phsize, 1, 0, 0, 0} {
+		b = le.AppendUint16(b, v)
+	}
+	for _, v := range []uint32{1, 0, base, base, size, size, 5, 0x1000} { // PT_LOAD, r-x
+		b = le.AppendUint32(b, v)
+	}
+	return append(b, code...)
+}()
+
+// runI386Unshare runs i386Unshare from the work directory and says what it got: "i386
+// unshare(CLONE_NEWUSER): allowed", an errno, the signal that killed it, or why it did not run.
+func runI386Unshare() {
+	const name = "i386 unshare(CLONE_NEWUSER)"
+	if runtime.GOARCH != "amd64" {
+		fmt.Printf("%s: not amd64\n", name)
+		return
+	}
+	if err := os.WriteFile("i386-unshare", i386Unshare, 0o700); err != nil {
+		fmt.Printf("%s: %v\n", name, err)
+		return
+	}
+	err := exec.Command("./i386-unshare").Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		fmt.Printf("%s: allowed\n", name)
+	case errors.As(err, &exit) && exit.ExitCode() > 0:
+		fmt.Printf("%s: %s\n", name, errnoName(syscall.Errno(exit.ExitCode())))
+	default:
+		fmt.Printf("%s: %v\n", name, err)
+	}
 }
 
 // runSyscalls is the "syscalls" probe: each refused call and the errno it got, "name: EPERM".
@@ -227,4 +326,5 @@ func runSyscalls() {
 		}
 		fmt.Printf("%s: %s\n", c.name, errnoName(err))
 	}
+	runI386Unshare()
 }

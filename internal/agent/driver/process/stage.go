@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -144,7 +145,12 @@ func execProgram(in stageInstr, fail func(format string, args ...any) int) int {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return fail("exec %s: %v", in.Argv[0], err)
 	}
-	syscall.CloseOnExec(4)
+	// The program gets stdin, stdout and stderr only: nothing the agent inherited without
+	// close-on-exec, nor the init's pipe reporting the program's end (on which it could
+	// write an exit status of its choosing); fd 4, the status pipe, closes on the exec too.
+	if err := closeOnExecFrom(3); err != nil {
+		return fail("close the stage's descriptors on exec: %v", err)
+	}
 	if in.Seccomp { // after the namespaces (set up by the init), before the rlimits (it allocates)
 		if err := syscallfilter.Apply(); err != nil {
 			return fail("%v", err)
@@ -163,6 +169,29 @@ func execProgram(in stageInstr, fail func(format string, args ...any) int) int {
 	_, _, errno := syscall.RawSyscall(syscall.SYS_EXECVE,
 		uintptr(unsafe.Pointer(pathp)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
 	return fail("exec %s: %v", path, errno)
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec: close_range(2) with
+// CLOSE_RANGE_CLOEXEC (Linux 5.11), else each one /proc/self/fd lists.
+func closeOnExecFrom(first int) error {
+	if err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if fd, err := strconv.Atoi(n); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // lookPath finds the program file like execvp(3): a name with a '/' is used as it is, another

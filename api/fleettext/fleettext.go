@@ -1,10 +1,15 @@
-package fleet
+// Package fleettext is the words a fleet plan and its drift are shown with, in the CLI (`cubefleet
+// fleet plan`, `fleet status`) and in the web console's Fleet page alike: the plan notation of a
+// change and a field's value. Every function reads the contract's types (package api).
+package fleettext
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/cubefleet/cubefleet/api"
 )
 
 // maxLineValue bounds a value shown in a change line, in characters.
@@ -14,12 +19,12 @@ const maxLineValue = 120
 // `+ kind name` (create), `~ kind name (field: from -> to, ...)` (update, values as compact
 // JSON cut at 120 characters), `- kind name` (delete), `! kind name: blocked: why`. It returns
 // "" for an unchanged change that is not blocked.
-func ChangeLine(c Change) string {
+func ChangeLine(c api.FleetChange) string {
 	var line string
 	switch c.Action {
-	case ActionCreate:
+	case api.FleetActionCreate:
 		line = "+ " + c.Kind + " " + c.Name
-	case ActionUpdate:
+	case api.FleetActionUpdate:
 		line = "~ " + c.Kind + " " + c.Name
 		var parts []string
 		for _, f := range c.Fields {
@@ -34,7 +39,7 @@ func ChangeLine(c Change) string {
 		if len(parts) > 0 {
 			line += " (" + strings.Join(parts, ", ") + ")"
 		}
-	case ActionDelete:
+	case api.FleetActionDelete:
 		line = "- " + c.Kind + " " + c.Name
 	default:
 		if !c.Blocked {
@@ -55,7 +60,7 @@ type KindChanges struct {
 }
 
 // ByKind groups the lines of changes by kind, kinds in the order they first appear.
-func ByKind(changes []Change) []KindChanges {
+func ByKind(changes []api.FleetChange) []KindChanges {
 	var out []KindChanges
 	index := map[string]int{}
 	for _, c := range changes {

@@ -1,4 +1,4 @@
-package server
+package api
 
 import (
 	"encoding/json"
@@ -7,44 +7,16 @@ import (
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
-	"github.com/cubefleet/cubefleet/internal/api"
 )
 
-// schemaProvider is implemented by Method.Input/Output values whose JSON shape reflection
-// cannot see (compute objects, which marshal flat): they give their JSON Schema themselves,
-// given reflect, which returns the JSON Schema of a value's type (schemaOfValue).
-type schemaProvider interface {
-	JSONSchema(reflect func(v any) map[string]any) map[string]any
-}
-
-// openAPIDocument renders the OpenAPI 3.1 document of every method in r: one POST path per
-// method, request and response schemas reflected from Method.Input and Method.Output through
-// their json tags, and the permission each decides as x-permission and x-scope.
-func openAPIDocument(r *api.Registry) ([]byte, error) {
+// OpenAPI returns the OpenAPI 3.1 document of every method (what the control plane serves at
+// /api/v1/openapi.json): one POST path per method, the request and response schemas reflected
+// from the contract's Input and Output types through their json tags, and the permission each
+// decides as x-permission on the scope in x-scope.
+func OpenAPI() ([]byte, error) {
 	paths := map[string]any{}
-	for _, m := range r.Methods() {
-		op := map[string]any{
-			"operationId": m.Name,
-			"summary":     m.Summary,
-			"tags":        []string{strings.SplitN(m.Name, ".", 2)[0]},
-			"requestBody": map[string]any{
-				"required": true,
-				"content":  map[string]any{"application/json": map[string]any{"schema": schemaOfValue(m.Input)}},
-			},
-			"responses": map[string]any{
-				"200": map[string]any{
-					"description": "the method's result",
-					"content":     map[string]any{"application/json": map[string]any{"schema": schemaOfValue(m.Output)}},
-				},
-				"default": map[string]any{"$ref": "#/components/responses/Error"},
-			},
-			"x-write": m.Write,
-		}
-		if d, err := m.Decide(json.RawMessage(`{"tenantId":"{tenantId}"}`)); err == nil {
-			op["x-permission"] = d.Permission
-			op["x-scope"] = d.Scope // the scope form, e.g. tenant/{tenantId}
-		}
-		paths["/api/v1/"+m.Name] = map[string]any{"post": op}
+	for _, m := range Methods() {
+		paths["/api/v1/"+m.Name] = map[string]any{"post": Operation(m)}
 	}
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -59,11 +31,36 @@ func openAPIDocument(r *api.Registry) ([]byte, error) {
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 			"responses": map[string]any{"Error": map[string]any{
 				"description": "an error: " + errorStatuses(),
-				"content":     map[string]any{"application/json": map[string]any{"schema": errorSchema()}},
+				"content":     map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeFor[ErrorBody](), 0)}},
 			}},
 		},
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// Operation returns m's OpenAPI operation object: operationId, summary, tag (the name's first
+// part), request and response schemas, x-write, x-permission, x-scope and x-max-body.
+func Operation(m Method) map[string]any {
+	return map[string]any{
+		"operationId": m.Name,
+		"summary":     m.Summary,
+		"tags":        []string{strings.SplitN(m.Name, ".", 2)[0]},
+		"requestBody": map[string]any{
+			"required": true,
+			"content":  map[string]any{"application/json": map[string]any{"schema": schemaOfValue(m.Input)}},
+		},
+		"responses": map[string]any{
+			"200": map[string]any{
+				"description": "the method's result",
+				"content":     map[string]any{"application/json": map[string]any{"schema": schemaOfValue(m.Output)}},
+			},
+			"default": map[string]any{"$ref": "#/components/responses/Error"},
+		},
+		"x-write":      m.Write,
+		"x-permission": m.Permission,
+		"x-scope":      m.Scope.String(),
+		"x-max-body":   m.MaxBody,
+	}
 }
 
 // errorStatuses lists the error codes with the status each is answered with, from the one
@@ -76,36 +73,16 @@ func errorStatuses() string {
 	return strings.Join(out, ", ")
 }
 
-func errorSchema() map[string]any {
-	return map[string]any{
-		"type":     "object",
-		"required": []string{"error"},
-		"properties": map[string]any{"error": map[string]any{
-			"type":     "object",
-			"required": []string{"code", "message"},
-			"properties": map[string]any{
-				"code":    map[string]any{"type": "string"},
-				"message": map[string]any{"type": "string"},
-				"details": map[string]any{"type": "object", "description": "for INVALID_INPUT: path (the first problem) and errors ([{path, message}], every problem in order)"},
-			},
-		}},
-	}
-}
-
 func schemaOfValue(v any) map[string]any {
 	if v == nil {
 		return map[string]any{"type": "object"}
-	}
-	if p, ok := v.(schemaProvider); ok {
-		return p.JSONSchema(schemaOfValue)
 	}
 	return schemaOf(reflect.TypeOf(v), 0)
 }
 
 var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
-	marshalerType  = reflect.TypeFor[json.Marshaler]()
-	providerType   = reflect.TypeFor[schemaProvider]()
+	durationType   = reflect.TypeFor[Duration]()
 )
 
 // schemaOf reflects t's JSON Schema as encoding/json would marshal it.
@@ -113,14 +90,11 @@ func schemaOf(t reflect.Type, depth int) map[string]any {
 	if depth > 12 {
 		return map[string]any{}
 	}
-	if t.Implements(providerType) {
-		return reflect.Zero(t).Interface().(schemaProvider).JSONSchema(schemaOfValue)
-	}
-	if t == rawMessageType {
+	switch t {
+	case rawMessageType:
 		return map[string]any{}
-	}
-	if t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) {
-		return map[string]any{"description": "custom JSON form"}
+	case durationType:
+		return map[string]any{"type": "string", "description": "a duration such as 300s or 1m30s"}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
@@ -167,14 +141,9 @@ func addStructFields(t reflect.Type, depth int, props map[string]any, required *
 		}
 		name, opts, _ := strings.Cut(tag, ",")
 		ft := f.Type
-		if f.Anonymous && name == "" {
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct && !ft.Implements(marshalerType) {
-				addStructFields(ft, depth, props, required)
-				continue
-			}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			addStructFields(ft, depth, props, required)
+			continue
 		}
 		if !f.IsExported() {
 			continue

@@ -1,7 +1,7 @@
 // Package nodetext is the words a node is shown with, in the CLI (`cubefleet nodes list`,
 // `nodes get`) and in the web console's Nodes page alike: its state with the drain beside it,
 // its pool, the age of its last report and its heartbeat window, microVMs, CPU and memory as
-// used/quota, notes, why the node says it is not ready, cordon and drain. Every function reads a nodes.View, with the server's
+// used/quota, notes, why the node says it is not ready, cordon and drain. Every function reads an api.Node, with the server's
 // clock where an age is shown.
 package nodetext
 
@@ -12,13 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/api"
 )
 
 // State is the health state with the drain beside it, as kubectl shows SchedulingDisabled:
 // "Ready", "Ready,Draining", "Lost,Drained".
-func State(v nodes.View) string {
+func State(v api.Node) string {
 	if v.Drain != nil {
 		return string(v.State) + "," + string(v.Drain.State)
 	}
@@ -27,7 +26,7 @@ func State(v nodes.View) string {
 
 // Pool is the pool's fleet name, else its id, else the stock Cubelet's cluster label with a
 // "?" (no pool has it), else "-".
-func Pool(v nodes.View) string {
+func Pool(v api.Node) string {
 	switch {
 	case v.Pool != "":
 		return v.Pool
@@ -58,7 +57,7 @@ func Ago(now, at int64) string {
 }
 
 // used is what the node last reported as committed: millicores, MiB and microVMs.
-func used(v nodes.View) (cpu, mem, mvm int64) {
+func used(v api.Node) (cpu, mem, mvm int64) {
 	if v.Allocated != nil {
 		return v.Allocated.MilliCPU, v.Allocated.MemoryMiB, v.Allocated.Mvm
 	}
@@ -66,19 +65,19 @@ func used(v nodes.View) (cpu, mem, mvm int64) {
 }
 
 // MicroVMs is microVMs used/max: "3/64".
-func MicroVMs(v nodes.View) string {
+func MicroVMs(v api.Node) string {
 	_, _, mvm := used(v)
 	return fmt.Sprintf("%d/%d", mvm, v.Quota.MaxMvm)
 }
 
 // CPU is cores used/quota: "6/32", "0.5/7.5".
-func CPU(v nodes.View) string {
+func CPU(v api.Node) string {
 	cpu, _, _ := used(v)
 	return Cores(cpu) + "/" + Cores(v.Quota.MilliCPU)
 }
 
 // Memory is GiB used/quota: "12.0/128.0Gi".
-func Memory(v nodes.View) string {
+func Memory(v api.Node) string {
 	_, mem, _ := used(v)
 	return GiB(mem) + "/" + GiB(v.Quota.MemoryMiB) + "Gi"
 }
@@ -91,7 +90,7 @@ func Cores(milli int64) string {
 // Reserved is what the scheduler holds on a node for sandboxes placed there and not yet in its
 // report: "2 sandboxes: 1.5 cores, 3.0Gi"; "-" when nothing (or room is nil: the scheduler does
 // not know the node).
-func Reserved(room *scheduler.Room) string {
+func Reserved(room *api.Room) string {
 	if room == nil || room.Reservations == 0 {
 		return "-"
 	}
@@ -102,7 +101,7 @@ func Reserved(room *scheduler.Room) string {
 // than capacity minus use: the CPU its quota_cpu leaves out of its capacity and the mem
 // filter's memory reserve: "8 cores (capacity 64, quota_cpu 56), 10.0Gi memory
 // (node_max_mem_reserved_in_mb)"; "-" when room is nil (the scheduler does not know the node).
-func HostReserve(v nodes.View, room *scheduler.Room) string {
+func HostReserve(v api.Node, room *api.Room) string {
 	if room == nil {
 		return "-"
 	}
@@ -125,7 +124,7 @@ func GiB(mib int64) string {
 // Heartbeat is the window a node's reports are judged by and the report interval it comes
 // from: "heartbeat window 20.2s (observed interval 10.1s)", or "heartbeat window 15s (interval
 // not observed yet)" before the node's second report.
-func Heartbeat(v nodes.View) string {
+func Heartbeat(v api.Node) string {
 	if v.ReportIntervalMs == 0 {
 		return "heartbeat window " + seconds(v.HeartbeatWindowMs) + " (interval not observed yet)"
 	}
@@ -140,9 +139,9 @@ func seconds(ms int64) string {
 // Notes are what keeps a node from work besides its state, and why an Unknown node is,
 // comma-separated: "no report since start" (Unknown: it has not reported since the server
 // started), "cordoned", "registry-only" (a stock Cubelet), "no pool"; "-" when none.
-func Notes(v nodes.View) string {
+func Notes(v api.Node) string {
 	var notes []string
-	if v.State == nodes.StateUnknown {
+	if v.State == api.NodeUnknown {
 		notes = append(notes, "no report since start")
 	}
 	if v.Cordoned {
@@ -167,7 +166,7 @@ func Notes(v nodes.View) string {
 // "SandboxRuntimeUnavailable: sandbox directory /var/lib/cubefleet/sandboxes in use by process
 // 24288", the reason or the message alone when it sent one, "" when its Ready condition is True
 // or says nothing.
-func NotReady(v nodes.View) string {
+func NotReady(v api.Node) string {
 	switch {
 	case v.NotReadyReason != "" && v.NotReadyMessage != "":
 		return v.NotReadyReason + ": " + v.NotReadyMessage
@@ -178,7 +177,7 @@ func NotReady(v nodes.View) string {
 }
 
 // Cordon is "no", "yes", or "yes: <detail>".
-func Cordon(v nodes.View) string {
+func Cordon(v api.Node) string {
 	if !v.Cordoned {
 		return "no"
 	}
@@ -191,13 +190,13 @@ func Cordon(v nodes.View) string {
 // Drain describes the node's drain at now (Unix ms): "no", or where it stands, when and by whom
 // it was asked, and why: "draining, 2 sandboxes left (asked 1m10s ago by usr_ops; reason:
 // kernel update)".
-func Drain(now int64, v nodes.View) string {
+func Drain(now int64, v api.Node) string {
 	d := v.Drain
 	if d == nil {
 		return "no"
 	}
 	state := "draining, " + sandboxes(d.SandboxesLeft) + " left"
-	if d.State == nodes.DrainDrained {
+	if d.State == api.DrainDrained {
 		state = "drained, no sandboxes left"
 		if d.DrainedAt != 0 {
 			state = "drained " + time.UnixMilli(d.DrainedAt).UTC().Format(time.RFC3339) + ", no sandboxes left"

@@ -3,9 +3,8 @@ package nodetext_test
 import (
 	"testing"
 
-	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodetext"
-	"github.com/cubefleet/cubefleet/internal/scheduler"
+	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
 )
 
 func TestHeartbeat(t *testing.T) {
@@ -18,7 +17,7 @@ func TestHeartbeat(t *testing.T) {
 		{9573, 19146, "heartbeat window 19.1s (observed interval 9.6s)"},
 		{0, 15000, "heartbeat window 15s (interval not observed yet)"},
 	} {
-		if got := nodetext.Heartbeat(nodes.View{ReportIntervalMs: c.interval, HeartbeatWindowMs: c.window}); got != c.want {
+		if got := nodetext.Heartbeat(api.Node{ReportIntervalMs: c.interval, HeartbeatWindowMs: c.window}); got != c.want {
 			t.Errorf("Heartbeat(interval %d ms, window %d ms) = %q, want %q", c.interval, c.window, got, c.want)
 		}
 	}
@@ -27,14 +26,14 @@ func TestHeartbeat(t *testing.T) {
 // TestUnknown: a node that has not reported since the server started is shown as Unknown, with
 // the reason in its notes, in the CLI and the console alike.
 func TestUnknown(t *testing.T) {
-	v := nodes.View{State: nodes.StateUnknown, Cordoned: true, Drain: &nodes.DrainView{State: nodes.DrainDraining}}
+	v := api.Node{State: api.NodeUnknown, Cordoned: true, Drain: &api.NodeDrain{State: api.DrainDraining}}
 	if got := nodetext.State(v); got != "Unknown,Draining" {
 		t.Errorf("State = %q", got)
 	}
 	if got := nodetext.Notes(v); got != "no report since start,cordoned" {
 		t.Errorf("Notes = %q", got)
 	}
-	if got := nodetext.Notes(nodes.View{State: nodes.StateLost}); got != "-" {
+	if got := nodetext.Notes(api.Node{State: api.NodeLost}); got != "-" {
 		t.Errorf("Notes of a Lost node = %q", got)
 	}
 }
@@ -49,7 +48,7 @@ func TestNotReady(t *testing.T) {
 		{"", "disk full", "disk full"},
 		{"", "", ""},
 	} {
-		if got := nodetext.NotReady(nodes.View{NotReadyReason: c.reason, NotReadyMessage: c.message}); got != c.want {
+		if got := nodetext.NotReady(api.Node{NotReadyReason: c.reason, NotReadyMessage: c.message}); got != c.want {
 			t.Errorf("NotReady(%q, %q) = %q, want %q", c.reason, c.message, got, c.want)
 		}
 	}
@@ -57,17 +56,17 @@ func TestNotReady(t *testing.T) {
 
 // TestHostReserve: the line that says why the room left is less than capacity minus use.
 func TestHostReserve(t *testing.T) {
-	v := func(capCPU, quotaCPU int64) nodes.View {
-		return nodes.View{Capacity: nodes.ResourcesView{MilliCPU: capCPU}, Quota: nodes.QuotaView{MilliCPU: quotaCPU}}
+	v := func(capCPU, quotaCPU int64) api.Node {
+		return api.Node{Capacity: api.NodeResources{MilliCPU: capCPU}, Quota: api.NodeQuota{MilliCPU: quotaCPU}}
 	}
 	for _, c := range []struct {
-		view nodes.View
-		room *scheduler.Room
+		view api.Node
+		room *api.Room
 		want string
 	}{
-		{v(64000, 56000), &scheduler.Room{MemReserveMiB: 10240}, "8 cores (capacity 64, quota_cpu 56), 10.0Gi memory (node_max_mem_reserved_in_mb)"},
-		{v(64000, 64000), &scheduler.Room{MemReserveMiB: 820}, "0 cores, 0.8Gi memory (node_max_mem_reserved_in_mb)"},
-		{v(4000, 8000), &scheduler.Room{}, "0 cores, no memory reserve (the mem filter is off)"}, // quota_cpu overcommits
+		{v(64000, 56000), &api.Room{MemReserveMiB: 10240}, "8 cores (capacity 64, quota_cpu 56), 10.0Gi memory (node_max_mem_reserved_in_mb)"},
+		{v(64000, 64000), &api.Room{MemReserveMiB: 820}, "0 cores, 0.8Gi memory (node_max_mem_reserved_in_mb)"},
+		{v(4000, 8000), &api.Room{}, "0 cores, no memory reserve (the mem filter is off)"}, // quota_cpu overcommits
 		{v(4000, 4000), nil, "-"},
 	} {
 		if got := nodetext.HostReserve(c.view, c.room); got != c.want {
