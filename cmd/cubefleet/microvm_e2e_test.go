@@ -79,7 +79,7 @@ func TestMicroVMSandboxes(t *testing.T) {
 			probe = line
 		}
 	}
-	if !strings.HasPrefix(probe, "ok    isolation: microvm runtime: ") || !(strings.Contains(probe, "KVM present, guest booted") || strings.Contains(probe, "TCG present, guest booted")) {
+	if !strings.HasPrefix(probe, "ok    isolation: microvm runtime: ") || !(strings.Contains(probe, "KVM present, guest booted") || strings.Contains(probe, "TCG present, guest booted")) || !strings.Contains(probe, "VMM") {
 		t.Fatalf("agent check's probe: %q\n%s", probe, out)
 	}
 	t.Logf("agent check: %s", probe)

@@ -533,3 +533,26 @@ func TestLabels(t *testing.T) {
 		}
 	}
 }
+
+// A microvm node on a virtual machine without /dev/kvm is Ready: its guests run under TCG (a
+// runtime whose driver cannot be opened is reported by SandboxRuntimeUnavailable instead).
+func TestMicroVMWithoutKVMIsReady(t *testing.T) {
+	cfg := testConfig(t.TempDir(), "", "http://127.0.0.1:1")
+	cfg.Runtime, cfg.Host = RuntimeMicroVM, testHost("vm")
+	if _, err := os.Stat(cfg.Host.Path("/dev/kvm")); err == nil {
+		t.Fatal("the test host has /dev/kvm")
+	}
+	a, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, reason, msg := a.readiness(); !ok || reason != "AgentReady" {
+		t.Errorf("readiness without /dev/kvm: %v %s %q, want Ready (TCG)", ok, reason, msg)
+	}
+	a.mu.Lock()
+	a.runtimeErr = "no accelerator boots a guest"
+	a.mu.Unlock()
+	if ok, reason, _ := a.readiness(); ok || reason != "SandboxRuntimeUnavailable" {
+		t.Errorf("readiness with a driver that cannot open: %v %s", ok, reason)
+	}
+}

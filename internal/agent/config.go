@@ -34,8 +34,9 @@ type Runtime string
 
 // The runtime drivers.
 const (
-	// RuntimeMicroVM runs sandboxes as KVM microVMs (Cube's CubeShim/VMM): it needs /dev/kvm and
-	// a physical host (no nested virtualization). The default.
+	// RuntimeMicroVM runs sandboxes as microVMs under QEMU (package microvm): under KVM where a
+	// probe guest boots, else under TCG (no /dev/kvm, or a nested host), so it needs no
+	// physical host. The default.
 	RuntimeMicroVM Runtime = "microvm"
 	// RuntimeProcess runs sandboxes as confined processes: no KVM needed.
 	RuntimeProcess Runtime = "process"
@@ -114,7 +115,7 @@ func Settings() []Setting {
 		{Key: "pid-file", Env: []string{"CUBEFLEET_AGENT_PID_FILE"}, Usage: "write the agent's process ID here while it runs (agent down --root reads it)"},
 		{Key: "report-period", Env: []string{"CUBEFLEET_REPORT_PERIOD"}, Default: DefaultReportPeriod.String(), Usage: "status report period, also the HTTP timeout of each report"},
 		{Key: "cluster-label", Env: []string{"CUBEFLEET_CLUSTER_LABEL"}, Default: DefaultClusterLabel, Usage: "cluster_label reported (the pool of a stock Cubelet)"},
-		{Key: "runtime", Env: []string{"CUBEFLEET_RUNTIME"}, Default: string(DefaultRuntime), Usage: "sandbox runtime driver: microvm (needs /dev/kvm, no nested virtualization) or process"},
+		{Key: "runtime", Env: []string{"CUBEFLEET_RUNTIME"}, Default: string(DefaultRuntime), Usage: "sandbox runtime driver: microvm (QEMU microVMs, under KVM where a guest boots, else TCG) or process"},
 		{Key: "sandbox-dir", Env: []string{"CUBEFLEET_SANDBOX_DIR"}, Default: DefaultSandboxDir, Usage: "directory of the process runtime's sandboxes, one directory each (mode 0711); not inside the state directory"},
 		{Key: "sandbox-uids", Env: []string{"CUBEFLEET_SANDBOX_UIDS"}, Default: DefaultSandboxUIDs, Usage: "user ids the process runtime's sandboxes run as, first-last (one each; no account of /etc/passwd in it)"},
 		{Key: "sandbox-allow-own-user", Env: []string{"CUBEFLEET_SANDBOX_ALLOW_OWN_USER"}, Default: "0", Bool: true, Usage: "development only: an agent that is not root runs sandboxes as its own user (they can read its files)"},

@@ -457,7 +457,7 @@ func (cfg *Config) loadReporting(s *sources) error {
 	case RuntimeMicroVM, RuntimeProcess:
 		cfg.Runtime = Runtime(strings.TrimSpace(rt.s))
 	default:
-		return rt.fail("%q is not a runtime driver; use microvm (KVM microVMs, needs /dev/kvm) or process", rt.s)
+		return rt.fail("%q is not a runtime driver; use microvm (QEMU microVMs, KVM or TCG) or process", rt.s)
 	}
 	for _, q := range []struct {
 		key string

@@ -8,8 +8,9 @@ import (
 
 // Prerequisites returns what keeps this host from running the agent, each with its fix; none
 // when it is ready: the architecture (x86_64 or aarch64), cgroup v2 with the cpu controller,
-// the memory floor (cfg.MinMemoryKB of MemTotal) and, for the microvm runtime only, /dev/kvm
-// and a host that is not itself a virtual machine.
+// the memory floor (cfg.MinMemoryKB of MemTotal) and, for the microvm runtime only, a guest
+// kernel (cfg.GuestKernel). KVM is not one: without it (no /dev/kvm, or a nested host whose KVM
+// boots no guest) the microvm runtime's guests run under TCG.
 func Prerequisites(cfg *Config, f hostinfo.Facts) []string {
 	var p []string
 	if f.Arch != "x86_64" && f.Arch != "aarch64" {
@@ -24,13 +25,11 @@ func Prerequisites(cfg *Config, f hostinfo.Facts) []string {
 	if f.MemTotalKB < cfg.MinMemoryKB {
 		p = append(p, fmt.Sprintf("this host has %d kB of memory (MemTotal) and the floor is %d kB: use a host with more memory", f.MemTotalKB, cfg.MinMemoryKB))
 	}
-	if cfg.Runtime == RuntimeMicroVM {
-		if !f.KVM {
-			p = append(p, "the microvm runtime needs KVM and /dev/kvm is missing: enable virtualization (VT-x/AMD-V) in the firmware and load kvm_intel or kvm_amd, or use --runtime process")
-		}
-		if f.Hypervisor {
-			p = append(p, "this host is a virtual machine (CPU flag \"hypervisor\"): the microvm runtime needs a physical or bare-metal server (nested virtualization is not supported); use --runtime process on virtual machines")
-		}
+	// KVM is no prerequisite of the microvm runtime: a host without /dev/kvm, or a virtual
+	// machine whose KVM boots no guest, runs its guests under TCG (the driver proves KVM by a
+	// probe boot, `agent check` says which it got). Its guest kernel is one.
+	if cfg.Runtime == RuntimeMicroVM && cfg.GuestKernel == "" {
+		p = append(p, "the microvm runtime boots its guests with a guest kernel and none is set: set CUBEFLEET_GUEST_KERNEL (docs/sandbox-runtime.md says how to get Debian's cloud kernel), or use --runtime process")
 	}
 	return p
 }

@@ -34,7 +34,7 @@ func (cfg *Config) ProcessDriver(log *slog.Logger, spares int) (*process.Driver,
 }
 
 // MicroVMDriver opens the microvm driver (package microvm) with cfg's settings: the sandbox
-// directory and user ids (as the process runtime's), the guest kernel (GuestKernel), the init
+// directory, user ids and sandbox network (as the process runtime's), the guest kernel (GuestKernel), the init
 // (GuestInit, default this executable), the image directory (ImageDir) and the accelerator
 // (MicroVMAccel; auto takes `agent check`'s last probe, else probes). With boots false (agent
 // down, which only stops VMs) auto probes nothing. Errors name the setting to fix; the caller
@@ -46,7 +46,7 @@ func (cfg *Config) MicroVMDriver(ctx context.Context, log *slog.Logger, boots bo
 	}
 	d, err := microvm.New(ctx, microvm.Config{
 		Dir: cfg.SandboxDir, Kernel: cfg.GuestKernel, Init: cfg.GuestInit, ImageDir: cfg.ImageDir, Accel: accel,
-		FirstUID: cfg.SandboxFirstUID, UIDCount: cfg.SandboxUIDCount, Log: log,
+		FirstUID: cfg.SandboxFirstUID, UIDCount: cfg.SandboxUIDCount, NetworkCIDR: cfg.NetworkCIDR, Log: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox runtime (CUBEFLEET_RUNTIME=microvm; CUBEFLEET_GUEST_KERNEL, CUBEFLEET_IMAGE_DIR, CUBEFLEET_MICROVM_ACCEL): %w", err)

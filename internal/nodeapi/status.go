@@ -18,7 +18,7 @@ import (
 // Condition is a Kubernetes-style node condition with camelCase keys (spec §1.4). The times are
 // RFC 3339 strings, kept as sent. A Cubelet sends one condition of Type "Ready" with Status
 // "True" (reason CubeletReady) or "False" (reason cubeletNotReady); `cubefleet agent` the same
-// with reason AgentReady or KVMUnavailable.
+// with reason AgentReady or SandboxRuntimeUnavailable.
 type Condition struct {
 	Type               string `json:"type"`                         // "Ready"
 	Status             string `json:"status"`                       // "True" or "False"

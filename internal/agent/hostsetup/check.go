@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -350,7 +351,8 @@ func checkIsolation(ctx context.Context, cfg *agent.Config) CheckResult {
 
 // checkMicroVM boots the microvm runtime's probe guest under KVM and, when that does not boot,
 // under TCG (microvm.ChooseAccel), prints which accelerator its sandboxes get and the probe's
-// boot time, and records the choice for the agent (auto takes it); it fails when neither boots,
+// boot time and the cgroups its VMMs run in (microvm.DescribeCgroups), and records the choice
+// for the agent (auto takes it); it fails when neither boots,
 // or the guest kernel, init or QEMU is missing. A CUBEFLEET_MICROVM_ACCEL of kvm or tcg is
 // probed alone.
 func checkMicroVM(ctx context.Context, cfg *agent.Config) CheckResult {
@@ -387,7 +389,7 @@ func checkMicroVM(ctx context.Context, cfg *agent.Config) CheckResult {
 		r.Detail = "microvm runtime: no accelerator boots a guest, so this node refuses microvm sandboxes: " + c.String()
 		return r
 	}
-	r.Status, r.Detail = CheckOK, fmt.Sprintf("microvm runtime: %s; sandboxes run under %s (guest kernel %s)", c, strings.ToUpper(c.Accel), k.Release)
+	r.Status, r.Detail = CheckOK, fmt.Sprintf("microvm runtime: %s; sandboxes run under %s (guest kernel %s); %s; network: private no NIC, public a virtio NIC on a tap bridged to a veth with NAT to the internet only", c, strings.ToUpper(c.Accel), k.Release, microvm.DescribeCgroups(cgroups.Detect("", os.Geteuid())))
 	return r
 }
 

@@ -26,8 +26,9 @@ import (
 // hook from a sandbox but replies), never to other sandboxes, link-local or metadata addresses
 // (169.254.0.0/16, 100.100.100.200) or private ranges (Blocked), never IPv6 (a sandbox has no
 // IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), and nothing in from
-// outside but replies. A microVM driver gives its guest a tap of the same name instead of the
-// veth, with the same rules.
+// outside but replies. A microVM's VMM gets the same veth pair, its sandbox end bridged with a
+// tap device for the guest's NIC in the VMM's namespace (MakeTap, Link.SetupTap): the host end,
+// the addresses and the rules are the same.
 
 // IfPrefix starts the name of every host end of a sandbox's link, e.g. cfv12 (the rules match
 // the prefix).
@@ -84,49 +85,12 @@ func LinkFor(cidr netip.Prefix, index int) (Link, error) {
 // pid as eth0, addresses and brings up both ends, and routes the namespace's default through
 // the host's end. An existing host end of the name (a leftover) is replaced.
 func (l Link) Setup(pid int) error {
-	if old, err := netlink.LinkByName(l.HostIf); err == nil {
-		netlink.LinkDel(old)
-	}
-	peer := l.HostIf + "p"
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIf}, PeerName: peer}
-	if err := netlink.LinkAdd(veth); err != nil {
-		return fmt.Errorf("create the veth pair %s: %w", l.HostIf, err)
-	}
-	fail := func(what string, err error) error {
-		netlink.LinkDel(veth)
-		return fmt.Errorf("%s of %s: %w", what, l.HostIf, err)
-	}
-	host, err := netlink.LinkByName(l.HostIf)
+	h, in, fail, err := l.pair(pid)
 	if err != nil {
-		return fail("find the host end", err)
-	}
-	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(l.HostAddr)}); err != nil {
-		return fail("address the host end", err)
-	}
-	if err := netlink.LinkSetUp(host); err != nil {
-		return fail("bring up the host end", err)
-	}
-	inner, err := netlink.LinkByName(peer)
-	if err != nil {
-		return fail("find the sandbox end", err)
-	}
-	if err := netlink.LinkSetNsPid(inner, pid); err != nil {
-		return fail("move the sandbox end into the sandbox's namespace", err)
-	}
-	ns, err := netns.GetFromPid(pid)
-	if err != nil {
-		return fail("open the sandbox's network namespace", err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return fail("netlink in the sandbox's namespace", err)
+		return err
 	}
 	defer h.Close()
-	in, err := h.LinkByName(peer)
-	if err == nil {
-		err = h.LinkSetName(in, "eth0")
-	}
+	err = h.LinkSetName(in, "eth0")
 	if err == nil {
 		err = h.AddrAdd(in, &netlink.Addr{IPNet: ipNet(l.SandboxAddr)})
 	}
@@ -141,6 +105,118 @@ func (l Link) Setup(pid int) error {
 	}
 	return nil
 }
+
+// pair creates l's veth pair (replacing a leftover host end of its name), addresses and brings
+// up the host end, and moves the sandbox's end into the network namespace of process pid. It
+// returns a netlink handle in that namespace (the caller closes it), the sandbox's end, and
+// fail, which deletes the pair and wraps an error of the caller's further setup.
+func (l Link) pair(pid int) (*netlink.Handle, netlink.Link, func(string, error) error, error) {
+	if old, err := netlink.LinkByName(l.HostIf); err == nil {
+		netlink.LinkDel(old)
+	}
+	peer := l.HostIf + "p"
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIf}, PeerName: peer}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return nil, nil, nil, fmt.Errorf("create the veth pair %s: %w", l.HostIf, err)
+	}
+	fail := func(what string, err error) error {
+		netlink.LinkDel(veth)
+		return fmt.Errorf("%s of %s: %w", what, l.HostIf, err)
+	}
+	host, err := netlink.LinkByName(l.HostIf)
+	if err != nil {
+		return nil, nil, nil, fail("find the host end", err)
+	}
+	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(l.HostAddr)}); err != nil {
+		return nil, nil, nil, fail("address the host end", err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return nil, nil, nil, fail("bring up the host end", err)
+	}
+	inner, err := netlink.LinkByName(peer)
+	if err != nil {
+		return nil, nil, nil, fail("find the sandbox end", err)
+	}
+	if err := netlink.LinkSetNsPid(inner, pid); err != nil {
+		return nil, nil, nil, fail("move the sandbox end into the sandbox's namespace", err)
+	}
+	ns, err := netns.GetFromPid(pid)
+	if err != nil {
+		return nil, nil, nil, fail("open the sandbox's network namespace", err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, nil, nil, fail("netlink in the sandbox's namespace", err)
+	}
+	in, err := h.LinkByName(peer)
+	if err != nil {
+		h.Close()
+		return nil, nil, nil, fail("find the sandbox end in its namespace", err)
+	}
+	return h, in, fail, nil
+}
+
+// TapName is the tap device MakeTap makes in a microVM's network namespace, for its VMM;
+// BridgeName the bridge that joins it to the sandbox's end of its veth pair (SetupTap).
+const (
+	TapName    = "tap0"
+	BridgeName = "br0"
+)
+
+// MakeTap makes, in the calling thread's network namespace (a new one, the microVM's: the
+// caller has locked its thread and unshared it), the loopback up, a bridge BridgeName and a tap
+// device TapName on it owned by uid (the VMM's user, which opens it), all up.
+func MakeTap(uid int) error {
+	if err := LoopbackUp(); err != nil {
+		return err
+	}
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: BridgeName}}
+	tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: TapName}, Mode: netlink.TUNTAP_MODE_TAP,
+		Flags: netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR | netlink.TUNTAP_ONE_QUEUE, Owner: uint32(uid), Group: uint32(uid)}
+	if err := netlink.LinkAdd(br); err != nil {
+		return fmt.Errorf("create the bridge %s: %w", BridgeName, err)
+	}
+	if err := netlink.LinkAdd(tap); err != nil {
+		return fmt.Errorf("create the tap device %s: %w", TapName, err)
+	}
+	if err := netlink.LinkSetMaster(tap, br); err != nil {
+		return fmt.Errorf("bridge the tap device %s: %w", TapName, err)
+	}
+	for _, l := range []netlink.Link{tap, br} {
+		if err := netlink.LinkSetUp(l); err != nil {
+			return fmt.Errorf("bring up %s: %w", l.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// SetupTap is Setup for a virtual machine: the sandbox's end of l's veth pair goes into the
+// network namespace of process (or thread) pid, which MakeTap prepared, without an address, on
+// its bridge; the guest's NIC takes l.SandboxAddr with l.HostAddr as its gateway (GuestNet), so
+// the host end and the policy (EnsureHost) are a process sandbox's.
+func (l Link) SetupTap(pid int) error {
+	h, in, fail, err := l.pair(pid)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	br, err := h.LinkByName(BridgeName)
+	if err == nil {
+		err = h.LinkSetMaster(in, br)
+	}
+	if err == nil {
+		err = h.LinkSetUp(in)
+	}
+	if err != nil {
+		return fail("bridge the sandbox end with the tap device", err)
+	}
+	return nil
+}
+
+// GuestNet is the guest's network setting of l, as a guest init reads it from the kernel's
+// command line: "<address>/<bits>,<gateway>", e.g. 192.168.0.2/30,192.168.0.1.
+func (l Link) GuestNet() string { return l.SandboxAddr.String() + "," + l.HostAddr.Addr().String() }
 
 // Teardown deletes l's veth pair (it also goes with the sandbox's namespace); a pair that is
 // gone already is no error.

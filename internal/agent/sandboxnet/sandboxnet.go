@@ -1,7 +1,8 @@
 // Package sandboxnet is a sandbox's network: its own network namespace, with the loopback
 // interface only for a template whose network is private (no route out: nothing to reach but
 // itself). Any runtime driver uses it: the process driver from the sandbox's init, inside the
-// namespace; a microVM driver for the namespace its QEMU runs in (no NIC for a private guest).
+// namespace; a microVM driver for the namespace its QEMU runs in (no NIC for a private guest;
+// for a public one a tap bridged to the veth pair of public.go).
 package sandboxnet
 
 import (

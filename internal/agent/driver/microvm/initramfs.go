@@ -22,8 +22,8 @@ import (
 
 // GuestModules are the kernel modules the guest init loads (with what they depend on) when the
 // kernel has them as modules: the virtio transports, the disks, the channel's virtio-serial
-// ports, and overlayfs for the writable layer. A module the kernel has built in is not needed.
-var GuestModules = []string{"virtio_pci", "virtio_mmio", "virtio_blk", "virtio_console", "overlay"}
+// ports, a public guest's NIC, and overlayfs for the writable layer. A module the kernel has built in is not needed.
+var GuestModules = []string{"virtio_pci", "virtio_mmio", "virtio_blk", "virtio_console", "virtio_net", "overlay"}
 
 // Kernel is a guest kernel: its image (bzImage) and its module tree.
 type Kernel struct {

@@ -15,8 +15,11 @@
 // The guest's kernel is its own: the tenant's code never runs on the host's. Its processors and
 // memory are the flavor's (Spec.CPUMillicores rounded up to whole vCPUs, Spec.MemoryMiB). The
 // VMM process runs as the sandbox's leased user (the process driver's leases, shared by both
-// drivers of a host) in a session and a network namespace of its own, and the VM has no network
-// device: a private sandbox reaches nothing. The guest shares no file system with the host: it
+// drivers of a host) in a session and a network namespace of its own, and in a cgroup of its
+// own (package cgroups: the guest's memory plus the VMM's, MemoryLimitMiB; the flavor's CPU),
+// and a private VM has no network device: it reaches nothing. A public VM has a virtio NIC on a
+// tap device in that namespace, bridged to a veth pair of package sandboxnet under the host's
+// policy (the internet only), as a public process sandbox's. The guest shares no file system with the host: it
 // sees its image (read-only), its writable layer and the two channel ports.
 //
 // # Warm microVMs and recovery
@@ -40,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,6 +51,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 )
@@ -86,6 +91,15 @@ type Config struct {
 	// (process.Config); their defaults are the same.
 	FirstUID, UIDCount int
 	UIDLeaseDir        string
+	// NetworkCIDR is the sandbox network public guests' links are numbered in, as the process
+	// driver's (a /30 each, by their user id's place in the range; sandboxnet.LinkFor);
+	// default process.DefaultNetworkCIDR.
+	NetworkCIDR netip.Prefix
+	// CgroupParent is the cgroup, relative to each cgroup hierarchy's root, that holds the
+	// VMMs' cgroups, <mount>/<CgroupParent>/vm-<sandbox id> (each VM's are in its vm.json).
+	// It must be the driver's own: default process.DefaultCgroupParent/<the first 12 hex
+	// digits of Dir's SHA-256>, as the process driver's.
+	CgroupParent string
 	// BootTimeout bounds a guest's boot, from the VMM's start to the guest's ready (default
 	// DefaultBootTimeout): a guest that hangs fails instead of blocking.
 	BootTimeout time.Duration
@@ -102,6 +116,7 @@ type Driver struct {
 	log       *slog.Logger
 	lock      *os.File
 	leases    *process.UIDLeases
+	cgroups   cgroups.Host // where the VMMs' cgroups are (Tracks false: none)
 
 	mu     sync.Mutex
 	vms    map[string]*vm
@@ -140,6 +155,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.UIDLeaseDir == "" {
 		cfg.UIDLeaseDir = process.DefaultUIDLeaseDir
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = cgroupParent(cfg.Dir)
+	}
+	if !cfg.NetworkCIDR.IsValid() {
+		cfg.NetworkCIDR = process.DefaultNetworkCIDR
 	}
 	if cfg.BootTimeout <= 0 {
 		cfg.BootTimeout = DefaultBootTimeout
@@ -192,8 +213,11 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		cfg: cfg, vmm: cfg.VMM, kernel: k, initramfs: initrd, log: log, lock: lock,
 		leases: process.NewUIDLeases(cfg.UIDLeaseDir, cfg.FirstUID, cfg.UIDCount),
 		vms:    map[string]*vm{}, idMu: map[string]*sync.Mutex{}, closed: make(chan struct{}),
+		cgroups: cgroups.Detect("", 0).Prepare(cfg.CgroupParent),
 	}
 	d.recover()
+	d.cgroups.RemoveEmpty(cfg.CgroupParent, cgroupPrefix)
+	log.Info("microvm driver ready", "dir", cfg.Dir, "accel", cfg.Accel, "cgroups", d.Cgroups())
 	return d, nil
 }
 
@@ -277,8 +301,10 @@ func (d *Driver) Status(ctx context.Context, id string) (driver.Status, error) {
 	return v.status(), nil
 }
 
-// Stats returns the sandbox's resources: while it runs, its VMM process's CPU time and resident
-// memory on the host; once it ended, its command's in the guest.
+// Stats returns the sandbox's resources: while it runs, its VMM's on the host (its cgroup's CPU
+// time, memory and peak memory; without a cgroup, the VMM process's CPU time and resident
+// memory); once it ended, its command's in the guest, or its VMM's cgroup's when the guest
+// reported none (it did not boot, was killed, or ran no command).
 func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
 	st, err := d.Status(ctx, id)
 	return st.Stats, err

@@ -150,10 +150,14 @@ func TestWarmClaimAfterRestartAndTimeout(t *testing.T) {
 	if err != nil || st.State != driver.StateWarm {
 		t.Fatalf("warm: %+v, %v", st, err)
 	}
+	cg := checkVMMCgroup(t, d, "warm")
 	d.Close()
 	d2 := newTestDriver(t, dir)
 	if st, _ := d2.Status(context.Background(), "warm"); st.State != driver.StateWarm {
 		t.Fatalf("after a restart: %+v, want warm", st)
+	}
+	if v, _ := d2.get("warm"); !v.rec.Cgroup.Equal(cg) {
+		t.Errorf("after a restart the VMM's cgroup is %v, want %v", v.rec.Cgroup, cg)
 	}
 	start := time.Now()
 	st, err = d2.Claim(context.Background(), driver.Spec{ID: "warm", Argv: []string{"/bin/sh", "-c", "trap '' TERM; echo up; sleep 60"}, Timeout: 2 * time.Second, Grace: time.Second})
@@ -168,13 +172,19 @@ func TestWarmClaimAfterRestartAndTimeout(t *testing.T) {
 	if out, _ := d2.Output(context.Background(), "warm"); string(out.Stdout) != "up\n" {
 		t.Errorf("stdout %q", out.Stdout)
 	}
+	for _, dir := range cg.Dirs() {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the ended VMM's cgroup %s is still there: %v", dir, err)
+		}
+	}
 	if _, err := d2.Claim(context.Background(), driver.Spec{ID: "warm", Argv: []string{"true"}}); err != nil {
 		t.Errorf("a second claim of a claimed sandbox: %v, want its status", err)
 	}
 }
 
-// A memory hog in the guest meets the guest's own OOM killer (its memory is the flavor's); the
-// host is untouched, and the output is cut at its limit with the marker.
+// A memory hog in the guest meets the guest's own OOM killer (its memory is the flavor's), not
+// the host's (the VMM's cgroup allows the guest's memory and the VMM's own); the host is
+// untouched, and the output is cut at its limit with the marker.
 func TestGuestOOMAndOutputLimit(t *testing.T) {
 	t.Parallel()
 	d := newTestDriver(t, "")
@@ -186,8 +196,8 @@ func TestGuestOOMAndOutputLimit(t *testing.T) {
 		t.Fatalf("start: %+v, %v", st, err)
 	}
 	st = waitEnd(t, d, "hog", 3*time.Minute)
-	if st.State != driver.StateExited || !strings.Contains(st.Message, "OOM killer") {
-		t.Fatalf("ended %+v, want the guest's OOM killer named", st)
+	if st.State != driver.StateKilled || st.Reason != driver.ReasonOOM || !strings.Contains(st.Message, "OOM killer") {
+		t.Fatalf("ended %+v, want killed (oom), the guest's OOM killer named", st)
 	}
 	out, _ := d.Output(context.Background(), "hog")
 	if want := "0123456789" + driver.TruncationMarker(10); string(out.Stdout) != want || !out.StdoutTruncated || st.StdoutBytes != 17 {

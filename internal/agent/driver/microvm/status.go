@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
@@ -83,6 +84,10 @@ func exitedOf(id process.Ident) chan struct{} {
 // none; gives its uid back and deletes its writable layer.
 func (d *Driver) finish(v *vm) {
 	st := v.endStatus()
+	v.removeCgroup()
+	if v.rec.Link != nil {
+		v.rec.Link.Teardown()
+	}
 	if err := process.WriteRecord(filepath.Join(v.dir, process.FileResult), st); err != nil {
 		d.log.Error("cannot record the end of a microvm", "sandbox", v.id, "error", err.Error())
 	}
@@ -111,6 +116,10 @@ func (v *vm) endStatus() driver.Status {
 	if claim != nil {
 		spec = claim.Spec
 	}
+	vmmStats, cg, counted := v.cgroupStats()
+	if counted { // the guest's figures replace these when it reports them
+		st.Stats = driver.Stats{CPU: vmmStats.CPU, PeakMemoryBytes: vmmStats.PeakMemoryBytes}
+	}
 	set := func(reason driver.Reason, msg string) { st.Reason, st.State, st.Message = reason, reason.State(), msg }
 	switch e := r.End; {
 	case err != nil && e == nil:
@@ -133,6 +142,8 @@ func (v *vm) endStatus() driver.Status {
 		st.StdoutBytes, st.StderrBytes = e.StdoutBytes, e.StderrBytes
 	case e != nil:
 		set(driver.ReasonStopped, "stopped: its guest was shut down before a command ran")
+	case oomKilled(cg):
+		set(driver.ReasonOOM, fmt.Sprintf("killed: its VMM reached its cgroup's memory limit of %d MiB (the guest's %d MiB and the VMM's own) and the host's OOM killer ended it", MemoryLimitMiB(v.rec.Machine), v.rec.Machine.MemoryMiB))
 	case cause == driver.ReasonFailed && r.Ready == nil:
 		set(driver.ReasonFailed, "the guest did not boot: "+v.consoleTail())
 	case cause == driver.ReasonFailed:
@@ -173,9 +184,17 @@ func (v *vm) status() driver.Status {
 	if claim != nil {
 		st.State, st.StartedAt = driver.StateRunning, claim.ClaimedAt
 	}
-	st.Stats = process.ProcessStats(v.rec.VMM.PID)
+	if s, _, ok := v.cgroupStats(); ok {
+		st.Stats = s
+	} else {
+		st.Stats = process.ProcessStats(v.rec.VMM.PID)
+	}
 	return st
 }
+
+// oomKilled reports whether the host's OOM killer ended a process of a VMM's cgroup (s its
+// figures): the VMM outgrew its memory limit.
+func oomKilled(s cgroups.Stats) bool { return s.OOMKills > 0 }
 
 // output returns the command's captured streams, each followed by the truncation marker when
 // the guest counted more than the limit.

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
 // The records of a sandbox's directory.
@@ -30,11 +32,13 @@ const (
 
 // vmRecord is what the driver keeps of a VM (never its environment).
 type vmRecord struct {
-	Spec      driver.Spec   `json:"spec"` // its warm spec: limits and image, no command or environment
-	UID       int           `json:"uid"`
-	VMM       process.Ident `json:"vmm"`
-	Machine   Machine       `json:"machine"`
-	CreatedAt time.Time     `json:"createdAt"`
+	Spec      driver.Spec      `json:"spec"` // its warm spec: limits and image, no command or environment
+	UID       int              `json:"uid"`
+	VMM       process.Ident    `json:"vmm"`
+	Machine   Machine          `json:"machine"`
+	Cgroup    cgroups.Group    `json:"cgroup,omitzero"` // the VMM's cgroup, zero on a host without cgroups
+	Link      *sandboxnet.Link `json:"link,omitempty"`  // a public guest's veth pair, nil for a private one
+	CreatedAt time.Time        `json:"createdAt"`
 }
 
 // claimRecord is the claim of a VM: the command's spec without its environment.
@@ -139,10 +143,24 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec) (driver.Status, err
 		Image: image, Scratch: scratch, VCPUs: int((spec.CPUMillicores + 999) / 1000), MemoryMiB: max(mem, MinMemoryMiB),
 		Accel: d.cfg.Accel, Type: d.cfg.MachineType,
 	}
+	if spec.Network == driver.NetworkPublic {
+		link, err := sandboxnet.LinkFor(d.cfg.NetworkCIDR, uid-d.cfg.FirstUID)
+		if err != nil {
+			d.leases.Release(uid, dir)
+			return fail(err)
+		}
+		m.Tap, m.Cmdline = sandboxnet.TapName, cmdline(guest.NetArg+link.GuestNet())
+		v.rec.Link = &link
+	}
 	spec.Image = filepath.Base(image)
 	spec.Image = spec.Image[:len(spec.Image)-len(ImageExt)]
-	v.rec = vmRecord{Spec: spec, UID: uid, Machine: m, CreatedAt: time.Now().UTC()}
+	v.rec = vmRecord{Spec: spec, UID: uid, Machine: m, Link: v.rec.Link, CreatedAt: time.Now().UTC()}
+	if err := d.createCgroup(v); err != nil {
+		d.leases.Release(uid, dir)
+		return fail(err)
+	}
 	if err := d.startVMM(v, uid); err != nil {
+		v.removeCgroup()
 		d.leases.Release(uid, dir)
 		return fail(err)
 	}
@@ -183,9 +201,13 @@ func (d *Driver) startVMM(v *vm, uid int) error {
 			groups = append(groups, fi.Sys().(*syscall.Stat_t).Gid)
 		}
 	}
-	cmd.SysProcAttr = vmmProcAttr(uid, groups, true)
+	cmd.SysProcAttr = vmmProcAttr(uid, groups, v.rec.Link == nil)
 	cmd.Stdout, cmd.Stderr, cmd.Dir, cmd.Env = logf, logf, v.vmDir(), []string{}
-	if err := cmd.Start(); err != nil {
+	if v.rec.Link != nil {
+		if err := d.startPublic(cmd, *v.rec.Link, uid); err != nil {
+			return err
+		}
+	} else if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the VMM: %w", err)
 	}
 	v.cmd = cmd
@@ -193,6 +215,10 @@ func (d *Driver) startVMM(v *vm, uid int) error {
 		cmd.Wait()
 		close(v.exited)
 	}()
+	if err := v.rec.Cgroup.Enter(cmd.Process.Pid, ""); err != nil {
+		cmd.Process.Kill()
+		return err
+	}
 	id, err := process.IdentOf(cmd.Process.Pid)
 	if err != nil {
 		cmd.Process.Kill()

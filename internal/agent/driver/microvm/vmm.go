@@ -59,6 +59,8 @@ type Machine struct {
 	MemoryMiB int64
 	// Accel is AccelKVM or AccelTCG; Type MachineMicroVM or MachinePC.
 	Accel, Type string
+	// Tap is the tap device of the guest's NIC, in the VMM's network namespace; "" for none.
+	Tap string `json:"tap,omitempty"`
 }
 
 // The files of a Machine's directory.
@@ -76,7 +78,7 @@ type QEMU struct {
 }
 
 // Command returns the qemu-system-x86_64 command line of m: no default devices, no network
-// device, no reboot (the guest's power-off or reboot ends the process), the serial console to
+// device (or, with m.Tap, a virtio NIC on that tap device), no reboot (the guest's power-off or reboot ends the process), the serial console to
 // fileConsole, the monitor on fileQMP, the two channel ports, and the disks.
 func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 	bin := q.Binary
@@ -97,11 +99,15 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 	if m.Type == MachineMicroVM {
 		machine += ",pit=off,pic=off,rtc=off"
 	}
+	accel := m.Accel
+	if m.Accel == AccelTCG { // a bounded translation cache: the VMM's memory is bounded (MemoryLimitMiB)
+		accel += ",tb-size=" + strconv.Itoa(TCGCacheMiB)
+	}
 	args := []string{
 		"-name", "cubefleet-" + filepath.Base(m.Dir),
-		"-M", machine, "-accel", m.Accel, "-cpu", map[string]string{AccelKVM: "host", AccelTCG: "max"}[m.Accel],
+		"-M", machine, "-accel", accel, "-cpu", map[string]string{AccelKVM: "host", AccelTCG: "max"}[m.Accel],
 		"-smp", strconv.Itoa(max(m.VCPUs, 1)), "-m", strconv.FormatInt(m.MemoryMiB, 10),
-		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-display", "none", "-nic", "none",
+		"-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-display", "none",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs, "-append", m.Cmdline,
 		"-serial", "file:" + filepath.Join(m.Dir, fileConsole),
 		"-qmp", "unix:" + filepath.Join(m.Dir, fileQMP) + ",server=on,wait=off",
@@ -110,6 +116,11 @@ func (q QEMU) Command(m Machine) (*exec.Cmd, error) {
 		"-device", "virtserialport,chardev=result,name=" + guest.PortResult,
 		"-chardev", "socket,id=control,path=" + filepath.Join(m.Dir, fileControl) + ",server=on,wait=off",
 		"-device", "virtserialport,chardev=control,name=" + guest.PortControl,
+	}
+	if m.Tap == "" {
+		args = append(args, "-nic", "none")
+	} else {
+		args = append(args, "-netdev", "tap,id=net0,ifname="+m.Tap+",script=no,downscript=no", "-device", dev("net")+",netdev=net0")
 	}
 	for i, d := range []struct {
 		path string

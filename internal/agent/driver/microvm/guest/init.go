@@ -90,6 +90,9 @@ func runInit() error {
 	}
 	phase("kernel modules loaded")
 	cmdline, _ := os.ReadFile("/proc/cmdline")
+	if err := setupNetwork(string(cmdline)); err != nil {
+		return err
+	}
 	probe := slices.Contains(strings.Fields(string(cmdline)), ProbeArg)
 	need := []string{PortResult, PortControl}
 	if probe {

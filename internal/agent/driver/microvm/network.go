@@ -1,0 +1,58 @@
+package microvm
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
+)
+
+// startPublic starts cmd (a VMM of user uid) in a network namespace made for it, where a tap
+// device (sandboxnet.MakeTap) is bridged to the sandbox's end of link's veth pair
+// (Link.SetupTap), under the host's policy for the sandbox network (sandboxnet.EnsureHost).
+// The namespace is made on a thread of its own, locked and never given back (it ends with its
+// goroutine), from which cmd is started: the VMM is in the namespace from its first
+// instruction and opens its tap there.
+func (d *Driver) startPublic(cmd *exec.Cmd, link sandboxnet.Link, uid int) error {
+	if err := sandboxnet.EnsureHost(d.cfg.NetworkCIDR, filepath.Dir(d.cfg.UIDLeaseDir)); err != nil {
+		return fmt.Errorf("the host's network policy for public sandboxes: %w", err)
+	}
+	tid, linked, started := make(chan int, 1), make(chan error, 1), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is in the VMM's namespace
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			tid <- -1
+			started <- fmt.Errorf("a network namespace for the VMM: %w", err)
+			return
+		}
+		if err := sandboxnet.MakeTap(uid); err != nil {
+			tid <- -1
+			started <- err
+			return
+		}
+		tid <- unix.Gettid()
+		if err := <-linked; err != nil {
+			started <- err
+			return
+		}
+		started <- cmd.Start()
+	}()
+	t := <-tid
+	if t < 0 {
+		return <-started
+	}
+	err := link.SetupTap(t)
+	linked <- err
+	if serr := <-started; serr != nil {
+		link.Teardown()
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("start the VMM: %w", serr)
+	}
+	return nil
+}
