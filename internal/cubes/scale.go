@@ -107,6 +107,17 @@ func PlanScale(cfg *Config, inv *ionos.Inventory, members []Member, opts ScaleOp
 		}
 	}
 	if opts.Target < current {
+		for i := range sp.Slots {
+			s := &sp.Slots[i]
+			switch {
+			case s.ServerID == "":
+				s.Reason = fmt.Sprintf("no Cube and none needed for target %d", opts.Target)
+			case s.ServerID == opts.RuntimeSourceServerID:
+				s.Reason = "the runtime source Cube new ones bootstrap from: never removed"
+			default:
+				s.Reason = fmt.Sprintf("stays for target %d: more active, or a lower slot index, than the Cubes that go", opts.Target)
+			}
+		}
 		sp.reduce(cfg, opts)
 	}
 	sp.Accepted = len(sp.Problems) == 0
@@ -120,7 +131,7 @@ func PlanScale(cfg *Config, inv *ionos.Inventory, members []Member, opts ScaleOp
 func (sp *ScalePlan) reduce(cfg *Config, opts ScaleOptions) {
 	if opts.Target < cfg.MinimumCubes {
 		sp.Problems = append(sp.Problems, Problem{Rule: RuleTargetOutOfRange, SlotIndex: -1,
-			Message: fmt.Sprintf("target %d is below minimum_cubes %d: the fleet keeps at least %d Cubes", opts.Target, cfg.MinimumCubes, cfg.MinimumCubes)})
+			Message: fmt.Sprintf("target %d is below minimum_cubes %d: the fleet keeps at least %d %s", opts.Target, cfg.MinimumCubes, cfg.MinimumCubes, plural(cfg.MinimumCubes, "Cube", "Cubes"))})
 		return
 	}
 	var candidates []*ScaleSlot
