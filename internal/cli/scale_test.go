@@ -14,8 +14,8 @@ import (
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
-// cubeFleet is a control plane with the simulator's first cubes Cubes registered in a pool (by
-// their private IPs), and a profile naming both: the example profile with the control plane's
+// cubeFleet is a control plane with the simulator's first cubeCount Cubes registered in a pool
+// (by their private IPs) and Ready, and a profile naming both: the example profile with the control plane's
 // URL, pool and key, and the simulator's token file.
 type cubeFleet struct {
 	*cliEnv
@@ -31,8 +31,14 @@ func newCubeFleet(t *testing.T, c *cliEnv, cubeCount int) cubeFleet {
 	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--uses", "100", "--any-ip"))
 	for i := range cubeCount {
-		if code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", ionossim.SampleServerIP(i))); code != 200 {
+		ip := ionossim.SampleServerIP(i)
+		code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", ip))
+		var reg nodeapi.RegisterResponse
+		if err := json.Unmarshal(out, &reg); code != 200 || err != nil {
 			t.Fatalf("register cube %d: %d %s", i, code, out)
+		}
+		if code, out := c.post(nodeapi.StatusPath(ip), reg.NodeCredential, nodeBody(t, "status.json", ip)); code != 200 {
+			t.Fatalf("cube %d reports: %d %s", i, code, out)
 		}
 	}
 	var profile map[string]any
@@ -41,12 +47,21 @@ func newCubeFleet(t *testing.T, c *cliEnv, cubeCount int) cubeFleet {
 	}
 	profile["control_plane"] = map[string]any{"url": c.url, "pool": pool.ID, "api_key_file": c.tokenFile}
 	profile["ionos_token_file"] = env.token
-	b, _ := json.Marshal(profile)
-	path := filepath.Join(env.dir, "profile.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	f := cubeFleet{cliEnv: c, ionos: env, profile: filepath.Join(env.dir, "profile.json")}
+	f.writeProfile(t, profile)
+	return f
+}
+
+// writeProfile writes the profile the commands read.
+func (f cubeFleet) writeProfile(t *testing.T, profile map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(profile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return cubeFleet{cliEnv: c, ionos: env, profile: path}
+	if err := os.WriteFile(f.profile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // readExample reads a file of examples/.
