@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/netip"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/cubes"
+	"github.com/cubefleet/cubefleet/internal/fleetssh"
 )
 
 func newRoundtripPlanCmd() *cobra.Command {
@@ -73,6 +77,48 @@ type checksOut struct {
 	Checks []cubes.Check `json:"checks"`
 }
 
+// sshChecks are roundtrip check's SSH checks: the coordinator reached with its host key
+// known, and on the GPU host (its host key known too) a WireGuard peer on the profile's
+// interface whose allowed IPs hold each Cube's private address (/32), as `wg show INTERFACE
+// allowed-ips` lists them.
+func sshChecks(ctx context.Context, p *cubes.Profile, cfg *cubes.Config, timeout time.Duration) []cubes.Check {
+	d, err := fleetssh.NewDialer(p.SSH.KeyFile, p.SSH.KnownHostsFile, timeout)
+	if err != nil {
+		return []cubes.Check{{Name: "ssh", Detail: err.Error()}}
+	}
+	co := p.Coordinator
+	out := []cubes.Check{{Name: "ssh coordinator " + co.Host, OK: true, Detail: fmt.Sprintf("%s@%s:%d, host key known", co.User, co.Host, co.Port)}}
+	if _, err := d.Run(ctx, co.Host, co.Port, co.User, "true"); err != nil {
+		out[0].OK, out[0].Detail = false, err.Error()
+	}
+	gw := p.GPUWireGuard
+	name := "wireguard " + gw.Host + " " + gw.Interface
+	cmd := "wg show " + gw.Interface + " allowed-ips"
+	listed, err := d.Run(ctx, gw.Host, gw.Port, gw.User, cmd)
+	var peers map[netip.Prefix]string
+	if err == nil {
+		peers, err = fleetssh.AllowedIPs(listed)
+	}
+	if err != nil {
+		return append(out, cubes.Check{Name: name, Detail: err.Error()})
+	}
+	out = append(out, cubes.Check{Name: name, OK: true, Detail: fmt.Sprintf("%s over %s", plural(len(peers), "allowed IP", "allowed IPs"), cmd)})
+	for _, s := range cfg.Slots {
+		if s.ServerID == "" {
+			continue
+		}
+		c := cubes.Check{Name: "wireguard peer " + s.Name}
+		addr, err := netip.ParseAddr(s.PrivateIP)
+		if key, ok := peers[netip.PrefixFrom(addr, 32)]; err == nil && ok {
+			c.OK, c.Detail = true, fmt.Sprintf("peer %s allows %s/32", key, s.PrivateIP)
+		} else {
+			c.Detail = fmt.Sprintf("no peer of %s on %s allows %s/32: add the Cube's peer (roundtrip up does, persisted in /etc/wireguard/%s.conf)", gw.Interface, gw.Host, s.PrivateIP, gw.Interface)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 func newRoundtripCheckCmd() *cobra.Command {
 	var ff fleetFlags
 	var port int
@@ -85,7 +131,10 @@ worker security group attached and its origin (private IP, --origin-port) a heal
 every target group (weight above 0, health check on, not in maintenance); the NAT gateway on
 the private LAN; the load balancer's target LAN and a FORWARD rule to every target group; and
 the membership: every Cube registered and Ready in the pool and uncordoned, nothing registered
-there that the fleet lacks. One line per check; any FAIL exits 1.`,
+there that the fleet lacks. Then over SSH with the profile's key, every host key checked
+against its known_hosts (an unknown or changed key fails): the coordinator, and on the GPU
+host a WireGuard peer of the profile's interface allowing each Cube's private IP (/32), as
+"wg show INTERFACE allowed-ips" lists them. One line per check; any FAIL exits 1.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if port < 1 || port > 65535 {
@@ -99,6 +148,7 @@ there that the fleet lacks. One line per check; any FAIL exits 1.`,
 				return err
 			}
 			out := checksOut{OK: true, Checks: cubes.CheckFleet(st.config, st.inv, st.found, st.members, port, cubes.PlanOptions{MaxInventoryAge: ff.maxAge})}
+			out.Checks = append(out.Checks, sshChecks(cmd.Context(), st.profile, st.config, ff.timeout)...)
 			failed := 0
 			for _, c := range out.Checks {
 				if !c.OK {

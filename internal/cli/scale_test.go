@@ -20,7 +20,8 @@ import (
 type cubeFleet struct {
 	*cliEnv
 	ionos   ionosEnv
-	profile string
+	profile string         // the profile's path
+	fields  map[string]any // what it holds (writeProfile writes it)
 }
 
 func newCubeFleet(t *testing.T, c *cliEnv, cubeCount int) cubeFleet {
@@ -47,15 +48,15 @@ func newCubeFleet(t *testing.T, c *cliEnv, cubeCount int) cubeFleet {
 	}
 	profile["control_plane"] = map[string]any{"url": c.url, "pool": pool.ID, "api_key_file": c.tokenFile}
 	profile["ionos_token_file"] = env.token
-	f := cubeFleet{cliEnv: c, ionos: env, profile: filepath.Join(env.dir, "profile.json")}
-	f.writeProfile(t, profile)
+	f := cubeFleet{cliEnv: c, ionos: env, profile: filepath.Join(env.dir, "profile.json"), fields: profile}
+	f.writeProfile(t)
 	return f
 }
 
-// writeProfile writes the profile the commands read.
-func (f cubeFleet) writeProfile(t *testing.T, profile map[string]any) {
+// writeProfile writes f.fields as the profile the commands read.
+func (f cubeFleet) writeProfile(t *testing.T) {
 	t.Helper()
-	b, err := json.Marshal(profile)
+	b, err := json.Marshal(f.fields)
 	if err != nil {
 		t.Fatal(err)
 	}
