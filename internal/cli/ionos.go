@@ -267,11 +267,7 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if c := p.Capacity; c != nil {
-		linef(w, "Capacity: %s, %s, %d MiB RAM, %s.\n", plural(c.Cubes, "Cube", "Cubes"), plural(c.Cores, "core", "cores"), c.RAMMiB, plural(c.WorkerSlots, "worker slot", "worker slots"))
-	} else {
-		linef(w, "Capacity: %s.\n", p.CapacityNote)
-	}
+	printCapacity(w, "Capacity", p.Capacity, p.CapacityNote)
 	if t := p.Template; t != nil {
 		linef(w, "New Cubes: template %q (%s): %d cores, %d MiB RAM, %d GB storage.\n", t.Name, t.ID, t.Cores, t.RAMMiB, t.StorageGB)
 	} else {
@@ -283,6 +279,15 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 	}
 	printProblems(w, p.Problems)
 	return nil
+}
+
+// printCapacity prints a plan's capacity after label, or the note saying why there is none.
+func printCapacity(w io.Writer, label string, c *cubes.Capacity, note string) {
+	if c == nil {
+		linef(w, "%s: %s.\n", label, note)
+		return
+	}
+	linef(w, "%s: %s, %s, %d MiB RAM, %s.\n", label, plural(c.Cubes, "Cube", "Cubes"), plural(c.Cores, "core", "cores"), c.RAMMiB, plural(c.WorkerSlots, "worker slot", "worker slots"))
 }
 
 // printProblems lists a rejected plan's problems, each with its rule and slot.

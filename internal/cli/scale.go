@@ -80,11 +80,7 @@ func printScalePlan(w io.Writer, p *cubes.ScalePlan) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if c := p.Capacity; c != nil {
-		linef(w, "Capacity after: %s, %s, %d MiB RAM, %s.\n", plural(c.Cubes, "Cube", "Cubes"), plural(c.Cores, "core", "cores"), c.RAMMiB, plural(c.WorkerSlots, "worker slot", "worker slots"))
-	} else {
-		linef(w, "Capacity after: %s.\n", p.CapacityNote)
-	}
+	printCapacity(w, "Capacity after", p.Capacity, p.CapacityNote)
 	if !p.Accepted {
 		printProblems(w, p.Problems)
 		return nil
