@@ -34,13 +34,7 @@ exits 1; the plan changes nothing.`,
 			if err != nil {
 				return err
 			}
-			current := 0
-			for _, s := range st.config.Slots {
-				if s.ServerID != "" {
-					current++
-				}
-			}
-			sp := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: current + 1,
+			sp := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: st.config.Occupied() + 1,
 				RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: ff.maxAge})
 			plan := cubes.PlanRoundtrip(st.config, st.profile, st.found, sp)
 			if err := render(cmd, plan, func(w io.Writer) error { return printRoundtripPlan(w, plan) }); err != nil {

@@ -86,12 +86,7 @@ type ScalePlan struct {
 // Growth fills the lowest-index empty slots, as PlanSlots does. cfg, inv and members are not
 // modified; the plan is O(slots log slots + servers + members).
 func PlanScale(cfg *Config, inv *ionos.Inventory, members []Member, opts ScaleOptions) *ScalePlan {
-	current := 0
-	for _, s := range cfg.Slots {
-		if s.ServerID != "" {
-			current++
-		}
-	}
+	current := cfg.Occupied()
 	base := PlanSlots(cfg, inv, PlanOptions{Target: max(opts.Target, current), Now: opts.Now, MaxInventoryAge: opts.MaxInventoryAge})
 	sp := &ScalePlan{DatacenterID: base.DatacenterID, Current: current, Target: opts.Target, InventoryAge: base.InventoryAge,
 		Capacity: base.Capacity, CapacityNote: base.CapacityNote, Template: base.Template, Problems: base.Problems, Steps: []Step{}}
