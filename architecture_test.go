@@ -459,6 +459,7 @@ var cliImports = []struct{ path, why string }{
 	{"internal/ionos/ionossim", "cubefleet ionos simulate runs the loopback simulator"},
 	{"internal/cubes", "cubefleet ionos plan plans Cube slots locally; coordinator render checks an origins file"},
 	{"internal/cubes/journal", "cubefleet roundtrip status reads the scaling workflows' local journals"},
+	{"internal/fleetssh", "cubefleet roundtrip check reaches the coordinator and the GPU host over SSH"},
 	{"internal/atomicfile", "coordinator render --out writes its file atomically"},
 	{"internal/scheduler", "cubefleet scheduler check loads a scheduler configuration file locally"},
 	{"internal/scheduler/simulate", "cubefleet scheduler simulate runs the scheduler locally"},

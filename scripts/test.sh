@@ -35,6 +35,14 @@ if [ "$(id -u)" = 0 ] && ! command -v mkfs.ext4 >/dev/null 2>&1 && [ ! -x /usr/s
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq e2fsprogs >/dev/null
 fi
 
+# The fleet's SSH checks run against Debian's sshd started by the test on loopback (under CI=true
+# it fails without it); ssh-keygen comes with openssh-client, its dependency.
+if [ ! -x /usr/sbin/sshd ]; then
+  echo "Installing openssh-server (the roundtrip checks' tests run their own sshd on loopback)..."
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null
+  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; fi
+fi
+
 # The console's browser test drives Debian's chromium headless (under CI=true it fails without it).
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   echo "Installing chromium (the web console's test runs it headless)..."

@@ -53,19 +53,7 @@ func newIonosInventoryCmd(stdio IO) *cobra.Command {
 			if timeout <= 0 {
 				return usagef("--timeout must be positive")
 			}
-			apiURLFrom := "--api-url"
-			if apiURL == "" {
-				apiURL, apiURLFrom = stdio.Getenv(ionos.EnvAPIURL), ionos.EnvAPIURL
-			}
-			if apiURL == "" {
-				apiURLFrom = ""
-			}
-			tok, err := ionos.ReadTokenFile(tokenFile)
-			if err != nil {
-				return err
-			}
-			client, err := ionos.New(ionos.Config{APIURL: apiURL, APIURLFrom: apiURLFrom, Token: tok, Timeout: timeout,
-				PinnedCertSHA256: stdio.Getenv("IONOS_PINNED_CERT")})
+			client, err := ionosClient(stdio, apiURL, tokenFile, timeout)
 			if err != nil {
 				return err
 			}
@@ -222,6 +210,25 @@ func newIonosPlanCmd(stdio IO) *cobra.Command {
 	return cmd
 }
 
+// ionosClient makes the IONOS API client: the API URL from apiURL (--api-url), else
+// $IONOS_API_URL, else the public API; the token from tokenFile (a private file: regular,
+// yours, mode 0600); timeout bounds each call, retries included.
+func ionosClient(stdio IO, apiURL, tokenFile string, timeout time.Duration) (*ionos.Client, error) {
+	apiURLFrom := "--api-url"
+	if apiURL == "" {
+		apiURL, apiURLFrom = stdio.Getenv(ionos.EnvAPIURL), ionos.EnvAPIURL
+	}
+	if apiURL == "" {
+		apiURLFrom = ""
+	}
+	tok, err := ionos.ReadTokenFile(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return ionos.New(ionos.Config{APIURL: apiURL, APIURLFrom: apiURLFrom, Token: tok, Timeout: timeout,
+		PinnedCertSHA256: stdio.Getenv("IONOS_PINNED_CERT")})
+}
+
 // readFile reads path and decodes it; errors name the flag. When decode refuses the file,
 // mistaken says what else it is ("" when it recognises nothing), and that is the error.
 func readFile[T any](path, flag string, decode func(io.Reader) (T, error), mistaken func([]byte) string) (T, error) {
@@ -260,11 +267,7 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if c := p.Capacity; c != nil {
-		linef(w, "Capacity: %s, %s, %d MiB RAM, %s.\n", cubefleet.Count(c.Cubes, "Cube", "Cubes"), cubefleet.Count(c.Cores, "core", "cores"), c.RAMMiB, cubefleet.Count(c.WorkerSlots, "worker slot", "worker slots"))
-	} else {
-		linef(w, "Capacity: %s.\n", p.CapacityNote)
-	}
+	printCapacity(w, "Capacity", p.Capacity, p.CapacityNote)
 	if t := p.Template; t != nil {
 		linef(w, "New Cubes: template %q (%s): %d cores, %d MiB RAM, %d GB storage.\n", t.Name, t.ID, t.Cores, t.RAMMiB, t.StorageGB)
 	} else {
@@ -274,15 +277,29 @@ func printPlan(w io.Writer, p *cubes.Plan) error {
 		fmt.Fprintln(w, "\nPlan accepted. It changed nothing; running Cubes are not proven ready.")
 		return nil
 	}
-	linef(w, "\nProblems (%d):\n", len(p.Problems))
-	for _, pr := range p.Problems {
+	printProblems(w, p.Problems)
+	return nil
+}
+
+// printCapacity prints a plan's capacity after label, or the note saying why there is none.
+func printCapacity(w io.Writer, label string, c *cubes.Capacity, note string) {
+	if c == nil {
+		linef(w, "%s: %s.\n", label, note)
+		return
+	}
+	linef(w, "%s: %s, %s, %d MiB RAM, %s.\n", label, cubefleet.Count(c.Cubes, "Cube", "Cubes"), cubefleet.Count(c.Cores, "core", "cores"), c.RAMMiB, cubefleet.Count(c.WorkerSlots, "worker slot", "worker slots"))
+}
+
+// printProblems lists a rejected plan's problems, each with its rule and slot.
+func printProblems(w io.Writer, problems []cubes.Problem) {
+	linef(w, "\nProblems (%d):\n", len(problems))
+	for _, pr := range problems {
 		where := ""
 		if pr.SlotIndex >= 0 {
 			where = fmt.Sprintf(" slot %d (%s)", pr.SlotIndex, pr.Slot)
 		}
 		linef(w, "  %s%s: %s\n", pr.Rule, where, pr.Message)
 	}
-	return nil
 }
 
 // ---- simulate ----

@@ -142,6 +142,7 @@ func newRootCmd(stdio IO) *cobra.Command {
 		newIonosCmd(stdio),
 		newCoordinatorCmd(stdio),
 		newRoundtripCmd(),
+		newScaleCmd(),
 		newNodesCmd(stdio),
 		newSandboxesCmd(),
 		newAgentCmd(stdio),

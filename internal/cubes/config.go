@@ -36,6 +36,17 @@ type Config struct {
 	Slots                  []Slot
 }
 
+// Occupied is the number of slots holding a Cube (with a server_id): the fleet's size now.
+func (c *Config) Occupied() int {
+	n := 0
+	for _, s := range c.Slots {
+		if s.ServerID != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Slot is one ordered fleet slot: Name, PrivateIP (IPv4 on the private LAN) and ServerID, the
 // UUID of the Cube that holds it ("" for the JSON null of a genuinely empty slot).
 type Slot struct {
