@@ -130,14 +130,14 @@ func TestForwardAndFailover(t *testing.T) {
 	}
 	go func() {
 		defer awg.Done()
-		tick := time.NewTicker(a.ttl / 3)
+		tick := time.NewTicker(500 * time.Millisecond) // a third of newLane's lease
 		defer tick.Stop()
 		for {
 			select {
 			case <-actx.Done():
 				return
 			case <-tick.C:
-				a.lead(actx)
+				a.lease.Try(actx)
 			}
 		}
 	}()
