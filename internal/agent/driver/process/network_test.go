@@ -128,6 +128,46 @@ func TestPublicAndPrivateNetwork(t *testing.T) {
 	}
 }
 
+// TestPublicConnectionLimit: a public sandbox holds at most MaxConnections (8 here) connections
+// in the host's connection tracking: trying 20 to the test's internet, it opens 8, and the next
+// is rejected (admin-prohibited); so one sandbox cannot fill the host-wide table.
+func TestPublicConnectionLimit(t *testing.T) {
+	requireRoot(t)
+	if os.Getenv(innerNetEnv) != "1" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(self, "-test.run=^TestPublicConnectionLimit$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), innerNetEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a network namespace of its own:\n%s", out)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if strings.Contains(string(out), "--- SKIP") {
+			t.Skip("skipped inside")
+		}
+		return
+	}
+	cfg := testConfig(t)
+	cfg.MaxConnections = 8
+	d := newDriver(t, cfg)
+	requireNamespaces(t, d)
+	if err := sandboxnet.LoopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sandboxnet.RemoveHost() })
+	makeInternet(t)
+	open, env := probe(t, "open", "20", "198.51.100.1:8080")
+	st, out := run(t, d, driver.Spec{ID: "many-conns", Network: driver.NetworkPublic, Argv: open, Env: env})
+	t.Logf("sandbox: %s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "opened 8, then refused:") {
+		t.Errorf("connections: %q (exit %d), want 8 opened, then refused", out.Stdout, st.ExitCode)
+	}
+}
+
 // makeInternet makes the test's internet: a process in a network namespace of its own serving
 // "internet" on :8080, reached through a veth pair (inet0 here) at 198.51.100.1 and
 // 169.254.169.254 (routed to it from here, the test's host namespace).
