@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/hostinfo"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 	"github.com/cubefleet/cubefleet/internal/capool"
 )
 
@@ -69,6 +70,8 @@ const (
 	DefaultSandboxUIDs = "2000000-2065535"
 	// DefaultSandboxSpares is how many sandbox supervisors are kept started ahead of need.
 	DefaultSandboxSpares = 1
+	// MaxSandboxConnections bounds CUBEFLEET_SANDBOX_MAX_CONNECTIONS.
+	MaxSandboxConnections = 1 << 20
 	// MaxSandboxSpares bounds CUBEFLEET_SANDBOX_SPARES.
 	MaxSandboxSpares = 64
 	// InstalledEnvFile is where `agent install` writes the env file; the agent reads it when
@@ -121,6 +124,7 @@ func Settings() []Setting {
 		{Key: "sandbox-allow-own-user", Env: []string{"CUBEFLEET_SANDBOX_ALLOW_OWN_USER"}, Default: "0", Bool: true, Usage: "development only: an agent that is not root runs sandboxes as its own user (they can read its files)"},
 		{Key: "require-isolation", Env: []string{"CUBEFLEET_REQUIRE_ISOLATION"}, Default: "0", Bool: true, Usage: "run no sandbox unless the process runtime limits memory and processes with cgroups and isolates the network with a namespace (agent check's isolation line says what is missing)"},
 		{Key: "sandbox-output-limit", Env: []string{"CUBEFLEET_SANDBOX_OUTPUT_LIMIT"}, Default: "1MiB", Usage: "output kept of each sandbox stream (stdout, stderr) when the control plane sets no limit: bytes, KiB or MiB, at most 64MiB"},
+		{Key: "sandbox-max-connections", Env: []string{"CUBEFLEET_SANDBOX_MAX_CONNECTIONS"}, Default: strconv.Itoa(sandboxnet.DefaultMaxConnections), Usage: "connections a public sandbox may have open at once in the host's connection tracking, 1 to 1048576; new ones past it are rejected"},
 		{Key: "sandbox-spares", Env: []string{"CUBEFLEET_SANDBOX_SPARES"}, Default: strconv.Itoa(DefaultSandboxSpares), Usage: "sandbox supervisors kept started ahead of need (0: none; each start then starts its own)"},
 		{Key: "guest-kernel", Env: []string{"CUBEFLEET_GUEST_KERNEL"}, Usage: "microvm runtime: the guest kernel image (bzImage) with its module tree beside it (…/boot/vmlinuz-X, …/lib/modules/X), e.g. Debian's cloud kernel"},
 		{Key: "guest-init", Env: []string{"CUBEFLEET_GUEST_INIT"}, Usage: "microvm runtime: the static cubefleet binary the guests run as init (default: this executable, which must be built with CGO_ENABLED=0)"},
@@ -234,6 +238,9 @@ type Config struct {
 	// SandboxOutputLimit is the bytes kept of each output stream of a sandbox whose spec sets no
 	// limit, 1 to driver.MaxOutputLimitBytes.
 	SandboxOutputLimit int64
+	// SandboxMaxConnections is the connections a public sandbox may have open at once, 1 to
+	// MaxSandboxConnections (new ones past it are rejected).
+	SandboxMaxConnections int
 	// SandboxSpares is how many supervisors are started ahead of need, 0 to MaxSandboxSpares.
 	SandboxSpares       int
 	QuotaCPU            int64 // millicores; 0 = 2000 x cores

@@ -480,7 +480,8 @@ func (cfg *Config) loadReporting(s *sources) error {
 // (absolute, neither the state directory nor inside it: the state directory is 0700 and each
 // sandbox's user must reach its own directory), the user id range (first-last, unprivileged),
 // whether an agent that is not root may run them as its own user, the default output limit
-// (bytes, KiB or MiB, 1 byte to 64 MiB) and the spare supervisors (0 to MaxSandboxSpares).
+// (bytes, KiB or MiB, 1 byte to 64 MiB), the connections per public sandbox (1 to
+// MaxSandboxConnections) and the spare supervisors (0 to MaxSandboxSpares).
 func (cfg *Config) loadSandboxes(s *sources) error {
 	dir := s.get("sandbox-dir")
 	cfg.SandboxDir = strings.TrimSpace(dir.s)
@@ -516,6 +517,10 @@ func (cfg *Config) loadSandboxes(s *sources) error {
 	limit := s.get("sandbox-output-limit")
 	if cfg.SandboxOutputLimit, err = parseBytes(limit.s); err != nil || cfg.SandboxOutputLimit < 1 || cfg.SandboxOutputLimit > driver.MaxOutputLimitBytes {
 		return limit.fail("%q is not a size from 1 byte to 64MiB: a number of bytes, or of KiB or MiB (1MiB, 512KiB, 65536)", limit.s)
+	}
+	conns := s.get("sandbox-max-connections")
+	if cfg.SandboxMaxConnections, err = strconv.Atoi(strings.TrimSpace(conns.s)); err != nil || cfg.SandboxMaxConnections < 1 || cfg.SandboxMaxConnections > MaxSandboxConnections {
+		return conns.fail("%q is not a whole number from 1 to %d", conns.s, MaxSandboxConnections)
 	}
 	spares := s.get("sandbox-spares")
 	n, err := strconv.Atoi(strings.TrimSpace(spares.s))

@@ -50,7 +50,7 @@ func TestLoadCompute(t *testing.T) {
 		NetworkCIDR: mustPrefix("192.168.0.0/18"), Listen: "10.0.0.5:9999", StateDir: DefaultStateDir, ReportPeriod: time.Second,
 		ClusterLabel: "default-cluster", Runtime: RuntimeMicroVM, MinMemoryKB: DefaultMinMemoryKB, RunCheck: true, RunCheckFrom: "the default",
 		CheckTimeout: 120 * time.Second, EnvFile: cfg.EnvFile, Host: testHost("compute"),
-		SandboxDir: DefaultSandboxDir, SandboxFirstUID: 2_000_000, SandboxUIDCount: 65_536, SandboxOutputLimit: 1 << 20, SandboxSpares: 1, ImageDir: DefaultImageDir,
+		SandboxDir: DefaultSandboxDir, SandboxFirstUID: 2_000_000, SandboxUIDCount: 65_536, SandboxOutputLimit: 1 << 20, SandboxMaxConnections: 1024, SandboxSpares: 1, ImageDir: DefaultImageDir,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load:\n got %+v\nwant %+v", cfg, want)
@@ -299,6 +299,7 @@ func TestLoadRules(t *testing.T) {
 		{name: "sandbox uids too high", env: map[string]string{"CUBEFLEET_SANDBOX_UIDS": "4294967000-4294967294"}, path: "CUBEFLEET_SANDBOX_UIDS", msg: "below 4294967294"},
 		{name: "sandbox own user not a switch", env: map[string]string{"CUBEFLEET_SANDBOX_ALLOW_OWN_USER": "sure"}, path: "CUBEFLEET_SANDBOX_ALLOW_OWN_USER", msg: `"sure" is not 0 or 1`},
 		{name: "sandbox output limit too large", flags: map[string]string{"sandbox-output-limit": "65MiB"}, path: "--sandbox-output-limit", msg: "is not a size from 1 byte to 64MiB"},
+		{name: "sandbox max connections zero", flags: map[string]string{"sandbox-max-connections": "0"}, path: "--sandbox-max-connections", msg: "is not a whole number from 1 to 1048576"},
 		{name: "sandbox output limit zero", flags: map[string]string{"sandbox-output-limit": "0"}, path: "--sandbox-output-limit", msg: "is not a size"},
 		{name: "sandbox output limit unit", flags: map[string]string{"sandbox-output-limit": "1MB"}, path: "--sandbox-output-limit", msg: "is not a size"},
 		{name: "sandbox spares", env: map[string]string{"CUBEFLEET_SANDBOX_SPARES": "65"}, path: "CUBEFLEET_SANDBOX_SPARES", msg: `"65" is not a whole number from 0 to 64`},

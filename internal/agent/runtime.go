@@ -25,7 +25,7 @@ func (cfg *Config) ProcessDriver(log *slog.Logger, spares int) (*process.Driver,
 	d, err := process.New(process.Config{
 		Dir: cfg.SandboxDir, FirstUID: cfg.SandboxFirstUID, UIDCount: cfg.SandboxUIDCount,
 		AllowOwnUser: cfg.SandboxAllowOwnUser, RequireIsolation: cfg.RequireIsolation, NetworkCIDR: cfg.NetworkCIDR,
-		Spares: spares, Log: log,
+		MaxConnections: cfg.SandboxMaxConnections, Spares: spares, Log: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox runtime (CUBEFLEET_RUNTIME=process; CUBEFLEET_SANDBOX_DIR, CUBEFLEET_SANDBOX_UIDS, CUBEFLEET_REQUIRE_ISOLATION): %w", err)

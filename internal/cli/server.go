@@ -85,8 +85,9 @@ it). The web console is served at /console; a sign-in lasts --console-session-tt
 with its API key. See docs/drift-webhooks.md and docs/console.md.
 
 Sandboxes run on the nodes' agents; the control plane keeps their records and results. Each
-output stream is kept up to --result-max-bytes (the rest cut with a marker), ended sandboxes
-for --result-retention; a create waits for room in its pool up to --pending-timeout; a tenant
+output stream is kept up to --result-max-bytes (the rest cut with a marker), a tenant's results
+together up to --tenant-result-max-bytes (past it the oldest results' output is dropped), ended
+sandboxes for --result-retention; a create waits for room in its pool up to --pending-timeout; a tenant
 has at most --tenant-max-sandboxes pending, starting or running. See docs/sandboxes.md.
 
 The API authenticates a call before it reads its body, reads bodies as they arrive under a cap
@@ -111,6 +112,8 @@ docs/server.md and docs/iam.md.`,
 			switch {
 			case cfg.ResultMaxBytes < 1 || cfg.ResultMaxBytes > sandboxes.MaxResultMaxBytes:
 				return usagef("--result-max-bytes %d: give 1 to %d (64 MiB)", cfg.ResultMaxBytes, sandboxes.MaxResultMaxBytes)
+			case cfg.TenantResultMaxBytes < 2*cfg.ResultMaxBytes:
+				return usagef("--tenant-result-max-bytes %d: give at least 2 × --result-max-bytes (%d), so one whole result fits", cfg.TenantResultMaxBytes, 2*cfg.ResultMaxBytes)
 			case cfg.ResultRetention < time.Minute:
 				return usagef("--result-retention %s: give at least 1m", cfg.ResultRetention)
 			case cfg.PendingTimeout < time.Second:
@@ -218,6 +221,7 @@ docs/server.md and docs/iam.md.`,
 	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback and private (RFC 1918, fc00::/7) addresses; link-local, cloud metadata, unspecified and reserved ones stay refused (not implied by --dev)")
 	durationVar(f, &cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
 	f.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", sandboxes.DefaultResultMaxBytes, "bytes of each output stream a sandbox's result keeps; the rest is cut with a marker (1 to 67108864)")
+	f.Int64Var(&cfg.TenantResultMaxBytes, "tenant-result-max-bytes", sandboxes.DefaultTenantResultMaxBytes, "output bytes (both streams) one tenant's ended sandboxes keep together; past it the oldest results' output is dropped first, their records stay (at least 2 × --result-max-bytes)")
 	durationVar(f, &cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
 	durationVar(f, &cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
 	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")

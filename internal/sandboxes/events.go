@@ -111,7 +111,7 @@ func (s *Service) finish(ctx context.Context, tx *sql.Tx, r *record, state State
 			return false, err
 		}
 	}
-	if err := keepOutput(ctx, tx, r.ID, res); err != nil {
+	if err := s.keepOutput(ctx, tx, r, res); err != nil {
 		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE sandboxes_assignments SET done_at = $2 WHERE sandbox_id = $1 AND done_at = 0 AND kind <> $3`,
@@ -149,24 +149,6 @@ func (s *Service) resultOf(ev *nodeapi.SandboxEvent) result {
 	return res
 }
 
-// keepOutput writes res's output streams of sandbox id (nothing when both are empty).
-func keepOutput(ctx context.Context, tx *sql.Tx, id string, res result) error {
-	if len(res.stdout) == 0 && len(res.stderr) == 0 {
-		return nil
-	}
-	stdout, stderr := res.stdout, res.stderr
-	if stdout == nil {
-		stdout = []byte{}
-	}
-	if stderr == nil {
-		stderr = []byte{}
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sandboxes_output (sandbox_id, stdout, stderr) VALUES ($1, $2, $3)`, id, stdout, stderr); err != nil {
-		return fmt.Errorf("keep the output of %s: %w", id, err)
-	}
-	return nil
-}
-
 // foundEnd records the end a node reports of sandbox r, which was found lost while the node was
 // away (Down, or its reports stopped listing it): its state becomes the reported one (state,
 // reason) with its result, and its message says it had been lost. Its quota share and its
@@ -196,7 +178,7 @@ func (s *Service) foundEnd(ctx context.Context, r *record, state State, reason s
 		if err := publish(ctx, tx, r, endEvents[state], state, reason, res.exit, now); err != nil {
 			return err
 		}
-		return keepOutput(ctx, tx, r.ID, res)
+		return s.keepOutput(ctx, tx, r, res)
 	})
 	if err != nil || !changed {
 		return err

@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,10 @@ const (
 	DefaultResultMaxBytes = 1 << 20
 	// MaxResultMaxBytes is the largest --result-max-bytes (64 MiB, the driver's limit).
 	MaxResultMaxBytes = 64 << 20
+	// DefaultTenantResultMaxBytes is --tenant-result-max-bytes: the output bytes (both streams)
+	// the ended sandboxes of one tenant keep together (1 GiB); past it the oldest results'
+	// output is dropped first.
+	DefaultTenantResultMaxBytes = 1 << 30
 	// DefaultResultRetention is --result-retention: how long an ended sandbox's record and
 	// result are kept (7 days).
 	DefaultResultRetention = 7 * 24 * time.Hour
@@ -105,6 +110,9 @@ type Config struct {
 	Holder string
 	// ResultMaxBytes is --result-max-bytes; 0 means DefaultResultMaxBytes.
 	ResultMaxBytes int64
+	// TenantResultMaxBytes is --tenant-result-max-bytes; 0 means DefaultTenantResultMaxBytes.
+	// It must hold one whole result (2 × ResultMaxBytes).
+	TenantResultMaxBytes int64
 	// ResultRetention is --result-retention; 0 means DefaultResultRetention.
 	ResultRetention time.Duration
 	// PendingTimeout is --pending-timeout; 0 means DefaultPendingTimeout.
@@ -131,6 +139,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ResultMaxBytes > MaxResultMaxBytes {
 		return errors.New("sandboxes: the result limit is at most 64 MiB per stream")
+	}
+	if c.TenantResultMaxBytes <= 0 {
+		c.TenantResultMaxBytes = DefaultTenantResultMaxBytes
+	}
+	if c.TenantResultMaxBytes < 2*c.ResultMaxBytes {
+		return fmt.Errorf("sandboxes: the tenant result limit (%d bytes) must hold one whole result: give at least 2 × the result limit (%d bytes)", c.TenantResultMaxBytes, 2*c.ResultMaxBytes)
 	}
 	if c.ResultRetention <= 0 {
 		c.ResultRetention = DefaultResultRetention

@@ -21,7 +21,7 @@ func (s *Server) newSandboxes() error {
 	}
 	svc, err := sandboxes.New(sandboxes.Config{
 		DB: s.db, Secrets: s.box, Placer: lanePlacer{s}, Nodes: registryNodes{s}, Names: s.compute.Names, Holder: s.holder(),
-		ResultMaxBytes: s.cfg.ResultMaxBytes, ResultRetention: s.cfg.ResultRetention, PendingTimeout: s.cfg.PendingTimeout,
+		ResultMaxBytes: s.cfg.ResultMaxBytes, TenantResultMaxBytes: s.cfg.TenantResultMaxBytes, ResultRetention: s.cfg.ResultRetention, PendingTimeout: s.cfg.PendingTimeout,
 		TenantMaxSandboxes: s.cfg.TenantMaxSandboxes, Now: s.cfg.Now, Log: s.log,
 	})
 	if err != nil {

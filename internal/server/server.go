@@ -152,6 +152,10 @@ type Config struct {
 	// ResultMaxBytes is --result-max-bytes: the bytes of each output stream a sandbox's result
 	// keeps (the rest is cut with a marker). Zero means sandboxes.DefaultResultMaxBytes (1 MiB).
 	ResultMaxBytes int64
+	// TenantResultMaxBytes is --tenant-result-max-bytes: the output bytes the ended sandboxes of
+	// one tenant keep together; past it the oldest results' output is dropped first. Zero means
+	// sandboxes.DefaultTenantResultMaxBytes (1 GiB).
+	TenantResultMaxBytes int64
 	// ResultRetention is --result-retention: how long ended sandboxes and their results are
 	// kept. Zero means sandboxes.DefaultResultRetention (7 days).
 	ResultRetention time.Duration

@@ -30,6 +30,12 @@ import (
 // tap device for the guest's NIC in the VMM's namespace (MakeTap, Link.SetupTap): the host end,
 // the addresses and the rules are the same.
 
+// DefaultMaxConnections is how many connections a public sandbox may have open at once in the
+// host's connection tracking (1,024, counted per sandbox address, every protocol): a new one past
+// it is refused with an ICMP admin-prohibited reject, so one sandbox cannot fill the host-wide
+// table (nf_conntrack_max) that every sandbox and the host share.
+const DefaultMaxConnections = 1024
+
 // IfPrefix starts the name of every host end of a sandbox's link, e.g. cfv12 (the rules match
 // the prefix).
 const IfPrefix = "cfv"
@@ -255,9 +261,14 @@ func ipNet(p netip.Prefix) *net.IPNet {
 
 // EnsureHost makes this host (its current network namespace) carry public sandboxes' traffic:
 // IPv4 forwarding on, and the nftables tables of the policy above (TableName) for the sandbox
-// network cidr, unless they are there already. lockDir holds the lock that makes concurrent
-// callers (the supervisors of a host) install them once.
-func EnsureHost(cidr netip.Prefix, lockDir string) error {
+// network cidr, with maxConns connections per sandbox at most (DefaultMaxConnections when not
+// positive), unless they are there already (the first caller's maxConns stays until RemoveHost).
+// lockDir holds the lock that makes concurrent callers (the supervisors of a host) install them
+// once.
+func EnsureHost(cidr netip.Prefix, lockDir string, maxConns int) error {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConnections
+	}
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return err
 	}
@@ -285,7 +296,9 @@ func EnsureHost(cidr netip.Prefix, lockDir string) error {
 			return nil
 		}
 	}
-	addPolicy(c, cidr)
+	if err := addPolicy(c, cidr, uint32(maxConns)); err != nil {
+		return fmt.Errorf("nftables: the sandboxes' connection set: %w", err)
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: install the sandboxes' network policy: %w", err)
 	}
@@ -307,8 +320,12 @@ func RemoveHost() error {
 	return nil
 }
 
-// addPolicy queues the policy's tables, chains and rules on c.
-func addPolicy(c *nftables.Conn, cidr netip.Prefix) {
+// connSet is the policy's dynamic set of sandbox source addresses, each with its count of
+// tracked connections.
+const connSet = "sandbox_conns"
+
+// addPolicy queues the policy's tables, chains, sets and rules on c.
+func addPolicy(c *nftables.Conn, cidr netip.Prefix, maxConns uint32) error {
 	filter := c.AddTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet})
 	accept := nftables.ChainPolicyAccept
 	chain := func(t *nftables.Table, name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
@@ -332,6 +349,17 @@ func addPolicy(c *nftables.Conn, cidr netip.Prefix) {
 	for _, p := range append(slices.Clone(Blocked), cidr.Masked()) {
 		rule(forward, in, nfproto(unix.NFPROTO_IPV4), daddrIn(p), verdict(expr.VerdictDrop))
 	}
+	// A new connection past maxConns of its sandbox's address: refused.
+	conns := &nftables.Set{Table: filter, Name: connSet, KeyType: nftables.TypeIPAddr, Dynamic: true}
+	if err := c.AddSet(conns, nil); err != nil {
+		return err
+	}
+	rule(forward, in, nfproto(unix.NFPROTO_IPV4), ctNew(), []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Dynset{SrcRegKey: 1, SetName: connSet, SetID: conns.ID, Operation: unix.NFT_DYNSET_OP_ADD,
+			Exprs: []expr.Any{&expr.Connlimit{Count: maxConns, Flags: expr.NFT_CONNLIMIT_F_INV}}},
+		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
+	})
 	// Into a sandbox from outside: replies only.
 	rule(forward, out, established(expr.VerdictAccept))
 	rule(forward, out, verdict(expr.VerdictDrop))
@@ -339,6 +367,7 @@ func addPolicy(c *nftables.Conn, cidr netip.Prefix) {
 	nat := c.AddTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4})
 	post := chain(nat, "postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 	c.AddRule(&nftables.Rule{Table: nat, Chain: post, Exprs: append(ifPrefix(expr.MetaKeyIIFNAME), &expr.Masq{})})
+	return nil
 }
 
 // ifPrefix matches an interface name (key: iifname or oifname) that starts with IfPrefix.
@@ -375,6 +404,15 @@ func established(v expr.VerdictKind) []expr.Any {
 			Mask: binaryLE(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
 		&expr.Verdict{Kind: v},
+	}
+}
+
+// ctNew matches a packet that opens a connection (ct state new).
+func ctNew() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryLE(expr.CtStateBitNEW), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
-// innerNetEnv marks the run of TestPublicAndPrivateNetwork inside a network namespace of its own.
+// innerNetEnv marks the run of a test inside a network namespace of its own (inNetworkNamespace).
 const innerNetEnv = "CUBEFLEET_TEST_NETNS"
 
 // The internet of the test: a network namespace it makes, with a server on 198.51.100.1:8080
@@ -37,23 +37,7 @@ var (
 // namespace of its own (re-executed into one), which plays the host: the policy's tables,
 // forwarding and routes exist there only.
 func TestPublicAndPrivateNetwork(t *testing.T) {
-	requireRoot(t)
-	if os.Getenv(innerNetEnv) != "1" {
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(self, "-test.run=^TestPublicAndPrivateNetwork$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), innerNetEnv+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a network namespace of its own:\n%s", out)
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		if strings.Contains(string(out), "--- SKIP") {
-			t.Skip("skipped inside")
-		}
+	if !inNetworkNamespace(t) {
 		return
 	}
 	d := newDriver(t, testConfig(t))
@@ -126,6 +110,57 @@ func TestPublicAndPrivateNetwork(t *testing.T) {
 	if _, err := netlink.LinkByName(nbRec.Link.HostIf); err == nil {
 		t.Errorf("the stopped neighbour's link %s is still there", nbRec.Link.HostIf)
 	}
+}
+
+// TestPublicConnectionLimit: a public sandbox holds at most MaxConnections (8 here) connections
+// in the host's connection tracking: trying 20 to the test's internet, it opens 8, and the next
+// is rejected (admin-prohibited); so one sandbox cannot fill the host-wide table.
+func TestPublicConnectionLimit(t *testing.T) {
+	if !inNetworkNamespace(t) {
+		return
+	}
+	cfg := testConfig(t)
+	cfg.MaxConnections = 8
+	d := newDriver(t, cfg)
+	requireNamespaces(t, d)
+	if err := sandboxnet.LoopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sandboxnet.RemoveHost() })
+	makeInternet(t)
+	open, env := probe(t, "open", "20", "198.51.100.1:8080")
+	st, out := run(t, d, driver.Spec{ID: "many-conns", Network: driver.NetworkPublic, Argv: open, Env: env})
+	t.Logf("sandbox: %s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "opened 8, then refused:") {
+		t.Errorf("connections: %q (exit %d), want 8 opened, then refused", out.Stdout, st.ExitCode)
+	}
+}
+
+// inNetworkNamespace runs test t again in a network namespace of its own, as root, and reports
+// false here (the outer run, which passes, fails or skips as the inner one did); in the inner
+// run it reports true.
+func inNetworkNamespace(t *testing.T) bool {
+	t.Helper()
+	requireRoot(t)
+	if os.Getenv(innerNetEnv) == "1" {
+		return true
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), innerNetEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a network namespace of its own:\n%s", out)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Skip("skipped inside")
+	}
+	return false
 }
 
 // makeInternet makes the test's internet: a process in a network namespace of its own serving

@@ -99,6 +99,18 @@ func runProbe(name string, args []string) error {
 		b, _ := io.ReadAll(c)
 		c.Close()
 		fmt.Printf("connected: %q\n", b)
+	case "open": // open N host:port: open N TCP connections and hold them; how many opened
+		n, _ := strconv.Atoi(arg(0))
+		var held []net.Conn
+		for range n {
+			c, err := net.DialTimeout("tcp", arg(1), 2*time.Second)
+			if err != nil {
+				fmt.Printf("opened %d, then refused: %v\n", len(held), err)
+				return nil
+			}
+			held = append(held, c)
+		}
+		fmt.Printf("opened %d\n", len(held))
 	case "connect-unix": // connect path: connect to a unix socket of the host's file system
 		c, err := net.DialTimeout("unix", arg(0), 2*time.Second)
 		if err != nil {

@@ -133,6 +133,11 @@ type Config struct {
 	// each, by their user id's place in the range; sandboxnet.LinkFor); default
 	// DefaultNetworkCIDR.
 	NetworkCIDR netip.Prefix
+	// MaxConnections caps the connections a public sandbox has open at once in the host's
+	// connection tracking (new ones past it are rejected); default
+	// sandboxnet.DefaultMaxConnections. The host's policy keeps the value of the first public
+	// sandbox that installed it.
+	MaxConnections int
 	// Spares is how many supervisors are kept started ahead of need (default DefaultSpares;
 	// negative: none, every Start starts its own, slower by two process starts).
 	Spares int
@@ -457,6 +462,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 		Cgroup: rec.Cgroup, Rlimits: d.rlimits(spec), Warm: warm, Seccomp: d.iso.Seccomp,
 		Disk: rec.Disk, DiskImages: filepath.Join(d.cfg.Dir, dirDiskImages),
 		Link: rec.Link, NetworkCIDR: d.cfg.NetworkCIDR, NetLockDir: filepath.Dir(d.cfg.UIDLeaseDir),
+		MaxConnections: d.cfg.MaxConnections,
 	}
 	if warm { // the claim brings them
 		l.Work, l.Rlimits = "", nil

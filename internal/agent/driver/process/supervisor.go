@@ -74,6 +74,8 @@ type launch struct {
 	Link        *sandboxnet.Link `json:"link,omitempty"`
 	NetworkCIDR netip.Prefix     `json:"networkCIDR,omitzero"`
 	NetLockDir  string           `json:"netLockDir,omitempty"`
+	// MaxConnections is the host policy's connections per public sandbox (0: the default).
+	MaxConnections int `json:"maxConnections,omitempty"`
 	// Warm makes a warm sandbox (Driver.Warm): Spec has no Argv, Work and Rlimits are empty,
 	// and the claim brings them (claimMsg).
 	Warm bool `json:"warm,omitempty"`
@@ -394,7 +396,7 @@ func (s *supervisor) begin() error {
 		return fmt.Errorf("cgroup: %w", err)
 	}
 	if l := s.l.Link; l != nil && s.namespaces {
-		if err := sandboxnet.EnsureHost(s.l.NetworkCIDR, s.l.NetLockDir); err != nil {
+		if err := sandboxnet.EnsureHost(s.l.NetworkCIDR, s.l.NetLockDir, s.l.MaxConnections); err != nil {
 			return fmt.Errorf("the public network: %w", err)
 		}
 		if err := l.Setup(s.st.pid); err != nil {
