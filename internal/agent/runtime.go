@@ -46,7 +46,7 @@ func (cfg *Config) MicroVMDriver(ctx context.Context, log *slog.Logger, boots bo
 	}
 	d, err := microvm.New(ctx, microvm.Config{
 		Dir: cfg.SandboxDir, Kernel: cfg.GuestKernel, Init: cfg.GuestInit, ImageDir: cfg.ImageDir, Accel: accel,
-		FirstUID: cfg.SandboxFirstUID, UIDCount: cfg.SandboxUIDCount, NetworkCIDR: cfg.NetworkCIDR, Log: log,
+		FirstUID: cfg.SandboxFirstUID, UIDCount: cfg.SandboxUIDCount, NetworkCIDR: cfg.NetworkCIDR, MaxConnections: cfg.SandboxMaxConnections, Log: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox runtime (CUBEFLEET_RUNTIME=microvm; CUBEFLEET_GUEST_KERNEL, CUBEFLEET_IMAGE_DIR, CUBEFLEET_MICROVM_ACCEL): %w", err)

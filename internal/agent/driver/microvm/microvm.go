@@ -95,6 +95,9 @@ type Config struct {
 	// driver's (a /30 each, by their user id's place in the range; sandboxnet.LinkFor);
 	// default process.DefaultNetworkCIDR.
 	NetworkCIDR netip.Prefix
+	// MaxConnections caps the connections a public guest has open at once in the host's
+	// connection tracking, as the process driver's; 0 means sandboxnet.DefaultMaxConnections.
+	MaxConnections int
 	// CgroupParent is the cgroup, relative to each cgroup hierarchy's root, that holds the
 	// VMMs' cgroups, <mount>/<CgroupParent>/vm-<sandbox id> (each VM's are in its vm.json).
 	// It must be the driver's own: default process.DefaultCgroupParent/<the first 12 hex

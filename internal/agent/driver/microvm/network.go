@@ -18,7 +18,7 @@ import (
 // goroutine), from which cmd is started: the VMM is in the namespace from its first
 // instruction and opens its tap there.
 func (d *Driver) startPublic(cmd *exec.Cmd, link sandboxnet.Link, uid int) error {
-	if err := sandboxnet.EnsureHost(d.cfg.NetworkCIDR, filepath.Dir(d.cfg.UIDLeaseDir)); err != nil {
+	if err := sandboxnet.EnsureHost(d.cfg.NetworkCIDR, filepath.Dir(d.cfg.UIDLeaseDir), d.cfg.MaxConnections); err != nil {
 		return fmt.Errorf("the host's network policy for public sandboxes: %w", err)
 	}
 	tid, linked, started := make(chan int, 1), make(chan error, 1), make(chan error, 1)
