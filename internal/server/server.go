@@ -395,13 +395,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.box = box
 	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
 	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs}
-	if err := s.newSandboxes(); err != nil {
-		return nil, err
-	}
-	if err = s.newNodes(ctx); err != nil {
+	// The node store and registry, then the placement lane on the store's ready nodes, then
+	// the sandboxes on both, then the node routes serving the sandboxes' work API. The
+	// registry's drains count the sandboxes' unacknowledged ones through acks, set once the
+	// sandboxes exist.
+	acks := &sandboxAcks{}
+	if err = s.newNodes(ctx, acks); err != nil {
 		return nil, err
 	}
 	if err := s.newLane(); err != nil {
+		return nil, err
+	}
+	if err := s.newSandboxes(acks); err != nil {
+		return nil, err
+	}
+	if err := s.newNodeRoutes(); err != nil {
 		return nil, err
 	}
 	s.api = api.New(api.Config{
@@ -456,7 +464,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now},
 		Sandboxes: consoleSandboxes, Actions: s.api, TLS: s.tls != nil,
-		Pools:      consolePools{reg: s.nodes, rooms: s.lane.Scheduler().Room, pools: s.nodePools, sandboxes: s.sandboxes},
+		Pools:      consolePools{reg: s.nodes, rooms: s.lane.Scheduler().Room, pools: computePools{compute: s.compute, db: s.db}.list, sandboxes: s.sandboxes},
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return s.authenticateKey(ctx, token, "console.signIn", "")
