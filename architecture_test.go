@@ -36,16 +36,17 @@ type layer struct {
 
 // layers is the one table of layers, from the top down.
 var layers = []layer{
-	{"cmd", 9, []string{"cmd"}},                          // main packages: build the root command and exit with its code
-	{"cli", 8, []string{"internal/cli"}},                 // commands, flags, output and exit codes; imported only by cmd
-	{"server", 7, []string{"internal/server"}},           // HTTP transport: listeners, TLS, authentication; mounts the API and the console
-	{"client", 6, []string{"client", "internal/client"}}, // the public API's typed Go client (client), and the CLI's connection resolution
-	{"console", 6, []string{"internal/console"}},         // the server-rendered web console
-	{"api", 5, []string{"internal/api"}},                 // the method table: permission, input, output and handler of every method
-	{"contract", 4, []string{"api"}},                     // the public API's contract: method names, input and output types, error body
-	{"domain", 3, []string{"internal"}},                  // everything else under internal/: registry, scheduler, fleet, agent, ...
-	{"store", 2, []string{"internal/store"}},             // the database: open, migrate, transactions, leases
-	{"vocabulary", 1, []string{"."}},                     // package cubefleet: error codes and ids every layer shares
+	{"cmd", 9, []string{"cmd"}},                            // main packages: build the root command and exit with its code
+	{"cli", 8, []string{"internal/cli"}},                   // commands, flags, output and exit codes; imported only by cmd
+	{"server", 7, []string{"internal/server"}},             // HTTP transport: listeners, TLS, authentication; mounts the API and the console
+	{"client", 6, []string{"client", "internal/client"}},   // the public API's typed Go client (client), and the CLI's connection resolution
+	{"console", 6, []string{"internal/console"}},           // the server-rendered web console
+	{"api", 5, []string{"internal/api"}},                   // the method table: permission, input, output and handler of every method
+	{"controlplane", 5, []string{"internal/controlplane"}}, // the composition root: builds the domain services in order; no domain package imports it
+	{"contract", 4, []string{"api"}},                       // the public API's contract: method names, input and output types, error body
+	{"domain", 3, []string{"internal"}},                    // everything else under internal/: registry, scheduler, fleet, agent, ...
+	{"store", 2, []string{"internal/store"}},               // the database: open, migrate, transactions, leases
+	{"vocabulary", 1, []string{"."}},                       // package cubefleet: error codes and ids every layer shares
 }
 
 // neverDepends is the one table of packages that never depend on others, not even through a
@@ -277,6 +278,7 @@ func TestLayerTable(t *testing.T) {
 		{"internal/client", "client"},
 		{"internal/console", "console"},
 		{"internal/api", "api"},
+		{"internal/controlplane", "controlplane"},
 		{"internal/store", "store"},
 		{"internal/store/storetest", "store"},
 		{"internal/nodes", "domain"},
@@ -307,7 +309,7 @@ func TestLayerTable(t *testing.T) {
 			t.Errorf("%s is taken for test support (or is missing)", r)
 		}
 	}
-	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api -> contract -> domain -> store -> vocabulary"; got != want {
+	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api/controlplane -> contract -> domain -> store -> vocabulary"; got != want {
 		t.Errorf("layerChain() = %q, want %q", got, want)
 	}
 }

@@ -96,7 +96,7 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if r := list.Rooms["127.0.0.1"]; r == nil || r.Reservations != 6 || r.Reserved.CPU != 60000 {
 			t.Errorf("nodes.list rooms: %+v", list.Rooms)
 		}
-		rows, err := consoleNodes{reg: e.srv.nodes, rooms: e.srv.Scheduler().Scheduler().Room, now: time.Now}.ConsoleNodes(context.Background())
+		rows, err := consoleNodes{reg: e.srv.sys.Nodes, rooms: e.srv.Scheduler().Scheduler().Room, now: time.Now}.ConsoleNodes(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func TestAMissingSecretsKeyIsNotReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.box.Create(t.Context(), s.db, "root", "db-password", "the-value", "test", time.Now()); err != nil {
+	if _, err := s.sys.Box.Create(t.Context(), s.db, "root", "db-password", "the-value", "test", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -140,7 +140,7 @@ func TestAMissingSecretsKeyIsNotReplaced(t *testing.T) {
 		t.Fatalf("a start with the restored secrets.key: %v", err)
 	}
 	defer s.Close()
-	if got, err := s.box.Value(t.Context(), s.db, "root", "db-password"); err != nil || got != "the-value" {
+	if got, err := s.sys.Box.Value(t.Context(), s.db, "root", "db-password"); err != nil || got != "the-value" {
 		t.Errorf("the secret after the restore: %q, %v", got, err)
 	}
 }

@@ -299,7 +299,7 @@ func TestLongPollsHoldNoSlot(t *testing.T) {
 		waits <- api.Call(ctx, "sandboxes.create", map[string]any{"tenantId": "root", "template": "py", "waitSeconds": 60}, nil)
 	}()
 	testkit.WaitFor(t, 20*time.Second, "the waits waiting", func() bool {
-		return e.srv.sandboxes.Waiting() >= 3
+		return e.srv.sys.Sandboxes.Waiting() >= 3
 	})
 	var got struct{ State string }
 	e.must(e.admin, "sandboxes.get", map[string]any{"tenantId": "root", "id": s.ID}, &got)

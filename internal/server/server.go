@@ -2,9 +2,10 @@
 // authentication, request ids, logs and metrics, /healthz, /readyz, /metrics and the OpenAPI
 // document at /api/v1/openapi.json, and `POST /api/v1/<method>`, which it hands to the API's
 // method table (internal/api) and answers with the one error-to-status table
-// (cubefleet.HTTPStatus). New wires the modules together: it opens the store and runs every
-// module's migrations, builds the method table and the node registry, whose node-agent and
-// internal nodes routes it serves (on --internal-listen when it is set) (docs/server.md).
+// (cubefleet.HTTPStatus). New opens the store and runs every module's migrations, takes the
+// domain services from the composition root (internal/controlplane), and mounts on them the
+// method table, the console and the registry's node-agent and internal nodes routes (served on
+// --internal-listen when it is set).
 package server
 
 import (
@@ -28,16 +29,15 @@ import (
 	"github.com/cubefleet/cubefleet/internal/audit"
 	"github.com/cubefleet/cubefleet/internal/compute"
 	"github.com/cubefleet/cubefleet/internal/console"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
 	"github.com/cubefleet/cubefleet/internal/iam"
-	"github.com/cubefleet/cubefleet/internal/netguard"
 	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
-	"github.com/cubefleet/cubefleet/internal/scheduler"
 	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -58,7 +58,7 @@ const (
 	// SecretsKeyFile is the file, in the data directory, holding the 32-byte key that seals
 	// secret values (created with mode 0600 on first start). Replicas sharing one PostgreSQL
 	// need the same file.
-	SecretsKeyFile = "secrets.key"
+	SecretsKeyFile = controlplane.SecretsKeyFile
 	// DBFile is the SQLite database's file name in the data directory.
 	DBFile = "cubefleet.db"
 	// shutdownGrace bounds how long Serve waits for requests in flight after its context ends.
@@ -291,22 +291,14 @@ type Server struct {
 	log       *slog.Logger
 	db        *store.DB
 	ownsDB    bool
-	api       *api.Registry    // the method table
-	compute   *compute.Service // compute objects, with fleet names and the disabled modules
+	api       *api.Registry        // the method table
+	sys       *controlplane.System // the domain services, built in dependency order
 	hooks     fleetHooks
 	ln        net.Listener
 	http      *http.Server
-	nodes     *nodes.Registry
-	lane      *lane.Lane         // the placement lane and its scheduler
-	sandboxes *sandboxes.Service // the sandboxes; nil without sandbox templates
-	members   map[string]bool    // the node ids of Config.Membership; nil: every registered node
-	schedM    *scheduler.Metrics // the scheduler's collectors
-	box       *secrets.Box       // seals secret values and webhook signing secrets
-	guard     *netguard.Guard    // the SSRF guard webhook URLs and deliveries pass
-	console   *console.Console   // the web console at /console
+	console   *console.Console // the web console at /console
 	driftM    *fleet.DriftMetrics
 	webhookM  *events.WebhookMetrics
-	nodeStore *nodestore.Store
 	nodeHTTP  *nodehttp.Handler
 	inLn      net.Listener  // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
@@ -353,11 +345,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the data dir is open to other users; run chmod 700 on it", "data_dir", cfg.DataDir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
-	members, err := membersOf(cfg.Membership)
+	members, err := controlplane.MembersOf(cfg.Membership)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, db: cfg.DB, tls: certs, members: members}
+	s := &Server{cfg: cfg, log: log, db: cfg.DB, tls: certs}
 	ok := false
 	defer func() {
 		if !ok {
@@ -392,25 +384,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := s.db.Migrate(ctx, Modules()...); err != nil {
 		return nil, err
 	}
-	box, err := secrets.OpenKey(ctx, s.db, filepath.Join(cfg.DataDir, SecretsKeyFile))
-	if err != nil {
+	if s.sys, err = controlplane.New(ctx, controlplane.Config{
+		DB: s.db, DataDir: cfg.DataDir, Disabled: cfg.Disabled, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs,
+		AllowPrivateWebhookTargets: cfg.AllowPrivateWebhookTargets,
+		NodeHeartbeatTimeout:       cfg.NodeHeartbeatTimeout, NodeLostAfter: cfg.NodeLostAfter, SchedulerConfig: cfg.SchedulerConfig,
+		Members: members, ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention, PendingTimeout: cfg.PendingTimeout,
+		TenantMaxSandboxes: cfg.TenantMaxSandboxes, Holder: s.holder(), Now: cfg.Now, Log: log,
+	}); err != nil {
 		return nil, err
 	}
-	s.box = box
-	s.guard = &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhookTargets}
-	s.compute = &compute.Service{Disabled: cfg.Disabled, Names: fleet.Names{}, Now: cfg.Now, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs}
-	if err := s.newSandboxes(); err != nil {
+	if err := s.newNodeRoutes(); err != nil {
 		return nil, err
 	}
-	if err = s.newNodes(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.newLane(); err != nil {
-		return nil, err
-	}
+	box := s.sys.Box
 	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.compute, Secrets: box, Nodes: s.nodes, NodeStore: s.nodeStore, Scheduler: s.lane, Sandboxes: s.sandboxes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
-		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
+		DB: s.db, Compute: s.sys.Compute, Secrets: box, Nodes: s.sys.Nodes, NodeStore: s.sys.NodeStore, Scheduler: s.sys.Lane, Sandboxes: s.sys.Sandboxes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
+		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.sys.Guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
 				s.hooks.afterCheck()
@@ -441,11 +430,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.metrics.reg.MustRegister(s.budget.collectors()...)
 	s.pool = newWorkPool(cfg.APIWorkers)
 	s.metrics.reg.MustRegister(s.pool.gauge)
-	s.metrics.reg.MustRegister(s.nodes.Collectors()...)
-	if s.sandboxes != nil {
-		s.metrics.reg.MustRegister(s.sandboxes.Collectors()...)
+	s.metrics.reg.MustRegister(s.sys.Nodes.Collectors()...)
+	if s.sys.Sandboxes != nil {
+		s.metrics.reg.MustRegister(s.sys.Sandboxes.Collectors()...)
 	}
-	s.metrics.reg.MustRegister(s.schedM.Collectors()...)
+	s.metrics.reg.MustRegister(s.sys.SchedulerMetrics.Collectors()...)
 	s.driftM = fleet.NewDriftMetrics(s.db)
 	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
 	s.webhookM = events.NewWebhookMetrics(s.db, cfg.Now)
@@ -455,19 +444,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		ignore = append(ignore, r.String())
 	}
 	var consoleSandboxes console.SandboxSource
-	if s.sandboxes != nil {
-		consoleSandboxes = s.sandboxes
+	if s.sys.Sandboxes != nil {
+		consoleSandboxes = s.sys.Sandboxes
 	}
-	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.nodes, rooms: s.lane.Scheduler().Room, now: cfg.Now},
+	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.sys.Nodes, rooms: s.sys.Lane.Scheduler().Room, now: cfg.Now},
 		Sandboxes: consoleSandboxes, Actions: s.api, TLS: s.tls != nil,
-		Pools:      consolePools{reg: s.nodes, rooms: s.lane.Scheduler().Room, pools: s.nodePools, sandboxes: s.sandboxes},
+		Pools:      consolePools{reg: s.sys.Nodes, rooms: s.sys.Lane.Scheduler().Room, pools: s.sys.Pools, sandboxes: s.sys.Sandboxes},
 		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
 		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
 			return s.authenticateKey(ctx, token, "console.signIn", "")
 		}}); err != nil {
 		return nil, err
 	}
-	s.metrics.reg.MustRegister(s.nodeStore.Collectors()...)
+	s.metrics.reg.MustRegister(s.sys.NodeStore.Collectors()...)
 	s.metrics.reg.MustRegister(s.nodeHTTP.Collectors()...)
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
@@ -517,7 +506,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	sort.Strings(disabled)
 	log.Info("control plane ready", "url", s.URL(), "internal_url", s.InternalURL(), "tls", s.tls != nil, "database", string(s.db.Dialect()), "data_dir", cfg.DataDir,
-		"methods", len(s.api.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.nodes.Len(),
+		"methods", len(s.api.Methods()), "disabled_modules", strings.Join(disabled, ","), "dev", cfg.Dev, "nodes", s.sys.Nodes.Len(),
 		"node_agent_allow_unauthenticated", nodehttp.FormatCIDRs(cfg.NodeAgentAllowUnauthenticated))
 	ok = true
 	return s, nil
@@ -562,10 +551,10 @@ func (s *Server) InternalURL() string {
 }
 
 // Nodes returns the server's node registry.
-func (s *Server) Nodes() *nodes.Registry { return s.nodes }
+func (s *Server) Nodes() *nodes.Registry { return s.sys.Nodes }
 
 // NodeStore returns the node registry's persistence (its Flush writes what the registry holds).
-func (s *Server) NodeStore() *nodestore.Store { return s.nodeStore }
+func (s *Server) NodeStore() *nodestore.Store { return s.sys.NodeStore }
 
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
@@ -598,7 +587,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	// the store closes, so its last flush writes everything it holds.
 	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
 	nodesDone := make(chan error, 1)
-	go func() { nodesDone <- s.nodes.Run(nodesCtx) }()
+	go func() { nodesDone <- s.sys.Nodes.Run(nodesCtx) }()
 	// The node routes' loops stop first, so the refusal summaries they write last reach the
 	// registry's last flush.
 	listCtx, stopList := context.WithCancel(context.WithoutCancel(ctx))
@@ -614,9 +603,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	wg.Go(func() { s.dispatcher().Run(loops) })
 	wg.Go(func() { s.keyTraceLoop(loops) })
 	wg.Go(func() { s.auditSweeper().Run(loops) })
-	wg.Go(func() { s.runScheduler(loops) })
-	if s.sandboxes != nil {
-		wg.Go(func() { s.sandboxes.Run(loops) })
+	wg.Go(func() { s.sys.RunScheduler(loops) })
+	if s.sys.Sandboxes != nil {
+		wg.Go(func() { s.sys.Sandboxes.Run(loops) })
 	}
 	defer func() {
 		stopLoops()
@@ -676,7 +665,7 @@ func (s *Server) holder() string {
 func (s *Server) reconciler() *fleet.Reconciler {
 	return &fleet.Reconciler{
 		DB:      s.db,
-		Planner: &fleet.Planner{Compute: s.compute, VaultConfigured: s.cfg.VaultAddr != "", DriftIgnore: s.cfg.DriftIgnore},
+		Planner: &fleet.Planner{Compute: s.sys.Compute, VaultConfigured: s.cfg.VaultAddr != "", DriftIgnore: s.cfg.DriftIgnore},
 		Every:   s.cfg.DriftEvery,
 		Holder:  s.holder(),
 		Now:     s.cfg.Now,
@@ -688,7 +677,7 @@ func (s *Server) reconciler() *fleet.Reconciler {
 // dispatcher returns the webhook dispatcher of this server: it sends the outbox's deliveries,
 // dialling through the SSRF guard.
 func (s *Server) dispatcher() *events.Dispatcher {
-	return &events.Dispatcher{DB: s.db, Box: s.box, Guard: s.guard, Holder: s.holder(), Now: s.cfg.Now, Log: s.log, Metrics: s.webhookM}
+	return &events.Dispatcher{DB: s.db, Box: s.sys.Box, Guard: s.sys.Guard, Holder: s.holder(), Now: s.cfg.Now, Log: s.log, Metrics: s.webhookM}
 }
 
 // EventTypes maps every event type a webhook may subscribe to to whether only the root
