@@ -158,6 +158,11 @@ func TestSandboxesCommands(t *testing.T) {
 				t.Errorf("%s: exit %d %q, want 2", strings.Join(args, " "), code, errOut)
 			}
 		}
+		// A piped input holding data is refused, not dropped: the sandbox would not read it.
+		code, _, errOut = c.run("x\n", append(tok, "sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo")...)
+		if code != ExitUsage || !strings.Contains(errOut, "standard input holds data") || !strings.Contains(errOut, "</dev/null") {
+			t.Errorf("create --wait with data on stdin: exit %d %q", code, errOut)
+		}
 	})
 }
 
