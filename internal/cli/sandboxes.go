@@ -142,16 +142,16 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 				}
 				*kv.to = m
 			}
-			c, err := typed(cmd)
+			r, err := typedReplicas(cmd)
 			if err != nil {
 				return err
 			}
-			s, err := c.Sandboxes.Create(cmd.Context(), in)
+			s, err := r.current().Sandboxes.Create(cmd.Context(), in)
 			if err != nil {
 				return err
 			}
 			if wait {
-				return runToEnd(cmd, c, tenant, s, maxWait, raw)
+				return runToEnd(cmd, r, tenant, s, maxWait, raw)
 			}
 			err = render(cmd, s, func(w io.Writer) error {
 				_, err := linef(w, "%s\n", createdLine(s))
@@ -204,7 +204,7 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code
 // runToEnd waits for sandbox s to end (at most maxWait, 0: no limit), writes its output (stdout
 // to stdout, stderr to stderr; escaped for a terminal unless raw, see writeSandboxOutput) and returns its exit status as an exitStatus (nil for 0), or
 // the error of a sandbox that failed or was lost.
-func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox, maxWait time.Duration, raw bool) error {
+func runToEnd(cmd *cobra.Command, c *replicas, tenant string, s api.Sandbox, maxWait time.Duration, raw bool) error {
 	ctx := cmd.Context()
 	if maxWait > 0 {
 		var cancel context.CancelFunc
@@ -220,7 +220,7 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
-	logs, err := reconnecting(cmd.Context(), func(ctx context.Context) (api.SandboxLogs, error) {
+	logs, err := reconnecting(cmd.Context(), c, func(ctx context.Context, c *client.Client) (api.SandboxLogs, error) {
 		return c.Sandboxes.Logs(ctx, api.SandboxLogsInput{TenantID: tenant, ID: s.ID, Encoding: "base64"})
 	})
 	if err != nil {
@@ -288,7 +288,7 @@ func endError(s api.Sandbox) error {
 // waitForRoom waits while pending sandbox s waits for room, saying so on stderr ("Sandbox
 // sbx_... is pending: waiting for room in pool vps-fra (2 creates ahead)") whenever what the
 // records say changes, until it is placed or ended (or ctx ends).
-func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox) error {
+func waitForRoom(ctx context.Context, cmd *cobra.Command, c *replicas, tenant string, s api.Sandbox) error {
 	last := ""
 	for s.State == api.SandboxPending {
 		if line := pendingLine(s); line != last {
@@ -299,7 +299,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		next, err := reconnecting(ctx, func(ctx context.Context) (api.SandboxWaitOutput, error) {
+		next, err := reconnecting(ctx, c, func(ctx context.Context, c *client.Client) (api.SandboxWaitOutput, error) {
 			return c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: s.ID, Until: "running", TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
 		})
 		if err != nil {
@@ -325,14 +325,14 @@ func pendingLine(s api.Sandbox) string {
 // waitSandbox calls sandboxes.wait until sandbox id got where until says ("ended" or
 // "running") or ctx ends; it returns the sandbox as last read (and ctx's error, if it ended
 // first).
-func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string) (api.SandboxWaitOutput, error) {
+func waitSandbox(ctx context.Context, c *replicas, tenant, id, until string) (api.SandboxWaitOutput, error) {
 	var out api.SandboxWaitOutput
 	for {
 		chunk := sandboxWaitChunk
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		next, err := reconnecting(ctx, func(ctx context.Context) (api.SandboxWaitOutput, error) {
+		next, err := reconnecting(ctx, c, func(ctx context.Context, c *client.Client) (api.SandboxWaitOutput, error) {
 			return c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: id, Until: until, TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
 		})
 		if err != nil {
@@ -352,7 +352,7 @@ func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string
 // limit is DEADLINE_EXCEEDED and an interruption says so, both naming the sandbox and where it
 // is now (read again: running on node N, pending: waiting for room ...) and the command that
 // waits on; the sandbox keeps running.
-func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tenant, id string, err error, limit time.Duration) error {
+func waitStopped(cmd *cobra.Command, c *replicas, ctx context.Context, tenant, id string, err error, limit time.Duration) error {
 	interrupted := cmd.Context().Err() != nil
 	next := fmt.Sprintf("cubefleet sandboxes wait %s --tenant %s, or cubefleet sandboxes delete %s --tenant %s", id, tenant, id, tenant)
 	if !interrupted && ctx.Err() == nil && connectionLost(err) {
@@ -365,7 +365,7 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 	if !interrupted {
 		rctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 		defer cancel()
-		if s, err := c.Sandboxes.Get(rctx, api.TenantSandboxRef{TenantID: tenant, ID: id}); err == nil {
+		if s, err := c.current().Sandboxes.Get(rctx, api.TenantSandboxRef{TenantID: tenant, ID: id}); err == nil {
 			where = "it is " + whereText(s)
 			if s.State == api.SandboxPending {
 				keeps = "it keeps waiting for room"
@@ -598,7 +598,7 @@ the sandbox as last read.`,
 			if err := checkDuration("timeout", timeout, "no limit"); err != nil {
 				return err
 			}
-			c, err := typed(cmd)
+			c, err := typedReplicas(cmd)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/cubefleet/cubefleet/api"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -250,5 +251,36 @@ func TestStateText(t *testing.T) {
 		if got := stateText(c.s); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
 		}
+	}
+}
+
+// TestWaitMovesToAnotherReplica: with several control plane URLs, sandboxes wait and create
+// --wait go on at the next when the one in use cannot be reached (here: nothing listens on the
+// first); a single URL that cannot be reached is tried again (not tested: that takes
+// reconnectFor).
+func TestWaitMovesToAnotherReplica(t *testing.T) {
+	c, _ := sandboxEnv(t, "")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + l.Addr().String()
+	l.Close()
+	_, out, _ := c.run("", "--token-file", c.tokenFile, "sandboxes", "create", "--tenant", "root", "--template", "py", "--async", "--", "sleep")
+	id := idPattern.FindString(out)
+	urls := gone + ", " + c.url
+	code, out, errOut := c.run("", "--token-file", c.tokenFile, "--url", urls, "sandboxes", "wait", id, "--tenant", "root", "--until", "running", "--timeout", "30s")
+	if code != 0 || out != "Sandbox "+id+" is running on node 127.0.0.2.\n" {
+		t.Fatalf("wait with the first of two URLs gone: exit %d %q %q", code, out, errOut)
+	}
+	// create --wait: its create goes to the first URL, so the live one comes first; the wait
+	// goes on wherever it can.
+	code, out, errOut = c.run("", "--token-file", c.tokenFile, "--url", c.url+","+gone, "sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "hi")
+	if code != 0 || out != "hi\n" {
+		t.Fatalf("create --wait with two URLs: exit %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = c.run("", "--token-file", c.tokenFile, "--url", c.url+",127.0.0.1:1", "sandboxes", "wait", id, "--tenant", "root")
+	if code != ExitFailure || !strings.Contains(errOut, `"127.0.0.1:1" has no scheme`) {
+		t.Errorf("a bad second URL: exit %d %q", code, errOut)
 	}
 }
