@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/cubefleet/cubefleet/api"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -282,5 +286,22 @@ func TestWaitMovesToAnotherReplica(t *testing.T) {
 	code, _, errOut = c.run("", "--token-file", c.tokenFile, "--url", c.url+",127.0.0.1:1", "sandboxes", "wait", id, "--tenant", "root")
 	if code != ExitFailure || !strings.Contains(errOut, `"127.0.0.1:1" has no scheme`) {
 		t.Errorf("a bad second URL: exit %d %q", code, errOut)
+	}
+}
+
+// TestWaitStoppedUnreachable: a wait whose reconnecting gave up names the sandbox, says it keeps
+// running and gives the command that waits on it, as an interruption does.
+func TestWaitStoppedUnreachable(t *testing.T) {
+	cmd := &cobra.Command{}
+	cmd.SetContext(context.Background())
+	lost := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	err := waitStopped(cmd, nil, context.Background(), "acme", "sbx_1", fmt.Errorf("sandboxes.wait: %w", lost), 0)
+	want := "the control plane could not be reached for 1m0s: sandboxes.wait: dial tcp: connection refused; sandbox sbx_1 keeps running (cubefleet sandboxes wait sbx_1 --tenant acme, or cubefleet sandboxes delete sbx_1 --tenant acme)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	other := errors.New("sandboxes.wait: PERMISSION_DENIED")
+	if err := waitStopped(cmd, nil, context.Background(), "acme", "sbx_1", other, 0); err != other {
+		t.Errorf("an answer that is no lost connection: %v, want it as it is", err)
 	}
 }
