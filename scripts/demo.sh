@@ -112,7 +112,7 @@ done
 cfc nodes list
 
 step "cubefleet sandboxes create --tenant root --template py-small --wait -- /bin/sh -c '...'"
-cfc sandboxes create --tenant root --template py-small --wait -- /bin/sh -c 'echo "Hello from a sandbox: uid $(id -u) in $PWD"; echo "6 x 7 = $((6 * 7))"' ||
+cfc sandboxes create --tenant root --template py-small --wait -- /bin/sh -c 'echo "Hello from a sandbox: uid $(id -u) in $PWD"; echo "6 x 7 = $((6 * 7))"' </dev/null ||
   { cat "$work/agent.log"; exit 1; }
 step "cubefleet sandboxes list --tenant root"
 cfc sandboxes list --tenant root

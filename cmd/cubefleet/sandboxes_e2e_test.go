@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -382,6 +383,11 @@ func TestSandboxesOnAgents(t *testing.T) {
 			out, errOut, code := f.c.run("", "", "sandboxes", "create", "--tenant", "root", "--template", "sh", "--wait", "--", "/bin/sh", "-c", "echo hello; echo oops >&2; exit 4")
 			if out != "hello\n" || errOut != "oops\n" || code != 4 {
 				t.Errorf("sandboxes create --wait: %q, %q, exit %d", out, errOut, code)
+			}
+			// A kill by its --timeout exits as a shell's would (128+15) and says why on stderr.
+			out, errOut, code = f.c.run("", "", "sandboxes", "create", "--tenant", "root", "--template", "sh", "--timeout", "1s", "--wait", "--", "/bin/sh", "-c", "exec sleep 60")
+			if code != 143 || out != "" || !regexp.MustCompile(`^sandbox sbx_\w+ killed \(timeout\): timeout after 1s`).MatchString(errOut) {
+				t.Errorf("sandboxes create --wait killed by its timeout: %q, %q, exit %d", out, errOut, code)
 			}
 
 			t.Run("secret", func(t *testing.T) {

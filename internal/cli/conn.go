@@ -32,7 +32,7 @@ func stdioOf(cmd *cobra.Command) IO {
 
 func addGlobalFlags(root *cobra.Command) {
 	f := root.PersistentFlags()
-	f.String(flagURL, "", "control plane URL (default: $"+client.EnvURL+", url in the config file, "+client.DefaultURL+")")
+	f.String(flagURL, "", "control plane URL, or several replicas' comma-separated (waits move to the next when one is gone) (default: $"+client.EnvURL+", url in the config file, "+client.DefaultURL+")")
 	f.String(flagTokenFile, "", "file holding the API key, mode 0600 (default: $"+client.EnvToken+", token_file in the config file, "+client.DefaultTokenFile+")")
 	f.String(flagCAFile, "", "PEM file of CA certificates to trust for an https:// URL, besides the system's (default: $"+client.EnvCAFile+", ca_file in the config file)")
 	f.StringP(flagOutput, "o", outputTable, "output format: table or json")

@@ -78,7 +78,7 @@ func newSandboxesCreateCmd() *cobra.Command {
 	var tenant, template string
 	var env, labels, selector []string
 	var timeout, maxWait, grace time.Duration
-	var async, wait bool
+	var async, wait, raw bool
 	cmd := &cobra.Command{
 		Use:   "create --tenant T --template TPL [--env K=V]... [--timeout D] [--async | --wait] [-- COMMAND [ARG...]]",
 		Short: "Create a sandbox of a template; with --wait, run it like a local command",
@@ -95,7 +95,11 @@ Without --async or --wait it waits until the sandbox runs (at most 30 s) and pri
 (pending). With --wait it waits until the command ends and prints its
 output as a local run would: its stdout on stdout, its stderr on stderr, and exits with the
 command's exit status (128 + the signal's number when a signal ended it; 1 when it failed to
-start or was lost), saying on stderr while it waits for room. --timeout and --max-wait take 0s
+start or was lost; a kill says why on stderr: "sandbox sbx_... killed (timeout): timeout after 5s:
+..."), saying on stderr while it waits for room. A terminal gets the output's control characters
+other than newline and tab as escapes (\x1b; --raw: byte for byte), a pipe byte for byte. The
+sandbox does not read the caller's standard input: --wait refuses a piped input holding data
+(give </dev/null). --timeout and --max-wait take 0s
 to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when the wait stops. A quota refusal is RESOURCE_EXHAUSTED naming the quota, its limit and use.`,
 		Example: `  cubefleet sandboxes create --tenant acme --template py --wait -- python3 -c 'print(6*7)'
   cubefleet sandboxes create --tenant acme --template py --env API_TOKEN=secret://api-token --async -- ./job.sh`,
@@ -104,8 +108,11 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 			if async && wait {
 				return usagef("--async and --wait exclude each other: --async answers at once, --wait waits for the command's end")
 			}
-			if !wait && cmd.Flags().Changed("max-wait") {
-				return usagef("--max-wait applies only with --wait")
+			if !wait && (cmd.Flags().Changed("max-wait") || raw) {
+				return usagef("--max-wait and --raw apply only with --wait")
+			}
+			if wait && pendingStdin(cmd.InOrStdin()) {
+				return usagef("standard input holds data, and a sandbox does not read the caller's input: run the command with </dev/null, or put the data in the command (-- sh -c 'printf ... | COMMAND')")
 			}
 			if err := checkDuration("timeout", timeout, "none"); err != nil {
 				return err
@@ -135,16 +142,16 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 				}
 				*kv.to = m
 			}
-			c, err := typed(cmd)
+			r, err := typedReplicas(cmd)
 			if err != nil {
 				return err
 			}
-			s, err := c.Sandboxes.Create(cmd.Context(), in)
+			s, err := r.current().Sandboxes.Create(cmd.Context(), in)
 			if err != nil {
 				return err
 			}
 			if wait {
-				return runToEnd(cmd, c, tenant, s, maxWait)
+				return runToEnd(cmd, r, tenant, s, maxWait, raw)
 			}
 			err = render(cmd, s, func(w io.Writer) error {
 				_, err := linef(w, "%s\n", createdLine(s))
@@ -167,6 +174,7 @@ to 168h; --max-wait bounds the wait (0: none); the sandbox keeps running when th
 	f.BoolVar(&async, "async", false, "answer at once, before the sandbox is placed")
 	f.BoolVar(&wait, "wait", false, "wait for the command's end, print its output and exit with its status")
 	f.DurationVar(&maxWait, "max-wait", 0, "with --wait: stop waiting after this long (0: no limit)")
+	f.BoolVar(&raw, "raw", false, "with --wait: write the output byte for byte to a terminal too (default there: control characters but \\n and \\t shown as escapes)")
 	cmd.MarkFlagRequired("tenant")
 	cmd.MarkFlagRequired("template")
 	return cmd
@@ -194,9 +202,9 @@ type exitStatus struct{ code int }
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // runToEnd waits for sandbox s to end (at most maxWait, 0: no limit), writes its output (stdout
-// to stdout, stderr to stderr) and returns its exit status as an exitStatus (nil for 0), or
+// to stdout, stderr to stderr; escaped for a terminal unless raw, see writeSandboxOutput) and returns its exit status as an exitStatus (nil for 0), or
 // the error of a sandbox that failed or was lost.
-func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox, maxWait time.Duration) error {
+func runToEnd(cmd *cobra.Command, c *replicas, tenant string, s api.Sandbox, maxWait time.Duration, raw bool) error {
 	ctx := cmd.Context()
 	if maxWait > 0 {
 		var cancel context.CancelFunc
@@ -212,7 +220,7 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 	}
-	logs, err := reconnecting(cmd.Context(), func(ctx context.Context) (api.SandboxLogs, error) {
+	logs, err := reconnecting(cmd.Context(), c, func(ctx context.Context, c *client.Client) (api.SandboxLogs, error) {
 		return c.Sandboxes.Logs(ctx, api.SandboxLogsInput{TenantID: tenant, ID: s.ID, Encoding: "base64"})
 	})
 	if err != nil {
@@ -233,10 +241,15 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox
 			return err
 		}
 	} else {
-		cmd.OutOrStdout().Write(stdout)
-		cmd.ErrOrStderr().Write(stderr)
+		writeSandboxOutput(cmd.OutOrStdout(), stdout, raw)
+		writeSandboxOutput(cmd.ErrOrStderr(), stderr, raw)
 	}
-	return endStatus(got.Sandbox)
+	err = endStatus(got.Sandbox)
+	if got.State != api.SandboxExited && errors.As(err, new(exitStatus)) {
+		// A shell says what killed a command; a kill (a timeout, a delete, a drain) says why.
+		linef(cmd.ErrOrStderr(), "%s\n", endError(got.Sandbox))
+	}
+	return err
 }
 
 // endStatus is the exit status of an ended sandbox as a shell gives it: its exit code, 128 plus
@@ -275,7 +288,7 @@ func endError(s api.Sandbox) error {
 // waitForRoom waits while pending sandbox s waits for room, saying so on stderr ("Sandbox
 // sbx_... is pending: waiting for room in pool vps-fra (2 creates ahead)") whenever what the
 // records say changes, until it is placed or ended (or ctx ends).
-func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox) error {
+func waitForRoom(ctx context.Context, cmd *cobra.Command, c *replicas, tenant string, s api.Sandbox) error {
 	last := ""
 	for s.State == api.SandboxPending {
 		if line := pendingLine(s); line != last {
@@ -286,7 +299,7 @@ func waitForRoom(ctx context.Context, cmd *cobra.Command, c *client.Client, tena
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		next, err := reconnecting(ctx, func(ctx context.Context) (api.SandboxWaitOutput, error) {
+		next, err := reconnecting(ctx, c, func(ctx context.Context, c *client.Client) (api.SandboxWaitOutput, error) {
 			return c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: s.ID, Until: "running", TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
 		})
 		if err != nil {
@@ -312,14 +325,14 @@ func pendingLine(s api.Sandbox) string {
 // waitSandbox calls sandboxes.wait until sandbox id got where until says ("ended" or
 // "running") or ctx ends; it returns the sandbox as last read (and ctx's error, if it ended
 // first).
-func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string) (api.SandboxWaitOutput, error) {
+func waitSandbox(ctx context.Context, c *replicas, tenant, id, until string) (api.SandboxWaitOutput, error) {
 	var out api.SandboxWaitOutput
 	for {
 		chunk := sandboxWaitChunk
 		if d, ok := ctx.Deadline(); ok {
 			chunk = min(chunk, max(time.Until(d), time.Second))
 		}
-		next, err := reconnecting(ctx, func(ctx context.Context) (api.SandboxWaitOutput, error) {
+		next, err := reconnecting(ctx, c, func(ctx context.Context, c *client.Client) (api.SandboxWaitOutput, error) {
 			return c.Sandboxes.Wait(ctx, api.SandboxWaitInput{TenantID: tenant, ID: id, Until: until, TimeoutSeconds: int64((chunk + time.Second - 1) / time.Second)})
 		})
 		if err != nil {
@@ -339,8 +352,12 @@ func waitSandbox(ctx context.Context, c *client.Client, tenant, id, until string
 // limit is DEADLINE_EXCEEDED and an interruption says so, both naming the sandbox and where it
 // is now (read again: running on node N, pending: waiting for room ...) and the command that
 // waits on; the sandbox keeps running.
-func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tenant, id string, err error, limit time.Duration) error {
+func waitStopped(cmd *cobra.Command, c *replicas, ctx context.Context, tenant, id string, err error, limit time.Duration) error {
 	interrupted := cmd.Context().Err() != nil
+	next := fmt.Sprintf("cubefleet sandboxes wait %s --tenant %s, or cubefleet sandboxes delete %s --tenant %s", id, tenant, id, tenant)
+	if !interrupted && ctx.Err() == nil && connectionLost(err) {
+		return fmt.Errorf("the control plane could not be reached for %s: %w; sandbox %s keeps running (%s)", reconnectFor, err, id, next)
+	}
 	if !interrupted && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
@@ -348,14 +365,13 @@ func waitStopped(cmd *cobra.Command, c *client.Client, ctx context.Context, tena
 	if !interrupted {
 		rctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 		defer cancel()
-		if s, err := c.Sandboxes.Get(rctx, api.TenantSandboxRef{TenantID: tenant, ID: id}); err == nil {
+		if s, err := c.current().Sandboxes.Get(rctx, api.TenantSandboxRef{TenantID: tenant, ID: id}); err == nil {
 			where = "it is " + whereText(s)
 			if s.State == api.SandboxPending {
 				keeps = "it keeps waiting for room"
 			}
 		}
 	}
-	next := fmt.Sprintf("cubefleet sandboxes wait %s --tenant %s, or cubefleet sandboxes delete %s --tenant %s", id, tenant, id, tenant)
 	if interrupted {
 		return fmt.Errorf("interrupted: sandbox %s keeps running (%s)", id, next)
 	}
@@ -582,7 +598,7 @@ the sandbox as last read.`,
 			if err := checkDuration("timeout", timeout, "no limit"); err != nil {
 				return err
 			}
-			c, err := typed(cmd)
+			c, err := typedReplicas(cmd)
 			if err != nil {
 				return err
 			}
@@ -672,13 +688,17 @@ func ran(s api.Sandbox) bool {
 
 func newSandboxesLogsCmd() *cobra.Command {
 	var tenant string
+	var raw bool
 	cmd := &cobra.Command{
 		Use:   "logs ID --tenant T",
 		Short: "Print an ended sandbox's output: its stdout on stdout, its stderr on stderr",
-		Long: `Print the output of a sandbox that has ended, byte for byte: its stdout on stdout and its
-stderr on stderr, each as kept (at most the server's --result-max-bytes, a cut stream ending
+		Long: `Print the output of a sandbox that has ended: its stdout on stdout and its stderr on stderr,
+each as kept (at most the server's --result-max-bytes, a cut stream ending
 with the marker line). The output reaches the control plane with the sandbox's end: a sandbox
-that has not ended is CONFLICT. --output json prints both as text.`,
+that has not ended is CONFLICT. --output json prints both as text. A pipe or file gets the
+output byte for byte; a terminal gets control characters other than newline and tab shown as
+escapes (\x1b), since the output is the tenant's and could otherwise write to the clipboard or
+clear the screen; --raw writes it byte for byte there too.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			encoding := "base64"
@@ -704,11 +724,10 @@ that has not ended is CONFLICT. --output json prints both as text.`,
 			if err := errors.Join(err1, err2); err != nil {
 				return fmt.Errorf("the server's output: %w", err)
 			}
-			cmd.OutOrStdout().Write(stdout)
-			cmd.ErrOrStderr().Write(stderr)
-			return nil
+			return errors.Join(writeSandboxOutput(cmd.OutOrStdout(), stdout, raw), writeSandboxOutput(cmd.ErrOrStderr(), stderr, raw))
 		},
 	}
+	cmd.Flags().BoolVar(&raw, "raw", false, "write the output byte for byte to a terminal too (default there: control characters but \\n and \\t shown as escapes)")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
 	cmd.MarkFlagRequired("tenant")
 	return cmd

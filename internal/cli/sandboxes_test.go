@@ -2,13 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/cubefleet/cubefleet/api"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cubefleet/cubefleet/internal/client"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
@@ -158,6 +163,11 @@ func TestSandboxesCommands(t *testing.T) {
 				t.Errorf("%s: exit %d %q, want 2", strings.Join(args, " "), code, errOut)
 			}
 		}
+		// A piped input holding data is refused, not dropped: the sandbox would not read it.
+		code, _, errOut = c.run("x\n", append(tok, "sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo")...)
+		if code != ExitUsage || !strings.Contains(errOut, "standard input holds data") || !strings.Contains(errOut, "</dev/null") {
+			t.Errorf("create --wait with data on stdin: exit %d %q", code, errOut)
+		}
 	})
 }
 
@@ -245,5 +255,53 @@ func TestStateText(t *testing.T) {
 		if got := stateText(c.s); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
 		}
+	}
+}
+
+// TestWaitMovesToAnotherReplica: with several control plane URLs, sandboxes wait and create
+// --wait go on at the next when the one in use cannot be reached (here: nothing listens on the
+// first); a single URL that cannot be reached is tried again (not tested: that takes
+// reconnectFor).
+func TestWaitMovesToAnotherReplica(t *testing.T) {
+	c, _ := sandboxEnv(t, "")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + l.Addr().String()
+	l.Close()
+	_, out, _ := c.run("", "--token-file", c.tokenFile, "sandboxes", "create", "--tenant", "root", "--template", "py", "--async", "--", "sleep")
+	id := idPattern.FindString(out)
+	urls := gone + ", " + c.url
+	code, out, errOut := c.run("", "--token-file", c.tokenFile, "--url", urls, "sandboxes", "wait", id, "--tenant", "root", "--until", "running", "--timeout", "30s")
+	if code != 0 || out != "Sandbox "+id+" is running on node 127.0.0.2.\n" {
+		t.Fatalf("wait with the first of two URLs gone: exit %d %q %q", code, out, errOut)
+	}
+	// create --wait: its create goes to the first URL, so the live one comes first; the wait
+	// goes on wherever it can.
+	code, out, errOut = c.run("", "--token-file", c.tokenFile, "--url", c.url+","+gone, "sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "hi")
+	if code != 0 || out != "hi\n" {
+		t.Fatalf("create --wait with two URLs: exit %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = c.run("", "--token-file", c.tokenFile, "--url", c.url+",127.0.0.1:1", "sandboxes", "wait", id, "--tenant", "root")
+	if code != ExitFailure || !strings.Contains(errOut, `"127.0.0.1:1" has no scheme`) {
+		t.Errorf("a bad second URL: exit %d %q", code, errOut)
+	}
+}
+
+// TestWaitStoppedUnreachable: a wait whose reconnecting gave up names the sandbox, says it keeps
+// running and gives the command that waits on it, as an interruption does.
+func TestWaitStoppedUnreachable(t *testing.T) {
+	cmd := &cobra.Command{}
+	cmd.SetContext(context.Background())
+	lost := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	err := waitStopped(cmd, nil, context.Background(), "acme", "sbx_1", fmt.Errorf("sandboxes.wait: %w", lost), 0)
+	want := "the control plane could not be reached for 1m0s: sandboxes.wait: dial tcp: connection refused; sandbox sbx_1 keeps running (cubefleet sandboxes wait sbx_1 --tenant acme, or cubefleet sandboxes delete sbx_1 --tenant acme)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	other := errors.New("sandboxes.wait: PERMISSION_DENIED")
+	if err := waitStopped(cmd, nil, context.Background(), "acme", "sbx_1", other, 0); err != other {
+		t.Errorf("an answer that is no lost connection: %v, want it as it is", err)
 	}
 }

@@ -33,6 +33,9 @@ type Client struct {
 	// noKeyFile is the absolute path of the default token file when Connect found no key
 	// because it did not exist, for the message of a call refused for want of a key.
 	noKeyFile string
+	// replicas are the clients of every URL Connect was given, this one first (nil for a
+	// client made by New: itself only).
+	replicas []*Client
 }
 
 // New returns a client for the control plane at baseURL (e.g. https://127.0.0.1:3010) that

@@ -54,8 +54,12 @@ type Config struct {
 // Settings are a resolved connection: where to call and with which key, and where each came
 // from (a flag, an environment variable, the config file or the default), for messages.
 type Settings struct {
-	URL         string
-	URLSource   string
+	URL       string
+	URLSource string
+	// URLs are the replicas of the control plane the setting names, comma-separated
+	// ("https://cp1:3010,https://cp2:3010"); URL is the first. A long poll that loses its
+	// replica calls the next one (see Client.Replicas).
+	URLs        []string
 	Token       string // "" when no key was found (the default token file is missing)
 	TokenSource string
 	// CAFile is the PEM bundle of CA certificates trusted besides the system's, "" for none;
@@ -162,9 +166,14 @@ func Resolve(o Options) (Settings, error) {
 	default:
 		s.URL, s.URLSource = DefaultURL, "the default"
 	}
-	if err := checkURL(s.URL); err != nil {
-		return Settings{}, fmt.Errorf("control plane URL from %s: %w", s.URLSource, err)
+	for u := range strings.SplitSeq(s.URL, ",") {
+		u = strings.TrimSpace(u)
+		if err := checkURL(u); err != nil {
+			return Settings{}, fmt.Errorf("control plane URL from %s: %w", s.URLSource, err)
+		}
+		s.URLs = append(s.URLs, u)
 	}
+	s.URL = s.URLs[0]
 	switch {
 	case o.TokenFile != "":
 		tok, err := readToken(o.TokenFile)
@@ -221,14 +230,30 @@ func Connect(o Options, httpClient *http.Client) (*Client, error) {
 	if httpClient == nil {
 		httpClient = newHTTPClient(s.RootCAs)
 	}
-	c := New(s.URL, s.Token, httpClient)
-	c.caFile = s.CAFile
-	if s.Token == "" {
-		if abs, err := filepath.Abs(DefaultTokenFile); err == nil {
-			c.noKeyFile = abs
+	var c *Client
+	for i, u := range s.URLs {
+		r := New(u, s.Token, httpClient)
+		r.caFile = s.CAFile
+		if s.Token == "" {
+			if abs, err := filepath.Abs(DefaultTokenFile); err == nil {
+				r.noKeyFile = abs
+			}
 		}
+		if i == 0 {
+			c = r
+		}
+		c.replicas = append(c.replicas, r)
 	}
 	return c, nil
+}
+
+// Replicas returns a client for each control plane URL the settings named, this one first
+// (just this one for a single URL); they share the key and the HTTP client.
+func (c *Client) Replicas() []*Client {
+	if len(c.replicas) == 0 {
+		return []*Client{c}
+	}
+	return c.replicas
 }
 
 func checkURL(s string) error {

@@ -168,7 +168,7 @@ func graceFor(in CreateInput, t template) int64 {
 func (s *Service) loadTemplate(ctx context.Context, q store.Querier, tenant, ref string) (template, error) {
 	o, err := compute.FindNamed(ctx, q, tenant, compute.KindSandboxTemplate, ref)
 	if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
-		return template{}, cubefleet.Invalid("template", "tenant %s has no sandbox template %s (compute.sandboxTemplates.list shows them)", tenant, fieldrules.Quoted(ref))
+		return template{}, cubefleet.Invalid("template", "tenant %s has no sandbox template %s (cubefleet templates list --tenant %s shows them)", tenant, fieldrules.Quoted(ref), tenant)
 	}
 	if err != nil {
 		return template{}, err

@@ -142,7 +142,7 @@ func (s *Service) checkListTemplate(ctx context.Context, tenant, ref string) err
 	var one int
 	err = s.db.QueryRowContext(ctx, `SELECT 1 FROM sandboxes WHERE tenant_id = $1 AND (template_id = $2 OR template_name = $2) LIMIT 1`, tenant, ref).Scan(&one)
 	if err == sql.ErrNoRows {
-		return cubefleet.Invalid("template", "tenant %s has no sandbox template %s (compute.sandboxTemplates.list shows them)", tenant, fieldrules.Quoted(ref))
+		return cubefleet.Invalid("template", "tenant %s has no sandbox template %s (cubefleet templates list --tenant %s shows them)", tenant, fieldrules.Quoted(ref), tenant)
 	}
 	return err
 }
