@@ -349,6 +349,9 @@ func TestStopOn401AfterDeletion(t *testing.T) {
 
 	// Restarted with the same join token, it stays down without calling.
 	r = startAgent(t, testConfig(dir, "cfj_join1", cp.URL))
+	// It reads its revoked state at start (which takes longer under the race detector, while
+	// the sandbox driver opens), then makes no call however long it runs.
+	testkit.WaitFor(t, 10*time.Second, "the revoked state read at start", func() bool { return r.a.Health().State == StateRevoked })
 	time.Sleep(6 * testPeriod)
 	if n := len(cp.CallsTo("")); n != calls || r.a.Health().State != StateRevoked {
 		t.Errorf("a restart with the old join token: %d calls, health %+v", n-calls, r.a.Health())
