@@ -208,9 +208,17 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox
 			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 		}
 	}
+	if !wantJSON(cmd) { // the output as it arrives
+		if _, err := followLogs(ctx, c, tenant, s.ID, api.SandboxLogs{}, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
+		}
+	}
 	got, err := waitSandbox(ctx, c, tenant, s.ID, "ended")
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
+	}
+	if !wantJSON(cmd) {
+		return endStatus(got.Sandbox)
 	}
 	logs, err := reconnecting(cmd.Context(), func(ctx context.Context) (api.SandboxLogs, error) {
 		return c.Sandboxes.Logs(ctx, api.SandboxLogsInput{TenantID: tenant, ID: s.ID, Encoding: "base64"})
@@ -223,18 +231,13 @@ func runToEnd(cmd *cobra.Command, c *client.Client, tenant string, s api.Sandbox
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("the server's output of %s: %w", s.ID, err)
 	}
-	if wantJSON(cmd) {
-		type result struct {
-			Sandbox api.Sandbox `json:"sandbox"`
-			Stdout  string      `json:"stdout"`
-			Stderr  string      `json:"stderr"`
-		}
-		if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
-			return err
-		}
-	} else {
-		cmd.OutOrStdout().Write(stdout)
-		cmd.ErrOrStderr().Write(stderr)
+	type result struct {
+		Sandbox api.Sandbox `json:"sandbox"`
+		Stdout  string      `json:"stdout"`
+		Stderr  string      `json:"stderr"`
+	}
+	if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
+		return err
 	}
 	return endStatus(got.Sandbox)
 }
@@ -672,29 +675,35 @@ func ran(s api.Sandbox) bool {
 
 func newSandboxesLogsCmd() *cobra.Command {
 	var tenant string
+	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs ID --tenant T",
-		Short: "Print an ended sandbox's output: its stdout on stdout, its stderr on stderr",
-		Long: `Print the output of a sandbox that has ended, byte for byte: its stdout on stdout and its
-stderr on stderr, each as kept (at most the server's --result-max-bytes, a cut stream ending
-with the marker line). The output reaches the control plane with the sandbox's end: a sandbox
-that has not ended is CONFLICT. --output json prints both as text.`,
+		Use:   "logs ID --tenant T [--follow]",
+		Short: "Print a sandbox's output: its stdout on stdout, its stderr on stderr",
+		Long: `Print the output of a sandbox, byte for byte: its stdout on stdout and its stderr on
+stderr, each as kept (at most the server's --result-max-bytes, a cut stream ending with the
+marker line). While the sandbox runs, its node sends its output as it writes it (every 100 ms):
+without --follow, logs prints what arrived so far; with --follow, it prints the output as it
+arrives until the sandbox ends. --output json prints both as text (no --follow).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			encoding := "base64"
-			if wantJSON(cmd) {
-				encoding = "text"
-			}
 			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
+			if follow {
+				if wantJSON(cmd) {
+					return usageError{errors.New("--follow prints the output as it arrives: it takes no --output json")}
+				}
+				_, err := followLogs(cmd.Context(), c, tenant, args[0], api.SandboxLogs{}, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				return err
+			}
+			encoding := "base64"
+			if wantJSON(cmd) {
+				encoding = "text"
+			}
 			out, err := c.Sandboxes.Logs(cmd.Context(), api.SandboxLogsInput{TenantID: tenant, ID: args[0], Encoding: encoding})
 			if err != nil {
 				return err
-			}
-			if !out.Final {
-				return cubefleet.Errorf(cubefleet.CodeConflict, "sandbox %s is %s: its output is kept when it ends (cubefleet sandboxes wait %s --tenant %s)", out.ID, out.State, out.ID, tenant)
 			}
 			if wantJSON(cmd) {
 				return emitJSON(cmd, out)
@@ -710,6 +719,7 @@ that has not ended is CONFLICT. --output json prints both as text.`,
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print the output as it arrives, until the sandbox ends")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
 }
