@@ -163,8 +163,8 @@ func (h *Handler) handleSandboxEvent(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("sandbox_id")
 	var ev nodeapi.SandboxEvent
 	node, prove, ok := h.workCall(w, req, "node-agent.sandbox-event", limit, func(d *nodeapi.Decoder) error {
-		if !nodeapi.ValidSandboxID(id) {
-			return cubefleet.Invalid("sandbox_id", "sandbox_id in the path is not a sandbox id")
+		if err := checkSandboxID(id); err != nil {
+			return err
 		}
 		return d.SandboxEvent(&ev)
 	})
@@ -195,8 +195,8 @@ func (h *Handler) handleSandboxOutput(w http.ResponseWriter, req *http.Request) 
 	id := req.PathValue("sandbox_id")
 	var out nodeapi.SandboxOutput
 	node, prove, ok := h.workCall(w, req, "node-agent.sandbox-output", maxOutputBody, func(d *nodeapi.Decoder) error {
-		if !nodeapi.ValidSandboxID(id) {
-			return cubefleet.Invalid("sandbox_id", "sandbox_id in the path is not a sandbox id")
+		if err := checkSandboxID(id); err != nil {
+			return err
 		}
 		return d.SandboxOutput(&out)
 	})
@@ -208,4 +208,12 @@ func (h *Handler) handleSandboxOutput(w http.ResponseWriter, req *http.Request) 
 		return
 	}
 	prove(http.StatusOK, []byte("{}"))
+}
+
+// checkSandboxID checks the sandbox id of a work route's path: INVALID_INPUT naming sandbox_id.
+func checkSandboxID(id string) error {
+	if !nodeapi.ValidSandboxID(id) {
+		return cubefleet.Invalid("sandbox_id", "sandbox_id in the path is not a sandbox id")
+	}
+	return nil
 }
