@@ -16,16 +16,23 @@ import (
 // output route), for sandboxes.logs with follow: each stream at most --result-max-bytes and the
 // cut marker, so its memory is bounded by twice that per running sandbox of this replica's
 // agents. A sandbox's entry goes with its end (its stored result then answers). Safe for
-// concurrent use.
+// concurrent use. An entry no chunk reached for liveIdle is dropped when another sandbox's first
+// chunk arrives (a sandbox whose end another replica recorded).
 type liveOutput struct {
 	mu    sync.Mutex
 	boxes map[string]*liveBox
 }
 
-// liveBox is the output of one running sandbox.
+// liveIdle is how long a live entry stays without a chunk before it may be dropped: 10 minutes.
+// A sandbox quiet for longer that writes again starts a new entry from that chunk.
+const liveIdle = 10 * time.Minute
+
+// liveBox is the output of one running sandbox; touched is when its last chunk arrived, in Unix
+// milliseconds.
 type liveBox struct {
 	node           string
 	stdout, stderr liveStream
+	touched        int64
 }
 
 // liveStream is the part of an output stream this replica holds: data from byte offset base.
@@ -99,6 +106,11 @@ func (s *Service) SandboxOutput(ctx context.Context, node, id string, out *nodea
 			s.live.boxes = map[string]*liveBox{}
 		}
 		if b = s.live.boxes[id]; b == nil {
+			for other, ob := range s.live.boxes {
+				if s.now()-ob.touched > liveIdle.Milliseconds() {
+					delete(s.live.boxes, other)
+				}
+			}
 			b = &liveBox{node: node}
 			s.live.boxes[id] = b
 		}
@@ -108,6 +120,7 @@ func (s *Service) SandboxOutput(ctx context.Context, node, id string, out *nodea
 		return cubefleet.Errorf(cubefleet.CodeNotFound, "node %s runs no sandbox %s of this control plane", node, id)
 	}
 	s.live.mu.Lock()
+	b.touched = s.now()
 	changed := b.stdout.add(out.StdoutOffset, out.Stdout, limit)
 	changed = b.stderr.add(out.StderrOffset, out.Stderr, limit) || changed
 	s.live.mu.Unlock()
@@ -178,6 +191,7 @@ func (s *Service) output(ctx context.Context, tenant, id string, from Offsets) (
 		s.live.mu.Unlock()
 		return r.view(), out, nil
 	}
+	s.live.drop(r.ID) // ended, maybe recorded by another replica
 	if r.StdoutBytes > 0 || r.StderrBytes > 0 {
 		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, r.ID).Scan(&out.Stdout, &out.Stderr)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
