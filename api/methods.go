@@ -181,7 +181,7 @@ var methods = append([]Method{
 	{Name: "sandboxes.list", Summary: "List a tenant's sandboxes, newest first (by state, node, template; warm: the idle sandboxes of its warm pools)",
 		Permission: "sandboxes:list", Scope: OnTenant,
 		Input: SandboxListInput{}, Output: SandboxList{}},
-	{Name: "sandboxes.logs", Summary: "Get a sandbox's output (stdout and stderr, each cut at --result-max-bytes with a marker) once it ended",
+	{Name: "sandboxes.logs", Summary: "Get a sandbox's output (stdout and stderr, each cut at --result-max-bytes with a marker), from byte offsets; follow waits for more while it runs",
 		Permission: "sandboxes:logs", Scope: OnTenant,
 		Input: SandboxLogsInput{}, Output: SandboxLogs{}},
 	{Name: "sandboxes.wait", Summary: "Wait until a sandbox has ended (or, with until running, runs), up to timeoutSeconds; answers it as it is then, with done",

@@ -161,26 +161,38 @@ type SandboxList struct {
 }
 
 // SandboxLogsInput is the input of sandboxes.logs: encoding "text" (default; bytes that are
-// not UTF-8 become U+FFFD) or "base64" (the exact bytes).
+// not UTF-8 become U+FFFD) or "base64" (the exact bytes). stdoutOffset and stderrOffset (bytes,
+// default 0) skip what a client has already: pass the answer's nextStdoutOffset and
+// nextStderrOffset to resume where it stopped. With follow, an answer with nothing new from the
+// offsets while the sandbox runs is held until output arrives, the sandbox ends or
+// timeoutSeconds pass (default 30, at most 300): a long poll.
 type SandboxLogsInput struct {
-	TenantID string `json:"tenantId"`
-	ID       string `json:"id"`
-	Encoding string `json:"encoding,omitempty"`
+	TenantID       string `json:"tenantId"`
+	ID             string `json:"id"`
+	Encoding       string `json:"encoding,omitempty"`
+	Follow         bool   `json:"follow,omitempty"`
+	StdoutOffset   int64  `json:"stdoutOffset,omitempty"`
+	StderrOffset   int64  `json:"stderrOffset,omitempty"`
+	TimeoutSeconds int64  `json:"timeoutSeconds,omitempty"`
 }
 
-// SandboxLogs is a sandbox's captured output: each stream at most --result-max-bytes and, when
-// cut, the marker line "[cubefleet: output truncated after N bytes]". final is false while the
-// sandbox has not ended: output reaches the control plane with the sandbox's end.
+// SandboxLogs is a sandbox's captured output from the input's offsets: each stream at most
+// --result-max-bytes and, when cut, the marker line "[cubefleet: output truncated after N
+// bytes]". final is false while the sandbox has not ended: the streams are then the output its
+// node sent so far (every 100 ms while it writes). nextStdoutOffset and nextStderrOffset are the
+// byte offsets after the returned output, where the next call resumes.
 type SandboxLogs struct {
-	ID              string       `json:"id"`
-	State           SandboxState `json:"state"`
-	Final           bool         `json:"final"`
-	Encoding        string       `json:"encoding"`
-	Stdout          string       `json:"stdout"`
-	Stderr          string       `json:"stderr"`
-	StdoutTruncated bool         `json:"stdoutTruncated,omitempty"`
-	StderrTruncated bool         `json:"stderrTruncated,omitempty"`
-	ExitCode        *int         `json:"exitCode,omitempty"`
+	ID               string       `json:"id"`
+	State            SandboxState `json:"state"`
+	Final            bool         `json:"final"`
+	Encoding         string       `json:"encoding"`
+	Stdout           string       `json:"stdout"`
+	Stderr           string       `json:"stderr"`
+	StdoutTruncated  bool         `json:"stdoutTruncated,omitempty"`
+	StderrTruncated  bool         `json:"stderrTruncated,omitempty"`
+	ExitCode         *int         `json:"exitCode,omitempty"`
+	NextStdoutOffset int64        `json:"nextStdoutOffset"`
+	NextStderrOffset int64        `json:"nextStderrOffset"`
 }
 
 // SandboxWaitInput is the input of sandboxes.wait: wait until the sandbox has ended (until

@@ -65,7 +65,8 @@ func (s *SandboxesService) Delete(ctx context.Context, in api.TenantSandboxRef) 
 	return call[api.Sandbox](ctx, s.c, "sandboxes.delete", in)
 }
 
-// Logs runs sandboxes.logs: the sandbox's output once it ended.
+// Logs runs sandboxes.logs: the sandbox's output from in's offsets (with in.Follow, a long poll
+// that waits for more while it runs).
 func (s *SandboxesService) Logs(ctx context.Context, in api.SandboxLogsInput) (api.SandboxLogs, error) {
 	return call[api.SandboxLogs](ctx, s.c, "sandboxes.logs", in)
 }

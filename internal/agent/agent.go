@@ -211,8 +211,9 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	a.run = run
 	a.mu.Unlock()
 	var events sync.WaitGroup
-	events.Add(1)
+	events.Add(2)
 	go func() { defer events.Done(); a.sendEvents(ctx) }()
+	go func() { defer events.Done(); a.streamOutput(ctx) }()
 	defer events.Wait()
 
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}

@@ -134,12 +134,20 @@ func (d *deps) sandboxesLogs(ctx context.Context, c *Call, in contract.SandboxLo
 	if in.Encoding != "" && in.Encoding != "text" && in.Encoding != "base64" {
 		return nil, cubefleet.Invalid("encoding", "encoding is text (the default) or base64")
 	}
-	s, out, err := d.sandboxes.Logs(ctx, in.TenantID, in.ID)
+	wait, err := waitBound("timeoutSeconds", in.TimeoutSeconds, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if !in.Follow {
+		wait = 0
+	}
+	s, out, err := d.sandboxes.Follow(ctx, in.TenantID, in.ID, sandboxes.Offsets{Stdout: in.StdoutOffset, Stderr: in.StderrOffset}, wait)
 	if err != nil {
 		return nil, err
 	}
 	l := contract.SandboxLogs{ID: s.ID, State: contract.SandboxState(s.State), Final: out.Final, Encoding: "text", Stdout: string(out.Stdout), Stderr: string(out.Stderr),
-		StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated}
+		StdoutTruncated: out.StdoutTruncated, StderrTruncated: out.StderrTruncated,
+		NextStdoutOffset: out.StdoutOffset + int64(len(out.Stdout)), NextStderrOffset: out.StderrOffset + int64(len(out.Stderr))}
 	if s.Result != nil {
 		l.ExitCode = s.Result.ExitCode
 	}

@@ -216,9 +216,17 @@ func runToEnd(cmd *cobra.Command, c *replicas, tenant string, s api.Sandbox, max
 			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
 		}
 	}
+	if !wantJSON(cmd) { // the output as it arrives
+		if _, err := followLogs(ctx, c, tenant, s.ID, api.SandboxLogs{}, cmd.OutOrStdout(), cmd.ErrOrStderr(), raw); err != nil {
+			return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
+		}
+	}
 	got, err := waitSandbox(ctx, c, tenant, s.ID, "ended")
 	if err != nil {
 		return waitStopped(cmd, c, ctx, tenant, s.ID, err, maxWait)
+	}
+	if !wantJSON(cmd) { // the output was printed as it arrived
+		return endOf(cmd, got.Sandbox)
 	}
 	logs, err := reconnecting(cmd.Context(), c, func(ctx context.Context, c *client.Client) (api.SandboxLogs, error) {
 		return c.Sandboxes.Logs(ctx, api.SandboxLogsInput{TenantID: tenant, ID: s.ID, Encoding: "base64"})
@@ -231,23 +239,24 @@ func runToEnd(cmd *cobra.Command, c *replicas, tenant string, s api.Sandbox, max
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("the server's output of %s: %w", s.ID, err)
 	}
-	if wantJSON(cmd) {
-		type result struct {
-			Sandbox api.Sandbox `json:"sandbox"`
-			Stdout  string      `json:"stdout"`
-			Stderr  string      `json:"stderr"`
-		}
-		if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
-			return err
-		}
-	} else {
-		writeSandboxOutput(cmd.OutOrStdout(), stdout, raw)
-		writeSandboxOutput(cmd.ErrOrStderr(), stderr, raw)
+	type result struct {
+		Sandbox api.Sandbox `json:"sandbox"`
+		Stdout  string      `json:"stdout"`
+		Stderr  string      `json:"stderr"`
 	}
-	err = endStatus(got.Sandbox)
-	if got.State != api.SandboxExited && errors.As(err, new(exitStatus)) {
-		// A shell says what killed a command; a kill (a timeout, a delete, a drain) says why.
-		linef(cmd.ErrOrStderr(), "%s\n", endError(got.Sandbox))
+	if err := emitJSON(cmd, result{Sandbox: got.Sandbox, Stdout: string(stdout), Stderr: string(stderr)}); err != nil {
+		return err
+	}
+	return endOf(cmd, got.Sandbox)
+}
+
+// endOf is how `create --wait` ends for sandbox s, which has ended: its exit status, and on
+// stderr why a sandbox that did not exit by itself ended (as a shell says what killed a
+// command: a timeout, a delete, a drain).
+func endOf(cmd *cobra.Command, s api.Sandbox) error {
+	err := endStatus(s)
+	if s.State != api.SandboxExited && errors.As(err, new(exitStatus)) {
+		linef(cmd.ErrOrStderr(), "%s\n", endError(s))
 	}
 	return err
 }
@@ -688,33 +697,42 @@ func ran(s api.Sandbox) bool {
 
 func newSandboxesLogsCmd() *cobra.Command {
 	var tenant string
-	var raw bool
+	var raw, follow bool
 	cmd := &cobra.Command{
-		Use:   "logs ID --tenant T",
-		Short: "Print an ended sandbox's output: its stdout on stdout, its stderr on stderr",
-		Long: `Print the output of a sandbox that has ended: its stdout on stdout and its stderr on stderr,
-each as kept (at most the server's --result-max-bytes, a cut stream ending
-with the marker line). The output reaches the control plane with the sandbox's end: a sandbox
-that has not ended is CONFLICT. --output json prints both as text. A pipe or file gets the
-output byte for byte; a terminal gets control characters other than newline and tab shown as
-escapes (\x1b), since the output is the tenant's and could otherwise write to the clipboard or
-clear the screen; --raw writes it byte for byte there too.`,
+		Use:   "logs ID --tenant T [--follow]",
+		Short: "Print a sandbox's output: its stdout on stdout, its stderr on stderr",
+		Long: `Print the output of a sandbox: its stdout on stdout and its stderr on stderr, each as kept
+(at most the server's --result-max-bytes, a cut stream ending with the marker line). While the
+sandbox runs, its node sends its output as it writes it (every 100 ms): without --follow, logs
+prints what arrived so far; with --follow, it prints the output as it arrives until the sandbox
+ends. --output json prints both as text (no --follow). A pipe or file gets the output byte for
+byte; a terminal gets control characters other than newline and tab shown as escapes (\x1b),
+since the output is the tenant's and could otherwise write to the clipboard or clear the
+screen; --raw writes it byte for byte there too.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			encoding := "base64"
-			if wantJSON(cmd) {
-				encoding = "text"
-			}
 			c, err := typed(cmd)
 			if err != nil {
 				return err
 			}
+			if follow {
+				if wantJSON(cmd) {
+					return usageError{errors.New("--follow prints the output as it arrives: it takes no --output json")}
+				}
+				r, err := typedReplicas(cmd)
+				if err != nil {
+					return err
+				}
+				_, err = followLogs(cmd.Context(), r, tenant, args[0], api.SandboxLogs{}, cmd.OutOrStdout(), cmd.ErrOrStderr(), raw)
+				return err
+			}
+			encoding := "base64"
+			if wantJSON(cmd) {
+				encoding = "text"
+			}
 			out, err := c.Sandboxes.Logs(cmd.Context(), api.SandboxLogsInput{TenantID: tenant, ID: args[0], Encoding: encoding})
 			if err != nil {
 				return err
-			}
-			if !out.Final {
-				return cubefleet.Errorf(cubefleet.CodeConflict, "sandbox %s is %s: its output is kept when it ends (cubefleet sandboxes wait %s --tenant %s)", out.ID, out.State, out.ID, tenant)
 			}
 			if wantJSON(cmd) {
 				return emitJSON(cmd, out)
@@ -729,6 +747,7 @@ clear the screen; --raw writes it byte for byte there too.`,
 	}
 	cmd.Flags().BoolVar(&raw, "raw", false, "write the output byte for byte to a terminal too (default there: control characters but \\n and \\t shown as escapes)")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose sandbox it is")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print the output as it arrives, until the sandbox ends")
 	cmd.MarkFlagRequired("tenant")
 	return cmd
 }

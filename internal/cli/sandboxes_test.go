@@ -135,8 +135,8 @@ func TestSandboxesCommands(t *testing.T) {
 		if code != 0 || out+errOut == "" {
 			t.Fatalf("logs: exit %d %q %q", code, out, errOut)
 		}
-		code, _, errOut = run("sandboxes", "logs", running, "--tenant", "root")
-		if code != 1 || !strings.Contains(errOut, "CONFLICT") {
+		code, _, errOut = run("sandboxes", "logs", running, "--tenant", "root") // what arrived so far
+		if code != 0 {
 			t.Errorf("logs of a running sandbox: exit %d %q", code, errOut)
 		}
 		code, out, _ = run("sandboxes", "wait", running, "--tenant", "root", "--timeout", "300ms")

@@ -263,3 +263,30 @@ func ValidNonce(s string) bool {
 	}
 	return true
 }
+
+// RouteSandboxOutput is POST with a SandboxOutput: the output a running sandbox wrote since the
+// agent's last one (offsets say where each chunk starts, so a repeated or late chunk changes
+// nothing). 200 with an empty object (and ProofHeader); NOT_FOUND when the control plane runs no
+// such sandbox on the node. The output is the control plane's to show while the sandbox runs
+// (sandboxes.logs with follow); the stored result still comes with the final SandboxEvent.
+const RouteSandboxOutput = "/nodes/{node_id}/sandboxes/{sandbox_id}/output"
+
+// SandboxOutputPath is the path of the output route of sandbox sandboxID on node nodeID.
+func SandboxOutputPath(nodeID, sandboxID string) string {
+	return AgentPrefix + "/nodes/" + nodeID + "/sandboxes/" + sandboxID + "/output"
+}
+
+// MaxOutputChunk bounds each stream's bytes in one SandboxOutput: 256 KiB (the agent sends a
+// longer backlog in several).
+const MaxOutputChunk = 256 << 10
+
+// SandboxOutput is the body of POST RouteSandboxOutput: a chunk of each output stream of a
+// running sandbox, as captured (the first OutputLimitBytes of a stream, then the driver's cut
+// marker). StdoutOffset and StderrOffset are the byte offsets in their stream where Stdout and
+// Stderr start (at least 0); each chunk is at most MaxOutputChunk bytes (base64 in JSON).
+type SandboxOutput struct {
+	StdoutOffset int64  `json:"stdout_offset"`
+	Stdout       []byte `json:"stdout,omitempty"`
+	StderrOffset int64  `json:"stderr_offset"`
+	Stderr       []byte `json:"stderr,omitempty"`
+}

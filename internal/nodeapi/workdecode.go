@@ -140,3 +140,37 @@ func (d *Decoder) SandboxEvent(ev *SandboxEvent) error {
 	}
 	return nil
 }
+
+// SandboxOutput decodes the SandboxOutput in d into out (which must be zero) and checks it:
+// offsets at least 0, each chunk at most MaxOutputChunk bytes. Errors are INVALID_INPUT naming
+// the field.
+func (d *Decoder) SandboxOutput(out *SandboxOutput) error {
+	if err := d.decode(out); err != nil {
+		return err
+	}
+	if err := nonNegative("stdout_offset", out.StdoutOffset); err != nil {
+		return err
+	}
+	if err := nonNegative("stderr_offset", out.StderrOffset); err != nil {
+		return err
+	}
+	if len(out.Stdout) > MaxOutputChunk {
+		return invalidField("stdout", "stdout is longer than %d bytes: send the rest in another chunk", MaxOutputChunk)
+	}
+	if len(out.Stderr) > MaxOutputChunk {
+		return invalidField("stderr", "stderr is longer than %d bytes: send the rest in another chunk", MaxOutputChunk)
+	}
+	return nil
+}
+
+// DecodeSandboxOutput decodes and checks the body of POST RouteSandboxOutput
+// (Decoder.SandboxOutput).
+func DecodeSandboxOutput(body []byte) (*SandboxOutput, error) {
+	var d Decoder
+	d.buf.Write(body)
+	out := new(SandboxOutput)
+	if err := d.SandboxOutput(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

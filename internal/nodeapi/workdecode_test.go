@@ -87,6 +87,7 @@ func FuzzDecodeWork(f *testing.F) {
 		`{"RUNNING":["a"],"running":["b"]}`, `{"state":"running"}`, `{"state":"exited","exit_code":0,"stdout":"aGk="}`,
 		`{"state":"killed","signal":"SIGKILL","reason":"timeout","message":"timeout after 30s"}`, `{"state":"lost","at":"2026-05-04T10:00:00Z"}`,
 		`{"wait_ms":1e9}`, `{"exit_code":-1,"state":"exited"}`, "{\"message\":\"\xff\",\"state\":\"failed\"}",
+		`{"stdout_offset":0,"stdout":"aGk=","stderr_offset":3}`, `{"stdout_offset":-1}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -106,6 +107,11 @@ func FuzzDecodeWork(f *testing.F) {
 				t.Fatalf("accepted an event out of bounds: %+v", ev)
 			}
 			noControl(t, "event text", ev.Reason, ev.Message, ev.Signal)
+		}
+		if out, err := nodeapi.DecodeSandboxOutput(body); err == nil {
+			if out.StdoutOffset < 0 || out.StderrOffset < 0 || len(out.Stdout) > nodeapi.MaxOutputChunk || len(out.Stderr) > nodeapi.MaxOutputChunk {
+				t.Fatalf("accepted an output chunk out of bounds: %+v", out)
+			}
 		}
 	})
 }

@@ -193,6 +193,7 @@ func (s *Service) foundEnd(ctx context.Context, r *record, state State, reason s
 // may need a new sandbox).
 func (s *Service) ended(ctx context.Context, r *record, state State) {
 	s.m.ended(r, state)
+	s.live.drop(r.ID)
 	if r.NodeID != "" {
 		s.release(ctx, r.ID)
 	}

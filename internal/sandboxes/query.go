@@ -3,7 +3,6 @@ package sandboxes
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -148,30 +147,23 @@ func (s *Service) checkListTemplate(ctx context.Context, tenant, ref string) err
 }
 
 // Output is a sandbox's captured output: each stream at most --result-max-bytes and the cut
-// marker. Final is false while the sandbox has not ended (its output reaches the control plane
-// with its end: the streams are empty until then).
+// marker. Final is false while the sandbox has not ended: the streams are then what its agent
+// sent so far (Follow). StdoutOffset and StderrOffset are the byte offsets in their stream where
+// Stdout and Stderr start.
 type Output struct {
 	Stdout          []byte
 	Stderr          []byte
 	StdoutTruncated bool
 	StderrTruncated bool
 	Final           bool
+	StdoutOffset    int64
+	StderrOffset    int64
 }
 
-// Logs returns the output of tenant's sandbox id. Errors: NOT_FOUND.
+// Logs returns the output of tenant's sandbox id (Follow from the start, without waiting).
+// Errors: NOT_FOUND.
 func (s *Service) Logs(ctx context.Context, tenant, id string) (Sandbox, Output, error) {
-	r, err := s.visible(ctx, tenant, id)
-	if err != nil {
-		return Sandbox{}, Output{}, err
-	}
-	out := Output{StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Final: r.State.Final(), Stdout: []byte{}, Stderr: []byte{}}
-	if r.StdoutBytes > 0 || r.StderrBytes > 0 {
-		err := s.db.QueryRowContext(ctx, `SELECT stdout, stderr FROM sandboxes_output WHERE sandbox_id = $1`, r.ID).Scan(&out.Stdout, &out.Stderr)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return Sandbox{}, Output{}, fmt.Errorf("read the output of %s: %w", id, err)
-		}
-	}
-	return r.view(), out, nil
+	return s.Follow(ctx, tenant, id, Offsets{}, 0)
 }
 
 // Wait waits until tenant's sandbox id has ended (untilRunning: until it runs or has ended)

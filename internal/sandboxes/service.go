@@ -189,7 +189,9 @@ type Service struct {
 	db  *store.DB
 	log *slog.Logger
 	hub hub
-	m   *metrics
+	// live is the output of running sandboxes, as their agents send it.
+	live liveOutput
+	m    *metrics
 
 	lease *store.Lease // the "sandboxes" lease: its holder runs the loops
 

@@ -28,6 +28,9 @@ type Work interface {
 	// SandboxEvent takes in an event of sandbox id from node; NOT_FOUND when the control plane
 	// runs no such sandbox there.
 	SandboxEvent(ctx context.Context, node, id string, ev *nodeapi.SandboxEvent) error
+	// SandboxOutput takes in a chunk of the output of running sandbox id from node; NOT_FOUND
+	// when the control plane runs no such sandbox there.
+	SandboxOutput(ctx context.Context, node, id string, out *nodeapi.SandboxOutput) error
 }
 
 // maxWorkBody bounds a work request's body (1 MiB: 10,000 ids of 128 bytes, twice, fit).
@@ -48,6 +51,7 @@ func MaxEventBytesFor(resultMaxBytes int64) int64 {
 func (h *Handler) workRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+nodeapi.AgentPrefix+nodeapi.RouteWork, h.handleWork)
 	mux.HandleFunc("POST "+nodeapi.AgentPrefix+nodeapi.RouteSandboxEvent, h.handleSandboxEvent)
+	mux.HandleFunc("POST "+nodeapi.AgentPrefix+nodeapi.RouteSandboxOutput, h.handleSandboxOutput)
 }
 
 // workCall authenticates a work-API call of the node its path names, reads its body (at most
@@ -159,8 +163,8 @@ func (h *Handler) handleSandboxEvent(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("sandbox_id")
 	var ev nodeapi.SandboxEvent
 	node, prove, ok := h.workCall(w, req, "node-agent.sandbox-event", limit, func(d *nodeapi.Decoder) error {
-		if !nodeapi.ValidSandboxID(id) {
-			return cubefleet.Invalid("sandbox_id", "sandbox_id in the path is not a sandbox id")
+		if err := checkSandboxID(id); err != nil {
+			return err
 		}
 		return d.SandboxEvent(&ev)
 	})
@@ -175,4 +179,41 @@ func (h *Handler) handleSandboxEvent(w http.ResponseWriter, req *http.Request) {
 	}
 	h.m.events.WithLabelValues("ok").Inc()
 	prove(http.StatusOK, []byte("{}"))
+}
+
+// maxOutputBody bounds a sandbox output chunk's body: two chunks of nodeapi.MaxOutputChunk in
+// base64, and 4 KiB for the rest.
+const maxOutputBody = 2*(nodeapi.MaxOutputChunk+2)/3*4 + 4<<10
+
+// handleSandboxOutput is POST .../nodes/{node_id}/sandboxes/{sandbox_id}/output.
+func (h *Handler) handleSandboxOutput(w http.ResponseWriter, req *http.Request) {
+	if h.cfg.Work == nil {
+		writeError(w, http.StatusNotImplemented, cubefleet.CodeUnsupported, "this control plane runs no sandboxes")
+		return
+	}
+	ctx := req.Context()
+	id := req.PathValue("sandbox_id")
+	var out nodeapi.SandboxOutput
+	node, prove, ok := h.workCall(w, req, "node-agent.sandbox-output", maxOutputBody, func(d *nodeapi.Decoder) error {
+		if err := checkSandboxID(id); err != nil {
+			return err
+		}
+		return d.SandboxOutput(&out)
+	})
+	if !ok {
+		return
+	}
+	if err := h.cfg.Work.SandboxOutput(ctx, node, id, &out); err != nil {
+		h.proveErr(ctx, prove, err)
+		return
+	}
+	prove(http.StatusOK, []byte("{}"))
+}
+
+// checkSandboxID checks the sandbox id of a work route's path: INVALID_INPUT naming sandbox_id.
+func checkSandboxID(id string) error {
+	if !nodeapi.ValidSandboxID(id) {
+		return cubefleet.Invalid("sandbox_id", "sandbox_id in the path is not a sandbox id")
+	}
+	return nil
 }
