@@ -160,4 +160,3 @@ func NormaliseOrigin(s string) (string, error) {
 	}
 	return scheme + "://" + host, nil
 }
-
