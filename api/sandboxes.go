@@ -40,8 +40,9 @@ type SandboxCreateInput struct {
 // is the create's environment as given: secret:// values stay references (their values reach
 // only the sandbox). Reason and Message say why it is in its state; States lists every state it
 // reached, oldest first. A warm sandbox (Warm) was started ahead of need by its template's warm
-// pool; ClaimedAt is when a create claimed it (0 while it idles), and ClaimedFor the id of the
-// create that claimed it while it waited for room: that id answers for this sandbox too.
+// pool; ClaimedAt is when a create claimed it (0 while it idles). A warm sandbox claimed by a
+// create that waited for room takes that create's id (ID); RunsAs is then the warm sandbox's
+// own id, the one its node knows it by (empty when that is ID).
 type Sandbox struct {
 	ID             string            `json:"id"`
 	TenantID       string            `json:"tenantId"`
@@ -64,7 +65,7 @@ type Sandbox struct {
 	Resources               SandboxResources    `json:"resources"`
 	Warm                    bool                `json:"warm"`
 	ClaimedAt               int64               `json:"claimedAt,omitempty"`
-	ClaimedFor              string              `json:"claimedFor,omitempty"`
+	RunsAs                  string              `json:"runsAs,omitempty"`
 	CreatedAt               int64               `json:"createdAt"`
 	CreatedBy               string              `json:"createdBy"`
 	StopRequestedAt         int64               `json:"stopRequestedAt,omitempty"`

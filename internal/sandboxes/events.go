@@ -9,14 +9,14 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
-// SandboxEvent takes in an event of sandbox id from node (nodeapi.RouteSandboxEvent), which the
-// HTTP edge authenticated. Idempotent by (sandbox id, state): running moves a pending or
+// SandboxEvent takes in an event of sandbox id (the id node knows it by: record.RunsAs) from
+// node (nodeapi.RouteSandboxEvent), which the HTTP edge authenticated. Idempotent by (sandbox id, state): running moves a pending or
 // starting sandbox to running and changes nothing later; a final state ends a sandbox that has
 // not ended, with its result (each output stream cut at --result-max-bytes with the marker), and
 // changes nothing once it has. Errors: NOT_FOUND when the control plane does not run sandbox id
 // on node (the agent drops the event).
 func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi.SandboxEvent) error {
-	r, err := load(ctx, s.db, id)
+	r, err := loadRunsAs(ctx, s.db, id)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (s *Service) foundEnd(ctx context.Context, r *record, state State, reason s
 func (s *Service) ended(ctx context.Context, r *record, state State) {
 	s.m.ended(r, state)
 	if r.NodeID != "" {
-		s.release(ctx, r.ID)
+		s.release(ctx, r.RunsAs)
 	}
 	s.hub.changed(r.ID)
 	s.hub.kickLoops()

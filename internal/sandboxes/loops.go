@@ -139,7 +139,7 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 			continue
 		}
 		last := max(s.lastListed[r.ID], r.StartingAt, r.RunningAt)
-		if set[r.ID] {
+		if set[r.RunsAs] {
 			last = max(last, n.ReportedAt)
 			if r.State == StateStarting {
 				running = append(running, r)
@@ -147,7 +147,7 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 		}
 		seen[r.ID] = last
 		switch {
-		case set[r.ID]:
+		case set[r.RunsAs]:
 		case r.State == StateRunning && n.ReportedAt-last > grace:
 			lost = append(lost, loss{r, ReasonNotListed, fmt.Sprintf("node %s no longer lists it: its reports since %s do not",
 				r.NodeID, time.UnixMilli(last).UTC().Format(time.RFC3339)), true})
@@ -227,7 +227,7 @@ func (s *Service) unplace(ctx context.Context, r *record, node, message string) 
 		return false, err
 	}
 	s.log.Warn("sandbox placed again", "sandbox", r.ID, "tenant", r.TenantID, "node", node, "detail", message)
-	s.release(ctx, r.ID)
+	s.release(ctx, r.RunsAs)
 	s.hub.changed(r.ID)
 	s.hub.kickLoops()
 	return true, nil
@@ -380,7 +380,7 @@ func (s *Service) readWarmRooms(ctx context.Context) (*warmRooms, error) {
 			}
 			listed[r.NodeID] = ids
 		}
-		if slices.Contains(ids, r.ID) {
+		if slices.Contains(ids, r.RunsAs) {
 			w.stopping[r.PoolID]++
 		}
 	}
@@ -467,7 +467,7 @@ func (s *Service) placeWaiting(ctx context.Context, r *record, node string) erro
 		return enqueue(ctx, tx, node, kind, r.ID, r.TemplateID, now)
 	})
 	if err != nil || !placed {
-		s.release(ctx, r.ID)
+		s.release(ctx, r.RunsAs)
 		return err
 	}
 	s.m.placedLate(r, now)

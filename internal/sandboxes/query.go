@@ -34,15 +34,6 @@ func (s *Service) visible(ctx context.Context, tenant, id string) (*record, erro
 	if err != nil {
 		return nil, err
 	}
-	if r == nil { // a create that claimed a warm sandbox while it waited: that sandbox answers
-		claimed, err := query(ctx, s.db, `claimed_for = $1`, id)
-		if err != nil {
-			return nil, err
-		}
-		if len(claimed) == 1 {
-			r = claimed[0]
-		}
-	}
 	if r == nil || r.TenantID != tenant || r.DeletedAt != 0 {
 		return nil, notFound(tenant, id)
 	}

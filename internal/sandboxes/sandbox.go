@@ -115,8 +115,9 @@ type Result struct {
 // is the create's environment as given: secret:// values stay references (their values reach
 // only the sandbox). Reason and Message say why it is in its state; States lists every state it
 // reached, oldest first. A warm sandbox (Warm) was started ahead of need by its template's warm
-// pool; ClaimedAt is when a create claimed it (0 while it idles), and ClaimedFor the id of the
-// create that claimed it while it waited for room: that id answers for this sandbox too.
+// pool; ClaimedAt is when a create claimed it (0 while it idles). A warm sandbox claimed by a
+// create that waited for room takes that create's id (ID); RunsAs is then the warm sandbox's
+// own id, the one its node knows it by (empty when that is ID).
 type Sandbox struct {
 	ID             string            `json:"id"`
 	TenantID       string            `json:"tenantId"`
@@ -139,7 +140,7 @@ type Sandbox struct {
 	Resources               Resources    `json:"resources"`
 	Warm                    bool         `json:"warm"`
 	ClaimedAt               int64        `json:"claimedAt,omitempty"`
-	ClaimedFor              string       `json:"claimedFor,omitempty"`
+	RunsAs                  string       `json:"runsAs,omitempty"`
 	CreatedAt               int64        `json:"createdAt"`
 	CreatedBy               string       `json:"createdBy"`
 	StopRequestedAt         int64        `json:"stopRequestedAt,omitempty"`
@@ -198,7 +199,7 @@ type record struct {
 	StdoutTruncated, StderrTruncated                                 bool
 	CPUMillis, PeakMemoryBytes                                       int64
 	StopRequestedAt, DeletedAt, UpdatedAt                            int64
-	ClaimedFor                                                       string
+	RunsAs                                                           string // the id its node knows it by (ID but for a claim by a waiting create)
 	StopReason                                                       string // why the control plane stopped it, when not a delete (ReasonNodeDrained)
 }
 
@@ -207,8 +208,11 @@ func (r *record) view() Sandbox {
 	s := Sandbox{
 		ID: r.ID, TenantID: r.TenantID, TemplateID: r.TemplateID, Template: r.TemplateName, PoolID: r.PoolID, FlavorID: r.FlavorID,
 		NodeID: r.NodeID, State: r.State, Message: r.Message, Command: r.Spec.Command, Env: r.Spec.Env, Labels: r.Spec.Labels,
-		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, TerminationGraceSeconds: r.Spec.graceSeconds(), Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt, ClaimedFor: r.ClaimedFor,
+		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, TerminationGraceSeconds: r.Spec.graceSeconds(), Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt,
 		CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, StopRequestedAt: r.StopRequestedAt,
+	}
+	if r.RunsAs != r.ID {
+		s.RunsAs = r.RunsAs
 	}
 	if s.Command == nil {
 		s.Command = []string{}
