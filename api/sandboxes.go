@@ -77,14 +77,17 @@ type Sandbox struct {
 type SandboxState string
 
 // The states of a sandbox: pending (accepted, waiting for a node), starting (placed and handed
-// to its node's agent), running (its process runs), and the final ones: exited (ended by
-// itself; the exit code says how), failed (could not be started, or never placed before
-// --pending-timeout), killed (stopped: deleted, or its timeout), lost (its node lost it, went
-// Down, or was deleted).
+// to its node's agent), running (its process runs), unknown (it was running when its node
+// stopped reporting: it may run on, and is running again when the node comes back within the
+// disconnect grace), and the final ones: exited (ended by itself; the exit code says how),
+// failed (could not be started, or never placed before --pending-timeout), killed (stopped:
+// deleted, or its timeout), lost (its node lost it, stayed away past the disconnect grace, or
+// was deleted).
 const (
 	SandboxPending  SandboxState = "pending"
 	SandboxStarting SandboxState = "starting"
 	SandboxRunning  SandboxState = "running"
+	SandboxUnknown  SandboxState = "unknown"
 	SandboxExited   SandboxState = "exited"
 	SandboxFailed   SandboxState = "failed"
 	SandboxKilled   SandboxState = "killed"
@@ -94,7 +97,7 @@ const (
 // Valid reports whether s is one of the states.
 func (s SandboxState) Valid() bool {
 	switch s {
-	case SandboxPending, SandboxStarting, SandboxRunning, SandboxExited, SandboxFailed, SandboxKilled, SandboxLost:
+	case SandboxPending, SandboxStarting, SandboxRunning, SandboxUnknown, SandboxExited, SandboxFailed, SandboxKilled, SandboxLost:
 		return true
 	}
 	return false
@@ -141,10 +144,10 @@ type SandboxResult struct {
 	PeakMemoryBytes int64  `json:"peakMemoryBytes,omitempty"`
 }
 
-// SandboxListInput is the input of sandboxes.list: state (pending, starting, running, exited,
-// failed, killed, lost), node (a node id), template (id or name) narrow the list; warm lists
-// the idle sandboxes of the tenant's warm pools instead; limit 1-1000 (default 100); cursor the
-// previous page's nextCursor. Newest first.
+// SandboxListInput is the input of sandboxes.list: state (pending, starting, running,
+// unknown, exited, failed, killed, lost), node (a node id), template (id or name) narrow the
+// list; warm lists the idle sandboxes of the tenant's warm pools instead; limit 1-1000
+// (default 100); cursor the previous page's nextCursor. Newest first.
 type SandboxListInput struct {
 	TenantID string `json:"tenantId"`
 	State    string `json:"state,omitempty"`

@@ -149,6 +149,7 @@ type template struct {
 	Warm                                               *compute.Warm
 	Res                                                Resources
 	GraceSeconds                                       int64 // its terminationGraceSeconds; 0: the default
+	DisconnectGraceSeconds                             int64 // its disconnectGraceSeconds; 0: --disconnect-grace
 }
 
 // graceFor is the terminationGraceSeconds of a sandbox created with in from t: the create's,
@@ -182,7 +183,8 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 	if err := o.DecodeSpec(&ts); err != nil {
 		return template{}, err
 	}
-	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds}
+	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds,
+		DisconnectGraceSeconds: ts.DisconnectGraceSeconds}
 	flavor, err := compute.Load(ctx, q, ts.FlavorID)
 	if err != nil {
 		return template{}, fmt.Errorf("the flavor of template %s: %w", o.ID, err)
@@ -279,7 +281,8 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 		ID: id, RunsAs: id, TenantID: in.TenantID, TemplateID: tpl.ID, TemplateName: tpl.Name, PoolID: tpl.PoolID, FlavorID: tpl.FlavorID,
 		State: StatePending, Warm: in.warm, Res: tpl.Res, Charged: true, Priority: t.priority, CreatedBy: in.CreatedBy, CreatedAt: now,
 		PendingReason: ReasonCreated, UpdatedAt: now,
-		Spec: spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl)},
+		Spec: spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl),
+			DisconnectGraceSeconds: tpl.DisconnectGraceSeconds},
 	}
 	kind := nodeapi.KindStart
 	if in.warm {
@@ -412,7 +415,8 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		now := s.now()
 		r.ClaimedAt, r.CreatedBy, r.CreatedAt, r.PendingReason = now, in.CreatedBy, now, ReasonCreated
 		r.State, r.StartingAt, r.StartingReason, r.RunningAt, r.RunningReason, r.Message = StateStarting, now, ReasonClaimed, 0, "", ""
-		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl)}
+		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl),
+			DisconnectGraceSeconds: tpl.DisconnectGraceSeconds}
 		claimed := false
 		err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, created_by = $3, created_at = $4, pending_reason = $5, state = $6,

@@ -65,7 +65,7 @@ func (s *Service) List(ctx context.Context, in ListInput) ([]Sandbox, string, er
 		in.Limit = 100
 	}
 	if in.State != "" && !in.State.Valid() {
-		return nil, "", cubefleet.Invalid("state", "state is one of pending, starting, running, exited, failed, killed, lost")
+		return nil, "", cubefleet.Invalid("state", "state is one of pending, starting, running, unknown, exited, failed, killed, lost")
 	}
 	if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "sbx") {
 		return nil, "", cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (a sandbox id): pass the nextCursor of the previous page", in.Cursor)
