@@ -85,25 +85,23 @@ func insert(ctx context.Context, q store.Querier, r *record) error {
 
 // load returns sandbox id (deleted ones included), or nil when there is none.
 func load(ctx context.Context, q store.Querier, id string) (*record, error) {
-	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+columns+` FROM sandboxes WHERE id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load sandbox %s: %w", id, err)
-	}
-	return r, nil
+	return loadBy(ctx, q, "id", id)
 }
 
 // loadRunsAs returns the sandbox its node knows as id (deleted ones included), or nil when
 // there is none.
 func loadRunsAs(ctx context.Context, q store.Querier, id string) (*record, error) {
-	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+columns+` FROM sandboxes WHERE runs_as = $1`, id))
+	return loadBy(ctx, q, "runs_as", id)
+}
+
+// loadBy returns the sandbox whose column ("id" or "runs_as") is id, or nil when there is none.
+func loadBy(ctx context.Context, q store.Querier, column, id string) (*record, error) {
+	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+columns+` FROM sandboxes WHERE `+column+` = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load the sandbox a node runs as %s: %w", id, err)
+		return nil, fmt.Errorf("load sandbox %s (%s): %w", id, column, err)
 	}
 	return r, nil
 }
