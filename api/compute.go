@@ -99,6 +99,10 @@ type SandboxTemplateSpec struct {
 	// TerminationGraceSeconds is the time its sandboxes get between SIGTERM and SIGKILL when
 	// they are stopped (1 to 3600; absent: 10), unless a create gives its own.
 	TerminationGraceSeconds int64 `json:"terminationGraceSeconds,omitempty"`
+	// DisconnectGraceSeconds is how long a running sandbox of it stays unknown after its
+	// node's last report before it is lost (1 to 86400; absent: the server's
+	// --disconnect-grace).
+	DisconnectGraceSeconds int64 `json:"disconnectGraceSeconds,omitempty"`
 }
 
 // WarmPool is a template's warm pool: between Min and Max sandboxes kept booted.

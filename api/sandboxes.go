@@ -40,8 +40,9 @@ type SandboxCreateInput struct {
 // is the create's environment as given: secret:// values stay references (their values reach
 // only the sandbox). Reason and Message say why it is in its state; States lists every state it
 // reached, oldest first. A warm sandbox (Warm) was started ahead of need by its template's warm
-// pool; ClaimedAt is when a create claimed it (0 while it idles), and ClaimedFor the id of the
-// create that claimed it while it waited for room: that id answers for this sandbox too.
+// pool; ClaimedAt is when a create claimed it (0 while it idles). A warm sandbox claimed by a
+// create that waited for room takes that create's id (ID); RunsAs is then the warm sandbox's
+// own id, the one its node knows it by (empty when that is ID).
 type Sandbox struct {
 	ID             string            `json:"id"`
 	TenantID       string            `json:"tenantId"`
@@ -64,7 +65,7 @@ type Sandbox struct {
 	Resources               SandboxResources    `json:"resources"`
 	Warm                    bool                `json:"warm"`
 	ClaimedAt               int64               `json:"claimedAt,omitempty"`
-	ClaimedFor              string              `json:"claimedFor,omitempty"`
+	RunsAs                  string              `json:"runsAs,omitempty"`
 	CreatedAt               int64               `json:"createdAt"`
 	CreatedBy               string              `json:"createdBy"`
 	StopRequestedAt         int64               `json:"stopRequestedAt,omitempty"`
@@ -76,14 +77,17 @@ type Sandbox struct {
 type SandboxState string
 
 // The states of a sandbox: pending (accepted, waiting for a node), starting (placed and handed
-// to its node's agent), running (its process runs), and the final ones: exited (ended by
-// itself; the exit code says how), failed (could not be started, or never placed before
-// --pending-timeout), killed (stopped: deleted, or its timeout), lost (its node lost it, went
-// Down, or was deleted).
+// to its node's agent), running (its process runs), unknown (it was running when its node
+// stopped reporting: it may run on, and is running again when the node comes back within the
+// disconnect grace), and the final ones: exited (ended by itself; the exit code says how),
+// failed (could not be started, or never placed before --pending-timeout), killed (stopped:
+// deleted, or its timeout), lost (its node lost it, stayed away past the disconnect grace, or
+// was deleted).
 const (
 	SandboxPending  SandboxState = "pending"
 	SandboxStarting SandboxState = "starting"
 	SandboxRunning  SandboxState = "running"
+	SandboxUnknown  SandboxState = "unknown"
 	SandboxExited   SandboxState = "exited"
 	SandboxFailed   SandboxState = "failed"
 	SandboxKilled   SandboxState = "killed"
@@ -93,7 +97,7 @@ const (
 // Valid reports whether s is one of the states.
 func (s SandboxState) Valid() bool {
 	switch s {
-	case SandboxPending, SandboxStarting, SandboxRunning, SandboxExited, SandboxFailed, SandboxKilled, SandboxLost:
+	case SandboxPending, SandboxStarting, SandboxRunning, SandboxUnknown, SandboxExited, SandboxFailed, SandboxKilled, SandboxLost:
 		return true
 	}
 	return false
@@ -140,10 +144,10 @@ type SandboxResult struct {
 	PeakMemoryBytes int64  `json:"peakMemoryBytes,omitempty"`
 }
 
-// SandboxListInput is the input of sandboxes.list: state (pending, starting, running, exited,
-// failed, killed, lost), node (a node id), template (id or name) narrow the list; warm lists
-// the idle sandboxes of the tenant's warm pools instead; limit 1-1000 (default 100); cursor the
-// previous page's nextCursor. Newest first.
+// SandboxListInput is the input of sandboxes.list: state (pending, starting, running,
+// unknown, exited, failed, killed, lost), node (a node id), template (id or name) narrow the
+// list; warm lists the idle sandboxes of the tenant's warm pools instead; limit 1-1000
+// (default 100); cursor the previous page's nextCursor. Newest first.
 type SandboxListInput struct {
 	TenantID string `json:"tenantId"`
 	State    string `json:"state,omitempty"`

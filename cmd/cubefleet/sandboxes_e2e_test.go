@@ -318,14 +318,15 @@ func (f *sandboxFleet) agent(id string) *sandboxAgent {
 // sandboxes spread over the agents, every result retrievable and output cut at
 // --result-max-bytes with the marker; a secret:// value reaches the sandbox and nothing else;
 // a warm pool is claimed from and refills; then a node is killed (the agent and its sandboxes,
-// SIGKILL): its sandboxes are lost with a reason within the heartbeat window, nothing more is
+// SIGKILL): its sandboxes are lost with a reason within the heartbeat window (a disconnect
+// grace of 1 s, shorter than the window), nothing more is
 // placed there, and the warm pool refills on the others. On both databases (the results, the
 // secret's absence and the lost sandboxes are the database's).
 func TestSandboxesOnAgents(t *testing.T) {
 	for name, dsn := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			database := dsn(t)
-			f := newSandboxFleet(t, database, 3)
+			f := newSandboxFleet(t, database, 3, "--disconnect-grace", "1s") // lost as soon as the node is Down
 			ctx := context.Background()
 
 			// 50 sandboxes, each a real command: every fifth writes more than the limit on

@@ -549,7 +549,7 @@ func sandboxFrom(v sandboxes.Sandbox) contract.Sandbox {
 		Resources:               sandboxResourcesFrom(v.Resources),
 		Warm:                    v.Warm,
 		ClaimedAt:               v.ClaimedAt,
-		ClaimedFor:              v.ClaimedFor,
+		RunsAs:                  v.RunsAs,
 		CreatedAt:               v.CreatedAt,
 		CreatedBy:               v.CreatedBy,
 		StopRequestedAt:         v.StopRequestedAt,

@@ -511,13 +511,13 @@ func newSandboxesListCmd() *cobra.Command {
 		Short: "List a tenant's sandboxes, newest first",
 		Long: `List a tenant's sandboxes, newest first: id, template, state (with why), node, when it was
 created, its exit status once ended, and its command. --state (pending, starting, running,
-exited, failed, killed, lost), --node and --template (id or name) narrow the list; --warm lists
+unknown, exited, failed, killed, lost), --node and --template (id or name) narrow the list; --warm lists
 the idle sandboxes of the tenant's warm pools instead, which a create claims. At most --limit
 (default 100) are listed; when there are more, the next page's --cursor is printed on stderr.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if state != "" && !api.SandboxState(state).Valid() {
-				return usagef("--state %q: give pending, starting, running, exited, failed, killed or lost", state)
+				return usagef("--state %q: give pending, starting, running, unknown, exited, failed, killed or lost", state)
 			}
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit %d: give 1 to 1000", limit)

@@ -118,6 +118,8 @@ docs/server.md and docs/iam.md.`,
 				return usagef("--result-retention %s: give at least 1m", cfg.ResultRetention)
 			case cfg.PendingTimeout < time.Second:
 				return usagef("--pending-timeout %s: give at least 1s", cfg.PendingTimeout)
+			case cfg.DisconnectGrace < 0:
+				return usagef("--disconnect-grace %s: give at least 1s, or 0 for the heartbeat window plus 60s", cfg.DisconnectGrace)
 			case cfg.TenantMaxSandboxes < 1:
 				return usagef("--tenant-max-sandboxes %d: give at least 1", cfg.TenantMaxSandboxes)
 			}
@@ -224,6 +226,7 @@ docs/server.md and docs/iam.md.`,
 	f.Int64Var(&cfg.TenantResultMaxBytes, "tenant-result-max-bytes", sandboxes.DefaultTenantResultMaxBytes, "output bytes (both streams) one tenant's ended sandboxes keep together; past it the oldest results' output is dropped first, their records stay (at least 2 × --result-max-bytes)")
 	durationVar(f, &cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
 	durationVar(f, &cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
+	durationVar(f, &cfg.DisconnectGrace, "disconnect-grace", 0, "how long after its node's last report a running sandbox of a node that stopped reporting stays unknown (and runs on if the node comes back) before it is lost and stopped on the node's return; a template's disconnectGraceSeconds overrides it (0: --node-heartbeat-timeout plus 60s)")
 	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
 	f.IntVar(&cfg.APIWorkers, "api-workers", 0, "API calls that run at once (others queue; writes go first up to half of them); 0: one per CPU, at least 2")
 	f.StringVar(&bodyBudget, "api-body-budget", humanize.IBytes(server.DefaultBodyBudget), "most bytes of API request bodies held at once across all calls; past it a call is answered RESOURCE_EXHAUSTED (429) with Retry-After")

@@ -49,7 +49,7 @@ var Kinds = []KindInfo{
 	{Kind: KindOwnerQuota, API: "ownerQuotas", Prefix: "oq", RemoveVerb: "delete", Updatable: []string{"max"}, Creatable: true, newSpec: func() spec { return &OwnerQuotaSpec{} }},
 	{Kind: KindOffer, API: "offers", Prefix: "offer", RemoveVerb: "delete", Updatable: []string{"quota", "priority"}, Creatable: true, newSpec: func() spec { return &OfferSpec{} }},
 	{Kind: KindFlavor, API: "flavors", Prefix: "flv", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"vcpu", "memoryGiB", "diskGiB"}, Creatable: true, newSpec: func() spec { return &FlavorSpec{} }},
-	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
+	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds", "disconnectGraceSeconds"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
 }
 
 // Info returns the KindInfo of kind; ok is false for an unknown kind.
@@ -191,7 +191,9 @@ type FlavorSpec struct {
 // (fieldrules.ImageID), Env at most 256 variables (names fieldrules.EnvName, values at most 4096
 // characters, credentials as secret references), Network "private" or "public", Warm
 // 0 <= Min <= Max <= 1000, TerminationGraceSeconds 1 to 3600 (fieldrules.TerminationGrace;
-// absent: its sandboxes get 10 s unless their create says otherwise).
+// absent: its sandboxes get 10 s unless their create says otherwise), DisconnectGraceSeconds 1
+// to 86400 (fieldrules.DisconnectGrace: how long a running sandbox stays unknown after its
+// node's last report before it is lost; absent: the server's --disconnect-grace).
 type SandboxTemplateSpec struct {
 	PoolID                  string            `json:"poolId"`
 	FlavorID                string            `json:"flavorId"`
@@ -200,6 +202,7 @@ type SandboxTemplateSpec struct {
 	Network                 string            `json:"network"` // "private" or "public"
 	Warm                    *Warm             `json:"warm,omitempty"`
 	TerminationGraceSeconds int64             `json:"terminationGraceSeconds,omitempty"`
+	DisconnectGraceSeconds  int64             `json:"disconnectGraceSeconds,omitempty"`
 }
 
 // EnforcedResources are the quota resources admission enforces (fieldrules.EnforcedResources);
@@ -366,6 +369,9 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 	}
 	if s.TerminationGraceSeconds != 0 {
 		p.within("terminationGraceSeconds", s.TerminationGraceSeconds, fieldrules.TerminationGrace)
+	}
+	if s.DisconnectGraceSeconds != 0 {
+		p.within("disconnectGraceSeconds", s.DisconnectGraceSeconds, fieldrules.DisconnectGrace)
 	}
 }
 

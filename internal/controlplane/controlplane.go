@@ -8,6 +8,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,11 @@ type Config struct {
 	ResultMaxBytes, TenantResultMaxBytes int64
 	ResultRetention, PendingTimeout      time.Duration
 	TenantMaxSandboxes                   int
+	// DisconnectGrace is --disconnect-grace: how long after its node's last report a running
+	// sandbox of a node that stopped reporting stays unknown before it is lost (a template's
+	// disconnectGraceSeconds overrides it). Zero means NodeHeartbeatTimeout (or its default)
+	// plus 60 s.
+	DisconnectGrace time.Duration
 	// Holder names this replica in the sandboxes' database claims.
 	Holder string
 	// Now is the clock.
@@ -134,11 +140,15 @@ func New(ctx context.Context, cfg Config) (*System, error) {
 		return nil, err
 	}
 	if !cfg.Disabled[compute.ModuleVPS] && !cfg.Disabled[compute.ModuleTemplates] {
+		disconnect := cfg.DisconnectGrace
+		if disconnect <= 0 {
+			disconnect = cmp.Or(cfg.NodeHeartbeatTimeout, nodes.DefaultHeartbeatTimeout) + time.Minute
+		}
 		if sys.Sandboxes, err = sandboxes.New(sandboxes.Config{
 			DB: cfg.DB, Secrets: box, Placer: lanePlacer{lane: sys.Lane, nodes: sys.Nodes, members: cfg.Members}, Nodes: sys.Nodes,
 			Names: sys.Compute.Names, Holder: cfg.Holder,
 			ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention, PendingTimeout: cfg.PendingTimeout,
-			TenantMaxSandboxes: cfg.TenantMaxSandboxes, Now: cfg.Now, Log: cfg.Log,
+			DisconnectGrace: disconnect, TenantMaxSandboxes: cfg.TenantMaxSandboxes, Now: cfg.Now, Log: cfg.Log,
 		}); err != nil {
 			return nil, err
 		}

@@ -68,6 +68,10 @@ var (
 	// the seconds between SIGTERM and SIGKILL when it is stopped (deleted, timed out, evicted by
 	// a drain's deadline, or by agent down). Absent means DefaultTerminationGraceSeconds.
 	TerminationGrace = Range{Min: 1, Max: 3600, Unit: "seconds"}
+	// DisconnectGrace bounds a template's disconnectGraceSeconds: how long a running sandbox of
+	// it stays unknown after its node's last report before it is lost (up to a day). Absent
+	// means the server's --disconnect-grace.
+	DisconnectGrace = Range{Min: 1, Max: 86400, Unit: "seconds"}
 	// Quota bounds an owner quota's max and every value of an offer's quota: up to
 	// MaxExactInteger (2^53).
 	Quota = Range{Min: 0, Max: MaxExactInteger, Unit: "a count; GiB for memoryGiB and diskGiB"}

@@ -110,7 +110,8 @@ func (p *Planner) Export(ctx context.Context, q store.Querier, tenantID string) 
 		if err := o.DecodeSpec(&s); err != nil {
 			return nil, err
 		}
-		t := document.SandboxTemplate{Name: o.Name, Pool: st.fleetName(s.PoolID), Flavor: st.ownName(s.FlavorID), ImageID: s.ImageID, Env: s.Env, Network: s.Network, TerminationGraceSeconds: s.TerminationGraceSeconds}
+		t := document.SandboxTemplate{Name: o.Name, Pool: st.fleetName(s.PoolID), Flavor: st.ownName(s.FlavorID), ImageID: s.ImageID, Env: s.Env, Network: s.Network, TerminationGraceSeconds: s.TerminationGraceSeconds,
+			DisconnectGraceSeconds: s.DisconnectGraceSeconds}
 		if pool, ok := st.byID[s.PoolID]; ok && pool.TenantID != tenantID {
 			t.Pool = pool.ID
 		}

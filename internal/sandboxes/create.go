@@ -149,6 +149,7 @@ type template struct {
 	Warm                                               *compute.Warm
 	Res                                                Resources
 	GraceSeconds                                       int64 // its terminationGraceSeconds; 0: the default
+	DisconnectGraceSeconds                             int64 // its disconnectGraceSeconds; 0: --disconnect-grace
 }
 
 // graceFor is the terminationGraceSeconds of a sandbox created with in from t: the create's,
@@ -182,7 +183,8 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 	if err := o.DecodeSpec(&ts); err != nil {
 		return template{}, err
 	}
-	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds}
+	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds,
+		DisconnectGraceSeconds: ts.DisconnectGraceSeconds}
 	flavor, err := compute.Load(ctx, q, ts.FlavorID)
 	if err != nil {
 		return template{}, fmt.Errorf("the flavor of template %s: %w", o.ID, err)
@@ -274,11 +276,13 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 		}
 	}
 	now := s.now()
+	id := cubefleet.NewID("sbx")
 	r := &record{
-		ID: cubefleet.NewID("sbx"), TenantID: in.TenantID, TemplateID: tpl.ID, TemplateName: tpl.Name, PoolID: tpl.PoolID, FlavorID: tpl.FlavorID,
+		ID: id, RunsAs: id, TenantID: in.TenantID, TemplateID: tpl.ID, TemplateName: tpl.Name, PoolID: tpl.PoolID, FlavorID: tpl.FlavorID,
 		State: StatePending, Warm: in.warm, Res: tpl.Res, Charged: true, Priority: t.priority, CreatedBy: in.CreatedBy, CreatedAt: now,
 		PendingReason: ReasonCreated, UpdatedAt: now,
-		Spec: spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl)},
+		Spec: spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl),
+			DisconnectGraceSeconds: tpl.DisconnectGraceSeconds},
 	}
 	kind := nodeapi.KindStart
 	if in.warm {
@@ -322,7 +326,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	})
 	if err != nil {
 		if placed {
-			s.release(ctx, r.ID)
+			s.release(ctx, r.RunsAs)
 		}
 		return Sandbox{}, err
 	}
@@ -383,7 +387,7 @@ func selects(labels, selector map[string]string) bool {
 	return true
 }
 
-// release frees sandbox id's reservation; a failure is logged (the reservation expires).
+// release frees the reservation of the sandbox its node knows as id (record.RunsAs); a failure is logged (the reservation expires).
 func (s *Service) release(ctx context.Context, id string) {
 	if err := s.cfg.Placer.Release(context.WithoutCancel(ctx), id); err != nil {
 		s.log.Warn("releasing a sandbox's reservation failed; it expires", "sandbox", id, "err", err)
@@ -411,7 +415,8 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 		now := s.now()
 		r.ClaimedAt, r.CreatedBy, r.CreatedAt, r.PendingReason = now, in.CreatedBy, now, ReasonCreated
 		r.State, r.StartingAt, r.StartingReason, r.RunningAt, r.RunningReason, r.Message = StateStarting, now, ReasonClaimed, 0, "", ""
-		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl)}
+		r.Spec = spec{Command: in.Command, Env: in.Env, Labels: in.Labels, NodeSelector: in.NodeSelector, TimeoutSeconds: in.TimeoutSeconds, GraceSeconds: graceFor(in, tpl),
+			DisconnectGraceSeconds: tpl.DisconnectGraceSeconds}
 		claimed := false
 		err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, created_by = $3, created_at = $4, pending_reason = $5, state = $6,
@@ -447,36 +452,40 @@ func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sand
 // errClaimLost rolls a claim back whose waiting create or warm sandbox changed meanwhile.
 var errClaimLost = errors.New("claimed, placed or deleted meanwhile")
 
-// claimWaiting gives waiting create w the idle warm sandbox x of its template: x takes w's
-// command, environment, labels, timeout, creator and creation time, its state is starting again
-// (kind claim), and it answers for w's id from then on (ClaimedFor); w's row is removed and its
-// share of the quotas given back (x keeps its own). ok is false when either changed meanwhile.
+// claimWaiting gives waiting create w the idle warm sandbox x of its template: x takes w's id
+// (the id w's create answered; x's own stays the one its node knows it by, RunsAs), command,
+// environment, labels, timeout, creator and creation time, and its state is starting again
+// (kind claim); w's row is removed and its share of the quotas given back (x keeps its own).
+// ok is false when either changed meanwhile.
 func (s *Service) claimWaiting(ctx context.Context, w, x *record) (ok bool, err error) {
 	now := s.now()
 	err = s.db.InGroupTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET claimed_at = $2, claimed_for = $3, created_by = $4, created_at = $5, pending_reason = $6,
-			state = $7, starting_at = $8, starting_reason = $9, running_at = 0, running_reason = '', message = '', spec = $10, updated_at = $8
-			WHERE id = $1 AND claimed_at = 0 AND state = 'running' AND deleted_at = 0 AND stop_requested_at = 0`,
-			x.ID, now, w.ID, w.CreatedBy, w.CreatedAt, w.PendingReason, string(StateStarting), now, ReasonClaimed, mustJSON(w.Spec))
-		if err != nil {
-			return fmt.Errorf("claim %s for %s: %w", x.ID, w.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return errClaimLost
-		}
-		res, err = tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = $1 AND queued = 1 AND state = $2 AND deleted_at = 0`, w.ID, string(StatePending))
+		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = $1 AND queued = 1 AND state = $2 AND deleted_at = 0`, w.ID, string(StatePending))
 		if err != nil {
 			return fmt.Errorf("hand %s over to %s: %w", w.ID, x.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return errClaimLost
 		}
+		res, err = tx.ExecContext(ctx, `UPDATE sandboxes SET id = $2, claimed_at = $3, created_by = $4, created_at = $5, pending_reason = $6,
+			state = $7, starting_at = $3, starting_reason = $8, running_at = 0, running_reason = '', message = '', spec = $9, updated_at = $3
+			WHERE id = $1 AND claimed_at = 0 AND state = 'running' AND deleted_at = 0 AND stop_requested_at = 0`,
+			x.ID, w.ID, now, w.CreatedBy, w.CreatedAt, w.PendingReason, string(StateStarting), ReasonClaimed, mustJSON(w.Spec))
+		if err != nil {
+			return fmt.Errorf("claim %s for %s: %w", x.ID, w.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errClaimLost
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes_assignments SET sandbox_id = $2 WHERE sandbox_id = $1`, x.ID, w.ID); err != nil {
+			return fmt.Errorf("claim %s for %s: its work: %w", x.ID, w.ID, err)
+		}
 		if w.Charged {
 			if err := charge(ctx, tx, w.TenantID, w.PoolID, w.usage(), -1); err != nil {
 				return err
 			}
 		}
-		return enqueue(ctx, tx, x.NodeID, nodeapi.KindClaim, x.ID, x.TemplateID, now)
+		return enqueue(ctx, tx, x.NodeID, nodeapi.KindClaim, w.ID, x.TemplateID, now)
 	})
 	if errors.Is(err, errClaimLost) {
 		return false, nil

@@ -25,7 +25,7 @@ const columns = `id, tenant_id, template_id, template_name, pool_id, flavor_id, 
 	vcpu, memory_gib, disk_gib, gpu, charged, priority, queued, created_by, created_at, pending_reason,
 	starting_at, starting_reason, running_at, running_reason, ended_at, end_reason, message, exit_code, signal,
 	stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, cpu_ms, peak_memory_bytes,
-	stop_requested_at, deleted_at, updated_at, claimed_for, stop_reason`
+	stop_requested_at, deleted_at, updated_at, runs_as, stop_reason, unknown_at, reconnected_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -38,7 +38,7 @@ func scanRecord(row scanner) (*record, error) {
 		&r.Res.VCPU, &r.Res.MemoryGiB, &r.Res.DiskGiB, &r.Res.GPU, &charged, &r.Priority, &queued, &r.CreatedBy, &r.CreatedAt, &r.PendingReason,
 		&r.StartingAt, &r.StartingReason, &r.RunningAt, &r.RunningReason, &r.EndedAt, &r.EndReason, &r.Message, &exit, &r.Signal,
 		&r.StdoutBytes, &r.StderrBytes, &outT, &errT, &r.CPUMillis, &r.PeakMemoryBytes,
-		&r.StopRequestedAt, &r.DeletedAt, &r.UpdatedAt, &r.ClaimedFor, &r.StopReason); err != nil {
+		&r.StopRequestedAt, &r.DeletedAt, &r.UpdatedAt, &r.RunsAs, &r.StopReason, &r.UnknownAt, &r.ReconnectedAt); err != nil {
 		return nil, err
 	}
 	r.State, r.Warm, r.Charged, r.Queued = State(state), warm == 1, charged == 1, queued == 1
@@ -60,20 +60,23 @@ func b2i(b bool) int {
 	return 0
 }
 
-// insert writes r as a new row.
+// insert writes r as a new row (RunsAs its ID when unset).
 func insert(ctx context.Context, q store.Querier, r *record) error {
+	if r.RunsAs == "" {
+		r.RunsAs = r.ID
+	}
 	var exit any
 	if r.ExitCode != nil {
 		exit = int64(*r.ExitCode)
 	}
 	_, err := q.ExecContext(ctx, `INSERT INTO sandboxes (`+columns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
 		$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30,
-		$31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41)`,
+		$31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43)`,
 		r.ID, r.TenantID, r.TemplateID, r.TemplateName, r.PoolID, r.FlavorID, r.NodeID, string(r.State), b2i(r.Warm), r.ClaimedAt, mustJSON(r.Spec),
 		r.Res.VCPU, r.Res.MemoryGiB, r.Res.DiskGiB, r.Res.GPU, b2i(r.Charged), r.Priority, b2i(r.Queued), r.CreatedBy, r.CreatedAt, r.PendingReason,
 		r.StartingAt, r.StartingReason, r.RunningAt, r.RunningReason, r.EndedAt, r.EndReason, r.Message, exit, r.Signal,
 		r.StdoutBytes, r.StderrBytes, b2i(r.StdoutTruncated), b2i(r.StderrTruncated), r.CPUMillis, r.PeakMemoryBytes,
-		r.StopRequestedAt, r.DeletedAt, r.UpdatedAt, r.ClaimedFor, r.StopReason)
+		r.StopRequestedAt, r.DeletedAt, r.UpdatedAt, r.RunsAs, r.StopReason, r.UnknownAt, r.ReconnectedAt)
 	if err != nil {
 		return fmt.Errorf("insert sandbox %s: %w", r.ID, err)
 	}
@@ -82,12 +85,23 @@ func insert(ctx context.Context, q store.Querier, r *record) error {
 
 // load returns sandbox id (deleted ones included), or nil when there is none.
 func load(ctx context.Context, q store.Querier, id string) (*record, error) {
-	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+columns+` FROM sandboxes WHERE id = $1`, id))
+	return loadBy(ctx, q, "id", id)
+}
+
+// loadRunsAs returns the sandbox its node knows as id (deleted ones included), or nil when
+// there is none.
+func loadRunsAs(ctx context.Context, q store.Querier, id string) (*record, error) {
+	return loadBy(ctx, q, "runs_as", id)
+}
+
+// loadBy returns the sandbox whose column ("id" or "runs_as") is id, or nil when there is none.
+func loadBy(ctx context.Context, q store.Querier, column, id string) (*record, error) {
+	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+columns+` FROM sandboxes WHERE `+column+` = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("load sandbox %s (%s): %w", id, column, err)
 	}
 	return r, nil
 }

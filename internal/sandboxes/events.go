@@ -9,14 +9,14 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
-// SandboxEvent takes in an event of sandbox id from node (nodeapi.RouteSandboxEvent), which the
-// HTTP edge authenticated. Idempotent by (sandbox id, state): running moves a pending or
+// SandboxEvent takes in an event of sandbox id (the id node knows it by: record.RunsAs) from
+// node (nodeapi.RouteSandboxEvent), which the HTTP edge authenticated. Idempotent by (sandbox id, state): running moves a pending or
 // starting sandbox to running and changes nothing later; a final state ends a sandbox that has
 // not ended, with its result (each output stream cut at --result-max-bytes with the marker), and
 // changes nothing once it has. Errors: NOT_FOUND when the control plane does not run sandbox id
 // on node (the agent drops the event).
 func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi.SandboxEvent) error {
-	r, err := load(ctx, s.db, id)
+	r, err := loadRunsAs(ctx, s.db, id)
 	if err != nil {
 		return err
 	}
@@ -36,6 +36,9 @@ func (s *Service) SandboxEvent(ctx context.Context, node, id string, ev *nodeapi
 		if ev.Message != "" {
 			message += "; " + ev.Message
 		}
+	}
+	if r.State == StateLost && state == StateKilled && ev.Reason == "stopped" {
+		return nil // the stop the control plane queued when it lost the sandbox: it stays lost
 	}
 	if r.State == StateLost && state != StateLost {
 		return s.foundEnd(ctx, r, state, reason, ev)
@@ -97,9 +100,9 @@ func (s *Service) finish(ctx context.Context, tx *sql.Tx, r *record, state State
 	sqlRes, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = $2, ended_at = $3, end_reason = $4, message = $5, exit_code = $6, signal = $7,
 		stdout_bytes = $8, stderr_bytes = $9, stdout_truncated = $10, stderr_truncated = $11, cpu_ms = $12, peak_memory_bytes = $13,
 		charged = 0, queued = 0, updated_at = $3
-		WHERE id = $1 AND state IN ($14, $15, $16)`,
+		WHERE id = $1 AND state IN ($14, $15, $16, $17)`,
 		r.ID, string(state), now, reason, message, res.exit, res.signal, len(res.stdout), len(res.stderr), b2i(res.outT), b2i(res.errT), res.cpu, res.peak,
-		string(StatePending), string(StateStarting), string(StateRunning))
+		string(StatePending), string(StateStarting), string(StateRunning), string(StateUnknown))
 	if err != nil {
 		return false, fmt.Errorf("end sandbox %s: %w", r.ID, err)
 	}
@@ -195,7 +198,7 @@ func (s *Service) ended(ctx context.Context, r *record, state State) {
 	s.m.ended(r, state)
 	s.live.drop(r.ID)
 	if r.NodeID != "" {
-		s.release(ctx, r.ID)
+		s.release(ctx, r.RunsAs)
 	}
 	s.hub.changed(r.ID)
 	s.hub.kickLoops()

@@ -90,11 +90,14 @@ func (s *Service) Reconcile(ctx context.Context) {
 }
 
 // CheckNodes ends the sandboxes their nodes lost (lost, with the reason): every placed sandbox
-// of a node that is deleted (node_deleted), Down or Lost (node_down); a running sandbox its
-// node's reports have not listed for UnlistedGrace (not_listed); a starting one its node has
-// not listed within StartTimeout (start_timeout). A starting sandbox its node lists is running
-// (its event may still travel). Nodes that do not list sandboxes (stock Cubelets) are judged by
-// their health only.
+// of a node that is deleted (node_deleted); a starting one or an idle warm one of a node that
+// is Down or Lost (node_down); a running one of such a node is unknown (node_disconnected) until its disconnect
+// grace (its template's disconnectGraceSeconds, else DisconnectGrace) after the node's last
+// report, and lost (node_down) after it; a running (or unknown) sandbox its node's reports have
+// not listed for UnlistedGrace (not_listed); a starting one its node has not listed within
+// StartTimeout (start_timeout). A starting sandbox its node lists is running (its event may
+// still travel); an unknown one its node, back, lists is running again (reconnected). Nodes that
+// do not list sandboxes (stock Cubelets) are judged by their health only.
 func (s *Service) CheckNodes(ctx context.Context) error {
 	now := s.now()
 	byID := map[string]nodes.WorkNode{}
@@ -109,7 +112,7 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 			listed[n.ID] = set
 		}
 	}
-	live, err := query(ctx, s.db, `state IN ($1, $2) AND node_id <> ''`, string(StateStarting), string(StateRunning))
+	live, err := query(ctx, s.db, `state IN ($1, $2, $3) AND node_id <> ''`, string(StateStarting), string(StateRunning), string(StateUnknown))
 	if err != nil {
 		return err
 	}
@@ -121,7 +124,7 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 		listed         bool // a report of its node listed it (lastListed holds its placement time till then)
 	}
 	var lost []loss
-	var running []*record
+	var running, disconnected, reconnected []*record
 	grace := s.cfg.UnlistedGrace.Milliseconds()
 	for _, r := range live {
 		n, ok := byID[r.NodeID]
@@ -130,25 +133,40 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 			lost = append(lost, loss{r, ReasonNodeDeleted, "node " + r.NodeID + " was deleted", s.lastListed[r.ID] > max(r.StartingAt, r.RunningAt)})
 			continue
 		case n.State == nodes.StateDown || n.State == nodes.StateLost:
-			lost = append(lost, loss{r, ReasonNodeDown, fmt.Sprintf("node %s is %s: its last report is %s old", r.NodeID, n.State,
-				(time.Duration(now-n.ReportedAt) * time.Millisecond).Round(time.Second)), s.lastListed[r.ID] > max(r.StartingAt, r.RunningAt)})
+			away := time.Duration(now-n.ReportedAt) * time.Millisecond
+			grace := s.disconnectGrace(r)
+			detail := fmt.Sprintf("node %s is %s: its last report is %s old", r.NodeID, n.State, away.Round(time.Second))
+			if r.State != StateStarting && (!r.Warm || r.ClaimedAt != 0) { // an idle warm sandbox is a cache: lost at once
+				if away <= grace {
+					if r.State == StateRunning {
+						disconnected = append(disconnected, r)
+					}
+					seen[r.ID] = s.lastListed[r.ID]
+					continue
+				}
+				detail += fmt.Sprintf(", past its disconnect grace of %s", grace)
+			}
+			lost = append(lost, loss{r, ReasonNodeDown, detail, s.lastListed[r.ID] > max(r.StartingAt, r.RunningAt)})
 			continue
 		}
 		set := listed[r.NodeID]
 		if set == nil {
 			continue
 		}
-		last := max(s.lastListed[r.ID], r.StartingAt, r.RunningAt)
-		if set[r.ID] {
+		last := max(s.lastListed[r.ID], r.StartingAt, r.RunningAt, r.UnknownAt)
+		if set[r.RunsAs] {
 			last = max(last, n.ReportedAt)
-			if r.State == StateStarting {
+			switch r.State {
+			case StateStarting:
 				running = append(running, r)
+			case StateUnknown:
+				reconnected = append(reconnected, r)
 			}
 		}
 		seen[r.ID] = last
 		switch {
-		case set[r.ID]:
-		case r.State == StateRunning && n.ReportedAt-last > grace:
+		case set[r.RunsAs]:
+		case r.State != StateStarting && n.ReportedAt-last > grace:
 			lost = append(lost, loss{r, ReasonNotListed, fmt.Sprintf("node %s no longer lists it: its reports since %s do not",
 				r.NodeID, time.UnixMilli(last).UTC().Format(time.RFC3339)), true})
 		case r.State == StateStarting && now-r.StartingAt > s.cfg.StartTimeout.Milliseconds():
@@ -160,6 +178,16 @@ func (s *Service) CheckNodes(ctx context.Context) error {
 	s.loopMu.Unlock()
 	for _, r := range running {
 		if err := s.markRunning(ctx, r, ReasonListed); err != nil {
+			return err
+		}
+	}
+	for _, r := range disconnected {
+		if err := s.markUnknown(ctx, r, true); err != nil {
+			return err
+		}
+	}
+	for _, r := range reconnected {
+		if err := s.markUnknown(ctx, r, false); err != nil {
 			return err
 		}
 	}
@@ -227,10 +255,50 @@ func (s *Service) unplace(ctx context.Context, r *record, node, message string) 
 		return false, err
 	}
 	s.log.Warn("sandbox placed again", "sandbox", r.ID, "tenant", r.TenantID, "node", node, "detail", message)
-	s.release(ctx, r.ID)
+	s.release(ctx, r.RunsAs)
 	s.hub.changed(r.ID)
 	s.hub.kickLoops()
 	return true, nil
+}
+
+// disconnectGrace is how long after its node's last report running sandbox r stays unknown:
+// its template's disconnectGraceSeconds, else DisconnectGrace.
+func (s *Service) disconnectGrace(r *record) time.Duration {
+	if g := r.Spec.DisconnectGraceSeconds; g > 0 {
+		return time.Duration(g) * time.Second
+	}
+	return s.cfg.DisconnectGrace
+}
+
+// markUnknown moves running r to unknown (disconnected: its node stopped reporting), or
+// unknown r back to running (its node came back and lists it), unless it changed meanwhile.
+// Neither is an event of the tenant's log: the sandbox may run on all along.
+func (s *Service) markUnknown(ctx context.Context, r *record, disconnected bool) error {
+	now := s.now()
+	q, from, to := `UPDATE sandboxes SET state = $2, unknown_at = $3, updated_at = $3 WHERE id = $1 AND state = $4`, StateRunning, StateUnknown
+	if !disconnected {
+		q, from, to = `UPDATE sandboxes SET state = $2, reconnected_at = $3, updated_at = $3 WHERE id = $1 AND state = $4`, StateUnknown, StateRunning
+	}
+	var changed bool
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, r.ID, string(to), now, string(from))
+		if err != nil {
+			return fmt.Errorf("mark %s %s: %w", r.ID, to, err)
+		}
+		n, _ := res.RowsAffected()
+		changed = n == 1
+		return nil
+	})
+	if err != nil || !changed {
+		return err
+	}
+	if disconnected {
+		s.log.Warn("sandbox unknown: its node stopped reporting", "sandbox", r.ID, "tenant", r.TenantID, "node", r.NodeID, "grace", s.disconnectGrace(r))
+	} else {
+		s.log.Info("sandbox running again: its node came back within the disconnect grace", "sandbox", r.ID, "tenant", r.TenantID, "node", r.NodeID)
+	}
+	s.hub.changed(r.ID)
+	return nil
 }
 
 // lose ends r as lost (reason, detail) and queues a stop for its node, should it come back.
@@ -380,7 +448,7 @@ func (s *Service) readWarmRooms(ctx context.Context) (*warmRooms, error) {
 			}
 			listed[r.NodeID] = ids
 		}
-		if slices.Contains(ids, r.ID) {
+		if slices.Contains(ids, r.RunsAs) {
 			w.stopping[r.PoolID]++
 		}
 	}
@@ -467,7 +535,7 @@ func (s *Service) placeWaiting(ctx context.Context, r *record, node string) erro
 		return enqueue(ctx, tx, node, kind, r.ID, r.TemplateID, now)
 	})
 	if err != nil || !placed {
-		s.release(ctx, r.ID)
+		s.release(ctx, r.RunsAs)
 		return err
 	}
 	s.m.placedLate(r, now)

@@ -116,8 +116,8 @@ func TestPendingTimeoutNamesTheConstraint(t *testing.T) {
 }
 
 // TestLost: a running sandbox its node's reports stop listing is lost (not_listed) once the
-// grace passed; the sandboxes of a node that goes Down are lost (node_down) and nothing more is
-// placed there; one a deleted node never started is placed again, keeping its id.
+// grace passed; the running sandboxes of a node that goes Down are unknown, then lost
+// (node_down) past the disconnect grace, and nothing more is placed there; one a deleted node never started is placed again, keeping its id.
 // Reservations are released by id.
 func TestLost(t *testing.T) {
 	sandboxtest.Each(t, sandboxtest.Options{}, func(t *testing.T, e *sandboxtest.Env) {
@@ -158,6 +158,14 @@ func TestLost(t *testing.T) {
 		a.Handle(ctx, asgs)
 		a.Report()
 		e.Clock.Add(31 * time.Second)
+		e.Reg.CheckHealth(ctx)
+		if err := e.Svc.CheckNodes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got = e.Get("root", d.ID); got.State != sandboxes.StateUnknown {
+			t.Fatalf("on a Down node within the disconnect grace: %+v", got)
+		}
+		e.Clock.Add(45 * time.Second) // past the grace: 75 s after the last report
 		e.Reg.CheckHealth(ctx)
 		if err := e.Svc.CheckNodes(ctx); err != nil {
 			t.Fatal(err)
@@ -473,7 +481,7 @@ func TestPrepare(t *testing.T) {
 // reports how it really ended, takes that end and its result (its message says it had been
 // lost); the quota share given back when it was lost is not given back again.
 func TestLostThenEnded(t *testing.T) {
-	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 10}}
+	o := sandboxtest.Options{Offer: map[string]int64{"sandboxes": 10}, Config: func(c *sandboxes.Config) { c.DisconnectGrace = time.Second }}
 	sandboxtest.Each(t, o, func(t *testing.T, e *sandboxtest.Env) {
 		ctx := context.Background()
 		a := e.NewAgent("127.0.0.2", 4)

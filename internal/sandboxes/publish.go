@@ -47,9 +47,6 @@ func publish(ctx context.Context, tx *sql.Tx, r *record, typ string, state State
 		return nil
 	}
 	id := r.ID
-	if r.ClaimedFor != "" {
-		id = r.ClaimedFor
-	}
 	d := SandboxEventData{SandboxID: id, TemplateID: r.TemplateID, Template: r.TemplateName, PoolID: r.PoolID, NodeID: r.NodeID, State: state, Reason: reason}
 	if code, ok := exit.(int64); ok {
 		d.ExitCode = &code

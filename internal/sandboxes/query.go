@@ -33,15 +33,6 @@ func (s *Service) visible(ctx context.Context, tenant, id string) (*record, erro
 	if err != nil {
 		return nil, err
 	}
-	if r == nil { // a create that claimed a warm sandbox while it waited: that sandbox answers
-		claimed, err := query(ctx, s.db, `claimed_for = $1`, id)
-		if err != nil {
-			return nil, err
-		}
-		if len(claimed) == 1 {
-			r = claimed[0]
-		}
-	}
 	if r == nil || r.TenantID != tenant || r.DeletedAt != 0 {
 		return nil, notFound(tenant, id)
 	}
@@ -73,7 +64,7 @@ func (s *Service) List(ctx context.Context, in ListInput) ([]Sandbox, string, er
 		in.Limit = 100
 	}
 	if in.State != "" && !in.State.Valid() {
-		return nil, "", cubefleet.Invalid("state", "state is one of pending, starting, running, exited, failed, killed, lost")
+		return nil, "", cubefleet.Invalid("state", "state is one of pending, starting, running, unknown, exited, failed, killed, lost")
 	}
 	if in.Cursor != "" && !cubefleet.IsID(in.Cursor, "sbx") {
 		return nil, "", cubefleet.Invalid("cursor", "cursor %q is not a page's nextCursor (a sandbox id): pass the nextCursor of the previous page", in.Cursor)

@@ -21,14 +21,17 @@ import (
 type State string
 
 // The states of a sandbox: pending (accepted, waiting for a node), starting (placed and handed
-// to its node's agent), running (its process runs), and the final ones: exited (ended by
+// to its node's agent), running (its process runs), unknown (it was running when its node
+// stopped reporting: within its disconnect grace it may run on, and it is running again when
+// the node comes back and lists it), and the final ones: exited (ended by
 // itself; the exit code says how), failed (could not be started, or never placed before
-// --pending-timeout), killed (stopped: deleted, or its timeout), lost (its node lost it, went
-// Down, or was deleted).
+// --pending-timeout), killed (stopped: deleted, or its timeout), lost (its node lost it, stayed
+// away past the disconnect grace, or was deleted).
 const (
 	StatePending  State = "pending"
 	StateStarting State = "starting"
 	StateRunning  State = "running"
+	StateUnknown  State = "unknown"
 	StateExited   State = "exited"
 	StateFailed   State = "failed"
 	StateKilled   State = "killed"
@@ -36,7 +39,7 @@ const (
 )
 
 // States lists every state in life order.
-var States = []State{StatePending, StateStarting, StateRunning, StateExited, StateFailed, StateKilled, StateLost}
+var States = []State{StatePending, StateStarting, StateRunning, StateUnknown, StateExited, StateFailed, StateKilled, StateLost}
 
 // Final reports whether s ends a sandbox's life.
 func (s State) Final() bool {
@@ -67,9 +70,11 @@ const (
 	ReasonListed         = "listed"             // running: its node listed it before its event came
 	ReasonWarmReady      = "warm_ready"         // running: an idle warm sandbox, ready to be claimed
 	ReasonClaimed        = "claimed"            // running: a create claimed this warm sandbox
+	ReasonReconnected    = "reconnected"        // running: its node came back within the disconnect grace and lists it
+	ReasonDisconnected   = "node_disconnected"  // unknown: its node stopped reporting (Down); it may run on
 	ReasonPendingTimeout = "pending_timeout"    // failed: no room within --pending-timeout
 	ReasonStartTimeout   = "start_timeout"      // lost: its node never reported it running
-	ReasonNodeDown       = "node_down"          // lost: its node went Down or Lost
+	ReasonNodeDown       = "node_down"          // lost: its node went Down or Lost (a running one: and stayed away past the disconnect grace)
 	ReasonNodeDeleted    = "node_deleted"       // lost: its node was deleted
 	ReasonNotListed      = "not_listed"         // lost: its node's reports no longer list it
 	ReasonSecret         = "secret_unavailable" // failed: a secret:// of its env could not be read
@@ -114,9 +119,11 @@ type Result struct {
 // Sandbox is a sandbox as the API shows it. Times are Unix ms on the control plane's clock. Env
 // is the create's environment as given: secret:// values stay references (their values reach
 // only the sandbox). Reason and Message say why it is in its state; States lists every state it
-// reached, oldest first. A warm sandbox (Warm) was started ahead of need by its template's warm
-// pool; ClaimedAt is when a create claimed it (0 while it idles), and ClaimedFor the id of the
-// create that claimed it while it waited for room: that id answers for this sandbox too.
+// reached, oldest first (of several disconnects of its node, the last one's unknown, and its
+// running again when it came back). A warm sandbox (Warm) was started ahead of need by its template's warm
+// pool; ClaimedAt is when a create claimed it (0 while it idles). A warm sandbox claimed by a
+// create that waited for room takes that create's id (ID); RunsAs is then the warm sandbox's
+// own id, the one its node knows it by (empty when that is ID).
 type Sandbox struct {
 	ID             string            `json:"id"`
 	TenantID       string            `json:"tenantId"`
@@ -139,7 +146,7 @@ type Sandbox struct {
 	Resources               Resources    `json:"resources"`
 	Warm                    bool         `json:"warm"`
 	ClaimedAt               int64        `json:"claimedAt,omitempty"`
-	ClaimedFor              string       `json:"claimedFor,omitempty"`
+	RunsAs                  string       `json:"runsAs,omitempty"`
 	CreatedAt               int64        `json:"createdAt"`
 	CreatedBy               string       `json:"createdBy"`
 	StopRequestedAt         int64        `json:"stopRequestedAt,omitempty"`
@@ -163,6 +170,9 @@ type spec struct {
 	// GraceSeconds is the terminationGraceSeconds in force, fixed at the create (its own, its
 	// template's, or the default); 0 in records written before it existed: the default.
 	GraceSeconds int64 `json:"terminationGraceSeconds,omitempty"`
+	// DisconnectGraceSeconds is its template's disconnectGraceSeconds at the create; 0: the
+	// server's --disconnect-grace.
+	DisconnectGraceSeconds int64 `json:"disconnectGraceSeconds,omitempty"`
 }
 
 // graceSeconds is the sandbox's terminationGraceSeconds: the stored one, or the default.
@@ -198,8 +208,9 @@ type record struct {
 	StdoutTruncated, StderrTruncated                                 bool
 	CPUMillis, PeakMemoryBytes                                       int64
 	StopRequestedAt, DeletedAt, UpdatedAt                            int64
-	ClaimedFor                                                       string
+	RunsAs                                                           string // the id its node knows it by (ID but for a claim by a waiting create)
 	StopReason                                                       string // why the control plane stopped it, when not a delete (ReasonNodeDrained)
+	UnknownAt, ReconnectedAt                                         int64  // when it last became unknown, and ran on after that
 }
 
 // view renders r for the API.
@@ -207,8 +218,11 @@ func (r *record) view() Sandbox {
 	s := Sandbox{
 		ID: r.ID, TenantID: r.TenantID, TemplateID: r.TemplateID, Template: r.TemplateName, PoolID: r.PoolID, FlavorID: r.FlavorID,
 		NodeID: r.NodeID, State: r.State, Message: r.Message, Command: r.Spec.Command, Env: r.Spec.Env, Labels: r.Spec.Labels,
-		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, TerminationGraceSeconds: r.Spec.graceSeconds(), Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt, ClaimedFor: r.ClaimedFor,
+		NodeSelector: r.Spec.NodeSelector, TimeoutSeconds: r.Spec.TimeoutSeconds, TerminationGraceSeconds: r.Spec.graceSeconds(), Resources: r.Res, Warm: r.Warm, ClaimedAt: r.ClaimedAt,
 		CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy, StopRequestedAt: r.StopRequestedAt,
+	}
+	if r.RunsAs != r.ID {
+		s.RunsAs = r.RunsAs
 	}
 	if s.Command == nil {
 		s.Command = []string{}
@@ -219,6 +233,12 @@ func (r *record) view() Sandbox {
 	}
 	if r.RunningAt != 0 {
 		s.States = append(s.States, Transition{StateRunning, r.RunningAt, r.RunningReason})
+	}
+	if r.UnknownAt != 0 {
+		s.States = append(s.States, Transition{StateUnknown, r.UnknownAt, ReasonDisconnected})
+		if r.ReconnectedAt > r.UnknownAt {
+			s.States = append(s.States, Transition{StateRunning, r.ReconnectedAt, ReasonReconnected})
+		}
 	}
 	if r.State.Final() {
 		s.States = append(s.States, Transition{r.State, r.EndedAt, r.EndReason})

@@ -46,6 +46,10 @@ const (
 	// reports before it is lost (5 s: its final event travels meanwhile). It must be shorter
 	// than the heartbeat timeout.
 	DefaultUnlistedGrace = 5 * time.Second
+	// DefaultDisconnectGrace is --disconnect-grace: how long after its node's last report a
+	// running sandbox of a node that stopped reporting stays unknown, and may run on when the
+	// node comes back, before it is lost: the default heartbeat window plus 60 s (75 s).
+	DefaultDisconnectGrace = 75 * time.Second
 	// DefaultPlacementAttempts is how many times a sandbox is placed at most: one whose node
 	// goes down before it started the sandbox is placed again elsewhere, keeping its id, until
 	// then (3), and is lost after.
@@ -119,6 +123,9 @@ type Config struct {
 	PendingTimeout time.Duration
 	// TenantMaxSandboxes is --tenant-max-sandboxes; 0 means DefaultTenantMaxSandboxes.
 	TenantMaxSandboxes int
+	// DisconnectGrace is --disconnect-grace (a template's disconnectGraceSeconds overrides it
+	// for its sandboxes); 0 means DefaultDisconnectGrace.
+	DisconnectGrace time.Duration
 	// PlacementAttempts bounds a sandbox's placements (DefaultPlacementAttempts when 0).
 	PlacementAttempts int
 	// StartTimeout, UnlistedGrace, Every and LeaseTTL tune the loops; 0 means their defaults.
@@ -160,6 +167,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.UnlistedGrace <= 0 {
 		c.UnlistedGrace = DefaultUnlistedGrace
+	}
+	if c.DisconnectGrace <= 0 {
+		c.DisconnectGrace = DefaultDisconnectGrace
 	}
 	if c.Every <= 0 {
 		c.Every = DefaultEvery

@@ -145,7 +145,7 @@ func (s *Service) offer(ctx context.Context, node string, draining bool, inProgr
 			ids = append(ids, a.SandboxID)
 		}
 	}
-	recs, err := s.records(ctx, ids)
+	recs, err := s.records(ctx, "id", ids)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,11 @@ func (s *Service) offer(ctx context.Context, node string, draining bool, inProgr
 	for _, a := range asgs {
 		switch a.Kind {
 		case nodeapi.KindStop:
-			out.Assignments = append(out.Assignments, nodeapi.Assignment{ID: a.ID, Kind: a.Kind, SandboxID: a.SandboxID})
+			runsAs := a.SandboxID // a sandbox the control plane has no record of: the node's own id
+			if r := recs[a.SandboxID]; r != nil {
+				runsAs = r.RunsAs
+			}
+			out.Assignments = append(out.Assignments, nodeapi.Assignment{ID: a.ID, Kind: a.Kind, SandboxID: runsAs})
 		case nodeapi.KindPrepare:
 			t, err := compute.Load(ctx, s.db, a.TemplateID)
 			if err != nil {
@@ -201,16 +205,21 @@ func (s *Service) offer(ctx context.Context, node string, draining bool, inProgr
 	return out, nil
 }
 
-// records loads the sandboxes ids, by id.
-func (s *Service) records(ctx context.Context, ids []string) (map[string]*record, error) {
+// records loads the sandboxes whose column ("id", or "runs_as" for the ids nodes know) is one
+// of ids, by that column.
+func (s *Service) records(ctx context.Context, column string, ids []string) (map[string]*record, error) {
 	out := make(map[string]*record, len(ids))
 	for chunk := range slices.Chunk(ids, 500) {
-		rs, err := query(ctx, s.db, `id IN (`+placeholders(1, len(chunk))+`)`, anys(chunk)...)
+		rs, err := query(ctx, s.db, column+` IN (`+placeholders(1, len(chunk))+`)`, anys(chunk)...)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rs {
-			out[r.ID] = r
+			if column == "runs_as" {
+				out[r.RunsAs] = r
+			} else {
+				out[r.ID] = r
+			}
 		}
 	}
 	return out, nil
@@ -237,7 +246,7 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 	}
 	maps.Copy(env, r.Spec.Env)
 	sp := &nodeapi.SandboxSpec{
-		ID: r.ID, TemplateID: r.TemplateID, Image: image, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
+		ID: r.RunsAs, TemplateID: r.TemplateID, Image: image, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
 		DiskMiB: r.Res.DiskGiB * 1024, TimeoutSeconds: r.Spec.TimeoutSeconds, GraceSeconds: r.Spec.graceSeconds(), OutputLimitBytes: s.cfg.ResultMaxBytes,
 		Env: make([]string, 0, len(env)), Network: network,
 	}
@@ -325,14 +334,18 @@ func (s *Service) checkOrphans(ctx context.Context, node string, running []strin
 	}
 	s.orphanAt[node] = now
 	s.orphanMu.Unlock()
-	recs, err := s.records(ctx, running)
+	recs, err := s.records(ctx, "runs_as", running)
 	if err != nil {
 		return err
 	}
-	var orphans []string
+	var orphans []string // as the control plane names them (the node's id when it has no record)
 	for _, id := range running {
-		if r := recs[id]; r == nil || r.NodeID != node || r.State.Final() {
+		r := recs[id]
+		switch {
+		case r == nil:
 			orphans = append(orphans, id)
+		case r.NodeID != node || r.State.Final():
+			orphans = append(orphans, r.ID)
 		}
 	}
 	if len(orphans) == 0 {

@@ -162,6 +162,11 @@ type Config struct {
 	// PendingTimeout is --pending-timeout: how long a create waits for room in its pool before
 	// it fails. Zero means sandboxes.DefaultPendingTimeout (5 minutes).
 	PendingTimeout time.Duration
+	// DisconnectGrace is --disconnect-grace: how long after its node's last report a running
+	// sandbox of a node that stopped reporting stays unknown before it is lost (a template's
+	// disconnectGraceSeconds overrides it). Zero means NodeHeartbeatTimeout (or its default)
+	// plus 60 s.
+	DisconnectGrace time.Duration
 	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
 	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
 	TenantMaxSandboxes int
@@ -388,7 +393,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		DB: s.db, DataDir: cfg.DataDir, Disabled: cfg.Disabled, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs,
 		AllowPrivateWebhookTargets: cfg.AllowPrivateWebhookTargets,
 		NodeHeartbeatTimeout:       cfg.NodeHeartbeatTimeout, NodeLostAfter: cfg.NodeLostAfter, SchedulerConfig: cfg.SchedulerConfig,
-		Members: members, ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention, PendingTimeout: cfg.PendingTimeout,
+		Members: members, ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention, PendingTimeout: cfg.PendingTimeout, DisconnectGrace: cfg.DisconnectGrace,
 		TenantMaxSandboxes: cfg.TenantMaxSandboxes, Holder: s.holder(), Now: cfg.Now, Log: log,
 	}); err != nil {
 		return nil, err

@@ -223,6 +223,8 @@ func TestValidateBuiltInCode(t *testing.T) {
 			TerminationGraceSeconds: 3601}}}, []string{"sandboxTemplates[0].terminationGraceSeconds"}},
 		{"negative grace", &Document{Version: 1, SandboxTemplates: []SandboxTemplate{{Name: "t", Pool: "p", Flavor: "f", ImageID: "i", Network: "public",
 			TerminationGraceSeconds: -1}}}, []string{"sandboxTemplates[0].terminationGraceSeconds"}},
+		{"disconnect grace past a day", &Document{Version: 1, SandboxTemplates: []SandboxTemplate{{Name: "t", Pool: "p", Flavor: "f", ImageID: "i", Network: "private",
+			DisconnectGraceSeconds: 86401}}}, []string{"sandboxTemplates[0].disconnectGraceSeconds"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

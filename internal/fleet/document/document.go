@@ -136,6 +136,10 @@ type SandboxTemplate struct {
 	// they are stopped, 1 to 3600 (fieldrules.TerminationGrace); 0 (left out): 10, unless a
 	// create says otherwise.
 	TerminationGraceSeconds int64 `json:"terminationGraceSeconds,omitempty"`
+	// DisconnectGraceSeconds is how long a running sandbox of it stays unknown after its node's
+	// last report before it is lost, 1 to 86400 (fieldrules.DisconnectGrace); 0 (left out): the
+	// server's --disconnect-grace.
+	DisconnectGraceSeconds int64 `json:"disconnectGraceSeconds,omitempty"`
 }
 
 // Warm is the warm pool of a sandbox template: counts of booted, idle sandboxes with

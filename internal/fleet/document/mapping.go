@@ -208,6 +208,8 @@ func (m *mapper) template(n value, item path) (t SandboxTemplate) {
 			t.Warm = m.warm(v, &path{up: at, key: key, i: -1})
 		case "terminationGraceSeconds":
 			t.TerminationGraceSeconds = m.integer(v, at, key)
+		case "disconnectGraceSeconds":
+			t.DisconnectGraceSeconds = m.integer(v, at, key)
 		}
 	})
 	return t

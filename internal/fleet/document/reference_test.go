@@ -521,6 +521,8 @@ func (m *refMapper) template(n *node, path string) (t SandboxTemplate) {
 			t.Warm = m.warm(v, join(path, key))
 		case "terminationGraceSeconds":
 			t.TerminationGraceSeconds = m.integer(v, path, key)
+		case "disconnectGraceSeconds":
+			t.DisconnectGraceSeconds = m.integer(v, path, key)
 		}
 	})
 	return t

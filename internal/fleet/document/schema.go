@@ -236,6 +236,7 @@ func defs() obj {
 				{"max", integer("The most number of warm sandboxes (a count).", fieldrules.Warm)},
 			})},
 			{"terminationGraceSeconds", integer("Seconds a sandbox gets between SIGTERM and SIGKILL when it is stopped (deleted, timed out, evicted by a drain's deadline, agent down).", fieldrules.TerminationGrace, kv{"default", fieldrules.DefaultTerminationGraceSeconds})},
+			{"disconnectGraceSeconds", integer("Seconds a running sandbox stays unknown after its node's last report (and runs on if the node comes back) before it is lost; left out: the server's --disconnect-grace.", fieldrules.DisconnectGrace)},
 		})},
 	}
 }

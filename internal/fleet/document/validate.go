@@ -310,6 +310,9 @@ func (c *checker) template(t *SandboxTemplate, p *path, u *unique, i int) {
 	if t.TerminationGraceSeconds != 0 {
 		c.intRange(p, "terminationGraceSeconds", t.TerminationGraceSeconds, fieldrules.TerminationGrace, ", or left out for 10")
 	}
+	if t.DisconnectGraceSeconds != 0 {
+		c.intRange(p, "disconnectGraceSeconds", t.DisconnectGraceSeconds, fieldrules.DisconnectGrace, ", or left out for the server's --disconnect-grace")
+	}
 	if t.Warm != nil {
 		wp := &path{up: p, key: "warm", i: -1}
 		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")

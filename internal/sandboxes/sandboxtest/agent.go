@@ -414,6 +414,19 @@ func (a *Agent) Running() []string {
 	return out
 }
 
+// Exit ends running sandbox id now as exited with code (a sandbox that runs until it is told).
+func (a *Agent) Exit(id string, code int) {
+	a.mu.Lock()
+	r, ok := a.running[id]
+	if ok && r.timer != nil {
+		r.timer.Stop()
+	}
+	a.mu.Unlock()
+	if ok {
+		a.end(context.Background(), id, Run{Exit: code})
+	}
+}
+
 // Forget drops sandbox id without an event (its process vanished unnoticed).
 func (a *Agent) Forget(id string) {
 	a.mu.Lock()
