@@ -60,6 +60,7 @@ func TestGoldenErrors(t *testing.T) {
 			{"fleet", "plan"},
 			{"fleet", "plan", "--tenant", "root"},
 			{"sandboxes", "get", "--tenant", "root"},
+			{"templates", "get", "--tenant", "root"},
 			{"keys", "create", "--tenant", "acme"},
 			{"keys", "create", "--tenant", "acme", "--name", "x", "--grant", "audit:read@tenant/acme", "--expires", "soon"},
 			{"tenants", "bogus"},

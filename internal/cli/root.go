@@ -211,12 +211,12 @@ func exactArgs(n int) cobra.PositionalArgs {
 }
 
 // argNames returns the positional arguments a command's Use line names, in order: the words
-// after the command's name written in capitals (FILE, NODE, ID), flags' values left out.
+// after the command's name written in capitals (FILE, NODE, ID, ID|NAME), flags' values left out.
 func argNames(use string) []string {
 	var names []string
 	words := strings.Fields(use)
 	for i, w := range words {
-		if i == 0 || (i > 0 && strings.HasPrefix(words[i-1], "-")) || strings.ContainsAny(w, "[]-|=") || strings.ToUpper(w) != w {
+		if i == 0 || (i > 0 && strings.HasPrefix(words[i-1], "-")) || strings.ContainsAny(w, "[]-=") || strings.ToUpper(w) != w {
 			continue
 		}
 		names = append(names, w)
