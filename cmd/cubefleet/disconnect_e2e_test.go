@@ -91,4 +91,3 @@ func (a *sandboxAgent) sandboxPIDs(id string) []int {
 	}
 	return out
 }
-
