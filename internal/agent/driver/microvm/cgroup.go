@@ -1,14 +1,11 @@
 package microvm
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
-	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 )
 
 // The VMM's own memory, on top of its guest's, that its cgroup's memory limit allows.
@@ -24,13 +21,6 @@ const (
 
 // cgroupPrefix starts the name of every VMM's cgroup under the driver's parent.
 const cgroupPrefix = "vm-"
-
-// cgroupParent is the default cgroup parent of the VMMs of a driver on dir, as the process
-// driver's: process.DefaultCgroupParent/<the first 12 hex digits of the directory's hash>.
-func cgroupParent(dir string) string {
-	sum := sha256.Sum256([]byte(dir))
-	return process.DefaultCgroupParent + "/" + hex.EncodeToString(sum[:6])
-}
 
 // MemoryLimitMiB is the memory limit of the cgroup of a VMM running m: its guest's memory, the
 // VMM's overhead and, under TCG, its translation cache.

@@ -160,7 +160,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		cfg.UIDLeaseDir = process.DefaultUIDLeaseDir
 	}
 	if cfg.CgroupParent == "" {
-		cfg.CgroupParent = cgroupParent(cfg.Dir)
+		cfg.CgroupParent = process.CgroupParentFor(cfg.Dir)
 	}
 	if !cfg.NetworkCIDR.IsValid() {
 		cfg.NetworkCIDR = process.DefaultNetworkCIDR

@@ -55,8 +55,6 @@ package process
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,8 +196,7 @@ func New(cfg Config) (*Driver, error) {
 		cfg.UIDLeaseDir = DefaultUIDLeaseDir
 	}
 	if cfg.CgroupParent == "" {
-		sum := sha256.Sum256([]byte(cfg.Dir))
-		cfg.CgroupParent = DefaultCgroupParent + "/" + hex.EncodeToString(sum[:6])
+		cfg.CgroupParent = CgroupParentFor(cfg.Dir)
 	}
 	if !cfg.NetworkCIDR.IsValid() {
 		cfg.NetworkCIDR = DefaultNetworkCIDR

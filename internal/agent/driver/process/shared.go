@@ -1,6 +1,8 @@
 package process
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"syscall"
 	"time"
@@ -51,6 +53,14 @@ func (id Ident) Signal(sig syscall.Signal) error { return id.signal(sig) }
 
 // WaitGone blocks until the process id names has ended (true), or the deadline passed (false).
 func (id Ident) WaitGone(deadline time.Time) bool { return id.waitGone(deadline) }
+
+// CgroupParentFor is the default cgroup parent of the sandboxes of a driver on dir, under the
+// controllers' hierarchies: DefaultCgroupParent/<the first 12 hex digits of dir's SHA-256>, so
+// two drivers of one host (other directories) never share one.
+func CgroupParentFor(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return DefaultCgroupParent + "/" + hex.EncodeToString(sum[:6])
+}
 
 // EndMessage returns the Reason and the message of a sandbox whose main process ended with ws:
 // cause is "" (it ended by itself), ReasonTimeout, ReasonStopped or ReasonOOM (the kernel's
