@@ -149,8 +149,8 @@ type template struct {
 	Warm                                               *compute.Warm
 	Res                                                Resources
 	Runtime                                            string // its runtime; "": any node's own
-	GraceSeconds                                       int64 // its terminationGraceSeconds; 0: the default
-	DisconnectGraceSeconds                             int64 // its disconnectGraceSeconds; 0: --disconnect-grace
+	GraceSeconds                                       int64  // its terminationGraceSeconds; 0: the default
+	DisconnectGraceSeconds                             int64  // its disconnectGraceSeconds; 0: --disconnect-grace
 }
 
 // runtimeSelector is the nodeSelector of a sandbox of t created with selector: selector with
