@@ -203,6 +203,7 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	run.drainChanged = a.interruptWork
+	run.runtime, run.controlPlane = a.cfg.Runtime, newControlPlane(a.cfg.ControlPlane, a.now)
 	defer run.close() // before the driver closes
 	if err := run.recover(ctx); err != nil {
 		return fmt.Errorf("recover the sandboxes: %w", err)
