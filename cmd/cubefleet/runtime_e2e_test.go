@@ -46,7 +46,6 @@ func TestTemplateRuntimePlacement(t *testing.T) {
 	doc := filepath.Join(t.TempDir(), "fleet.json")
 	writeFile(t, doc, e2eRuntimeFleetDoc, 0o600)
 	c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
-	server := strings.TrimPrefix(c.url, "http://")
 
 	dir := filepath.Dir(agenttest.SandboxDir(t))
 	images, tree := filepath.Join(dir, "images"), filepath.Join(t.TempDir(), "tree")
@@ -57,17 +56,7 @@ func TestTemplateRuntimePlacement(t *testing.T) {
 	net := 10 + os.Getpid()%200
 	start := func(ip, sandboxDir string, runtime ...string) *sandboxAgent {
 		a := &sandboxAgent{ip: ip, dir: t.TempDir(), sandboxDir: sandboxDir}
-		jt := strings.TrimSpace(c.ok("nodes", "join-token", "create", "--pool", "lab", "--ip", ip))
-		writeFile(t, filepath.Join(a.dir, "join.token"), jt+"\n", 0o600)
-		a.envFile = filepath.Join(a.dir, "agent.env")
-		writeFile(t, a.envFile, strings.Join(append([]string{
-			"ONE_CLICK_DEPLOY_ROLE=compute", "CUBEFLEET_CONTROL_PLANE=" + server, "CUBE_SANDBOX_NODE_IP=" + ip,
-			"CUBEFLEET_ALLOW_LOOPBACK=1", "CUBE_S3_ENDPOINT=http://" + server,
-			"CUBEFLEET_JOIN_TOKEN_FILE=" + filepath.Join(a.dir, "join.token"), "CUBEFLEET_AGENT_STATE_DIR=" + filepath.Join(a.dir, "state"),
-			"CUBEFLEET_AGENT_LISTEN=" + freeAddrOn(t, ip), "CUBEFLEET_REPORT_PERIOD=200ms", "CUBEFLEET_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1",
-			"CUBEFLEET_AGENT_PID_FILE=" + filepath.Join(a.dir, "agent.pid"), "CUBEFLEET_SANDBOX_DIR=" + sandboxDir,
-			"CUBEFLEET_QUOTA_CPU=64000", "CUBEFLEET_QUOTA_MEM_MB=131072", "CUBEFLEET_MAX_MVM_NUM=64",
-		}, runtime...), "\n")+"\n", 0o600)
+		writeAgentEnv(t, c, a, runtime...)
 		a.start(t, bin)
 		t.Cleanup(func() {
 			a.proc.stop()
@@ -124,4 +113,23 @@ func TestTemplateRuntimePlacement(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cubefleet.io/runtime=process") || !strings.Contains(err.Error(), "template vm runs on the microvm runtime") {
 		t.Errorf("a create asking for the other runtime: %v", err)
 	}
+}
+
+// writeAgentEnv joins agent a (its ip, dir and sandboxDir set) to c's pool lab and writes its
+// env file: c's server as its control plane, a's files under a.dir, the settings extra (its
+// runtime's) last.
+func writeAgentEnv(t testing.TB, c *cluster, a *sandboxAgent, extra ...string) {
+	t.Helper()
+	jt := strings.TrimSpace(c.ok("nodes", "join-token", "create", "--pool", "lab", "--ip", a.ip))
+	writeFile(t, filepath.Join(a.dir, "join.token"), jt+"\n", 0o600)
+	server := strings.TrimPrefix(c.url, "http://")
+	a.envFile = filepath.Join(a.dir, "agent.env")
+	writeFile(t, a.envFile, strings.Join(append([]string{
+		"ONE_CLICK_DEPLOY_ROLE=compute", "CUBEFLEET_CONTROL_PLANE=" + server, "CUBE_SANDBOX_NODE_IP=" + a.ip,
+		"CUBEFLEET_ALLOW_LOOPBACK=1", "CUBE_S3_ENDPOINT=http://" + server,
+		"CUBEFLEET_JOIN_TOKEN_FILE=" + filepath.Join(a.dir, "join.token"), "CUBEFLEET_AGENT_STATE_DIR=" + filepath.Join(a.dir, "state"),
+		"CUBEFLEET_AGENT_LISTEN=" + freeAddrOn(t, a.ip), "CUBEFLEET_REPORT_PERIOD=200ms", "CUBEFLEET_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1",
+		"CUBEFLEET_AGENT_PID_FILE=" + filepath.Join(a.dir, "agent.pid"), "CUBEFLEET_SANDBOX_DIR=" + a.sandboxDir,
+		"CUBEFLEET_QUOTA_CPU=64000", "CUBEFLEET_QUOTA_MEM_MB=131072", "CUBEFLEET_MAX_MVM_NUM=64",
+	}, extra...), "\n")+"\n", 0o600)
 }
