@@ -10,7 +10,7 @@ const MaxEgressAllow = 32
 
 // EgressAllowRule says what an entry of a template's egressAllow is, for messages and the
 // JSON Schema.
-const EgressAllowRule = "a network prefix in CIDR form with no host bits set (e.g. 10.20.0.0/16), inside the private ranges 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 (RFC 1918), 100.64.0.0/10 (RFC 6598) or fc00::/7 (unique local IPv6), holding no metadata address (100.100.100.200, fd00:ec2::254)"
+const EgressAllowRule = "a network prefix in canonical CIDR form with no host bits set (e.g. 10.20.0.0/16), inside the private ranges 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 (RFC 1918), 100.64.0.0/10 (RFC 6598) or fc00::/7 (unique local IPv6), holding no metadata address (100.100.100.200, fd00:ec2::254)"
 
 // PrivateRanges are the ranges an egressAllow prefix lies inside: RFC 1918, RFC 6598 (shared
 // address space) and unique local IPv6 addresses (RFC 4193).
@@ -83,6 +83,8 @@ func CheckEgressPrefix(s string) (netip.Prefix, string) {
 		return p, fmt.Sprintf("%s has an IPv6 zone; leave it out", s)
 	case p != p.Masked():
 		return p, fmt.Sprintf("%s has host bits set; write the network, %s", s, p.Masked())
+	case p.String() != s:
+		return p, fmt.Sprintf("%s is not written in its canonical form; write %s", s, p)
 	case a.IsLoopback():
 		return p, fmt.Sprintf("%s is a loopback prefix: a sandbox never reaches its host's loopback; allow a private range (RFC 1918, RFC 6598 or fc00::/7) instead", s)
 	case a.IsMulticast():

@@ -26,6 +26,8 @@ func TestCheckEgressPrefix(t *testing.T) {
 		{"fd00:ec3::/32", ""},
 		{"10.20.0.1/16", "host bits set; write the network, 10.20.0.0/16"},
 		{"10.20.0.1", "not a network prefix"},
+		{"FD12:3456::/32", "canonical form; write fd12:3456::/32"},
+		{"fd12:3456:0::/32", "canonical form; write fd12:3456::/32"},
 		{"", "not a network prefix"},
 		{"ten/8", "not a network prefix"},
 		{"127.0.0.0/8", "loopback"},
@@ -90,4 +92,34 @@ func TestRuntimes(t *testing.T) {
 	if got := Runtimes.Rule(); got != "process or microvm" {
 		t.Errorf("Runtimes.Rule() = %q", got)
 	}
+}
+
+// FuzzCheckEgressPrefix: whatever the input, an accepted prefix is canonical, inside one of
+// PrivateRanges and holds no metadata address; a refused one has a message that never runs
+// past the quoted input.
+func FuzzCheckEgressPrefix(f *testing.F) {
+	for _, s := range []string{"10.20.0.0/16", "100.64.0.0/10", "fd00:ec2::/32", "::ffff:10.0.0.0/104", "10.0.0.0/7", "fe80::1%eth0/64", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, msg := CheckEgressPrefix(s)
+		if msg != "" {
+			return
+		}
+		if p != p.Masked() || p.String() != s {
+			t.Fatalf("%q accepted as %s", s, p)
+		}
+		inside := false
+		for _, r := range PrivateRanges {
+			inside = inside || (r.Bits() <= p.Bits() && r.Contains(p.Addr()))
+		}
+		if !inside {
+			t.Fatalf("%q accepted outside the private ranges", s)
+		}
+		for _, m := range MetadataAddrs {
+			if p.Contains(m) {
+				t.Fatalf("%q accepted holding %s", s, m)
+			}
+		}
+	})
 }
