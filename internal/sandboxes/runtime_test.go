@@ -98,6 +98,44 @@ func TestTemplateRuntimePlacesItsSandboxes(t *testing.T) {
 			t.Errorf("a selector for another runtime: %v", err)
 		}
 
+		// A warm pool of a microvm template is kept on the microvm node only, and a create
+		// claims from it there.
+		raw, _ = json.Marshal(map[string]any{"tenantId": "root", "poolId": e.Pool, "flavorId": e.Flavor, "name": "vmwarm", "imageId": "busybox",
+			"network": "private", "runtime": "microvm", "warm": map[string]any{"min": 2, "max": 2}})
+		if _, err := e.Compute.Create(ctx, e.DB, compute.KindSandboxTemplate, "svc_test", raw); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, 10*time.Second, "two warm sandboxes of vmwarm ready", func() bool {
+			if err := e.Svc.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
+			vm.Report()
+			if err := e.Svc.KeepWarm(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Svc.PlaceWaiting(ctx); err != nil { // those created before the template was prepared there
+				t.Fatal(err)
+			}
+			items, _, err := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "root", Warm: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready := 0
+			for _, w := range items {
+				if w.NodeID != "" && w.NodeID != vm.ID {
+					t.Fatalf("a warm sandbox of a microvm template on %s", w.NodeID)
+				}
+				if w.State == sandboxes.StateRunning && w.Reason == sandboxes.ReasonWarmReady {
+					ready++
+				}
+			}
+			return ready == 2
+		})
+		if s, err := e.Svc.Create(ctx, sandboxes.CreateInput{TenantID: "root", Template: "vmwarm", Command: []string{"true"}, CreatedBy: "svc_test"}); err != nil ||
+			s.ClaimedAt == 0 || s.NodeID != vm.ID {
+			t.Errorf("a create of vmwarm: %+v %v, want a claim on %s", s, err, vm.ID)
+		}
+
 		// The template without a runtime ("py") runs wherever there is room, and its hand-off
 		// names none.
 		s, err = e.Svc.Create(ctx, sandboxes.CreateInput{TenantID: "root", Template: "py", Command: []string{"true"}, CreatedBy: "svc_test"})
