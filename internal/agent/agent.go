@@ -44,10 +44,10 @@ const (
 const JoinTimeout = 10 * time.Second
 
 // The labels the agent adds to Cubelet's to report its sandbox settings (label values allow
-// only [A-Za-z0-9._-], so "/" in the network becomes "_": 192.168.0.0_18).
+// only [A-Za-z0-9._-], so "/" in the network becomes "_": 192.168.0.0_18). The runtime's label is
+// the node contract's, nodeapi.LabelRuntime, which placement reads.
 const (
 	LabelRole        = "cubefleet.io/role"         // control or compute
-	LabelRuntime     = "cubefleet.io/runtime"      // microvm or process
 	LabelNetworkCIDR = "cubefleet.io/network-cidr" // CUBE_SANDBOX_NETWORK_CIDR, e.g. 192.168.0.0_18
 	LabelS3Scheme    = "cubefleet.io/s3-scheme"    // CUBE_S3_ENDPOINT's scheme: http or https
 	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host; left out when a label value cannot hold it (IPv6)
@@ -203,6 +203,7 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	run.drainChanged = a.interruptWork
+	run.runtime, run.controlPlane = a.cfg.Runtime, newControlPlane(a.cfg.ControlPlane, a.now)
 	defer run.close() // before the driver closes
 	if err := run.recover(ctx); err != nil {
 		return fmt.Errorf("recover the sandboxes: %w", err)
@@ -528,7 +529,7 @@ func (a *Agent) Labels() map[string]string {
 		"kubernetes.io/arch":                        arch,
 		"beta.kubernetes.io/arch":                   arch,
 		LabelRole:                                   string(a.cfg.Role),
-		LabelRuntime:                                string(a.cfg.Runtime),
+		nodeapi.LabelRuntime:                        string(a.cfg.Runtime),
 		LabelNetworkCIDR:                            labelValue(a.cfg.NetworkCIDR.String()),
 	}
 	if hp := a.cfg.S3.HostPort(); hp != "" {
