@@ -60,9 +60,9 @@ type Options struct {
 	Log        *slog.Logger     // nil discards
 	Now        func() time.Time // nil: time.Now
 	HTTPClient *http.Client     // nil: redirects refused, connections as cfg.DialContext, TLS as cfg.TLSClientConfig (every call has its own deadline)
-	// Driver runs the node's sandboxes; the caller closes it. Nil: Serve opens the process
-	// driver for the process runtime (Config.ProcessDriver) and closes it when it returns; the
-	// microvm runtime has no driver yet, so its sandboxes fail with the reason.
+	// Driver runs the node's sandboxes; the caller closes it. Nil: Serve opens the driver of
+	// the node's runtime (Config.ProcessDriver or Config.MicroVMDriver) and closes it when it
+	// returns; a driver that cannot be opened leaves the node not Ready, with the reason.
 	Driver driver.Driver
 }
 
