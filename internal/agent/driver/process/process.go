@@ -251,11 +251,7 @@ func New(cfg Config) (*Driver, error) {
 	if !ownUser {
 		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
 		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
-		if len(iso.Namespaces) > 0 {
-			if note := probeNamespaces(cfg.Executable); note != "" {
-				iso.Namespaces, iso.NamespaceNote = nil, note
-			}
-		}
+		iso = iso.Probed(cfg.Executable, cfg.FirstUID)
 		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name) }); len(gone) > 0 {
 			log.Info("removed the links of ended sandboxes", "links", gone)
 		}
