@@ -248,11 +248,12 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	leases := &uidLeases{dir: cfg.UIDLeaseDir, first: cfg.FirstUID, count: cfg.UIDCount}
 	if !ownUser {
 		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
 		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
 		iso = iso.Probed(cfg.Executable, cfg.FirstUID)
-		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name) }); len(gone) > 0 {
+		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name, leases) }); len(gone) > 0 {
 			log.Info("removed the links of ended sandboxes", "links", gone)
 		}
 		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
@@ -265,7 +266,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
-		leases:      &uidLeases{dir: cfg.UIDLeaseDir, first: cfg.FirstUID, count: cfg.UIDCount},
+		leases:      leases,
 		idMu:        map[string]*sync.Mutex{},
 		spares:      make(chan *supervisorProc, cfg.Spares),
 		refill:      make(chan struct{}, 1),
