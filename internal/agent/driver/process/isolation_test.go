@@ -78,13 +78,20 @@ func isCI() bool { return os.Getenv("CI") == "true" }
 // here, except under CI (root on a kernel that has them).
 func requireNamespaces(t *testing.T, d *Driver) {
 	t.Helper()
-	if len(d.Isolation().Namespaces) > 0 {
+	requireOnCI(t, d, len(d.Isolation().Namespaces) > 0, "namespaces", "CI's machine lets root make namespaces")
+}
+
+// requireOnCI skips a test when the driver lacks what it needs (has is false), except under CI,
+// whose machine has it (ci says why): the test fails there.
+func requireOnCI(t *testing.T, d *Driver, has bool, what, ci string) {
+	t.Helper()
+	if has {
 		return
 	}
 	if isCI() {
-		t.Fatalf("CI's machine lets root make namespaces; this driver: %s", d.Isolation())
+		t.Fatalf("%s; this driver: %s", ci, d.Isolation())
 	}
-	t.Skipf("no namespaces: %s", d.Isolation())
+	t.Skipf("no %s: %s", what, d.Isolation())
 }
 
 // Inside its namespaces a sandbox sees its own processes only (ps), its id as host name, a
@@ -314,13 +321,7 @@ func TestSandboxDirUnderRun(t *testing.T) {
 func requireUserNamespace(t *testing.T, d *Driver) {
 	t.Helper()
 	requireNamespaces(t, d)
-	if d.Isolation().UserNamespace() {
-		return
-	}
-	if isCI() {
-		t.Fatalf("CI's machine allows user namespaces; this driver: %s", d.Isolation())
-	}
-	t.Skipf("no user namespace: %s", d.Isolation())
+	requireOnCI(t, d, d.Isolation().UserNamespace(), "user namespace", "CI's machine allows user namespaces")
 }
 
 // With a user namespace, a sandbox's maps are one line each, its leased uid and gid to
