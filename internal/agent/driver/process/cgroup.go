@@ -78,15 +78,15 @@ func (i Isolation) withoutUserNamespace(note string) Isolation {
 // as a probe that does what a sandbox's init needs of them, and in a user namespace mapped to
 // uid as a sandbox's is; what fails is dropped, with a note saying why.
 func (i Isolation) Probed(executable string, uid int) Isolation {
-	if len(i.Namespaces) > 0 {
-		if note := probeNamespaces(executable, false, 0); note != "" {
-			i.Namespaces, i.NamespaceNote = nil, note
-		}
+	if len(i.Namespaces) == 0 {
+		return i
 	}
-	if i.UserNamespace() {
-		if note := probeNamespaces(executable, true, uid); note != "" {
-			i = i.withoutUserNamespace("the probe failed: " + note + userNamespaceSettings(""))
-		}
+	note, userNote := probeNamespaces(executable, i.UserNamespace(), uid)
+	switch {
+	case note != "":
+		i.Namespaces, i.NamespaceNote = nil, note
+	case userNote != "":
+		i = i.withoutUserNamespace("the probe failed: " + userNote + userNamespaceSettings(""))
 	}
 	return i
 }

@@ -270,11 +270,12 @@ func (s *supervisor) setup() *sandboxSetup {
 // probeNamespaces starts the binary in new namespaces (namespaceFlags) as a probe that does what
 // a sandbox's init needs of them (loopback up, private and read-only mounts; with user, also a
 // /proc of its own and a user namespace for a process of its own mapped to uid as a sandbox's
-// stage is, which takes that user), and returns why it could not ("" when it could).
-func probeNamespaces(executable string, user bool, uid int) string {
+// stage is, which takes that user), and returns why it could not ("" when it could): note for
+// the namespaces, userNote for the user namespace alone (the others work then).
+func probeNamespaces(executable string, user bool, uid int) (note, userNote string) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err.Error()
+		return err.Error(), ""
 	}
 	defer r.Close()
 	argv := []string{namespaceProbeArg0}
@@ -287,7 +288,7 @@ func probeNamespaces(executable string, user bool, uid int) string {
 	})
 	w.Close()
 	if err != nil {
-		return fmt.Sprintf("cannot create namespaces (%v)", err)
+		return fmt.Sprintf("cannot create namespaces (%v)", err), ""
 	}
 	msg, _ := io.ReadAll(io.LimitReader(r, 4096))
 	var ws unix.WaitStatus
@@ -296,14 +297,19 @@ func probeNamespaces(executable string, user bool, uid int) string {
 			break
 		}
 	}
-	if ws.Exited() && ws.ExitStatus() == 0 {
-		return ""
+	switch {
+	case ws.Exited() && ws.ExitStatus() == 0:
+		return "", ""
+	case ws.Exited() && ws.ExitStatus() == probeUserFailed:
+		return "", string(msg)
+	case len(msg) == 0:
+		return "the namespace probe " + howEnded(ws), ""
 	}
-	if len(msg) == 0 {
-		return "the namespace probe " + howEnded(ws)
-	}
-	return string(msg)
+	return string(msg), ""
 }
+
+// probeUserFailed is the namespace probe's exit code when only the user namespace failed.
+const probeUserFailed = 3
 
 // probeMappedArg is the first argument of the probe's process in its user namespace.
 const probeMappedArg = "mapped"
@@ -334,7 +340,7 @@ func runNamespaceProbe() int {
 	if len(os.Args) > 2 && os.Args[1] == userNamespaceArg {
 		if msg := probeUserNamespace(os.Args[2]); msg != "" {
 			fmt.Print(msg)
-			return 1
+			return probeUserFailed
 		}
 	}
 	return 0

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -407,5 +408,23 @@ func TestUserNamespaceCapabilitiesReachNothingOfTheHost(t *testing.T) {
 	}
 	if fi, err := os.Stat(roots); err != nil || fi.Mode().Perm() != 0o644 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
 		t.Errorf("root's file: %v, %v", fi.Mode(), err)
+	}
+}
+
+// A user namespace the probe cannot make (here: no uid to map) is dropped with why, and the
+// other namespaces stay.
+func TestUserNamespaceProbeFailureKeepsTheOthers(t *testing.T) {
+	requireRoot(t)
+	iso := Detect()
+	if !iso.UserNamespace() {
+		t.Skipf("this host allows no user namespace: %s", iso)
+	}
+	got := iso.Probed("/proc/self/exe", -1)
+	if got.UserNamespace() || !strings.HasPrefix(got.UserNamespaceNote, "no user namespace: the probe failed: map a user namespace: ") ||
+		!slices.Equal(got.Namespaces, namespaceNames) || !strings.Contains(got.String(), "(no user namespace: the probe failed: ") {
+		t.Errorf("probed with an unmappable uid: %+v\n%s", got, got)
+	}
+	if ok := iso.Probed("/proc/self/exe", DefaultFirstUID); !ok.UserNamespace() {
+		t.Errorf("probed with a sandbox uid: %s", ok)
 	}
 }
