@@ -11,7 +11,9 @@
 // output beside it are the agent's. Its environment is exactly the spec's, nothing of the
 // agent's (whose environment may hold secrets); the values are never logged or written to
 // disk, only the names. It runs in a session and process group of its own, so that signals
-// reach all of it and none of the agent's.
+// reach all of it and none of the agent's. As root, it gets PID, mount, IPC, UTS and network
+// namespaces of its own and, where the host allows it, a user namespace whose maps are its
+// uid and gid to themselves alone (Isolation.Namespaces; the sandbox's init, init.go).
 //
 // Limits: every sandbox gets a cgroup of its own under Config.CgroupParent in each cgroup
 // hierarchy the host has (package cgroups: a cgroup v2 hierarchy with delegated controllers,
