@@ -38,7 +38,8 @@ const e2eVMFleetDoc = `{"version": 1,
 // `sandboxes create --wait -- uname -r` prints the guest kernel's release, not the host's, with
 // both streams and the exit code; a sleep past its timeout ends killed (timeout); a warm guest
 // is claimed without a boot; a delete ends a running guest's VMM; from a private guest the control plane's port is not reachable
-// (its loopback is its own and it has no other device); `agent down` leaves no VMM running.
+// (its loopback is its own and it has no other device), and a memory hog there ends it killed
+// (oom) by the guest's own OOM killer, the host untouched; `agent down` leaves no VMM running.
 func TestMicroVMSandboxes(t *testing.T) {
 	kernel := microvmtest.Kernel(t)
 	bin := binary(t)
@@ -99,12 +100,24 @@ func TestMicroVMSandboxes(t *testing.T) {
 		t.Fatalf("create --wait -- uname -r: %q, %q, exit %d; want the guest kernel's release (%s), not the host's (%s)\n%s", stdout, stderr, code, filepath.Base(kernel), host, a.logs())
 	}
 
-	// The control plane listens on 127.0.0.1 of the host; the guest's loopback is its own.
+	// The control plane listens on 127.0.0.1 of the host; the guest's loopback is its own. The
+	// same guest then grows a shell variable without end: the guest's memory (the flavor's
+	// 1 GiB) runs out, its own OOM killer ends the shell, and the sandbox ends killed (oom),
+	// while the host's OOM killer never acts on its VMM and the agent runs on (the sandboxes
+	// below).
 	_, port, _ := net.SplitHostPort(server)
-	s := createVM(t, api, "vm", 0, "/bin/sh", "-c", "cat /proc/net/dev | grep -c :; nc -w 2 127.0.0.1 "+port+" </dev/null && echo reached || echo unreachable")
+	s := createVM(t, api, "vm", 0, "/bin/sh", "-c", "cat /proc/net/dev | grep -c :; nc -w 2 127.0.0.1 "+port+" </dev/null && echo reached || echo unreachable; a=0123456789; while :; do a=$a$a; done")
 	s = waitVM(t, api, s.ID, 3*time.Minute)
 	if l := logsOf(t, api, s.ID); l.Stdout != "1\nunreachable\n" {
 		t.Errorf("private guest: %q (want one network device, lo, and the control plane unreachable)", l.Stdout)
+	}
+	if s.State != sandboxes.StateKilled || s.Reason != "oom" || !strings.Contains(s.Message, "OOM killer") || strings.Contains(s.Message, "host's OOM killer") {
+		t.Errorf("a memory hog in the guest: %s (%s) %q, want killed (oom) by the guest's own OOM killer", s.State, s.Reason, s.Message)
+	}
+	select {
+	case <-a.proc.done:
+		t.Fatalf("the agent did not outlive the guest's memory hog\n%s", a.logs())
+	default:
 	}
 
 	s = createVM(t, api, "vm", 2, "/bin/sleep", "600")

@@ -7,7 +7,8 @@ import (
 )
 
 // Prerequisites returns what keeps this host from running the agent, each with its fix; none
-// when it is ready: the architecture (x86_64 or aarch64), cgroup v2 with the cpu controller,
+// when it is ready: the architecture (x86_64 or aarch64), the cpu cgroup controller (in a cgroup
+// v2 hierarchy or a cgroup v1 one: the sandboxes' limits use either, detected per controller),
 // the memory floor (cfg.MinMemoryKB of MemTotal) and, for the microvm runtime only, a guest
 // kernel (cfg.GuestKernel). KVM is not one: without it (no /dev/kvm, or a nested host whose KVM
 // boots no guest) the microvm runtime's guests run under TCG.
@@ -16,11 +17,8 @@ func Prerequisites(cfg *Config, f hostinfo.Facts) []string {
 	if f.Arch != "x86_64" && f.Arch != "aarch64" {
 		p = append(p, fmt.Sprintf("this host's architecture is %q; the agent runs on x86_64 or aarch64", f.Arch))
 	}
-	switch {
-	case !f.Cgroup2:
-		p = append(p, "cgroup v2 is required, and /sys/fs/cgroup is not a cgroup v2 mount (cgroup v1 or hybrid): add systemd.unified_cgroup_hierarchy=1 to the kernel command line and reboot")
-	case !f.CgroupCPU:
-		p = append(p, "the cgroup v2 cpu controller is not available (it is missing from /sys/fs/cgroup/cgroup.controllers): enable it with `echo +cpu > /sys/fs/cgroup/cgroup.subtree_control` or use a kernel built with CONFIG_CGROUP_SCHED")
+	if f.CgroupCPU == "" {
+		p = append(p, "no cgroup hierarchy offers the cpu controller (neither the cgroup v2 hierarchy's cgroup.controllers lists it nor is a cgroup v1 hierarchy of it mounted): enable it in cgroup v2 (`echo +cpu > /sys/fs/cgroup/cgroup.subtree_control`), mount it as cgroup v1, or use a kernel built with CONFIG_CGROUP_SCHED")
 	}
 	if f.MemTotalKB < cfg.MinMemoryKB {
 		p = append(p, fmt.Sprintf("this host has %d kB of memory (MemTotal) and the floor is %d kB: use a host with more memory", f.MemTotalKB, cfg.MinMemoryKB))

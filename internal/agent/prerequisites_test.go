@@ -26,16 +26,20 @@ func TestPrerequisites(t *testing.T) {
 		{name: "bare metal, process", host: "compute", runtime: RuntimeProcess},
 		// A virtual machine without /dev/kvm runs microVMs under TCG: neither is a problem.
 		{name: "virtual machine, microvm", host: "vm", runtime: RuntimeMicroVM, kernel: "/boot/vmlinuz",
-			want: []string{"cgroup v2 is required", "4028000 kB of memory (MemTotal) and the floor is 7500000 kB"}},
+			want: []string{"no cgroup hierarchy offers the cpu controller", "4028000 kB of memory (MemTotal) and the floor is 7500000 kB"}},
 		{name: "microvm without a guest kernel", host: "compute", runtime: RuntimeMicroVM,
 			want: []string{"the microvm runtime boots its guests with a guest kernel and none is set: set CUBEFLEET_GUEST_KERNEL"}},
 		{name: "virtual machine, process", host: "vm", runtime: RuntimeProcess,
-			want: []string{"cgroup v2 is required", "the floor is 7500000 kB"}},
+			want: []string{"no cgroup hierarchy offers the cpu controller", "the floor is 7500000 kB"}},
 		{name: "architecture", host: "compute", runtime: RuntimeProcess, edit: map[string]string{"/proc/sys/kernel/arch": "riscv64\n"},
 			want: []string{`architecture is "riscv64"; the agent runs on x86_64 or aarch64`}},
 		{name: "aarch64", host: "compute", runtime: RuntimeProcess, edit: map[string]string{"/proc/sys/kernel/arch": "aarch64\n"}},
 		{name: "no cpu controller", host: "compute", runtime: RuntimeProcess, edit: map[string]string{"/sys/fs/cgroup/cgroup.controllers": "memory pids\n"},
-			want: []string{"the cgroup v2 cpu controller is not available"}},
+			want: []string{"no cgroup hierarchy offers the cpu controller"}},
+		// cgroup v1 (or hybrid) controllers are as good as cgroup v2's.
+		{name: "cgroup v1", host: "compute", runtime: RuntimeProcess, edit: map[string]string{
+			"/proc/self/mountinfo": "30 22 0:26 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid,nodev,noexec,relatime shared:10 - cgroup cgroup rw,cpu,cpuacct\n" +
+				"31 22 0:27 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:11 - cgroup cgroup rw,memory\n"}},
 		{name: "raised memory floor", host: "compute", runtime: RuntimeProcess, minKB: 20_000_000,
 			want: []string{"16384000 kB of memory (MemTotal) and the floor is 20000000 kB"}},
 		{name: "no kvm", host: "compute", runtime: RuntimeMicroVM, kernel: "/boot/vmlinuz", edit: map[string]string{"/dev/kvm": ""}},
@@ -107,7 +111,7 @@ func TestStartLogsPrerequisites(t *testing.T) {
 	r := startAgent(t, cfg)
 	testkit.WaitFor(t, 10*time.Second, "a status report", func() bool { return len(cp.CallsTo("/status")) > 0 })
 	logs := r.logs.String()
-	for _, want := range []string{`"msg":"this host does not meet a prerequisite of the agent","node_id":"127.0.0.1","problem":"cgroup v2 is required`, `"problem":"this host has 4028000 kB of memory`} {
+	for _, want := range []string{`"msg":"this host does not meet a prerequisite of the agent","node_id":"127.0.0.1","problem":"no cgroup hierarchy offers the cpu controller`, `"problem":"this host has 4028000 kB of memory`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log lacks %s:\n%s", want, logs)
 		}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,7 +281,10 @@ type Facts struct {
 	KVMAPIVersion int      // KVM_GET_API_VERSION, 0 when unknown
 	Hypervisor    bool     // the CPU flag "hypervisor": this host is itself a virtual machine
 	Cgroup2       bool     // /sys/fs/cgroup is a cgroup v2 (unified) mount (Cgroup.Unified)
-	CgroupCPU     bool     // the cgroup v2 cpu controller is available there
+	// CgroupCPU says where the cpu controller is: "cgroup v2" (its hierarchy's
+	// cgroup.controllers lists it), "cgroup v1" (a cgroup v1 hierarchy has it, as on a v1 or
+	// hybrid host), "" when no hierarchy has it.
+	CgroupCPU string
 }
 
 // MemTotalMiB returns MemTotalKB in MiB (rounded down).
@@ -372,7 +376,12 @@ func (h Host) Facts() (Facts, error) {
 	}
 	cg := h.Cgroup()
 	f.Cgroup2 = cg.Unified()
-	f.CgroupCPU = f.Cgroup2 && cg.Has("cpu")
+	switch {
+	case cg.Has("cpu"):
+		f.CgroupCPU = "cgroup v2"
+	case slices.Contains(cg.V1, "cpu"):
+		f.CgroupCPU = "cgroup v1"
+	}
 	return f, nil
 }
 

@@ -99,14 +99,14 @@ func TestFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.Arch != "x86_64" || f.CPUCount != 8 || f.MemTotalKB != 16384000 || f.MemTotalMiB() != 16000 ||
-		f.CPUVendor != "GenuineIntel" || !f.KVM || f.Hypervisor || !f.Cgroup2 || !f.CgroupCPU || f.KernelRelease != "6.8.0-45-generic" {
+		f.CPUVendor != "GenuineIntel" || !f.KVM || f.Hypervisor || !f.Cgroup2 || f.CgroupCPU != "cgroup v2" || f.KernelRelease != "6.8.0-45-generic" {
 		t.Errorf("compute facts: %+v", f)
 	}
 	vm, err := testHost("vm").Facts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if vm.KVM || !vm.Hypervisor || vm.Cgroup2 || vm.CPUCount != 2 {
+	if vm.KVM || !vm.Hypervisor || vm.Cgroup2 || vm.CgroupCPU != "" || vm.CPUCount != 2 {
 		t.Errorf("vm facts: %+v", vm)
 	}
 	if _, err := (Host{Root: t.TempDir()}).Facts(); err == nil || !strings.Contains(err.Error(), "memory size") {

@@ -324,7 +324,8 @@ func checkS3(ctx context.Context, cfg *agent.Config) CheckResult {
 
 // checkIsolation is CheckIsolation: the process runtime's isolation on this host, as
 // process.Expected describes it for this user (the agent's, when the check runs as the agent's
-// user: root); a failure naming the fix when it cannot run sandboxes.
+// user: root), with the namespaces its probes make here (Isolation.Probed, through this
+// binary); a failure naming the fix when it cannot run sandboxes.
 func checkIsolation(ctx context.Context, cfg *agent.Config) CheckResult {
 	r := CheckResult{Name: CheckIsolation, Status: CheckSkip, Detail: "the " + string(cfg.Runtime) + " runtime runs no sandbox as a process"}
 	if cfg.Runtime == agent.RuntimeMicroVM {
@@ -337,6 +338,9 @@ func checkIsolation(ctx context.Context, cfg *agent.Config) CheckResult {
 	if err != nil {
 		r.Status, r.Detail, r.Final = CheckFail, err.Error(), true // the host or the settings must change
 		return r
+	}
+	if !iso.OwnUser {
+		iso = iso.Probed("/proc/self/exe", process.DefaultFirstUID)
 	}
 	r.Status, r.Detail = CheckOK, "process runtime: "+iso.String()
 	if missing := iso.Missing(); len(missing) > 0 {

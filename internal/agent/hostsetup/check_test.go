@@ -58,6 +58,9 @@ func TestCheck(t *testing.T) {
 		t.Errorf("control plane: %s", results[1])
 	}
 	iso, _ := process.Expected(cfg.SandboxAllowOwnUser)
+	if !iso.OwnUser {
+		iso = iso.Probed("/proc/self/exe", process.DefaultFirstUID)
+	}
 	if want := "process runtime: " + iso.String(); results[4].Detail != want {
 		t.Errorf("isolation: %s\nwant %s", results[4], want)
 	}
@@ -88,6 +91,12 @@ func TestCheckIsolation(t *testing.T) {
 	case os.Geteuid() == 0 && (r.Status != CheckOK || !strings.HasPrefix(r.Detail, "process runtime: ") || !strings.Contains(r.Detail, "RLIMIT_NOFILE")):
 		t.Errorf("as root: %s", r)
 	case os.Geteuid() == 0:
+		// The user namespace is named in force, or missing with why.
+		if iso := process.Detect(); iso.UserNamespace() {
+			want = append(want, "namespaces: pid, mount, ipc, uts, net, user (user: the leased uid")
+		} else if len(iso.Namespaces) > 0 {
+			want = append(want, iso.UserNamespaceNote)
+		}
 		for _, w := range want {
 			if !strings.Contains(r.Detail, w) {
 				t.Errorf("as root on a host with %s: %s\nwant it to say %q", cg, r, w)

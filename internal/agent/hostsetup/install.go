@@ -114,8 +114,8 @@ func Install(ctx context.Context, cfg *agent.Config, opt InstallOptions) error {
 		if cfg.Runtime == agent.RuntimeMicroVM {
 			kvm = "/dev/kvm present, not a virtual machine"
 		}
-		fmt.Fprintf(out, "Prerequisites: ok (%s, cgroup v2 with the cpu controller, %d MiB of memory (floor %d MiB), runtime %s: %s)\n",
-			facts.Arch, facts.MemTotalMiB(), cfg.MinMemoryKB/1024, cfg.Runtime, kvm)
+		fmt.Fprintf(out, "Prerequisites: ok (%s, the cpu controller in %s, %d MiB of memory (floor %d MiB), runtime %s: %s)\n",
+			facts.Arch, facts.CgroupCPU, facts.MemTotalMiB(), cfg.MinMemoryKB/1024, cfg.Runtime, kvm)
 	} else {
 		// The files are for another machine (an image, a test): this one's hardware says
 		// nothing about it. The agent checks its own host when it starts.

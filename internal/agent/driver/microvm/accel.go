@@ -138,6 +138,13 @@ func ProbeBoot(ctx context.Context, vmm VMM, m Machine, timeout time.Duration) P
 		}
 		select {
 		case err := <-exited:
+			// The probe guest powers off once it said it is ready: that may be since the read.
+			data, _ := os.ReadFile(filepath.Join(m.Dir, fileChannel))
+			if r, _ := guest.ReadFrames(data, 1); r.Ready != nil {
+				p.Booted, p.BootTime = true, time.Since(start)
+				exited <- err
+				return p
+			}
 			p.Error = fmt.Sprintf("the VMM ended before the guest was ready (%v)", err)
 			if last := lastLine(stderr.String()); last != "" {
 				p.Error += ": " + last

@@ -54,6 +54,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
+	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
 // Defaults of Config.
@@ -219,6 +220,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		cgroups: cgroups.Detect("", 0).Prepare(cfg.CgroupParent),
 	}
 	d.recover()
+	if gone := sandboxnet.RemoveLeftovers(d.staleLink); len(gone) > 0 {
+		log.Info("removed the links of ended microvms", "links", gone)
+	}
 	d.cgroups.RemoveEmpty(cfg.CgroupParent, cgroupPrefix)
 	log.Info("microvm driver ready", "dir", cfg.Dir, "accel", cfg.Accel, "cgroups", d.Cgroups())
 	return d, nil

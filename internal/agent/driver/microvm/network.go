@@ -11,6 +11,28 @@ import (
 	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
+// staleLink reports whether the host end named name (sandboxnet.RemoveLeftovers) is a leftover
+// of a public guest of the driver's directory that ended (recover found its end, or recorded
+// it), and of none that runs: none of the directory's (a guest found running again keeps its
+// link), and none of another directory that holds the ended guest's uid now (a sandbox of
+// another agent or runtime of the host, whose link has the same name). A guest's tap device
+// and bridge are in its VMM's network namespace and go with it; the host's policy
+// (sandboxnet.EnsureHost) matches every link by its prefix, so nothing of it is a guest's.
+// Called by New, before any guest starts.
+func (d *Driver) staleLink(name string) bool {
+	stale := false
+	for _, v := range d.vms {
+		if v.rec.Link == nil || v.rec.Link.HostIf != name {
+			continue
+		}
+		if v.final == nil || d.leases.LentElsewhere(v.rec.UID, v.dir) {
+			return false
+		}
+		stale = true
+	}
+	return stale
+}
+
 // startPublic starts cmd (a VMM of user uid) in a network namespace made for it, where a tap
 // device (sandboxnet.MakeTap) is bridged to the sandbox's end of link's veth pair
 // (Link.SetupTap), under the host's policy for the sandbox network (sandboxnet.EnsureHost).

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/agent/driver/microvm/guest"
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/agent/sandboxnet"
 )
 
@@ -89,8 +91,10 @@ func TestPublicNetwork(t *testing.T) {
 	hostPort := host.Addr().(*net.TCPAddr).Port
 	makeInternet(t, serve)
 
-	d := newTestDriver(t, "")
-	script := fmt.Sprintf("echo internet: $(nc -w 5 198.51.100.1 8080); echo host: $(nc -w 3 198.51.100.2 %d)$?", hostPort)
+	dir := testDir(t)
+	testImage(t, filepath.Join(dir, "images"))
+	d := newTestDriver(t, dir)
+	script := fmt.Sprintf("sleep 10; echo internet: $(nc -w 5 198.51.100.1 8080); echo host: $(nc -w 3 198.51.100.2 %d)$?", hostPort)
 	st, err := d.Start(context.Background(), driver.Spec{
 		ID: "pub", Image: "busybox", MemoryMiB: 256, Network: driver.NetworkPublic,
 		Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/bin"},
@@ -105,6 +109,24 @@ func TestPublicNetwork(t *testing.T) {
 	if _, err := netlink.LinkByName(v.rec.Link.HostIf); err != nil {
 		t.Errorf("the public guest's host end %s: %v", v.rec.Link.HostIf, err)
 	}
+	// The agent goes away while the guest runs, leaving links behind (made here as the driver
+	// makes them): an ended guest's veth pair, both ends still on the host (its agent died
+	// between making the pair and moving its end into the VMM's namespace), and one of a guest
+	// whose agent died while it booted. The next driver removes exactly those: not the link of
+	// the guest it finds running again, nor one that none of its guests names.
+	d.Close()
+	gone, half, foreign := leftover(t, d, "gone", 1, true), leftover(t, d, "half", 2, false), leftover(t, d, "", 3, false)
+	d = newTestDriver(t, dir)
+	for _, name := range []string{gone, gone + "p", half, half + "p"} {
+		if _, err := netlink.LinkByName(name); err == nil {
+			t.Errorf("the leftover %s is still there after a restart", name)
+		}
+	}
+	for _, name := range []string{foreign, v.rec.Link.HostIf} {
+		if _, err := netlink.LinkByName(name); err != nil {
+			t.Errorf("%s was removed at the restart: %v", name, err)
+		}
+	}
 	st = waitEnd(t, d, "pub", 2*time.Minute)
 	out, _ := d.Output(context.Background(), "pub")
 	t.Logf("guest: %s %s", out.Stdout, out.Stderr)
@@ -117,6 +139,44 @@ func TestPublicNetwork(t *testing.T) {
 	if _, err := netlink.LinkByName(v.rec.Link.HostIf); err == nil {
 		t.Errorf("the ended guest's veth is still there")
 	}
+}
+
+// leftover makes the veth pair of the link of the n-th uid from the top of d's range, as the
+// driver names it, on the host, and returns its host end's name. With id, it is the link of a
+// guest of that id in d's directory (its record, and with ended its end); without, of none.
+func leftover(t *testing.T, d *Driver, id string, n int, ended bool) string {
+	t.Helper()
+	uid := d.cfg.FirstUID + d.cfg.UIDCount - n // the top of the range: no sandbox of the host holds it
+	link, err := sandboxnet.LinkFor(d.cfg.NetworkCIDR, uid-d.cfg.FirstUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: link.HostIf}, PeerName: link.HostIf + "p"}); err != nil {
+		t.Fatalf("make %s: %v", link.HostIf, err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(link.HostIf); err == nil {
+			netlink.LinkDel(l)
+		}
+	})
+	if id == "" {
+		return link.HostIf
+	}
+	vmDir := filepath.Join(d.cfg.Dir, id)
+	if err := os.MkdirAll(vmDir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	rec := vmRecord{Spec: driver.Spec{ID: id, Image: "busybox", Network: driver.NetworkPublic}, UID: uid, Link: &link, CreatedAt: time.Now().UTC()}
+	if err := process.WriteRecord(filepath.Join(vmDir, fileVM), rec); err != nil {
+		t.Fatal(err)
+	}
+	if ended {
+		st := driver.Status{ID: id, State: driver.StateExited, Reason: driver.ReasonExited, ExitCode: 0}
+		if err := process.WriteRecord(filepath.Join(vmDir, process.FileResult), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return link.HostIf
 }
 
 // makeInternet makes the internet: a network namespace holding 198.51.100.1/24 with a server on

@@ -29,10 +29,13 @@ type Isolation struct {
 	// Note says why cgroups are not used at all, when they are not.
 	Note string `json:"note,omitempty"`
 	// Namespaces are the namespaces each sandbox gets of its own (pid, mount, ipc, uts, net:
-	// its own processes, file system view, IPC, host name and a network with loopback only);
-	// empty when the host does not let the driver make them, and NamespaceNote says why.
-	Namespaces    []string `json:"namespaces,omitempty"`
-	NamespaceNote string   `json:"namespaceNote,omitempty"`
+	// its own processes, file system view, IPC, host name and a network with loopback only;
+	// and user where the host allows it: its leased uid and gid mapped to themselves, nothing
+	// else); empty when the host does not let the driver make them, and NamespaceNote says why.
+	// UserNamespaceNote says why there is no user namespace, when the others are there.
+	Namespaces        []string `json:"namespaces,omitempty"`
+	NamespaceNote     string   `json:"namespaceNote,omitempty"`
+	UserNamespaceNote string   `json:"userNamespaceNote,omitempty"`
 	// Seccomp is set when the sandboxes' programs run under the default seccomp profile
 	// (package syscallfilter: refused calls fail with EPERM); the kernel has seccomp filters.
 	Seccomp bool `json:"seccomp,omitempty"`
@@ -60,6 +63,34 @@ func (i Isolation) Missing() []string {
 	return out
 }
 
+// UserNamespace reports whether sandboxes get a user namespace of their own.
+func (i Isolation) UserNamespace() bool { return slices.Contains(i.Namespaces, userNamespaceName) }
+
+// withoutUserNamespace returns i without the user namespace, note saying why.
+func (i Isolation) withoutUserNamespace(note string) Isolation {
+	i.Namespaces = slices.DeleteFunc(slices.Clone(i.Namespaces), func(n string) bool { return n == userNamespaceName })
+	i.UserNamespaceNote = "no user namespace: " + note
+	return i
+}
+
+// Probed returns i with the namespaces a driver can make on this host, as it finds them at its
+// start: it starts executable (a binary that calls MaybeRunSupervisor first) in new namespaces
+// as a probe that does what a sandbox's init needs of them, and in a user namespace mapped to
+// uid as a sandbox's is; what fails is dropped, with a note saying why.
+func (i Isolation) Probed(executable string, uid int) Isolation {
+	if len(i.Namespaces) == 0 {
+		return i
+	}
+	note, userNote := probeNamespaces(executable, i.UserNamespace(), uid)
+	switch {
+	case note != "":
+		i.Namespaces, i.NamespaceNote = nil, note
+	case userNote != "":
+		i = i.withoutUserNamespace("the probe failed: " + userNote + userNamespaceSettings(""))
+	}
+	return i
+}
+
 // has reports whether a cgroup controller enforces controller c.
 func (i Isolation) has(c string) bool { return i.Cgroups.Has(c) }
 
@@ -83,7 +114,11 @@ func (i Isolation) String() string {
 	rl = append(rl, "open files via RLIMIT_NOFILE")
 	parts = append(parts, "rlimits: "+strings.Join(rl, ", "))
 	if len(i.Namespaces) > 0 {
-		parts = append(parts, "namespaces: "+strings.Join(i.Namespaces, ", ")+" (network: loopback only, or for a public template a veth with NAT to the internet only)")
+		user := ""
+		if i.UserNamespace() {
+			user = "user: the leased uid and gid mapped to themselves, nothing else; "
+		}
+		parts = append(parts, "namespaces: "+strings.Join(i.Namespaces, ", ")+" ("+user+"network: loopback only, or for a public template a veth with NAT to the internet only)")
 	} else {
 		parts = append(parts, "no namespaces")
 	}
@@ -110,6 +145,9 @@ func (i Isolation) String() string {
 	}
 	if i.NamespaceNote != "" {
 		notes = append(notes, i.NamespaceNote)
+	}
+	if i.UserNamespaceNote != "" && len(i.Namespaces) > 0 {
+		notes = append(notes, i.UserNamespaceNote)
 	}
 	if i.DiskNote != "" && i.Note == "" {
 		notes = append(notes, i.DiskNote)
@@ -145,8 +183,9 @@ func Expected(allowOwnUser bool) (Isolation, error) {
 }
 
 // detect is Detect for a host whose files are under root ("" for this host): the cgroups, and
-// as root the namespaces the kernel has (/proc/self/ns); a driver then checks that it can make
-// them (probeNamespaces).
+// as root the namespaces the kernel has (/proc/self/ns) and lets root make (a user namespace
+// only when user.max_user_namespaces is not 0); a driver then checks that it can make them
+// (probeNamespaces).
 func detect(root string, euid int) Isolation {
 	iso := Isolation{Cgroups: cgroups.Detect(root, euid)}
 	// The kernel has seccomp filters when a process's status has the field.
@@ -171,8 +210,43 @@ func detect(root string, euid int) Isolation {
 		iso.NamespaceNote = "the kernel has no " + strings.Join(missing, ", ") + " namespaces"
 		return iso
 	}
-	iso.Namespaces = namespaceNames
+	iso.Namespaces = slices.Clone(namespaceNames)
+	if _, err := os.Stat(filepath.Join("/", root, "proc/self/ns/user")); err != nil {
+		iso.UserNamespaceNote = "no user namespace: the kernel has no user namespaces"
+	} else if sysctl(root, "user/max_user_namespaces") == "0" {
+		iso.UserNamespaceNote = "no user namespace: user.max_user_namespaces is 0 (sysctl -w user.max_user_namespaces=15000 allows them)"
+	} else {
+		iso.Namespaces = append(iso.Namespaces, userNamespaceName)
+	}
 	return iso
+}
+
+// sysctl returns the value of the sysctl at /proc/sys/<name> of the host under root, "" when it
+// has none.
+func sysctl(root, name string) string {
+	b, err := os.ReadFile(filepath.Join("/", root, "proc/sys", name))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// userNamespaceSettings names the host's settings that restrict user namespaces, for a note
+// on why the driver could not make one ("" when none is set). They bind processes without
+// CAP_SYS_ADMIN, which the driver's init is not: on a host where the probe fails with them
+// set, a security module's policy or a patched kernel may extend them to root.
+func userNamespaceSettings(root string) string {
+	var set []string
+	if v := sysctl(root, "kernel/unprivileged_userns_clone"); v == "0" {
+		set = append(set, "kernel.unprivileged_userns_clone is 0")
+	}
+	if v := sysctl(root, "kernel/apparmor_restrict_unprivileged_userns"); v == "1" {
+		set = append(set, "kernel.apparmor_restrict_unprivileged_userns is 1")
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return " (the host restricts them: " + strings.Join(set, ", ") + ")"
 }
 
 // sandboxCgroupPrefix starts the name of every sandbox's cgroup under the driver's parent.

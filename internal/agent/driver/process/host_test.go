@@ -56,7 +56,8 @@ func fakeHost(t *testing.T, mounts, mountPoint, controllers string) string {
 	}
 	write("proc/self/mountinfo", mounts)
 	write("proc/self/status", "Name:\tcubefleet\nSeccomp:\t0\n")
-	for _, ns := range []string{"pid", "mnt", "ipc", "uts", "net"} {
+	write("proc/sys/user/max_user_namespaces", "15000\n")
+	for _, ns := range []string{"pid", "mnt", "ipc", "uts", "net", "user"} {
 		write("proc/self/ns/"+ns, "")
 	}
 	for _, l := range strings.Split(mounts, "\n") { // every mount point, for the writable checks
@@ -77,21 +78,21 @@ func TestDetect(t *testing.T) {
 		want                                  string
 	}{
 		{"hybrid", mountsHybrid, "/sys/fs/cgroup/unified", "hugetlb\n",
-			"cgroup v1: cpu, memory, pids; cgroup v2 at /sys/fs/cgroup/unified: tracking only; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
+			"cgroup v1: cpu, memory, pids; cgroup v2 at /sys/fs/cgroup/unified: tracking only; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"v1 only", mountsV1, "", "",
-			"cgroup v1: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
+			"cgroup v1: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"unified", mountsUnified, "/sys/fs/cgroup", "cpuset cpu io memory hugetlb pids rdma misc\n",
-			"cgroup v2 at /sys/fs/cgroup: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
+			"cgroup v2 at /sys/fs/cgroup: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 		{"unified without pids", mountsUnified, "/sys/fs/cgroup", "cpu memory\n",
-			"cgroup v2 at /sys/fs/cgroup: cpu, memory; rlimits: processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited (no cgroup hierarchy offers the pids controller)"},
+			"cgroup v2 at /sys/fs/cgroup: cpu, memory; rlimits: processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited (no cgroup hierarchy offers the pids controller)"},
 		{"unified without controllers", mountsUnified, "/sys/fs/cgroup", "\n",
-			"cgroup v2 at /sys/fs/cgroup: tracking only; rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
+			"cgroup v2 at /sys/fs/cgroup: tracking only; rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"read-only", mountsReadOnly, "/sys/fs/cgroup", "cpu memory pids\n",
-			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is mounted read-only; no cgroup hierarchy offers the cpu, memory, pids controllers)"},
+			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is mounted read-only; no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"none", mountsNone, "", "",
-			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
+			"rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (no cgroup hierarchy offers the cpu, memory, pids controllers)"},
 		{"escaped mount point", mountsEscaped, "/run/my cgroups", "cpu memory pids",
-			"cgroup v2 at /run/my cgroups: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
+			"cgroup v2 at /run/my cgroups: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := fakeHost(t, tc.mounts, tc.mountPoint, tc.controllers)
@@ -104,13 +105,24 @@ func TestDetect(t *testing.T) {
 	root := fakeHost(t, mountsUnified, "/sys/fs/cgroup", "cpu memory pids")
 	if os.Geteuid() != 0 {
 		os.Chmod(filepath.Join(root, "sys/fs/cgroup/cgroup.subtree_control"), 0o444)
-		want := "rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is not writable by uid " + strconv.Itoa(os.Geteuid()) + "; no cgroup hierarchy offers the cpu, memory, pids controllers)"
+		want := "rlimits: memory via RLIMIT_AS, processes via RLIMIT_NPROC, open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net, user (user: the leased uid and gid mapped to themselves, nothing else; network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited; CPU not limited (cgroup v2 at /sys/fs/cgroup is not writable by uid " + strconv.Itoa(os.Geteuid()) + "; no cgroup hierarchy offers the cpu, memory, pids controllers)"
 		if got := detect(root, os.Geteuid()).String(); got != want {
 			t.Errorf("detect, not writable:\n got %s\nwant %s", got, want)
 		}
 	}
+	// A host that allows no user namespace, or whose kernel has none: the others stay.
+	root = fakeHost(t, mountsV1, "", "")
+	os.WriteFile(filepath.Join(root, "proc/sys/user/max_user_namespaces"), []byte("0\n"), 0o644)
+	want := "cgroup v1: cpu, memory, pids; rlimits: open files via RLIMIT_NOFILE; namespaces: pid, mount, ipc, uts, net (network: loopback only, or for a public template a veth with NAT to the internet only); seccomp: the default profile; disk not limited (no user namespace: user.max_user_namespaces is 0 (sysctl -w user.max_user_namespaces=15000 allows them))"
+	if got := detect(root, 0).String(); got != want {
+		t.Errorf("detect, max_user_namespaces 0:\n got %s\nwant %s", got, want)
+	}
+	os.Remove(filepath.Join(root, "proc/self/ns/user"))
+	if got := detect(root, 0).UserNamespaceNote; got != "no user namespace: the kernel has no user namespaces" {
+		t.Errorf("detect, no user namespaces: note %q", got)
+	}
 	own := Isolation{OwnUser: true, UID: 1000, Note: "cgroups are used only as root", NamespaceNote: "namespaces are made only as root", Seccomp: true}
-	want := "rlimits: memory via RLIMIT_AS, open files via RLIMIT_NOFILE; no namespaces; seccomp: the default profile; disk not limited; CPU not limited; processes not limited (cgroups are used only as root; namespaces are made only as root); sandboxes run as the agent's own user (uid 1000): they can read everything the agent can, for development only"
+	want = "rlimits: memory via RLIMIT_AS, open files via RLIMIT_NOFILE; no namespaces; seccomp: the default profile; disk not limited; CPU not limited; processes not limited (cgroups are used only as root; namespaces are made only as root); sandboxes run as the agent's own user (uid 1000): they can read everything the agent can, for development only"
 	if got := own.String(); got != want {
 		t.Errorf("own user:\n got %s\nwant %s", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,17 @@ import (
 // writes its wait status on fd 5 and exits: the kernel then kills whatever else is left in
 // the PID namespace.
 //
+// With a user namespace (Isolation.UserNamespace), the stage proper is started in a new one
+// too, and only it: the other namespaces are the supervisor's clone's, owned by the host's
+// initial user namespace, so that the init (root of the host there) mounts the work
+// directory's disk, makes the host's file system read-only and mounts /proc and /sys, and the
+// supervisor moves a public sandbox's veth in, as without one. The user namespace owns no other
+// namespace: a capability held in it (none is, once the program runs) reaches nothing but
+// the user namespace itself. Its maps, written by the init with the first instructions, are one
+// line each, the sandbox's leased uid and gid to themselves (mapUser): the sandbox's processes
+// are that uid on the host, as without one, no other id is theirs to become (not even its root,
+// 0), and files of any other owner are seen as the overflow id (nobody).
+//
 // Why not exec the program as process 1: a process 1 gets only the signals it has handlers
 // for (a `sleep` would not stop on SIGTERM), and every orphan of the sandbox would be its to
 // reap.
@@ -45,6 +57,10 @@ const namespaceFlags = unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWIPC 
 // namespaceNames names namespaceFlags, in the order they are described.
 var namespaceNames = []string{"pid", "mount", "ipc", "uts", "net"}
 
+// userNamespaceName is the name Isolation.Namespaces has for the user namespace, when sandboxes
+// get one.
+const userNamespaceName = "user"
+
 // sandboxSetup is what init sets up for a sandbox, in the first instructions.
 type sandboxSetup struct {
 	Hostname string `json:"hostname"` // the sandbox id (cut to 64 bytes, the kernel's limit)
@@ -61,6 +77,7 @@ type sandboxSetup struct {
 // status, written once it ended.
 func runInit() int {
 	runtime.LockOSThread()
+	userns := len(os.Args) > 2 && os.Args[2] == userNamespaceArg
 	status := os.NewFile(4, "status")
 	exit := os.NewFile(5, "exit")
 	fail := func(format string, args ...any) int {
@@ -88,11 +105,15 @@ func runInit() int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if userns { // mapped with the first instructions, which bring the sandbox's user
+		sys = userNamespaceAttr()
+	}
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{stageArg0}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"GOMAXPROCS=1", "GOGC=off"},
 		Files: []uintptr{devnull.Fd(), 1, 2, instrR.Fd(), status.Fd()},
-		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		Sys:   sys,
 	})
 	devnull.Close()
 	instrR.Close()
@@ -130,6 +151,11 @@ func runInit() int {
 	}
 	if err := unix.Sethostname([]byte(host)); err != nil {
 		return fail("set the host name: %v", err)
+	}
+	if userns { // before become: writing the maps takes root of the host's namespace
+		if err := mapUser(pid, in.UID, in.GID); err != nil {
+			return fail("map the sandbox's user namespace: %v", err)
+		}
 	}
 	if msg := become(in); msg != "" {
 		return fail("%s", msg)
@@ -175,8 +201,48 @@ func reapAll(main int, exited chan<- unix.WaitStatus) {
 	}
 }
 
-// namespacesArg is a supervisor's second argument when its sandbox gets namespaces.
-const namespacesArg = "namespaces"
+// namespacesArg is a supervisor's second argument when its sandbox gets namespaces;
+// userNamespaceArg its third, and its init's second, when it also gets a user namespace.
+const (
+	namespacesArg    = "namespaces"
+	userNamespaceArg = "user"
+)
+
+// userNamespaceAttr starts a process in a new user namespace (with SIGKILL as its parent-death
+// signal) that keeps CAP_SETUID and CAP_SETGID there through its exec, as ambient capabilities:
+// its uid (root's, not mapped in the namespace) is not the namespace's root, so the exec would
+// clear every capability it has there, and it needs those two to take the sandbox's user once
+// mapped (become, which then drops them all).
+func userNamespaceAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER, Pdeathsig: syscall.SIGKILL,
+		AmbientCaps: []uintptr{unix.CAP_SETUID, unix.CAP_SETGID},
+	}
+}
+
+// mapUser writes the one-line uid and gid maps of the user namespace of process pid (as this
+// process's /proc shows it: the init's, mounted by setupMounts): uid and gid to themselves.
+// setgroups stays allowed there, for the stage to drop the supplementary groups it inherited
+// (become); once its program runs it has no capability left to call it with.
+func mapUser(pid, uid, gid int) error {
+	if uid < 0 || gid < 0 {
+		return errors.New("a user namespace needs the sandbox's own user, and it has none")
+	}
+	for _, m := range []struct {
+		file string
+		id   int
+	}{{"uid_map", uid}, {"gid_map", gid}} {
+		f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/"+m.file, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(f, "%d %d 1\n", m.id, m.id) // one write: the kernel takes no second
+		if err := errors.Join(err, f.Close()); err != nil {
+			return fmt.Errorf("%s: %w", m.file, err)
+		}
+	}
+	return nil
+}
 
 // namespaceProbeArg0 is the argv[0] of the process New starts in new namespaces to learn
 // whether this host lets the driver make them (runNamespaceProbe).
@@ -202,21 +268,27 @@ func (s *supervisor) setup() *sandboxSetup {
 }
 
 // probeNamespaces starts the binary in new namespaces (namespaceFlags) as a probe that does what
-// a sandbox's init needs of them (loopback up, private and read-only mounts), and returns why
-// it could not ("" when it could).
-func probeNamespaces(executable string) string {
+// a sandbox's init needs of them (loopback up, private and read-only mounts; with user, also a
+// /proc of its own and a user namespace for a process of its own mapped to uid as a sandbox's
+// stage is, which takes that user), and returns why it could not ("" when it could): note for
+// the namespaces, userNote for the user namespace alone (the others work then).
+func probeNamespaces(executable string, user bool, uid int) (note, userNote string) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err.Error()
+		return err.Error(), ""
 	}
 	defer r.Close()
-	pid, err := syscall.ForkExec(executable, []string{namespaceProbeArg0}, &syscall.ProcAttr{
+	argv := []string{namespaceProbeArg0}
+	if user {
+		argv = append(argv, userNamespaceArg, strconv.Itoa(uid))
+	}
+	pid, err := syscall.ForkExec(executable, argv, &syscall.ProcAttr{
 		Dir: "/", Env: []string{"GOMAXPROCS=1"}, Files: []uintptr{0, w.Fd(), w.Fd()},
 		Sys: &syscall.SysProcAttr{Cloneflags: namespaceFlags, Pdeathsig: syscall.SIGKILL},
 	})
 	w.Close()
 	if err != nil {
-		return fmt.Sprintf("cannot create namespaces (%v)", err)
+		return fmt.Sprintf("cannot create namespaces (%v)", err), ""
 	}
 	msg, _ := io.ReadAll(io.LimitReader(r, 4096))
 	var ws unix.WaitStatus
@@ -225,18 +297,31 @@ func probeNamespaces(executable string) string {
 			break
 		}
 	}
-	if ws.Exited() && ws.ExitStatus() == 0 {
-		return ""
+	switch {
+	case ws.Exited() && ws.ExitStatus() == 0:
+		return "", ""
+	case ws.Exited() && ws.ExitStatus() == probeUserFailed:
+		return "", string(msg)
+	case len(msg) == 0:
+		return "the namespace probe " + howEnded(ws), ""
 	}
-	if len(msg) == 0 {
-		return "the namespace probe " + howEnded(ws)
-	}
-	return string(msg)
+	return string(msg), ""
 }
 
-// runNamespaceProbe is the probe of probeNamespaces, in its new namespaces.
+// probeUserFailed is the namespace probe's exit code when only the user namespace failed.
+const probeUserFailed = 3
+
+// probeMappedArg is the first argument of the probe's process in its user namespace.
+const probeMappedArg = "mapped"
+
+// runNamespaceProbe is the probe of probeNamespaces, in its new namespaces (or, with
+// probeMappedArg, in the user namespace it made: it waits for its maps, then checks them and
+// takes the user).
 func runNamespaceProbe() int {
 	runtime.LockOSThread()
+	if len(os.Args) > 2 && os.Args[1] == probeMappedArg {
+		return runMappedProbe(os.Args[2])
+	}
 	for _, step := range []struct {
 		what string
 		do   func() error
@@ -252,13 +337,87 @@ func runNamespaceProbe() int {
 			return 1
 		}
 	}
+	if len(os.Args) > 2 && os.Args[1] == userNamespaceArg {
+		if msg := probeUserNamespace(os.Args[2]); msg != "" {
+			fmt.Print(msg)
+			return probeUserFailed
+		}
+	}
+	return 0
+}
+
+// probeUserNamespace starts the probe again in a new user namespace, maps uid there as an init
+// does (mapUser), and returns why that failed ("" when the mapped probe succeeded).
+func probeUserNamespace(uid string) string {
+	id, err := strconv.Atoi(uid)
+	if err != nil {
+		return "the probe's uid: " + err.Error()
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Sprintf("mount /proc: %v", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err.Error()
+	}
+	defer w.Close()
+	out, outW, err := os.Pipe()
+	if err != nil {
+		return err.Error()
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{namespaceProbeArg0, probeMappedArg, uid}, &syscall.ProcAttr{
+		Dir: "/", Env: []string{"GOMAXPROCS=1"}, Files: []uintptr{r.Fd(), outW.Fd(), outW.Fd()},
+		Sys: userNamespaceAttr(),
+	})
+	r.Close()
+	outW.Close()
+	if err != nil {
+		return fmt.Sprintf("create a user namespace: %v", err)
+	}
+	merr := mapUser(pid, id, id)
+	w.Close() // the mapped probe goes on
+	msg, _ := io.ReadAll(io.LimitReader(out, 4096))
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	switch {
+	case merr != nil:
+		return "map a user namespace: " + merr.Error()
+	case !ws.Exited() || ws.ExitStatus() != 0:
+		return fmt.Sprintf("in a user namespace: %s (%s)", strings.TrimSpace(string(msg)), howEnded(ws))
+	}
+	return ""
+}
+
+// runMappedProbe is the probe's process in its user namespace: once its maps are written (its
+// stdin ends), its uid map must be the one line of uid, and it must take that user.
+func runMappedProbe(uid string) int {
+	io.Copy(io.Discard, os.Stdin)
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		fmt.Print(err)
+		return 1
+	}
+	if f := strings.Fields(string(m)); len(f) != 3 || f[0] != uid || f[1] != uid || f[2] != "1" {
+		fmt.Printf("uid map %q, want %s %s 1", m, uid, uid)
+		return 1
+	}
+	id, _ := strconv.Atoi(uid)
+	if msg := become(stageInstr{UID: id, GID: id}); msg != "" {
+		fmt.Print(msg)
+		return 1
+	}
 	return 0
 }
 
 // staleLink reports whether the public link whose host end is named name is a leftover of a
-// sandbox of directory dir that ended, and of none that runs (another agent of the host may
-// run one with the name: it is not stale then).
-func staleLink(dir, name string) bool {
+// sandbox of directory dir that ended, and of none that runs: none of dir's, and none of another
+// directory (another agent's or driver's of the host) that holds the ended sandbox's uid now,
+// whose link has the same name.
+func staleLink(dir, name string, leases *uidLeases) bool {
 	stale := false
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -271,6 +430,9 @@ func staleLink(dir, name string) bool {
 		}
 		if _, err := os.Stat(filepath.Join(dir, e.Name(), fileResult)); err != nil {
 			return false // one of this directory's that runs
+		}
+		if leases.lentElsewhere(rec.UID, filepath.Join(dir, e.Name())) {
+			return false
 		}
 		stale = true
 	}

@@ -1,14 +1,18 @@
 package process
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cubefleet/cubefleet/internal/agent/cgroups"
@@ -75,13 +79,20 @@ func isCI() bool { return os.Getenv("CI") == "true" }
 // here, except under CI (root on a kernel that has them).
 func requireNamespaces(t *testing.T, d *Driver) {
 	t.Helper()
-	if len(d.Isolation().Namespaces) > 0 {
+	requireOnCI(t, d, len(d.Isolation().Namespaces) > 0, "namespaces", "CI's machine lets root make namespaces")
+}
+
+// requireOnCI skips a test when the driver lacks what it needs (has is false), except under CI,
+// whose machine has it (ci says why): the test fails there.
+func requireOnCI(t *testing.T, d *Driver, has bool, what, ci string) {
+	t.Helper()
+	if has {
 		return
 	}
 	if isCI() {
-		t.Fatalf("CI's machine lets root make namespaces; this driver: %s", d.Isolation())
+		t.Fatalf("%s; this driver: %s", ci, d.Isolation())
 	}
-	t.Skipf("no namespaces: %s", d.Isolation())
+	t.Skipf("no %s: %s", what, d.Isolation())
 }
 
 // Inside its namespaces a sandbox sees its own processes only (ps), its id as host name, a
@@ -303,5 +314,117 @@ func TestSandboxDirUnderRun(t *testing.T) {
 		if st.ExitCode != 0 || string(out.Stdout) != want {
 			t.Errorf("disk %d MiB: %+v: %q %q, want %q", disk, st, out.Stdout, out.Stderr, want)
 		}
+	}
+}
+
+// requireUserNamespace skips a test that needs the sandboxes' user namespace when the driver
+// has none here, except under CI (root on a kernel that allows them).
+func requireUserNamespace(t *testing.T, d *Driver) {
+	t.Helper()
+	requireNamespaces(t, d)
+	requireOnCI(t, d, d.Isolation().UserNamespace(), "user namespace", "CI's machine allows user namespaces")
+}
+
+// With a user namespace, a sandbox's maps are one line each, its leased uid and gid to
+// themselves: it is that uid on the host and inside, has no capability, and sees files of any
+// other owner (root's) as the overflow id.
+func TestUserNamespaceMapsTheLeasedUID(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireUserNamespace(t, d)
+	st, out := run(t, d, driver.Spec{ID: "maps", Argv: sh("cat /proc/self/uid_map /proc/self/gid_map; id -u; id -G; grep -E 'Cap(Inh|Prm|Eff|Amb)' /proc/self/status; stat -c %u /")})
+	uid := strconv.Itoa(sandboxUID(t, d, "maps"))
+	want := strings.Join([]string{uid + " " + uid + " 1", uid + " " + uid + " 1", uid, uid, "CapInh: 0000000000000000", "CapPrm: 0000000000000000", "CapEff: 0000000000000000", "CapAmb: 0000000000000000", "65534"}, "\n")
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
+		got = append(got, strings.Join(strings.Fields(l), " "))
+	}
+	if st.ExitCode != 0 || strings.Join(got, "\n") != want {
+		t.Errorf("%+v: %q %q, want\n%s", st, out.Stdout, out.Stderr, want)
+	}
+}
+
+// Capabilities held in a sandbox's user namespace reach nothing of the host's: a process that
+// enters the sandbox's mount and user namespaces as its user and gets every capability there
+// (from a file-capability binary, which no_new_privs keeps the sandbox's own programs from)
+// can override the permissions of its own files, but cannot write, chown or chmod a file of
+// root's in its work directory, mount, set the host name, make a device or raise a hard limit.
+func TestUserNamespaceCapabilitiesReachNothingOfTheHost(t *testing.T) {
+	requireRoot(t)
+	d := newDriver(t, testConfig(t))
+	requireUserNamespace(t, d)
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		t.Skip("no nsenter (util-linux)")
+	}
+	st := start(t, d, driver.Spec{ID: "holder", Argv: []string{"sleep", "60"}})
+	uid := sandboxUID(t, d, "holder")
+	work := filepath.Join(d.dir("holder"), dirWork)
+	roots, mine := filepath.Join(work, "roots"), filepath.Join(work, "mine")
+	if err := os.WriteFile(roots, []byte("root's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mine, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(mine, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of the probe binary with every capability as a file capability (v2: honoured in
+	// any user namespace below the host's), where the sandbox's mount namespace shows it.
+	capped := probeBinary + "-caps"
+	copyFile(t, probeBinary, capped)
+	defer os.Remove(capped)
+	capData := make([]byte, 20) // struct vfs_cap_data, revision 2, effective
+	binary.LittleEndian.PutUint32(capData[0:], 0x02000000|1)
+	binary.LittleEndian.PutUint32(capData[4:], 0xffffffff)  // permitted, caps 0-31
+	binary.LittleEndian.PutUint32(capData[12:], 0x000001ff) // permitted, caps 32-40
+	if err := unix.Setxattr(capped, "security.capability", capData, 0); err != nil {
+		t.Skipf("file capabilities: %v", err)
+	}
+	program := mainPID(t, d, st.PID)
+	cmd := exec.Command(nsenter, "-t", strconv.Itoa(program), "-m", "-p", "-U", "-S", strconv.Itoa(uid), "-G", strconv.Itoa(uid), "--", capped, roots, mine)
+	cmd.Env = []string{probeEnv + "=caps"}
+	b, err := cmd.CombinedOutput()
+	t.Logf("in the sandbox's namespaces with its user namespace's capabilities:\n%s", b)
+	if err != nil {
+		t.Fatalf("nsenter: %v", err)
+	}
+	got := string(b)
+	if !strings.Contains(got, "CapEff: 000001ffffffffff\n") {
+		t.Fatalf("the probe did not get every capability of the user namespace:\n%s", got)
+	}
+	for _, want := range []string{
+		"write its own read-only file: ok\n", "write root's file: EACCES\n", "chown root's file: EPERM\n",
+		"chmod root's file: EPERM\n", "mount: EPERM\n", "sethostname: EPERM\n", "mknod: EPERM\n",
+		"raise its hard open-file limit: EPERM\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %q", want)
+		}
+	}
+	if b, _ := os.ReadFile(roots); string(b) != "root's\n" {
+		t.Errorf("root's file now holds %q", b)
+	}
+	if fi, err := os.Stat(roots); err != nil || fi.Mode().Perm() != 0o644 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("root's file: %v, %v", fi.Mode(), err)
+	}
+}
+
+// A user namespace the probe cannot make (here: no uid to map) is dropped with why, and the
+// other namespaces stay.
+func TestUserNamespaceProbeFailureKeepsTheOthers(t *testing.T) {
+	requireRoot(t)
+	iso := Detect()
+	if !iso.UserNamespace() {
+		t.Skipf("this host allows no user namespace: %s", iso)
+	}
+	got := iso.Probed("/proc/self/exe", -1)
+	if got.UserNamespace() || !strings.HasPrefix(got.UserNamespaceNote, "no user namespace: the probe failed: map a user namespace: ") ||
+		!slices.Equal(got.Namespaces, namespaceNames) || !strings.Contains(got.String(), "(no user namespace: the probe failed: ") {
+		t.Errorf("probed with an unmappable uid: %+v\n%s", got, got)
+	}
+	if ok := iso.Probed("/proc/self/exe", DefaultFirstUID); !ok.UserNamespace() {
+		t.Errorf("probed with a sandbox uid: %s", ok)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -165,6 +166,8 @@ func runProbe(name string, args []string) error {
 			}
 		}
 		fmt.Println(pids)
+	case "caps": // caps ROOTS MINE: with capabilities of a user namespace, at a root-owned file and its own
+		runCaps(arg(0), arg(1))
 	default:
 		return fmt.Errorf("unknown probe %q", name)
 	}
@@ -339,4 +342,39 @@ func runSyscalls() {
 		fmt.Printf("%s: %s\n", c.name, errnoName(err))
 	}
 	runI386Unshare()
+}
+
+// runCaps is the "caps" probe, for a process that holds capabilities (CapEff, printed first) in
+// its user namespace: what each of them reaches, "what: ok" or the errno. roots is a file of
+// root's (0644), mine one of the probe's own user that no one may write (0400).
+func runCaps(roots, mine string) {
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:\t"); ok {
+			fmt.Printf("CapEff: %s\n", v)
+		}
+	}
+	say := func(what string, err error) {
+		if err == nil {
+			fmt.Printf("%s: ok\n", what)
+			return
+		}
+		fmt.Printf("%s: %s\n", what, errnoName(err))
+	}
+	write := func(p string) error {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString("x\n")
+		return errors.Join(err, f.Close())
+	}
+	say("write its own read-only file", write(mine)) // CAP_DAC_OVERRIDE, in the namespace
+	say("write root's file", write(roots))
+	say("chown root's file", os.Chown(roots, os.Getuid(), os.Getgid()))
+	say("chmod root's file", os.Chmod(roots, 0o666))
+	say("mount", unix.Mount("none", filepath.Dir(mine), "tmpfs", 0, ""))
+	say("sethostname", unix.Sethostname([]byte("escaped")))
+	say("mknod", unix.Mknod(filepath.Join(filepath.Dir(mine), "mem"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 1))))
+	say("raise its hard open-file limit", unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 1 << 30, Max: 1 << 30}))
 }

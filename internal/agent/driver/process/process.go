@@ -11,7 +11,9 @@
 // output beside it are the agent's. Its environment is exactly the spec's, nothing of the
 // agent's (whose environment may hold secrets); the values are never logged or written to
 // disk, only the names. It runs in a session and process group of its own, so that signals
-// reach all of it and none of the agent's.
+// reach all of it and none of the agent's. As root, it gets PID, mount, IPC, UTS and network
+// namespaces of its own and, where the host allows it, a user namespace whose maps are its
+// uid and gid to themselves alone (Isolation.Namespaces; the sandbox's init, init.go).
 //
 // Limits: every sandbox gets a cgroup of its own under Config.CgroupParent in each cgroup
 // hierarchy the host has (package cgroups: a cgroup v2 hierarchy with delegated controllers,
@@ -248,15 +250,12 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	leases := &uidLeases{dir: cfg.UIDLeaseDir, first: cfg.FirstUID, count: cfg.UIDCount}
 	if !ownUser {
 		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
 		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
-		if len(iso.Namespaces) > 0 {
-			if note := probeNamespaces(cfg.Executable); note != "" {
-				iso.Namespaces, iso.NamespaceNote = nil, note
-			}
-		}
-		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name) }); len(gone) > 0 {
+		iso = iso.Probed(cfg.Executable, cfg.FirstUID)
+		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name, leases) }); len(gone) > 0 {
 			log.Info("removed the links of ended sandboxes", "links", gone)
 		}
 		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
@@ -269,7 +268,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d := &Driver{
 		cfg: cfg, iso: iso, log: log, lock: lock,
-		leases:      &uidLeases{dir: cfg.UIDLeaseDir, first: cfg.FirstUID, count: cfg.UIDCount},
+		leases:      leases,
 		idMu:        map[string]*sync.Mutex{},
 		spares:      make(chan *supervisorProc, cfg.Spares),
 		refill:      make(chan struct{}, 1),

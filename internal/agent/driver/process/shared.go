@@ -37,6 +37,10 @@ func (u *UIDLeases) Acquire(owner string) (int, error) { return u.l.acquire(owne
 // Claim records again, after an agent restart, that uid is lent to owner.
 func (u *UIDLeases) Claim(uid int, owner string) error { return u.l.claim(uid, owner) }
 
+// LentElsewhere reports whether uid is lent now to a sandbox directory other than owner, of a
+// sandbox that has not ended: a link named after uid (sandboxnet.LinkFor) is that sandbox's.
+func (u *UIDLeases) LentElsewhere(uid int, owner string) bool { return u.l.lentElsewhere(uid, owner) }
+
 // Release ends owner's lease of uid (a lease lent to another directory is left alone).
 func (u *UIDLeases) Release(uid int, owner string) { u.l.release(uid, owner) }
 

@@ -59,9 +59,12 @@ func (s *supervisorProc) discard() {
 // cgroups, a new cgroup for the sandbox it will get: <parent>/sandbox-<16 hex digits>.
 func (d *Driver) startSupervisor() (*supervisorProc, error) {
 	var cgroup cgroups.Group
-	var cgroupArg, nsArg string
+	var cgroupArg, nsArg, userArg string
 	if len(d.iso.Namespaces) > 0 {
 		nsArg = namespacesArg
+	}
+	if d.iso.UserNamespace() {
+		userArg = userNamespaceArg
 	}
 	if d.iso.Cgroups.Tracks() {
 		var b [8]byte
@@ -78,7 +81,7 @@ func (d *Driver) startSupervisor() (*supervisorProc, error) {
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroupArg, nsArg}, Env: []string{}, Dir: "/",
+		Path: d.cfg.Executable, Args: []string{supervisorArg0, cgroupArg, nsArg, userArg}, Env: []string{}, Dir: "/",
 		ExtraFiles:  []*os.File{reportW},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}

@@ -98,7 +98,8 @@ func runStage() int {
 }
 
 // become makes the stage the sandbox's user: umask 077, no_new_privs, no supplementary groups,
-// the sandbox's gid and uid, and SIGKILL when the supervisor dies. It returns why it could not.
+// the sandbox's gid and uid, no capability, and SIGKILL when the supervisor dies. It returns
+// why it could not.
 func become(in stageInstr) string {
 	unix.Umask(0o077)
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -114,6 +115,9 @@ func become(in stageInstr) string {
 		if err := syscall.Setuid(in.UID); err != nil {
 			return fmt.Sprintf("become uid %d: %v", in.UID, err)
 		}
+		if err := dropCapabilities(); err != nil {
+			return fmt.Sprintf("drop the capabilities: %v", err)
+		}
 	}
 	// Changing the user cleared the parent-death signal; set it again (the caller then makes
 	// sure the supervisor did not die before that).
@@ -121,6 +125,18 @@ func become(in stageInstr) string {
 		return fmt.Sprintf("set the parent-death signal: %v", err)
 	}
 	return ""
+}
+
+// dropCapabilities clears the calling thread's ambient, permitted, effective and inheritable
+// capabilities. Leaving root for another uid clears them, but in a user namespace whose root is
+// not mapped (the sandbox's: setuid from an unmapped uid), nothing does; the stage there holds
+// CAP_SETUID and CAP_SETGID (userNamespaceAttr) until here.
+func dropCapabilities() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	var data [2]unix.CapUserData
+	return unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0])
 }
 
 // execProgram enters the working directory, sets the rlimits and execs the program; it returns

@@ -117,13 +117,17 @@ type stage struct {
 // waits for an RCU grace period, milliseconds, spent here before any sandbox needs the stage.
 //
 // With namespaces, the stage is started in new ones as the sandbox's init (runInit), which
-// starts the stage proper and reports the main process's end on a fifth pipe.
-func startStage(cg cgroups.Group, namespaces bool) (*stage, error) {
+// starts the stage proper (with userns, in a user namespace of its own) and reports the main
+// process's end on a fifth pipe.
+func startStage(cg cgroups.Group, namespaces, userns bool) (*stage, error) {
 	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	argv := []string{stageArg0}
 	if namespaces {
 		sys.Cloneflags = namespaceFlags
 		argv = append(argv, initArg)
+		if userns {
+			argv = append(argv, userNamespaceArg)
+		}
 	}
 	if !cg.IsZero() {
 		if err := cg.Create(cgroups.Limits{}); err != nil {
@@ -268,7 +272,8 @@ func howEnded(ws unix.WaitStatus) string {
 }
 
 // runSupervisor is a sandbox's supervisor: started by the driver (often before any sandbox
-// needs it) with the sandbox's cgroup as its argument ("" for none), it starts its exec stage
+// needs it) with the sandbox's cgroup as its argument ("" for none), then namespacesArg and
+// userNamespaceArg when its sandbox gets them, it starts its exec stage
 // in that cgroup, reads a launch on stdin, runs the sandbox through the stage, records its
 // start, answers the driver on fd 3, then captures its output, enforces its timeout, stops it
 // on SIGTERM, collects it and records its end. It outlives the agent.
@@ -282,6 +287,7 @@ func runSupervisor() int {
 	unix.Umask(0o077)
 	var cgroup cgroups.Group
 	namespaces := len(os.Args) > 2 && os.Args[2] == namespacesArg
+	userns := namespaces && len(os.Args) > 3 && os.Args[3] == userNamespaceArg
 	if len(os.Args) > 1 && os.Args[1] != "" {
 		if err := json.Unmarshal([]byte(os.Args[1]), &cgroup); err != nil {
 			writeReport(os.NewFile(3, "report"), fmt.Errorf("the supervisor's cgroup argument: %w", err))
@@ -296,7 +302,7 @@ func runSupervisor() int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-	st, err := startStage(cgroup, namespaces)
+	st, err := startStage(cgroup, namespaces, userns)
 	if err == nil {
 		err = st.ready()
 	}

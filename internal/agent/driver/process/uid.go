@@ -114,6 +114,20 @@ func (l *uidLeases) holder(path string) string {
 	return strings.TrimSpace(string(data))
 }
 
+// lentElsewhere reports whether uid is lent now to a sandbox directory other than owner, of a
+// sandbox that has not ended (any agent's or driver's of the host). It only reads.
+func (l *uidLeases) lentElsewhere(uid int, owner string) bool {
+	h := l.holder(filepath.Join(l.dir, strconv.Itoa(uid)))
+	if h == "" || h == owner || !filepath.IsAbs(h) {
+		return false
+	}
+	if _, err := os.Lstat(h); err != nil {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(h, fileResult))
+	return err != nil
+}
+
 // stale reports whether the lease at path belongs to a sandbox that is gone (its directory
 // removed) or ended (its directory holds its end, result.json: whoever recorded it killed
 // every process of the sandbox first, and nothing runs as its uid any more). An ended sandbox's
