@@ -46,9 +46,10 @@ func newFleetValidateCmd(stdio IO) *cobra.Command {
 fleet apply run on the server, so a document validate accepts is refused by them only for what
 the control plane alone knows (references to objects, tenants and secrets that do not exist,
 fixed fields that would change). Every problem is reported at once, as INVALID_INPUT (exit 1).
-Every reference to an object the document does not define (a pool's site or provider account,
-an offer's tenant, a flavor's pool, a template's pool or flavor) gets a warning on stderr with
-its path: "not in this document: must exist on the server"; with --strict those are errors.
+Every reference to an object the document could define but does not (a pool's site or provider
+account, a flavor's pool, a template's pool or flavor) gets a warning on stderr with its path:
+"not in this document: must exist on the server"; with --strict those are errors. An offer's
+tenant is neither: tenants are never in a document, so fleet plan alone checks that it exists.
 FILE may be - for standard input.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
