@@ -85,6 +85,8 @@ func TestFleetCommandsGolden(t *testing.T) {
 	doc = strings.Replace(doc, `{ "name": "burst", "site": "fra", "class": "provider", "providerAccount": "cloud" }`,
 		`{ "name": "burst", "site": "fra", "class": "vps-host" }`, 1)
 	doc = strings.Replace(doc, `"tenant": "acme"`, `"tenant": "nobody"`, 1)
+	// A template that names a flavor nobody defined: blocked, with why, and no null for its flavorId.
+	doc = strings.Replace(doc, `"flavor": "g1.small"`, `"flavor": "g1.large"`, 1)
 	writeFile(t, "edited.json", doc)
 	// Deletes carry ids, which derive from the administrator's principal id (new each run).
 	hash := regexp.MustCompile(`"planHash": "[0-9a-f]{64}"`)
