@@ -15,7 +15,8 @@ func (s *AuditService) List(ctx context.Context, in api.AuditListInput) (api.Aud
 	return call[api.AuditList](ctx, s.c, "audit.list", in)
 }
 
-// All iterates over every audit row List finds from in (in.Cursor is ignored).
+// All iterates over every audit row List finds from in (in.Cursor is ignored; in.Newest must be
+// false, it reads one page).
 func (s *AuditService) All(ctx context.Context, in api.AuditListInput) iter.Seq2[api.AuditEntry, error] {
 	return pages(ctx, func(ctx context.Context, cursor string) ([]api.AuditEntry, string, error) {
 		in.Cursor = cursor

@@ -33,6 +33,14 @@ func (d *deps) auditList(ctx context.Context, c *Call, in contract.AuditListInpu
 	if err := logPage(in.Limit, in.Since, in.Cursor, "aud", "an audit row id"); err != nil {
 		return nil, err
 	}
-	items, next, err := audit.List(ctx, c.Q, audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor})
+	f := audit.Filter{TenantID: in.TenantID, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor}
+	if in.Newest {
+		if in.Cursor != "" {
+			return nil, cubefleet.Invalid("cursor", "cursor pages forward from a row; newest reads the tail of the log: give one or the other")
+		}
+		items, older, err := audit.Newest(ctx, c.Q, f)
+		return contract.AuditList{Items: sliceOf(items, auditEntryFrom), OlderExist: older}, err
+	}
+	items, next, err := audit.List(ctx, c.Q, f)
 	return contract.AuditList{Items: sliceOf(items, auditEntryFrom), NextCursor: next}, err
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
@@ -116,27 +117,9 @@ type Filter struct {
 // List returns the rows matching f, oldest first, and the cursor of the next page ("" at the
 // end).
 func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, error) {
-	if f.Limit <= 0 || f.Limit > 1000 {
-		f.Limit = 100
-	}
-	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count
-		FROM audit_log WHERE tenant_id = $1 AND at >= $2 AND id > $3 ORDER BY id LIMIT $4`, f.TenantID, f.Since, f.Cursor, f.Limit+1)
+	f.Limit = limitOf(f.Limit)
+	out, err := query(ctx, q, f, "ORDER BY id")
 	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	defer rows.Close()
-	out := []Entry{}
-	for rows.Next() {
-		var e Entry
-		if err := rows.Scan(&e.ID, &e.At, &e.TenantID, &e.PrincipalID, &e.Method, &e.Permission, &e.Scope, &e.Outcome, &e.Target, &e.RequestID, &e.Message, &e.Count); err != nil {
-			return nil, "", err
-		}
-		if e.Count == 1 {
-			e.Count = 0 // shown only on rows that stand for more than one call
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, "", err
 	}
 	next := ""
@@ -145,4 +128,54 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, erro
 		next = out[len(out)-1].ID
 	}
 	return out, next, nil
+}
+
+// Newest returns the newest f.Limit rows matching f (f.Cursor is ignored), oldest first, and
+// whether older ones match too: the tail of the log, for "what just happened", as the event
+// log's Newest.
+func Newest(ctx context.Context, q store.Querier, f Filter) ([]Entry, bool, error) {
+	f.Limit, f.Cursor = limitOf(f.Limit), ""
+	out, err := query(ctx, q, f, "ORDER BY id DESC")
+	if err != nil {
+		return nil, false, err
+	}
+	older := len(out) > f.Limit
+	if older {
+		out = out[:f.Limit]
+	}
+	slices.Reverse(out)
+	return out, older, nil
+}
+
+// limitOf is a Filter's Limit: 1-1000, 100 when out of range.
+func limitOf(limit int) int {
+	if limit <= 0 || limit > 1000 {
+		return 100
+	}
+	return limit
+}
+
+// query returns up to f.Limit+1 rows matching f in the order order names.
+func query(ctx context.Context, q store.Querier, f Filter, order string) ([]Entry, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count
+		FROM audit_log WHERE tenant_id = $1 AND at >= $2 AND id > $3 `+order+` LIMIT $4`, f.TenantID, f.Since, f.Cursor, f.Limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	defer rows.Close()
+	out := []Entry{}
+	for rows.Next() {
+		var e Entry
+		if err := rows.Scan(&e.ID, &e.At, &e.TenantID, &e.PrincipalID, &e.Method, &e.Permission, &e.Scope, &e.Outcome, &e.Target, &e.RequestID, &e.Message, &e.Count); err != nil {
+			return nil, fmt.Errorf("list audit: %w", err)
+		}
+		if e.Count == 1 {
+			e.Count = 0 // shown only on rows that stand for more than one call
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	return out, nil
 }
