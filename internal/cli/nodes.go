@@ -277,18 +277,42 @@ func nodeAction(cmd *cobra.Command, act func(ctx context.Context, c *client.Clie
 	})
 }
 
+// cordonAction connects and runs set, nodes.cordon or nodes.uncordon, and prints done, or
+// "No change: node N is already STATE." when the call changed nothing (or the answer as JSON,
+// with its changed).
+func cordonAction(cmd *cobra.Command, set func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error), id, done, state string) error {
+	c, err := typed(cmd)
+	if err != nil {
+		return err
+	}
+	out, err := set(cmd.Context(), c)
+	if err != nil {
+		return err
+	}
+	return render(cmd, out, func(w io.Writer) error {
+		if !out.Changed {
+			_, err := linef(w, "No change: node %s is already %s.\n", id, state)
+			return err
+		}
+		_, err := linef(w, "%s node %s.\n", done, id)
+		return err
+	})
+}
+
 func newNodesCordonCmd() *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "cordon NODE [--reason TEXT]",
 		Short: "Cordon a node: it receives no new work (idempotent)",
 		Long: `Cordon a node: it keeps running what it has but receives no new work. --reason says why (at most
-200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent.`,
+200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent: cordoning a
+node cordoned with that reason says "No change: node N is already cordoned." (exit 0;
+--output json: "changed": false).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+			return cordonAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
 				return c.Nodes.Cordon(ctx, api.NodeCordonInput{NodeID: args[0], Detail: reason})
-			}, "Cordoned node "+args[0]+".")
+			}, args[0], "Cordoned", "cordoned")
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
@@ -301,11 +325,14 @@ func newNodesUncordonCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "uncordon NODE",
 		Short: "Uncordon a node (idempotent)",
-		Args:  exactArgs(1),
+		Long: `Uncordon a node: it receives new work again, and a drain ends. Idempotent: uncordoning a node
+that is not cordoned says "No change: node N is already uncordoned." (exit 0; --output json:
+"changed": false).`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+			return cordonAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
 				return c.Nodes.Uncordon(ctx, api.NodeRef{NodeID: args[0]})
-			}, "Uncordoned node "+args[0]+".")
+			}, args[0], "Uncordoned", "uncordoned")
 		},
 	}
 }

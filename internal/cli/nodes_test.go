@@ -86,6 +86,8 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "list")
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update")
+		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update") // no change
+		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update", "-o", "json")
 		record("nodes", "drain", "10.0.0.7", "--reason", "new kernel")
 		record("nodes", "drain", "10.0.0.8")
 		record("nodes", "list")
@@ -103,6 +105,7 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "delete", "10.0.0.7")
 		record("nodes", "delete", "10.0.0.7", "--force")
 		record("nodes", "uncordon", "10.0.0.8")
+		record("nodes", "uncordon", "10.0.0.8") // no change
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "label", "10.0.0.8", "oops")
 		record("nodes", "label", "10.0.0.8", "missing-")
