@@ -17,7 +17,6 @@ import (
 	"github.com/cubefleet/cubefleet/api/fleettext"
 	"github.com/cubefleet/cubefleet/api/nodetext"
 	"github.com/cubefleet/cubefleet/client"
-	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 )
 
@@ -293,10 +292,7 @@ func applyCommand(cmd *cobra.Command, file string, f planFlags, denyDelete bool,
 		}
 	}
 	args = append(args, "--plan-hash", planHash)
-	for i, a := range args {
-		args[i] = envfile.Quote(a)
-	}
-	return strings.Join(args, " ")
+	return shellLine(args)
 }
 
 // printHowToApply ends a text plan that is not blocked with the command that applies exactly

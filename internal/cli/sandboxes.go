@@ -441,7 +441,7 @@ func printSandbox(w io.Writer, s api.Sandbox) error {
 	}
 	lines = append(lines,
 		[2]string{"Node", orDash(s.NodeID)},
-		[2]string{"Command", orDash(strings.Join(s.Command, " "))},
+		[2]string{"Command", orDash(shellLine(s.Command))},
 		[2]string{"Resources", fmt.Sprintf("%d vCPU, %d GiB memory, %d GiB disk, %d GPU", s.Resources.VCPU, s.Resources.MemoryGiB, s.Resources.DiskGiB, s.Resources.GPU)},
 	)
 	if len(s.Env) > 0 {
@@ -577,9 +577,10 @@ func stateText(s api.Sandbox) string {
 	return string(s.State) + " (" + s.Reason + ")"
 }
 
-// commandText is a command for a table cell: its words, cut at 40 characters.
+// commandText is a command for a table cell: its words quoted for the shell (shellLine), cut
+// at 40 characters.
 func commandText(argv []string) string {
-	s := strings.Join(argv, " ")
+	s := shellLine(argv)
 	if s == "" {
 		return "-"
 	}

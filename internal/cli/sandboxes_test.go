@@ -103,8 +103,9 @@ func TestSandboxesCommands(t *testing.T) {
 			t.Helper()
 			return c.run("", append(append([]string{}, tok...), args...)...)
 		}
-		code, out, errOut := run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "hello", "world")
-		if code != 0 || out != "hello world\n" || errOut != "" {
+		// Arguments with a blank and a quote: list and get quote the command for the shell.
+		code, out, errOut := run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "it's", "hello world")
+		if code != 0 || out != "it's hello world\n" || errOut != "" {
 			t.Fatalf("create --wait: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 		code, out, errOut = run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "fail", "3")
