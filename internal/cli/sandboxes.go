@@ -285,7 +285,7 @@ func endStatus(s api.Sandbox) error {
 // (node_down): node 10.0.0.5 is Down".
 func endError(s api.Sandbox) error {
 	msg := "sandbox " + s.ID + " " + string(s.State)
-	if s.Reason != "" {
+	if s.Reason != "" && !strings.HasPrefix(s.Message, s.Reason) { // "timeout after 30s: ..." says it
 		msg += " (" + s.Reason + ")"
 	}
 	if s.Message != "" {
@@ -644,8 +644,8 @@ func waitedLine(s api.Sandbox) string {
 		return fmt.Sprintf("Sandbox %s is %s on node %s.", s.ID, s.State, orDash(s.NodeID))
 	}
 	line := fmt.Sprintf("Sandbox %s %s", s.ID, s.State)
-	if s.Result != nil && resultText(s.Result) != "-" {
-		line += " (" + resultText(s.Result) + ")"
+	if r := s.Result; r != nil && resultText(r) != "-" && (r.Signal == "" || !strings.Contains(s.Message, r.Signal)) {
+		line += " (" + resultText(r) + ")" // unless the message names the signal: "killed by SIGTERM"
 	}
 	if s.State != api.SandboxExited && s.Message != "" {
 		line += ": " + s.Message

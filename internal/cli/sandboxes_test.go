@@ -195,6 +195,30 @@ func TestEndStatus(t *testing.T) {
 	}
 }
 
+// TestKillSaysWhyOnce: the lines about a killed sandbox name its reason and its signal once,
+// whether the agent's message already names them or not.
+func TestKillSaysWhyOnce(t *testing.T) {
+	term := &api.SandboxResult{Signal: "SIGTERM"}
+	for _, c := range []struct {
+		s                 api.Sandbox
+		endErr, waitedFor string
+	}{
+		{api.Sandbox{ID: "sbx_1", State: api.SandboxKilled, Reason: "stopped", Message: "stopped: killed by SIGTERM", Result: term},
+			"sandbox sbx_1 killed: stopped: killed by SIGTERM", "Sandbox sbx_1 killed: stopped: killed by SIGTERM."},
+		{api.Sandbox{ID: "sbx_2", State: api.SandboxKilled, Reason: "timeout", Message: "timeout after 5s: killed by SIGKILL after ignoring SIGTERM for 10s", Result: &api.SandboxResult{Signal: "SIGKILL"}},
+			"sandbox sbx_2 killed: timeout after 5s: killed by SIGKILL after ignoring SIGTERM for 10s", "Sandbox sbx_2 killed: timeout after 5s: killed by SIGKILL after ignoring SIGTERM for 10s."},
+		{api.Sandbox{ID: "sbx_3", State: api.SandboxKilled, Reason: "node_drained", Message: "its node's drain deadline passed", Result: term},
+			"sandbox sbx_3 killed (node_drained): its node's drain deadline passed", "Sandbox sbx_3 killed (signal SIGTERM): its node's drain deadline passed."},
+	} {
+		if got := endError(c.s).Error(); got != c.endErr {
+			t.Errorf("endError = %q, want %q", got, c.endErr)
+		}
+		if got := waitedLine(c.s); got != c.waitedFor {
+			t.Errorf("waitedLine = %q, want %q", got, c.waitedFor)
+		}
+	}
+}
+
 // TestSandboxesTrialFixes: what people read when a sandbox fails without --wait (exit 1, the
 // reason), a wait runs out (the sandbox, where it is and the command that waits on), a create
 // --wait waits for room (progress on stderr), a sandbox that never ran is deleted, and the
