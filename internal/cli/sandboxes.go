@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
 	"io"
 	"maps"
 	"slices"
@@ -471,6 +472,16 @@ func printSandbox(w io.Writer, s api.Sandbox) error {
 		lines = append(lines, [2]string{"Result", resultText(r)})
 		lines = append(lines, [2]string{"Output", fmt.Sprintf("stdout %s%s, stderr %s%s (cubefleet sandboxes logs %s)",
 			cubefleet.Count(int(r.StdoutBytes), "byte", "bytes"), cutNote(r.StdoutTruncated), cubefleet.Count(int(r.StderrBytes), "byte", "bytes"), cutNote(r.StderrTruncated), s.ID)})
+		var usage []string
+		if r.CPUMillis > 0 {
+			usage = append(usage, fmt.Sprintf("CPU %d ms", r.CPUMillis))
+		}
+		if r.PeakMemoryBytes > 0 {
+			usage = append(usage, "peak memory "+nodetext.MemoryBytes(r.PeakMemoryBytes))
+		}
+		if len(usage) > 0 {
+			lines = append(lines, [2]string{"Usage", strings.Join(usage, ", ")})
+		}
 	}
 	return printFields(w, 14, lines)
 }

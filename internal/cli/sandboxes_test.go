@@ -38,7 +38,7 @@ func shellish(sp nodeapi.SandboxSpec) sandboxtest.Run {
 		return sandboxtest.Run{FailStart: "exec: nostart: not found"}
 	case "fail":
 		n, _ := strconv.Atoi(sp.Argv[1])
-		return sandboxtest.Run{Exit: n, Stderr: []byte("failing\n"), For: time.Millisecond}
+		return sandboxtest.Run{Exit: n, Stderr: []byte("failing\n"), For: time.Millisecond, CPUMillis: 120, PeakMemoryBytes: 39321600}
 	}
 	return sandboxtest.Run{}
 }
