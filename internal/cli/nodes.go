@@ -197,12 +197,19 @@ func printNode(w io.Writer, out api.NodeOutput) error {
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
 	if sb := out.Sandboxes; sb != nil {
-		lines = append(lines, [2]string{"Sandboxes", fmt.Sprintf("%d running, %d pending (placed, not yet running), %d of them idle warm", sb.Running, sb.Pending, sb.WarmIdle)})
+		unknown := ""
+		if sb.Unknown > 0 {
+			unknown = fmt.Sprintf(", %d unknown (running when the node stopped reporting)", sb.Unknown)
+		}
+		lines = append(lines, [2]string{"Sandboxes", fmt.Sprintf("%d running, %d pending (placed, not yet running)%s, %d of them idle warm", sb.Running, sb.Pending, unknown, sb.WarmIdle)})
 		if len(sb.RunningIDs) > 0 {
 			lines = append(lines, [2]string{"  running", idsCell(sb.RunningIDs, sb.Running)})
 		}
 		if len(sb.PendingIDs) > 0 {
 			lines = append(lines, [2]string{"  pending", idsCell(sb.PendingIDs, sb.Pending)})
+		}
+		if len(sb.UnknownIDs) > 0 {
+			lines = append(lines, [2]string{"  unknown", idsCell(sb.UnknownIDs, sb.Unknown)})
 		}
 	}
 	if v.DiskUsage != nil {
