@@ -257,14 +257,11 @@ func (d *deps) nodesJoinTokensRevoke(ctx context.Context, c *Call, in contract.J
 
 // eventsList is the handler of events.list.
 func (d *deps) eventsList(ctx context.Context, c *Call, in contract.EventListInput) (any, error) {
-	if err := logPage(in.Limit, in.Since, in.Cursor, "evt", "an event id"); err != nil {
+	if err := logPage(in.Limit, in.Since, in.Cursor, in.Newest, "evt", "an event id"); err != nil {
 		return nil, err
 	}
 	f := events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor}
 	if in.Newest {
-		if in.Cursor != "" {
-			return nil, cubefleet.Invalid("cursor", "cursor pages forward from an event; newest reads the tail of the log: give one or the other")
-		}
 		items, older, err := events.Newest(ctx, c.Q, f)
 		return contract.EventList{Items: sliceOf(items, eventFrom), OlderExist: older}, err
 	}

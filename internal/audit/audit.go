@@ -6,7 +6,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
@@ -117,16 +116,12 @@ type Filter struct {
 // List returns the rows matching f, oldest first, and the cursor of the next page ("" at the
 // end).
 func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, error) {
-	f.Limit = limitOf(f.Limit)
+	f.Limit = store.PageLimit(f.Limit)
 	out, err := query(ctx, q, f, "ORDER BY id")
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
-	}
+	out, next := store.ForwardPage(out, f.Limit, func(e Entry) string { return e.ID })
 	return out, next, nil
 }
 
@@ -134,25 +129,13 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, erro
 // whether older ones match too: the tail of the log, for "what just happened", as the event
 // log's Newest.
 func Newest(ctx context.Context, q store.Querier, f Filter) ([]Entry, bool, error) {
-	f.Limit, f.Cursor = limitOf(f.Limit), ""
+	f.Limit, f.Cursor = store.PageLimit(f.Limit), ""
 	out, err := query(ctx, q, f, "ORDER BY id DESC")
 	if err != nil {
 		return nil, false, err
 	}
-	older := len(out) > f.Limit
-	if older {
-		out = out[:f.Limit]
-	}
-	slices.Reverse(out)
+	out, older := store.TailPage(out, f.Limit)
 	return out, older, nil
-}
-
-// limitOf is a Filter's Limit: 1-1000, 100 when out of range.
-func limitOf(limit int) int {
-	if limit <= 0 || limit > 1000 {
-		return 100
-	}
-	return limit
 }
 
 // query returns up to f.Limit+1 rows matching f in the order order names.
