@@ -267,9 +267,9 @@ func labelsCell(labels map[string]string) string {
 	return orDash(strings.Join(parts, ", "))
 }
 
-// nodeAction connects and runs act, a nodes.* method that returns one node, and prints done
-// (or the node as JSON).
-func nodeAction(cmd *cobra.Command, act func(ctx context.Context, c *client.Client) (api.NodeOutput, error), done string) error {
+// nodeAction connects and runs act, a nodes.* method that returns one node, and prints the
+// line done makes of its answer (or the answer as JSON).
+func nodeAction[O any](cmd *cobra.Command, act func(ctx context.Context, c *client.Client) (O, error), done func(O) string) error {
 	c, err := typed(cmd)
 	if err != nil {
 		return err
@@ -279,31 +279,20 @@ func nodeAction(cmd *cobra.Command, act func(ctx context.Context, c *client.Clie
 		return err
 	}
 	return render(cmd, out, func(w io.Writer) error {
-		_, err := linef(w, "%s\n", done)
+		_, err := linef(w, "%s\n", done(out))
 		return err
 	})
 }
 
-// cordonAction connects and runs set, nodes.cordon or nodes.uncordon, and prints done, or
-// "No change: node N is already STATE." when the call changed nothing (or the answer as JSON,
-// with its changed).
-func cordonAction(cmd *cobra.Command, set func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error), id, done, state string) error {
-	c, err := typed(cmd)
-	if err != nil {
-		return err
-	}
-	out, err := set(cmd.Context(), c)
-	if err != nil {
-		return err
-	}
-	return render(cmd, out, func(w io.Writer) error {
+// cordonDone is the line of nodes cordon and uncordon: "Cordoned node N." (done), or "No
+// change: node N is already cordoned." (state) when the call changed nothing.
+func cordonDone(id, done, state string) func(api.NodeCordonOutput) string {
+	return func(out api.NodeCordonOutput) string {
 		if !out.Changed {
-			_, err := linef(w, "No change: node %s is already %s.\n", id, state)
-			return err
+			return "No change: node " + id + " is already " + state + "."
 		}
-		_, err := linef(w, "%s node %s.\n", done, id)
-		return err
-	})
+		return done + " node " + id + "."
+	}
 }
 
 func newNodesCordonCmd() *cobra.Command {
@@ -317,9 +306,9 @@ node cordoned with that reason says "No change: node N is already cordoned." (ex
 --output json: "changed": false).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cordonAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
 				return c.Nodes.Cordon(ctx, api.NodeCordonInput{NodeID: args[0], Detail: reason})
-			}, args[0], "Cordoned", "cordoned")
+			}, cordonDone(args[0], "Cordoned", "cordoned"))
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
@@ -337,9 +326,9 @@ that is not cordoned says "No change: node N is already uncordoned." (exit 0; --
 "changed": false).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cordonAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
 				return c.Nodes.Uncordon(ctx, api.NodeRef{NodeID: args[0]})
-			}, args[0], "Uncordoned", "uncordoned")
+			}, cordonDone(args[0], "Uncordoned", "uncordoned"))
 		},
 	}
 }
@@ -466,7 +455,7 @@ cordon's reason (the cordon is a nodes.cordon call of its own, audited).`,
 			}
 			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
 				return c.Nodes.Delete(ctx, api.NodeDeleteInput{NodeID: id, Force: force})
-			}, "Deleted node "+id+".")
+			}, func(api.NodeOutput) string { return "Deleted node " + id + "." })
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes; cordon it first if it is not")
