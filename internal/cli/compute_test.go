@@ -37,9 +37,10 @@ func TestComputeCommands(t *testing.T) {
  "flavors": [{"pool": "vps-fra", "name": "g1.small", "vcpu": 2, "memoryGiB": 4, "diskGiB": 40}],
  "sandboxTemplates": [{"name": "py-small", "pool": "vps-fra", "flavor": "g1.small", "imageId": "ubuntu-24.04", "network": "private"}]}`)
 	c.admin("fleet", "apply", "named.json", "--tenant", "root", "--yes")
-	run("templates", "list", "--tenant", "root")
-	run("pools", "list", "--tenant", "root")
-	run("flavors", "list", "--tenant", "root")
+	// get, not list: a fleet object's id derives from its key, so a list's order by id varies.
+	run("templates", "get", "py-small", "--tenant", "root")
+	run("pools", "get", "vps-fra", "--tenant", "root")
+	run("flavors", "get", "g1.small", "--tenant", "root")
 	testkit.Golden(t, "compute.golden", []byte(c.normalizeSandboxes(transcript.String())))
 
 	_, out, _ := run("templates", "list", "--tenant", "root", "--output", "json")
