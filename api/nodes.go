@@ -357,6 +357,14 @@ type NodeLabelOutput struct {
 	Changed bool `json:"changed"`
 }
 
+// NodeCordonOutput is the output of nodes.cordon and nodes.uncordon: the node after the call,
+// and whether the call changed its cordon (false when the node already was cordoned with that
+// detail by that principal, or already uncordoned and not draining).
+type NodeCordonOutput struct {
+	NodeOutput
+	Changed bool `json:"changed"`
+}
+
 // NodeListInput is the input of nodes.list: Pool (a pool id or fleet name) and State (Ready,
 // NotReady, Suspect, Down, Lost, Unknown) narrow the list; empty means every node. A Pool that matches
 // no node and names no pool is NOT_FOUND.

@@ -1,13 +1,16 @@
 package api
 
 // NodeSandboxes is what a node runs by the control plane's records, for nodes.get: the ids of
-// its running sandboxes and of those placed there and not yet running (pending on the node),
-// each list at most 100, and their counts.
+// its running sandboxes, of those placed there and not yet running (pending on the node), and
+// of the unknown ones (running when the node stopped reporting: they may run on), each list at
+// most 100, and their counts; WarmIdle counts the idle warm sandboxes among them.
 type NodeSandboxes struct {
 	Running    int      `json:"running"`
 	Pending    int      `json:"pending"`
+	Unknown    int      `json:"unknown"`
 	RunningIDs []string `json:"runningIds"`
 	PendingIDs []string `json:"pendingIds"`
+	UnknownIDs []string `json:"unknownIds"`
 	WarmIdle   int      `json:"warmIdle"`
 }
 

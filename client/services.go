@@ -15,7 +15,8 @@ func (s *AuditService) List(ctx context.Context, in api.AuditListInput) (api.Aud
 	return call[api.AuditList](ctx, s.c, "audit.list", in)
 }
 
-// All iterates over every audit row List finds from in (in.Cursor is ignored).
+// All iterates over every audit row List finds from in (in.Cursor is ignored; in.Newest must be
+// false, it reads one page).
 func (s *AuditService) All(ctx context.Context, in api.AuditListInput) iter.Seq2[api.AuditEntry, error] {
 	return pages(ctx, func(ctx context.Context, cursor string) ([]api.AuditEntry, string, error) {
 		in.Cursor = cursor
@@ -129,14 +130,15 @@ func (s *NodesService) Get(ctx context.Context, in api.NodeRef) (api.NodeOutput,
 	return call[api.NodeOutput](ctx, s.c, "nodes.get", in)
 }
 
-// Cordon runs nodes.cordon (idempotent).
-func (s *NodesService) Cordon(ctx context.Context, in api.NodeCordonInput) (api.NodeOutput, error) {
-	return call[api.NodeOutput](ctx, s.c, "nodes.cordon", in)
+// Cordon runs nodes.cordon (idempotent; Changed is false when the node already was cordoned so).
+func (s *NodesService) Cordon(ctx context.Context, in api.NodeCordonInput) (api.NodeCordonOutput, error) {
+	return call[api.NodeCordonOutput](ctx, s.c, "nodes.cordon", in)
 }
 
-// Uncordon runs nodes.uncordon (idempotent; it ends a drain).
-func (s *NodesService) Uncordon(ctx context.Context, in api.NodeRef) (api.NodeOutput, error) {
-	return call[api.NodeOutput](ctx, s.c, "nodes.uncordon", in)
+// Uncordon runs nodes.uncordon (idempotent; it ends a drain; Changed is false when the node
+// already was uncordoned).
+func (s *NodesService) Uncordon(ctx context.Context, in api.NodeRef) (api.NodeCordonOutput, error) {
+	return call[api.NodeCordonOutput](ctx, s.c, "nodes.uncordon", in)
 }
 
 // Drain runs nodes.drain (CONFLICT past the pool's disruption budget unless in.Force).

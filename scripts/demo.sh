@@ -82,6 +82,9 @@ step "cubefleet nodes join-token create --pool vps-fra --ip 127.0.0.11 > node.to
 own_user=0
 if [ "$(id -u)" != 0 ]; then own_user=1; fi # not root: sandboxes run as this user (development only)
 mkdir -p "$work/node/run"
+# CUBEFLEET_QUOTA_CPU: the schedulable CPU of a 4-core node (2000 x cores), whatever this machine
+# has. The example's warm pool (1 to 2 idle g1.small sandboxes, 2 vCPU and 4 GiB each) and the
+# demo's sandbox fit in it with room to spare.
 (umask 077; cat >"$work/node.env" <<EOF
 ONE_CLICK_DEPLOY_ROLE=compute
 CUBEFLEET_CONTROL_PLANE=127.0.0.1:$port
@@ -98,7 +101,7 @@ CUBEFLEET_RUNTIME=process
 CUBEFLEET_SANDBOX_DIR=$work/node/var/lib/cubefleet/sandboxes
 CUBEFLEET_SANDBOX_ALLOW_OWN_USER=$own_user
 CUBEFLEET_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1
-CUBEFLEET_QUOTA_CPU=16000
+CUBEFLEET_QUOTA_CPU=8000
 EOF
 )
 step "cubefleet agent run --env-file node.env &"
@@ -116,6 +119,8 @@ cfc sandboxes create --tenant root --template py-small --wait -- /bin/sh -c 'ech
   { cat "$work/agent.log"; exit 1; }
 step "cubefleet sandboxes list --tenant root"
 cfc sandboxes list --tenant root
+step "cubefleet nodes list   # room left for more than the warm pool"
+cfc nodes list
 
 step "cubefleet agent down   # the agent, then its sandboxes (the idle warm ones too)"
 agent_down

@@ -2,7 +2,8 @@
 // `nodes get`) and in the web console's Nodes page alike: its state with the drain beside it,
 // its pool, the age of its last report and its heartbeat window, microVMs, CPU and memory as
 // used/quota, notes, why the node says it is not ready, cordon and drain. Every function reads an api.Node, with the server's
-// clock where an age is shown.
+// clock where an age is shown; Cores, GiB and MemoryBytes render the amounts the node's
+// sandboxes use too (a sandbox's peak memory in `sandboxes get` and the console).
 package nodetext
 
 import (
@@ -119,6 +120,15 @@ func HostReserve(v api.Node, room *api.Room) string {
 // GiB renders MiB as GiB with one decimal.
 func GiB(mib int64) string {
 	return strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64)
+}
+
+// MemoryBytes renders an amount of memory given in bytes as the node's memory is shown, with
+// one decimal: in MiB below 1 GiB ("37.5Mi"), else in GiB ("1.5Gi").
+func MemoryBytes(b int64) string {
+	if mib := float64(b) / (1 << 20); math.Round(mib*10) < 1024*10 { // 1023.96 MiB is 1.0Gi
+		return strconv.FormatFloat(mib, 'f', 1, 64) + "Mi"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + "Gi"
 }
 
 // Heartbeat is the window a node's reports are judged by and the report interval it comes

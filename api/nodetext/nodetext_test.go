@@ -74,3 +74,18 @@ func TestHostReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBytes: bytes in MiB below 1 GiB, else in GiB, one decimal, as the node's memory.
+func TestMemoryBytes(t *testing.T) {
+	for _, c := range []struct {
+		bytes int64
+		want  string
+	}{
+		{0, "0.0Mi"}, {300 << 10, "0.3Mi"}, {39321600, "37.5Mi"}, {1<<30 - 1, "1.0Gi"}, {1023 << 20, "1023.0Mi"},
+		{1 << 30, "1.0Gi"}, {3 << 29, "1.5Gi"}, {160 << 30, "160.0Gi"},
+	} {
+		if got := nodetext.MemoryBytes(c.bytes); got != c.want {
+			t.Errorf("MemoryBytes(%d) = %q, want %q", c.bytes, got, c.want)
+		}
+	}
+}

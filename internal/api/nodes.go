@@ -138,18 +138,35 @@ func (d *deps) nodesGet(ctx context.Context, c *Call, in contract.NodeRef) (any,
 
 // nodesCordon is the handler of nodes.cordon.
 func (d *deps) nodesCordon(ctx context.Context, c *Call, in contract.NodeCordonInput) (any, error) {
-	if err := needNode(in.NodeID); err != nil {
-		return nil, err
-	}
-	return d.nodeAnswer(d.nodes.Cordon(ctx, in.NodeID, in.Detail, nodes.Actor(c.Principal.ID)))
+	return d.setCordon(ctx, in.NodeID, func() (nodes.View, error) {
+		return d.nodes.Cordon(ctx, in.NodeID, in.Detail, nodes.Actor(c.Principal.ID))
+	})
 }
 
 // nodesUncordon is the handler of nodes.uncordon.
 func (d *deps) nodesUncordon(ctx context.Context, c *Call, in contract.NodeRef) (any, error) {
-	if err := needNode(in.NodeID); err != nil {
+	return d.setCordon(ctx, in.NodeID, func() (nodes.View, error) {
+		return d.nodes.Uncordon(ctx, in.NodeID, nodes.Actor(c.Principal.ID))
+	})
+}
+
+// setCordon runs set, a cordon or an uncordon of node id, and answers the node after it and
+// whether set changed its cordon (state, detail, who set it) or ended a drain.
+func (d *deps) setCordon(ctx context.Context, id string, set func() (nodes.View, error)) (any, error) {
+	if err := needNode(id); err != nil {
 		return nil, err
 	}
-	return d.nodeAnswer(d.nodes.Uncordon(ctx, in.NodeID, nodes.Actor(c.Principal.ID)))
+	before, err := d.nodes.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	after, err := set()
+	if err != nil {
+		return nil, err
+	}
+	changed := before.Cordoned != after.Cordoned || before.CordonDetail != after.CordonDetail ||
+		before.CordonedBy != after.CordonedBy || (before.Drain != nil) != (after.Drain != nil)
+	return audited{out: contract.NodeCordonOutput{NodeOutput: d.nodeView(after), Changed: changed}, target: after.ID}, nil
 }
 
 // nodesDrain is the handler of nodes.drain.
@@ -240,14 +257,11 @@ func (d *deps) nodesJoinTokensRevoke(ctx context.Context, c *Call, in contract.J
 
 // eventsList is the handler of events.list.
 func (d *deps) eventsList(ctx context.Context, c *Call, in contract.EventListInput) (any, error) {
-	if err := logPage(in.Limit, in.Since, in.Cursor, "evt", "an event id"); err != nil {
+	if err := logPage(in.Limit, in.Since, in.Cursor, in.Newest, "evt", "an event id"); err != nil {
 		return nil, err
 	}
 	f := events.Filter{TenantID: iam.RootTenant, Type: in.Type, Subject: in.Subject, Since: in.Since, Limit: in.Limit, Cursor: in.Cursor}
 	if in.Newest {
-		if in.Cursor != "" {
-			return nil, cubefleet.Invalid("cursor", "cursor pages forward from an event; newest reads the tail of the log: give one or the other")
-		}
 		items, older, err := events.Newest(ctx, c.Q, f)
 		return contract.EventList{Items: sliceOf(items, eventFrom), OlderExist: older}, err
 	}

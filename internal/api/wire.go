@@ -501,8 +501,10 @@ func nodeSandboxesFrom(v sandboxes.NodeSandboxes) contract.NodeSandboxes {
 	return contract.NodeSandboxes{
 		Running:    v.Running,
 		Pending:    v.Pending,
+		Unknown:    v.Unknown,
 		RunningIDs: v.RunningIDs,
 		PendingIDs: v.PendingIDs,
+		UnknownIDs: v.UnknownIDs,
 		WarmIdle:   v.WarmIdle,
 	}
 }

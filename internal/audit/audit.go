@@ -116,20 +116,41 @@ type Filter struct {
 // List returns the rows matching f, oldest first, and the cursor of the next page ("" at the
 // end).
 func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, error) {
-	if f.Limit <= 0 || f.Limit > 1000 {
-		f.Limit = 100
-	}
-	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count
-		FROM audit_log WHERE tenant_id = $1 AND at >= $2 AND id > $3 ORDER BY id LIMIT $4`, f.TenantID, f.Since, f.Cursor, f.Limit+1)
+	f.Limit = store.PageLimit(f.Limit)
+	out, err := query(ctx, q, f, "ORDER BY id")
 	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
+		return nil, "", err
+	}
+	out, next := store.ForwardPage(out, f.Limit, func(e Entry) string { return e.ID })
+	return out, next, nil
+}
+
+// Newest returns the newest f.Limit rows matching f (f.Cursor is ignored), oldest first, and
+// whether older ones match too: the tail of the log, for "what just happened", as the event
+// log's Newest.
+func Newest(ctx context.Context, q store.Querier, f Filter) ([]Entry, bool, error) {
+	f.Limit, f.Cursor = store.PageLimit(f.Limit), ""
+	out, err := query(ctx, q, f, "ORDER BY id DESC")
+	if err != nil {
+		return nil, false, err
+	}
+	out, older := store.TailPage(out, f.Limit)
+	return out, older, nil
+}
+
+// query returns up to f.Limit+1 rows matching f in the order order names.
+func query(ctx context.Context, q store.Querier, f Filter, order string) ([]Entry, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message, call_count
+		FROM audit_log WHERE tenant_id = $1 AND at >= $2 AND id > $3 `+order+` LIMIT $4`, f.TenantID, f.Since, f.Cursor, f.Limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
 	}
 	defer rows.Close()
 	out := []Entry{}
 	for rows.Next() {
 		var e Entry
 		if err := rows.Scan(&e.ID, &e.At, &e.TenantID, &e.PrincipalID, &e.Method, &e.Permission, &e.Scope, &e.Outcome, &e.Target, &e.RequestID, &e.Message, &e.Count); err != nil {
-			return nil, "", err
+			return nil, fmt.Errorf("list audit: %w", err)
 		}
 		if e.Count == 1 {
 			e.Count = 0 // shown only on rows that stand for more than one call
@@ -137,12 +158,7 @@ func List(ctx context.Context, q store.Querier, f Filter) ([]Entry, string, erro
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", err
+		return nil, fmt.Errorf("list audit: %w", err)
 	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
-	}
-	return out, next, nil
+	return out, nil
 }

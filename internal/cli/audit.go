@@ -21,24 +21,27 @@ func newAuditListCmd() *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list [--tenant T] [--since 1h|RFC3339] [--limit N] [--cursor C]",
-		Short: "List a tenant's audit rows, oldest first",
+		Short: "List a tenant's audit rows, the newest by default",
 		Long: `List the audit rows of --tenant (default root), oldest first: every state-changing call and
-every refused one. --since takes a duration back from now (90m, 24h, 7d) or an RFC 3339 time;
---limit caps the rows printed (default 100). When more rows exist, a last line says so and
-names the --cursor that lists the next ones; --output json has it as nextCursor.`,
+every refused one. Like nodes events: without --since or --cursor it lists the newest --limit
+rows (default 100, at most 1000), like journalctl -n: what just happened; when older ones exist
+a last line says so (--output json: olderExist). With --since (a duration back from now, 90m,
+24h, 7d, or an RFC 3339 time) or --cursor it reads forwards from there, --limit rows at a time;
+when more exist a last line names the --cursor that lists the next ones (--output json:
+nextCursor).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sinceMs, err := parseSince(since, time.Now())
 			if err != nil {
 				return err
 			}
-			if limit < 1 {
-				return usagef("--limit must be at least 1")
-			}
-			out, err := listPages(cmd, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.AuditEntry, string, error) {
+			out, err := readLog(cmd, "rows", since, cursor, limit, func(ctx context.Context, c *client.Client, limit int) ([]api.AuditEntry, bool, error) {
+				p, err := c.Audit.List(ctx, api.AuditListInput{TenantID: tenant, Limit: limit, Newest: true})
+				return p.Items, p.OlderExist, err
+			}, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.AuditEntry, string, error) {
 				p, err := c.Audit.List(ctx, api.AuditListInput{TenantID: tenant, Since: sinceMs, Limit: limit, Cursor: cursor})
 				return p.Items, p.NextCursor, err
-			}, cursor, limit)
+			})
 			if err != nil {
 				return err
 			}
@@ -50,14 +53,14 @@ names the --cursor that lists the next ones; --output json has it as nextCursor.
 				if err := printTable(w, []string{"TIME", "METHOD", "OUTCOME", "PRINCIPAL", "TARGET", "REQUEST"}, rows); err != nil {
 					return err
 				}
-				return moreNotice(w, len(out.Items), "rows", out.NextCursor, "narrow --since")
+				return logNotice(w, out, "rows")
 			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&tenant, "tenant", api.RootTenant, "tenant whose audit log to read")
 	f.StringVar(&since, "since", "", "only rows since this long ago (1h, 7d) or this RFC 3339 time")
-	f.IntVar(&limit, "limit", 100, "at most this many rows")
+	f.IntVar(&limit, "limit", 100, "at most this many rows (the newest, without --since or --cursor: at most 1000)")
 	f.StringVar(&cursor, "cursor", "", "start after this row (the cursor a previous page named)")
 	return cmd
 }

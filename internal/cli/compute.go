@@ -31,8 +31,54 @@ type computeKind[O any] struct {
 	methods       func(c *client.Client) computeReader[O]
 	meta          func(o O) api.ObjectMeta
 	header        []string // after NAME and ID; CREATED follows
-	cells         func(o O) []string
+	cells         func(o O, names fleetNames) []string
+	// refers lists the kinds of the objects the cells name by id (pools, flavors, sites), whose
+	// names the table shows instead.
+	refers []func(ctx context.Context, c *client.Client, tenant string, names fleetNames) error
 }
+
+// fleetNames maps the ids of a tenant's objects to their names, for tables that show a
+// referenced object by its name.
+type fleetNames map[string]string
+
+// of returns id's name, or id when it has none the table knows (an object of another tenant,
+// one without a name, or names that could not be read).
+func (n fleetNames) of(id string) string {
+	if name := n[id]; name != "" {
+		return name
+	}
+	return id
+}
+
+// namesOf returns a refers function that adds the names of the tenant's objects of one kind.
+func namesOf[O any](methods func(c *client.Client) computeReader[O], meta func(o O) api.ObjectMeta) func(context.Context, *client.Client, string, fleetNames) error {
+	return func(ctx context.Context, c *client.Client, tenant string, names fleetNames) error {
+		cursor := ""
+		for {
+			p, err := methods(c).List(ctx, api.ListInput{TenantID: tenant, Limit: 1000, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			for _, o := range p.Items {
+				m := meta(o)
+				names[m.ID] = m.Name
+			}
+			if p.NextCursor == "" {
+				return nil
+			}
+			cursor = p.NextCursor
+		}
+	}
+}
+
+var (
+	poolNames = namesOf(func(c *client.Client) computeReader[api.Pool] { return c.Compute.Pools },
+		func(o api.Pool) api.ObjectMeta { return o.ObjectMeta })
+	flavorNames = namesOf(func(c *client.Client) computeReader[api.Flavor] { return c.Compute.Flavors },
+		func(o api.Flavor) api.ObjectMeta { return o.ObjectMeta })
+	siteNames = namesOf(func(c *client.Client) computeReader[api.Site] { return c.Compute.Sites },
+		func(o api.Site) api.ObjectMeta { return o.ObjectMeta })
+)
 
 func newTemplatesCmd() *cobra.Command {
 	return computeCmd(computeKind[api.SandboxTemplate]{
@@ -41,12 +87,13 @@ func newTemplatesCmd() *cobra.Command {
 		methods: func(c *client.Client) computeReader[api.SandboxTemplate] { return c.Compute.SandboxTemplates },
 		meta:    func(o api.SandboxTemplate) api.ObjectMeta { return o.ObjectMeta },
 		header:  []string{"POOL", "FLAVOR", "IMAGE", "NETWORK", "WARM"},
-		cells: func(o api.SandboxTemplate) []string {
+		refers:  []func(context.Context, *client.Client, string, fleetNames) error{poolNames, flavorNames},
+		cells: func(o api.SandboxTemplate, names fleetNames) []string {
 			warm := "-"
 			if o.Warm != nil {
 				warm = fmt.Sprintf("%d-%d", o.Warm.Min, o.Warm.Max)
 			}
-			return []string{o.PoolID, o.FlavorID, o.ImageID, o.Network, warm}
+			return []string{names.of(o.PoolID), names.of(o.FlavorID), o.ImageID, o.Network, warm}
 		},
 	})
 }
@@ -58,8 +105,9 @@ func newPoolsCmd() *cobra.Command {
 		methods: func(c *client.Client) computeReader[api.Pool] { return c.Compute.Pools },
 		meta:    func(o api.Pool) api.ObjectMeta { return o.ObjectMeta },
 		header:  []string{"SITE", "CLASS", "GPU", "ARCHIVED"},
-		cells: func(o api.Pool) []string {
-			return []string{o.SiteID, o.Class, orDash(o.GPUModel), formatTimePtr(o.ArchivedAt)}
+		refers:  []func(context.Context, *client.Client, string, fleetNames) error{siteNames},
+		cells: func(o api.Pool, names fleetNames) []string {
+			return []string{names.of(o.SiteID), o.Class, orDash(o.GPUModel), formatTimePtr(o.ArchivedAt)}
 		},
 	})
 }
@@ -71,8 +119,9 @@ func newFlavorsCmd() *cobra.Command {
 		methods: func(c *client.Client) computeReader[api.Flavor] { return c.Compute.Flavors },
 		meta:    func(o api.Flavor) api.ObjectMeta { return o.ObjectMeta },
 		header:  []string{"POOL", "VCPU", "MEMORY", "DISK", "GPU"},
-		cells: func(o api.Flavor) []string {
-			return []string{o.PoolID, fmt.Sprint(o.VCPU), fmt.Sprintf("%d GiB", o.MemoryGiB), fmt.Sprintf("%d GiB", o.DiskGiB), fmt.Sprint(o.GPU)}
+		refers:  []func(context.Context, *client.Client, string, fleetNames) error{poolNames},
+		cells: func(o api.Flavor, names fleetNames) []string {
+			return []string{names.of(o.PoolID), fmt.Sprint(o.VCPU), fmt.Sprintf("%d GiB", o.MemoryGiB), fmt.Sprintf("%d GiB", o.DiskGiB), fmt.Sprint(o.GPU)}
 		},
 	})
 }
@@ -84,7 +133,7 @@ func newSitesCmd() *cobra.Command {
 		methods: func(c *client.Client) computeReader[api.Site] { return c.Compute.Sites },
 		meta:    func(o api.Site) api.ObjectMeta { return o.ObjectMeta },
 		header:  []string{"KIND", "REGION"},
-		cells:   func(o api.Site) []string { return []string{o.Kind, o.Region} },
+		cells:   func(o api.Site, _ fleetNames) []string { return []string{o.Kind, o.Region} },
 	})
 }
 
@@ -100,14 +149,33 @@ applied with cubefleet fleet apply creates and changes them.`, k.use))
 	return cmd
 }
 
-// computeTable prints objects as a table: NAME, ID, the kind's columns, CREATED.
-func computeTable[O any](w io.Writer, k computeKind[O], objects []O) error {
+// computeTable prints objects as a table: NAME, ID, the kind's columns (the objects they refer
+// to by their names, as names has them), CREATED.
+func computeTable[O any](w io.Writer, k computeKind[O], objects []O, names fleetNames) error {
 	rows := make([][]string, 0, len(objects))
 	for _, o := range objects {
 		m := k.meta(o)
-		rows = append(rows, append(append([]string{orDash(m.Name), m.ID}, k.cells(o)...), formatTime(m.CreatedAt)))
+		rows = append(rows, append(append([]string{orDash(m.Name), m.ID}, k.cells(o, names)...), formatTime(m.CreatedAt)))
 	}
 	return printTable(w, append(append([]string{"NAME", "ID"}, k.header...), "CREATED"), rows)
+}
+
+// referredNames reads the names of the tenant's objects k's table refers to. A table is still
+// right without them (it shows ids), so a key that may not list those kinds, or a deployment
+// without them, gets the ids; another failure is a warning on stderr.
+func referredNames[O any](cmd *cobra.Command, k computeKind[O], tenant string) fleetNames {
+	names := fleetNames{}
+	c, err := typed(cmd)
+	if err != nil {
+		return names
+	}
+	for _, add := range k.refers {
+		err := add(cmd.Context(), c, tenant, names)
+		if err != nil && !cubefleet.IsCode(err, cubefleet.CodeForbidden) && !cubefleet.IsCode(err, cubefleet.CodeUnsupported) {
+			linef(cmd.ErrOrStderr(), "warning: showing ids, not names: %v\n", err)
+		}
+	}
+	return names
 }
 
 func computeListCmd[O any](k computeKind[O]) *cobra.Command {
@@ -135,7 +203,7 @@ the next page's --cursor is printed on stderr.`, k.use),
 				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
-				if err := computeTable(w, k, out.Items); err != nil {
+				if err := computeTable(w, k, out.Items, referredNames(cmd, k, tenant)); err != nil {
 					return err
 				}
 				if out.NextCursor != "" {
@@ -171,7 +239,7 @@ func computeGetCmd[O any](k computeKind[O]) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return render(cmd, o, func(w io.Writer) error { return computeTable(w, k, []O{o}) })
+			return render(cmd, o, func(w io.Writer) error { return computeTable(w, k, []O{o}, referredNames(cmd, k, tenant)) })
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant whose "+k.singular+" it is")

@@ -9,8 +9,9 @@ import (
 )
 
 // TestComputeCommands: templates (and its aliases), pools, flavors and sites list and get
-// print kubectl-style tables (golden file) and the API's objects with --output json; a name
-// nobody has is NOT_FOUND naming the list command, and so is a create's unknown template.
+// print kubectl-style tables (golden file) and the API's objects with --output json; the tables
+// show the pool, flavor and site a row refers to by name when it has one; a name nobody has is
+// NOT_FOUND naming the list command, and so is a create's unknown template.
 func TestComputeCommands(t *testing.T) {
 	c, _ := sandboxEnv(t, "")
 	var transcript strings.Builder
@@ -29,6 +30,17 @@ func TestComputeCommands(t *testing.T) {
 	run("sites", "list", "--tenant", "root")
 	run("templates", "list", "--tenant", "root", "--limit", "0")
 	run("sandboxes", "create", "--tenant", "root", "--template", "nosuch", "--", "echo")
+	// Objects of a fleet document have names: the tables name the pool, flavor and site a row
+	// refers to, and keep the id of one without a name (the pool made above through the API).
+	writeFile(t, "named.json", `{"version": 1, "sites": [{"name": "fra", "kind": "shared", "region": "eu"}],
+ "pools": [{"name": "vps-fra", "site": "fra", "class": "vps-host"}],
+ "flavors": [{"pool": "vps-fra", "name": "g1.small", "vcpu": 2, "memoryGiB": 4, "diskGiB": 40}],
+ "sandboxTemplates": [{"name": "py-small", "pool": "vps-fra", "flavor": "g1.small", "imageId": "ubuntu-24.04", "network": "private"}]}`)
+	c.admin("fleet", "apply", "named.json", "--tenant", "root", "--yes")
+	// get, not list: a fleet object's id derives from its key, so a list's order by id varies.
+	run("templates", "get", "py-small", "--tenant", "root")
+	run("pools", "get", "vps-fra", "--tenant", "root")
+	run("flavors", "get", "g1.small", "--tenant", "root")
 	testkit.Golden(t, "compute.golden", []byte(c.normalizeSandboxes(transcript.String())))
 
 	_, out, _ := run("templates", "list", "--tenant", "root", "--output", "json")

@@ -76,7 +76,8 @@ func TestFleetStatusDriftGolden(t *testing.T) {
 
 // TestWebhooksCommandsGolden drives webhooks create, list, deliveries (with --failed),
 // redeliver, rotate-secret and delete against a receiver on 127.0.0.1 that refuses every
-// delivery; the server's clock stands still, so a refused delivery waits for its retry.
+// delivery (a create with a bad URL, bad event types and a long description names them all);
+// the server's clock stands still, so a refused delivery waits for its retry.
 func TestWebhooksCommandsGolden(t *testing.T) {
 	var hits atomic.Int32
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,6 +116,7 @@ func TestWebhooksCommandsGolden(t *testing.T) {
 		"webhooks create "+receiver.URL+" --tenant acme --events node.down",
 		"webhooks create ftp://example.com --tenant root --events fleet.drifted",
 		"webhooks create "+receiver.URL+" --tenant root --events fleet.exploded",
+		"webhooks create ftp://example.com --tenant acme --events fleet.exploded,node.down --description "+strings.Repeat("d", 201),
 		"webhooks list --tenant root",
 		"webhooks deliveries --tenant root",
 		"webhooks deliveries --tenant root --failed",

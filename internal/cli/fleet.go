@@ -17,7 +17,6 @@ import (
 	"github.com/cubefleet/cubefleet/api/fleettext"
 	"github.com/cubefleet/cubefleet/api/nodetext"
 	"github.com/cubefleet/cubefleet/client"
-	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 )
 
@@ -46,9 +45,10 @@ func newFleetValidateCmd(stdio IO) *cobra.Command {
 fleet apply run on the server, so a document validate accepts is refused by them only for what
 the control plane alone knows (references to objects, tenants and secrets that do not exist,
 fixed fields that would change). Every problem is reported at once, as INVALID_INPUT (exit 1).
-Every reference to an object the document does not define (a pool's site or provider account,
-an offer's tenant, a flavor's pool, a template's pool or flavor) gets a warning on stderr with
-its path: "not in this document: must exist on the server"; with --strict those are errors.
+Every reference to an object the document could define but does not (a pool's site or provider
+account, a flavor's pool, a template's pool or flavor) gets a warning on stderr with its path:
+"not in this document: must exist on the server"; with --strict those are errors. An offer's
+tenant is neither: tenants are never in a document, so fleet plan alone checks that it exists.
 FILE may be - for standard input.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -292,10 +292,7 @@ func applyCommand(cmd *cobra.Command, file string, f planFlags, denyDelete bool,
 		}
 	}
 	args = append(args, "--plan-hash", planHash)
-	for i, a := range args {
-		args[i] = envfile.Quote(a)
-	}
-	return strings.Join(args, " ")
+	return shellLine(args)
 }
 
 // printHowToApply ends a text plan that is not blocked with the command that applies exactly

@@ -85,6 +85,8 @@ func TestFleetCommandsGolden(t *testing.T) {
 	doc = strings.Replace(doc, `{ "name": "burst", "site": "fra", "class": "provider", "providerAccount": "cloud" }`,
 		`{ "name": "burst", "site": "fra", "class": "vps-host" }`, 1)
 	doc = strings.Replace(doc, `"tenant": "acme"`, `"tenant": "nobody"`, 1)
+	// A template that names a flavor nobody defined: blocked, with why, and no null for its flavorId.
+	doc = strings.Replace(doc, `"flavor": "g1.small"`, `"flavor": "g1.large"`, 1)
 	writeFile(t, "edited.json", doc)
 	// Deletes carry ids, which derive from the administrator's principal id (new each run).
 	hash := regexp.MustCompile(`"planHash": "[0-9a-f]{64}"`)
@@ -176,7 +178,8 @@ func TestFleetPlanSaysHowToApplyGolden(t *testing.T) {
 // TestFleetValidateGolden: fleet validate checks a document offline (no control plane is
 // reachable here) with the server's decoder and rules: a valid document, with "$schema" for
 // editors, is described; an invalid one gets exactly the errors fleet plan gets from the server;
-// references the document does not define are warnings with their paths, errors with --strict.
+// references the document does not define are warnings with their paths, errors with --strict;
+// an offer's tenant, which no document defines, is neither.
 func TestFleetValidateGolden(t *testing.T) {
 	c := fleetEnv(t)
 	example, _ := os.ReadFile("fleet.json")
@@ -205,6 +208,7 @@ func TestFleetValidateGolden(t *testing.T) {
 	doc, _ := os.ReadFile("with-schema.json")
 	out := c.transcript(
 		"fleet validate fleet.json",
+		"fleet validate fleet.json --strict", // an offer's tenant is never the document's to define
 		"fleet validate with-schema.json --output json",
 		"fleet validate bad.json",
 		"fleet validate bad.json --output json",

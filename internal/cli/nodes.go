@@ -197,12 +197,19 @@ func printNode(w io.Writer, out api.NodeOutput) error {
 			[2]string{"Room left", usageCell(r.Remaining)})
 	}
 	if sb := out.Sandboxes; sb != nil {
-		lines = append(lines, [2]string{"Sandboxes", fmt.Sprintf("%d running, %d pending (placed, not yet running), %d of them idle warm", sb.Running, sb.Pending, sb.WarmIdle)})
+		unknown := ""
+		if sb.Unknown > 0 {
+			unknown = fmt.Sprintf(", %d unknown (running when the node stopped reporting)", sb.Unknown)
+		}
+		lines = append(lines, [2]string{"Sandboxes", fmt.Sprintf("%d running, %d pending (placed, not yet running)%s, %d of them idle warm", sb.Running, sb.Pending, unknown, sb.WarmIdle)})
 		if len(sb.RunningIDs) > 0 {
 			lines = append(lines, [2]string{"  running", idsCell(sb.RunningIDs, sb.Running)})
 		}
 		if len(sb.PendingIDs) > 0 {
 			lines = append(lines, [2]string{"  pending", idsCell(sb.PendingIDs, sb.Pending)})
+		}
+		if len(sb.UnknownIDs) > 0 {
+			lines = append(lines, [2]string{"  unknown", idsCell(sb.UnknownIDs, sb.Unknown)})
 		}
 	}
 	if v.DiskUsage != nil {
@@ -260,9 +267,9 @@ func labelsCell(labels map[string]string) string {
 	return orDash(strings.Join(parts, ", "))
 }
 
-// nodeAction connects and runs act, a nodes.* method that returns one node, and prints done
-// (or the node as JSON).
-func nodeAction(cmd *cobra.Command, act func(ctx context.Context, c *client.Client) (api.NodeOutput, error), done string) error {
+// nodeAction connects and runs act, a nodes.* method that returns one node, and prints the
+// line done makes of its answer (or the answer as JSON).
+func nodeAction[O any](cmd *cobra.Command, act func(ctx context.Context, c *client.Client) (O, error), done func(O) string) error {
 	c, err := typed(cmd)
 	if err != nil {
 		return err
@@ -272,9 +279,20 @@ func nodeAction(cmd *cobra.Command, act func(ctx context.Context, c *client.Clie
 		return err
 	}
 	return render(cmd, out, func(w io.Writer) error {
-		_, err := linef(w, "%s\n", done)
+		_, err := linef(w, "%s\n", done(out))
 		return err
 	})
+}
+
+// cordonDone is the line of nodes cordon and uncordon: "Cordoned node N." (done), or "No
+// change: node N is already cordoned." (state) when the call changed nothing.
+func cordonDone(id, done, state string) func(api.NodeCordonOutput) string {
+	return func(out api.NodeCordonOutput) string {
+		if !out.Changed {
+			return "No change: node " + id + " is already " + state + "."
+		}
+		return done + " node " + id + "."
+	}
 }
 
 func newNodesCordonCmd() *cobra.Command {
@@ -283,12 +301,14 @@ func newNodesCordonCmd() *cobra.Command {
 		Use:   "cordon NODE [--reason TEXT]",
 		Short: "Cordon a node: it receives no new work (idempotent)",
 		Long: `Cordon a node: it keeps running what it has but receives no new work. --reason says why (at most
-200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent.`,
+200 characters), as for nodes drain; nodes get and nodes list show it. Idempotent: cordoning a
+node cordoned with that reason says "No change: node N is already cordoned." (exit 0;
+--output json: "changed": false).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
 				return c.Nodes.Cordon(ctx, api.NodeCordonInput{NodeID: args[0], Detail: reason})
-			}, "Cordoned node "+args[0]+".")
+			}, cordonDone(args[0], "Cordoned", "cordoned"))
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 200 characters)")
@@ -301,11 +321,14 @@ func newNodesUncordonCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "uncordon NODE",
 		Short: "Uncordon a node (idempotent)",
-		Args:  exactArgs(1),
+		Long: `Uncordon a node: it receives new work again, and a drain ends. Idempotent: uncordoning a node
+that is not cordoned says "No change: node N is already uncordoned." (exit 0; --output json:
+"changed": false).`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
+			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeCordonOutput, error) {
 				return c.Nodes.Uncordon(ctx, api.NodeRef{NodeID: args[0]})
-			}, "Uncordoned node "+args[0]+".")
+			}, cordonDone(args[0], "Uncordoned", "uncordoned"))
 		},
 	}
 }
@@ -432,7 +455,7 @@ cordon's reason (the cordon is a nodes.cordon call of its own, audited).`,
 			}
 			return nodeAction(cmd, func(ctx context.Context, c *client.Client) (api.NodeOutput, error) {
 				return c.Nodes.Delete(ctx, api.NodeDeleteInput{NodeID: id, Force: force})
-			}, "Deleted node "+id+".")
+			}, func(api.NodeOutput) string { return "Deleted node " + id + "." })
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "delete even while the node is not Ready or runs sandboxes; cordon it first if it is not")

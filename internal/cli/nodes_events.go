@@ -38,9 +38,6 @@ once-a-second flush.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 1 {
-				return usagef("--limit must be at least 1")
-			}
 			sinceMs, err := parseSince(since, time.Now())
 			if err != nil {
 				return err
@@ -54,29 +51,17 @@ once-a-second flush.`,
 			}
 			in := api.EventListInput{Type: typ, Subject: subject, Since: sinceMs}
 			// --output json prints events.list's answer.
-			var out api.EventList
-			if since == "" && cursor == "" { // the tail of the log
-				if limit > 1000 {
-					return usagef("--limit is at most 1000 for the newest events; read older ones with --since")
-				}
-				c, err := typed(cmd)
-				if err != nil {
-					return err
-				}
+			out, err := readLog(cmd, "events", since, cursor, limit, func(ctx context.Context, c *client.Client, limit int) ([]api.Event, bool, error) {
 				in.Newest, in.Limit = true, limit
-				if out, err = c.Events.List(cmd.Context(), in); err != nil {
-					return err
-				}
-			} else {
-				p, err := listPages(cmd, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.Event, string, error) {
-					in.Limit, in.Cursor = limit, cursor
-					p, err := c.Events.List(ctx, in)
-					return p.Items, p.NextCursor, err
-				}, cursor, limit)
-				if err != nil {
-					return err
-				}
-				out.Items, out.NextCursor = p.Items, p.NextCursor
+				p, err := c.Events.List(ctx, in)
+				return p.Items, p.OlderExist, err
+			}, func(ctx context.Context, c *client.Client, limit int, cursor string) ([]api.Event, string, error) {
+				in.Limit, in.Cursor = limit, cursor
+				p, err := c.Events.List(ctx, in)
+				return p.Items, p.NextCursor, err
+			})
+			if err != nil {
+				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				rows := make([][]string, 0, len(out.Items))
@@ -86,11 +71,7 @@ once-a-second flush.`,
 				if err := printTable(w, []string{"TIME", "TYPE", "NODE", "DATA"}, rows); err != nil {
 					return err
 				}
-				if out.OlderExist {
-					_, err := linef(w, "(the newest %d events; older ones exist: raise --limit, or read from a time with --since 2h)\n", len(out.Items))
-					return err
-				}
-				return moreNotice(w, len(out.Items), "events", out.NextCursor, "narrow --since")
+				return logNotice(w, out, "events")
 			})
 		},
 	}

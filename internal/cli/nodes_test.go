@@ -86,6 +86,8 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "list")
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update")
+		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update") // no change
+		record("nodes", "cordon", "10.0.0.7", "--detail", "kernel update", "-o", "json")
 		record("nodes", "drain", "10.0.0.7", "--reason", "new kernel")
 		record("nodes", "drain", "10.0.0.8")
 		record("nodes", "list")
@@ -103,6 +105,7 @@ func TestNodesCommands(t *testing.T) {
 		record("nodes", "delete", "10.0.0.7")
 		record("nodes", "delete", "10.0.0.7", "--force")
 		record("nodes", "uncordon", "10.0.0.8")
+		record("nodes", "uncordon", "10.0.0.8") // no change
 		record("nodes", "get", "10.0.0.7")
 		record("nodes", "label", "10.0.0.8", "oops")
 		record("nodes", "label", "10.0.0.8", "missing-")
@@ -458,4 +461,19 @@ func TestNodesEvents(t *testing.T) {
 	c.record(&b, "nodes", "events", "10.0.0.7", "--limit", "1", "-o", "json")
 	c.record(&b, "nodes", "events", "10.0.0.7", "--cursor", all.Items[2].ID, "-o", "json")
 	testkit.Golden(t, "nodes_events.golden", []byte(c.normalize(b.String())))
+}
+
+// TestNodesGetCountsUnknownSandboxes: nodes get counts the sandboxes that were running when the
+// node stopped reporting, as unknown beside running and pending, with their ids (golden file).
+func TestNodesGetCountsUnknownSandboxes(t *testing.T) {
+	out := api.NodeOutput{Node: api.Node{ID: "10.0.0.9", IP: "10.0.0.9", Agent: "cubefleet", State: "Down", Labels: map[string]string{},
+		UnschedulableReasons: []string{"not ready: Down"}},
+		Now: 1767323045000,
+		Sandboxes: &api.NodeSandboxes{Running: 1, Pending: 0, Unknown: 2, RunningIDs: []string{"sbx_01M8TK4V643D95W8ABR6PCMRT1"},
+			PendingIDs: []string{}, UnknownIDs: []string{"sbx_01M8TK4V643D95W8ABR6PCMRT2", "sbx_01M8TK4V643D95W8ABR6PCMRT3"}, WarmIdle: 1}}
+	var b bytes.Buffer
+	if err := printNode(&b, out); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Golden(t, "nodes_get_unknown.golden", b.Bytes())
 }

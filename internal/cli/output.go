@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cubefleet/cubefleet/internal/agent/envfile"
 )
 
 // Output formats of --output.
@@ -304,4 +306,14 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// shellLine joins argv as one POSIX shell command line, each argument one word (envfile.Quote):
+// what a person would type to run it, "" for none.
+func shellLine(argv []string) string {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		words[i] = envfile.Quote(a)
+	}
+	return strings.Join(words, " ")
 }

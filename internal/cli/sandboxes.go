@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/api/nodetext"
 	"io"
 	"maps"
 	"slices"
@@ -285,7 +286,7 @@ func endStatus(s api.Sandbox) error {
 // (node_down): node 10.0.0.5 is Down".
 func endError(s api.Sandbox) error {
 	msg := "sandbox " + s.ID + " " + string(s.State)
-	if s.Reason != "" {
+	if s.Reason != "" && !strings.HasPrefix(s.Message, s.Reason) { // "timeout after 30s: ..." says it
 		msg += " (" + s.Reason + ")"
 	}
 	if s.Message != "" {
@@ -441,7 +442,7 @@ func printSandbox(w io.Writer, s api.Sandbox) error {
 	}
 	lines = append(lines,
 		[2]string{"Node", orDash(s.NodeID)},
-		[2]string{"Command", orDash(strings.Join(s.Command, " "))},
+		[2]string{"Command", orDash(shellLine(s.Command))},
 		[2]string{"Resources", fmt.Sprintf("%d vCPU, %d GiB memory, %d GiB disk, %d GPU", s.Resources.VCPU, s.Resources.MemoryGiB, s.Resources.DiskGiB, s.Resources.GPU)},
 	)
 	if len(s.Env) > 0 {
@@ -471,6 +472,16 @@ func printSandbox(w io.Writer, s api.Sandbox) error {
 		lines = append(lines, [2]string{"Result", resultText(r)})
 		lines = append(lines, [2]string{"Output", fmt.Sprintf("stdout %s%s, stderr %s%s (cubefleet sandboxes logs %s)",
 			cubefleet.Count(int(r.StdoutBytes), "byte", "bytes"), cutNote(r.StdoutTruncated), cubefleet.Count(int(r.StderrBytes), "byte", "bytes"), cutNote(r.StderrTruncated), s.ID)})
+		var usage []string
+		if r.CPUMillis > 0 {
+			usage = append(usage, fmt.Sprintf("CPU %d ms", r.CPUMillis))
+		}
+		if r.PeakMemoryBytes > 0 {
+			usage = append(usage, "peak memory "+nodetext.MemoryBytes(r.PeakMemoryBytes))
+		}
+		if len(usage) > 0 {
+			lines = append(lines, [2]string{"Usage", strings.Join(usage, ", ")})
+		}
 	}
 	return printFields(w, 14, lines)
 }
@@ -577,9 +588,10 @@ func stateText(s api.Sandbox) string {
 	return string(s.State) + " (" + s.Reason + ")"
 }
 
-// commandText is a command for a table cell: its words, cut at 40 characters.
+// commandText is a command for a table cell: its words quoted for the shell (shellLine), cut
+// at 40 characters.
 func commandText(argv []string) string {
-	s := strings.Join(argv, " ")
+	s := shellLine(argv)
 	if s == "" {
 		return "-"
 	}
@@ -643,8 +655,8 @@ func waitedLine(s api.Sandbox) string {
 		return fmt.Sprintf("Sandbox %s is %s on node %s.", s.ID, s.State, orDash(s.NodeID))
 	}
 	line := fmt.Sprintf("Sandbox %s %s", s.ID, s.State)
-	if s.Result != nil && resultText(s.Result) != "-" {
-		line += " (" + resultText(s.Result) + ")"
+	if r := s.Result; r != nil && resultText(r) != "-" && (r.Signal == "" || !strings.Contains(s.Message, r.Signal)) {
+		line += " (" + resultText(r) + ")" // unless the message names the signal: "killed by SIGTERM"
 	}
 	if s.State != api.SandboxExited && s.Message != "" {
 		line += ": " + s.Message

@@ -38,7 +38,7 @@ func shellish(sp nodeapi.SandboxSpec) sandboxtest.Run {
 		return sandboxtest.Run{FailStart: "exec: nostart: not found"}
 	case "fail":
 		n, _ := strconv.Atoi(sp.Argv[1])
-		return sandboxtest.Run{Exit: n, Stderr: []byte("failing\n"), For: time.Millisecond}
+		return sandboxtest.Run{Exit: n, Stderr: []byte("failing\n"), For: time.Millisecond, CPUMillis: 120, PeakMemoryBytes: 39321600}
 	}
 	return sandboxtest.Run{}
 }
@@ -103,8 +103,9 @@ func TestSandboxesCommands(t *testing.T) {
 			t.Helper()
 			return c.run("", append(append([]string{}, tok...), args...)...)
 		}
-		code, out, errOut := run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "hello", "world")
-		if code != 0 || out != "hello world\n" || errOut != "" {
+		// Arguments with a blank and a quote: list and get quote the command for the shell.
+		code, out, errOut := run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "echo", "it's", "hello world")
+		if code != 0 || out != "it's hello world\n" || errOut != "" {
 			t.Fatalf("create --wait: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 		code, out, errOut = run("sandboxes", "create", "--tenant", "root", "--template", "py", "--wait", "--", "fail", "3")
@@ -190,6 +191,30 @@ func TestEndStatus(t *testing.T) {
 	} {
 		if got := fmt.Sprint(endStatus(c.s)); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.s, got, c.want)
+		}
+	}
+}
+
+// TestKillSaysWhyOnce: the lines about a killed sandbox name its reason and its signal once,
+// whether the agent's message already names them or not.
+func TestKillSaysWhyOnce(t *testing.T) {
+	term := &api.SandboxResult{Signal: "SIGTERM"}
+	for _, c := range []struct {
+		s                 api.Sandbox
+		endErr, waitedFor string
+	}{
+		{api.Sandbox{ID: "sbx_1", State: api.SandboxKilled, Reason: "stopped", Message: "stopped: killed by SIGTERM", Result: term},
+			"sandbox sbx_1 killed: stopped: killed by SIGTERM", "Sandbox sbx_1 killed: stopped: killed by SIGTERM."},
+		{api.Sandbox{ID: "sbx_2", State: api.SandboxKilled, Reason: "timeout", Message: "timeout after 5s: killed by SIGKILL after ignoring SIGTERM for 10s", Result: &api.SandboxResult{Signal: "SIGKILL"}},
+			"sandbox sbx_2 killed: timeout after 5s: killed by SIGKILL after ignoring SIGTERM for 10s", "Sandbox sbx_2 killed: timeout after 5s: killed by SIGKILL after ignoring SIGTERM for 10s."},
+		{api.Sandbox{ID: "sbx_3", State: api.SandboxKilled, Reason: "node_drained", Message: "its node's drain deadline passed", Result: term},
+			"sandbox sbx_3 killed (node_drained): its node's drain deadline passed", "Sandbox sbx_3 killed (signal SIGTERM): its node's drain deadline passed."},
+	} {
+		if got := endError(c.s).Error(); got != c.endErr {
+			t.Errorf("endError = %q, want %q", got, c.endErr)
+		}
+		if got := waitedLine(c.s); got != c.waitedFor {
+			t.Errorf("waitedLine = %q, want %q", got, c.waitedFor)
 		}
 	}
 }

@@ -117,6 +117,7 @@ func New(cfg Config) (*Console, error) {
 	funcs := template.FuncMap{"time": func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") },
 		"count":  cubefleet.Count,
 		"ago":    nodetext.Ago,
+		"memory": nodetext.MemoryBytes,
 		"exit":   exitText,
 		"string": func(b []byte) string { return string(b) },
 		"byKind": func(cs []fleet.Change) []fleettext.KindChanges { return fleettext.ByKind(api.FleetChangesOf(cs)) }, "deref": func(p *int64) int64 { return *p }, "short": func(s string) string {

@@ -13,7 +13,6 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/cubefleet/cubefleet"
@@ -97,45 +96,29 @@ type Filter struct {
 // List returns the events matching f, oldest first, and the cursor of the next page ("" at the
 // end).
 func List(ctx context.Context, q store.Querier, f Filter) ([]Event, string, error) {
-	f.Limit = limitOf(f.Limit)
+	f.Limit = store.PageLimit(f.Limit)
 	where, args := f.where()
 	args = append(args, f.Limit+1)
 	out, err := query(ctx, q, where+fmt.Sprintf(" ORDER BY id LIMIT $%d", len(args)), args)
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
-	}
+	out, next := store.ForwardPage(out, f.Limit, func(e Event) string { return e.ID })
 	return out, next, nil
 }
 
 // Newest returns the newest f.Limit events matching f (f.Cursor is ignored), oldest first, and
 // whether older ones match too: the tail of the log, for "what just happened".
 func Newest(ctx context.Context, q store.Querier, f Filter) ([]Event, bool, error) {
-	f.Limit, f.Cursor = limitOf(f.Limit), ""
+	f.Limit, f.Cursor = store.PageLimit(f.Limit), ""
 	where, args := f.where()
 	args = append(args, f.Limit+1)
 	out, err := query(ctx, q, where+fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args)), args)
 	if err != nil {
 		return nil, false, err
 	}
-	older := len(out) > f.Limit
-	if older {
-		out = out[:f.Limit]
-	}
-	slices.Reverse(out)
+	out, older := store.TailPage(out, f.Limit)
 	return out, older, nil
-}
-
-// limitOf is a Filter's Limit: 1-1000, 100 when out of range.
-func limitOf(limit int) int {
-	if limit <= 0 || limit > 1000 {
-		return 100
-	}
-	return limit
 }
 
 // where is f's WHERE clause and its arguments ($1...).

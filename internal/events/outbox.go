@@ -179,7 +179,7 @@ func ListDeliveries(ctx context.Context, q store.Querier, f DeliveryFilter) ([]D
 	default:
 		return nil, "", cubefleet.Invalid("state", "state %q: want pending, delivered or failed", f.State)
 	}
-	f.Limit = limitOf(f.Limit)
+	f.Limit = store.PageLimit(f.Limit)
 	where := []string{"tenant_id = $1"}
 	args := []any{f.TenantID}
 	add := func(cond string, v any) {
@@ -213,11 +213,7 @@ func ListDeliveries(ctx context.Context, q store.Querier, f DeliveryFilter) ([]D
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("list deliveries: %w", err)
 	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[len(out)-1].ID
-	}
+	out, next := store.ForwardPage(out, f.Limit, func(d Delivery) string { return d.ID })
 	return out, next, nil
 }
 

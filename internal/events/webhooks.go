@@ -92,16 +92,18 @@ type NewSubscription struct {
 // subscription with a fresh secret in tx and returns both; the secret is never shown again.
 // Errors: INVALID_INPUT naming the field; RESOURCE_EXHAUSTED past MaxSubscriptions.
 func (w *Webhooks) Create(ctx context.Context, tx *sql.Tx, in NewSubscription) (*WithSecret, error) {
+	var errs []cubefleet.FieldError
 	u, err := w.Guard.CheckURL(ctx, strings.TrimSpace(in.URL))
 	if err != nil {
-		return nil, cubefleet.Invalid("url", "url %q: %s", netguard.Redact(in.URL), netguard.Redact(err.Error()))
+		errs = append(errs, cubefleet.FieldError{Path: "url", Message: fmt.Sprintf("url %q: %s", netguard.Redact(in.URL), netguard.Redact(err.Error()))})
 	}
-	types, err := w.checkTypes(in.TenantID, in.Events)
-	if err != nil {
-		return nil, err
-	}
+	types, typeErrs := w.checkTypes(in.TenantID, in.Events)
+	errs = append(errs, typeErrs...)
 	if n := len([]rune(in.Description)); n > MaxDescription {
-		return nil, cubefleet.Invalid("description", "description is %d characters; at most %d", n, MaxDescription)
+		errs = append(errs, cubefleet.FieldError{Path: "description", Message: fmt.Sprintf("description is %d characters; at most %d", n, MaxDescription)})
+	}
+	if len(errs) > 0 {
+		return nil, cubefleet.InvalidAll(errs)
 	}
 	sub := Subscription{ID: cubefleet.NewID("whk"), TenantID: in.TenantID, URL: u.String(), Events: types,
 		Description: in.Description, CreatedBy: in.CreatedBy, CreatedAt: w.now().UnixMilli()}
@@ -131,9 +133,14 @@ func (w *Webhooks) Create(ctx context.Context, tx *sql.Tx, in NewSubscription) (
 	return &WithSecret{Subscription: sub, Secret: secret}, nil
 }
 
-// checkTypes returns the event types sorted without repeats, or INVALID_INPUT at events.
-func (w *Webhooks) checkTypes(tenantID string, in []string) ([]string, error) {
+// checkTypes returns the event types sorted without repeats, and a problem at events for
+// every type that is unknown or not the tenant's to subscribe to.
+func (w *Webhooks) checkTypes(tenantID string, in []string) ([]string, []cubefleet.FieldError) {
 	var types []string
+	var errs []cubefleet.FieldError
+	add := func(format string, args ...any) {
+		errs = append(errs, cubefleet.FieldError{Path: "events", Message: fmt.Sprintf(format, args...)})
+	}
 	for _, t := range in {
 		t = strings.TrimSpace(t)
 		if t == "" {
@@ -143,24 +150,23 @@ func (w *Webhooks) checkTypes(tenantID string, in []string) ([]string, error) {
 		if family, ok := strings.CutSuffix(t, ".*"); ok {
 			rootOnly, known = w.family(family)
 		}
-		if !known {
-			return nil, cubefleet.Invalid("events", "unknown event type %q; the types are %s, and a family's wildcard (%s)", t, strings.Join(w.typeNames(), ", "), strings.Join(w.wildcards(), ", "))
-		}
-		if rootOnly && tenantID != "root" {
-			return nil, cubefleet.Invalid("events", "%s events belong to the root tenant's log; subscribe with --tenant root", t)
-		}
-		if !slices.Contains(types, t) {
+		switch {
+		case !known:
+			add("unknown event type %q; the types are %s, and a family's wildcard (%s)", t, strings.Join(w.typeNames(), ", "), strings.Join(w.wildcards(), ", "))
+		case rootOnly && tenantID != "root":
+			add("%s events belong to the root tenant's log; subscribe with --tenant root", t)
+		case !slices.Contains(types, t):
 			types = append(types, t)
 		}
 	}
-	if len(types) == 0 {
-		return nil, cubefleet.Invalid("events", "events is required: one or more of %s", strings.Join(w.typeNames(), ", "))
-	}
-	if len(types) > MaxSubscribedTypes {
-		return nil, cubefleet.Invalid("events", "%d event types; a subscription takes at most %d", len(types), MaxSubscribedTypes)
+	switch {
+	case len(types) == 0 && len(errs) == 0:
+		add("events is required: one or more of %s", strings.Join(w.typeNames(), ", "))
+	case len(types) > MaxSubscribedTypes:
+		add("%d event types; a subscription takes at most %d", len(types), MaxSubscribedTypes)
 	}
 	slices.Sort(types)
-	return types, nil
+	return types, errs
 }
 
 // family reports whether some type of family (the part before the dot) is known, and whether

@@ -407,6 +407,9 @@ func (b *builder) templates(doc *document.Document) error {
 			if err := o.DecodeSpec(&cur); err != nil {
 				return err
 			}
+			if flavorRef == "" {
+				desired.FlavorID = cur.FlavorID // unresolved: the block says which flavor and why, not a null
+			}
 			var fixed []string
 			if poolRef != "" && cur.PoolID != poolRef {
 				fixed = append(fixed, "pool")

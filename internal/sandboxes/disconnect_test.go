@@ -16,7 +16,7 @@ import (
 )
 
 // TestDisconnectGrace: a running sandbox of a node that stops reporting (its agent frozen) is
-// unknown, not lost, for the disconnect grace after the node's last report; a node back within
+// unknown (and counted so on its node), not lost, for the disconnect grace after the node's last report; a node back within
 // it keeps the sandbox running (reconnected), and it ends normally, exited. Past the grace (a
 // template's disconnectGraceSeconds here) it is lost and its node, back, is told to stop it,
 // and it stays lost. Out-of-range template values are refused naming the field.
@@ -48,6 +48,10 @@ func TestDisconnectGrace(t *testing.T) {
 		away(31 * time.Second) // Down: two heartbeat windows of 15 s
 		if got := e.Get("root", s.ID); got.State != sandboxes.StateUnknown || got.Reason != sandboxes.ReasonDisconnected {
 			t.Fatalf("on a Down node within the grace: %+v", got)
+		}
+		// nodes.get counts it, as unknown: it may run on.
+		if on, err := e.Svc.OnNode(ctx, "127.0.0.2"); err != nil || on.Unknown != 1 || !slices.Equal(on.UnknownIDs, []string{s.ID}) || on.Running != 0 || on.Pending != 0 {
+			t.Fatalf("OnNode of the Down node = %+v, %v; want the sandbox unknown", on, err)
 		}
 		away(40 * time.Second) // 71 s since the last report
 		if got := e.Get("root", s.ID); got.State != sandboxes.StateUnknown {

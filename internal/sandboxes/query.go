@@ -267,25 +267,28 @@ func remove(ctx context.Context, tx *sql.Tx, ids []string) error {
 }
 
 // NodeSandboxes is what a node runs by the control plane's records, for nodes.get: the ids of
-// its running sandboxes and of those placed there and not yet running (pending on the node),
-// each list at most 100, and their counts.
+// its running sandboxes, of those placed there and not yet running (pending on the node), and
+// of the unknown ones (running when the node stopped reporting: they may run on), each list at
+// most 100, and their counts; WarmIdle counts the idle warm sandboxes among them.
 type NodeSandboxes struct {
 	Running    int      `json:"running"`
 	Pending    int      `json:"pending"`
+	Unknown    int      `json:"unknown"`
 	RunningIDs []string `json:"runningIds"`
 	PendingIDs []string `json:"pendingIds"`
+	UnknownIDs []string `json:"unknownIds"`
 	WarmIdle   int      `json:"warmIdle"`
 }
 
 // OnNode returns what node runs by the control plane's records.
 func (s *Service) OnNode(ctx context.Context, node string) (NodeSandboxes, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, state, warm, claimed_at FROM sandboxes WHERE node_id = $1 AND state IN ($2, $3, $4) ORDER BY id`,
-		node, string(StatePending), string(StateStarting), string(StateRunning))
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, warm, claimed_at FROM sandboxes WHERE node_id = $1 AND state IN ($2, $3, $4, $5) ORDER BY id`,
+		node, string(StatePending), string(StateStarting), string(StateRunning), string(StateUnknown))
 	if err != nil {
 		return NodeSandboxes{}, fmt.Errorf("read the sandboxes of node %s: %w", node, err)
 	}
 	defer rows.Close()
-	out := NodeSandboxes{RunningIDs: []string{}, PendingIDs: []string{}}
+	out := NodeSandboxes{RunningIDs: []string{}, PendingIDs: []string{}, UnknownIDs: []string{}}
 	for rows.Next() {
 		var id, state string
 		var warm int
@@ -296,16 +299,16 @@ func (s *Service) OnNode(ctx context.Context, node string) (NodeSandboxes, error
 		if warm == 1 && claimed == 0 {
 			out.WarmIdle++
 		}
-		if State(state) == StateRunning {
-			out.Running++
-			if len(out.RunningIDs) < 100 {
-				out.RunningIDs = append(out.RunningIDs, id)
-			}
-			continue
+		count, ids := &out.Pending, &out.PendingIDs
+		switch State(state) {
+		case StateRunning:
+			count, ids = &out.Running, &out.RunningIDs
+		case StateUnknown:
+			count, ids = &out.Unknown, &out.UnknownIDs
 		}
-		out.Pending++
-		if len(out.PendingIDs) < 100 {
-			out.PendingIDs = append(out.PendingIDs, id)
+		*count++
+		if len(*ids) < 100 {
+			*ids = append(*ids, id)
 		}
 	}
 	return out, rows.Err()

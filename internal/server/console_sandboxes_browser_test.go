@@ -17,7 +17,8 @@ import (
 // TestConsoleSandboxesInChromium: the Sandboxes page lists every tenant's sandboxes for the
 // root's administrator and only its own tenant's for a tenant's key, with state, template,
 // node, age and exit, filtered by state; a sandbox's page shows its result and, with
-// sandboxes:logs, its output as text (markup in it is escaped, never run), and refuses another
+// sandboxes:logs, its output as text (markup in it is escaped, never run) and its peak memory as
+// the CLI shows it, and refuses another
 // tenant's sandbox; the Pools page draws each node's room as labelled stacked bars, with the
 // offer's quota use and the creates waiting for room. Every page is measured at a laptop's and
 // a phone's width.
@@ -30,7 +31,8 @@ func TestConsoleSandboxesInChromium(t *testing.T) {
 		if sp.Argv[0] == "sleep" {
 			return sandboxtest.Run{}
 		}
-		return sandboxtest.Run{Stdout: []byte("<script>document.title='owned'</script><b>bold</b>\n"), Stderr: []byte("a warning\n"), Exit: 3, For: time.Millisecond}
+		return sandboxtest.Run{Stdout: []byte("<script>document.title='owned'</script><b>bold</b>\n"), Stderr: []byte("a warning\n"), Exit: 3, For: time.Millisecond,
+			CPUMillis: 120, PeakMemoryBytes: 39321600}
 	}
 	create := func(tenant string, command ...string) string {
 		var out struct{ ID string }
@@ -67,7 +69,7 @@ func TestConsoleSandboxesInChromium(t *testing.T) {
 
 	b.do(chromedp.Navigate(e.url+"/console/sandboxes/"+acmeEcho+"?tenant=acme"), chromedp.WaitVisible(chromedp.CSS("pre.output")))
 	text = b.text()
-	for _, want := range []string{"<script>document.title='owned'</script><b>bold</b>", "a warning", "exited", "echo"} {
+	for _, want := range []string{"<script>document.title='owned'</script><b>bold</b>", "a warning", "exited", "echo", "peak memory 37.5Mi"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the sandbox's page lacks %q:\n%s", want, text)
 		}

@@ -412,3 +412,42 @@ func TestIsUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestLogPages: a forward page keeps limit rows and names the last as the next cursor when
+// more were read; a tail page keeps the newest limit rows, oldest first, and says older exist.
+func TestLogPages(t *testing.T) {
+	id := func(s string) string { return s }
+	for _, c := range []struct {
+		rows       []string
+		limit      int
+		page, next string
+	}{
+		{[]string{"a", "b", "c"}, 2, "a,b", "b"},
+		{[]string{"a", "b"}, 2, "a,b", ""},
+		{[]string{}, 2, "", ""},
+	} {
+		page, next := store.ForwardPage(c.rows, c.limit, id)
+		if strings.Join(page, ",") != c.page || next != c.next {
+			t.Errorf("ForwardPage(%v, %d) = %v, %q; want %s, %q", c.rows, c.limit, page, next, c.page, c.next)
+		}
+	}
+	for _, c := range []struct {
+		newestFirst []string
+		limit       int
+		page        string
+		older       bool
+	}{
+		{[]string{"c", "b", "a"}, 2, "b,c", true},
+		{[]string{"b", "a"}, 2, "a,b", false},
+	} {
+		page, older := store.TailPage(c.newestFirst, c.limit)
+		if strings.Join(page, ",") != c.page || older != c.older {
+			t.Errorf("TailPage(%v, %d) = %v, %v; want %s, %v", c.newestFirst, c.limit, page, older, c.page, c.older)
+		}
+	}
+	for in, want := range map[int]int{0: 100, -1: 100, 1: 1, 1000: 1000, 1001: 100} {
+		if got := store.PageLimit(in); got != want {
+			t.Errorf("PageLimit(%d) = %d, want %d", in, got, want)
+		}
+	}
+}

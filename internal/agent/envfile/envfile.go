@@ -96,7 +96,9 @@ func Write(w io.Writer, vars []Var) error {
 		}
 		b.WriteString(v.Name)
 		b.WriteByte('=')
-		b.WriteString(Quote(v.Value))
+		if v.Value != "" {
+			b.WriteString(Quote(v.Value))
+		}
 		b.WriteByte('\n')
 	}
 	_, err := io.WriteString(w, b.String())
@@ -105,9 +107,13 @@ func Write(w io.Writer, vars []Var) error {
 
 // Quote returns value as one POSIX shell word: as it is when it holds only letters, digits and
 // `_./:,@%+=-`, else in single quotes (a single quote inside ends the quoted part, is escaped
-// with a backslash, and a new quoted part begins). The env file's values are
-// written so, and so are the commands the CLI suggests.
+// with a backslash, and a new quoted part begins); the empty value is two single quotes. The env file's values
+// are written so (an empty one as nothing after the =), and so are the commands the CLI
+// suggests and shows.
 func Quote(value string) string {
+	if value == "" {
+		return "''"
+	}
 	safe := true
 	for i := 0; i < len(value); i++ {
 		c := value[i]

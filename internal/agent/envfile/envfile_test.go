@@ -158,3 +158,26 @@ func FuzzParseEnv(f *testing.F) {
 		}
 	})
 }
+
+// TestQuote: every value is one shell word that sh reads back as the value: safe ones as they
+// are, others single-quoted (a quote inside escaped), the empty one as two single quotes.
+func TestQuote(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"plain-value_1.2:3,@%+=/", "plain-value_1.2:3,@%+=/"},
+		{"", "''"},
+		{"hello world", "'hello world'"},
+		{"it's", `'it'\''s'`},
+		{"$HOME", "'$HOME'"},
+	} {
+		if got := Quote(c.in); got != c.want {
+			t.Errorf("Quote(%q) = %s, want %s", c.in, got, c.want)
+		}
+		if c.in == "" {
+			continue
+		}
+		out, err := exec.Command("sh", "-c", "printf %s "+Quote(c.in)).Output()
+		if err != nil || string(out) != c.in {
+			t.Errorf("sh read %s as %q (%v), want %q", Quote(c.in), out, err, c.in)
+		}
+	}
+}

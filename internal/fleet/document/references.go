@@ -12,12 +12,12 @@ const ExternalMessage = "not in this document: must exist on the server"
 
 // External returns every reference in d to an object d does not define, in document order,
 // each with the path of the referring field and a message "not in this document: must exist
-// on the server (pool \"gpu\")": a pool's site and provider account, an offer's tenant (tenants
-// are never defined in a document, so every one is reported), a
-// flavor's pool, a template's pool and its flavor (a flavor of that pool). A document with such
-// references is valid, since they may name objects the server already holds; fleet plan
-// resolves them there, and `fleet validate --strict` treats them as errors. Secret references
-// are not reported: secrets are never in a document. nil when every reference resolves in d.
+// on the server (pool \"gpu\")": a pool's site and provider account, a flavor's pool, a
+// template's pool and its flavor (a flavor of that pool). A document with such references is
+// valid, since they may name objects the server already holds; fleet plan resolves them there,
+// and `fleet validate --strict` treats them as errors. References to what a document never
+// defines are not reported: an offer's tenant (tenants are made with `tenants create`) and
+// secrets. nil when every reference resolves in d.
 func (d *Document) External() []cubefleet.FieldError {
 	if d == nil {
 		return nil
@@ -40,11 +40,6 @@ func (d *Document) External() []cubefleet.FieldError {
 		}
 		if p.ProviderAccount != "" && !accounts[p.ProviderAccount] {
 			ref(join(at, "providerAccount"), "provider account", p.ProviderAccount)
-		}
-		for j, o := range p.Offers {
-			if o.Tenant != "" {
-				ref(join(index(join(at, "offers"), j), "tenant"), "tenant", o.Tenant)
-			}
 		}
 	}
 	for i, f := range d.Flavors {

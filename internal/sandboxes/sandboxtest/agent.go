@@ -58,6 +58,8 @@ type Run struct {
 	FailStart      string
 	IgnoreTerm     bool
 	Grace          time.Duration
+	// CPUMillis and PeakMemoryBytes are the usage an exit reports (0: none measured).
+	CPUMillis, PeakMemoryBytes int64
 }
 
 type run struct {
@@ -322,7 +324,8 @@ func (a *Agent) end(ctx context.Context, id string, b Run) {
 		return
 	}
 	code := b.Exit
-	ev := nodeapi.SandboxEvent{State: nodeapi.StateExited, Reason: "exited", ExitCode: &code, Stdout: b.Stdout, Stderr: b.Stderr}
+	ev := nodeapi.SandboxEvent{State: nodeapi.StateExited, Reason: "exited", ExitCode: &code, Stdout: b.Stdout, Stderr: b.Stderr,
+		CPUMillis: b.CPUMillis, PeakMemoryBytes: b.PeakMemoryBytes}
 	limit := a.specLimit(id)
 	ev.Stdout, ev.StdoutTruncated = cutAt(b.Stdout, limit)
 	ev.Stderr, ev.StderrTruncated = cutAt(b.Stderr, limit)

@@ -21,6 +21,8 @@ import (
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/agent/driver"
 	"github.com/cubefleet/cubefleet/internal/testkit"
+
+	"golang.org/x/sys/unix"
 )
 
 // testLeases is the host's own uid lease directory, which every agent of the host shares: the
@@ -423,7 +425,7 @@ func TestStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if end.State != driver.StateKilled || end.Reason != driver.ReasonStopped || end.Signal != "SIGTERM" || end.Message != "stopped: after SIGTERM, killed by SIGTERM" {
+	if end.State != driver.StateKilled || end.Reason != driver.ReasonStopped || end.Signal != "SIGTERM" || end.Message != "stopped: killed by SIGTERM" {
 		t.Errorf("status %+v, want killed (stopped) by SIGTERM", end)
 	}
 	if running(st.PID) {
@@ -1036,5 +1038,30 @@ func TestNoSignalIgnoredInSandbox(t *testing.T) {
 	st, out := run(t, d, driver.Spec{ID: "sigs", Argv: []string{"grep", "SigIgn", "/proc/self/status"}})
 	if st.ExitCode != 0 || string(out.Stdout) != "SigIgn:\t0000000000000000\n" {
 		t.Errorf("%+v: %q, want no signal ignored", st, out.Stdout)
+	}
+}
+
+// TestEndMessage: the message of a sandbox's end names each signal once, SIGTERM too.
+func TestEndMessage(t *testing.T) {
+	spec := driver.Spec{Timeout: 30 * time.Second, MemoryMiB: 256}
+	killed := func(sig unix.Signal) unix.WaitStatus { return unix.WaitStatus(sig) }
+	exited := func(code int) unix.WaitStatus { return unix.WaitStatus(code << 8) }
+	for _, c := range []struct {
+		cause      driver.Reason
+		ws         unix.WaitStatus
+		afterGrace bool
+		want       string
+	}{
+		{driver.ReasonStopped, killed(unix.SIGTERM), false, "stopped: killed by SIGTERM"},
+		{driver.ReasonStopped, exited(0), false, "stopped: after SIGTERM, exited with code 0"},
+		{driver.ReasonStopped, killed(unix.SIGKILL), true, "stopped: killed by SIGKILL after ignoring SIGTERM for 10s"},
+		{driver.ReasonTimeout, killed(unix.SIGTERM), false, "timeout after 30s: killed by SIGTERM"},
+		{driver.ReasonTimeout, exited(143), false, "timeout after 30s: after SIGTERM, exited with code 143"},
+		{"", killed(unix.SIGTERM), false, "killed by SIGTERM"},
+		{"", exited(2), false, "exited with code 2"},
+	} {
+		if _, got := endMessage(c.cause, c.ws, c.afterGrace, spec); got != c.want {
+			t.Errorf("endMessage(%q, %v, %v) = %q, want %q", c.cause, c.ws, c.afterGrace, got, c.want)
+		}
 	}
 }

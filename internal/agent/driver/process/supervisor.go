@@ -585,12 +585,15 @@ wait:
 	return 0
 }
 
-// endMessage returns the Reason and the message a sandbox ended with.
+// endMessage returns the Reason and the message a sandbox ended with. A stop or timeout names
+// SIGTERM once: "killed by SIGTERM", or "after SIGTERM, exited with code 0" for a process that
+// handled it.
 func endMessage(cause driver.Reason, ws unix.WaitStatus, afterGrace bool, spec driver.Spec) (driver.Reason, string) {
 	how := howEnded(ws)
+	termed := ws.Signaled() && ws.Signal() == unix.SIGTERM
 	if afterGrace {
 		how = fmt.Sprintf("killed by SIGKILL after ignoring SIGTERM for %s", spec.GraceOrDefault())
-	} else if cause == driver.ReasonTimeout || cause == driver.ReasonStopped {
+	} else if (cause == driver.ReasonTimeout || cause == driver.ReasonStopped) && !termed {
 		how = "after SIGTERM, " + how
 	}
 	switch cause {
