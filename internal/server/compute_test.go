@@ -9,6 +9,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 )
 
 // kindCase is what the CRUD test needs to know about one kind.
@@ -287,7 +288,7 @@ func TestKeyReferencesAndLiteralSecrets(t *testing.T) {
 
 // TestModulesOff runs a server without the vps module: its kinds answer UNSUPPORTED.
 func TestModulesOff(t *testing.T) {
-	disabled, err := ParseModules("core")
+	disabled, err := controlplane.ParseModules("core")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,16 +309,16 @@ func TestParseModules(t *testing.T) {
 		wantErr bool
 	}{
 		{"", nil, false},
-		{DefaultModules, nil, false},
+		{controlplane.DefaultModules, nil, false},
 		{"core", []string{compute.ModuleVPS, compute.ModuleTemplates}, false},
 		{"core,vps", []string{compute.ModuleTemplates}, false},
 		{"vps", []string{compute.ModuleTemplates}, false},
 		{"core,vps-templates", nil, true},
 		{"core,gpu", nil, true},
 	} {
-		got, err := ParseModules(c.in)
+		got, err := controlplane.ParseModules(c.in)
 		if (err != nil) != c.wantErr {
-			t.Errorf("ParseModules(%q) error %v, want error %v", c.in, err, c.wantErr)
+			t.Errorf("controlplane.ParseModules(%q) error %v, want error %v", c.in, err, c.wantErr)
 			continue
 		}
 		var keys []string
@@ -326,7 +327,7 @@ func TestParseModules(t *testing.T) {
 		}
 		slices.Sort(keys)
 		if !slices.Equal(keys, c.want) {
-			t.Errorf("ParseModules(%q) = %v, want %v", c.in, keys, c.want)
+			t.Errorf("controlplane.ParseModules(%q) = %v, want %v", c.in, keys, c.want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	contract "github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -96,7 +97,7 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if r := list.Rooms["127.0.0.1"]; r == nil || r.Reservations != 6 || r.Reserved.CPU != 60000 {
 			t.Errorf("nodes.list rooms: %+v", list.Rooms)
 		}
-		rows, err := consoleNodes{reg: e.srv.sys.Nodes, rooms: e.srv.Scheduler().Scheduler().Room, now: time.Now}.ConsoleNodes(context.Background())
+		rows, err := e.srv.sys.ConsoleNodes(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +195,7 @@ func TestCubeMasterSurface(t *testing.T) {
 func replica(t *testing.T, dsn, template string) (e *testEnv, stop func()) {
 	t.Helper()
 	dir := t.TempDir()
-	copies := []string{SecretsKeyFile, AdminTokenFile}
+	copies := []string{controlplane.SecretsKeyFile, controlplane.AdminTokenFile}
 	if template == "" {
 		copies = nil
 	}
@@ -229,7 +230,7 @@ func replica(t *testing.T, dsn, template string) (e *testEnv, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	token, err := privatefile.Read(filepath.Join(dir, AdminTokenFile))
+	token, err := privatefile.Read(filepath.Join(dir, controlplane.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
