@@ -301,33 +301,3 @@ func TestModulesOff(t *testing.T) {
 		t.Errorf("status %d, want 501", status)
 	}
 }
-
-func TestParseModules(t *testing.T) {
-	for _, c := range []struct {
-		in      string
-		want    []string
-		wantErr bool
-	}{
-		{"", nil, false},
-		{controlplane.DefaultModules, nil, false},
-		{"core", []string{compute.ModuleVPS, compute.ModuleTemplates}, false},
-		{"core,vps", []string{compute.ModuleTemplates}, false},
-		{"vps", []string{compute.ModuleTemplates}, false},
-		{"core,vps-templates", nil, true},
-		{"core,gpu", nil, true},
-	} {
-		got, err := controlplane.ParseModules(c.in)
-		if (err != nil) != c.wantErr {
-			t.Errorf("controlplane.ParseModules(%q) error %v, want error %v", c.in, err, c.wantErr)
-			continue
-		}
-		var keys []string
-		for k := range got {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		if !slices.Equal(keys, c.want) {
-			t.Errorf("controlplane.ParseModules(%q) = %v, want %v", c.in, keys, c.want)
-		}
-	}
-}
