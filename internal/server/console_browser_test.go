@@ -277,6 +277,6 @@ func (e *testEnv) stockNodes() {
 			e.t.Fatalf("status %s: %d %s", id, code, out)
 		}
 	}
-	e.srv.Nodes().CheckHealth(context.Background())
+	e.srv.sys.Nodes.CheckHealth(context.Background())
 	e.must(e.admin, "nodes.drain", map[string]any{"nodeId": "10.0.0.7", "reason": "kernel update"}, nil)
 }

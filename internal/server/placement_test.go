@@ -59,7 +59,7 @@ func report(t *testing.T, base, id, cred string) {
 func TestPlacementFromTheRegistry(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, allowLoopback)
-		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.Scheduler().Holding)
+		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.sys.Lane.Holding)
 		pool := e.makePool("fra-cubes")
 		cred := e.joinAgent("fra-cubes", "127.0.0.1")
 		if code, _, out := nodeCall(t, "POST", e.srv.InternalURL()+nodeapi.PathRegister, "", registerBody(t, "10.0.0.7", "fra-cubes")); code != 200 {
@@ -119,7 +119,7 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if _, err := place("sbx_g"); err != nil {
 			t.Errorf("after a release: %v", err)
 		}
-		if _, err := e.srv.Nodes().Cordon(context.Background(), "127.0.0.1", "disk", "svc_test"); err != nil {
+		if _, err := e.srv.sys.Nodes.Cordon(context.Background(), "127.0.0.1", "disk", "svc_test"); err != nil {
 			t.Fatal(err)
 		}
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_b"}, &rel)
@@ -243,10 +243,10 @@ func replica(t *testing.T, dsn, template string) (e *testEnv, stop func()) {
 func TestLeaseFailoverKeepsReservations(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
 	a, stopA := replica(t, dsn, "")
-	testkit.WaitFor(t, 10*time.Second, "a to take the scheduler lease", a.srv.Scheduler().Holding)
+	testkit.WaitFor(t, 10*time.Second, "a to take the scheduler lease", a.srv.sys.Lane.Holding)
 	b, _ := replica(t, dsn, a.dir)
 	pool := a.makePool("fra-cubes")
-	b.srv.Nodes().RefreshPools(context.Background())
+	b.srv.sys.Nodes.RefreshPools(context.Background())
 	cred := a.joinAgent("fra-cubes", "127.0.0.1")
 	report(t, a.srv.InternalURL(), "127.0.0.1", cred) // a node's reports land on any replica
 	report(t, b.srv.InternalURL(), "127.0.0.1", cred)
@@ -259,11 +259,11 @@ func TestLeaseFailoverKeepsReservations(t *testing.T) {
 			t.Fatalf("placement %d: %v", i, err)
 		}
 	}
-	if b.srv.Scheduler().Holding() {
+	if b.srv.sys.Lane.Holding() {
 		t.Fatal("two replicas hold the scheduler lease")
 	}
 	stopA()
-	testkit.WaitFor(t, 10*time.Second, "b to take the lease over", b.srv.Scheduler().Holding)
+	testkit.WaitFor(t, 10*time.Second, "b to take the lease over", b.srv.sys.Lane.Holding)
 	report(t, b.srv.InternalURL(), "127.0.0.1", cred)
 	for _, id := range []string{"sbx_e", "sbx_f"} {
 		if err := place(b, id); err != nil {

@@ -31,9 +31,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
-	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
@@ -453,12 +451,6 @@ func (s *Server) InternalURL() string {
 	}
 	return s.URL()
 }
-
-// Nodes returns the server's node registry.
-func (s *Server) Nodes() *nodes.Registry { return s.sys.Nodes }
-
-// NodeStore returns the node registry's persistence (its Flush writes what the registry holds).
-func (s *Server) NodeStore() *nodestore.Store { return s.sys.NodeStore }
 
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
