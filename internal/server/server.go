@@ -53,7 +53,7 @@ type Config struct {
 	// for a free port (Addr reports it).
 	Listen string
 	// DataDir holds the SQLite database, secrets.key and (with Dev) admin.token. Created with
-	// mode 0700 when missing. Defaults to DefaultDataDir in the working directory.
+	// mode 0700 when missing. Defaults to controlplane.DefaultDataDir in the working directory.
 	DataDir string
 	// Database is a postgres:// (or postgresql://) URL, or a SQLite file path. Defaults to
 	// <DataDir>/cubefleet.db.
@@ -79,7 +79,7 @@ type Config struct {
 	EnvRefAllow []string
 	envRefs     fieldrules.EnvRefs // EnvRefAllow, parsed
 	// DriftEvery is how often the drift reconciler re-plans applied documents. Zero means
-	// fleet.DefaultDriftEvery (15 minutes); a negative value turns the reconciler off.
+	// controlplane.Default().DriftEvery (15 minutes); a negative value turns the reconciler off.
 	DriftEvery time.Duration
 	// InternalListen, when set, is the TCP address (the worker network) that serves the
 	// node-agent routes (/internal/v1/node-agent/..., with the /internal/node-agent/v1 and
@@ -89,10 +89,10 @@ type Config struct {
 	// NodeHeartbeatTimeout is --node-heartbeat-timeout: the shortest heartbeat window (a node
 	// whose last report is older than its window, twice its observed report interval and at
 	// least this, is no longer Ready; nodes.HealthPolicy). Zero means
-	// nodes.DefaultHeartbeatTimeout (15 s).
+	// controlplane.Default().NodeHeartbeatTimeout (15 s).
 	NodeHeartbeatTimeout time.Duration
 	// NodeLostAfter is --node-lost-after: a node silent this long is Lost; it must exceed
-	// twice NodeHeartbeatTimeout. Zero means nodes.DefaultLostAfter (5 min).
+	// twice NodeHeartbeatTimeout. Zero means controlplane.Default().NodeLostAfter (5 min).
 	NodeLostAfter time.Duration
 	// NodeAgentAllowUnauthenticated lists the networks from which node-agent and internal
 	// nodes calls without credentials (stock Cubelets) are accepted. Empty: none.
@@ -125,20 +125,21 @@ type Config struct {
 	// and Dev does not turn it on.
 	AllowPrivateWebhookTargets bool
 	// ConsoleSessionTTL is how long a web console session lasts (--console-session-ttl). Zero
-	// means console.DefaultSessionTTL (8 hours).
+	// means controlplane.Default().ConsoleSessionTTL (8 hours).
 	ConsoleSessionTTL time.Duration
 	// ResultMaxBytes is --result-max-bytes: the bytes of each output stream a sandbox's result
-	// keeps (the rest is cut with a marker). Zero means sandboxes.DefaultResultMaxBytes (1 MiB).
+	// keeps (the rest is cut with a marker). Zero means
+	// controlplane.Default().ResultMaxBytes (1 MiB).
 	ResultMaxBytes int64
 	// TenantResultMaxBytes is --tenant-result-max-bytes: the output bytes the ended sandboxes of
 	// one tenant keep together; past it the oldest results' output is dropped first. Zero means
-	// sandboxes.DefaultTenantResultMaxBytes (1 GiB).
+	// controlplane.Default().TenantResultMaxBytes (1 GiB).
 	TenantResultMaxBytes int64
 	// ResultRetention is --result-retention: how long ended sandboxes and their results are
-	// kept. Zero means sandboxes.DefaultResultRetention (7 days).
+	// kept. Zero means controlplane.Default().ResultRetention (7 days).
 	ResultRetention time.Duration
 	// PendingTimeout is --pending-timeout: how long a create waits for room in its pool before
-	// it fails. Zero means sandboxes.DefaultPendingTimeout (5 minutes).
+	// it fails. Zero means controlplane.Default().PendingTimeout (5 minutes).
 	PendingTimeout time.Duration
 	// DisconnectGrace is --disconnect-grace: how long after its node's last report a running
 	// sandbox of a node that stopped reporting stays unknown before it is lost (a template's
@@ -146,7 +147,7 @@ type Config struct {
 	// plus 60 s.
 	DisconnectGrace time.Duration
 	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
-	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
+	// starting or running at once. Zero means controlplane.Default().TenantMaxSandboxes (1,000).
 	TenantMaxSandboxes int
 	// Membership is --origins: the static membership of a deployment that loads its Cube
 	// origins at start (normalised http(s) origins, cubes.ParseOrigins). When set, only nodes
@@ -165,9 +166,9 @@ type Config struct {
 	// BodyRateGrace is how long a body may take before BodyMinRate applies; zero means
 	// DefaultBodyRateGrace (5 s).
 	BodyRateGrace time.Duration
-	// AuditRetention is --audit-retention: audit rows older than this are deleted, hourly, by
-	// one replica at a time (audit.Sweeper). Zero means audit.DefaultRetention (90 days); a
-	// negative value keeps every row.
+	// AuditRetention is --audit-retention: audit rows older than this are deleted, hourly, by one
+	// replica at a time (audit.Sweeper). Zero means controlplane.Default().AuditRetention (90
+	// days); a negative value keeps every row.
 	AuditRetention time.Duration
 	// APIWorkers is --api-workers: how many API calls run at once; others wait their turn,
 	// writes first up to half the slots (see workPool). Zero means one per CPU the Go runtime
@@ -224,8 +225,9 @@ func (c *Config) setDefaults() error {
 }
 
 // fleetHooks are test hooks (nil in production): fleet.apply's afterCheck runs between the
-// permission checks and the transaction, its beforeCall before each call inside it; working
-// runs in every API call's slot; stopped at each step of the shutdown. Tests set them before the calls they watch.
+// permission checks and the transaction, its beforeCall before each call inside it; working runs in
+// every API call's slot; stopped at each step of the shutdown. Tests set them before the calls they
+// watch.
 type fleetHooks struct {
 	afterCheck func()
 	beforeCall func(i int) error
