@@ -4,7 +4,7 @@
 // one order that loses nothing (Run). No domain package holds a reference to the server, and
 // the server (internal/server) is transport only: it serves what System built.
 //
-// The construction order (docs/architecture.md, "The composition root"): the database and its
+// The construction order (docs/architecture.md, "The rules"): the database and its
 // migrations; the secrets box and the SSRF guard; compute; the node store and the node
 // registry; the placement lane on the store's ready nodes; the sandboxes on the lane and the
 // registry; the node routes on the registry and the sandboxes; the webhooks and the API's
