@@ -185,7 +185,7 @@ func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch,
 	}
 	svc := *a.Planner.Compute
 	svc.DeferCounts = true // Apply checks the tenant's counts once, after the last call
-	o, err := svc.Run(ctx, tx, p.ID, c.op)
+	o, err := svc.Run(ctx, tx, p.ID, *c.op)
 	if err != nil {
 		return err
 	}

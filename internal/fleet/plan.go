@@ -63,7 +63,7 @@ type Call struct {
 	Kind   string         `json:"kind"`
 	Name   string         `json:"name"`
 	Input  map[string]any `json:"input"`
-	op     compute.Op     // the call as compute runs it (Input is made from it)
+	op     *compute.Op    // the call as compute runs it (Input is made from it)
 }
 
 // Summary counts a plan's changes: those that can run by action, and the blocked ones
@@ -210,7 +210,7 @@ func (b *builder) change(c Change, group int, op *compute.Op) {
 	if c.Blocked || c.Action == ActionUnchanged || op == nil {
 		return
 	}
-	b.groups[group] = append(b.groups[group], Call{Method: method(op.Kind, op.Verb), Kind: c.Kind, Name: c.Name, Input: inputOf(*op), op: *op})
+	b.groups[group] = append(b.groups[group], Call{Method: method(op.Kind, op.Verb), Kind: c.Kind, Name: c.Name, Input: inputOf(op), op: op})
 }
 
 // createOp is the create of kind with spec for the document's item name (its idempotency key);
@@ -228,7 +228,7 @@ func (b *builder) refOp(verb string, o *compute.Object) *compute.Op {
 // inputOf is op as the compute API takes it: tenantId; a create's idempotencyKey, name (named
 // kinds) and spec fields (empty omitempty ones left out); an update's or a remove's id and
 // revision, and an update's fields (null for an empty one).
-func inputOf(op compute.Op) map[string]any {
+func inputOf(op *compute.Op) map[string]any {
 	in := map[string]any{"tenantId": op.Ref.TenantID}
 	if op.Verb == compute.VerbCreate {
 		in["idempotencyKey"] = op.IdempotencyKey
