@@ -36,13 +36,13 @@ type layer struct {
 
 // layers is the one table of layers, from the top down.
 var layers = []layer{
-	{"cmd", 9, []string{"cmd"}},                            // main packages: build the root command and exit with its code
-	{"cli", 8, []string{"internal/cli"}},                   // commands, flags, output and exit codes; imported only by cmd
-	{"server", 7, []string{"internal/server"}},             // HTTP transport: listeners, TLS, authentication; mounts the API and the console
+	{"cmd", 10, []string{"cmd"}},                           // main packages: build the root command and exit with its code
+	{"cli", 9, []string{"internal/cli"}},                   // commands, flags, output and exit codes; imported only by cmd
+	{"server", 8, []string{"internal/server"}},             // HTTP transport: listeners, TLS, authentication; mounts what the composition root built
+	{"controlplane", 7, []string{"internal/controlplane"}}, // the composition root: builds the control plane in order and stops it in order; no domain package imports it
 	{"client", 6, []string{"client", "internal/client"}},   // the public API's typed Go client (client), and the CLI's connection resolution
 	{"console", 6, []string{"internal/console"}},           // the server-rendered web console
 	{"api", 5, []string{"internal/api"}},                   // the method table: permission, input, output and handler of every method
-	{"controlplane", 5, []string{"internal/controlplane"}}, // the composition root: builds the domain services in order; no domain package imports it
 	{"contract", 4, []string{"api"}},                       // the public API's contract: method names, input and output types, error body
 	{"domain", 3, []string{"internal"}},                    // everything else under internal/: registry, scheduler, fleet, agent, ...
 	{"store", 2, []string{"internal/store"}},               // the database: open, migrate, transactions, leases
@@ -309,7 +309,7 @@ func TestLayerTable(t *testing.T) {
 			t.Errorf("%s is taken for test support (or is missing)", r)
 		}
 	}
-	if got, want := layerChain(), "cmd -> cli -> server -> client/console -> api/controlplane -> contract -> domain -> store -> vocabulary"; got != want {
+	if got, want := layerChain(), "cmd -> cli -> server -> controlplane -> client/console -> api -> contract -> domain -> store -> vocabulary"; got != want {
 		t.Errorf("layerChain() = %q, want %q", got, want)
 	}
 }
@@ -443,14 +443,8 @@ func TestArchitectureDocListsEveryPackage(t *testing.T) {
 // connection resolution). Commands that talk to the control plane speak only the contract;
 // the others run a process or a tool of their own through its package.
 var cliImports = []struct{ path, why string }{
-	{"internal/server", "cubefleet server runs the control plane; webhooks create --help lists its event types"},
-	{"internal/audit", "cubefleet server: the default of --audit-retention"},
-	{"internal/console", "cubefleet server: the default of --console-session-ttl"},
-	{"internal/fieldrules", "cubefleet server: --env-ref-allow is checked by the rule table"},
-	{"internal/fleet", "cubefleet server: --drift-every's default, --drift-ignore's rules"},
-	{"internal/nodes", "cubefleet server: the defaults of the node health flags"},
-	{"internal/nodes/nodehttp", "cubefleet server: --node-agent-allow-unauthenticated CIDRs"},
-	{"internal/sandboxes", "cubefleet server: the defaults and bounds of the sandbox flags"},
+	{"internal/server", "cubefleet server runs the control plane's transport"},
+	{"internal/controlplane", "cubefleet server: the control plane's defaults and flag rules (Default, Parse*), server init; webhooks create --help lists its event types"},
 	{"internal/agent", "cubefleet agent runs the node agent"},
 	{"internal/agent/envfile", "cubefleet agent: the env file; fleet apply's printed command quotes like it"},
 	{"internal/agent/hostinfo", "cubefleet agent check reads the host"},

@@ -13,12 +13,18 @@ import (
 // so that this file does not refer to it either.)
 var outside = []byte(".." + "/shared")
 
+// sectionSign starts a citation of a numbered section (the sign, then a number such as 4.2):
+// the documents numbered so are
+// not in the repository, and the project's own docs/ cite their headings instead.
+var sectionSign = []byte("\u00a7")
+
 // notInRepository are the folders that git ignores (.gitignore) or keeps its own data in: what a
 // developer has there locally is no file of the repository.
 var notInRepository = map[string]bool{".git": true, ".cubefleet": true, ".private": true, "bin": true, "rapid": true}
 
 // TestNoFileRefersOutsideTheRepository: no file of the repository (code, comments, docs, tests,
-// scripts, test data) cites a file outside it; the project's own docs/ say what it needs.
+// scripts, test data) cites a file outside it, or a numbered section (sectionSign) of a
+// document it does not hold; the project's own docs/ say what it needs.
 func TestNoFileRefersOutsideTheRepository(t *testing.T) {
 	read := 0
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -43,6 +49,9 @@ func TestNoFileRefersOutsideTheRepository(t *testing.T) {
 			l, next, more := bytes.Cut(rest, []byte("\n"))
 			if bytes.Contains(l, outside) {
 				t.Errorf("%s:%d refers to %s, which is not part of the repository: cite the project's own docs/ (write what is missing there)", path, line, outside)
+			}
+			if i := bytes.Index(l, sectionSign); i >= 0 && i+len(sectionSign) < len(l) && l[i+len(sectionSign)] >= '0' && l[i+len(sectionSign)] <= '9' {
+				t.Errorf("%s:%d cites a numbered section of a document that is not in the repository: cite docs/ (a page and its heading) or state the fact in place", path, line)
 			}
 			if !more {
 				break

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/server/servertest"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -44,7 +45,7 @@ func mustServe(t *testing.T, database string, opts ...func(*server.Config)) *cli
 	}
 	srv := servertest.Start(t, cfg, nil)
 	return &cliEnv{
-		t: t, url: srv.URL(), dir: dir, tokenFile: filepath.Join(dir, "data", server.AdminTokenFile),
+		t: t, url: srv.URL(), dir: dir, tokenFile: filepath.Join(dir, "data", controlplane.AdminTokenFile),
 		env: map[string]string{"CUBEFLEET_URL": srv.URL(), "XDG_CONFIG_HOME": filepath.Join(dir, "xdg"), "HOME": dir},
 	}
 }

@@ -12,15 +12,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/cubefleet/cubefleet/internal/audit"
-	"github.com/cubefleet/cubefleet/internal/console"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/cubes"
-	"github.com/cubefleet/cubefleet/internal/fieldrules"
-	"github.com/cubefleet/cubefleet/internal/fleet"
-	"github.com/cubefleet/cubefleet/internal/nodes"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
-	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/server"
 )
 
@@ -29,6 +23,7 @@ const serverGCPercent = 40
 
 func newServerCmd(stdio IO) *cobra.Command {
 	var cfg server.Config
+	def := controlplane.Default()
 	var modules, allowCIDRs, bodyBudget, originsPath string
 	var cubeCount int
 	var driftIgnore []string
@@ -98,20 +93,20 @@ variables --env-ref-allow lets through. Audit rows are kept for --audit-retentio
 docs/server.md and docs/iam.md.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			disabled, err := server.ParseModules(modules)
+			disabled, err := controlplane.ParseModules(modules)
 			if err != nil {
 				return usagef("--modules: %v", err)
 			}
 			cfg.Disabled = disabled
-			if cfg.DriftIgnore, err = fleet.ParseIgnoreRules(driftIgnore); err != nil {
+			if cfg.DriftIgnore, err = controlplane.ParseDriftIgnore(driftIgnore); err != nil {
 				return usagef("%v", err)
 			}
 			if cfg.ConsoleSessionTTL < time.Minute || cfg.ConsoleSessionTTL > 7*24*time.Hour {
 				return usagef("--console-session-ttl %s: give 1m to 168h", cfg.ConsoleSessionTTL)
 			}
 			switch {
-			case cfg.ResultMaxBytes < 1 || cfg.ResultMaxBytes > sandboxes.MaxResultMaxBytes:
-				return usagef("--result-max-bytes %d: give 1 to %d (64 MiB)", cfg.ResultMaxBytes, sandboxes.MaxResultMaxBytes)
+			case cfg.ResultMaxBytes < 1 || cfg.ResultMaxBytes > def.MaxResultMaxBytes:
+				return usagef("--result-max-bytes %d: give 1 to %d (64 MiB)", cfg.ResultMaxBytes, def.MaxResultMaxBytes)
 			case cfg.TenantResultMaxBytes < 2*cfg.ResultMaxBytes:
 				return usagef("--tenant-result-max-bytes %d: give at least 2 × --result-max-bytes (%d), so one whole result fits", cfg.TenantResultMaxBytes, 2*cfg.ResultMaxBytes)
 			case cfg.ResultRetention < time.Minute:
@@ -123,7 +118,7 @@ docs/server.md and docs/iam.md.`,
 			case cfg.TenantMaxSandboxes < 1:
 				return usagef("--tenant-max-sandboxes %d: give at least 1", cfg.TenantMaxSandboxes)
 			}
-			if cfg.NodeAgentAllowUnauthenticated, err = nodehttp.ParseCIDRs(allowCIDRs); err != nil {
+			if cfg.NodeAgentAllowUnauthenticated, err = controlplane.ParseCIDRs(allowCIDRs); err != nil {
 				return usagef("--node-agent-allow-unauthenticated: %v", err)
 			}
 			switch {
@@ -137,7 +132,7 @@ docs/server.md and docs/iam.md.`,
 				return usagef("--api-body-budget %q: give a size such as 64MiB or 256MB", bodyBudget)
 			}
 			cfg.BodyBudget = int64(budget)
-			if _, err := fieldrules.ParseEnvRefs(cfg.EnvRefAllow); err != nil {
+			if _, err := controlplane.ParseEnvRefs(cfg.EnvRefAllow); err != nil {
 				return usagef("%v", err)
 			}
 			if originsPath == "" && cmd.Flags().Changed("cube-count") {
@@ -174,7 +169,7 @@ docs/server.md and docs/iam.md.`,
 			out := cmd.OutOrStdout()
 			if p := srv.AdminTokenPath(); p != "" {
 				fmt.Fprintf(out, "Administrator API key written to %s (mode 0600; it is not shown anywhere else).\n", p)
-			} else if p := filepath.Join(cfg.DataDir, server.AdminTokenFile); cfg.Dev && privatefile.Check(p) == nil {
+			} else if p := filepath.Join(cfg.DataDir, controlplane.AdminTokenFile); cfg.Dev && privatefile.Check(p) == nil {
 				fmt.Fprintf(out, "Administrator API key: %s (written on first start).\n", p)
 			}
 			if cfg.InternalListen != "" {
@@ -202,16 +197,16 @@ docs/server.md and docs/iam.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", server.DefaultListen, "address to serve the API on")
-	f.StringVar(&cfg.DataDir, "data-dir", server.DefaultDataDir, "data directory (created with mode 0700)")
+	f.StringVar(&cfg.DataDir, "data-dir", def.DataDir, "data directory (created with mode 0700)")
 	f.StringVar(&cfg.Database, "database", "", "database: a postgres:// URL, or a SQLite file (default <data-dir>/cubefleet.db)")
 	f.BoolVar(&cfg.Dev, "dev", false, "development mode: bootstrap an admin key into <data-dir>/admin.token on first start and seed the example tenants acme and globex")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "log format: text or json")
-	f.StringVar(&modules, "modules", server.DefaultModules, "modules to run: core, vps, vps-templates (comma-separated; core is always on)")
+	f.StringVar(&modules, "modules", def.Modules, "modules to run: core, vps, vps-templates (comma-separated; core is always on)")
 	f.StringVar(&cfg.VaultAddr, "vault-addr", "", "Vault address for vault:// references (none: plans block on them)")
-	durationVar(f, &cfg.DriftEvery, "drift-every", fleet.DefaultDriftEvery, "how often the drift reconciler re-plans applied documents (a negative value turns it off)")
+	durationVar(f, &cfg.DriftEvery, "drift-every", def.DriftEvery, "how often the drift reconciler re-plans applied documents (a negative value turns it off)")
 	f.StringVar(&cfg.InternalListen, "internal-listen", "", "address (the worker network) to serve the node-agent and internal nodes routes on instead of --listen")
-	durationVar(f, &cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", nodes.DefaultHeartbeatTimeout, "the shortest heartbeat window: a node without a report for its window (twice its report interval, at least this) is Suspect (two: Down)")
-	durationVar(f, &cfg.NodeLostAfter, "node-lost-after", nodes.DefaultLostAfter, "a node without a report for this long is Lost")
+	durationVar(f, &cfg.NodeHeartbeatTimeout, "node-heartbeat-timeout", def.NodeHeartbeatTimeout, "the shortest heartbeat window: a node without a report for its window (twice its report interval, at least this) is Suspect (two: Down)")
+	durationVar(f, &cfg.NodeLostAfter, "node-lost-after", def.NodeLostAfter, "a node without a report for this long is Lost")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain: serve HTTPS only on --listen and --internal-listen (needs --tls-key)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert (a file you own, mode 0600)")
 	f.StringVar(&cfg.CubeMasterListen, "cubemaster-listen", "", "address to answer as CubeMaster on for the one-click scripts (port 8089: GET /notify/health, /internal/meta/nodes), with the node-agent routes")
@@ -221,24 +216,24 @@ docs/server.md and docs/iam.md.`,
 	f.StringVar(&allowCIDRs, "node-agent-allow-unauthenticated", "", "comma-separated CIDRs from which node-agent and internal nodes calls without credentials (stock Cubelets) are accepted (default: none)")
 	f.StringArrayVar(&driftIgnore, "drift-ignore", nil, "leave KIND.FIELD out of drift detection (repeatable, e.g. pool.gpuModel); plan and apply still see it")
 	f.BoolVar(&cfg.AllowPrivateWebhookTargets, "allow-private-webhook-targets", false, "allow webhook URLs on loopback and private (RFC 1918, fc00::/7) addresses; link-local, cloud metadata, unspecified and reserved ones stay refused (not implied by --dev)")
-	durationVar(f, &cfg.ConsoleSessionTTL, "console-session-ttl", console.DefaultSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
-	f.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", sandboxes.DefaultResultMaxBytes, "bytes of each output stream a sandbox's result keeps; the rest is cut with a marker (1 to 67108864)")
-	f.Int64Var(&cfg.TenantResultMaxBytes, "tenant-result-max-bytes", sandboxes.DefaultTenantResultMaxBytes, "output bytes (both streams) one tenant's ended sandboxes keep together; past it the oldest results' output is dropped first, their records stay (at least 2 × --result-max-bytes)")
-	durationVar(f, &cfg.ResultRetention, "result-retention", sandboxes.DefaultResultRetention, "how long ended sandboxes and their results are kept")
-	durationVar(f, &cfg.PendingTimeout, "pending-timeout", sandboxes.DefaultPendingTimeout, "how long a create waits for room in its pool before it fails")
+	durationVar(f, &cfg.ConsoleSessionTTL, "console-session-ttl", def.ConsoleSessionTTL, "how long a web console sign-in lasts (1m to 168h)")
+	f.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", def.ResultMaxBytes, "bytes of each output stream a sandbox's result keeps; the rest is cut with a marker (1 to 67108864)")
+	f.Int64Var(&cfg.TenantResultMaxBytes, "tenant-result-max-bytes", def.TenantResultMaxBytes, "output bytes (both streams) one tenant's ended sandboxes keep together; past it the oldest results' output is dropped first, their records stay (at least 2 × --result-max-bytes)")
+	durationVar(f, &cfg.ResultRetention, "result-retention", def.ResultRetention, "how long ended sandboxes and their results are kept")
+	durationVar(f, &cfg.PendingTimeout, "pending-timeout", def.PendingTimeout, "how long a create waits for room in its pool before it fails")
 	durationVar(f, &cfg.DisconnectGrace, "disconnect-grace", 0, "how long after its node's last report a running sandbox of a node that stopped reporting stays unknown (and runs on if the node comes back) before it is lost and stopped on the node's return; a template's disconnectGraceSeconds overrides it (0: --node-heartbeat-timeout plus 60s)")
-	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", sandboxes.DefaultTenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
+	f.IntVar(&cfg.TenantMaxSandboxes, "tenant-max-sandboxes", def.TenantMaxSandboxes, "sandboxes one tenant may have pending, starting or running at once")
 	f.IntVar(&cfg.APIWorkers, "api-workers", 0, "API calls that run at once (others queue; writes go first up to half of them); 0: one per CPU, at least 2")
 	f.StringVar(&bodyBudget, "api-body-budget", humanize.IBytes(server.DefaultBodyBudget), "most bytes of API request bodies held at once across all calls; past it a call is answered RESOURCE_EXHAUSTED (429) with Retry-After")
 	f.Int64Var(&cfg.BodyMinRate, "api-body-min-rate", server.DefaultBodyMinRate, "bytes per second an API request body must keep arriving at after its first 5 s, or the connection is closed (negative: no minimum)")
 	f.StringArrayVar(&cfg.EnvRefAllow, "env-ref-allow", nil, "let the root tenant's env:// references read environment variables whose names start with PREFIX (repeatable; default none)")
-	durationVar(f, &cfg.AuditRetention, "audit-retention", audit.DefaultRetention, "audit rows older than this are deleted (hourly, by one replica); a negative value keeps every row")
+	durationVar(f, &cfg.AuditRetention, "audit-retention", def.AuditRetention, "audit rows older than this are deleted (hourly, by one replica); a negative value keeps every row")
 	cmd.AddCommand(newServerInitCmd(stdio))
 	return cmd
 }
 
 func newServerInitCmd(stdio IO) *cobra.Command {
-	var cfg server.InitConfig
+	var cfg controlplane.InitConfig
 	cmd := &cobra.Command{
 		Use:   "init --token-out FILE",
 		Short: "Initialize a production control plane once: the root tenant and its first admin key",
@@ -248,7 +243,7 @@ administrator's API key to --token-out (mode 0600; an existing file is never ove
 Refuses when the database is already initialized.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			key, err := server.Init(cmd.Context(), cfg)
+			key, err := controlplane.Init(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -257,7 +252,7 @@ Refuses when the database is already initialized.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", server.DefaultDataDir, "data directory (created with mode 0700)")
+	f.StringVar(&cfg.DataDir, "data-dir", controlplane.DefaultDataDir, "data directory (created with mode 0700)")
 	f.StringVar(&cfg.Database, "database", "", "database: a postgres:// URL, or a SQLite file (default <data-dir>/cubefleet.db)")
 	f.StringVar(&cfg.TokenOut, "token-out", "", "file to write the administrator's API key to (mode 0600)")
 	cmd.MarkFlagRequired("token-out")

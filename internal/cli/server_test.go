@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cubefleet/cubefleet/internal/server"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -120,7 +120,7 @@ func TestWebhooksCreateHelpListsEveryType(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("webhooks create --help: exit %d", code)
 	}
-	for typ := range server.EventTypes() {
+	for typ := range controlplane.EventTypes() {
 		if !strings.Contains(out, typ) {
 			t.Errorf("webhooks create --help does not name %s", typ)
 		}

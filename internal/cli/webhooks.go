@@ -12,8 +12,8 @@ import (
 
 	"github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/client"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/events"
-	"github.com/cubefleet/cubefleet/internal/server"
 )
 
 func newWebhooksCmd() *cobra.Command {
@@ -39,7 +39,7 @@ the server runs with --allow-private-webhook-targets) to event types, or to a fa
 --url names the control plane, on this command as on every other. The signing secret
 (whsec_...) is printed once: store it where the receiver reads it.
 
-` + eventTypesHelp(server.EventTypes()),
+` + eventTypesHelp(controlplane.EventTypes()),
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := typed(cmd)

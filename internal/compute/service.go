@@ -134,6 +134,14 @@ func (s *Service) Create(ctx context.Context, q store.Querier, kind, callerID st
 	if err := strictjson.Decode(joinObject(fields), sp); err != nil {
 		return Object{}, err
 	}
+	return s.create(ctx, q, info, callerID, tenantID, key, name, sp)
+}
+
+// create creates an object of info's kind with spec sp, its tenant, idempotency key and name
+// already checked: the end of Create and of a create Op.
+func (s *Service) create(ctx context.Context, q store.Querier, info KindInfo, callerID, tenantID, key, name string, sp spec) (Object, error) {
+	kind := info.Kind
+	var err error
 	if err := s.checkSpec(ctx, q, sp, tenantID, callerID); err != nil {
 		return Object{}, err
 	}
@@ -326,11 +334,8 @@ func (s *Service) Update(ctx context.Context, q store.Querier, kind, callerID st
 		return Object{}, err
 	}
 	for _, k := range sortedKeys(fields) {
-		if !slices.Contains(info.Updatable, k) {
-			if k == "name" || slices.Contains(specFields(kind), k) {
-				return Object{}, cubefleet.Invalid(k, "%s of %s cannot change: create a new %s instead", k, cubefleet.Article(kind), kind)
-			}
-			return Object{}, cubefleet.Invalid(k, "unknown field %s; %s update takes %s", k, cubefleet.Article(kind), strings.Join(info.Updatable, ", "))
+		if err := updatable(info, k); err != nil {
+			return Object{}, err
 		}
 		if bytes.Equal(bytes.TrimSpace(fields[k]), []byte("null")) {
 			delete(current, k)
@@ -342,6 +347,25 @@ func (s *Service) Update(ctx context.Context, q store.Querier, kind, callerID st
 	if err := strictjson.Decode(joinObject(current), sp); err != nil {
 		return Object{}, err
 	}
+	return s.update(ctx, q, o, sp, callerID)
+}
+
+// updatable refuses field k of an update of info's kind unless an update may change it:
+// INVALID_INPUT naming the field, saying to create a new object for a fixed one.
+func updatable(info KindInfo, k string) error {
+	if slices.Contains(info.Updatable, k) {
+		return nil
+	}
+	if k == "name" || slices.Contains(specFields(info.Kind), k) {
+		return cubefleet.Invalid(k, "%s of %s cannot change: create a new %s instead", k, cubefleet.Article(info.Kind), info.Kind)
+	}
+	return cubefleet.Invalid(k, "unknown field %s; %s update takes %s", k, cubefleet.Article(info.Kind), strings.Join(info.Updatable, ", "))
+}
+
+// update stores sp as live object o's new spec, checked as a create's is: the end of Update
+// and of an update Op.
+func (s *Service) update(ctx context.Context, q store.Querier, o Object, sp spec, callerID string) (Object, error) {
+	var err error
 	if err := s.checkSpec(ctx, q, sp, o.TenantID, callerID); err != nil {
 		return Object{}, err
 	}

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
-	"github.com/cubefleet/cubefleet/internal/strictjson"
 )
 
 // Applier applies plans (fleet spec, "Apply"). It runs each call of a plan against compute
@@ -178,34 +176,16 @@ func (a *Applier) decide(ctx context.Context, p *iam.Principal, in ApplyInput, c
 	return nil
 }
 
-// run runs one call against compute inside tx, queues its audit row in batch, and keeps
+// run runs one call against compute inside tx (its compute.Op: no JSON between the two), queues its audit row in batch, and keeps
 // fleet_names in step with it.
 func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch, p *iam.Principal, in ApplyInput, c Call) error {
 	info, verb, err := callOf(c)
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(c.Input)
-	if err != nil {
-		return err
-	}
 	svc := *a.Planner.Compute
 	svc.DeferCounts = true // Apply checks the tenant's counts once, after the last call
-	var o compute.Object
-	switch verb {
-	case compute.VerbCreate:
-		o, err = svc.Create(ctx, tx, info.Kind, p.ID, raw)
-	case compute.VerbUpdate:
-		o, err = svc.Update(ctx, tx, info.Kind, p.ID, raw)
-	case info.RemoveVerb:
-		var ref compute.Ref
-		if err := strictjson.Decode(raw, &ref); err != nil {
-			return err
-		}
-		o, err = svc.Remove(ctx, tx, info.Kind, ref)
-	default:
-		return fmt.Errorf("fleet apply cannot run %s", c.Method)
-	}
+	o, err := svc.Run(ctx, tx, p.ID, *c.op)
 	if err != nil {
 		return err
 	}

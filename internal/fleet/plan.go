@@ -63,6 +63,7 @@ type Call struct {
 	Kind   string         `json:"kind"`
 	Name   string         `json:"name"`
 	Input  map[string]any `json:"input"`
+	op     *compute.Op    // the call as compute runs it (Input is made from it)
 }
 
 // Summary counts a plan's changes: those that can run by action, and the blocked ones
@@ -202,21 +203,49 @@ func (b *builder) build(doc *document.Document) error {
 	return nil
 }
 
-// change records a change and, unless it is blocked or unchanged, its call.
-func (b *builder) change(c Change, group int, method string, input map[string]any) {
+// change records a change and, unless it is blocked or unchanged (or op is nil), its call: op,
+// and the same call as the API takes it (inputOf), which the plan shows and its hash covers.
+func (b *builder) change(c Change, group int, op *compute.Op) {
 	b.changes = append(b.changes, c)
-	if c.Blocked || c.Action == ActionUnchanged || method == "" {
+	if c.Blocked || c.Action == ActionUnchanged || op == nil {
 		return
 	}
-	b.groups[group] = append(b.groups[group], Call{Method: method, Kind: c.Kind, Name: c.Name, Input: input})
+	b.groups[group] = append(b.groups[group], Call{Method: method(op.Kind, op.Verb), Kind: c.Kind, Name: c.Name, Input: inputOf(op), op: op})
 }
 
-func (b *builder) createInput(kind, name string) map[string]any {
-	return map[string]any{"tenantId": b.tenant, "idempotencyKey": b.key(kind, name)}
+// createOp is the create of kind with spec for the document's item name (its idempotency key);
+// compute gets name only for its named kinds (computeName).
+func (b *builder) createOp(kind, name, computeName string, spec any) *compute.Op {
+	return &compute.Op{Verb: compute.VerbCreate, Kind: kind, Ref: compute.Ref{TenantID: b.tenant}, IdempotencyKey: b.key(kind, name), Name: computeName, Spec: spec}
 }
 
-func refInput(tenant string, o *compute.Object) map[string]any {
-	return map[string]any{"tenantId": tenant, "id": o.ID, "revision": o.Revision}
+// refOp is verb (an update's or a remove's) on existing object o at its current revision.
+func (b *builder) refOp(verb string, o *compute.Object) *compute.Op {
+	rev := o.Revision
+	return &compute.Op{Verb: verb, Kind: o.Kind, Ref: compute.Ref{TenantID: b.tenant, ID: o.ID, Revision: &rev}}
+}
+
+// inputOf is op as the compute API takes it: tenantId; a create's idempotencyKey, name (named
+// kinds) and spec fields (empty omitempty ones left out); an update's or a remove's id and
+// revision, and an update's fields (null for an empty one).
+func inputOf(op *compute.Op) map[string]any {
+	in := map[string]any{"tenantId": op.Ref.TenantID}
+	if op.Verb == compute.VerbCreate {
+		in["idempotencyKey"] = op.IdempotencyKey
+		if op.Name != "" {
+			in["name"] = op.Name
+		}
+		copyFields(in, op.Spec)
+		return in
+	}
+	in["id"] = op.Ref.ID
+	if op.Ref.Revision != nil {
+		in["revision"] = *op.Ref.Revision
+	}
+	for _, f := range op.Fields {
+		in[f] = value(op.Spec, f)
+	}
+	return in
 }
 
 // method returns the compute API method of verb on kind (compute.pools.create).
@@ -321,14 +350,12 @@ func (b *builder) update(o *compute.Object, name string, group int, names []stri
 		c.Diffs = diffs(all, desired, current)
 	}
 	if c.Action == ActionUnchanged {
-		b.change(n.apply(c), group, "", nil) // no call: most objects of a converged fleet
+		b.change(n.apply(c), group, nil) // no call: most objects of a converged fleet
 		return
 	}
-	input := refInput(b.tenant, o)
-	for _, f := range changed {
-		input[f] = value(desired, f)
-	}
-	b.change(n.apply(c), group, method(o.Kind, "update"), input)
+	op := b.refOp(compute.VerbUpdate, o)
+	op.Spec, op.Fields = desired, changed
+	b.change(n.apply(c), group, op)
 }
 
 func (b *builder) finish() (*Plan, error) {

@@ -79,13 +79,7 @@ func (b *builder) accounts(doc *document.Document) error {
 			continue
 		}
 		b.accountRef[d.Name] = b.newRef(compute.KindProviderAccount, d.Name)
-		in := b.createInput(compute.KindProviderAccount, d.Name)
-		in["name"] = d.Name
-		in["provider"] = d.Provider
-		if len(d.Config) > 0 {
-			in["config"] = d.Config
-		}
-		b.change(n.apply(Change{Kind: compute.KindProviderAccount, Name: d.Name, Action: ActionCreate}), grpAccountWrite, method(compute.KindProviderAccount, "create"), in)
+		b.change(n.apply(Change{Kind: compute.KindProviderAccount, Name: d.Name, Action: ActionCreate}), grpAccountWrite, b.createOp(compute.KindProviderAccount, d.Name, d.Name, desired))
 	}
 	return nil
 }
@@ -106,7 +100,7 @@ func (b *builder) sites(doc *document.Document) error {
 				c.Action, c.Fields, c.Diffs = ActionUpdate, changed, diffs(changed, want, cur)
 				n.block("a site's kind and region cannot change: add a site with a new name")
 			}
-			b.change(n.apply(c), grpSiteCreate, "", nil)
+			b.change(n.apply(c), grpSiteCreate, nil)
 			continue
 		}
 		if cubefleet.IsID(d.Name, "site") {
@@ -114,9 +108,7 @@ func (b *builder) sites(doc *document.Document) error {
 		}
 		b.removedByHand(compute.KindSite, d.Name, &n)
 		b.siteRef[d.Name] = b.newRef(compute.KindSite, d.Name)
-		in := b.createInput(compute.KindSite, d.Name)
-		in["kind"], in["region"] = d.Kind, d.Region
-		b.change(n.apply(Change{Kind: compute.KindSite, Name: d.Name, Action: ActionCreate}), grpSiteCreate, method(compute.KindSite, "create"), in)
+		b.change(n.apply(Change{Kind: compute.KindSite, Name: d.Name, Action: ActionCreate}), grpSiteCreate, b.createOp(compute.KindSite, d.Name, "", compute.SiteSpec{Kind: d.Kind, Region: d.Region}))
 	}
 	return nil
 }
@@ -209,9 +201,7 @@ func (b *builder) pools(doc *document.Document) error {
 			}
 			b.removedByHand(compute.KindPool, d.Name, &n)
 			b.poolRef[d.Name] = b.newRef(compute.KindPool, d.Name)
-			in := b.createInput(compute.KindPool, d.Name)
-			copyFields(in, desired)
-			b.change(n.apply(Change{Kind: compute.KindPool, Name: d.Name, Action: ActionCreate}), grpPoolCreate, method(compute.KindPool, "create"), in)
+			b.change(n.apply(Change{Kind: compute.KindPool, Name: d.Name, Action: ActionCreate}), grpPoolCreate, b.createOp(compute.KindPool, d.Name, "", desired))
 		}
 		if err := b.quotas(d, poolID); err != nil {
 			return err
@@ -272,9 +262,8 @@ func (b *builder) quotas(d document.Pool, poolID string) error {
 			b.update(o, name, grpPoolUpdateQuota, []string{"max"}, compute.OwnerQuotaSpec{Max: d.OwnerQuota[r]}, compute.OwnerQuotaSpec{Max: cur.Max}, nil, n)
 			continue
 		}
-		in := b.createInput(compute.KindOwnerQuota, name)
-		in["poolId"], in["resource"], in["max"] = b.poolRef[d.Name], r, d.OwnerQuota[r]
-		b.change(n.apply(Change{Kind: compute.KindOwnerQuota, Name: name, Action: ActionCreate}), grpPoolUpdateQuota, method(compute.KindOwnerQuota, "create"), in)
+		spec := compute.OwnerQuotaSpec{PoolID: b.poolRef[d.Name], Resource: r, Max: d.OwnerQuota[r]}
+		b.change(n.apply(Change{Kind: compute.KindOwnerQuota, Name: name, Action: ActionCreate}), grpPoolUpdateQuota, b.createOp(compute.KindOwnerQuota, name, "", spec))
 	}
 	return nil
 }
@@ -304,12 +293,8 @@ func (b *builder) offers(d document.Pool, poolID string) error {
 			b.update(o, name, grpOfferWrite, []string{"quota", "priority"}, desired, cur, nil, n)
 			continue
 		}
-		in := b.createInput(compute.KindOffer, name)
-		in["poolId"], in["toTenantId"], in["priority"] = b.poolRef[d.Name], off.Tenant, off.Priority
-		if len(off.Quota) > 0 {
-			in["quota"] = off.Quota
-		}
-		b.change(n.apply(Change{Kind: compute.KindOffer, Name: name, Action: ActionCreate}), grpOfferWrite, method(compute.KindOffer, "create"), in)
+		spec := compute.OfferSpec{PoolID: b.poolRef[d.Name], ToTenantID: off.Tenant, Quota: off.Quota, Priority: off.Priority}
+		b.change(n.apply(Change{Kind: compute.KindOffer, Name: name, Action: ActionCreate}), grpOfferWrite, b.createOp(compute.KindOffer, name, "", spec))
 	}
 	return nil
 }
@@ -346,10 +331,7 @@ func (b *builder) flavors(doc *document.Document) error {
 			continue
 		}
 		b.flavorRef[poolRef+"/"+d.Name] = b.newRef(compute.KindFlavor, name)
-		in := b.createInput(compute.KindFlavor, name)
-		copyFields(in, desired)
-		in["name"] = d.Name
-		b.change(n.apply(Change{Kind: compute.KindFlavor, Name: name, Action: ActionCreate}), grpFlavorWrite, method(compute.KindFlavor, "create"), in)
+		b.change(n.apply(Change{Kind: compute.KindFlavor, Name: name, Action: ActionCreate}), grpFlavorWrite, b.createOp(compute.KindFlavor, name, d.Name, desired))
 	}
 	return nil
 }
@@ -418,10 +400,7 @@ func (b *builder) templates(doc *document.Document) error {
 			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds", "disconnectGraceSeconds", "runtime", "egressAllow"}, desired, cur, fixed, n)
 			continue
 		}
-		in := b.createInput(compute.KindSandboxTemplate, d.Name)
-		copyFields(in, desired)
-		in["name"] = d.Name
-		b.change(n.apply(Change{Kind: compute.KindSandboxTemplate, Name: d.Name, Action: ActionCreate}), grpTemplateWrite, method(compute.KindSandboxTemplate, "create"), in)
+		b.change(n.apply(Change{Kind: compute.KindSandboxTemplate, Name: d.Name, Action: ActionCreate}), grpTemplateWrite, b.createOp(compute.KindSandboxTemplate, d.Name, d.Name, desired))
 	}
 	return nil
 }
@@ -489,7 +468,7 @@ func (b *builder) pruneUnnamed() {
 			b.blockUnofferInUse(o, &n)
 		}
 		info, _ := compute.Info(o.Kind)
-		b.change(n.apply(Change{Kind: o.Kind, Name: name, Action: ActionDelete}), deleteGroup(o.Kind), method(o.Kind, info.RemoveVerb), refInput(b.tenant, o))
+		b.change(n.apply(Change{Kind: o.Kind, Name: name, Action: ActionDelete}), deleteGroup(o.Kind), b.refOp(info.RemoveVerb, o))
 	}
 }
 

@@ -39,8 +39,8 @@ const (
 	DefaultWaitTimeout   = 30 * time.Minute        // longest wait for one asynchronous request
 )
 
-// EnvAPIURL is the environment variable that overrides the API URL (ionos-api.md §1.1; the
-// CLI's --api-url beats it).
+// EnvAPIURL is the environment variable that overrides the API URL (in NormalizeAPIURL's form;
+// the CLI's --api-url beats it).
 const EnvAPIURL = "IONOS_API_URL"
 
 // Errors wrapped by the client's failures (check with errors.Is).
@@ -156,7 +156,7 @@ func New(cfg Config) (*Client, error) {
 	sdkCfg.LogLevel = ionoscloud.Off
 	sdkCfg.Logger = log.New(io.Discard, "", 0)
 	// NewAPIClient replaces the transport of the client it is given when IONOS_PINNED_CERT is
-	// set (ionos-api.md §1.3); give it a throwaway client and install ours afterwards.
+	// set; give it a throwaway client and install ours afterwards.
 	sdkCfg.HTTPClient = &http.Client{}
 	api := ionoscloud.NewAPIClient(sdkCfg)
 	api.GetConfig().HTTPClient = httpClient
@@ -183,7 +183,7 @@ func orDefault[T comparable](v, def T) T {
 }
 
 // NormalizeAPIURL checks an API URL and returns it as "scheme://host[:port]" (no trailing
-// slash, no /cloudapi/v6: the form the SDK needs, ionos-api.md §1.1). Empty means
+// slash, no /cloudapi/v6: the SDK appends that path itself). Empty means
 // DefaultAPIURL. Plain http is accepted only for loopback hosts. Errors are INVALID_INPUT
 // with path "--api-url".
 func NormalizeAPIURL(raw string) (string, error) {
@@ -266,10 +266,10 @@ func (c *Client) Write(ctx context.Context, op string, call func(ctx context.Con
 	return c.Wait(ctx, op, resp)
 }
 
-// Wait follows an accepted write's Location header (…/requests/{id}/status, ionos-api.md
-// §1.5) by polling every PollInterval until the request is DONE (nil) or FAILED (an error
-// wrapping ErrRequestFailed with the API's message), for at most Config.WaitTimeout. A
-// response without Location is an INTERNAL error: there is nothing to follow.
+// Wait follows an accepted write's Location header (…/requests/{id}/status, where IONOS reports an
+// asynchronous write's progress) by polling every PollInterval until the request is DONE (nil) or
+// FAILED (an error wrapping ErrRequestFailed with the API's message), for at most
+// Config.WaitTimeout. A response without Location is an INTERNAL error: there is nothing to follow.
 func (c *Client) Wait(ctx context.Context, op string, accepted *ionoscloud.APIResponse) error {
 	loc := ""
 	if accepted != nil && accepted.Response != nil {
@@ -569,7 +569,7 @@ func retryAfter(v string) (time.Duration, bool) {
 }
 
 // normalizeRetryAfter rewrites Retry-After as whole seconds (or drops it when unreadable):
-// the SDK parses it as seconds and fails on an HTTP date (ionos-api.md §1.4).
+// the SDK's retry loop parses it as seconds and fails on an HTTP date.
 func normalizeRetryAfter(resp *http.Response) {
 	v := resp.Header.Get("Retry-After")
 	if v == "" {

@@ -21,8 +21,8 @@ import (
 // InventorySchema names the inventory document's format; DecodeInventory accepts only it.
 const InventorySchema = "cubefleet.ionos.inventory/v1"
 
-// Page sizes of the inventory's lists. Servers use the API's maximum page (10,000, ionos-api.md
-// §2.3), so a data center of up to 10,000 servers costs one server request.
+// Page sizes of the inventory's lists. Servers use the API's maximum page (a limit of 10,000),
+// so a data center of up to 10,000 servers costs one server request.
 const (
 	serverPageSize = 10000
 	listPageSize   = 1000
@@ -35,7 +35,7 @@ const maxInventoryBytes = 256 << 20
 // reads: one data center's servers, networks, load balancing and pending requests as seen at
 // FetchedAt (Unix milliseconds, UTC). Consistent is false when the data center's version
 // changed while the inventory was read (a plan refuses such an inventory). RAM is in MiB
-// (the API's "ram", documented as MB), storage in GB. Source: issue 4 and ionos-api.md §3.
+// (the API's "ram", documented as MB), storage in GB (docs/ionos.md, "Inventory").
 type Inventory struct {
 	Schema                   string                    `json:"schema"`
 	FetchedAt                int64                     `json:"fetchedAt"`
@@ -206,7 +206,7 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 func IsUUID(s string) bool { return uuidPattern.MatchString(s) }
 
 // Inventory reads data center datacenterID (a UUID) in at most ten HTTP requests whatever its
-// server count up to 10,000 (ionos-api.md §3): the data center, its servers at depth 3 (NICs,
+// server count up to 10,000 (one page each): the data center, its servers at depth 3 (NICs,
 // volumes and attached security groups), LANs, security groups, NAT gateways, ALBs at depth 3
 // (forwarding rules), the contract's target groups, the templates, the requests of the last 24
 // hours whose URL names the data center (kept when QUEUED or RUNNING), and the data center
@@ -267,7 +267,7 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 		inv.SecurityGroups = append(inv.SecurityGroups, g)
 	}
 
-	// The SDK pages no NAT gateway list (ionos-api.md §2.3): one request returns them all.
+	// The SDK takes no offset or limit for NAT gateways: one request returns them all.
 	var ngs ionoscloud.NatGateways
 	if _, err := c.Do(ctx, "list NAT gateways", func(ctx context.Context) (r *ionoscloud.APIResponse, err error) {
 		ngs, r, err = api.NATGatewaysApi.DatacentersNatgatewaysGet(ctx, datacenterID).Depth(1).Execute()
@@ -311,7 +311,7 @@ func (c *Client) Inventory(ctx context.Context, datacenterID string) (*Inventory
 	for _, t := range ionoscloud.ToValueDefault(tpls.Items) {
 		p := t.Properties
 		if p == nil || len(ionoscloud.ToValueDefault(p.Gpus)) > 0 {
-			continue // a template with GPUs is for GPU servers only (ionos-api.md §2.5)
+			continue // a template with GPUs is for GPU servers only
 		}
 		inv.CubeTemplates = append(inv.CubeTemplates, Template{ID: str(t.Id), Name: str(p.Name),
 			Cores: int(ionoscloud.ToValueDefault(p.Cores)), RAMMiB: int(ionoscloud.ToValueDefault(p.Ram)), StorageGB: int(ionoscloud.ToValueDefault(p.StorageSize))})

@@ -5,19 +5,19 @@ import (
 )
 
 // The answers of the node-agent and internal nodes routes, field for field and in the order the
-// registry writes them (specs/cubesandbox-node-agent.md §2.2, §2.3): compact JSON, times RFC 3339
-// in UTC (Go's zero time, 0001-01-01T00:00:00Z, when unset). A reader may decode them with these
-// types; the registry writes them by hand for speed, and its tests check that what it writes
-// decodes into these types and encodes back to the same bytes.
+// registry writes them (docs/nodes.md, "Internal nodes API" and "Node-agent API"): compact JSON,
+// times RFC 3339 in UTC (Go's zero time, 0001-01-01T00:00:00Z, when unset). A reader may decode
+// them with these types; the registry writes them by hand for speed, and its tests check that what
+// it writes decodes into these types and encodes back to the same bytes.
 
-// NodeSnapshot is CubeOps' NodeSnapshot (spec §2.3): the answer to register, status,
-// isolation, labels and delete. MilliCPU figures are thousandths of a core, memory in MiB,
+// NodeSnapshot is CubeOps' NodeSnapshot (docs/nodes.md, "Node-agent API"): the answer to register,
+// status, isolation, labels and delete. MilliCPU figures are thousandths of a core, memory in MiB,
 // disk usage in percent. Healthy is the registry's health (Ready); UnhealthyReason is
 // ReasonHeartbeatExpired, ReasonReportedNotReady or ReasonNoReportSinceStart when it is not.
 // SchedulingDisabled is true while the node is cordoned (it carries ReservedLabel). Draining,
-// cubefleet's own member (absent unless true, so a stock Cubelet's answers are unchanged), is
-// true while the node drains (`cubefleet nodes drain`): the answer to a status report is how
-// `cubefleet agent` learns it, takes no new work and says so in WorkRequest.Draining.
+// cubefleet's own member (absent unless true, so a stock Cubelet's answers are unchanged), is true
+// while the node drains (`cubefleet nodes drain`): the answer to a status report is how `cubefleet
+// agent` learns it, takes no new work and says so in WorkRequest.Draining.
 type NodeSnapshot struct {
 	NodeID                 string             `json:"node_id"`
 	HostIP                 string             `json:"host_ip"`
@@ -63,8 +63,9 @@ type RegisterResponse struct {
 	NodeCredential string `json:"node_credential,omitempty"`
 }
 
-// Unhealthy reasons of NodeSnapshot and SchedulerNode (spec §2.2): the heartbeat is checked
-// first. ReasonNoReportSinceStart is cubefleet's (upstream has the first two only).
+// Unhealthy reasons of NodeSnapshot and SchedulerNode (docs/nodes.md, "Internal nodes API"): the
+// heartbeat is checked first. ReasonNoReportSinceStart is cubefleet's (upstream has the first two
+// only).
 const (
 	// ReasonHeartbeatExpired: no report within the node's heartbeat window.
 	ReasonHeartbeatExpired = "HeartbeatExpired"
@@ -75,12 +76,13 @@ const (
 	ReasonNoReportSinceStart = "NoReportSinceStart"
 )
 
-// SchedulerNode is CubeMaster's node.Node as GET NodesPrefix lists it (spec §2.2): PascalCase
-// keys except uuid, mvm_num and nic_queues. CpuTotal is the quota in whole cores (capacity's
-// millicores / 1000), QuotaCpu in millicores, memory in MiB, disk usage in percent.
-// LocalTemplates is present only once the node reported its inventory (LocalTemplatesReported).
-// The figures CubeOps never fills (CpuUtil, CpuLoadUsage, MemUsage, RealTimeCreateNum,
-// LocalCreateNum, Score) are 0. Readers find a node by the compact `"IP":"<address>"`.
+// SchedulerNode is CubeMaster's node.Node as GET NodesPrefix lists it (docs/nodes.md, "Internal
+// nodes API"): PascalCase keys except uuid, mvm_num and nic_queues. CpuTotal is the quota in whole
+// cores (capacity's millicores / 1000), QuotaCpu in millicores, memory in MiB, disk usage in
+// percent. LocalTemplates is present only once the node reported its inventory
+// (LocalTemplatesReported). The figures CubeOps never fills (CpuUtil, CpuLoadUsage, MemUsage,
+// RealTimeCreateNum, LocalCreateNum, Score) are 0. Readers find a node by the compact
+// `"IP":"<address>"`.
 type SchedulerNode struct {
 	InstanceID             string             `json:"InstanceID"`
 	UUID                   string             `json:"uuid"`
@@ -122,7 +124,8 @@ type SchedulerNode struct {
 	Score                  float64            `json:"Score"`
 }
 
-// SchedulerScore is the reduced SchedulerNode of `?score_only=true` (spec §2.1).
+// SchedulerScore is the reduced SchedulerNode of `?score_only=true` (docs/nodes.md, "Internal nodes
+// API").
 type SchedulerScore struct {
 	InstanceID          string    `json:"InstanceID"`
 	Score               float64   `json:"Score"`

@@ -44,7 +44,7 @@ func (d *Decoder) Len() int { return d.buf.Len() }
 func (d *Decoder) Bytes() []byte { return d.buf.Bytes() }
 
 // decode decodes one JSON object from the body into v (which must be reset by the caller).
-// Errors are INVALID_INPUT "invalid body: ..." (spec §1.3: 400 invalid JSON).
+// Errors are INVALID_INPUT "invalid body: ..." (docs/nodes.md, "Node-agent API": 400 invalid JSON).
 func (d *Decoder) decode(v any) error {
 	data := bytes.TrimSpace(d.buf.Bytes())
 	if len(data) == 0 {
@@ -108,7 +108,8 @@ func decodeMessage(err error) string {
 	return err.Error()
 }
 
-// maxRequestIDRunes bounds the body's requestID (variant @4765fcd, spec §1.4).
+// maxRequestIDRunes bounds the body's requestID (variant @4765fcd, docs/nodes.md, "Node-agent
+// API").
 const maxRequestIDRunes = 64
 
 // checkRequestID refuses a body requestID that is not valid UTF-8 or longer than 64 runes.

@@ -9,8 +9,8 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// Label rules, as upstream's (CubeOps service/labels.go@22d702b, spec §1.3), except that every
-// validation failure is INVALID_INPUT (400), never 500.
+// Label rules, as upstream's (CubeOps service/labels.go@22d702b, docs/nodes.md, "Node-agent API"),
+// except that every validation failure is INVALID_INPUT (400), never 500.
 const (
 	// ReservedLabel is the label isolation (cordon) sets to "true". A node may not send it and
 	// the labels API may not change it (403); only isolation does.

@@ -2,8 +2,8 @@
 // and that readers of the node list call (with the two legacy prefixes), the request bodies
 // (RegisterRequest, StatusRequest) with their decoders and the rules a body must follow, the
 // answers (NodeSnapshot, SchedulerNode, the legacy `ret` envelope, the CubeOps error body), the
-// label rules and the token prefixes (specs/cubesandbox-node-agent.md §1, §2; docs/nodes.md,
-// "The wire contract").
+// label rules and the token prefixes (docs/nodes.md: "Wire contract with `cubefleet agent`",
+// "Node-agent API" and "Internal nodes API").
 //
 // `cubefleet agent` (internal/agent) sends what this package declares; the node registry
 // (internal/nodes and its packages) and the node simulator (internal/nodes/nodesim) receive and
@@ -19,8 +19,9 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// The prefixes the node-agent routes are mounted under (spec §1.1): AgentPrefix is the current
-// one; CubeOps' transient one and CubeMaster's original one are served as aliases.
+// The prefixes the node-agent routes are mounted under (docs/nodes.md, "Node-agent API"):
+// AgentPrefix is the current one; CubeOps' transient one and CubeMaster's original one are served
+// as aliases.
 const (
 	// AgentPrefix is where a current Cubelet and `cubefleet agent` call (CubeOps' AgentHandler).
 	AgentPrefix = "/internal/v1/node-agent"
@@ -28,12 +29,14 @@ const (
 	LegacyAgentPrefix = "/internal/node-agent/v1"
 	// MetaAgentPrefix is CubeMaster's original prefix (before CubeOps existed).
 	MetaAgentPrefix = "/internal/meta"
-	// NodesPrefix is the internal nodes API (spec §2.1): GET lists SchedulerNode values.
+	// NodesPrefix is the internal nodes API (docs/nodes.md, "Internal nodes API"): GET lists
+	// SchedulerNode values.
 	NodesPrefix = "/internal/v1/nodes"
 )
 
-// CubeMaster's surface (spec §5, the one-click quickcheck's control-plane checks): its health
-// route, and its node listing under MetaAgentPrefix, both in the `ret` envelope.
+// CubeMaster's surface (docs/nodes.md, "CubeMaster's routes", the one-click quickcheck's
+// control-plane checks): its health route, and its node listing under MetaAgentPrefix, both in the
+// `ret` envelope.
 const (
 	// CubeMasterHealthPath is GET: {"ret":{"ret_code":200,"ret_msg":"ok"}} while the control
 	// plane can place sandboxes (the store answers), else 503.
@@ -42,8 +45,8 @@ const (
 	// MetaNodesPath + RouteNode is GET of one node, {"ret":{...},"data":NodeSnapshot}, 404 in
 	// the envelope when unknown. (MetaAgentPrefix also carries the legacy node-agent routes.)
 	MetaNodesPath = MetaAgentPrefix + "/nodes"
-	// DefaultCubeMasterPort is CubeMaster's port (spec §5: <ip>:8089), where the one-click
-	// scripts look for it.
+	// DefaultCubeMasterPort is CubeMaster's port (docs/nodes.md, "CubeMaster's routes": <ip>:8089),
+	// where the one-click scripts look for it.
 	DefaultCubeMasterPort = 8089
 )
 
@@ -51,7 +54,7 @@ const (
 var AgentPrefixes = []string{AgentPrefix, LegacyAgentPrefix, MetaAgentPrefix}
 
 // The node-agent routes relative to an agent prefix, as http.ServeMux patterns: the
-// {node_id} wildcard is the node's id (spec §1.2 to §1.4).
+// {node_id} wildcard is the node's id (docs/nodes.md, "Node-agent API").
 const (
 	// RouteReadyz is GET: the `ret` envelope, 200 while the control plane can take nodes.
 	RouteReadyz = "/readyz"
@@ -62,8 +65,8 @@ const (
 	RouteStatus = "/nodes/{node_id}/status"
 )
 
-// The internal nodes routes relative to NodesPrefix, as http.ServeMux patterns (spec §2.1);
-// {key...} is a label key, which may hold a slash (kubernetes.io/arch).
+// The internal nodes routes relative to NodesPrefix, as http.ServeMux patterns (docs/nodes.md,
+// "Internal nodes API"); {key...} is a label key, which may hold a slash (kubernetes.io/arch).
 const (
 	// RouteNode is GET (one SchedulerNode) and DELETE (the node, with ?force=true to skip the
 	// sandbox checks) of one node.
@@ -118,12 +121,13 @@ const (
 	CredentialPrefix = "cfn_"
 )
 
-// InstanceType is what every Cubelet and `cubefleet agent` report as instance_type (spec §1.3).
+// InstanceType is what every Cubelet and `cubefleet agent` report as instance_type (docs/nodes.md,
+// "Node-agent API").
 const InstanceType = "cubebox"
 
-// Ret is the legacy CubeMaster envelope's `ret` object (spec §1.2): RetCode 200 means success.
-// RetCode is a pointer so that a reader can tell an envelope without a code (which Cubelet's
-// rule accepts) from one with a code other than 200 (which it refuses).
+// Ret is the legacy CubeMaster envelope's `ret` object (docs/nodes.md, "Node-agent API"): RetCode
+// 200 means success. RetCode is a pointer so that a reader can tell an envelope without a code
+// (which Cubelet's rule accepts) from one with a code other than 200 (which it refuses).
 type Ret struct {
 	RetCode *int   `json:"ret_code"`
 	RetMsg  string `json:"ret_msg"`
@@ -140,9 +144,9 @@ func NewRetReply(code int, msg string) RetReply {
 	return RetReply{Ret: Ret{RetCode: &code, RetMsg: msg}}
 }
 
-// DecodeReply applies Cubelet's acceptance rule to the body of a 2xx answer (spec §1.1): it
-// must decode as a JSON object, and a `ret` object in it with a ret_code must carry 200. It
-// returns the object's members. Errors say which rule the body broke.
+// DecodeReply applies Cubelet's acceptance rule to the body of a 2xx answer (docs/nodes.md,
+// "Node-agent API"): it must decode as a JSON object, and a `ret` object in it with a ret_code must
+// carry 200. It returns the object's members. Errors say which rule the body broke.
 func DecodeReply(body []byte) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
@@ -157,29 +161,30 @@ func DecodeReply(body []byte) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// ErrorBody is the body of every error answer of the node-agent and internal nodes routes:
-// CubeOps' {"error":"<message>"} (handler/common.go@4765fcd, spec §1.3) plus cubefleet's error
-// code, e.g. {"error":"node 10.0.0.7 not found","code":"NOT_FOUND"}. The status is
-// cubefleet.HTTPStatus(Code), except CodeSandboxCheckFailed's 502.
+// ErrorBody is the body of every error answer of the node-agent and internal nodes routes: CubeOps'
+// {"error":"<message>"} (handler/common.go@4765fcd, docs/nodes.md, "Node-agent API") plus
+// cubefleet's error code, e.g. {"error":"node 10.0.0.7 not found","code":"NOT_FOUND"}. The status
+// is cubefleet.HTTPStatus(Code), except CodeSandboxCheckFailed's 502.
 type ErrorBody struct {
 	Error string         `json:"error"`
 	Code  cubefleet.Code `json:"code,omitempty"`
 }
 
 // CodeSandboxCheckFailed is the code of the internal delete route's one answer outside
-// cubefleet.HTTPStatus: 502, as upstream answers ErrSandboxCheckFailed (spec §2.1), when a node
-// that is not Ready is deleted without force=true (its sandbox count cannot be trusted). The
-// public API (nodes.delete) answers the same refusal 409 CONFLICT.
+// cubefleet.HTTPStatus: 502, as upstream answers ErrSandboxCheckFailed (docs/nodes.md, "Internal
+// nodes API"), when a node that is not Ready is deleted without force=true (its sandbox count
+// cannot be trusted). The public API (nodes.delete) answers the same refusal 409 CONFLICT.
 const CodeSandboxCheckFailed cubefleet.Code = "SANDBOX_CHECK_FAILED"
 
-// IsolationRequest is the optional body of PUT RouteIsolation (spec §2.1): Detail says why, at
-// most MaxDetailRunes runes without control characters (CheckText).
+// IsolationRequest is the optional body of PUT RouteIsolation (docs/nodes.md, "Internal nodes
+// API"): Detail says why, at most MaxDetailRunes runes without control characters (CheckText).
 type IsolationRequest struct {
 	Detail string `json:"detail"`
 }
 
-// LabelsRequest is the body of PUT RouteLabels (spec §2.1): Labels are merged into the node's;
-// the reserved label is refused (403), the merged set must pass CheckLabels (400).
+// LabelsRequest is the body of PUT RouteLabels (docs/nodes.md, "Internal nodes API"): Labels are
+// merged into the node's; the reserved label is refused (403), the merged set must pass CheckLabels
+// (400).
 type LabelsRequest struct {
 	Labels map[string]string `json:"labels"`
 }

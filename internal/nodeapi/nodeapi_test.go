@@ -12,8 +12,9 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
-// TestRoutes: the routes are the spec's exact strings (§1.1, §2.1), and the patterns give the
-// node id and label key to a ServeMux as the registry reads them.
+// TestRoutes: the routes are the exact strings docs/nodes.md lists ("Node-agent API" and
+// "Internal nodes API"), and the patterns give the node id and label key to a ServeMux as the
+// registry reads them.
 func TestRoutes(t *testing.T) {
 	if want := []string{"/internal/v1/node-agent", "/internal/node-agent/v1", "/internal/meta"}; !slices.Equal(nodeapi.AgentPrefixes, want) {
 		t.Errorf("AgentPrefixes = %v, want %v", nodeapi.AgentPrefixes, want)

@@ -7,21 +7,21 @@ import (
 )
 
 // The wire types of a registration, field for field as a stock Cubelet sends them and as
-// CubeOps reads them (specs/cubesandbox-node-agent.md §1.3). Every field is optional on input;
+// CubeOps reads them (docs/nodes.md, "Node-agent API"). Every field is optional on input;
 // unknown fields are accepted and ignored. The JSON tags are also what `cubefleet agent` sends:
 // a field it leaves empty is left out, as Cubelet does.
 
 // Resources is a `capacity` or `allocatable` object: MilliCPU in thousandths of a core,
-// MemoryMB in MiB (spec §1.3).
+// MemoryMB in MiB (docs/nodes.md, "Node-agent API").
 type Resources struct {
 	MilliCPU int64 `json:"milli_cpu"`
 	MemoryMB int64 `json:"memory_mb"`
 }
 
-// ComponentVersion is one entry of `versions` (spec §1.3): a component's version and where it
-// was read. Source is manifest, binary, file or component-json; Variant is bm or pvm for the
-// guest kernel. Each field is at most MaxVersionFieldRunes runes without control characters
-// (CheckVersions).
+// ComponentVersion is one entry of `versions` (docs/nodes.md, "Node-agent API"): a component's
+// version and where it was read. Source is manifest, binary, file or component-json; Variant is bm
+// or pvm for the guest kernel. Each field is at most MaxVersionFieldRunes runes without control
+// characters (CheckVersions).
 type ComponentVersion struct {
 	Component string `json:"component"`            // e.g. "cubelet", "cubefleet-agent", "guest-image"
 	Version   string `json:"version,omitempty"`    // e.g. "v1.2.3", "(devel)"
@@ -32,8 +32,9 @@ type ComponentVersion struct {
 }
 
 // HostFacts is `host_facts`: the CPU, kernel and KVM identity of a node and its physical size
-// (spec §1.3; cpu_count and mem_total_mb are the quota branch's). KVMModuleScanned is transient:
-// when false the previous KVM module fingerprint and taint are kept, and it is never stored.
+// (docs/nodes.md, "Node-agent API"; cpu_count and mem_total_mb are the quota branch's).
+// KVMModuleScanned is transient: when false the previous KVM module fingerprint and taint are kept,
+// and it is never stored.
 type HostFacts struct {
 	CPUVendor             string `json:"cpu_vendor,omitempty"`              // /proc/cpuinfo vendor_id (x86) or CPU implementer (arm64)
 	CPUModel              string `json:"cpu_model,omitempty"`               // /proc/cpuinfo model name (x86) or CPU part (arm64)
@@ -48,12 +49,12 @@ type HostFacts struct {
 	MemTotalMB            int64  `json:"mem_total_mb,omitempty"`            // MemTotal of the host, MiB, before overcommit
 }
 
-// RegisterRequest is the body of POST RouteRegister, Cubelet's RegisterNodeRequest (spec §1.3).
-// NodeID is required: the node's IP address (a Cubelet's CUBE_SANDBOX_NODE_IP); HostIP defaults
-// to it; GRPCPort is 0 from every Cubelet. QuotaCPU is in thousandths of a core (already
-// overcommitted), QuotaMemMB in MiB; Capacity and Allocatable both equal the quota.
-// PausedReleaseRatio is 0 to 1 (the quota branch). InventoryIncomplete means Versions is a
-// partial list, laid over the stored one by component.
+// RegisterRequest is the body of POST RouteRegister, Cubelet's RegisterNodeRequest (docs/nodes.md,
+// "Node-agent API"). NodeID is required: the node's IP address (a Cubelet's CUBE_SANDBOX_NODE_IP);
+// HostIP defaults to it; GRPCPort is 0 from every Cubelet. QuotaCPU is in thousandths of a core
+// (already overcommitted), QuotaMemMB in MiB; Capacity and Allocatable both equal the quota.
+// PausedReleaseRatio is 0 to 1 (the quota branch). InventoryIncomplete means Versions is a partial
+// list, laid over the stored one by component.
 type RegisterRequest struct {
 	RequestID           string             `json:"requestID,omitempty"` // at most 64 runes; cubefleet agent: 32 hex digits, also sent as X-Request-ID
 	NodeID              string             `json:"node_id"`
@@ -74,12 +75,12 @@ type RegisterRequest struct {
 	HostFacts           *HostFacts         `json:"host_facts,omitempty"`
 }
 
-// DecodeRegister decodes and checks a register body (spec §1.3): one JSON object, node_id
-// required and a valid path segment (CheckNodeID), host_ip (or, when it is empty, node_id) an IP
-// address a node can have (Addr), requestID at most 64 runes, no negative figure (capacity,
-// allocatable, quota_cpu, quota_mem_mb, create_concurrent_num, max_mvm_num, host facts' counts),
-// grpc_port 0 to 65535, paused_release_ratio 0 to 1, cluster_label and instance_type by the
-// label value rules, and versions without control characters, each field at most
+// DecodeRegister decodes and checks a register body (docs/nodes.md, "Node-agent API"): one JSON
+// object, node_id required and a valid path segment (CheckNodeID), host_ip (or, when it is empty,
+// node_id) an IP address a node can have (Addr), requestID at most 64 runes, no negative figure
+// (capacity, allocatable, quota_cpu, quota_mem_mb, create_concurrent_num, max_mvm_num, host facts'
+// counts), grpc_port 0 to 65535, paused_release_ratio 0 to 1, cluster_label and instance_type by
+// the label value rules, and versions without control characters, each field at most
 // MaxVersionFieldRunes. Errors are INVALID_INPUT (400) naming the field. Label rules need the
 // stored labels and are the registry's to check (CheckLabels).
 func DecodeRegister(body []byte) (*RegisterRequest, error) {
@@ -117,8 +118,8 @@ func (d *Decoder) Register(req *RegisterRequest) error {
 }
 
 // Addr returns the address a registration names, host_ip or, when that is empty, node_id (spec
-// §1.3), unmapped. It must be an IP address a node can have (NodeAddrProblem); otherwise
-// INVALID_INPUT naming host_ip.
+// docs/nodes.md, "Node-agent API"), unmapped. It must be an IP address a node can have
+// (NodeAddrProblem); otherwise INVALID_INPUT naming host_ip.
 func (r *RegisterRequest) Addr() (netip.Addr, error) {
 	s, from := r.HostIP, "host_ip"
 	if s == "" {
@@ -134,7 +135,8 @@ func (r *RegisterRequest) Addr() (netip.Addr, error) {
 	return a.Unmap(), nil
 }
 
-// maxGRPCPort is the largest TCP port; a Cubelet sends grpc_port 0 or nothing (spec §1.3).
+// maxGRPCPort is the largest TCP port; a Cubelet sends grpc_port 0 or nothing (docs/nodes.md,
+// "Node-agent API").
 const maxGRPCPort = 65535
 
 // checkRegisterFigures checks a register body's figures: capacity, allocatable and the quota

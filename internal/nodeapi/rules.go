@@ -10,9 +10,9 @@ import (
 )
 
 // The rules a node's register and status bodies must follow beyond their JSON shape. Upstream
-// (spec §1.3, §1.4) checks only node_id and requestID; every figure it stores is a count, a
-// size or a share, so a negative one is a bug or a lie, and cubefleet refuses it (400 naming
-// the field) rather than let it reach the scheduler, the drain rule or an operator's screen.
+// (docs/nodes.md, "Node-agent API") checks only node_id and requestID; every figure it stores is a
+// count, a size or a share, so a negative one is a bug or a lie, and cubefleet refuses it (400
+// naming the field) rather than let it reach the scheduler, the drain rule or an operator's screen.
 
 // invalidField is INVALID_INPUT for the field at path whose message is the whole sentence
 // (the wire's {"error":...} shows it as it is, `allocated.mvm_num must be >= 0 (got -5)`).
@@ -30,7 +30,8 @@ func nonNegative(path string, v int64) error {
 	return nil
 }
 
-// checkRatio refuses a paused_release_ratio outside 0..1 (spec §2.1: `0..1|null`).
+// checkRatio refuses a paused_release_ratio outside 0..1 (docs/nodes.md, "Internal nodes API":
+// `0..1|null`).
 func checkRatio(path string, v *float64) error {
 	if v != nil && !(*v >= 0 && *v <= 1) {
 		return invalidField(path, "%s must be between 0 and 1 (got %g)", path, *v)
@@ -229,7 +230,7 @@ func NodeAddrProblem(a netip.Addr) string {
 }
 
 // MaxDetailRunes bounds free text an operator or a node attaches to a node: an isolation's
-// detail and a drain's reason (200 runes, spec §2.1).
+// detail and a drain's reason (200 runes, docs/nodes.md, "Internal nodes API").
 const MaxDetailRunes = 200
 
 // CheckText checks a free text field (an isolation detail, a drain reason) at path: valid UTF-8

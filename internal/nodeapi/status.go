@@ -12,13 +12,13 @@ import (
 )
 
 // The wire types of a status report (heartbeat), field for field as a stock Cubelet sends them
-// (specs/cubesandbox-node-agent.md §1.4). Every field is optional on input; unknown fields are
+// (docs/nodes.md, "Node-agent API"). Every field is optional on input; unknown fields are
 // accepted and ignored.
 
-// Condition is a Kubernetes-style node condition with camelCase keys (spec §1.4). The times are
-// RFC 3339 strings, kept as sent. A Cubelet sends one condition of Type "Ready" with Status
-// "True" (reason CubeletReady) or "False" (reason cubeletNotReady); `cubefleet agent` the same
-// with reason AgentReady or SandboxRuntimeUnavailable.
+// Condition is a Kubernetes-style node condition with camelCase keys (docs/nodes.md, "Node-agent
+// API"). The times are RFC 3339 strings, kept as sent. A Cubelet sends one condition of Type
+// "Ready" with Status "True" (reason CubeletReady) or "False" (reason cubeletNotReady); `cubefleet
+// agent` the same with reason AgentReady or SandboxRuntimeUnavailable.
 type Condition struct {
 	Type               string `json:"type"`                         // "Ready"
 	Status             string `json:"status"`                       // "True" or "False"
@@ -28,7 +28,8 @@ type Condition struct {
 	Message            string `json:"message,omitempty"` // for people
 }
 
-// Image is one container image a node holds (spec §1.4); SizeBytes in bytes, at least 0.
+// Image is one container image a node holds (docs/nodes.md, "Node-agent API"); SizeBytes in bytes,
+// at least 0.
 type Image struct {
 	Names     []string `json:"names"`
 	SizeBytes int64    `json:"size_bytes,omitempty"`
@@ -36,8 +37,8 @@ type Image struct {
 	MediaType string   `json:"media_type,omitempty"`
 }
 
-// LocalTemplate is one sandbox template replica a node holds (spec §1.4). TemplateID is at most
-// MaxTemplateIDRunes runes without control characters (CheckTemplates).
+// LocalTemplate is one sandbox template replica a node holds (docs/nodes.md, "Node-agent API").
+// TemplateID is at most MaxTemplateIDRunes runes without control characters (CheckTemplates).
 type LocalTemplate struct {
 	TemplateID string `json:"template_id"`         // the template's id
 	ID         string `json:"id,omitempty"`        // the local copy's id
@@ -46,10 +47,10 @@ type LocalTemplate struct {
 	Namespace  string `json:"namespace,omitempty"` // its image namespace
 }
 
-// Allocated is what a node has committed to sandboxes in a good state (spec §1.4): MilliCPU in
-// thousandths of a core, MemoryMB, DataDiskMB and StorageDiskMB in MiB, MVMNum the microVMs
-// (cubefleet counts them as the node's running sandboxes), MVMRunningNum those running. Every
-// figure is at least 0.
+// Allocated is what a node has committed to sandboxes in a good state (docs/nodes.md, "Node-agent
+// API"): MilliCPU in thousandths of a core, MemoryMB, DataDiskMB and StorageDiskMB in MiB, MVMNum
+// the microVMs (cubefleet counts them as the node's running sandboxes), MVMRunningNum those
+// running. Every figure is at least 0.
 type Allocated struct {
 	MilliCPU      int64 `json:"milli_cpu"`
 	MemoryMB      int64 `json:"memory_mb"`
@@ -60,17 +61,18 @@ type Allocated struct {
 	StorageDiskMB int64 `json:"storage_disk_mb"`
 }
 
-// DiskUsage is how full a node's disks are, each a percentage from 0 to 100 (spec §1.4).
+// DiskUsage is how full a node's disks are, each a percentage from 0 to 100 (docs/nodes.md,
+// "Node-agent API").
 type DiskUsage struct {
 	DataDiskUsagePer    float64 `json:"data_disk_usage_per"`    // the data disk (cubefleet agent: the state directory's file system)
 	StorageDiskUsagePer float64 `json:"storage_disk_usage_per"` // the storage disk (cubefleet agent: the same)
 	SysDiskUsagePer     float64 `json:"sys_disk_usage_per"`     // the root file system
 }
 
-// Quota is the quota block of a status report (the quota branch, spec §1.4): MilliCPU in
-// thousandths of a core, MemMB in MiB, MaxMVMNum microVMs, CreateConcurrentNum concurrent
-// creations (0: the scheduler's limit), PausedReleaseRatio 0 to 1. A block whose fields are
-// all zero (AllZero) is ignored, so it never clobbers the registration.
+// Quota is the quota block of a status report (the quota branch, docs/nodes.md, "Node-agent API"):
+// MilliCPU in thousandths of a core, MemMB in MiB, MaxMVMNum microVMs, CreateConcurrentNum
+// concurrent creations (0: the scheduler's limit), PausedReleaseRatio 0 to 1. A block whose fields
+// are all zero (AllZero) is ignored, so it never clobbers the registration.
 type Quota struct {
 	MilliCPU            int64    `json:"milli_cpu"`
 	MemMB               int64    `json:"mem_mb"`
@@ -79,18 +81,19 @@ type Quota struct {
 	PausedReleaseRatio  *float64 `json:"paused_release_ratio,omitempty"`
 }
 
-// AllZero reports whether every field of q is zero (such a quota is ignored, spec §1.4).
+// AllZero reports whether every field of q is zero (such a quota is ignored, docs/nodes.md,
+// "Node-agent API").
 func (q *Quota) AllZero() bool {
 	return q.MilliCPU == 0 && q.MemMB == 0 && q.MaxMVMNum == 0 && q.CreateConcurrentNum == 0 &&
 		(q.PausedReleaseRatio == nil || *q.PausedReleaseRatio == 0)
 }
 
-// StatusRequest is the body of POST RouteStatus, Cubelet's UpdateNodeStatusRequest (spec §1.4).
-// The inventory (Images, LocalTemplates, Versions, HostFacts) travels as Raw JSON, so a receiver
-// decodes a list only when its content changed: absent or null means "not reported" (for
-// local_templates: keep the previous inventory); `[]` means empty. Allocated, DiskUsage and
-// Quota are nil when absent; HeartbeatTime (the server uses its own clock when zero, and clamps
-// a time from the future) and MetricTime (HeartbeatTime when zero) are zero when absent.
+// StatusRequest is the body of POST RouteStatus, Cubelet's UpdateNodeStatusRequest (docs/nodes.md,
+// "Node-agent API"). The inventory (Images, LocalTemplates, Versions, HostFacts) travels as Raw
+// JSON, so a receiver decodes a list only when its content changed: absent or null means "not
+// reported" (for local_templates: keep the previous inventory); `[]` means empty. Allocated,
+// DiskUsage and Quota are nil when absent; HeartbeatTime (the server uses its own clock when zero,
+// and clamps a time from the future) and MetricTime (HeartbeatTime when zero) are zero when absent.
 type StatusRequest struct {
 	RequestID           string                  `json:"requestID,omitempty"` // at most 64 runes
 	Conditions          []Condition             `json:"conditions,omitempty"`
@@ -120,12 +123,12 @@ func (r *StatusRequest) Reset() {
 	}
 }
 
-// DecodeStatus decodes and checks a status body (spec §1.4): one JSON object, requestID at
-// most 64 runes, no negative figure (allocated, disk_usage, quota, images' size_bytes, host
-// facts' counts), disk usage percentages at most 100, the quota's paused_release_ratio 0 to 1,
-// every reported inventory (images, local_templates, versions, host_facts) of the right shape,
-// and versions and template ids without control characters (CheckVersions, CheckTemplates).
-// Errors are INVALID_INPUT (400) naming the field.
+// DecodeStatus decodes and checks a status body (docs/nodes.md, "Node-agent API"): one JSON object,
+// requestID at most 64 runes, no negative figure (allocated, disk_usage, quota, images' size_bytes,
+// host facts' counts), disk usage percentages at most 100, the quota's paused_release_ratio 0 to 1,
+// every reported inventory (images, local_templates, versions, host_facts) of the right shape, and
+// versions and template ids without control characters (CheckVersions, CheckTemplates). Errors are
+// INVALID_INPUT (400) naming the field.
 func DecodeStatus(body []byte) (*StatusRequest, error) {
 	var d Decoder
 	d.buf.Write(body)

@@ -21,8 +21,9 @@ import (
 // in those per-report fields.
 func (r *Registry) ListGeneration() uint64 { return r.listGen.Load() }
 
-// AppendList appends the JSON array of the SchedulerNode (or, with scoreOnly, SchedulerScore)
-// of every node in want (nil: every node), sorted by id (GET nodeapi.NodesPrefix, spec §2.1).
+// AppendList appends the JSON array of the SchedulerNode (or, with scoreOnly, SchedulerScore) of
+// every node in want (nil: every node), sorted by id (GET nodeapi.NodesPrefix, docs/nodes.md,
+// "Internal nodes API").
 func (r *Registry) AppendList(dst []byte, want map[string]bool, scoreOnly bool) []byte {
 	dst = append(dst, '[')
 	now := r.now()
@@ -82,7 +83,8 @@ func appendRawField(dst []byte, key string, raw []byte) []byte {
 	return append(appendKey(dst, key), raw...)
 }
 
-// appendSnapshot appends n's NodeSnapshot (spec §2.3) in health state s. Requires n.mu.
+// appendSnapshot appends n's NodeSnapshot (docs/nodes.md, "Node-agent API") in health state s.
+// Requires n.mu.
 func (n *node) appendSnapshot(dst []byte, s State) []byte {
 	dst = append(dst, `{"node_id":`...)
 	dst = nodeapi.AppendString(dst, n.id)
@@ -131,9 +133,9 @@ func (n *node) appendSnapshot(dst []byte, s State) []byte {
 	return append(dst, '}')
 }
 
-// appendScheduler appends n's SchedulerNode (CubeMaster's node.Node, spec §2.2: PascalCase
-// except uuid, mvm_num and nic_queues; LocalTemplates only once the node reported its
-// inventory) in health state s; scoreOnly gives the reduced view of ?score_only=true. Requires
+// appendScheduler appends n's SchedulerNode (CubeMaster's node.Node, docs/nodes.md, "Internal nodes
+// API": PascalCase except uuid, mvm_num and nic_queues; LocalTemplates only once the node reported
+// its inventory) in health state s; scoreOnly gives the reduced view of ?score_only=true. Requires
 // n.mu.
 func (n *node) appendScheduler(dst []byte, s State, scoreOnly bool) []byte {
 	if scoreOnly {

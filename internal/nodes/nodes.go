@@ -21,8 +21,9 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultHeartbeatTimeout is --node-heartbeat-timeout: the shortest heartbeat window; a
-	// node whose last report is older than its window is not Ready (CubeOps' 15 s, spec §2.4).
+	// DefaultHeartbeatTimeout is --node-heartbeat-timeout: the shortest heartbeat window; a node
+	// whose last report is older than its window is not Ready (CubeOps' 15 s, docs/nodes.md,
+	// "Health").
 	DefaultHeartbeatTimeout = 15 * time.Second
 	// DefaultLostAfter is --node-lost-after: a node silent this long is Lost.
 	DefaultLostAfter = 5 * time.Minute

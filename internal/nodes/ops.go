@@ -9,13 +9,12 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
-// setCordon cordons (on) or uncordons node id: the reserved label is set to "true" (with
-// detail, at most 200 runes) or removed (spec §2.1). Uncordoning also ends a drain. It is
-// idempotent; a change is an event. The cordon remembers who set it (cordonBy): an operator
-// cordoning an already cordoned node takes it over; a node (by.IsNode) may lift or change only
-// a cordon it set itself. Errors: NOT_FOUND, INVALID_INPUT for a long detail or one with a
-// control character, FORBIDDEN (wrapping ErrOperatorCordon) for a node touching an operator's
-// cordon.
+// setCordon cordons (on) or uncordons node id: the reserved label is set to "true" (with detail, at
+// most 200 runes) or removed (docs/nodes.md, "Internal nodes API"). Uncordoning also ends a drain.
+// It is idempotent; a change is an event. The cordon remembers who set it (cordonBy): an operator
+// cordoning an already cordoned node takes it over; a node (by.IsNode) may lift or change only a
+// cordon it set itself. Errors: NOT_FOUND, INVALID_INPUT for a long detail or one with a control
+// character, FORBIDDEN (wrapping ErrOperatorCordon) for a node touching an operator's cordon.
 func (r *Registry) setCordon(ctx context.Context, id string, on bool, detail string, by Actor) (*node, error) {
 	if err := nodeapi.CheckText("detail", detail); err != nil {
 		return nil, err
@@ -100,9 +99,9 @@ func operatorCordon(n *node, on bool) error {
 	return &cubefleet.Error{Code: cubefleet.CodeForbidden, Err: ErrOperatorCordon, Message: msg}
 }
 
-// relabel merges set into node id's labels and removes the keys in remove (spec §2.1: merge;
-// delete one). The reserved label cannot be set or removed (FORBIDDEN); the result must pass
-// the label rules (INVALID_INPUT). Errors: NOT_FOUND.
+// relabel merges set into node id's labels and removes the keys in remove (docs/nodes.md, "Internal
+// nodes API": merge; delete one). The reserved label cannot be set or removed (FORBIDDEN); the
+// result must pass the label rules (INVALID_INPUT). Errors: NOT_FOUND.
 func (r *Registry) relabel(ctx context.Context, id string, set map[string]string, remove []string) (*node, error) {
 	if _, ok := set[nodeapi.ReservedLabel]; ok {
 		return nil, cubefleet.Errorf(cubefleet.CodeForbidden, "cannot modify reserved label %s: use isolation (cordon)", nodeapi.ReservedLabel)
@@ -134,9 +133,9 @@ func (r *Registry) relabel(ctx context.Context, id string, set map[string]string
 	return n, nil
 }
 
-// ErrSandboxCheck marks a delete refused because the node's sandbox count cannot be trusted
-// (it is not Ready); the internal route answers it 502 nodeapi.CodeSandboxCheckFailed as
-// upstream does (ErrSandboxCheckFailed, spec §2.1), the public API 409 CONFLICT.
+// ErrSandboxCheck marks a delete refused because the node's sandbox count cannot be trusted (it is
+// not Ready); the internal route answers it 502 nodeapi.CodeSandboxCheckFailed as upstream does
+// (ErrSandboxCheckFailed, docs/nodes.md, "Internal nodes API"), the public API 409 CONFLICT.
 var ErrSandboxCheck = errors.New("sandbox check failed")
 
 // forceHint says how the caller of a delete forces it, in the refusals that suggest it.
@@ -167,11 +166,11 @@ func (h forceHint) notCordoned(id string, s State) string {
 	return fmt.Sprintf("node %s is %s and not cordoned, so its sandbox count is unknown: run `cubefleet nodes cordon %s --reason TEXT` and then `cubefleet nodes delete %s --force`, or `cubefleet nodes delete %s --force --reason TEXT` alone, which cordons it first", id, s, id, id, id)
 }
 
-// deleteNode deletes node id (spec §2.1): it must be cordoned (CONFLICT otherwise); without
-// force it must also be Ready (CONFLICT wrapping ErrSandboxCheck: its count is unknown) and run
-// no sandboxes (its reported allocated.mvm_num; CONFLICT); the refusals say how to force it
-// (hint). Its credential is revoked at once: its agent gets 401 and needs a new join token; a
-// stock Cubelet gets 404. Returns the node as it was. Errors: NOT_FOUND.
+// deleteNode deletes node id (docs/nodes.md, "Internal nodes API"): it must be cordoned (CONFLICT
+// otherwise); without force it must also be Ready (CONFLICT wrapping ErrSandboxCheck: its count is
+// unknown) and run no sandboxes (its reported allocated.mvm_num; CONFLICT); the refusals say how to
+// force it (hint). Its credential is revoked at once: its agent gets 401 and needs a new join
+// token; a stock Cubelet gets 404. Returns the node as it was. Errors: NOT_FOUND.
 func (r *Registry) deleteNode(ctx context.Context, id string, force bool, by Actor, hint forceHint) (*node, error) {
 	if _, err := r.live(ctx, id); err != nil {
 		return nil, err
@@ -248,22 +247,23 @@ func (r *Registry) Delete(ctx context.Context, id string, force bool, by Actor) 
 	return r.viewOf(n, err)
 }
 
-// Isolate is the internal isolation route (spec §2.1): it cordons (on) or uncordons node id as
-// Cordon and Uncordon do, and appends the node's NodeSnapshot to dst. Errors as theirs.
+// Isolate is the internal isolation route (docs/nodes.md, "Internal nodes API"): it cordons (on) or
+// uncordons node id as Cordon and Uncordon do, and appends the node's NodeSnapshot to dst. Errors
+// as theirs.
 func (r *Registry) Isolate(ctx context.Context, id string, on bool, detail string, by Actor, dst []byte) ([]byte, error) {
 	n, err := r.setCordon(ctx, id, on, detail, by)
 	return r.snapshotOf(dst, n, err)
 }
 
-// Relabel is the internal labels routes (spec §2.1): Label, appending the node's NodeSnapshot
-// to dst. Errors as Label's.
+// Relabel is the internal labels routes (docs/nodes.md, "Internal nodes API"): Label, appending the
+// node's NodeSnapshot to dst. Errors as Label's.
 func (r *Registry) Relabel(ctx context.Context, id string, set map[string]string, remove []string, dst []byte) ([]byte, error) {
 	n, err := r.relabel(ctx, id, set, remove)
 	return r.snapshotOf(dst, n, err)
 }
 
-// Remove is the internal delete route (spec §2.1): Delete, whose refusals say to add
-// force=true, appending the node's NodeSnapshot from before the delete to dst. Errors as
+// Remove is the internal delete route (docs/nodes.md, "Internal nodes API"): Delete, whose refusals
+// say to add force=true, appending the node's NodeSnapshot from before the delete to dst. Errors as
 // Delete's; the refusal of a node that is not Ready wraps ErrSandboxCheck.
 func (r *Registry) Remove(ctx context.Context, id string, force bool, by Actor, dst []byte) ([]byte, error) {
 	n, err := r.deleteNode(ctx, id, force, by, forceQuery)

@@ -22,13 +22,13 @@ type Registered struct {
 	Journaled  bool
 }
 
-// Register runs a registration (spec §1.3, with cubefleet's auth): cred is the caller's
-// credential (the HTTP edge has refused calls without one from outside the allowed networks),
-// peer its address. It answers once the registration is durable: written, or journaled when the
-// database does not take it within RegisterWait. A refusal is a *Refusal (UNAUTHENTICATED;
-// FORBIDDEN for a join token bound to an address other than the registration's host_ip, or a
-// node credential changing its node's host_ip; CONFLICT for a join token naming a registered
-// node); bad input is INVALID_INPUT (the reserved label, the label rules).
+// Register runs a registration (docs/nodes.md, "Node-agent API", with cubefleet's auth): cred is
+// the caller's credential (the HTTP edge has refused calls without one from outside the allowed
+// networks), peer its address. It answers once the registration is durable: written, or journaled
+// when the database does not take it within RegisterWait. A refusal is a *Refusal (UNAUTHENTICATED;
+// FORBIDDEN for a join token bound to an address other than the registration's host_ip, or a node
+// credential changing its node's host_ip; CONFLICT for a join token naming a registered node); bad
+// input is INVALID_INPUT (the reserved label, the label rules).
 func (r *Registry) Register(ctx context.Context, req *nodeapi.RegisterRequest, cred Credential, peer netip.Addr, dst []byte) (Registered, error) {
 	var out Registered
 	if _, ok := req.Labels[nodeapi.ReservedLabel]; ok {
@@ -264,7 +264,7 @@ func applyRegistration(n *node, req *nodeapi.RegisterRequest, labels map[string]
 }
 
 // mergeVersions returns the version set after a report: next replaces prev, or with
-// incomplete is laid over prev by component (spec §1.3).
+// incomplete is laid over prev by component (docs/nodes.md, "Node-agent API").
 func mergeVersions(prev, next []nodeapi.ComponentVersion, incomplete bool) []nodeapi.ComponentVersion {
 	if !incomplete {
 		out := make([]nodeapi.ComponentVersion, len(next))
@@ -286,7 +286,7 @@ func mergeVersions(prev, next []nodeapi.ComponentVersion, incomplete bool) []nod
 
 // mergeHostFacts returns the host facts after a report: next, keeping prev's KVM module
 // fingerprint and taint when next did not scan the module; the transient scanned flag is never
-// kept (spec §1.4).
+// kept (docs/nodes.md, "Node-agent API").
 func mergeHostFacts(prev, next nodeapi.HostFacts) nodeapi.HostFacts {
 	if !next.KVMModuleScanned {
 		next.KVMModuleFingerprint, next.KVMModuleTaint = prev.KVMModuleFingerprint, prev.KVMModuleTaint
@@ -296,8 +296,8 @@ func mergeHostFacts(prev, next nodeapi.HostFacts) nodeapi.HostFacts {
 }
 
 // mergeLabels returns stored with update's labels laid over it: stored keys kept, update's
-// overwriting matching keys (the register and labels rules, spec §1.3 and §2.1). The result is
-// a new map; neither argument changes.
+// overwriting matching keys (the register and labels rules, docs/nodes.md, "Node-agent API" and
+// "Internal nodes API"). The result is a new map; neither argument changes.
 func mergeLabels(stored, update map[string]string) map[string]string {
 	out := make(map[string]string, len(stored)+len(update))
 	for k, v := range stored {

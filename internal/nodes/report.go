@@ -9,16 +9,16 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 )
 
-// errNodeNotFound is the report of a node that is not registered (spec §1.4: 404; our agent
-// registers again on it).
+// errNodeNotFound is the report of a node that is not registered (docs/nodes.md, "Node-agent API":
+// 404; our agent registers again on it).
 var errNodeNotFound = cubefleet.Errorf(cubefleet.CodeNotFound, "node not found")
 
-// Report applies status report sr of node id, sent with credential cred (spec §1.4), and
-// appends the node's NodeSnapshot to dst. It is the hot path: memory only, no lock but the
-// node's while encoding, and the inventory decoded only when it changed. Errors: NOT_FOUND
-// for a node that is not registered; a *Refusal (UNAUTHENTICATED) for a credential that is not
-// the node's, or none from a node that has one; INVALID_INPUT for an inventory that breaks the
-// rules (the node does not change).
+// Report applies status report sr of node id, sent with credential cred (docs/nodes.md, "Node-agent
+// API"), and appends the node's NodeSnapshot to dst. It is the hot path: memory only, no lock but
+// the node's while encoding, and the inventory decoded only when it changed. Errors: NOT_FOUND for
+// a node that is not registered; a *Refusal (UNAUTHENTICATED) for a credential that is not the
+// node's, or none from a node that has one; INVALID_INPUT for an inventory that breaks the rules
+// (the node does not change).
 func (r *Registry) Report(ctx context.Context, id string, sr *nodeapi.StatusRequest, cred Credential, dst []byte) ([]byte, error) {
 	n, err := r.find(ctx, id)
 	if err != nil {
@@ -91,10 +91,10 @@ type statusChange struct {
 	listed       bool // a field of the node list beyond the per-report ones (templates too)
 }
 
-// applyStatus applies a status report to n at now (spec §1.4): the raw inventory fields are
-// decoded only when their content changed (hashed with seed), and every one is checked before
-// anything changes, so a bad report changes nothing (INVALID_INPUT). The gap since the
-// previous report goes into the observed report interval (health.observeInterval). Requires
+// applyStatus applies a status report to n at now (docs/nodes.md, "Node-agent API"): the raw
+// inventory fields are decoded only when their content changed (hashed with seed), and every one is
+// checked before anything changes, so a bad report changes nothing (INVALID_INPUT). The gap since
+// the previous report goes into the observed report interval (health.observeInterval). Requires
 // n.mu.
 func applyStatus(n *node, req *nodeapi.StatusRequest, now int64, seed maphash.Seed, health HealthPolicy) (statusChange, error) {
 	var ch statusChange

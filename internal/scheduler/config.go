@@ -14,14 +14,15 @@ import (
 )
 
 // Config is the effective scheduler configuration: the `scheduler:` section of a
-// cubemaster.yaml-shaped file (specs/cubesandbox-node-agent.md §4.1) with every default filled
+// cubemaster.yaml-shaped file (docs/scheduler.md, "Configuration") with every default filled
 // in. Build it with [Load] or [Default]; a Config from either is valid (Validate returns nil).
 // The yaml tags are the file's keys, so `cubefleet scheduler check` prints a Config as a file
 // that loads to the same Config.
 type Config struct {
-	// Profile is the built-in profile the filter and score defaults come from: ProfileBalancedSpread
-	// (default), ProfileTemplateLocalityFirst or ProfileBinpackUtilization. Keys given in the
-	// file (filter, score, priority_select_num, least_select_name) override the profile's.
+	// Profile is the built-in profile the filter and score defaults come from:
+	// ProfileBalancedSpread (default), ProfileTemplateLocalityFirst or ProfileBinpackUtilization.
+	// Keys given in the file (filter, score, priority_select_num, least_select_name) override the
+	// profile's.
 	Profile string `yaml:"profile" json:"profile"`
 	// PrioritySelectNum is N of the final pick among the N best-scored nodes; -1 means every
 	// feasible node. Never 0.

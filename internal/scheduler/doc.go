@@ -1,5 +1,6 @@
-// Package scheduler places sandboxes on compute nodes: CubeMaster's scheduler
-// (specs/cubesandbox-node-agent.md §4) with its configuration keys, without its defects (§6).
+// Package scheduler places sandboxes on compute nodes: CubeMaster's scheduler (docs/scheduler.md,
+// "Configuration") with its configuration keys, without its defects (docs/scheduler.md,
+// "Differences from CubeMaster").
 //
 // A decision runs, over every node of the request's pool (no sampling unless pre_select_num
 // asks for it): the candidate check (Ready with a report since this server started, schedulable,

@@ -7,7 +7,7 @@ import (
 )
 
 // NodeState is what the scheduler knows of one node: the node registry's view after its last
-// report (specs/cubesandbox-node-agent.md §1.4 and §3 for the fields and units). The source
+// report (docs/nodes.md, "Node-agent API" for the fields and units). The source
 // fills it; the scheduler keeps a compact record of it and never holds on to the slices.
 type NodeState struct {
 	// ID is the node_id.

@@ -12,8 +12,8 @@ import (
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
-// upNode is the node as CubeMaster's scorer sees it (specs/cubesandbox-node-agent.md §2.2,
-// §4.3): usage without any reservation, LocalCreateNum counted per replica.
+// upNode is the node as CubeMaster's scorer sees it (docs/nodes.md, "Internal nodes API",
+// docs/scheduler.md, "Scoring"): usage without any reservation, LocalCreateNum counted per replica.
 type upNode struct {
 	QuotaCpu, QuotaMem, QuotaCpuUsage, QuotaMemUsage, MvmNum, MaxMvmLimit, MemMBTotal int64
 	CreateConcurrentNum, RealTimeCreateNum, LocalCreateNum                            int64
@@ -70,10 +70,10 @@ func upstreamFactor(k string, n upNode, now time.Time, masters int64) (float64, 
 	return 0, false
 }
 
-// upstreamRTWA is CubeMaster's real_time_weighted_average, exactly (§4.3):
-// S = (Σ_{k∈E} w(k)·s_k + w(req_cpu)·(QuotaCpu−U_cpu−req)/QuotaCpu + w(req_mem)·(...)/QuotaMem) / Σ_{k∈E} w(k).
-// The req_* terms are added whenever their weight exists; unknown names still add their weight
-// to the denominator; a zero denominator returns no score.
+// upstreamRTWA is CubeMaster's real_time_weighted_average, exactly (docs/scheduler.md, "Scoring"):
+// S = (Σ_{k∈E} w(k)·s_k + w(req_cpu)·(QuotaCpu−U_cpu−req)/QuotaCpu + w(req_mem)·(...)/QuotaMem) /
+// Σ_{k∈E} w(k). The req_* terms are added whenever their weight exists; unknown names still add
+// their weight to the denominator; a zero denominator returns no score.
 func upstreamRTWA(E []string, w map[string]float64, n upNode, reqCPU, reqMem int64, now time.Time) (float64, bool) {
 	var num, den float64
 	for _, k := range E {

@@ -13,13 +13,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/iam"
 )
 
-// The audit trail the server keeps itself: the retention sweep of the audit log (one replica
-// at a time), and the traces of refused API keys.
-
-// auditSweeper returns the sweeper that deletes audit rows older than --audit-retention.
-func (s *Server) auditSweeper() *audit.Sweeper {
-	return &audit.Sweeper{DB: s.db, Retention: s.cfg.AuditRetention, Holder: s.holder(), Now: s.cfg.Now, Log: s.log}
-}
+// The audit trail the transport keeps itself: the traces of refused API keys.
 
 // Refused API keys leave a trace. Every refused authentication is counted in
 // cubefleet_api_auth_failures_total by reason; a key the server knows but refuses (revoked or
@@ -58,6 +52,12 @@ func (s *Server) authenticateKey(ctx context.Context, token, method, peer string
 		s.metrics.authFailures.WithLabelValues(authMalformedKey).Inc()
 	}
 	return nil, err
+}
+
+// authenticateNamed is authenticateKey without a peer: the key check the control plane's
+// console and node routes use (controlplane.Config.Authenticate).
+func (s *Server) authenticateNamed(ctx context.Context, token, method string) (*iam.Principal, error) {
+	return s.authenticateKey(ctx, token, method, "")
 }
 
 // traceKey audits a refused key (summarized per key and reason).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	contract "github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -21,7 +22,7 @@ import (
 // cubefleet_api_auth_failures_total by reason (unknown keys included, which name no tenant to
 // audit in), and the log line of the call names the key id.
 func TestRefusedKeysLeaveATrace(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		now := fixedNow()
 		var offset atomic.Int64
 		e := mustStart(t, db, func(c *Config) { c.Now = func() time.Time { return now.Add(time.Duration(offset.Load())) } })
@@ -95,7 +96,7 @@ func TestRefusedKeysLeaveATrace(t *testing.T) {
 // TestAuditRetention: the server sweeps the audit log: rows older than --audit-retention go,
 // the others stay.
 func TestAuditRetention(t *testing.T) {
-	db := storetest.SQLite(t, Modules()...)
+	db := storetest.SQLite(t, controlplane.Modules()...)
 	for id, age := range map[string]time.Duration{"aud_old": 8 * 24 * time.Hour, "aud_new": 6 * 24 * time.Hour} {
 		if _, err := db.Exec(`INSERT INTO audit_log (id, at, tenant_id, principal_id, method, permission, scope, outcome, target, request_id, message)
 			VALUES ($1, $2, 'root', 'p', 'm', '', '', 'ok', '', '', '')`, id, fixedNow().Add(-age).UnixMilli()); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 )
 
 // kindCase is what the CRUD test needs to know about one kind.
@@ -287,7 +288,7 @@ func TestKeyReferencesAndLiteralSecrets(t *testing.T) {
 
 // TestModulesOff runs a server without the vps module: its kinds answer UNSUPPORTED.
 func TestModulesOff(t *testing.T) {
-	disabled, err := ParseModules("core")
+	disabled, err := controlplane.ParseModules("core")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,35 +299,5 @@ func TestModulesOff(t *testing.T) {
 	status, _ := e.post(e.admin, "compute.providerAccounts.list", map[string]any{"tenantId": "root"})
 	if status != http.StatusNotImplemented {
 		t.Errorf("status %d, want 501", status)
-	}
-}
-
-func TestParseModules(t *testing.T) {
-	for _, c := range []struct {
-		in      string
-		want    []string
-		wantErr bool
-	}{
-		{"", nil, false},
-		{DefaultModules, nil, false},
-		{"core", []string{compute.ModuleVPS, compute.ModuleTemplates}, false},
-		{"core,vps", []string{compute.ModuleTemplates}, false},
-		{"vps", []string{compute.ModuleTemplates}, false},
-		{"core,vps-templates", nil, true},
-		{"core,gpu", nil, true},
-	} {
-		got, err := ParseModules(c.in)
-		if (err != nil) != c.wantErr {
-			t.Errorf("ParseModules(%q) error %v, want error %v", c.in, err, c.wantErr)
-			continue
-		}
-		var keys []string
-		for k := range got {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		if !slices.Equal(keys, c.want) {
-			t.Errorf("ParseModules(%q) = %v, want %v", c.in, keys, c.want)
-		}
 	}
 }

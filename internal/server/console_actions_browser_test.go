@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cubefleet/cubefleet/internal/audit"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -24,7 +25,7 @@ import (
 // is refused and changes nothing.
 func TestConsoleNodeActionsInChromium(t *testing.T) {
 	chromium(t)
-	db := storetest.SQLite(t, Modules()...)
+	db := storetest.SQLite(t, controlplane.Modules()...)
 	e := mustStart(t, db, nil)
 	_, agents := sandboxFleet(t, e, 0, nil, 4, "127.0.0.2")
 	agents[0].Behave = func(nodeapi.SandboxSpec) sandboxtest.Run { return sandboxtest.Run{} }

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
 
@@ -165,7 +166,7 @@ func (b *browser) signIn(base, key string) {
 // request left 127.0.0.1.
 func TestConsoleInChromium(t *testing.T) {
 	chromium(t)
-	db := storetest.SQLite(t, Modules()...)
+	db := storetest.SQLite(t, controlplane.Modules()...)
 	e := mustStart(t, db, func(c *Config) { allowLoopback(c); c.AllowPrivateWebhookTargets = true })
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(receiver.Close)
@@ -276,6 +277,6 @@ func (e *testEnv) stockNodes() {
 			e.t.Fatalf("status %s: %d %s", id, code, out)
 		}
 	}
-	e.srv.Nodes().CheckHealth(context.Background())
+	e.srv.sys.Nodes.CheckHealth(context.Background())
 	e.must(e.admin, "nodes.drain", map[string]any{"nodeId": "10.0.0.7", "reason": "kernel update"}, nil)
 }

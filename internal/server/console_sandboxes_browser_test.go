@@ -8,6 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -24,7 +25,7 @@ import (
 // a phone's width.
 func TestConsoleSandboxesInChromium(t *testing.T) {
 	chromium(t)
-	db := storetest.SQLite(t, Modules()...)
+	db := storetest.SQLite(t, controlplane.Modules()...)
 	e := mustStart(t, db, nil)
 	_, agents := sandboxFleet(t, e, 0, map[string]map[string]any{"acme": {"quota": map[string]int64{"sandboxes": 5}, "priority": 1}}, 4, "127.0.0.2")
 	agents[0].Behave = func(sp nodeapi.SandboxSpec) sandboxtest.Run {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -28,7 +29,7 @@ type statusOut struct {
 }
 
 func TestDriftIsRecordedAndClears(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		ctx := context.Background()
 		var st statusOut
@@ -74,7 +75,7 @@ func TestDriftIsRecordedAndClears(t *testing.T) {
 }
 
 func TestDriftReconcilerRunsOnItsOwn(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnvConfig(t, Config{DB: db, DriftEvery: 20 * time.Millisecond})
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestDriftReconcilerRunsOnItsOwn(t *testing.T) {
 }
 
 func TestStatusCheckChecksNow(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)

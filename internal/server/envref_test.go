@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -15,7 +16,7 @@ import (
 // else is INVALID_INPUT at the entry's path naming the rule, in the compute API and in fleet
 // plans and applies alike (a key of tenant acme once stored env://HOME in a provider account).
 func TestEnvRefsAreTheOperators(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnvConfig(t, Config{DB: db, EnvRefAllow: []string{"IONOS_"}})
 		var key struct {
 			Token string `json:"token"`

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
@@ -51,7 +52,7 @@ type jsonRaw string
 func (j jsonRaw) MarshalJSON() ([]byte, error) { return []byte(j), nil }
 
 func TestFleetEveryActionOfEveryKind(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)
@@ -159,7 +160,7 @@ func TestFleetEveryActionOfEveryKind(t *testing.T) {
 }
 
 func TestFleetApplyIsAllOrNothing(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)
@@ -200,7 +201,7 @@ func TestFleetApplyIsAllOrNothing(t *testing.T) {
 }
 
 func TestFleetApplyRefusesAHandEditBetweenCheckAndCommit(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)
@@ -235,7 +236,7 @@ func TestFleetApplyRefusesAHandEditBetweenCheckAndCommit(t *testing.T) {
 }
 
 func TestFleetApplyDecidesEveryCallAsTheCaller(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		var key struct {
 			Token string `json:"token"`

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/fleet/fleettest"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -56,8 +57,10 @@ func (e *benchEnv) call(b *testing.B, method string, in map[string]any) any {
 }
 
 func benchDatabases(b *testing.B, fn func(b *testing.B, open func() *store.DB)) {
-	b.Run("sqlite", func(b *testing.B) { fn(b, func() *store.DB { return storetest.SQLite(b, Modules()...) }) })
-	b.Run("postgres", func(b *testing.B) { fn(b, func() *store.DB { return storetest.Postgres(b, Modules()...) }) })
+	b.Run("sqlite", func(b *testing.B) { fn(b, func() *store.DB { return storetest.SQLite(b, controlplane.Modules()...) }) })
+	b.Run("postgres", func(b *testing.B) {
+		fn(b, func() *store.DB { return storetest.Postgres(b, controlplane.Modules()...) })
+	})
 }
 
 // BenchmarkFleetPlan plans the limits document against an empty fleet (5,000 creates) and

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -209,7 +210,7 @@ func exampleDocument(t testing.TB) map[string]any {
 }
 
 func TestFleetApplyConvergesAndExportRoundTrips(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		doc := exampleDocument(t)
 		first := e.plan(e.admin, doc, false)

@@ -15,6 +15,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
@@ -59,7 +60,7 @@ func mustStart(t *testing.T, db *store.DB, mod func(*Config)) *testEnv {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	token, err := privatefile.Read(filepath.Join(dir, AdminTokenFile))
+	token, err := privatefile.Read(filepath.Join(dir, controlplane.AdminTokenFile))
 	if err != nil {
 		t.Fatalf("admin token: %v", err)
 	}

@@ -31,10 +31,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	mux.Handle(console.Prefix+"/", s.console)
+	mux.Handle(console.Prefix+"/", s.sys.Console)
 	mux.Handle("GET "+console.Prefix, http.RedirectHandler(console.Prefix+"/", http.StatusMovedPermanently))
 	if s.inLn == nil {
-		s.nodeHTTP.Routes(mux)
+		s.sys.NodeRoutes.Routes(mux)
 	}
 	return s.withRequestID(mux)
 }
@@ -43,7 +43,7 @@ func (s *Server) routes() http.Handler {
 // internal nodes routes, and /healthz.
 func (s *Server) internalRoutes() http.Handler {
 	mux := http.NewServeMux()
-	s.nodeHTTP.Routes(mux)
+	s.sys.NodeRoutes.Routes(mux)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	return s.withRequestID(mux)
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	contract "github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodesim"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -164,7 +165,7 @@ func startServerProc(t testing.TB, bin, dsn string, extra ...string) *serverProc
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tok, err := os.ReadFile(filepath.Join(p.dataDir, AdminTokenFile))
+	tok, err := os.ReadFile(filepath.Join(p.dataDir, controlplane.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func selfCPU() float64 {
 // openDSN opens the server's database for checks (its SQLite file when dsn is "").
 func openDSN(ctx context.Context, dsn, dataDir string) (*store.DB, error) {
 	if dsn == "" {
-		dsn = filepath.Join(dataDir, DBFile)
+		dsn = filepath.Join(dataDir, controlplane.DBFile)
 	}
 	return store.Open(ctx, dsn)
 }

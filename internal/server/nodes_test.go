@@ -63,7 +63,7 @@ func (e *testEnv) makePool(name string) string {
 	if _, err := e.db.Exec(`INSERT INTO fleet_names (tenant_id, kind, name, object_id) VALUES ('root', 'pool', $1, $2)`, name, pool.id()); err != nil {
 		e.t.Fatal(err)
 	}
-	e.srv.Nodes().RefreshPools(context.Background())
+	e.srv.sys.Nodes.RefreshPools(context.Background())
 	return pool.id()
 }
 
@@ -104,7 +104,7 @@ func TestNodesAPI(t *testing.T) {
 				t.Fatalf("status %s: %d %s", c.id, code, out)
 			}
 		}
-		e.srv.Nodes().CheckHealth(ctx)
+		e.srv.sys.Nodes.CheckHealth(ctx)
 
 		var list contract.NodeList
 		e.must(e.admin, "nodes.list", map[string]any{}, &list)
@@ -191,7 +191,7 @@ func TestNodesAPI(t *testing.T) {
 		}
 		e.must(e.admin, "nodes.uncordon", map[string]any{"nodeId": "10.0.0.7"}, &got)
 
-		if err := e.srv.NodeStore().Flush(ctx); err != nil {
+		if err := e.srv.sys.NodeStore.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var evs contract.EventList
@@ -362,7 +362,7 @@ func TestNodesDrain(t *testing.T) {
 			t.Errorf("nodes.list: %+v", list.Items)
 		}
 
-		if err := e.srv.NodeStore().Flush(ctx); err != nil {
+		if err := e.srv.sys.NodeStore.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var evs contract.EventList

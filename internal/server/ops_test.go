@@ -17,6 +17,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/iam"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -325,7 +326,7 @@ func TestDevBootstrap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(cfg.DataDir, AdminTokenFile)
+			path := filepath.Join(cfg.DataDir, controlplane.AdminTokenFile)
 			if srv.AdminTokenPath() != path {
 				t.Errorf("AdminTokenPath = %q, want %q", srv.AdminTokenPath(), path)
 			}
@@ -375,8 +376,8 @@ func TestInitOnce(t *testing.T) {
 			if dialect == "postgres" {
 				database = storetest.PostgresURL(t)
 			}
-			cfg := InitConfig{DataDir: filepath.Join(dir, "data"), Database: database, TokenOut: filepath.Join(dir, "admin.key")}
-			key, err := Init(context.Background(), cfg)
+			cfg := controlplane.InitConfig{DataDir: filepath.Join(dir, "data"), Database: database, TokenOut: filepath.Join(dir, "admin.key")}
+			key, err := controlplane.Init(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,12 +388,12 @@ func TestInitOnce(t *testing.T) {
 				t.Errorf("key %+v", key)
 			}
 			// Refuses to overwrite the token file.
-			if _, err := Init(context.Background(), cfg); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
+			if _, err := controlplane.Init(context.Background(), cfg); !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) {
 				t.Errorf("second Init to the same file: %v", err)
 			}
 			// Refuses a second initialization, and leaves no file behind.
 			cfg.TokenOut = filepath.Join(dir, "again.key")
-			_, err = Init(context.Background(), cfg)
+			_, err = controlplane.Init(context.Background(), cfg)
 			if !cubefleet.IsCode(err, cubefleet.CodeConflict) || !strings.Contains(err.Error(), "already initialized") {
 				t.Errorf("second Init: %v, want CONFLICT already initialized", err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	contract "github.com/cubefleet/cubefleet/api"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -58,7 +59,7 @@ func report(t *testing.T, base, id, cred string) {
 func TestPlacementFromTheRegistry(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, allowLoopback)
-		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.Scheduler().Holding)
+		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.sys.Lane.Holding)
 		pool := e.makePool("fra-cubes")
 		cred := e.joinAgent("fra-cubes", "127.0.0.1")
 		if code, _, out := nodeCall(t, "POST", e.srv.InternalURL()+nodeapi.PathRegister, "", registerBody(t, "10.0.0.7", "fra-cubes")); code != 200 {
@@ -96,7 +97,7 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if r := list.Rooms["127.0.0.1"]; r == nil || r.Reservations != 6 || r.Reserved.CPU != 60000 {
 			t.Errorf("nodes.list rooms: %+v", list.Rooms)
 		}
-		rows, err := consoleNodes{reg: e.srv.sys.Nodes, rooms: e.srv.Scheduler().Scheduler().Room, now: time.Now}.ConsoleNodes(context.Background())
+		rows, err := e.srv.sys.ConsoleNodes(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestPlacementFromTheRegistry(t *testing.T) {
 		if _, err := place("sbx_g"); err != nil {
 			t.Errorf("after a release: %v", err)
 		}
-		if _, err := e.srv.Nodes().Cordon(context.Background(), "127.0.0.1", "disk", "svc_test"); err != nil {
+		if _, err := e.srv.sys.Nodes.Cordon(context.Background(), "127.0.0.1", "disk", "svc_test"); err != nil {
 			t.Fatal(err)
 		}
 		e.must(e.admin, "scheduler.release", map[string]any{"sandboxId": "sbx_b"}, &rel)
@@ -194,7 +195,7 @@ func TestCubeMasterSurface(t *testing.T) {
 func replica(t *testing.T, dsn, template string) (e *testEnv, stop func()) {
 	t.Helper()
 	dir := t.TempDir()
-	copies := []string{SecretsKeyFile, AdminTokenFile}
+	copies := []string{controlplane.SecretsKeyFile, controlplane.AdminTokenFile}
 	if template == "" {
 		copies = nil
 	}
@@ -229,7 +230,7 @@ func replica(t *testing.T, dsn, template string) (e *testEnv, stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	token, err := privatefile.Read(filepath.Join(dir, AdminTokenFile))
+	token, err := privatefile.Read(filepath.Join(dir, controlplane.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,10 +243,10 @@ func replica(t *testing.T, dsn, template string) (e *testEnv, stop func()) {
 func TestLeaseFailoverKeepsReservations(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
 	a, stopA := replica(t, dsn, "")
-	testkit.WaitFor(t, 10*time.Second, "a to take the scheduler lease", a.srv.Scheduler().Holding)
+	testkit.WaitFor(t, 10*time.Second, "a to take the scheduler lease", a.srv.sys.Lane.Holding)
 	b, _ := replica(t, dsn, a.dir)
 	pool := a.makePool("fra-cubes")
-	b.srv.Nodes().RefreshPools(context.Background())
+	b.srv.sys.Nodes.RefreshPools(context.Background())
 	cred := a.joinAgent("fra-cubes", "127.0.0.1")
 	report(t, a.srv.InternalURL(), "127.0.0.1", cred) // a node's reports land on any replica
 	report(t, b.srv.InternalURL(), "127.0.0.1", cred)
@@ -258,11 +259,11 @@ func TestLeaseFailoverKeepsReservations(t *testing.T) {
 			t.Fatalf("placement %d: %v", i, err)
 		}
 	}
-	if b.srv.Scheduler().Holding() {
+	if b.srv.sys.Lane.Holding() {
 		t.Fatal("two replicas hold the scheduler lease")
 	}
 	stopA()
-	testkit.WaitFor(t, 10*time.Second, "b to take the lease over", b.srv.Scheduler().Holding)
+	testkit.WaitFor(t, 10*time.Second, "b to take the lease over", b.srv.sys.Lane.Holding)
 	report(t, b.srv.InternalURL(), "127.0.0.1", cred)
 	for _, id := range []string{"sbx_e", "sbx_f"} {
 		if err := place(b, id); err != nil {

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 	"github.com/cubefleet/cubefleet/internal/store/storetest"
 )
 
 func TestUnknownTenantIsNotFound(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		for _, c := range []struct {
 			method string
@@ -43,7 +44,7 @@ func TestUnknownTenantIsNotFound(t *testing.T) {
 }
 
 func TestRefusedEscalationIsAudited(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		var key struct {
 			Token string `json:"token"`
@@ -62,7 +63,7 @@ func TestRefusedEscalationIsAudited(t *testing.T) {
 }
 
 func TestAnObjectUsesOnlyItsOwnTenantsSecrets(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		err := e.call(e.admin, "compute.providerAccounts.create", map[string]any{"tenantId": "acme", "name": "stolen", "provider": "hetzner-cloud",
 			"config": map[string]string{"token": "secret://root/hetzner"}}, nil)
@@ -75,7 +76,7 @@ func TestAnObjectUsesOnlyItsOwnTenantsSecrets(t *testing.T) {
 }
 
 func TestSecretsRotateAndRefuseDeletingOneInUse(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 			t.Fatal(err)
@@ -98,7 +99,7 @@ func TestSecretsRotateAndRefuseDeletingOneInUse(t *testing.T) {
 }
 
 func TestAnotherSecretsKeyIsRefused(t *testing.T) {
-	db := storetest.SQLite(t, Modules()...)
+	db := storetest.SQLite(t, controlplane.Modules()...)
 	newFleetEnv(t, db) // seals with the key of its own data directory
 	_, err := New(t.Context(), Config{DB: db, DataDir: t.TempDir(), Listen: "127.0.0.1:0"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "secrets.key") {
@@ -119,7 +120,7 @@ func TestAMissingSecretsKeyIsNotReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	path := filepath.Join(dir, SecretsKeyFile)
+	path := filepath.Join(dir, controlplane.SecretsKeyFile)
 	key, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestATakenPortWritesNothing(t *testing.T) {
 	if _, err := New(t.Context(), Config{Dev: true, DataDir: dir, Listen: taken.Addr().String()}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("New on a taken port succeeded")
 	}
-	for _, f := range []string{AdminTokenFile, DBFile, SecretsKeyFile} {
+	for _, f := range []string{controlplane.AdminTokenFile, controlplane.DBFile, controlplane.SecretsKeyFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s exists after a failed start (%v)", f, err)
 		}
@@ -163,7 +164,7 @@ func TestATakenPortWritesNothing(t *testing.T) {
 }
 
 func TestHelpfulRefusals(t *testing.T) {
-	db := storetest.SQLite(t, Modules()...)
+	db := storetest.SQLite(t, controlplane.Modules()...)
 	e := newFleetEnv(t, db)
 	if _, err := e.apply(e.admin, raw(docV1), false, ""); err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func TestHelpfulRefusals(t *testing.T) {
 // TestListCursorRefused: a cursor that is not a page's nextCursor is INVALID_INPUT naming
 // cursor, not a silent listing from the start.
 func TestListCursorRefused(t *testing.T) {
-	storetest.Each(t, Modules(), func(t *testing.T, db *store.DB) {
+	storetest.Each(t, controlplane.Modules(), func(t *testing.T, db *store.DB) {
 		e := newFleetEnv(t, db)
 		for _, c := range []struct {
 			method string

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/client"
+	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/privatefile"
 	"github.com/cubefleet/cubefleet/internal/sandboxes"
 	"github.com/cubefleet/cubefleet/internal/sandboxes/sandboxtest"
@@ -33,7 +34,7 @@ func newSandboxBench(b *testing.B, agents int, warm map[string]int) *sandboxBenc
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := b.TempDir()
-	db := storetest.SQLite(b, Modules()...)
+	db := storetest.SQLite(b, controlplane.Modules()...)
 	// No tenant cap: a benchmark's creates may run ahead of the agents.
 	srv, err := New(ctx, Config{Listen: "127.0.0.1:0", DataDir: dir, DB: db, Dev: true, TenantMaxSandboxes: 1 << 30}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -42,7 +43,7 @@ func newSandboxBench(b *testing.B, agents int, warm map[string]int) *sandboxBenc
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
 	b.Cleanup(func() { cancel(); <-done })
-	token, err := privatefile.Read(filepath.Join(dir, AdminTokenFile))
+	token, err := privatefile.Read(filepath.Join(dir, controlplane.AdminTokenFile))
 	if err != nil {
 		b.Fatal(err)
 	}

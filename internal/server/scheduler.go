@@ -1,10 +1,5 @@
 package server
 
-import "github.com/cubefleet/cubefleet/internal/scheduler/lane"
-
-// Scheduler returns the server's placement lane.
-func (s *Server) Scheduler() *lane.Lane { return s.sys.Lane }
-
 // ReloadSchedulerConfig re-reads --scheduler-config (the server does it on SIGHUP) and puts it
 // in force (controlplane.System.ReloadSchedulerConfig). An invalid file keeps the
 // configuration in force: the error, naming every problem, is logged once and returned.

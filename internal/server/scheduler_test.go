@@ -57,14 +57,14 @@ func TestSchedulerReload(t *testing.T) {
 	if err := e.srv.ReloadSchedulerConfig(); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.srv.Scheduler().Scheduler().Config().Profile; got != "binpack_utilization" {
+	if got := e.srv.sys.Lane.Scheduler().Config().Profile; got != "binpack_utilization" {
 		t.Fatalf("profile %s after the reload", got)
 	}
 	os.WriteFile(path, []byte("scheduler:\n  least_select_name: fastest\n"), 0o600)
 	if err := e.srv.ReloadSchedulerConfig(); err == nil {
 		t.Fatal("an invalid file was reloaded")
 	}
-	if got := e.srv.Scheduler().Scheduler().Config().Profile; got != "binpack_utilization" {
+	if got := e.srv.sys.Lane.Scheduler().Config().Profile; got != "binpack_utilization" {
 		t.Errorf("profile %s after an invalid reload, want the previous one", got)
 	}
 	if n := strings.Count(e.log.String(), "scheduler configuration not reloaded"); n != 1 {
@@ -104,7 +104,7 @@ func TestSchedulerReload(t *testing.T) {
 func TestSchedulerMethods(t *testing.T) {
 	storetest.Each(t, nil, func(t *testing.T, db *store.DB) {
 		e := mustStart(t, db, nil)
-		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.Scheduler().Holding)
+		testkit.WaitFor(t, 10*time.Second, "the scheduler lease", e.srv.sys.Lane.Holding)
 		pool := e.makePool("fra-cubes")
 		fail := e.mustFail(e.admin, "scheduler.place", map[string]any{"sandboxId": "sbx_1", "pool": "fra-cubes", "cpu": 100, "memoryMiB": 64}, cubefleet.CodeResourceExhausted)
 		if !strings.Contains(fail.Message, "pool fra-cubes ("+pool+") has no nodes") || fail.Details["poolName"] != "fra-cubes" || fail.Details["retryAfterSeconds"] != nil {

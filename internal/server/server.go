@@ -2,10 +2,11 @@
 // authentication, request ids, logs and metrics, /healthz, /readyz, /metrics and the OpenAPI
 // document at /api/v1/openapi.json, and `POST /api/v1/<method>`, which it hands to the API's
 // method table (internal/api) and answers with the one error-to-status table
-// (cubefleet.HTTPStatus). New opens the store and runs every module's migrations, takes the
-// domain services from the composition root (internal/controlplane), and mounts on them the
-// method table, the console and the registry's node-agent and internal nodes routes (served on
-// --internal-listen when it is set).
+// (cubefleet.HTTPStatus). The control plane itself (the database, the services, the method
+// table, the console and the node routes, and the order they stop in) is the composition
+// root's (internal/controlplane): New has it built and mounts the method table, the console and
+// the registry's node-agent and internal nodes routes (served on --internal-listen when it is
+// set); Serve runs it with the listeners as its front.
 package server
 
 import (
@@ -27,40 +28,17 @@ import (
 	contract "github.com/cubefleet/cubefleet/api"
 	"github.com/cubefleet/cubefleet/internal/api"
 	"github.com/cubefleet/cubefleet/internal/audit"
-	"github.com/cubefleet/cubefleet/internal/compute"
-	"github.com/cubefleet/cubefleet/internal/console"
 	"github.com/cubefleet/cubefleet/internal/controlplane"
-	"github.com/cubefleet/cubefleet/internal/events"
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet"
-	"github.com/cubefleet/cubefleet/internal/iam"
-	"github.com/cubefleet/cubefleet/internal/nodes"
 	"github.com/cubefleet/cubefleet/internal/nodes/nodehttp"
-	"github.com/cubefleet/cubefleet/internal/nodes/nodestore"
-	"github.com/cubefleet/cubefleet/internal/sandboxes"
-	"github.com/cubefleet/cubefleet/internal/scheduler/lane"
-	"github.com/cubefleet/cubefleet/internal/secrets"
 	"github.com/cubefleet/cubefleet/internal/store"
 )
 
-// Defaults of Config (docs/server.md, "Flags").
+// Defaults of Config (docs/server.md, "Flags"); the control plane's own are
+// controlplane.Default's.
 const (
-	DefaultListen  = "127.0.0.1:3010"
-	DefaultDataDir = ".cubefleet"
-	// DefaultModules is the --modules value that runs everything.
-	DefaultModules = ModuleCore + "," + compute.ModuleVPS + "," + compute.ModuleTemplates
-	// ModuleCore is IAM, audit, secrets, sites, pools, owner quotas, offers and fleet as code:
-	// always on.
-	ModuleCore = "core"
-	// AdminTokenFile is the file, in the data directory, where --dev writes the bootstrap
-	// administrator's API key.
-	AdminTokenFile = "admin.token"
-	// SecretsKeyFile is the file, in the data directory, holding the 32-byte key that seals
-	// secret values (created with mode 0600 on first start). Replicas sharing one PostgreSQL
-	// need the same file.
-	SecretsKeyFile = controlplane.SecretsKeyFile
-	// DBFile is the SQLite database's file name in the data directory.
-	DBFile = "cubefleet.db"
+	DefaultListen = "127.0.0.1:3010"
 	// shutdownGrace bounds how long Serve waits for requests in flight after its context ends.
 	shutdownGrace = 15 * time.Second
 	// maxHeaderBytes bounds a request's head on both listeners (64 KiB): no client of ours
@@ -75,7 +53,7 @@ type Config struct {
 	// for a free port (Addr reports it).
 	Listen string
 	// DataDir holds the SQLite database, secrets.key and (with Dev) admin.token. Created with
-	// mode 0700 when missing. Defaults to DefaultDataDir in the working directory.
+	// mode 0700 when missing. Defaults to controlplane.DefaultDataDir in the working directory.
 	DataDir string
 	// Database is a postgres:// (or postgresql://) URL, or a SQLite file path. Defaults to
 	// <DataDir>/cubefleet.db.
@@ -101,7 +79,7 @@ type Config struct {
 	EnvRefAllow []string
 	envRefs     fieldrules.EnvRefs // EnvRefAllow, parsed
 	// DriftEvery is how often the drift reconciler re-plans applied documents. Zero means
-	// fleet.DefaultDriftEvery (15 minutes); a negative value turns the reconciler off.
+	// controlplane.Default().DriftEvery (15 minutes); a negative value turns the reconciler off.
 	DriftEvery time.Duration
 	// InternalListen, when set, is the TCP address (the worker network) that serves the
 	// node-agent routes (/internal/v1/node-agent/..., with the /internal/node-agent/v1 and
@@ -111,10 +89,10 @@ type Config struct {
 	// NodeHeartbeatTimeout is --node-heartbeat-timeout: the shortest heartbeat window (a node
 	// whose last report is older than its window, twice its observed report interval and at
 	// least this, is no longer Ready; nodes.HealthPolicy). Zero means
-	// nodes.DefaultHeartbeatTimeout (15 s).
+	// controlplane.Default().NodeHeartbeatTimeout (15 s).
 	NodeHeartbeatTimeout time.Duration
 	// NodeLostAfter is --node-lost-after: a node silent this long is Lost; it must exceed
-	// twice NodeHeartbeatTimeout. Zero means nodes.DefaultLostAfter (5 min).
+	// twice NodeHeartbeatTimeout. Zero means controlplane.Default().NodeLostAfter (5 min).
 	NodeLostAfter time.Duration
 	// NodeAgentAllowUnauthenticated lists the networks from which node-agent and internal
 	// nodes calls without credentials (stock Cubelets) are accepted. Empty: none.
@@ -147,20 +125,21 @@ type Config struct {
 	// and Dev does not turn it on.
 	AllowPrivateWebhookTargets bool
 	// ConsoleSessionTTL is how long a web console session lasts (--console-session-ttl). Zero
-	// means console.DefaultSessionTTL (8 hours).
+	// means controlplane.Default().ConsoleSessionTTL (8 hours).
 	ConsoleSessionTTL time.Duration
 	// ResultMaxBytes is --result-max-bytes: the bytes of each output stream a sandbox's result
-	// keeps (the rest is cut with a marker). Zero means sandboxes.DefaultResultMaxBytes (1 MiB).
+	// keeps (the rest is cut with a marker). Zero means
+	// controlplane.Default().ResultMaxBytes (1 MiB).
 	ResultMaxBytes int64
 	// TenantResultMaxBytes is --tenant-result-max-bytes: the output bytes the ended sandboxes of
 	// one tenant keep together; past it the oldest results' output is dropped first. Zero means
-	// sandboxes.DefaultTenantResultMaxBytes (1 GiB).
+	// controlplane.Default().TenantResultMaxBytes (1 GiB).
 	TenantResultMaxBytes int64
 	// ResultRetention is --result-retention: how long ended sandboxes and their results are
-	// kept. Zero means sandboxes.DefaultResultRetention (7 days).
+	// kept. Zero means controlplane.Default().ResultRetention (7 days).
 	ResultRetention time.Duration
 	// PendingTimeout is --pending-timeout: how long a create waits for room in its pool before
-	// it fails. Zero means sandboxes.DefaultPendingTimeout (5 minutes).
+	// it fails. Zero means controlplane.Default().PendingTimeout (5 minutes).
 	PendingTimeout time.Duration
 	// DisconnectGrace is --disconnect-grace: how long after its node's last report a running
 	// sandbox of a node that stopped reporting stays unknown before it is lost (a template's
@@ -168,7 +147,7 @@ type Config struct {
 	// plus 60 s.
 	DisconnectGrace time.Duration
 	// TenantMaxSandboxes is --tenant-max-sandboxes: the sandboxes one tenant may have pending,
-	// starting or running at once. Zero means sandboxes.DefaultTenantMaxSandboxes (1,000).
+	// starting or running at once. Zero means controlplane.Default().TenantMaxSandboxes (1,000).
 	TenantMaxSandboxes int
 	// Membership is --origins: the static membership of a deployment that loads its Cube
 	// origins at start (normalised http(s) origins, cubes.ParseOrigins). When set, only nodes
@@ -187,9 +166,9 @@ type Config struct {
 	// BodyRateGrace is how long a body may take before BodyMinRate applies; zero means
 	// DefaultBodyRateGrace (5 s).
 	BodyRateGrace time.Duration
-	// AuditRetention is --audit-retention: audit rows older than this are deleted, hourly, by
-	// one replica at a time (audit.Sweeper). Zero means audit.DefaultRetention (90 days); a
-	// negative value keeps every row.
+	// AuditRetention is --audit-retention: audit rows older than this are deleted, hourly, by one
+	// replica at a time (audit.Sweeper). Zero means controlplane.Default().AuditRetention (90
+	// days); a negative value keeps every row.
 	AuditRetention time.Duration
 	// APIWorkers is --api-workers: how many API calls run at once; others wait their turn,
 	// writes first up to half the slots (see workPool). Zero means one per CPU the Go runtime
@@ -197,35 +176,6 @@ type Config struct {
 	APIWorkers int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-}
-
-// ParseModules turns a --modules value (a comma-separated list of core, vps, vps-templates;
-// core is always on) into Config.Disabled. "" means DefaultModules. vps-templates needs vps.
-func ParseModules(s string) (map[string]bool, error) {
-	if strings.TrimSpace(s) == "" {
-		s = DefaultModules
-	}
-	on := map[string]bool{}
-	for _, m := range strings.Split(s, ",") {
-		m = strings.TrimSpace(m)
-		switch m {
-		case ModuleCore, compute.ModuleVPS, compute.ModuleTemplates:
-			on[m] = true
-		case "":
-		default:
-			return nil, fmt.Errorf("unknown module %q: modules are %s", m, DefaultModules)
-		}
-	}
-	if on[compute.ModuleTemplates] && !on[compute.ModuleVPS] {
-		return nil, fmt.Errorf("module %s needs module %s", compute.ModuleTemplates, compute.ModuleVPS)
-	}
-	disabled := map[string]bool{}
-	for _, m := range []string{compute.ModuleVPS, compute.ModuleTemplates} {
-		if !on[m] {
-			disabled[m] = true
-		}
-	}
-	return disabled, nil
 }
 
 // NewLogger returns a slog logger writing to w in format "text" or "json" ("" is text).
@@ -244,10 +194,10 @@ func (c *Config) setDefaults() error {
 		c.Listen = DefaultListen
 	}
 	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
+		c.DataDir = controlplane.DefaultDataDir
 	}
 	if c.Database == "" {
-		c.Database = filepath.Join(c.DataDir, DBFile)
+		c.Database = filepath.Join(c.DataDir, controlplane.DBFile)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -274,19 +224,18 @@ func (c *Config) setDefaults() error {
 	return c.checkTLSFlags()
 }
 
-// Modules are the migration modules every server runs, in order.
-func Modules() []store.Module {
-	return []store.Module{store.LeaseModule, iam.Module, audit.Module, compute.Module, secrets.Module, fleet.Module, events.Module, nodestore.Module, lane.Module, sandboxes.Module}
-}
-
 // fleetHooks are test hooks (nil in production): fleet.apply's afterCheck runs between the
-// permission checks and the transaction, its beforeCall before each call inside it; working
-// runs in every API call's slot. Tests set them before the calls they watch.
+// permission checks and the transaction, its beforeCall before each call inside it; working runs in
+// every API call's slot; stopped at each step of the shutdown. Tests set them before the calls they
+// watch.
 type fleetHooks struct {
 	afterCheck func()
 	beforeCall func(i int) error
 	// working runs for every API call while it holds its slot of the work pool, before Call.
 	working func(method string)
+	// stopped runs as the control plane finishes each step of its shutdown
+	// (controlplane.Config.Stopped).
+	stopped func(controlplane.Stage)
 }
 
 // Server is a running control plane: store, method table and HTTP listener. Create it with New,
@@ -294,17 +243,12 @@ type fleetHooks struct {
 type Server struct {
 	cfg       Config
 	log       *slog.Logger
-	db        *store.DB
-	ownsDB    bool
-	api       *api.Registry        // the method table
-	sys       *controlplane.System // the domain services, built in dependency order
+	db        *store.DB            // sys.DB
+	api       *api.Registry        // sys.API, the method table
+	sys       *controlplane.System // the control plane, built in dependency order
 	hooks     fleetHooks
 	ln        net.Listener
 	http      *http.Server
-	console   *console.Console // the web console at /console
-	driftM    *fleet.DriftMetrics
-	webhookM  *events.WebhookMetrics
-	nodeHTTP  *nodehttp.Handler
 	inLn      net.Listener  // --internal-listen, or nil
 	inHTTP    *http.Server  // serves inLn
 	cmLn      net.Listener  // --cubemaster-listen, or nil
@@ -315,16 +259,15 @@ type Server struct {
 	pool      *workPool      // the API calls that run at once
 	keyTraces *audit.Summary // refused API keys, summarized per key and reason
 	openapi   []byte
-	tokenPath string
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// New opens the store, runs the migrations of iam, audit, compute, secrets and fleet, opens
-// <DataDir>/secrets.key (creating it only for a database that has recorded no key), registers every API method, bootstraps when cfg.Dev and
-// the database is new, and listens on cfg.Listen. log receives every log line (nil: a logger
-// in cfg.LogFormat on stderr); lines logged during a request carry its request_id. The caller
-// must call Serve or Close.
+// New has the control plane built (controlplane.New: the store and its migrations, the
+// services, the method table, the console and the node routes; --dev's bootstrap) and listens
+// on cfg.Listen (and --internal-listen, --cubemaster-listen). log receives every log line (nil:
+// a logger in cfg.LogFormat on stderr); lines logged during a request carry its request_id.
+// The caller must call Serve or Close.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -354,7 +297,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, db: cfg.DB, tls: certs}
+	s := &Server{cfg: cfg, log: log, tls: certs}
 	ok := false
 	defer func() {
 		if !ok {
@@ -379,32 +322,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("--cubemaster-listen: %w", err)
 		}
 	}
-	if s.db == nil {
-		db, err := store.Open(ctx, cfg.Database)
-		if err != nil {
-			return nil, err
-		}
-		s.db, s.ownsDB = db, true
-	}
-	if err := s.db.Migrate(ctx, Modules()...); err != nil {
-		return nil, err
-	}
 	if s.sys, err = controlplane.New(ctx, controlplane.Config{
-		DB: s.db, DataDir: cfg.DataDir, Disabled: cfg.Disabled, VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs,
-		AllowPrivateWebhookTargets: cfg.AllowPrivateWebhookTargets,
-		NodeHeartbeatTimeout:       cfg.NodeHeartbeatTimeout, NodeLostAfter: cfg.NodeLostAfter, SchedulerConfig: cfg.SchedulerConfig,
-		Members: members, ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention, PendingTimeout: cfg.PendingTimeout, DisconnectGrace: cfg.DisconnectGrace,
-		TenantMaxSandboxes: cfg.TenantMaxSandboxes, Holder: s.holder(), Now: cfg.Now, Log: log,
-	}); err != nil {
-		return nil, err
-	}
-	if err := s.newNodeRoutes(); err != nil {
-		return nil, err
-	}
-	box := s.sys.Box
-	s.api = api.New(api.Config{
-		DB: s.db, Compute: s.sys.Compute, Secrets: box, Nodes: s.sys.Nodes, NodeStore: s.sys.NodeStore, Scheduler: s.sys.Lane, Sandboxes: s.sys.Sandboxes, VaultConfigured: cfg.VaultAddr != "", Now: cfg.Now, Log: log,
-		Webhooks: &events.Webhooks{DB: s.db, Box: box, Guard: s.sys.Guard, Types: EventTypes(), Now: cfg.Now}, DriftIgnore: cfg.DriftIgnore,
+		DB: cfg.DB, Database: cfg.Database, DataDir: cfg.DataDir, Dev: cfg.Dev, Disabled: cfg.Disabled,
+		VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs, AllowPrivateWebhookTargets: cfg.AllowPrivateWebhookTargets,
+		NodeHeartbeatTimeout: cfg.NodeHeartbeatTimeout, NodeLostAfter: cfg.NodeLostAfter, NodeAgentAllowUnauthenticated: cfg.NodeAgentAllowUnauthenticated,
+		SchedulerConfig: cfg.SchedulerConfig, Members: members,
+		ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention,
+		PendingTimeout: cfg.PendingTimeout, DisconnectGrace: cfg.DisconnectGrace, TenantMaxSandboxes: cfg.TenantMaxSandboxes,
+		DriftEvery: cfg.DriftEvery, DriftIgnore: cfg.DriftIgnore, AuditRetention: cfg.AuditRetention, ConsoleSessionTTL: cfg.ConsoleSessionTTL,
+		TLS: certs != nil, Authenticate: s.authenticateNamed, RequestID: RequestID,
 		AfterCheck: func() {
 			if s.hooks.afterCheck != nil {
 				s.hooks.afterCheck()
@@ -416,18 +342,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			}
 			return nil
 		},
-	})
-	if s.openapi, err = contract.OpenAPI(); err != nil {
+		Stopped: func(st controlplane.Stage) {
+			if s.hooks.stopped != nil {
+				s.hooks.stopped(st)
+			}
+		},
+		Holder: s.holder(), Now: cfg.Now, Log: log,
+	}); err != nil {
 		return nil, err
 	}
-	if cfg.Dev {
-		if err := s.bootstrapDev(ctx); err != nil {
-			return nil, err
-		}
-	} else if ready, err := iam.Initialized(ctx, s.db); err != nil {
+	s.db, s.api = s.sys.DB, s.sys.API
+	if s.openapi, err = contract.OpenAPI(); err != nil {
 		return nil, err
-	} else if !ready {
-		log.Warn("this control plane has no administrator yet, so every API call will be refused: run `cubefleet server init --token-out FILE` with the same --data-dir and --database first (or --dev on a laptop)")
 	}
 	s.metrics = newMetrics(s.db)
 	s.keyTraces = audit.NewSummary(time.Minute, 0, cfg.Now)
@@ -435,34 +361,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.metrics.reg.MustRegister(s.budget.collectors()...)
 	s.pool = newWorkPool(cfg.APIWorkers)
 	s.metrics.reg.MustRegister(s.pool.gauge)
-	s.metrics.reg.MustRegister(s.sys.Nodes.Collectors()...)
-	if s.sys.Sandboxes != nil {
-		s.metrics.reg.MustRegister(s.sys.Sandboxes.Collectors()...)
-	}
-	s.metrics.reg.MustRegister(s.sys.SchedulerMetrics.Collectors()...)
-	s.driftM = fleet.NewDriftMetrics(s.db)
-	s.metrics.reg.MustRegister(s.driftM.Collectors()...)
-	s.webhookM = events.NewWebhookMetrics(s.db, cfg.Now)
-	s.metrics.reg.MustRegister(s.webhookM.Collectors()...)
-	var ignore []string
-	for _, r := range cfg.DriftIgnore {
-		ignore = append(ignore, r.String())
-	}
-	var consoleSandboxes console.SandboxSource
-	if s.sys.Sandboxes != nil {
-		consoleSandboxes = s.sys.Sandboxes
-	}
-	if s.console, err = console.New(console.Config{DB: s.db, Nodes: consoleNodes{reg: s.sys.Nodes, rooms: s.sys.Lane.Scheduler().Room, now: cfg.Now},
-		Sandboxes: consoleSandboxes, Actions: s.api, TLS: s.tls != nil,
-		Pools:      consolePools{reg: s.sys.Nodes, rooms: s.sys.Lane.Scheduler().Room, pools: s.sys.Pools, sandboxes: s.sys.Sandboxes},
-		SessionTTL: cfg.ConsoleSessionTTL, DriftIgnore: ignore, Now: cfg.Now, Log: log,
-		Authenticate: func(ctx context.Context, token string) (*iam.Principal, error) {
-			return s.authenticateKey(ctx, token, "console.signIn", "")
-		}}); err != nil {
-		return nil, err
-	}
-	s.metrics.reg.MustRegister(s.sys.NodeStore.Collectors()...)
-	s.metrics.reg.MustRegister(s.nodeHTTP.Collectors()...)
+	s.metrics.reg.MustRegister(s.sys.Collectors()...)
 	if cfg.InternalListen != "" {
 		s.inHTTP = &http.Server{
 			Handler:           s.internalRoutes(),
@@ -536,7 +435,7 @@ func (s *Server) scheme() string {
 
 // AdminTokenPath returns the file --dev wrote the bootstrap administrator's key to during this
 // New, or "" when this start did not bootstrap (the database was initialized before).
-func (s *Server) AdminTokenPath() string { return s.tokenPath }
+func (s *Server) AdminTokenPath() string { return s.sys.AdminTokenPath() }
 
 // CubeMasterURL returns the base URL of --cubemaster-listen ("" without it); https:// with TLS.
 func (s *Server) CubeMasterURL() string {
@@ -555,18 +454,29 @@ func (s *Server) InternalURL() string {
 	return s.URL()
 }
 
-// Nodes returns the server's node registry.
-func (s *Server) Nodes() *nodes.Registry { return s.sys.Nodes }
-
-// NodeStore returns the node registry's persistence (its Flush writes what the registry holds).
-func (s *Server) NodeStore() *nodestore.Store { return s.sys.NodeStore }
-
 // Handler returns the server's HTTP handler (every route), for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
-// Serve serves HTTP (HTTPS with TLS) until ctx ends, then shuts down gracefully (requests in flight get up to
-// 15 s) and closes the store. It returns nil after a shutdown caused by ctx.
+// Serve runs the control plane (controlplane.System.Run) with the listeners as its front: it
+// serves HTTP (HTTPS with TLS) until ctx ends, then shuts down gracefully (requests in flight
+// get up to 15 s), and the control plane stops its loops, its node registry and its store, in
+// that order. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context) error {
+	err := s.sys.Run(ctx, s.serveHTTP)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// serveHTTP serves every listener, and writes the refused keys' summaries, until ctx ends or a
+// listener fails; then it shuts the HTTP servers down (requests in flight get shutdownGrace)
+// and writes the summaries still open.
+func (s *Server) serveHTTP(ctx context.Context) error {
 	type listener struct {
 		srv *http.Server
 		ln  net.Listener
@@ -588,34 +498,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			errc <- l.srv.Serve(l.ln)
 		}()
 	}
-	// The node registry stops after the HTTP servers (no report arrives any more) and before
-	// the store closes, so its last flush writes everything it holds.
-	nodesCtx, stopNodes := context.WithCancel(context.WithoutCancel(ctx))
-	nodesDone := make(chan error, 1)
-	go func() { nodesDone <- s.sys.Nodes.Run(nodesCtx) }()
-	// The node routes' loops stop first, so the refusal summaries they write last reach the
-	// registry's last flush.
-	listCtx, stopList := context.WithCancel(context.WithoutCancel(ctx))
-	listDone := make(chan struct{})
-	go func() { s.nodeHTTP.Run(listCtx); close(listDone) }()
-	defer stopList()
-	defer stopNodes()
-	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	if s.cfg.DriftEvery >= 0 {
-		wg.Go(func() { s.reconciler().Run(loops) })
-	}
-	wg.Go(func() { s.dispatcher().Run(loops) })
-	wg.Go(func() { s.keyTraceLoop(loops) })
-	wg.Go(func() { s.auditSweeper().Run(loops) })
-	wg.Go(func() { s.sys.RunScheduler(loops) })
-	if s.sys.Sandboxes != nil {
-		wg.Go(func() { s.sys.Sandboxes.Run(loops) })
-	}
-	defer func() {
-		stopLoops()
-		wg.Wait()
-	}()
+	traces, stopTraces := context.WithCancel(context.WithoutCancel(ctx))
+	tracesDone := make(chan struct{})
+	go func() { s.keyTraceLoop(traces); close(tracesDone) }()
 	var err error
 	select {
 	case err = <-errc:
@@ -637,27 +522,12 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 		}
 	}
+	stopTraces()
+	<-tracesDone
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
-	// The loops stop while the store is open: the scheduler writes what it queued and hands
-	// its lease over, so another replica takes over at once.
-	stopLoops()
-	wg.Wait()
-	stopList()
-	<-listDone
-	stopNodes()
-	if nerr := <-nodesDone; err == nil {
-		err = nerr
-	}
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	s.log.Info("stopped")
-	return nil
+	return err
 }
 
 // holder names this replica in database leases and claims: host, process and address.
@@ -666,48 +536,12 @@ func (s *Server) holder() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), s.ln.Addr())
 }
 
-// reconciler returns the fleet.drift reconciler of this server.
-func (s *Server) reconciler() *fleet.Reconciler {
-	return &fleet.Reconciler{
-		DB:      s.db,
-		Planner: &fleet.Planner{Compute: s.sys.Compute, VaultConfigured: s.cfg.VaultAddr != "", DriftIgnore: s.cfg.DriftIgnore},
-		Every:   s.cfg.DriftEvery,
-		Holder:  s.holder(),
-		Now:     s.cfg.Now,
-		Log:     s.log,
-		Metrics: s.driftM,
-	}
-}
-
-// dispatcher returns the webhook dispatcher of this server: it sends the outbox's deliveries,
-// dialling through the SSRF guard.
-func (s *Server) dispatcher() *events.Dispatcher {
-	return &events.Dispatcher{DB: s.db, Box: s.sys.Box, Guard: s.sys.Guard, Holder: s.holder(), Now: s.cfg.Now, Log: s.log, Metrics: s.webhookM}
-}
-
-// EventTypes maps every event type a webhook may subscribe to to whether only the root
-// tenant's log holds it: the fleet's and the sandboxes' (each tenant's own) and the node
-// registry's (root only).
-func EventTypes() map[string]bool {
-	out := map[string]bool{}
-	for _, t := range fleet.EventTypes {
-		out[t] = false
-	}
-	for _, t := range nodes.EventTypes {
-		out[t] = true
-	}
-	for _, t := range sandboxes.EventTypes {
-		out[t] = false
-	}
-	return out
-}
-
 // CheckDrift runs one drift pass now (what the reconciler does every DriftEvery) and returns
 // how many tenants have drifted, and the failures of tenants it could not check.
-func (s *Server) CheckDrift(ctx context.Context) (int, error) { return s.reconciler().CheckAll(ctx) }
+func (s *Server) CheckDrift(ctx context.Context) (int, error) { return s.sys.CheckDrift(ctx) }
 
-// Close stops listening and closes the store if New opened it. It is safe to call more than
-// once and after Serve.
+// Close stops listening and closes the store if the control plane opened it. It is safe to
+// call more than once and after Serve.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.ln != nil {
@@ -719,8 +553,8 @@ func (s *Server) Close() error {
 		if s.cmLn != nil {
 			s.cmLn.Close()
 		}
-		if s.ownsDB && s.db != nil {
-			s.closeErr = s.db.Close()
+		if s.sys != nil {
+			s.closeErr = s.sys.Close()
 		}
 	})
 	return s.closeErr

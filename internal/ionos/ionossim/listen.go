@@ -13,7 +13,7 @@ import (
 // Listener is a Sim listening on a loopback address.
 type Listener struct {
 	// URL is the base to give the SDK and our client, "http://127.0.0.1:PORT" (no trailing
-	// slash, no /cloudapi/v6: the SDK appends it, ionos-api.md §1.1).
+	// slash, no /cloudapi/v6: the SDK appends it).
 	URL string
 	Sim *Sim
 

@@ -374,7 +374,7 @@ func (s *Sim) listNATGateways(c *call) response {
 	if e != nil {
 		return *e
 	}
-	// The SDK pages no NAT gateway list (ionos-api.md §2.3): the whole list, no offset.
+	// The SDK takes no offset or limit for NAT gateways: the whole list, no offset.
 	return ok(s.rd(c).natGateways(dc, dc.NATGateways, c.depth, paging{}))
 }
 
@@ -503,7 +503,7 @@ func (s *Sim) getLocation(c *call) response {
 	return notFound("location", id)
 }
 
-// listRequests serves GET /requests with the filters of ionos-api.md §2.3: filter.status and
+// listRequests serves GET /requests with IONOS's filters for it: filter.status and
 // filter.createdAfter/createdBefore always, the "contains" filters (url, method, body,
 // createdBy) only when depth > 0. Newest first.
 func (s *Sim) listRequests(c *call) response {

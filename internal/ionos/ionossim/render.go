@@ -12,8 +12,8 @@ import (
 )
 
 // This file renders the simulator's state in the SDK's own model types, so that whatever the
-// simulator sends is, by construction, what the SDK decodes. Depth follows the rule in
-// ionos-api.md §2.2: an object rendered at depth d has id, type, href, metadata and
+// simulator sends is, by construction, what the SDK decodes. Depth follows IONOS's rule for
+// the depth parameter: an object rendered at depth d has id, type, href, metadata and
 // properties, and entities only when d >= 1, each entity collection rendered at d-1; a
 // collection rendered at d lists its items at d-1; an item at -1 is a reference.
 
@@ -644,7 +644,7 @@ func (rd renderer) requests(list []*Request, depth int, pg paging) ionoscloud.Re
 	items := make([]ionoscloud.Request, 0, hi-lo)
 	for _, rq := range list[lo:hi] {
 		// A request listed below depth 2 is only a reference ("if depth < 2, the requests
-		// basically arrive empty", ionos-api.md §2.2).
+		// basically arrive empty", as IONOS documents the depth of /requests).
 		d := depth - 1
 		if d < 1 {
 			d = -1
@@ -656,7 +656,7 @@ func (rd renderer) requests(list []*Request, depth int, pg paging) ionoscloud.Re
 		Items: &items, Offset: off, Limit: lim, Links: rd.links(href, pg, len(list))}
 }
 
-// parsePaging reads offset and limit (ionos-api.md §2.3: offset >= 0, limit 1..10000, default
+// parsePaging reads offset and limit (IONOS's paging: offset >= 0, limit 1..10000, default
 // 1000).
 func parsePaging(q url.Values) (paging, error) {
 	pg := paging{paged: true, offset: 0, limit: 1000}

@@ -430,7 +430,7 @@ func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
-// apiError is the IONOS error body (ionos-api.md §4).
+// apiError is the IONOS error body: httpStatus and a list of messages (errorCode, message).
 type apiError struct {
 	HTTPStatus int          `json:"httpStatus"`
 	Messages   []apiMessage `json:"messages"`

@@ -21,7 +21,7 @@ import (
 const testToken = "sim-test-token"
 
 // mustStart runs a simulator on a free loopback port and returns it with an SDK client
-// configured the way ionos-api.md §1.1 says (hostUrl "http://127.0.0.1:PORT", no slash).
+// configured as the SDK needs (hostUrl "http://127.0.0.1:PORT", no slash, no /cloudapi/v6).
 func mustStart(tb testing.TB, opts ionossim.Options) (*ionossim.Listener, *ionoscloud.APIClient) {
 	tb.Helper()
 	if opts.QueueDelay == 0 {

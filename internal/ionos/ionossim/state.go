@@ -18,7 +18,7 @@ const (
 	StateBusy      = "BUSY"      // a modification request is pending
 )
 
-// Server vmState values the simulator uses (ionos-api.md §2.5, "Server").
+// Server vmState values the simulator uses (a server's metadata.state and properties.vmState).
 const (
 	VMRunning   = "RUNNING"
 	VMShutoff   = "SHUTOFF"
@@ -26,7 +26,7 @@ const (
 	VMNoState   = "NOSTATE"   // while a server is being provisioned
 )
 
-// Request statuses (ionos-api.md §1.5).
+// Request statuses: the metadata.status of GET /requests/{id}/status.
 const (
 	RequestQueued  = "QUEUED"
 	RequestRunning = "RUNNING"

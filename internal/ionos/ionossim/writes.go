@@ -61,7 +61,7 @@ func envelope(body []byte, props any) (map[string]json.RawMessage, map[string]js
 }
 
 // patchBody decodes a PATCH body, which IONOS takes as the bare properties object; a body
-// wrapped in "properties" is refused (ionos-api.md §2.1).
+// wrapped in "properties" is refused, as IONOS refuses it.
 func patchBody(body []byte, props any) (map[string]json.RawMessage, *response) {
 	m, err := object(body)
 	if err != nil {
@@ -455,7 +455,7 @@ func (s *Sim) deleteServer(c *call) response {
 	return accepted(c, rq, nil)
 }
 
-// power serves suspend, resume (CUBE only) and start, stop (not for CUBE), ionos-api.md §5.
+// power serves suspend, resume (CUBE only) and start, stop (not for CUBE), as IONOS allows them.
 func (s *Sim) power(c *call, kind string) response {
 	dc, srv, e := s.serverOf(c)
 	if e != nil {

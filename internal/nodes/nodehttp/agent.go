@@ -31,8 +31,9 @@ func (h *Handler) agentCred(w http.ResponseWriter, req *http.Request, method, no
 	return c, true
 }
 
-// handleRegister is POST .../nodes/register (spec §1.3): 200 with the NodeSnapshot, plus
-// "node_credential" (shown once) when it joined with a join token (nodeapi.RegisterResponse).
+// handleRegister is POST .../nodes/register (docs/nodes.md, "Node-agent API"): 200 with the
+// NodeSnapshot, plus "node_credential" (shown once) when it joined with a join token
+// (nodeapi.RegisterResponse).
 func (h *Handler) handleRegister(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	peer := peerAddr(req)
@@ -85,8 +86,8 @@ func (h *Handler) handleRegister(w http.ResponseWriter, req *http.Request) {
 	writeRaw(w, http.StatusOK, out)
 }
 
-// handleStatus is POST .../nodes/{node_id}/status (spec §1.4), the hot path: no database
-// access, no global lock while encoding, a pooled decoder, request and buffers.
+// handleStatus is POST .../nodes/{node_id}/status (docs/nodes.md, "Node-agent API"), the hot path:
+// no database access, no global lock while encoding, a pooled decoder, request and buffers.
 func (h *Handler) handleStatus(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	defer func() { h.m.reportTime.Observe(time.Since(start).Seconds()) }()

@@ -118,13 +118,14 @@ func TestStockCubelet(t *testing.T) {
 	})
 }
 
-// snapshotKeys are the NodeSnapshot keys of spec §2.3 every answer carries.
+// snapshotKeys are the NodeSnapshot keys of docs/nodes.md, "Node-agent API" every answer carries.
 var snapshotKeys = strings.Fields(`node_id host_ip grpc_port labels capacity allocatable instance_type cluster_label quota_cpu
 	quota_mem_mb create_concurrent_num max_mvm_num conditions images local_templates versions heartbeat_time host_facts
 	healthy scheduling_disabled score metric_update metric_local_update_at quota_cpu_usage quota_mem_mb_usage mvm_num
 	data_disk_usage_per storage_disk_usage_per sys_disk_usage_per nic_queues`)
 
-// schedulerKeys are the SchedulerNode keys of spec §2.2 every listed node carries.
+// schedulerKeys are the SchedulerNode keys of docs/nodes.md, "Internal nodes API" every listed node
+// carries.
 var schedulerKeys = strings.Fields(`InstanceID uuid IP CpuTotal MemMBTotal QuotaCpu QuotaMem ClusterLabel OssClusterLabel
 	InstanceType HostStatus Healthy CreateConcurrentNum MaxMvmLimit MetaDataUpdateAt MetricUpdateAt MetricLocalUpdateAt
 	QuotaCpuUsage QuotaMemUsage mvm_num nic_queues DataDiskUsagePer StorageDiskUsagePer SysDiskUsagePer CpuUtil
@@ -179,7 +180,8 @@ func TestGoldenPayloads(t *testing.T) {
 	})
 }
 
-// TestStatusRules checks the report rules of spec §1.4 and the fixes issue 3 asks for.
+// TestStatusRules checks the report rules of docs/nodes.md, "Node-agent API", with the fixes
+// over CubeOps it lists.
 func TestStatusRules(t *testing.T) {
 	nodetest.Each(t, func(c *nodetest.Config) { c.HTTP.MaxBodyBytes = 64 << 10 }, func(t *testing.T, e *nodetest.Env) {
 		post := func(body string) (int, map[string]any) {

@@ -12,10 +12,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 )
 
-// internalAuth decides a call on the internal nodes routes (spec §2.1 with cubefleet's auth):
-// an API key holding permission on tenant/root; a node credential for its own node (reading
-// and isolating it, not deleting it); or no credentials from an allowed network. A refusal is
-// audited and answered (ok false).
+// internalAuth decides a call on the internal nodes routes (docs/nodes.md, "Internal nodes API"
+// with cubefleet's auth): an API key holding permission on tenant/root; a node credential for its
+// own node (reading and isolating it, not deleting it); or no credentials from an allowed network.
+// A refusal is audited and answered (ok false).
 func (h *Handler) internalAuth(w http.ResponseWriter, req *http.Request, method, permission, nodeID string) (nodes.Actor, bool) {
 	return h.authorize(w, req, method, permission, nodeID, writeError)
 }
@@ -90,9 +90,10 @@ func errMessage(err error) string {
 	return err.Error()
 }
 
-// handleList is GET /internal/v1/nodes (spec §2.1): a compact JSON array of SchedulerNode sorted
-// by node id; ?ids=a,b selects (unknown ids skipped), ?score_only=true reduces each entry. The
-// full list is answered from the listing cache (listCache) when it is current.
+// handleList is GET /internal/v1/nodes (docs/nodes.md, "Internal nodes API"): a compact JSON array
+// of SchedulerNode sorted by node id; ?ids=a,b selects (unknown ids skipped), ?score_only=true
+// reduces each entry. The full list is answered from the listing cache (listCache) when it is
+// current.
 func (h *Handler) handleList(w http.ResponseWriter, req *http.Request) {
 	if _, ok := h.internalAuth(w, req, "internal.nodes.list", "nodes:list", ""); !ok {
 		return
@@ -148,9 +149,9 @@ func decodeInternal(req *http.Request, v any) error {
 }
 
 // handleIsolation is PUT (cordon) and DELETE (uncordon) /internal/v1/nodes/{node_id}/isolation
-// (spec §2.1): optional body nodeapi.IsolationRequest; idempotent; 200 with the NodeSnapshot.
-// A node's own credential may lift or change only a cordon it set itself: 403 (audited),
-// naming who set it, for an operator's.
+// (docs/nodes.md, "Internal nodes API"): optional body nodeapi.IsolationRequest; idempotent; 200
+// with the NodeSnapshot. A node's own credential may lift or change only a cordon it set itself:
+// 403 (audited), naming who set it, for an operator's.
 func (h *Handler) handleIsolation(on bool) http.HandlerFunc {
 	method, permission := "internal.nodes.isolate", "nodes:cordon"
 	if !on {
@@ -184,9 +185,9 @@ func (h *Handler) handleIsolation(on bool) http.HandlerFunc {
 	}
 }
 
-// handleLabels is PUT /internal/v1/nodes/{node_id}/labels (spec §2.1): nodeapi.LabelsRequest,
-// merged into the node's labels; the reserved label is 403, a rule broken or more than 64
-// labels 400.
+// handleLabels is PUT /internal/v1/nodes/{node_id}/labels (docs/nodes.md, "Internal nodes API"):
+// nodeapi.LabelsRequest, merged into the node's labels; the reserved label is 403, a rule broken or
+// more than 64 labels 400.
 func (h *Handler) handleLabels(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	id := req.PathValue("node_id")
@@ -208,8 +209,9 @@ func (h *Handler) handleLabels(w http.ResponseWriter, req *http.Request) {
 	writeRaw(w, http.StatusOK, out)
 }
 
-// handleUnlabel is DELETE /internal/v1/nodes/{node_id}/labels/{key} (spec §2.1); the key may
-// hold a slash (kubernetes.io/arch). The reserved label is 403; an absent key is a no-op.
+// handleUnlabel is DELETE /internal/v1/nodes/{node_id}/labels/{key} (docs/nodes.md, "Internal nodes
+// API"); the key may hold a slash (kubernetes.io/arch). The reserved label is 403; an absent key is
+// a no-op.
 func (h *Handler) handleUnlabel(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	id, key := req.PathValue("node_id"), req.PathValue("key")
@@ -226,10 +228,10 @@ func (h *Handler) handleUnlabel(w http.ResponseWriter, req *http.Request) {
 	writeRaw(w, http.StatusOK, out)
 }
 
-// handleDelete is DELETE /internal/v1/nodes/{node_id}[?force=true] (spec §2.1): 409 unless
-// isolated; without force 502 SANDBOX_CHECK_FAILED when its sandbox count cannot be trusted
-// (not Ready) and 409 while it runs sandboxes, both saying to add force=true; 200 with the
-// snapshot from before the delete.
+// handleDelete is DELETE /internal/v1/nodes/{node_id}[?force=true] (docs/nodes.md, "Internal nodes
+// API"): 409 unless isolated; without force 502 SANDBOX_CHECK_FAILED when its sandbox count cannot
+// be trusted (not Ready) and 409 while it runs sandboxes, both saying to add force=true; 200 with
+// the snapshot from before the delete.
 func (h *Handler) handleDelete(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	id := req.PathValue("node_id")

@@ -2,7 +2,7 @@ package nodehttp
 
 import "net/http"
 
-// CubeMaster's surface, for the one-click scripts (specs/cubesandbox-node-agent.md §5): its
+// CubeMaster's surface, for the one-click scripts (docs/nodes.md, "CubeMaster's routes"): its
 // health route answers like readyz, and its node listing is the registry's NodeSnapshots in the
 // `ret` envelope. Only the listing needs credentials (those of the internal nodes routes).
 // Every answer, a refusal or an error included, is in that envelope with ret_code the HTTP

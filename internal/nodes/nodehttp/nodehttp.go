@@ -2,7 +2,7 @@
 // `cubefleet agent` call (readyz, register, status, under every nodeapi.AgentPrefixes entry) and
 // the internal nodes routes CubeMaster-style readers and operators call (list, get, isolation,
 // labels, delete under nodeapi.NodesPrefix), byte-compatible with CubeOps where a stock client
-// reads them (specs/cubesandbox-node-agent.md §1, §2).
+// reads them (docs/nodes.md, "Node-agent API" and "Internal nodes API").
 //
 // It authenticates every call (a node credential, a join token, an API key, or none from the
 // networks the operator allows), audits refusals (summarized per peer address and reason: one
@@ -136,8 +136,8 @@ func New(cfg Config) (*Handler, error) {
 // nodes/register, nodes/{node_id}/status), the work API (under nodeapi.AgentPrefix: work and
 // sandbox events; work.go), CubeMaster's surface (GET nodeapi.CubeMasterHealthPath,
 // nodeapi.MetaNodesPath and one node under it) and the internal nodes routes (GET list and one
-// node, isolation, labels, delete) to mux. Answers follow CubeOps byte for byte where a stock client
-// reads them: every 2xx is one compact JSON object (or, for the list, array); errors are
+// node, isolation, labels, delete) to mux. Answers follow CubeOps byte for byte where a stock
+// client reads them: every 2xx is one compact JSON object (or, for the list, array); errors are
 // nodeapi.ErrorBody.
 func (h *Handler) Routes(mux *http.ServeMux) {
 	for _, p := range nodeapi.AgentPrefixes {
@@ -222,7 +222,7 @@ func (h *Handler) writeErrAs(ctx context.Context, w http.ResponseWriter, err err
 	answer(w, cubefleet.HTTPStatus(e.Code), e.Code, e.Message)
 }
 
-// writeRet answers an error on CubeMaster's routes (specs/cubesandbox-node-agent.md §5) in
+// writeRet answers an error on CubeMaster's routes (docs/nodes.md, "CubeMaster's routes") in
 // its envelope: {"ret":{"ret_code":<HTTP status>,"ret_msg":"<message>"}}, with that status.
 func writeRet(w http.ResponseWriter, status int, _ cubefleet.Code, msg string) {
 	body, _ := json.Marshal(nodeapi.NewRetReply(status, msg))
@@ -275,8 +275,8 @@ var (
 	readyNotReady, _ = json.Marshal(nodeapi.NewRetReply(http.StatusServiceUnavailable, "the store does not answer"))
 )
 
-// handleReadyz answers the legacy `ret` envelope (spec §1.2), but only while the store answers:
-// 200 {"ret":{"ret_code":200,"ret_msg":"ok"}}, else 503.
+// handleReadyz answers the legacy `ret` envelope (docs/nodes.md, "Node-agent API"), but only while
+// the store answers: 200 {"ret":{"ret_code":200,"ret_msg":"ok"}}, else 503.
 func (h *Handler) handleReadyz(w http.ResponseWriter, req *http.Request) {
 	h.readyz.mu.Lock()
 	defer h.readyz.mu.Unlock()

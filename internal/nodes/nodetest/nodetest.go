@@ -2,7 +2,7 @@
 // real database (nodestore), served by its HTTP edge (nodehttp) on 127.0.0.1 with its loops
 // running, on a settable clock; a client that calls like a stock Cubelet; and the golden
 // register and status bodies, built from the upstream field lists
-// (specs/cubesandbox-node-agent.md §1.3, §1.4). Only tests import it.
+// (docs/nodes.md, "Node-agent API"). Only tests import it.
 package nodetest
 
 import (

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The control-plane checks of the one-click compute quickcheck.sh (specs/cubesandbox-node-agent.md
-# §5), with the requests upstream's script makes: `curl -fsS`, the body piped to a search.
+# The control-plane checks of the one-click compute quickcheck.sh (docs/nodes.md, "CubeMaster's
+# routes"), with the requests upstream's script makes: `curl -fsS`, the body piped to a search.
 #   (3)  GET http://<master>/notify/health succeeds
 #   (4)  GET http://<ops>/internal/v1/nodes/<CUBE_SANDBOX_NODE_IP> contains "IP":"<ip>" (current)
 #   (4') GET http://<master>/internal/meta/nodes/<ip> contains "host_ip":"<ip>" (the older script,

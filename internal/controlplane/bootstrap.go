@@ -1,4 +1,4 @@
-package server
+package controlplane
 
 import (
 	"context"
@@ -24,11 +24,11 @@ func DevTenants() []string { return []string{"acme", "globex"} }
 // bootstrapDev runs --dev's first-start work in one transaction: the root tenant and its
 // administrator (whose key goes to <data-dir>/admin.token, mode 0600, never to a log), and the
 // example tenants. On later starts it only makes sure the example tenants exist.
-func (s *Server) bootstrapDev(ctx context.Context) error {
-	path := filepath.Join(s.cfg.DataDir, AdminTokenFile)
-	now := s.cfg.Now()
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		key, token, err := iam.Bootstrap(ctx, tx, s.api.Catalogue(), now)
+func (sys *System) bootstrapDev(ctx context.Context) error {
+	path := filepath.Join(sys.cfg.DataDir, AdminTokenFile)
+	now := sys.cfg.Now()
+	err := sys.DB.InTx(ctx, func(tx *sql.Tx) error {
+		key, token, err := iam.Bootstrap(ctx, tx, sys.API.Catalogue(), now)
 		switch {
 		case errors.Is(err, iam.ErrInitialized):
 			// Initialized before: the admin key was written then.
@@ -38,8 +38,8 @@ func (s *Server) bootstrapDev(ctx context.Context) error {
 			if err := writeTokenFile(path, token); err != nil {
 				return fmt.Errorf("dev bootstrap: %w", err)
 			}
-			s.tokenPath = path
-			s.log.Info("dev mode: created the root tenant and an administrator key", "key_id", key.ID, "token_file", path)
+			sys.tokenPath = path
+			sys.cfg.Log.Info("dev mode: created the root tenant and an administrator key", "key_id", key.ID, "token_file", path)
 		}
 		for _, t := range DevTenants() {
 			ok, err := iam.TenantExists(ctx, tx, t)
@@ -50,14 +50,14 @@ func (s *Server) bootstrapDev(ctx context.Context) error {
 				if _, err := iam.CreateTenant(ctx, tx, t, now); err != nil {
 					return fmt.Errorf("dev tenants: %w", err)
 				}
-				s.log.Info("dev mode: seeded example tenant", "tenant", t)
+				sys.cfg.Log.Info("dev mode: seeded example tenant", "tenant", t)
 			}
 		}
 		return nil
 	})
-	if err != nil && s.tokenPath != "" {
-		os.Remove(s.tokenPath) // the key it holds was rolled back
-		s.tokenPath = ""
+	if err != nil && sys.tokenPath != "" {
+		os.Remove(sys.tokenPath) // the key it holds was rolled back
+		sys.tokenPath = ""
 	}
 	return err
 }
@@ -78,8 +78,7 @@ type InitConfig struct {
 	// DataDir is the server's data directory (created with mode 0700). Defaults to
 	// DefaultDataDir.
 	DataDir string
-	// Database is as in Config: a postgres:// URL or a SQLite path, default
-	// <DataDir>/cubefleet.db.
+	// Database is a postgres:// URL or a SQLite path, default <DataDir>/cubefleet.db.
 	Database string
 	// TokenOut is the file the administrator key is written to (mode 0600). Required; an
 	// existing file is never overwritten.
