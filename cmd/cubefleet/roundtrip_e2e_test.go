@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,7 +288,9 @@ func (rg *roundtripRig) run(crashAt, verb string, extra ...string) (string, stri
 	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	started := time.Now()
 	err := cmd.Run()
+	rg.t.Logf("roundtrip %s (crash at %q): %s\n%s", verb, crashAt, time.Since(started), errOut.String())
 	code := 0
 	if ee := new(exec.ExitError); errors.As(err, &ee) {
 		code = ee.ExitCode()
@@ -513,7 +516,7 @@ func TestRoundtripCrashes(t *testing.T) {
 // not create a second), every call answered 429 three times first, the new server's GET
 // answered 404 three times, a request stuck BUSY past the wait budget (exit 1 saying to
 // rerun; the rerun resumes the same server), and the delete answered 504 after it was
-// applied.
+// applied (exit 1; the rerun finds it gone and finishes).
 func TestRoundtripFaults(t *testing.T) {
 	rg := newRoundtripRig(t, "")
 	before := rg.baseline()
@@ -543,8 +546,16 @@ func TestRoundtripFaults(t *testing.T) {
 	}
 	up := rg.checkUp(before)
 	fault("DELETE servers/{id}: 504 after-apply")
-	rg.ok("down")
+	if _, errOut, code := rg.run("", "down"); code != 1 || !strings.Contains(errOut, "delete-server") {
+		t.Fatalf("down under a 504 delete: exit %d\n%s", code, errOut)
+	}
 	rg.sim.ClearFaults()
+	if _, errOut, code := rg.run("", "down"); code != 0 {
+		t.Fatalf("down resumed after the 504 delete: exit %d\n%s", code, errOut)
+	}
+	if st := rg.journal().Steps; !slices.ContainsFunc(st, func(s journal.Step) bool { return s.Name == cubes.StepDeleteServer && strings.Contains(s.Detail, "already deleted") }) {
+		t.Errorf("the resumed delete did not find the server gone: %+v", st)
+	}
 	rg.checkDown(before, up)
 
 	fault("requests: stuck BUSY 10m")
