@@ -47,7 +47,7 @@ const rtToken = "ionos-test-token"
 
 // roundtripRig is the whole set-up.
 type roundtripRig struct {
-	t          *testing.T
+	t          testing.TB
 	f          *sandboxFleet
 	sim        *ionossim.Sim
 	simURL     string
@@ -64,7 +64,7 @@ type roundtripRig struct {
 	booted map[string]*sandboxAgent // the agents of the Cubes the simulator booted, by IP
 }
 
-func newRoundtripRig(t *testing.T, database string) *roundtripRig {
+func newRoundtripRig(t testing.TB, database string) *roundtripRig {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the process runtime runs each sandbox as a user of its own, which needs root")
@@ -290,7 +290,9 @@ func (rg *roundtripRig) run(crashAt, verb string, extra ...string) (string, stri
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	started := time.Now()
 	err := cmd.Run()
-	rg.t.Logf("roundtrip %s (crash at %q): %s\n%s", verb, crashAt, time.Since(started), errOut.String())
+	if _, bench := rg.t.(*testing.B); !bench {
+		rg.t.Logf("roundtrip %s (crash at %q): %s\n%s", verb, crashAt, time.Since(started), errOut.String())
+	}
 	code := 0
 	if ee := new(exec.ExitError); errors.As(err, &ee) {
 		code = ee.ExitCode()
@@ -423,6 +425,10 @@ func (rg *roundtripRig) checkDown(before baseline, up *journal.Journal) {
 	}
 }
 
+// maxUpRequests bounds the IONOS API requests of one `roundtrip up` against the simulator with
+// zero latency (its preflight's inventory included).
+const maxUpRequests = 30
+
 // TestRoundtripUpDown adds a Cube and removes it again: up makes it Ready with its canary
 // run; down waits for a sandbox still running there (progress on stderr), then leaves the
 // simulator, the peers and the target lists exactly as before, with every result readable.
@@ -431,7 +437,13 @@ func TestRoundtripUpDown(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rg := newRoundtripRig(t, dsn(t))
 			before := rg.baseline()
+			rg.sim.ResetCounts()
 			out := rg.ok("up", "-o", "json")
+			if n := rg.sim.Total(); n > maxUpRequests {
+				t.Errorf("roundtrip up made %d IONOS API requests, want at most %d: %v", n, maxUpRequests, rg.sim.Counts())
+			} else {
+				t.Logf("roundtrip up made %d IONOS API requests", n)
+			}
 			var j journal.Journal
 			if err := json.Unmarshal([]byte(out), &j); err != nil || j.State != journal.StateDone {
 				t.Fatalf("up -o json: %v\n%s", err, out)
@@ -456,6 +468,25 @@ func TestRoundtripUpDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkRoundtripUp runs `roundtrip up` (then, untimed, `roundtrip down`) against the
+// simulator with zero latency and reports the IONOS API requests each up makes
+// (requests/op; TestRoundtripUpDown fails above maxUpRequests).
+func BenchmarkRoundtripUp(b *testing.B) {
+	rg := newRoundtripRig(b, "")
+	total := 0
+	b.ResetTimer()
+	for range b.N {
+		rg.sim.ResetCounts()
+		rg.ok("up")
+		total += rg.sim.Total()
+		b.StopTimer()
+		rg.ok("down")
+		rg.reap()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total)/float64(b.N), "requests/op")
 }
 
 // upPoints and downPoints are every step of up and down; the crash test kills the process
@@ -553,7 +584,9 @@ func TestRoundtripFaults(t *testing.T) {
 	if _, errOut, code := rg.run("", "down"); code != 0 {
 		t.Fatalf("down resumed after the 504 delete: exit %d\n%s", code, errOut)
 	}
-	if st := rg.journal().Steps; !slices.ContainsFunc(st, func(s journal.Step) bool { return s.Name == cubes.StepDeleteServer && strings.Contains(s.Detail, "already deleted") }) {
+	if st := rg.journal().Steps; !slices.ContainsFunc(st, func(s journal.Step) bool {
+		return s.Name == cubes.StepDeleteServer && strings.Contains(s.Detail, "already deleted")
+	}) {
 		t.Errorf("the resumed delete did not find the server gone: %+v", st)
 	}
 	rg.checkDown(before, up)
@@ -577,5 +610,43 @@ func TestRoundtripFaults(t *testing.T) {
 	}
 	up = rg.checkUp(before)
 	rg.ok("down")
+	rg.checkDown(before, up)
+}
+
+// TestRoundtripDrainDeadline: a sandbox that outlives the profile's drain deadline keeps the
+// Cube (exit 1 naming what still runs; cordoned, its server, peer and node kept); the rerun
+// with --stop-at-deadline stops it (killed, reason node_drained, its record kept) and
+// finishes the roundtrip.
+func TestRoundtripDrainDeadline(t *testing.T) {
+	rg := newRoundtripRig(t, "")
+	var profile map[string]any
+	data, _ := os.ReadFile(rg.profile)
+	json.Unmarshal(data, &profile)
+	profile["drain_deadline"] = "2s"
+	data, _ = json.Marshal(profile)
+	writeFile(t, rg.profile, string(data), 0o600)
+	before := rg.baseline()
+	rg.ok("up")
+	up := rg.checkUp(before)
+	ip := up.Cubes[0].PrivateIP
+	long := rg.f.create("sh", map[string]any{"nodeSelector": map[string]string{"kubernetes.io/hostname": ip}}, "sleep", "600")
+	testkit.WaitFor(t, 30*time.Second, "the long sandbox running", func() bool { return rg.f.get(long.ID).State == "running" })
+	_, errOut, code := rg.run("", "down")
+	if code != 1 || !strings.Contains(errOut, "still runs 1 sandbox at the drain deadline") || !strings.Contains(errOut, "--stop-at-deadline") {
+		t.Fatalf("down past the deadline: exit %d\n%s", code, errOut)
+	}
+	if v := rg.view(); len(v.Servers) != len(before.cloud.Servers)+1 {
+		t.Errorf("the Cube was deleted at its drain deadline: %+v", v)
+	}
+	rg.waitNode(ip, func(v nodes.View) bool { return v.Cordoned })
+	if peers, _ := os.ReadFile(rg.peers); !strings.Contains(string(peers), up.Cubes[0].PeerKey) {
+		t.Errorf("the peer was removed from a Cube that stays: %q", peers)
+	}
+	if _, errOut, code := rg.run("", "down", "--stop-at-deadline"); code != 0 {
+		t.Fatalf("down --stop-at-deadline: exit %d\n%s", code, errOut)
+	}
+	if s := rg.f.get(long.ID); s.State != "killed" {
+		t.Errorf("the long sandbox: %s, want killed (node_drained)", s.State)
+	}
 	rg.checkDown(before, up)
 }
