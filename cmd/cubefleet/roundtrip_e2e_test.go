@@ -498,7 +498,9 @@ var (
 )
 
 // TestRoundtripCrashes kills `roundtrip up` and `roundtrip down` with SIGKILL at every step,
-// after the step's side effect and before its journal entry, and after the entry; each rerun
+// after the step's side effect and before its journal entry, and after the entry (and the
+// create and the delete also just before their call; -short: each step once, after its side
+// effect); each rerun
 // resumes and converges: one Cube created per roundtrip, the peers and target lists as
 // before after down, every canary's result readable.
 func TestRoundtripCrashes(t *testing.T) {
@@ -510,6 +512,7 @@ func TestRoundtripCrashes(t *testing.T) {
 			points = append(points, [2]string{upPoints[i%len(upPoints)] + "/" + at, downPoints[i%len(downPoints)] + "/" + at})
 		}
 	}
+	points = append(points, [2]string{cubes.StepCreateServer + "/begun", cubes.StepDeleteServer + "/begun"})
 	if testing.Short() {
 		points = points[:len(downPoints)] // every step once, after its side effect
 	}
