@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/cubefleet/cubefleet/api"
@@ -33,6 +34,7 @@ func member(n api.NodeOutput) cubes.Member {
 	m := cubes.Member{ID: n.ID, IP: n.IP, Pool: n.Pool, PoolID: n.PoolID, State: string(n.State), Cordoned: n.Cordoned, Draining: n.Drain != nil}
 	if n.Sandboxes != nil {
 		m.Running = n.Sandboxes.Running + n.Sandboxes.Pending
+		m.SandboxIDs = append(slices.Clone(n.Sandboxes.RunningIDs), n.Sandboxes.PendingIDs...)
 	}
 	return m
 }
@@ -76,14 +78,19 @@ func (cp controlPlane) Drain(ctx context.Context, nodeID, reason string, deadlin
 	return err
 }
 
+func (cp controlPlane) DeleteNode(ctx context.Context, nodeID string) error {
+	_, err := cp.c.Nodes.Delete(ctx, api.NodeDeleteInput{NodeID: nodeID})
+	return err
+}
+
 func (cp controlPlane) CreateJoinToken(ctx context.Context, pool, ip string, ttl time.Duration) (string, error) {
 	uses := 1
 	out, err := cp.c.Nodes.JoinTokens.Create(ctx, api.JoinTokenCreateInput{Pool: pool, IP: ip, Uses: &uses, TTLSeconds: int64(ttl / time.Second)})
 	return out.Token, err
 }
 
-func (cp controlPlane) CreateSandbox(ctx context.Context, tenant, template, node string) (string, error) {
-	sb, err := cp.c.Sandboxes.Create(ctx, api.SandboxCreateInput{TenantID: tenant, Template: template, Async: true,
+func (cp controlPlane) CreateSandbox(ctx context.Context, tenant, template, node string, command []string) (string, error) {
+	sb, err := cp.c.Sandboxes.Create(ctx, api.SandboxCreateInput{TenantID: tenant, Template: template, Async: true, Command: command,
 		NodeSelector: map[string]string{"kubernetes.io/hostname": node}})
 	return sb.ID, err
 }

@@ -13,14 +13,14 @@ import (
 )
 
 // newRoundtripCmd builds `cubefleet roundtrip`: the single-Cube expansion and reduction of an
-// IONOS Cube fleet. Today it plans (plan), checks (check) and shows the workflows' journals
-// (status).
+// IONOS Cube fleet: it plans (plan), checks (check), adds the Cube (up), removes it (down) and
+// shows the workflows' journals (status).
 func newRoundtripCmd() *cobra.Command {
-	cmd := groupCmd("roundtrip", "IONOS Cube fleet roundtrip: plan, check, the workflows' journals",
+	cmd := groupCmd("roundtrip", "IONOS Cube fleet roundtrip: plan, check, up, down, the workflows' journals",
 		"The roundtrip adds one Cube to the baseline and removes it again, journaling every side\n"+
 			"effect in <private-dir>/"+journal.RoundtripPath+" so a run killed at any moment resumes.\n"+
 			"See docs/ionos.md, \"Roundtrip\" and \"Journals\".")
-	cmd.AddCommand(newRoundtripPlanCmd(), newRoundtripCheckCmd(), newRoundtripStatusCmd())
+	cmd.AddCommand(newRoundtripPlanCmd(), newRoundtripCheckCmd(), newRoundtripUpCmd(), newRoundtripDownCmd(), newRoundtripStatusCmd())
 	return cmd
 }
 
@@ -111,6 +111,9 @@ func printJournal(w io.Writer, path string, j *journal.Journal) {
 	}
 	for _, c := range j.Cubes {
 		linef(w, "  cube %s: slot %d, ip %s, server %s, request %s, peer %s\n", c.Name, c.Slot, orDash(c.PrivateIP), orDash(c.ServerID), orDash(c.RequestID), orDash(c.PeerKey))
+		if c.Canary != "" {
+			linef(w, "  cube %s: canary %s of tenant %s\n", c.Name, c.Canary, c.CanaryTenant)
+		}
 	}
 	for _, st := range j.Steps {
 		state := "done " + formatTime(st.Done)

@@ -170,7 +170,9 @@ func (s *Service) stopIdle(ctx context.Context, w idle, reason, detail string) e
 
 // Prepare queues the templates of each node's pool that the node does not report among its
 // local_templates (kind prepare), so a node that joins gets its pool's templates without an
-// operator step (a template that names a runtime, only on nodes of that runtime); a node asked once is asked again only after prepareAgain.
+// operator step (a template that names a runtime, only on nodes of that runtime); a node
+// asked once is asked again only after prepareAgain (a node deleted and registered again is
+// asked at once: the marks are per registration).
 func (s *Service) Prepare(ctx context.Context) error {
 	tpls, err := compute.Templates(ctx, s.db)
 	if err != nil {
@@ -190,6 +192,11 @@ func (s *Service) Prepare(ctx context.Context) error {
 	type job struct{ node, tpl string }
 	var jobs []job
 	s.loopMu.Lock()
+	for key, at := range s.prepared {
+		if now-at >= prepareAgain.Milliseconds() {
+			delete(s.prepared, key)
+		}
+	}
 	for _, n := range s.cfg.Nodes.WorkNodes() {
 		if !n.Cubefleet || n.PoolID == "" || n.State != nodes.StateReady || n.Draining {
 			continue
@@ -199,7 +206,7 @@ func (s *Service) Prepare(ctx context.Context) error {
 			have[t] = true
 		}
 		for _, t := range byPool[n.PoolID] {
-			key := n.ID + "/" + t
+			key := fmt.Sprintf("%s@%d/%s", n.ID, n.RegisteredAt, t)
 			if rt := runtimeOf[t]; rt != "" && n.Labels[nodeapi.LabelRuntime] != rt {
 				continue // its sandboxes never run there
 			}

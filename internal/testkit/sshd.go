@@ -27,7 +27,7 @@ type SSHD struct {
 
 // StartSSHD starts sshd (skipping the test when /usr/sbin/sshd is absent, except under CI,
 // where it fails) and stops it when the test ends.
-func StartSSHD(t *testing.T) *SSHD {
+func StartSSHD(t testing.TB) *SSHD {
 	t.Helper()
 	const sshd = "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -108,7 +108,7 @@ SetEnv PATH=%s:/usr/bin:/bin
 }
 
 // WriteKnownHost makes known_hosts hold hostKey ("ssh-ed25519 AAAA...") for the server.
-func (s *SSHD) WriteKnownHost(t *testing.T, hostKey string) {
+func (s *SSHD) WriteKnownHost(t testing.TB, hostKey string) {
 	t.Helper()
 	line := fmt.Sprintf("[127.0.0.1]:%d %s\n", s.Port, hostKey)
 	if err := os.WriteFile(s.KnownHosts, []byte(line), 0o600); err != nil {
@@ -117,7 +117,7 @@ func (s *SSHD) WriteKnownHost(t *testing.T, hostKey string) {
 }
 
 // OtherHostKey is a host key that is not the server's.
-func (s *SSHD) OtherHostKey(t *testing.T) string {
+func (s *SSHD) OtherHostKey(t testing.TB) string {
 	t.Helper()
 	key := filepath.Join(s.dir, "other_ed25519")
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
@@ -129,4 +129,32 @@ func (s *SSHD) OtherHostKey(t *testing.T) string {
 	}
 	f := strings.Fields(string(pub))
 	return f[0] + " " + f[1]
+}
+
+// WireGuardStandIn puts a `wg` stand-in first on the PATH of the server's sessions and returns
+// the file where it records the peers, one "KEY<TAB>IP/32" line each (what `wg show IF
+// allowed-ips` prints, and prints back): `wg set IF peer KEY allowed-ips IP` adds or replaces
+// a line, `wg set IF peer KEY remove` deletes it, and every call is appended to calls.log
+// beside it.
+func (s *SSHD) WireGuardStandIn(t testing.TB, iface string) string {
+	t.Helper()
+	peers := filepath.Join(s.dir, "peers.txt")
+	if err := os.WriteFile(peers, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+set -eu
+peers='` + peers + `'
+echo "wg $*" >> '` + filepath.Join(s.dir, "calls.log") + `'
+case "$*" in
+"show ` + iface + ` allowed-ips") cat "$peers" ;;
+"set ` + iface + ` peer "*" remove") grep -v "^$4	" "$peers" > "$peers.new" || true; mv "$peers.new" "$peers" ;;
+"set ` + iface + ` peer "*" allowed-ips "*) { grep -v "^$4	" "$peers" || true; printf '%s\t%s\n' "$4" "$6"; } > "$peers.new"; mv "$peers.new" "$peers" ;;
+*) echo "wg stand-in: unexpected: $*" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(s.Bin, "wg"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return peers
 }
