@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -17,6 +18,14 @@ var outside = []byte(".." + "/shared")
 // the documents numbered so are
 // not in the repository, and the project's own docs/ cite their headings instead.
 var sectionSign = []byte("\u00a7")
+
+// outsideDocuments are the file names of the product documents kept beside the repository
+// (spelled in two parts, as outside is), and issueNumber the way a work item beside it is named:
+// neither is a thing a reader of the repository can open.
+var (
+	outsideDocuments = [][]byte{[]byte("ionos-cube-fleet" + ".md"), []byte("cube-multi-node" + ".md"), []byte("cubesandbox-node-agent" + ".md"), []byte("fleet-config" + ".md"), []byte("ionos-api" + ".md"), []byte("anchors" + ".md")}
+	issueNumber      = regexp.MustCompile(`\b[Ii]ssue` + ` [0-9]`)
+)
 
 // notInRepository are the folders that git ignores (.gitignore) or keeps its own data in: what a
 // developer has there locally is no file of the repository.
@@ -49,6 +58,14 @@ func TestNoFileRefersOutsideTheRepository(t *testing.T) {
 			l, next, more := bytes.Cut(rest, []byte("\n"))
 			if bytes.Contains(l, outside) {
 				t.Errorf("%s:%d refers to %s, which is not part of the repository: cite the project's own docs/ (write what is missing there)", path, line, outside)
+			}
+			for _, doc := range outsideDocuments {
+				if bytes.Contains(l, doc) {
+					t.Errorf("%s:%d cites %s, which is not in the repository: cite docs/ (a page and its heading) or state the fact in place", path, line, doc)
+				}
+			}
+			if issueNumber.Match(l) {
+				t.Errorf("%s:%d cites a numbered work item that is not in the repository: say what the code or test holds instead", path, line)
 			}
 			if i := bytes.Index(l, sectionSign); i >= 0 && i+len(sectionSign) < len(l) && l[i+len(sectionSign)] >= '0' && l[i+len(sectionSign)] <= '9' {
 				t.Errorf("%s:%d cites a numbered section of a document that is not in the repository: cite docs/ (a page and its heading) or state the fact in place", path, line)

@@ -24,7 +24,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/ionos"
 )
 
-// Config is the operator's private fleet configuration (ionos-cube-fleet.md, "The private JSON
+// Config is the operator's private fleet configuration (docs/ionos.md, "The private
 // configuration"). Ids are UUIDs in lowercase; MinimumRAMMiB is the JSON key minimum_ram_mb
 // (IONOS's "MB" is MiB). WorkerSecurityGroupIDs is nil when the key is absent, never empty.
 type Config struct {

@@ -11,19 +11,19 @@ import (
 	"github.com/cubefleet/cubefleet/internal/ionos"
 )
 
-// DefaultMaxInventoryAge is how old an inventory PlanSlots accepts by default (issue 4:
-// --max-inventory-age, default 15 minutes).
+// DefaultMaxInventoryAge is how old an inventory PlanSlots accepts by default
+// (--max-inventory-age, default 15 minutes).
 const DefaultMaxInventoryAge = 15 * time.Minute
 
 // maxClockSkew is how far in the future an inventory's fetchedAt may lie.
 const maxClockSkew = time.Minute
 
 // WorkersPerCube is the number of Coordinator worker slots one Cube provides
-// (ionos-cube-fleet.md: "each Cube retains three Coordinator slots").
+// (docs/ionos.md: each Cube keeps three coordinator slots).
 const WorkersPerCube = 3
 
 // StatusRunning is what a plan says of a retained, running Cube: running does not prove the
-// application is ready (ionos-cube-fleet.md).
+// application is ready (docs/ionos.md).
 const StatusRunning = "running; application readiness not verified"
 
 // Action is what the plan does with a slot.
@@ -40,7 +40,7 @@ const (
 // Rule names one planning rule; every Problem carries the rule it breaks.
 type Rule string
 
-// The planning rules of ionos-cube-fleet.md and issue 4.
+// The planning rules (docs/ionos.md, "Plan").
 const (
 	RuleStaleInventory       Rule = "stale_inventory"        // inventory too old, from the future, or read while the data center changed
 	RuleDatacenterMismatch   Rule = "datacenter_mismatch"    // the configuration's data center is not the inventory's

@@ -1,6 +1,6 @@
 // Package fieldrules is the one table of the rules that the compute API and the fleet document
 // both enforce: the patterns of names and other strings, the limits (lengths, counts, integer
-// ranges) and the enumerations (specs/fleet-config.md, "The document"). Package compute checks
+// ranges) and the enumerations (docs/fleet-document.md). Package compute checks
 // API input with it; package fleet/document checks documents with it and writes its JSON Schema
 // from it. So an object the API accepts is one a document can hold, and the reverse.
 //

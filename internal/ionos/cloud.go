@@ -19,7 +19,7 @@ import (
 // asynchronous request IONOS accepted (follow it with RequestStatus); none waits. A POST is
 // never repeated by the client (ErrOutcomeUnknown says to look the server up by name first).
 
-// CubeSpec is the create body of one CUBE server as IONOS requires it (ionos-api.md §5): the
+// CubeSpec is the create body of one CUBE server as IONOS requires it (docs/ionos.md): the
 // template's UUID, one DAS volume of Image (an image UUID, or an alias such as
 // "ubuntu:latest") whose size comes from the template, one NIC on LANID with PrivateIP, and
 // UserData, the cloud-init document (plain text; it is sent base64-encoded). No cpuFamily,

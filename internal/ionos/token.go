@@ -13,8 +13,8 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// DefaultTokenFile is where the operator keeps the API token (ionos-cube-fleet.md: the
-// git-ignored .private/ directory).
+// DefaultTokenFile is where the operator keeps the API token (docs/ionos.md,
+// "Private files": the git-ignored .private/ directory).
 const DefaultTokenFile = ".private/ionos-api-token.txt"
 
 // maxTokenFile is the largest token file read (64 KiB); IONOS tokens are a few KiB.
@@ -74,9 +74,7 @@ func (t Token) LogValue() slog.Value { return slog.StringValue(redacted) }
 // link, FIFO or device) owned by the calling user with mode 0600, holding the token (surrounding
 // whitespace is trimmed) and nothing else. Every refusal is a *cubefleet.Error with code
 // INVALID_INPUT that names the file and the problem and wraps ErrInsecureTokenFile; no error
-// contains the file's contents. Source: ionos-cube-fleet.md ("The API token must be in a
-// regular file owned by the invoking user, with mode 0600") and DESIGN.md "Secrets and private
-// files".
+// contains the file's contents (docs/ionos.md, "Private files").
 func ReadTokenFile(path string) (Token, error) {
 	refuse := func(format string, args ...any) (Token, error) {
 		msg := fmt.Sprintf("token file %s: ", path) + fmt.Sprintf(format, args...)

@@ -42,8 +42,8 @@ func (p HealthPolicy) Window(interval time.Duration) time.Duration {
 	return max(p.Timeout, min(2*interval, p.LostAfter/3))
 }
 
-// Health is the one health function of the control plane (issue 3, "Health, done right";
-// issue 11, "node health that never lies"): the state of a node with heartbeats h at now, under
+// Health is the one health function of the control plane (docs/nodes.md):
+// the state of a node with heartbeats h at now, under
 // p. A node whose last report is older than p.Started (none since this server started) is
 // Unknown until one window has passed since the start; then, and for every other node, its
 // age decides: within its window (Window of its interval) Ready, or NotReady when its Ready

@@ -198,8 +198,8 @@ const (
 	DefaultCreateConcurrentLimit = 100
 )
 
-// recommendedWeights is the spec's recommended multi-node scoring (cube-multi-node.md,
-// "Configure CubeMaster Scheduler Scoring"), its factors in the spec's order.
+// recommendedWeights is the spec's recommended multi-node scoring (docs/scheduler.md),
+// its factors in the spec's order.
 var (
 	recommendedWeights = map[string]float64{FactorMvmNum: 2, FactorLocalCreateNum: 3, FactorQuotaCPUUsage: 1, FactorQuotaMemUsage: 1}
 	recommendedFactors = []string{FactorMvmNum, FactorLocalCreateNum, FactorQuotaCPUUsage, FactorQuotaMemUsage}

@@ -105,7 +105,7 @@ func benchP95(b *testing.B, fn func()) {
 // BenchmarkFleetApplyWithReaders applies the limits document (5,000 objects) over HTTP to a
 // `cubefleet server` process (a fresh one each time), alone and while 50 clients list compute
 // objects in a loop on keep-alive connections, on SQLite and on PostgreSQL. It reports the
-// apply's time (apply-s) and the reads answered meanwhile (reads/s). Target (issue 11): with 50
+// apply's time (apply-s) and the reads answered meanwhile (reads/s). Target: with 50
 // readers at most twice the time alone; before the API work pool it was 7 s against 0.87 s.
 //
 //	go test ./internal/server -run '^$' -bench FleetApplyWithReaders -benchtime 3x

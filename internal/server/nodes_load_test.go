@@ -36,7 +36,7 @@ import (
 // keep-alive connection on 127.0.0.1, for CUBEFLEET_NODES_LOAD_DURATION (default 60s). It
 // measures the report latency (p50, p99), lost reports (must be 0), the server's resident set
 // (peak), GET /internal/v1/nodes under that load, and then the ingestion ceiling (reports/s
-// with 64 connections reporting as fast as they are answered). Targets (issue 3): p99 <= 50 ms,
+// with 64 connections reporting as fast as they are answered). Targets: p99 <= 50 ms,
 // 0 lost, RSS <= 500 MB, list <= 100 ms, ceiling >= 20,000/s.
 func TestNodesLoad(t *testing.T) {
 	if os.Getenv("CUBEFLEET_NODES_LOAD") == "" {

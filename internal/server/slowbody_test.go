@@ -26,7 +26,8 @@ type slowBodyRun struct {
 
 // slowBodies opens n connections to p, each announcing an 8 MiB body to fleet.apply with token
 // ("" sends none), sending all of it but its last byte as fast as the server takes it and then
-// one byte every 5 s, the way a client without a key exhausted the server's memory (issue 11).
+// one byte every 5 s, the way a client without a key exhausted the server's memory before the
+// body limits existed.
 // It holds them for hold, timing GET /readyz every 100 ms, then reads the server's peak RSS.
 func slowBodies(t *testing.T, p *serverProc, n int, token string, hold time.Duration) slowBodyRun {
 	t.Helper()

@@ -8,7 +8,7 @@ import (
 	"github.com/cubefleet/cubefleet"
 )
 
-// Decode reads a fleet document strictly (specs/fleet-config.md, "The document"). It returns the
+// Decode reads a fleet document strictly (docs/fleet-document.md). It returns the
 // document, or nil and one *cubefleet.Error with code INVALID_INPUT that lists every problem at
 // once, in document order, each with the JSON path of the place it concerns
 // (`pools[0].offers[1].quota.gpu`; "" for the document as a whole): Details["path"] is the first

@@ -1,6 +1,6 @@
 // Package document is the fleet document of FleetConfig: its types, the strict decoder and
 // validator, the canonical form used for hashing, and the JSON Schema published to users
-// (specs/fleet-config.md, "The document").
+// (docs/fleet-document.md).
 //
 // A document names everything: references between items are names from the same document, or
 // the ids of objects fleet did not create. Secrets appear only as references (secret://,
@@ -10,7 +10,7 @@
 // Everything in this package is a pure function of its arguments and safe for concurrent use.
 package document
 
-// Document is version 1 of the fleet document (specs/fleet-config.md, "The document"). Its rules
+// Document is version 1 of the fleet document (docs/fleet-document.md). Its rules
 // are those of the rule table the compute API reads too (package fieldrules). Every list
 // is optional and holds at most 1000 items; an empty list and a missing one mean the same (the
 // decoder returns nil for both). Names are unique within their list (flavors by pool and name).
@@ -29,7 +29,7 @@ type Document struct {
 	SandboxTemplates []SandboxTemplate `json:"sandboxTemplates,omitempty"`
 }
 
-// Site is a place that holds pools (specs/fleet-config.md, "The document"). Name is a document
+// Site is a place that holds pools (docs/fleet-document.md). Name is a document
 // name (1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit) or, for a site fleet
 // did not create, its id (site_ and 26 Crockford base32 characters).
 type Site struct {
@@ -41,8 +41,8 @@ type Site struct {
 	Region string `json:"region"`
 }
 
-// ProviderAccount is a cloud account that provider pools buy servers from (specs/fleet-config.md,
-// "The document"). Config holds provider settings as strings; a value whose key names a
+// ProviderAccount is a cloud account that provider pools buy servers from
+// (docs/fleet-document.md). Config holds provider settings as strings; a value whose key names a
 // credential (see secretref.IsCredentialName) is a secret reference, never the secret itself.
 type ProviderAccount struct {
 	// Name identifies the account in the document.
@@ -53,7 +53,7 @@ type ProviderAccount struct {
 	Config map[string]string `json:"config,omitempty"`
 }
 
-// Pool is a pool of capacity at a site (specs/fleet-config.md, "The document"). A "vps-host" pool
+// Pool is a pool of capacity at a site (docs/fleet-document.md). A "vps-host" pool
 // runs on hosts the platform owns and has no ProviderAccount; a "provider" pool buys servers
 // through ProviderAccount. OwnerQuota is what the pool's owner keeps, per resource; Offers are the
 // tenants the pool is offered to.
@@ -79,14 +79,14 @@ type Pool struct {
 	Offers []Offer `json:"offers,omitempty"`
 }
 
-// Policy is a pool's operating policy (specs/fleet-config.md, "The document").
+// Policy is a pool's operating policy (docs/fleet-document.md).
 type Policy struct {
 	// DisruptionBudget is the fraction of the pool's hosts that may be disrupted at once,
 	// from 0 to 1; nil leaves it unset.
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
 }
 
-// Offer offers a pool to a tenant (specs/fleet-config.md, "The document"); fleet names it
+// Offer offers a pool to a tenant (docs/fleet-document.md); fleet names it
 // `<pool> -> <tenant>`.
 type Offer struct {
 	// Tenant is the tenant id, a name such as "acme".
@@ -97,7 +97,7 @@ type Offer struct {
 	Priority int `json:"priority"`
 }
 
-// Flavor is a VM size sold from a pool (specs/fleet-config.md, "The document"); fleet names it
+// Flavor is a VM size sold from a pool (docs/fleet-document.md); fleet names it
 // `<pool>/<name>`.
 type Flavor struct {
 	// Pool is the pool's name or pool id.
@@ -114,7 +114,7 @@ type Flavor struct {
 	GPU int `json:"gpu,omitempty"`
 }
 
-// SandboxTemplate is a sandbox shape (specs/fleet-config.md, "The document"; vps v0.5). Env
+// SandboxTemplate is a sandbox shape (docs/fleet-document.md; vps v0.5). Env
 // values whose variable name names a credential (see secretref.IsCredentialName) are secret references.
 type SandboxTemplate struct {
 	// Name identifies the template in the document.
@@ -149,7 +149,7 @@ type SandboxTemplate struct {
 }
 
 // Warm is the warm pool of a sandbox template: counts of booted, idle sandboxes with
-// 0 <= Min <= Max <= 1000 (specs/fleet-config.md, "The document").
+// 0 <= Min <= Max <= 1000 (docs/fleet-document.md).
 type Warm struct {
 	// Min is the number of sandboxes kept warm at least.
 	Min int `json:"min"`

@@ -7,7 +7,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/fieldrules"
 )
 
-// The document's own limits (specs/fleet-config.md, "The document"). Every rule it shares with
+// The document's own limits (docs/fleet-document.md). Every rule it shares with
 // the compute API (patterns, lengths, counts, ranges, enumerations) is read from package
 // fieldrules, by Validate and by Schema alike, so the three cannot drift apart.
 const (

@@ -15,7 +15,7 @@ import (
 const SchemaID = "https://cubefleet.dev/schemas/fleet-document-v1.json"
 
 // Schema returns the JSON Schema (draft 2020-12) of a version 1 fleet document, indented, with
-// $id SchemaID and a description on every property (specs/fleet-config.md, "The document"). It
+// $id SchemaID and a description on every property (docs/fleet-document.md). It
 // states every rule of Decode except those JSON Schema cannot express: names unique within their
 // list (flavors by pool and name, offers by tenant), warm.min <= warm.max, no repeated keys in an
 // object, and UTF-8 input. Every pattern uses only the regular expression constructs every

@@ -21,8 +21,8 @@ var (
 	disruptionBudgetRule = "disruptionBudget must be " + fieldrules.DisruptionBudgetRule
 )
 
-// Validate checks d against the rules of a version 1 document (specs/fleet-config.md, "The
-// document") and returns every problem, in the order of d's fields, each with the JSON path of
+// Validate checks d against the rules of a version 1 document (docs/fleet-document.md)
+// and returns every problem, in the order of d's fields, each with the JSON path of
 // the place it concerns and a message that says how to fix it; nil means d is valid. Callers
 // report the list with cubefleet.InvalidAll (INVALID_INPUT); it is not capped. Validate checks
 // each item on its own and names unique within their list; it does not check that references
