@@ -69,11 +69,13 @@ type ProfileSSHHost struct {
 }
 
 // ProfileSSH is the SSH identity: the private key file, the known_hosts file every host key is
-// checked against, and the user on the Cubes.
+// checked against, and the user and port (default 22) of the Cubes' sshd, reached through the
+// coordinator as a jump host at each Cube's private IP.
 type ProfileSSH struct {
 	KeyFile        string
 	KnownHostsFile string
 	CubeUser       string
+	CubePort       int
 }
 
 // ProfileWireGuard is the GPU host that holds a WireGuard peer per Cube: the host over SSH and
@@ -162,9 +164,12 @@ func (v *validator) profile(root *node) *Profile {
 		p.GPUWireGuard.Interface = iface
 	}
 	if n := f["ssh"]; n != nil && v.isObject(n, "ssh") {
-		sf := v.object(n, "ssh", []string{"key_file", "known_hosts_file", "cube_user"}, []string{"key_file", "known_hosts_file", "cube_user"})
+		sf := v.object(n, "ssh", []string{"key_file", "known_hosts_file", "cube_user", "cube_port"}, []string{"key_file", "known_hosts_file", "cube_user"})
 		p.SSH = ProfileSSH{KeyFile: v.name(sf["key_file"], "ssh.key_file"), KnownHostsFile: v.name(sf["known_hosts_file"], "ssh.known_hosts_file"),
-			CubeUser: v.name(sf["cube_user"], "ssh.cube_user")}
+			CubeUser: v.name(sf["cube_user"], "ssh.cube_user"), CubePort: 22}
+		if pn := sf["cube_port"]; pn != nil {
+			p.SSH.CubePort = v.positive(pn, "ssh.cube_port", 65535)
+		}
 	}
 	if n := f["slots_per_cube"]; n != nil {
 		p.SlotsPerCube = v.positive(n, "slots_per_cube", maxSlotsPerCube)
