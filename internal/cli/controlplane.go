@@ -76,14 +76,19 @@ func (cp controlPlane) Drain(ctx context.Context, nodeID, reason string, deadlin
 	return err
 }
 
+func (cp controlPlane) DeleteNode(ctx context.Context, nodeID string) error {
+	_, err := cp.c.Nodes.Delete(ctx, api.NodeDeleteInput{NodeID: nodeID})
+	return err
+}
+
 func (cp controlPlane) CreateJoinToken(ctx context.Context, pool, ip string, ttl time.Duration) (string, error) {
 	uses := 1
 	out, err := cp.c.Nodes.JoinTokens.Create(ctx, api.JoinTokenCreateInput{Pool: pool, IP: ip, Uses: &uses, TTLSeconds: int64(ttl / time.Second)})
 	return out.Token, err
 }
 
-func (cp controlPlane) CreateSandbox(ctx context.Context, tenant, template, node string) (string, error) {
-	sb, err := cp.c.Sandboxes.Create(ctx, api.SandboxCreateInput{TenantID: tenant, Template: template, Async: true,
+func (cp controlPlane) CreateSandbox(ctx context.Context, tenant, template, node string, command []string) (string, error) {
+	sb, err := cp.c.Sandboxes.Create(ctx, api.SandboxCreateInput{TenantID: tenant, Template: template, Async: true, Command: command,
 		NodeSelector: map[string]string{"kubernetes.io/hostname": node}})
 	return sb.ID, err
 }

@@ -60,7 +60,7 @@ func TestControlPlaneAdapter(t *testing.T) {
 	if _, err := cp.Member(ctx, "10.9.9.9"); !errors.As(err, &e) || e.Code != cubefleet.CodeNotFound {
 		t.Errorf("an unknown node: %v", err)
 	}
-	if _, err := cp.CreateSandbox(ctx, "root", "no-such-template", ip); !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput || !strings.Contains(e.Message, "no-such-template") {
+	if _, err := cp.CreateSandbox(ctx, "root", "no-such-template", ip, nil); !errors.As(err, &e) || e.Code != cubefleet.CodeInvalidInput || !strings.Contains(e.Message, "no-such-template") {
 		t.Errorf("a canary of an unknown template: %v", err)
 	}
 	if _, err := cp.Sandbox(ctx, "root", "sbx_01J00000000000000000000000"); !errors.As(err, &e) || e.Code != cubefleet.CodeNotFound {

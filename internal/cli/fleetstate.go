@@ -38,6 +38,7 @@ type fleetState struct {
 	found   *cubes.Discovered
 	members []cubes.Member
 	cp      controlPlane
+	ionos   *ionos.Client
 }
 
 // readFleet reads the profile and configuration, then the inventory (with the profile's
@@ -65,6 +66,7 @@ func (ff *fleetFlags) read(cmd *cobra.Command) (*fleetState, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.ionos = ic
 	ctx := cmd.Context()
 	dcs, err := ic.Datacenters(ctx)
 	if err != nil {

@@ -13,14 +13,14 @@ import (
 )
 
 // newRoundtripCmd builds `cubefleet roundtrip`: the single-Cube expansion and reduction of an
-// IONOS Cube fleet. Today it plans (plan), checks (check) and shows the workflows' journals
-// (status).
+// IONOS Cube fleet: it plans (plan), checks (check), adds the Cube (up), removes it (down) and
+// shows the workflows' journals (status).
 func newRoundtripCmd() *cobra.Command {
-	cmd := groupCmd("roundtrip", "IONOS Cube fleet roundtrip: plan, check, the workflows' journals",
+	cmd := groupCmd("roundtrip", "IONOS Cube fleet roundtrip: plan, check, up, down, the workflows' journals",
 		"The roundtrip adds one Cube to the baseline and removes it again, journaling every side\n"+
 			"effect in <private-dir>/"+journal.RoundtripPath+" so a run killed at any moment resumes.\n"+
 			"See docs/ionos.md, \"Roundtrip\" and \"Journals\".")
-	cmd.AddCommand(newRoundtripPlanCmd(), newRoundtripCheckCmd(), newRoundtripStatusCmd())
+	cmd.AddCommand(newRoundtripPlanCmd(), newRoundtripCheckCmd(), newRoundtripUpCmd(), newRoundtripDownCmd(), newRoundtripStatusCmd())
 	return cmd
 }
 

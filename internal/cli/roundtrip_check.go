@@ -156,23 +156,9 @@ the GPU host a WireGuard peer of the profile's interface allowing each Cube's pr
 			if err != nil {
 				return err
 			}
-			out := checksOut{OK: true, Checks: cubes.CheckFleet(st.config, st.inv, st.found, st.members, port, cubes.PlanOptions{MaxInventoryAge: ff.maxAge})}
-			out.Checks = append(out.Checks, sshChecks(cmd.Context(), st.profile, st.config, ff.timeout)...)
-			failed := 0
-			for _, c := range out.Checks {
-				if !c.OK {
-					failed++
-				}
-			}
-			out.OK = failed == 0
+			out, failed := fleetChecks(cmd.Context(), st, &ff, port)
 			if err := render(cmd, out, func(w io.Writer) error {
-				for _, c := range out.Checks {
-					verdict := "ok  "
-					if !c.OK {
-						verdict = "FAIL"
-					}
-					linef(w, "%s %s: %s\n", verdict, c.Name, c.Detail)
-				}
+				printChecks(w, out.Checks)
 				return nil
 			}); err != nil {
 				return err
@@ -186,4 +172,30 @@ the GPU host a WireGuard peer of the profile's interface allowing each Cube's pr
 	ff.register(cmd)
 	cmd.Flags().IntVar(&port, "origin-port", 8080, "the port of each Cube's origin in the target groups")
 	return cmd
+}
+
+// fleetChecks runs every check of roundtrip check on the fleet as st read it and returns them
+// with the number that failed.
+func fleetChecks(ctx context.Context, st *fleetState, ff *fleetFlags, port int) (checksOut, int) {
+	out := checksOut{Checks: cubes.CheckFleet(st.config, st.inv, st.found, st.members, port, cubes.PlanOptions{MaxInventoryAge: ff.maxAge})}
+	out.Checks = append(out.Checks, sshChecks(ctx, st.profile, st.config, ff.timeout)...)
+	failed := 0
+	for _, c := range out.Checks {
+		if !c.OK {
+			failed++
+		}
+	}
+	out.OK = failed == 0
+	return out, failed
+}
+
+// printChecks prints one line per check: ok or FAIL, its name and what it found.
+func printChecks(w io.Writer, checks []cubes.Check) {
+	for _, c := range checks {
+		verdict := "ok  "
+		if !c.OK {
+			verdict = "FAIL"
+		}
+		linef(w, "%s %s: %s\n", verdict, c.Name, c.Detail)
+	}
 }

@@ -22,12 +22,17 @@ type ControlPlane interface {
 	// Drain cordons the node and marks it draining; a positive deadline evicts what still
 	// runs once it has passed (killed, reason node_drained, results kept).
 	Drain(ctx context.Context, nodeID, reason string, deadline time.Duration) error
+	// DeleteNode removes the node from the registry (its agent's credential is refused from
+	// then on). The node must be cordoned, Ready and run no sandboxes; NOT_FOUND when it is
+	// not registered.
+	DeleteNode(ctx context.Context, nodeID string) error
 	// CreateJoinToken makes a one-time join token for pool, accepted only from ip, valid for
 	// ttl. The token is a secret: never log it.
 	CreateJoinToken(ctx context.Context, pool, ip string, ttl time.Duration) (string, error)
-	// CreateSandbox starts a sandbox of tenant's template pinned to node (its
-	// kubernetes.io/hostname label) without waiting, and returns the sandbox's id.
-	CreateSandbox(ctx context.Context, tenant, template, node string) (string, error)
+	// CreateSandbox starts a sandbox of tenant's template running command (nil: the
+	// template's idle command) pinned to node (its kubernetes.io/hostname label) without
+	// waiting, and returns the sandbox's id.
+	CreateSandbox(ctx context.Context, tenant, template, node string, command []string) (string, error)
 	// Sandbox reads one of tenant's sandboxes: its state (pending, starting, running, exited,
 	// failed, killed, lost).
 	Sandbox(ctx context.Context, tenant, id string) (string, error)

@@ -78,11 +78,13 @@ type ProfileSSH struct {
 	CubePort       int
 }
 
-// ProfileWireGuard is the GPU host that holds a WireGuard peer per Cube: the host over SSH and
-// the interface (its config file /etc/wireguard/<interface>.conf keeps the peers).
+// ProfileWireGuard is the GPU host that holds a WireGuard peer per Cube: the host over SSH, the
+// interface, and ConfigFile, the interface's configuration file that keeps the peers
+// (config_file; default /etc/wireguard/<interface>.conf).
 type ProfileWireGuard struct {
 	ProfileSSHHost
-	Interface string
+	Interface  string
+	ConfigFile string
 }
 
 // DecodeProfile reads a profile strictly and reports every problem at once as one
@@ -157,11 +159,16 @@ func (v *validator) profile(root *node) *Profile {
 		p.Coordinator = v.sshHost(n, "coordinator", nil)
 	}
 	if n := f["gpu_wireguard"]; n != nil && v.isObject(n, "gpu_wireguard") {
-		var iface string
+		var iface, conf string
 		p.GPUWireGuard.ProfileSSHHost = v.sshHost(n, "gpu_wireguard", func(extra map[string]*node) {
 			iface = v.name(extra["interface"], "gpu_wireguard.interface")
+			if c := extra["config_file"]; c != nil {
+				if conf = v.name(c, "gpu_wireguard.config_file"); conf != "" && !strings.HasPrefix(conf, "/") {
+					v.bad("gpu_wireguard.config_file", "%q: want an absolute path on the GPU host", conf)
+				}
+			}
 		})
-		p.GPUWireGuard.Interface = iface
+		p.GPUWireGuard.Interface, p.GPUWireGuard.ConfigFile = iface, conf
 	}
 	if n := f["ssh"]; n != nil && v.isObject(n, "ssh") {
 		sf := v.object(n, "ssh", []string{"key_file", "known_hosts_file", "cube_user", "cube_port"}, []string{"key_file", "known_hosts_file", "cube_user"})
@@ -253,11 +260,11 @@ func (v *validator) httpURL(n *node, path string) string {
 }
 
 // sshHost checks an object with host, user and an optional port (1-65535, default 22); more,
-// when set, also allows an "interface" key and reads it.
+// when set, also requires an "interface" key, allows "config_file", and reads them.
 func (v *validator) sshHost(n *node, path string, more func(map[string]*node)) ProfileSSHHost {
 	allowed, required := []string{"host", "port", "user"}, []string{"host", "user"}
 	if more != nil {
-		allowed, required = append(allowed, "interface"), append(required, "interface")
+		allowed, required = append(allowed, "interface", "config_file"), append(required, "interface")
 	}
 	f := v.object(n, path, allowed, required)
 	h := ProfileSSHHost{Host: v.name(f["host"], path+".host"), User: v.name(f["user"], path+".user"), Port: 22}

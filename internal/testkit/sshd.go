@@ -192,3 +192,31 @@ func (s *SSHD) OtherHostKey(t *testing.T) string {
 	f := strings.Fields(string(pub))
 	return f[0] + " " + f[1]
 }
+
+// WireGuardStandIn puts a `wg` stand-in first on the PATH of the server's sessions and returns
+// the file where it records the peers, one "KEY<TAB>IP/32" line each (what `wg show IF
+// allowed-ips` prints, and prints back): `wg set IF peer KEY allowed-ips IP` adds or replaces
+// a line, `wg set IF peer KEY remove` deletes it, and every call is appended to calls.log
+// beside it.
+func (s *SSHD) WireGuardStandIn(t *testing.T, iface string) string {
+	t.Helper()
+	peers := filepath.Join(s.dir, "peers.txt")
+	if err := os.WriteFile(peers, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+set -eu
+peers='` + peers + `'
+echo "wg $*" >> '` + filepath.Join(s.dir, "calls.log") + `'
+case "$*" in
+"show ` + iface + ` allowed-ips") cat "$peers" ;;
+"set ` + iface + ` peer "*" remove") grep -v "^$4	" "$peers" > "$peers.new" || true; mv "$peers.new" "$peers" ;;
+"set ` + iface + ` peer "*" allowed-ips "*) { grep -v "^$4	" "$peers" || true; printf '%s\t%s\n' "$4" "$6"; } > "$peers.new"; mv "$peers.new" "$peers" ;;
+*) echo "wg stand-in: unexpected: $*" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(s.Bin, "wg"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return peers
+}

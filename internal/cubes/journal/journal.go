@@ -71,15 +71,43 @@ type Step struct {
 }
 
 // Cube is a Cube the run creates or removes: its unique name (run id and slot), slot and
-// private IP, the server id and the id of its create request once known, and its WireGuard
-// peer's public key.
+// private IP, the server id and the id of its create request once known, its WireGuard
+// peer's public key, and the canary sandbox that ran on it (its id and tenant), whose result
+// must still resolve after the Cube is gone.
 type Cube struct {
-	Name      string `json:"name"`
-	Slot      int    `json:"slot"`
-	PrivateIP string `json:"privateIp,omitempty"`
-	ServerID  string `json:"serverId,omitempty"`
-	RequestID string `json:"requestId,omitempty"`
-	PeerKey   string `json:"peerKey,omitempty"`
+	Name         string `json:"name"`
+	Slot         int    `json:"slot"`
+	PrivateIP    string `json:"privateIp,omitempty"`
+	ServerID     string `json:"serverId,omitempty"`
+	RequestID    string `json:"requestId,omitempty"`
+	PeerKey      string `json:"peerKey,omitempty"`
+	Canary       string `json:"canary,omitempty"`
+	CanaryTenant string `json:"canaryTenant,omitempty"`
+}
+
+// Done reports whether the last step of j named step (for cube; "" for any) finished: a step
+// begun again after it finished (a create rolled back by IONOS) is not done.
+func (j *Journal) Done(step, cube string) bool {
+	for i := len(j.Steps) - 1; i >= 0; i-- {
+		if st := j.Steps[i]; st.Name == step && (cube == "" || st.Cube == cube) {
+			return st.Done != 0
+		}
+	}
+	return false
+}
+
+// Begun returns the last step of j named step (for cube; "" for any) when it started and did
+// not finish (its outcome is unknown), else nil.
+func (j *Journal) Begun(step, cube string) *Step {
+	for i := len(j.Steps) - 1; i >= 0; i-- {
+		if st := &j.Steps[i]; st.Name == step && (cube == "" || st.Cube == cube) {
+			if st.Done != 0 {
+				return nil
+			}
+			return st
+		}
+	}
+	return nil
 }
 
 // Store is one journal file held by this process: Open takes its lock, Close gives it back.
