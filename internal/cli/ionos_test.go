@@ -43,14 +43,7 @@ func newIonosEnvOn(t *testing.T, cubeCount int, ipOf func(int) string) ionosEnv 
 	sim := ionossim.New(ionossim.Options{Authorize: ionossim.AcceptToken(ionosTestToken)})
 	world := ionossim.SampleFleet(cubeCount)
 	if ipOf(0) != ionossim.SampleServerIP(0) {
-		dc := world.Datacenters[0]
-		dc.LANs[1].IPv4CIDR = "127.0.0.0/8"
-		dc.NATGateways[0].LANs[0].GatewayIPs = []string{"127.0.0.1/8"}
-		dc.ApplicationLBs[0].PrivateIPs = []string{"127.0.0.5/8"}
-		for i, s := range dc.Servers {
-			s.NICs[0].IPs = []string{ipOf(i)}
-			world.TargetGroups[0].Targets[i].IP = ipOf(i)
-		}
+		world = ionossim.SampleFleetOn(cubeCount, "127.0.0.0/8", ipOf)
 	}
 	if err := sim.Load(world); err != nil {
 		t.Fatal(err)

@@ -53,11 +53,15 @@ type Profile struct {
 }
 
 // ProfileControlPlane is the cubefleet control plane new Cubes join: its URL (http or https),
-// the pool they join and the file holding the API key the workflows call it with.
+// the pool they join and the file holding the API key the workflows call it with. TargetGroup,
+// optional, names the load balancer's target group that routes to the control plane when it
+// loads a fixed origin list (`cubefleet server --origins`): scale apply hands it over to a
+// ready replacement.
 type ProfileControlPlane struct {
-	URL        string
-	Pool       string
-	APIKeyFile string
+	URL         string
+	Pool        string
+	APIKeyFile  string
+	TargetGroup string
 }
 
 // ProfileSSHHost is a host reached over SSH: Host (a name or address), Port (default 22) and
@@ -151,9 +155,9 @@ func (v *validator) profile(root *node) *Profile {
 		v.bad("runtime_source_cube", "%q is not one of baseline_cubes: new Cubes bootstrap from a healthy baseline Cube", p.RuntimeSourceCube)
 	}
 	if n := f["control_plane"]; n != nil && v.isObject(n, "control_plane") {
-		cf := v.object(n, "control_plane", []string{"url", "pool", "api_key_file"}, []string{"url", "pool", "api_key_file"})
+		cf := v.object(n, "control_plane", []string{"url", "pool", "api_key_file", "target_group"}, []string{"url", "pool", "api_key_file"})
 		p.ControlPlane = ProfileControlPlane{URL: v.httpURL(cf["url"], "control_plane.url"), Pool: v.name(cf["pool"], "control_plane.pool"),
-			APIKeyFile: v.name(cf["api_key_file"], "control_plane.api_key_file")}
+			APIKeyFile: v.name(cf["api_key_file"], "control_plane.api_key_file"), TargetGroup: v.name(cf["target_group"], "control_plane.target_group")}
 	}
 	if n := f["coordinator"]; n != nil && v.isObject(n, "coordinator") {
 		p.Coordinator = v.sshHost(n, "coordinator", nil)
