@@ -127,7 +127,10 @@ failure (the journal says where it stands), 2 on a usage error.`,
 				case !plan.Accepted:
 					return cubefleet.Errorf(cubefleet.CodePlanBlocked, "scale plan rejected: %s; nothing was changed", cubefleet.Count(len(plan.Problems), "problem", "problems"))
 				case len(plan.Steps) == 0:
-					return render(cmd, plan, func(w io.Writer) error { linef(w, "Nothing to do: the fleet has %s.\n", cubefleet.Count(target, "Cube", "Cubes")); return nil })
+					return render(cmd, plan, func(w io.Writer) error {
+						linef(w, "Nothing to do: the fleet has %s.\n", cubefleet.Count(target, "Cube", "Cubes"))
+						return nil
+					})
 				case plan.Target > plan.Current:
 					return cubefleet.Errorf(cubefleet.CodePlanBlocked, "growth by scale apply is not available yet: add each Cube with roundtrip up; nothing was changed")
 				}
