@@ -121,8 +121,10 @@ func (r *Reduction) Reduce(ctx context.Context, j *journal.Journal) error {
 	for _, name := range cubeNames(j) {
 		i := slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == name })
 		if !j.Done(StepConfirmResult, name) {
-			// Down acts on the journal's first Cube: this one, for now.
+			// Down acts on the journal's first Cube: this one, for now; it restores the Cubes'
+			// target lists to j.TargetLists: the lists without this Cube and those gone.
 			j.Cubes[0], j.Cubes[i] = j.Cubes[i], j.Cubes[0]
+			r.expectTargets(j, name)
 			if err := r.Down(ctx, j); err != nil {
 				return err
 			}
@@ -136,6 +138,24 @@ func (r *Reduction) Reduce(ctx context.Context, j *journal.Journal) error {
 	}
 	j.State = journal.StateDone
 	return r.Store.Save(j)
+}
+
+// expectTargets makes j.TargetLists of the Cubes' target groups what they hold once Cube
+// name and the Cubes removed before it are gone: what Down's restore-targets step compares
+// its result with.
+func (r *Reduction) expectTargets(j *journal.Journal, name string) {
+	var gone []string
+	for _, c := range j.Cubes {
+		if c.Name == name || j.Done(StepDeleteServer, c.Name) {
+			gone = append(gone, c.PrivateIP)
+		}
+	}
+	for _, id := range r.Found.TargetGroupIDs {
+		j.TargetLists[id] = slices.DeleteFunc(slices.Clone(j.TargetLists[id]), func(o string) bool {
+			host, _, _ := strings.Cut(o, ":")
+			return slices.Contains(gone, host)
+		})
+	}
 }
 
 // cubeNames are the names of j's Cubes in the journal's first order (as the plan chose them),
