@@ -120,7 +120,7 @@ func TestStaticMembershipHandover(t *testing.T) {
 	}
 	dsn := storetest.PostgresURL(t)
 	net := 100 + os.Getpid()%100
-	args := []string{"--node-heartbeat-timeout", e2eHeartbeat.String(), "--node-lost-after", "30s"}
+	args := []string{"--node-heartbeat-timeout", "5s", "--node-lost-after", "30s"} // replicas: e2eReplicaArgs' window
 	previous := startServerB(t, dsn, append(args, "--origins", writeOrigins(t, net, 4), "--cube-count", "4")...)
 	// The replacement's address is chosen now, so the agents list both servers.
 	nextAddr := freeAddr(t)
