@@ -111,6 +111,9 @@ func printJournal(w io.Writer, path string, j *journal.Journal) {
 	}
 	for _, c := range j.Cubes {
 		linef(w, "  cube %s: slot %d, ip %s, server %s, request %s, peer %s\n", c.Name, c.Slot, orDash(c.PrivateIP), orDash(c.ServerID), orDash(c.RequestID), orDash(c.PeerKey))
+		if c.Canary != "" {
+			linef(w, "  cube %s: canary %s of tenant %s\n", c.Name, c.Canary, c.CanaryTenant)
+		}
 	}
 	for _, st := range j.Steps {
 		state := "done " + formatTime(st.Done)

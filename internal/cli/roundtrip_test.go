@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cubefleet/cubefleet/internal/cubes/journal"
+	"github.com/cubefleet/cubefleet/internal/ionos/ionossim"
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
@@ -64,3 +65,44 @@ var (
 	pidPattern   = regexp.MustCompile(`pid \d+`)
 	sincePattern = regexp.MustCompile(`since \d{4}-\d\d-\d\dT[0-9:]+Z`)
 )
+
+// TestRoundtripUpDownRefusals: roundtrip up without its required flags is a usage error; a
+// preflight with a FAIL (a Cube without its WireGuard peer) exits 1 with PLAN_BLOCKED, names
+// the failing check and changes nothing (no journal, no create); roundtrip down without a
+// journal has nothing to take down.
+func TestRoundtripUpDownRefusals(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, c *cliEnv) {
+		f := newCubeFleet(t, c, 2)
+		sshd := testkit.StartSSHD(t)
+		peers := sshd.WireGuardStandIn(t, "wg0")
+		if err := os.WriteFile(peers, []byte(wgPeer(1, ionossim.SampleServerIP(0))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f.fields["coordinator"] = map[string]any{"host": "127.0.0.1", "port": sshd.Port, "user": sshd.User}
+		f.fields["gpu_wireguard"] = map[string]any{"host": "127.0.0.1", "port": sshd.Port, "user": sshd.User, "interface": "wg0"}
+		f.fields["ssh"] = map[string]any{"key_file": sshd.KeyFile, "known_hosts_file": sshd.KnownHosts, "cube_user": "root"}
+		f.writeProfile(t)
+		private := t.TempDir()
+		fleet := []string{"--profile", f.profile, "--config", f.ionos.config, "--api-url", f.ionos.sim.URL, "--private-dir", private}
+
+		code, _, errOut := f.run("", append([]string{"roundtrip", "up"}, fleet...)...)
+		if code != ExitUsage || !strings.Contains(errOut, "--canary-template and --agent-binary-url are required") {
+			t.Errorf("up without its flags: exit %d %s", code, errOut)
+		}
+		up := append([]string{"roundtrip", "up", "--canary-template", "sh", "--agent-binary-url", "http://127.0.0.1:9/cubefleet"}, fleet...)
+		code, _, errOut = f.run("", up...)
+		if code != ExitFailure || !strings.Contains(errOut, "PLAN_BLOCKED: preflight: 1 of") || !strings.Contains(errOut, "FAIL wireguard peer cube-001") {
+			t.Errorf("up with a failing preflight: exit %d %s", code, errOut)
+		}
+		if n := f.ionos.sim.Sim.Count("POST", "/cloudapi/v6/datacenters/"+ionossim.SampleDatacenterID+"/servers"); n != 0 {
+			t.Errorf("%d creates after a failed preflight", n)
+		}
+		if j, err := journal.Read(filepath.Join(private, journal.RoundtripPath)); j != nil || err != nil {
+			t.Errorf("journal after a failed preflight: %+v %v", j, err)
+		}
+		code, _, errOut = f.run("", append([]string{"roundtrip", "down"}, fleet...)...)
+		if code != ExitFailure || !strings.Contains(errOut, "holds no roundtrip to take down") {
+			t.Errorf("down without a journal: exit %d %s", code, errOut)
+		}
+	})
+}

@@ -42,7 +42,8 @@ func IsNotFound(err error) bool {
 
 // FindCreated looks up the Cube spec names after a create whose outcome is unknown (a kill,
 // a timeout, a 5xx): none is (nil, nil), and one new POST may follow; exactly one is read
-// again by its id and checked against spec (VerifyCube) and returned; several are a CONFLICT
+// again by its id (its listing stands in while that GET answers 404, as while its create is
+// queued) and checked against spec (VerifyCube) and returned; several are a CONFLICT
 // error listing their ids, and nothing may be created or deleted until a person has looked.
 func FindCreated(ctx context.Context, cloud Cloud, dcID string, spec ionos.CubeSpec) (*ionos.Server, error) {
 	found, err := cloud.ServersNamed(ctx, dcID, spec.Name)
@@ -54,6 +55,9 @@ func FindCreated(ctx context.Context, cloud Cloud, dcID string, spec ionos.CubeS
 		return nil, nil
 	case 1:
 		srv, err := cloud.Server(ctx, dcID, found[0].ID)
+		if IsNotFound(err) {
+			srv, err = found[0], nil // listed, but its create is still queued: the listing is what there is
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,9 @@
 // checks it against an inventory from internal/ionos, and decides per slot whether to retain,
 // create, remove or leave it empty, reporting every rule it breaks at once. The rules are
 // those of docs/ionos.md ("The private configuration", "Plan").
-// The package does no I/O; it is pure and safe for concurrent use.
+// The planning is pure and safe for concurrent use. The fleet workflows (cloud.go: the cloud
+// steps; roundtrip_up.go, roundtrip_down.go: roundtrip up and down) do their I/O only through
+// the interfaces they are given (Cloud, ControlPlane, Peers) and the journal.
 package cubes
 
 import (

@@ -43,6 +43,10 @@ func TestProfileExample(t *testing.T) {
 	if err != nil || p.SlotsPerCube != cubes.SlotsPerCube || p.DrainDeadline != cubes.DefaultDrainDeadline || p.TokenFile != cubes.DefaultTokenFile {
 		t.Errorf("defaults: %+v %v", p, err)
 	}
+	withConf := strings.Replace(readExampleProfile(t), `"interface": "wg0"`, `"interface": "wg0", "config_file": "/etc/wireguard/fleet.conf"`, 1)
+	if p, err = cubes.DecodeProfile(strings.NewReader(withConf)); err != nil || p.GPUWireGuard.ConfigFile != "/etc/wireguard/fleet.conf" {
+		t.Errorf("gpu_wireguard.config_file: %+v %v", p, err)
+	}
 }
 
 // fieldPaths returns the paths of an INVALID_INPUT error's field errors.
@@ -71,7 +75,7 @@ func TestProfileRefusals(t *testing.T) {
 		`"target_groups": ["cubes"]`, `"target_groups": ["cubes", "cubes"]`,
 		`"url": "https://cubefleet.example:3010"`, `"url": "ftp://cubefleet.example"`,
 		`"port": 22`, `"port": 70000`,
-		`"interface": "wg0"`, `"interface": 7`,
+		`"interface": "wg0"`, `"interface": 7, "config_file": "wg0.conf"`,
 		`"baseline_cubes": ["cube-000", "cube-001"]`, `"baseline_cubes": ["cube-000", "worker-1"]`,
 		`"runtime_source_cube": "cube-000"`, `"runtime_source_cube": "cube-009"`,
 		`"slots_per_cube": 3`, `"slots_per_cube": 65`,
@@ -82,25 +86,26 @@ func TestProfileRefusals(t *testing.T) {
 	_, err := cubes.DecodeProfile(strings.NewReader(bad))
 	got := fieldPaths(t, err)
 	for path, says := range map[string]string{
-		"datacenter":              "must not be empty",
-		"private_lan_id":          "positive integer",
-		"target_groups[1]":        "listed twice",
-		"control_plane.url":       "http(s) URL",
-		"coordinator.port":        "no larger than 65535",
-		"gpu_wireguard.interface": "must be a string",
-		"baseline_cubes[1]":       `does not start with cube_name_prefix "cube-"`,
-		"runtime_source_cube":     "not one of baseline_cubes",
-		"slots_per_cube":          "no larger than 64",
-		"drain_deadline":          "want a duration",
-		"color":                   "unknown key",
-		"nat_gateway":             "is required",
+		"datacenter":                "must not be empty",
+		"private_lan_id":            "positive integer",
+		"target_groups[1]":          "listed twice",
+		"control_plane.url":         "http(s) URL",
+		"coordinator.port":          "no larger than 65535",
+		"gpu_wireguard.interface":   "must be a string",
+		"gpu_wireguard.config_file": "want an absolute path",
+		"baseline_cubes[1]":         `does not start with cube_name_prefix "cube-"`,
+		"runtime_source_cube":       "not one of baseline_cubes",
+		"slots_per_cube":            "no larger than 64",
+		"drain_deadline":            "want a duration",
+		"color":                     "unknown key",
+		"nat_gateway":               "is required",
 	} {
 		if !strings.Contains(got[path], says) {
 			t.Errorf("%s: %q, want it to say %q", path, got[path], says)
 		}
 	}
-	if len(got) != 12 {
-		t.Errorf("%d errors, want 12: %v", len(got), got)
+	if len(got) != 13 {
+		t.Errorf("%d errors, want 13: %v", len(got), got)
 	}
 	if _, err := cubes.DecodeProfile(strings.NewReader(`{"datacenter": "a", "datacenter": "b"}`)); err == nil || !strings.Contains(err.Error(), "datacenter") {
 		t.Errorf("a duplicate key: %v", err)

@@ -114,7 +114,7 @@ func (r *Roundtrip) step(j *journal.Journal, name, cube string, do func(resumed 
 	r.say("%s %s%s", name, cube, map[bool]string{true: " (resumed: checking what the interrupted run did)", false: ""}[resumed])
 	detail, err := do(resumed)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", name, cube, err)
+		return annotate(err, name+" "+cube+": ", "")
 	}
 	r.crash(name, "applied")
 	if err := r.Store.Finish(j, name, detail); err != nil {
@@ -175,7 +175,7 @@ func (r *Roundtrip) Up(ctx context.Context, j *journal.Journal) error {
 				if berr := r.Store.Begin(j, StepCreateServer, c.Name); berr != nil {
 					return "", berr
 				}
-				return "", fmt.Errorf("%w; rerun: the name is looked up again and the Cube created once more", err)
+				return "", annotate(err, "", "; rerun: the name is looked up again and the Cube created once more")
 			}
 			if err != nil {
 				return "", err
@@ -235,7 +235,7 @@ func (r *Roundtrip) create(ctx context.Context, j *journal.Journal, c *journal.C
 	acc, err := r.Cloud.CreateCube(ctx, r.Found.DatacenterID, spec)
 	if err != nil {
 		if errors.Is(err, ionos.ErrOutcomeUnknown) {
-			return "", fmt.Errorf("%w; rerun: it looks the name %s up and creates nothing twice", err, c.Name)
+			return "", annotate(err, "", "; rerun: it looks the name "+c.Name+" up and creates nothing twice")
 		}
 		return "", err
 	}
@@ -263,10 +263,15 @@ func (r *Roundtrip) verify(ctx context.Context, j *journal.Journal, c *journal.C
 		}
 		r.say("%s: canary %s started on %s", c.Name, id, c.PrivateIP)
 	}
+	last := ""
 	for {
 		state, err := r.CP.Sandbox(ctx, c.CanaryTenant, c.Canary)
 		if err != nil {
 			return "", fmt.Errorf("canary %s: %w", c.Canary, err)
+		}
+		if state != last {
+			r.say("%s: canary %s %s", c.Name, c.Canary, state)
+			last = state
 		}
 		switch state {
 		case "exited":
@@ -341,4 +346,14 @@ func (r *Roundtrip) addTargets(ctx context.Context, _ *journal.Journal, c *journ
 		}
 	}
 	return fmt.Sprintf("%s in %d target groups", Origin(c.PrivateIP, r.OriginPort), len(r.Found.TargetGroupIDs)), nil
+}
+
+// annotate puts prefix and suffix around err's message: a *cubefleet.Error keeps its code
+// (the CLI prints its message) and wraps the original; any other error is wrapped.
+func annotate(err error, prefix, suffix string) error {
+	var ce *cubefleet.Error
+	if errors.As(err, &ce) {
+		return &cubefleet.Error{Code: ce.Code, Message: prefix + ce.Message + suffix, Details: ce.Details, Err: err}
+	}
+	return fmt.Errorf("%s%w%s", prefix, err, suffix)
 }

@@ -26,8 +26,9 @@ type WorkNode struct {
 	Cordoned, Draining bool
 	// DrainDeadline is when the drain stops the sandboxes still running there (0: none).
 	DrainDeadline int64
-	// ReportedAt is when its last report arrived.
-	ReportedAt int64
+	// ReportedAt is when its last report arrived; RegisteredAt when it registered (Unix ms;
+	// a node deleted and registered again is a new registration).
+	ReportedAt, RegisteredAt int64
 	// SandboxesReported says a report listed the sandboxes the agent runs; Sandboxes are they.
 	SandboxesReported bool
 	Sandboxes         []string
@@ -44,7 +45,7 @@ type WorkNode struct {
 func (r *Registry) workNode(n *node, now int64, pools *poolIndex) WorkNode {
 	w := WorkNode{
 		ID: n.id, Cubefleet: n.agent == AgentCubefleet, State: r.health.state(n, now), Cordoned: n.cordoned(), Draining: n.drainAt != 0, DrainDeadline: n.drainDeadline,
-		ReportedAt: n.reportedAt, SandboxesReported: n.sandboxesReported, Sandboxes: n.sandboxIDs,
+		ReportedAt: n.reportedAt, RegisteredAt: n.registeredAt, SandboxesReported: n.sandboxesReported, Sandboxes: n.sandboxIDs,
 		TemplatesReported: n.templatesReported, Templates: n.templateIDs,
 		QuotaCPU: quotaCPU(n), QuotaMemMiB: quotaMem(n), MaxMVM: n.maxMVM, Labels: maps.Clone(n.labels),
 	}

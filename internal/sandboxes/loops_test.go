@@ -477,6 +477,46 @@ func TestPrepare(t *testing.T) {
 	})
 }
 
+// TestPrepareRejoined: a node that prepared its templates, was deleted and registered again
+// without them (a Cube replaced at the same address) is asked to prepare them at once, not a
+// minute later.
+func TestPrepareRejoined(t *testing.T) {
+	sandboxtest.Each(t, sandboxtest.Options{Offer: map[string]int64{}}, func(t *testing.T, e *sandboxtest.Env) {
+		ctx := context.Background()
+		a := e.NewBareAgent("127.0.0.2", 4)
+		e.Svc.Prepare(ctx)
+		asgs, _ := a.Poll(ctx, 0)
+		if len(asgs) != 2 {
+			t.Fatalf("first registration: %d assignments, want 2", len(asgs))
+		}
+		a.Handle(ctx, asgs)
+		a.Report()
+		if _, err := e.Reg.Cordon(ctx, a.ID, "replaced", nodes.Actor("ops")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reg.Delete(ctx, a.ID, true, nodes.Actor("ops")); err != nil {
+			t.Fatal(err)
+		}
+		e.Clock.Add(time.Second)
+		b := e.NewBareAgent("127.0.0.2", 4)
+		e.Svc.Prepare(ctx)
+		first := map[string]bool{}
+		for _, as := range asgs {
+			first[as.ID] = true
+		}
+		again, _ := b.Poll(ctx, 0)
+		fresh := 0
+		for _, as := range again {
+			if !first[as.ID] && as.Kind == nodeapi.KindPrepare {
+				fresh++
+			}
+		}
+		if fresh != 2 {
+			t.Errorf("registered again: %d new prepare assignments, want the 2 templates at once", fresh)
+		}
+	})
+}
+
 // TestLostThenEnded: a sandbox found lost while its node was Down, whose agent comes back and
 // reports how it really ended, takes that end and its result (its message says it had been
 // lost); the quota share given back when it was lost is not given back again.

@@ -208,7 +208,7 @@ type Service struct {
 	// The lease holder's memory of what nodes listed (loops only).
 	loopMu     sync.Mutex
 	lastListed map[string]int64 // sandbox id -> the last report (Unix ms) that listed it
-	prepared   map[string]int64 // node id + "/" + template id -> when a prepare was last queued
+	prepared   map[string]int64 // node id "@" registration time "/" template id -> when a prepare was last queued
 	warned     map[string]int64 // template id -> when a refused warm top-up was last logged
 
 	orphanMu sync.Mutex

@@ -170,7 +170,8 @@ func (s *Service) stopIdle(ctx context.Context, w idle, reason, detail string) e
 
 // Prepare queues the templates of each node's pool that the node does not report among its
 // local_templates (kind prepare), so a node that joins gets its pool's templates without an
-// operator step; a node asked once is asked again only after prepareAgain.
+// operator step; a node asked once is asked again only after prepareAgain (a node deleted
+// and registered again is asked at once: the marks are per registration).
 func (s *Service) Prepare(ctx context.Context) error {
 	tpls, err := compute.Templates(ctx, s.db)
 	if err != nil {
@@ -184,6 +185,11 @@ func (s *Service) Prepare(ctx context.Context) error {
 	type job struct{ node, tpl string }
 	var jobs []job
 	s.loopMu.Lock()
+	for key, at := range s.prepared {
+		if now-at >= prepareAgain.Milliseconds() {
+			delete(s.prepared, key)
+		}
+	}
 	for _, n := range s.cfg.Nodes.WorkNodes() {
 		if !n.Cubefleet || n.PoolID == "" || n.State != nodes.StateReady || n.Draining {
 			continue
@@ -193,7 +199,7 @@ func (s *Service) Prepare(ctx context.Context) error {
 			have[t] = true
 		}
 		for _, t := range byPool[n.PoolID] {
-			key := n.ID + "/" + t
+			key := fmt.Sprintf("%s@%d/%s", n.ID, n.RegisteredAt, t)
 			if have[t] || now-s.prepared[key] < prepareAgain.Milliseconds() {
 				continue
 			}

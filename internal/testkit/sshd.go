@@ -44,10 +44,10 @@ type SSHDOptions struct {
 
 // StartSSHD starts sshd on 127.0.0.1 (skipping the test when /usr/sbin/sshd is absent, except
 // under CI, where it fails) and stops it when the test ends.
-func StartSSHD(t *testing.T) *SSHD { return StartSSHDWith(t, SSHDOptions{}) }
+func StartSSHD(t testing.TB) *SSHD { return StartSSHDWith(t, SSHDOptions{}) }
 
 // StartSSHDWith starts sshd as StartSSHD does, with opts.
-func StartSSHDWith(t *testing.T, opts SSHDOptions) *SSHD {
+func StartSSHDWith(t testing.TB, opts SSHDOptions) *SSHD {
 	t.Helper()
 	const sshd = "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -149,7 +149,7 @@ func (s *SSHD) hostPort() string { return net.JoinHostPort(s.Addr, strconv.Itoa(
 func (s *SSHD) HostKey() string { return s.hostKey }
 
 // WriteKnownHost makes known_hosts hold only hostKey ("ssh-ed25519 AAAA...") for the server.
-func (s *SSHD) WriteKnownHost(t *testing.T, hostKey string) {
+func (s *SSHD) WriteKnownHost(t testing.TB, hostKey string) {
 	t.Helper()
 	line := fmt.Sprintf("[%s]:%d %s\n", s.Addr, s.Port, hostKey)
 	if err := os.WriteFile(s.KnownHosts, []byte(line), 0o600); err != nil {
@@ -159,7 +159,7 @@ func (s *SSHD) WriteKnownHost(t *testing.T, hostKey string) {
 
 // AddKnownHost appends hostKey for the server to known_hosts, keeping the other lines but any
 // earlier one of this server.
-func (s *SSHD) AddKnownHost(t *testing.T, hostKey string) {
+func (s *SSHD) AddKnownHost(t testing.TB, hostKey string) {
 	t.Helper()
 	old, err := os.ReadFile(s.KnownHosts)
 	if err != nil && !os.IsNotExist(err) {
@@ -179,7 +179,7 @@ func (s *SSHD) AddKnownHost(t *testing.T, hostKey string) {
 }
 
 // OtherHostKey is a host key that is not the server's.
-func (s *SSHD) OtherHostKey(t *testing.T) string {
+func (s *SSHD) OtherHostKey(t testing.TB) string {
 	t.Helper()
 	key := filepath.Join(s.dir, "other_ed25519")
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
@@ -198,7 +198,7 @@ func (s *SSHD) OtherHostKey(t *testing.T) string {
 // allowed-ips` prints, and prints back): `wg set IF peer KEY allowed-ips IP` adds or replaces
 // a line, `wg set IF peer KEY remove` deletes it, and every call is appended to calls.log
 // beside it.
-func (s *SSHD) WireGuardStandIn(t *testing.T, iface string) string {
+func (s *SSHD) WireGuardStandIn(t testing.TB, iface string) string {
 	t.Helper()
 	peers := filepath.Join(s.dir, "peers.txt")
 	if err := os.WriteFile(peers, nil, 0o644); err != nil {
