@@ -280,3 +280,34 @@ func TestScaleApplyReduces(t *testing.T) {
 		t.Errorf("the long sandbox was not left running: %s", got)
 	}
 }
+
+// TestScaleApplyGrows grows the roundtrip's fleet of 2 Cubes to 3 with scale apply: the new
+// Cube goes through roundtrip up's steps (the simulator boots its agent from its user data),
+// is Ready in the pool with its peer and its target, and the journal is done.
+func TestScaleApplyGrows(t *testing.T) {
+	rg := newRoundtripRig(t, "")
+	before := rg.view()
+	args := []string{"scale", "apply", "--profile", rg.profile, "--config", rg.config, "--api-url", rg.simURL,
+		"--private-dir", rg.privateDir, "--poll", "100ms", "--wait-budget", "20s", "--timeout", "20s", "--target-cubes", "3",
+		"--agent-binary-url", "http://127.0.0.1:9/cubefleet", "--agent-env", rg.agentEnv, "--canary-template", "sh", "--node-wait", "60s"}
+	if _, errOut, code := rg.f.c.run("", "", args...); code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("without --yes and a terminal: exit %d\n%s", code, errOut)
+	}
+	out, errOut, code := rg.f.c.run("", "", append(args, "--yes", "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("scale apply 2 -> 3: exit %d\n%s%s", code, out, errOut)
+	}
+	var j journal.Journal
+	if err := json.Unmarshal([]byte(out), &j); err != nil || j.State != journal.StateDone || j.Workflow != cubes.WorkflowScaleGrowth || len(j.Cubes) != 1 {
+		t.Fatalf("the journal: %v\n%s", err, out)
+	}
+	c := j.Cubes[0]
+	v := rg.view()
+	if len(v.Servers) != len(before.Servers)+1 || len(v.Targets) != len(before.Targets)+1 || !strings.Contains(v.Servers[len(v.Servers)-1], c.ServerID+" "+c.Name+" RUNNING") {
+		t.Errorf("after the growth: %+v", v)
+	}
+	if peers, _ := os.ReadFile(rg.peers); !strings.Contains(string(peers), c.PeerKey+"\t"+c.PrivateIP+"/32") {
+		t.Errorf("the new Cube's peer: %q", peers)
+	}
+	rg.waitNode(c.PrivateIP, func(v nodes.View) bool { return v.State == nodes.StateReady && v.Pool == "lab" })
+}

@@ -25,7 +25,8 @@ const scaleLockName = "apply"
 func newScaleApplyCmd() *cobra.Command {
 	var rf roundtripFlags
 	var canary cubes.Canary
-	var canaryCommand, replacement string
+	var canaryCommand, replacement, binaryURL, agentEnv string
+	var nodeWait, joinTTL time.Duration
 	var yes, stopAtDeadline bool
 	target := -1
 	cmd := &cobra.Command{
@@ -101,7 +102,25 @@ failure (the journal says where it stands), 2 on a usage error.`,
 				return err
 			}
 			canary.Command = strings.Fields(canaryCommand)
-			r.Canary, r.StopAtDeadline = canary, stopAtDeadline
+			r.Canary, r.StopAtDeadline, r.NodeWait, r.JoinTTL, r.NewKey = canary, stopAtDeadline, nodeWait, joinTTL, fleetssh.NewWireGuardKey
+			grow := func() error {
+				if !strings.HasPrefix(binaryURL, "https://") && !strings.HasPrefix(binaryURL, "http://") {
+					return usagef("--agent-binary-url %q: growth needs the http(s) URL new Cubes download cubefleet from", binaryURL)
+				}
+				if nodeWait <= 0 || joinTTL < time.Minute {
+					return usagef("--node-wait must be positive and --join-token-ttl at least 1m")
+				}
+				var extra []string
+				if agentEnv != "" {
+					lines, err := readAgentEnv(agentEnv)
+					if err != nil {
+						return err
+					}
+					extra = lines
+				}
+				r.Boot = cubes.CubeBoot{ControlPlane: st.profile.ControlPlane.URL, AgentBinaryURL: binaryURL, AgentEnv: extra}
+				return nil
+			}
 			red := &cubes.Reduction{Roundtrip: r}
 			if replacement != "" {
 				caFile, _ := cmd.Flags().GetString(flagCAFile)
@@ -117,6 +136,12 @@ failure (the journal says where it stands), 2 on a usage error.`,
 			j := open
 			if j != nil {
 				r.Progress("resuming run " + j.Run)
+				if j.Workflow == cubes.WorkflowScaleGrowth {
+					if err := grow(); err != nil {
+						return err
+					}
+					return finishGrowth(cmd, r, j)
+				}
 			} else {
 				plan := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: target,
 					RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: rf.maxAge})
@@ -132,7 +157,16 @@ failure (the journal says where it stands), 2 on a usage error.`,
 						return nil
 					})
 				case plan.Target > plan.Current:
-					return cubefleet.Errorf(cubefleet.CodePlanBlocked, "growth by scale apply is not available yet: add each Cube with roundtrip up; nothing was changed")
+					if err := grow(); err != nil {
+						return err
+					}
+					if err := confirmApply(cmd, yes, len(plan.Steps)); err != nil {
+						return err
+					}
+					if j, err = r.NewGrowJournal(run, plan, st.inv); err != nil {
+						return err
+					}
+					return finishGrowth(cmd, r, j)
 				}
 				if err := confirmApply(cmd, yes, len(plan.Steps)); err != nil {
 					return err
@@ -153,17 +187,7 @@ failure (the journal says where it stands), 2 on a usage error.`,
 			if err := red.Reduce(cmd.Context(), j); err != nil {
 				return err
 			}
-			return render(cmd, j, func(w io.Writer) error {
-				linef(w, "scale apply: run %s removed %s.\n", j.Run, cubefleet.Count(len(j.Cubes), "Cube", "Cubes"))
-				for _, s := range j.Steps {
-					cube := ""
-					if s.Cube != "" {
-						cube = " " + s.Cube
-					}
-					linef(w, "  %s%s: %s\n", s.Name, cube, s.Detail)
-				}
-				return nil
-			})
+			return renderScaleRun(cmd, j, "removed")
 		},
 	}
 	rf.register(cmd)
@@ -175,8 +199,35 @@ failure (the journal says where it stands), 2 on a usage error.`,
 	f.StringVar(&canary.Template, "canary-template", "", "the sandbox template of the sandbox accepted on each departing Cube (required)")
 	f.StringVar(&canary.Tenant, "canary-tenant", "root", "its tenant")
 	f.StringVar(&canaryCommand, "canary-command", "echo cubefleet-accepted", "its command, split at spaces; it must end within the drain")
+	f.StringVar(&binaryURL, "agent-binary-url", "", "growth: where each new Cube downloads the cubefleet binary")
+	f.StringVar(&agentEnv, "agent-env", "", "growth: a file of extra KEY=VALUE agent settings for the new Cubes")
+	durationVar(f, &nodeWait, "node-wait", 10*time.Minute, "growth: longest wait for a new node to be Ready and for its canary to return")
+	durationVar(f, &joinTTL, "join-token-ttl", time.Hour, "growth: lifetime of each new Cube's one-time join token")
 	f.BoolVar(&stopAtDeadline, "stop-at-deadline", false, "at the drain deadline, stop what still runs on the Cube (killed, reason node_drained) instead of exiting 1")
 	return cmd
+}
+
+// finishGrowth carries out the growth of journal j and prints it.
+func finishGrowth(cmd *cobra.Command, r *cubes.Roundtrip, j *journal.Journal) error {
+	if err := r.Grow(cmd.Context(), j); err != nil {
+		return err
+	}
+	return renderScaleRun(cmd, j, "added")
+}
+
+// renderScaleRun prints a finished scale run: what it did to how many Cubes, and each step.
+func renderScaleRun(cmd *cobra.Command, j *journal.Journal, did string) error {
+	return render(cmd, j, func(w io.Writer) error {
+		linef(w, "scale apply: run %s %s %s.\n", j.Run, did, cubefleet.Count(len(j.Cubes), "Cube", "Cubes"))
+		for _, s := range j.Steps {
+			cube := ""
+			if s.Cube != "" {
+				cube = " " + s.Cube
+			}
+			linef(w, "  %s%s: %s\n", s.Name, cube, s.Detail)
+		}
+		return nil
+	})
 }
 
 // openScaleJournal returns the open scale journal of dir (nil: none). Errors: a journal that

@@ -18,8 +18,11 @@ import (
 // removes go one at a time, each through the roundtrip's removal steps (Roundtrip.Down), after
 // the whole fleet's preflight, an accepted result per Cube and the coordinator's handover.
 
-// WorkflowScale is scale apply's workflow name in its journals.
-const WorkflowScale = "scale apply"
+// scale apply's workflow names in its journals: a reduction, a growth.
+const (
+	WorkflowScale       = "scale apply"
+	WorkflowScaleGrowth = "scale apply growth"
+)
 
 // Steps of scale apply besides the roundtrip's.
 const (
@@ -282,4 +285,57 @@ func (r *Reduction) checkResult(ctx context.Context, c *journal.Cube) (string, e
 		return "", cubefleet.Errorf(cubefleet.CodeConflict, "sandbox %s is %s through the new configuration but %s through the previous one", c.Canary, next, prev)
 	}
 	return fmt.Sprintf("sandbox %s: %s through both configurations", c.Canary, next), nil
+}
+
+// NewGrowJournal starts the journal of run (journal.NewRun), a growth by plan (accepted, with
+// slots to fill): each new Cube's unique name (<cube_name_prefix><run>-<slot>), slot and
+// private IP, in slot order, and the target groups' targets as inv has them. It is saved
+// before anything is created. Errors: the plan is rejected or does not grow the fleet.
+func (r *Roundtrip) NewGrowJournal(run string, plan *ScalePlan, inv *ionos.Inventory) (*journal.Journal, error) {
+	if !plan.Accepted || plan.Target <= plan.Current {
+		return nil, cubefleet.Errorf(cubefleet.CodePlanBlocked, "the scale plan does not add Cubes: scale plan says why; nothing was changed")
+	}
+	now := r.now()
+	j := &journal.Journal{Workflow: WorkflowScaleGrowth, Run: run, State: journal.StateOpen, StartedAt: now.UnixMilli(), TargetLists: map[string][]string{}}
+	for _, s := range plan.Slots {
+		if s.Action == Create {
+			j.Cubes = append(j.Cubes, journal.Cube{Name: fmt.Sprintf("%s%s-%d", r.Profile.CubeNamePrefix, run, s.Index), Slot: s.Index, PrivateIP: s.PrivateIP})
+		}
+	}
+	for _, tg := range inv.TargetGroups {
+		if slices.Contains(r.Found.TargetGroupIDs, tg.ID) {
+			j.TargetLists[tg.ID] = Origins(tg.Targets)
+		}
+	}
+	return j, r.Store.Save(j)
+}
+
+// Grow carries out (or resumes) the growth of journal j (NewGrowJournal): each new Cube in
+// slot order, one at a time, through Roundtrip.Up's steps (create with the name journaled
+// first and never POSTed twice, wait until running, attach the worker group, add its
+// WireGuard peer, verify the worker with a canary, add its targets). The journal is done when
+// Grow returns nil.
+func (r *Roundtrip) Grow(ctx context.Context, j *journal.Journal) error {
+	var names []string
+	for _, c := range j.Cubes {
+		names = append(names, c.Name)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return j.Cubes[slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == a })].Slot -
+			j.Cubes[slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == b })].Slot
+	})
+	for _, name := range names {
+		if j.Done(StepAddTargets, name) {
+			continue
+		}
+		// Up acts on the journal's first Cube: this one, for now.
+		i := slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == name })
+		j.Cubes[0], j.Cubes[i] = j.Cubes[i], j.Cubes[0]
+		if err := r.Up(ctx, j); err != nil {
+			return err
+		}
+		j.State = journal.StateOpen
+	}
+	j.State = journal.StateDone
+	return r.Store.Save(j)
 }
