@@ -55,6 +55,10 @@ and after its side effect in <private-dir>/` + journal.ScaleDir + `/<run>.json. 
   check-result     the accepted sandbox's result read through the new and the previous
                    configuration.
 
+A growth takes roundtrip up's steps (create-server, wait-running, attach-group, add-peer,
+verify-workers, add-targets) for each new Cube in slot order, one at a time; it needs
+--agent-binary-url.
+
 A drain past its deadline keeps the Cube cordoned and exits 1 saying what still runs (unless
 --stop-at-deadline). An open scale journal is resumed instead of a new plan. Progress goes to
 stderr; stdout gets the result (--output json: the journal). Exit 0 when done, 1 on any
