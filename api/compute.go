@@ -103,6 +103,17 @@ type SandboxTemplateSpec struct {
 	// node's last report before it is lost (1 to 86400; absent: the server's
 	// --disconnect-grace).
 	DisconnectGraceSeconds int64 `json:"disconnectGraceSeconds,omitempty"`
+	// Runtime is the sandbox runtime its sandboxes run on: "process" (confined processes on
+	// the host's kernel) or "microvm" (a virtual machine with its own guest kernel). Its
+	// sandboxes are placed only on nodes of that runtime (their nodeSelector holds
+	// cubefleet.io/runtime). Absent: the node's default runtime, any node.
+	Runtime string `json:"runtime,omitempty"`
+	// EgressAllow lists the private network prefixes (CIDR, e.g. "10.20.0.0/16"; at most 32)
+	// a public sandbox of it may reach besides the internet: each inside 10.0.0.0/8,
+	// 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 or fc00::/7, holding no metadata address.
+	// Its node's own addresses, the control plane, other sandboxes and metadata addresses stay
+	// unreachable inside them. Only a public template has one. Absent: no private range.
+	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 
 // WarmPool is a template's warm pool: between Min and Max sandboxes kept booted.

@@ -57,19 +57,8 @@ func TestMicroVMSandboxes(t *testing.T) {
 	microvmtest.BusyboxTree(t, tree, "sh", "uname", "echo", "cat", "sleep", "nc", "true")
 	ip := fmt.Sprintf("127.78.%d.10", os.Getpid()%200)
 	a := &sandboxAgent{ip: ip, dir: t.TempDir(), sandboxDir: filepath.Join(dir, "sandboxes")}
-	jt := strings.TrimSpace(c.ok("nodes", "join-token", "create", "--pool", "lab", "--ip", ip))
-	writeFile(t, filepath.Join(a.dir, "join.token"), jt+"\n", 0o600)
+	writeAgentEnv(t, c, a, "CUBEFLEET_RUNTIME=microvm", "CUBEFLEET_GUEST_KERNEL="+kernel, "CUBEFLEET_IMAGE_DIR="+images)
 	server := strings.TrimPrefix(c.url, "http://")
-	a.envFile = filepath.Join(a.dir, "agent.env")
-	writeFile(t, a.envFile, strings.Join([]string{
-		"ONE_CLICK_DEPLOY_ROLE=compute", "CUBEFLEET_CONTROL_PLANE=" + server, "CUBE_SANDBOX_NODE_IP=" + ip,
-		"CUBEFLEET_ALLOW_LOOPBACK=1", "CUBE_S3_ENDPOINT=http://" + server,
-		"CUBEFLEET_JOIN_TOKEN_FILE=" + filepath.Join(a.dir, "join.token"), "CUBEFLEET_AGENT_STATE_DIR=" + filepath.Join(a.dir, "state"),
-		"CUBEFLEET_AGENT_LISTEN=" + freeAddrOn(t, ip), "CUBEFLEET_REPORT_PERIOD=200ms", "CUBEFLEET_NETWORK_CIDR_SKIP_CONFLICT_CHECK=1",
-		"CUBEFLEET_AGENT_PID_FILE=" + filepath.Join(a.dir, "agent.pid"),
-		"CUBEFLEET_RUNTIME=microvm", "CUBEFLEET_SANDBOX_DIR=" + a.sandboxDir, "CUBEFLEET_GUEST_KERNEL=" + kernel,
-		"CUBEFLEET_IMAGE_DIR=" + images, "CUBEFLEET_QUOTA_CPU=64000", "CUBEFLEET_QUOTA_MEM_MB=131072", "CUBEFLEET_MAX_MVM_NUM=64",
-	}, "\n")+"\n", 0o600)
 
 	// The probe, before the agent runs (its own checks fail; the isolation line is the probe's).
 	out, _ := exec.Command(bin, "agent", "check", "--env-file", a.envFile, "--timeout", "0").CombinedOutput()

@@ -633,7 +633,7 @@ func TestRoundtripDrainDeadline(t *testing.T) {
 	long := rg.f.create("sh", map[string]any{"nodeSelector": map[string]string{"kubernetes.io/hostname": ip}}, "sleep", "600")
 	testkit.WaitFor(t, 30*time.Second, "the long sandbox running", func() bool { return rg.f.get(long.ID).State == "running" })
 	_, errOut, code := rg.run("", "down")
-	if code != 1 || !strings.Contains(errOut, "still runs 1 sandbox at the drain deadline") || !strings.Contains(errOut, "--stop-at-deadline") {
+	if code != 1 || !strings.Contains(errOut, "still runs 1 sandbox ("+long.ID+") at the drain deadline") || !strings.Contains(errOut, "--stop-at-deadline") {
 		t.Fatalf("down past the deadline: exit %d\n%s", code, errOut)
 	}
 	if v := rg.view(); len(v.Servers) != len(before.cloud.Servers)+1 {

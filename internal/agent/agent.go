@@ -44,10 +44,10 @@ const (
 const JoinTimeout = 10 * time.Second
 
 // The labels the agent adds to Cubelet's to report its sandbox settings (label values allow
-// only [A-Za-z0-9._-], so "/" in the network becomes "_": 192.168.0.0_18).
+// only [A-Za-z0-9._-], so "/" in the network becomes "_": 192.168.0.0_18). The runtime's label is
+// the node contract's, nodeapi.LabelRuntime, which placement reads.
 const (
 	LabelRole        = "cubefleet.io/role"         // control or compute
-	LabelRuntime     = "cubefleet.io/runtime"      // microvm or process
 	LabelNetworkCIDR = "cubefleet.io/network-cidr" // CUBE_SANDBOX_NETWORK_CIDR, e.g. 192.168.0.0_18
 	LabelS3Scheme    = "cubefleet.io/s3-scheme"    // CUBE_S3_ENDPOINT's scheme: http or https
 	LabelS3Host      = "cubefleet.io/s3-host"      // CUBE_S3_ENDPOINT's host; left out when a label value cannot hold it (IPv6)
@@ -60,9 +60,9 @@ type Options struct {
 	Log        *slog.Logger     // nil discards
 	Now        func() time.Time // nil: time.Now
 	HTTPClient *http.Client     // nil: redirects refused, connections as cfg.DialContext, TLS as cfg.TLSClientConfig (every call has its own deadline)
-	// Driver runs the node's sandboxes; the caller closes it. Nil: Serve opens the process
-	// driver for the process runtime (Config.ProcessDriver) and closes it when it returns; the
-	// microvm runtime has no driver yet, so its sandboxes fail with the reason.
+	// Driver runs the node's sandboxes; the caller closes it. Nil: Serve opens the driver of
+	// the node's runtime (Config.ProcessDriver or Config.MicroVMDriver) and closes it when it
+	// returns; a driver that cannot be opened leaves the node not Ready, with the reason.
 	Driver driver.Driver
 }
 
@@ -203,6 +203,7 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	run.drainChanged = a.interruptWork
+	run.runtime, run.controlPlane = a.cfg.Runtime, newControlPlane(a.cfg.ControlPlane, a.now)
 	defer run.close() // before the driver closes
 	if err := run.recover(ctx); err != nil {
 		return fmt.Errorf("recover the sandboxes: %w", err)
@@ -528,7 +529,7 @@ func (a *Agent) Labels() map[string]string {
 		"kubernetes.io/arch":                        arch,
 		"beta.kubernetes.io/arch":                   arch,
 		LabelRole:                                   string(a.cfg.Role),
-		LabelRuntime:                                string(a.cfg.Runtime),
+		nodeapi.LabelRuntime:                        string(a.cfg.Runtime),
 		LabelNetworkCIDR:                            labelValue(a.cfg.NetworkCIDR.String()),
 	}
 	if hp := a.cfg.S3.HostPort(); hp != "" {

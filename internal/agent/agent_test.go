@@ -510,7 +510,7 @@ func TestLabels(t *testing.T) {
 	}
 	sort.Strings(keys)
 	if l[LabelNetworkCIDR] != "192.168.0.0_18" || l[LabelS3Host] != "10.0.0.1" || l[LabelS3Port] != "9000" || l[LabelS3Scheme] != "http" ||
-		l[LabelS3Bucket] != "cube-volumes" || l[LabelRuntime] != "process" {
+		l[LabelS3Bucket] != "cube-volumes" || l[nodeapi.LabelRuntime] != "process" {
 		t.Errorf("labels %v", l)
 	}
 	if _, ok := l["cube.cloud.tencentcloud.com/scheduling-disabled"]; ok {

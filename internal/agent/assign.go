@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -164,8 +165,10 @@ func (r *runner) start(asg string, s *nodeapi.SandboxSpec, warm bool) bool {
 		return r.waitFor(t, keyRunning)
 	}
 	rec := sandboxRecord{ID: s.ID, TemplateID: s.TemplateID, Warm: warm, CPUMillicores: s.CPUMillicores, MemoryMiB: s.MemoryMiB, DiskMiB: s.DiskMiB, At: r.now().UTC()}
-	spec, err := specOf(s, r.outputLimit, warm)
-	switch {
+	spec, err := r.specOf(s, warm)
+	switch why := refuseRuntime(r.runtime, s.Runtime, "sandbox "+s.ID); {
+	case why != "":
+		err = errors.New(why)
 	case r.isDraining():
 		err = fmt.Errorf("the node drains: it takes no new sandbox")
 	case r.drv == nil:
@@ -223,7 +226,7 @@ func (r *runner) claim(asg string, s *nodeapi.SandboxSpec) bool {
 		r.stopWarm(s.ID)
 		return r.waitFor(t)
 	}
-	spec, err := specOf(s, r.outputLimit, false)
+	spec, err := specOf(s, r.outputLimit, false) // its network (and egressAllow) are the warm sandbox's
 	var st driver.Status
 	if err == nil {
 		st, err = r.drv.Claim(r.ctx, spec)
@@ -292,6 +295,9 @@ func (r *runner) prepare(asg string, tpl *nodeapi.TemplateSpec) bool {
 	if r.drv == nil {
 		return r.bad(asg, nodeapi.KindPrepare, "the node's runtime has no sandbox driver ("+r.noDriver+")")
 	}
+	if why := refuseRuntime(r.runtime, tpl.Runtime, "template "+tpl.ID); why != "" {
+		return r.bad(asg, nodeapi.KindPrepare, why)
+	}
 	// A driver that boots images (microvm) has a template ready only once its image is here:
 	// until then the node does not list it, and the scheduler's template locality says so.
 	if img, ok := r.drv.(interface{ HasImage(id string) error }); ok {
@@ -319,6 +325,24 @@ func (r *runner) prepare(asg string, tpl *nodeapi.TemplateSpec) bool {
 
 // maxSeconds bounds the timeout and grace of a spec: ten years, far inside a time.Duration.
 const maxSeconds = 10 * 365 * 24 * 3600
+
+// specOf is specOf with the runner's output limit, and for a sandbox with egress_allow the
+// prefixes parsed and the control plane's addresses to keep it from (EgressDeny).
+func (r *runner) specOf(s *nodeapi.SandboxSpec, warm bool) (driver.Spec, error) {
+	spec, err := specOf(s, r.outputLimit, warm)
+	if err != nil || len(s.EgressAllow) == 0 {
+		return spec, err
+	}
+	if spec.EgressAllow, err = egressAllow(s.EgressAllow); err != nil {
+		return driver.Spec{}, cubefleet.Invalid("egress_allow", "%s", err.Error())
+	}
+	if r.controlPlane != nil {
+		if spec.EgressDeny, err = r.controlPlane.Addrs(r.ctx); err != nil {
+			return driver.Spec{}, err
+		}
+	}
+	return spec, nil
+}
 
 // specOf returns the driver's spec of s: its limits, its timeout and grace in seconds, and its
 // output limit, defaultOutput bytes per stream when it sets none. A warm sandbox gets no command

@@ -99,6 +99,10 @@ type runner struct {
 	wg          sync.WaitGroup // the watchers and assignments in progress
 	// drainChanged is called when the node starts or stops draining (nil: nothing).
 	drainChanged func()
+	// runtime is the node's sandbox runtime: an assignment for another is refused.
+	runtime Runtime
+	// controlPlane holds the addresses a public sandbox never reaches (nil: none known).
+	controlPlane *controlPlane
 
 	mu       sync.Mutex
 	ctx      context.Context // the agent's: watchers and assignments run in it

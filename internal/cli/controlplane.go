@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/cubefleet/cubefleet/api"
@@ -33,6 +34,7 @@ func member(n api.NodeOutput) cubes.Member {
 	m := cubes.Member{ID: n.ID, IP: n.IP, Pool: n.Pool, PoolID: n.PoolID, State: string(n.State), Cordoned: n.Cordoned, Draining: n.Drain != nil}
 	if n.Sandboxes != nil {
 		m.Running = n.Sandboxes.Running + n.Sandboxes.Pending
+		m.SandboxIDs = append(slices.Clone(n.Sandboxes.RunningIDs), n.Sandboxes.PendingIDs...)
 	}
 	return m
 }

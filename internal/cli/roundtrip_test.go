@@ -69,7 +69,8 @@ var (
 // TestRoundtripUpDownRefusals: roundtrip up without its required flags is a usage error; a
 // preflight with a FAIL (a Cube without its WireGuard peer) exits 1 with PLAN_BLOCKED, names
 // the failing check and changes nothing (no journal, no create); roundtrip down without a
-// journal has nothing to take down.
+// journal has nothing to take down; a run while another holds the journal is refused, naming
+// the holder.
 func TestRoundtripUpDownRefusals(t *testing.T) {
 	eachDatabase(t, func(t *testing.T, c *cliEnv) {
 		// Cubes on loopback addresses, each with its sshd, reached through the coordinator's.
@@ -106,6 +107,15 @@ func TestRoundtripUpDownRefusals(t *testing.T) {
 		code, _, errOut = f.run("", append([]string{"roundtrip", "down"}, fleet...)...)
 		if code != ExitFailure || !strings.Contains(errOut, "holds no roundtrip to take down") {
 			t.Errorf("down without a journal: exit %d %s", code, errOut)
+		}
+		held, err := journal.Open(filepath.Join(private, journal.RoundtripPath), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut = f.run("", up...)
+		held.Close()
+		if code != ExitFailure || !strings.Contains(errOut, "another run holds") || !strings.Contains(errOut, "pid ") {
+			t.Errorf("up while another run holds the journal: exit %d %s", code, errOut)
 		}
 	})
 }

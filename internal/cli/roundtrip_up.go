@@ -260,8 +260,9 @@ journaling each step before and after its side effect:
   drain            wait until the node runs no sandboxes, as its agent reports them
                    (progress on stderr), at most the profile's drain_deadline from the
                    drain's start. At the deadline the Cube stays cordoned and the command
-                   exits 1 saying how many still run, unless --stop-at-deadline: then they
-                   are stopped at the deadline (killed, reason node_drained, results kept).
+                   exits 1 naming the sandboxes that still run, unless --stop-at-deadline:
+                   then they are stopped at the deadline (killed, reason node_drained,
+                   results kept).
   restore-targets  the Cube's targets removed: the baseline target lists again.
   remove-peer      exactly the Cube's WireGuard peer removed on the GPU host (live and in
                    its config file).

@@ -220,6 +220,13 @@ func TestValidationRules(t *testing.T) {
 		{"template warm min above max", compute.KindSandboxTemplate, []any{"warm", map[string]any{"min": 3, "max": 2}}, "warm.min"},
 		{"template warm max 1001", compute.KindSandboxTemplate, []any{"warm", map[string]any{"min": 0, "max": 1001}}, "warm.max"},
 		{"template warm 0 0", compute.KindSandboxTemplate, []any{"warm", map[string]any{"min": 0, "max": 0}}, ""},
+		{"template runtime microvm", compute.KindSandboxTemplate, []any{"runtime", "microvm"}, ""},
+		{"template runtime process", compute.KindSandboxTemplate, []any{"runtime", "process"}, ""},
+		{"template runtime kvm", compute.KindSandboxTemplate, []any{"runtime", "kvm"}, "runtime"},
+		{"template egressAllow public", compute.KindSandboxTemplate, []any{"network", "public", "egressAllow", []any{"10.20.0.0/16", "fd12::/32"}}, ""},
+		{"template egressAllow private", compute.KindSandboxTemplate, []any{"egressAllow", []any{"10.20.0.0/16"}}, "egressAllow"},
+		{"template egressAllow metadata", compute.KindSandboxTemplate, []any{"network", "public", "egressAllow", []any{"10.20.0.0/16", "100.64.0.0/10"}}, "egressAllow[1]"},
+		{"template egressAllow public range", compute.KindSandboxTemplate, []any{"network", "public", "egressAllow", []any{"198.51.100.0/24"}}, "egressAllow[0]"},
 	}
 	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
 		e := newEnv(t, db)

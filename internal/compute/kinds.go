@@ -49,7 +49,7 @@ var Kinds = []KindInfo{
 	{Kind: KindOwnerQuota, API: "ownerQuotas", Prefix: "oq", RemoveVerb: "delete", Updatable: []string{"max"}, Creatable: true, newSpec: func() spec { return &OwnerQuotaSpec{} }},
 	{Kind: KindOffer, API: "offers", Prefix: "offer", RemoveVerb: "delete", Updatable: []string{"quota", "priority"}, Creatable: true, newSpec: func() spec { return &OfferSpec{} }},
 	{Kind: KindFlavor, API: "flavors", Prefix: "flv", Module: ModuleVPS, Named: true, RemoveVerb: "delete", Updatable: []string{"vcpu", "memoryGiB", "diskGiB"}, Creatable: true, newSpec: func() spec { return &FlavorSpec{} }},
-	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds", "disconnectGraceSeconds"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
+	{Kind: KindSandboxTemplate, API: "sandboxTemplates", Prefix: "tpl", Module: ModuleTemplates, Named: true, RemoveVerb: "delete", Updatable: []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds", "disconnectGraceSeconds", "runtime", "egressAllow"}, Creatable: true, newSpec: func() spec { return &SandboxTemplateSpec{} }},
 }
 
 // Info returns the KindInfo of kind; ok is false for an unknown kind.
@@ -193,7 +193,10 @@ type FlavorSpec struct {
 // 0 <= Min <= Max <= 1000, TerminationGraceSeconds 1 to 3600 (fieldrules.TerminationGrace;
 // absent: its sandboxes get 10 s unless their create says otherwise), DisconnectGraceSeconds 1
 // to 86400 (fieldrules.DisconnectGrace: how long a running sandbox stays unknown after its
-// node's last report before it is lost; absent: the server's --disconnect-grace).
+// node's last report before it is lost; absent: the server's --disconnect-grace), Runtime
+// "process" or "microvm" (fieldrules.Runtimes; absent: the node's default runtime, and its
+// sandboxes go to nodes of that runtime only), EgressAllow at most 32 private prefixes a public
+// sandbox of it may reach besides the internet (fieldrules.CheckEgressAllow; absent: none).
 type SandboxTemplateSpec struct {
 	PoolID                  string            `json:"poolId"`
 	FlavorID                string            `json:"flavorId"`
@@ -203,6 +206,8 @@ type SandboxTemplateSpec struct {
 	Warm                    *Warm             `json:"warm,omitempty"`
 	TerminationGraceSeconds int64             `json:"terminationGraceSeconds,omitempty"`
 	DisconnectGraceSeconds  int64             `json:"disconnectGraceSeconds,omitempty"`
+	Runtime                 string            `json:"runtime,omitempty"`     // "process", "microvm" or "" (the node's default)
+	EgressAllow             []string          `json:"egressAllow,omitempty"` // CIDR prefixes inside the private ranges
 }
 
 // EnforcedResources are the quota resources admission enforces (fieldrules.EnforcedResources);
@@ -372,6 +377,17 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 	}
 	if s.DisconnectGraceSeconds != 0 {
 		p.within("disconnectGraceSeconds", s.DisconnectGraceSeconds, fieldrules.DisconnectGrace)
+	}
+	if s.Runtime != "" && !fieldrules.Runtimes.Has(s.Runtime) {
+		p.add("runtime", "runtime must be %s, or absent for the node's default runtime", fieldrules.Runtimes.Rule())
+	}
+	for _, e := range fieldrules.CheckEgressAllow(s.Network, s.EgressAllow) {
+		if e.Index < 0 {
+			p.add("egressAllow", "%s", e.Message)
+			continue
+		}
+		path := fmt.Sprintf("egressAllow[%d]", e.Index)
+		p.add(path, "%s: %s", path, e.Message)
 	}
 }
 

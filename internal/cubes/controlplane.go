@@ -41,7 +41,7 @@ type ControlPlane interface {
 // Member is one registered node as the workflows need it: its id and IP, the pool's fleet
 // name and id, its health State (Ready, NotReady, Suspect, Down, Lost, Unknown), whether it is
 // cordoned or draining, and Running, the sandboxes the control plane runs there (running or
-// placed and not yet running).
+// placed and not yet running), whose ids SandboxIDs lists.
 type Member struct {
 	ID       string `json:"id"`
 	IP       string `json:"ip"`
@@ -51,4 +51,6 @@ type Member struct {
 	Cordoned bool   `json:"cordoned"`
 	Draining bool   `json:"draining"`
 	Running  int    `json:"running"`
+	// SandboxIDs are the ids of the Running sandboxes.
+	SandboxIDs []string `json:"sandboxIds,omitempty"`
 }

@@ -177,8 +177,8 @@ func (r *Roundtrip) drain(ctx context.Context, j *journal.Journal, c *journal.Cu
 			last = m.Running
 		}
 		if !r.now().Before(limit) {
-			return "", cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "node %s still runs %s at the drain deadline (%s): the Cube stays cordoned and is not deleted; rerun with --stop-at-deadline to stop them (they end killed, reason node_drained, results kept)",
-				c.PrivateIP, cubefleet.Count(m.Running, "sandbox", "sandboxes"), r.Profile.DrainDeadline)
+			return "", cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "node %s still runs %s (%s) at the drain deadline (%s): the Cube stays cordoned and is not deleted; rerun with --stop-at-deadline to stop them (they end killed, reason node_drained, results kept)",
+				c.PrivateIP, cubefleet.Count(m.Running, "sandbox", "sandboxes"), strings.Join(m.SandboxIDs, ", "), r.Profile.DrainDeadline)
 		}
 		if err := r.Wait.sleep(ctx, r.Poll); err != nil {
 			return "", err

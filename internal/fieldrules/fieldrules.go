@@ -129,6 +129,20 @@ const (
 	PoolClassProvider = "provider"
 )
 
+// Sandbox networks: a private sandbox reaches nothing outside itself, a public one the internet.
+const (
+	NetworkPrivate = "private"
+	NetworkPublic  = "public"
+)
+
+// Sandbox runtimes: "process" runs a sandbox as confined processes on the host's kernel,
+// "microvm" as a virtual machine with its own guest kernel. They are also the values of the
+// runtime label a node reports (nodeapi.LabelRuntime).
+const (
+	RuntimeProcess = "process"
+	RuntimeMicroVM = "microvm"
+)
+
 // The enumerations.
 var (
 	// SiteKinds: a shared site's pools are sold to many tenants, a dedicated site's to one.
@@ -138,7 +152,10 @@ var (
 	// PoolClasses are PoolClassVPSHost and PoolClassProvider.
 	PoolClasses = Enum{[]string{PoolClassVPSHost, PoolClassProvider}}
 	// Networks: a private sandbox has no inbound access from the internet, a public one has.
-	Networks = Enum{[]string{"private", "public"}}
+	Networks = Enum{[]string{NetworkPrivate, NetworkPublic}}
+	// Runtimes are the sandbox runtimes a template can name (RuntimeProcess, RuntimeMicroVM);
+	// a template that names none runs on its node's default runtime.
+	Runtimes = Enum{[]string{RuntimeProcess, RuntimeMicroVM}}
 	// EnforcedResources are the quota resources admission enforces; other valid resource names
 	// are stored and shown only (docs/fleet-document.md, "Fields").
 	EnforcedResources = Enum{[]string{"vcpu", "memoryGiB", "diskGiB", "gpu", "sandboxes"}}

@@ -111,7 +111,7 @@ func (p *Planner) Export(ctx context.Context, q store.Querier, tenantID string) 
 			return nil, err
 		}
 		t := document.SandboxTemplate{Name: o.Name, Pool: st.fleetName(s.PoolID), Flavor: st.ownName(s.FlavorID), ImageID: s.ImageID, Env: s.Env, Network: s.Network, TerminationGraceSeconds: s.TerminationGraceSeconds,
-			DisconnectGraceSeconds: s.DisconnectGraceSeconds}
+			DisconnectGraceSeconds: s.DisconnectGraceSeconds, Runtime: s.Runtime, EgressAllow: s.EgressAllow}
 		if pool, ok := st.byID[s.PoolID]; ok && pool.TenantID != tenantID {
 			t.Pool = pool.ID
 		}

@@ -340,6 +340,18 @@ func (w *world) fields(kind, tenant string, g gen, in map[string]any, only []str
 				rapid.StringMatching(`[A-Za-z_][A-Za-z0-9_]{0,12}`), w.value(g, tenant))
 		})
 		set("network", func() any { return g.str("network", rapid.SampledFrom([]string{"private", "public"}), nil) })
+		optional("runtime", func() any { return g.str("runtime", rapid.SampledFrom([]string{"process", "microvm"}), nil) })
+		optional("egressAllow", func() any {
+			var list []any
+			for range rapid.IntRange(0, 3).Draw(w.t, "egressAllow items") {
+				list = append(list, g.str("egressAllow item", rapid.SampledFrom([]string{"10.20.0.0/16", "172.16.5.0/24", "192.168.7.1/32",
+					"100.64.0.0/16", "fd12:3456::/32", "10.0.0.0/8"}), nil))
+			}
+			if g.bad("egressAllow extra") {
+				list = append(list, rapid.SampledFrom([]string{"10.20.0.1/16", "100.64.0.0/10", "169.254.0.0/16", "198.51.100.0/24"}).Draw(w.t, "egressAllow bad"))
+			}
+			return list
+		})
 		optional("warm", func() any {
 			lo := g.num("warm.min", 0, 1000)
 			hi := lo + g.num("warm.extra", 0, 1000-max(0, min(lo, 1000)))

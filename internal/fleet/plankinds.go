@@ -400,7 +400,7 @@ func (b *builder) templates(doc *document.Document) error {
 			warm = &compute.Warm{Min: d.Warm.Min, Max: d.Warm.Max}
 		}
 		desired := compute.SandboxTemplateSpec{PoolID: poolRef, FlavorID: flavorRef, ImageID: d.ImageID, Env: d.Env, Network: d.Network, Warm: warm, TerminationGraceSeconds: d.TerminationGraceSeconds,
-			DisconnectGraceSeconds: d.DisconnectGraceSeconds}
+			DisconnectGraceSeconds: d.DisconnectGraceSeconds, Runtime: d.Runtime, EgressAllow: d.EgressAllow}
 		if o, found := b.ownByName(compute.KindSandboxTemplate, d.Name); found {
 			b.matched[o.ID] = true
 			var cur compute.SandboxTemplateSpec
@@ -412,7 +412,7 @@ func (b *builder) templates(doc *document.Document) error {
 				fixed = append(fixed, "pool")
 				n.block("a template's pool cannot change: create a template with a new name")
 			}
-			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds", "disconnectGraceSeconds"}, desired, cur, fixed, n)
+			b.update(o, d.Name, grpTemplateWrite, []string{"flavorId", "imageId", "env", "network", "warm", "terminationGraceSeconds", "disconnectGraceSeconds", "runtime", "egressAllow"}, desired, cur, fixed, n)
 			continue
 		}
 		in := b.createInput(compute.KindSandboxTemplate, d.Name)

@@ -21,6 +21,11 @@ const (
 	maxLabelPrefix = 253
 )
 
+// LabelRuntime is the label under which a cubefleet agent reports its sandbox runtime, "process"
+// or "microvm". A sandbox of a template that names a runtime is placed only on nodes whose
+// label says it: the create's nodeSelector holds it.
+const LabelRuntime = "cubefleet.io/runtime"
+
 var (
 	labelName = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
 	dnsLabel  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

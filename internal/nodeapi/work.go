@@ -148,6 +148,15 @@ type SandboxSpec struct {
 	// Network is the template's network: "private" (loopback only; also "") or "public"
 	// (egress to the internet only; docs/sandbox-runtime.md).
 	Network string `json:"network,omitempty"`
+	// EgressAllow lists the private prefixes (CIDR, e.g. "10.20.0.0/16") a public sandbox may
+	// reach besides the internet: its template's egressAllow. The node still never lets it
+	// reach its own addresses, the control plane, other sandboxes or metadata addresses, inside
+	// them or not.
+	EgressAllow []string `json:"egress_allow,omitempty"`
+	// Runtime is the sandbox runtime the sandbox was placed for ("process" or "microvm", the
+	// value of LabelRuntime its node must carry), "" when its template names none (the node's
+	// own). A node of another runtime refuses it: the sandbox fails with the reason.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // TemplateSpec is a sandbox template as a node prepares it.
@@ -158,6 +167,9 @@ type TemplateSpec struct {
 	Name string `json:"name,omitempty"`
 	// Image is the template's image id (fleet document: sandboxTemplates[].imageId).
 	Image string `json:"image,omitempty"`
+	// Runtime is the template's runtime ("process" or "microvm"; "" for the node's own): a node
+	// of another runtime does not prepare it.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // SandboxState is a sandbox's state as a node reports it (a subset of the control plane's

@@ -148,8 +148,31 @@ type template struct {
 	Env                                                map[string]string
 	Warm                                               *compute.Warm
 	Res                                                Resources
-	GraceSeconds                                       int64 // its terminationGraceSeconds; 0: the default
-	DisconnectGraceSeconds                             int64 // its disconnectGraceSeconds; 0: --disconnect-grace
+	Runtime                                            string // its runtime; "": any node's own
+	GraceSeconds                                       int64  // its terminationGraceSeconds; 0: the default
+	DisconnectGraceSeconds                             int64  // its disconnectGraceSeconds; 0: --disconnect-grace
+}
+
+// runtimeSelector is the nodeSelector of a sandbox of t created with selector: selector with
+// nodeapi.LabelRuntime set to t's runtime, when t names one, so that the sandbox (and a warm
+// sandbox it claims) runs only on a node of that runtime. A selector that asks for another
+// runtime is INVALID_INPUT naming both (the selector's values are label values, checked
+// before). selector itself is not changed.
+func runtimeSelector(selector map[string]string, t template) (map[string]string, error) {
+	if t.Runtime == "" {
+		return selector, nil
+	}
+	if asked, ok := selector[nodeapi.LabelRuntime]; ok && asked != t.Runtime {
+		return nil, cubefleet.Invalid("nodeSelector."+nodeapi.LabelRuntime,
+			"nodeSelector asks for %s=%s, but template %s runs on the %s runtime (its runtime); leave %s out of nodeSelector, or use a template of runtime %s",
+			nodeapi.LabelRuntime, asked, t.Name, t.Runtime, nodeapi.LabelRuntime, asked)
+	}
+	out := maps.Clone(selector)
+	if out == nil {
+		out = make(map[string]string, 1)
+	}
+	out[nodeapi.LabelRuntime] = t.Runtime
+	return out, nil
 }
 
 // graceFor is the terminationGraceSeconds of a sandbox created with in from t: the create's,
@@ -184,7 +207,7 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 		return template{}, err
 	}
 	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds,
-		DisconnectGraceSeconds: ts.DisconnectGraceSeconds}
+		DisconnectGraceSeconds: ts.DisconnectGraceSeconds, Runtime: ts.Runtime}
 	flavor, err := compute.Load(ctx, q, ts.FlavorID)
 	if err != nil {
 		return template{}, fmt.Errorf("the flavor of template %s: %w", o.ID, err)
@@ -253,6 +276,9 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (Sandbox, error) {
 	}
 	tpl, err := s.loadTemplate(ctx, s.db, in.TenantID, in.Template)
 	if err != nil {
+		return Sandbox{}, err
+	}
+	if in.NodeSelector, err = runtimeSelector(in.NodeSelector, tpl); err != nil {
 		return Sandbox{}, err
 	}
 	if err := s.checkRefs(ctx, in.TenantID, in.Env, tpl.Env); err != nil {

@@ -170,16 +170,23 @@ func (s *Service) stopIdle(ctx context.Context, w idle, reason, detail string) e
 
 // Prepare queues the templates of each node's pool that the node does not report among its
 // local_templates (kind prepare), so a node that joins gets its pool's templates without an
-// operator step; a node asked once is asked again only after prepareAgain (a node deleted
-// and registered again is asked at once: the marks are per registration).
+// operator step (a template that names a runtime, only on nodes of that runtime); a node
+// asked once is asked again only after prepareAgain (a node deleted and registered again is
+// asked at once: the marks are per registration).
 func (s *Service) Prepare(ctx context.Context) error {
 	tpls, err := compute.Templates(ctx, s.db)
 	if err != nil {
 		return err
 	}
 	byPool := map[string][]string{}
+	runtimeOf := map[string]string{}
 	for _, o := range tpls {
 		byPool[o.Refs[0]] = append(byPool[o.Refs[0]], o.ID)
+		var ts compute.SandboxTemplateSpec
+		if err := o.DecodeSpec(&ts); err != nil {
+			return err
+		}
+		runtimeOf[o.ID] = ts.Runtime
 	}
 	now := s.now()
 	type job struct{ node, tpl string }
@@ -200,6 +207,9 @@ func (s *Service) Prepare(ctx context.Context) error {
 		}
 		for _, t := range byPool[n.PoolID] {
 			key := fmt.Sprintf("%s@%d/%s", n.ID, n.RegisteredAt, t)
+			if rt := runtimeOf[t]; rt != "" && n.Labels[nodeapi.LabelRuntime] != rt {
+				continue // its sandboxes never run there
+			}
 			if have[t] || now-s.prepared[key] < prepareAgain.Milliseconds() {
 				continue
 			}

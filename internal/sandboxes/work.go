@@ -169,7 +169,7 @@ func (s *Service) offer(ctx context.Context, node string, draining bool, inProgr
 				return nil, err
 			}
 			out.Assignments = append(out.Assignments, nodeapi.Assignment{ID: a.ID, Kind: a.Kind,
-				Template: &nodeapi.TemplateSpec{ID: t.ID, Name: t.Name, Image: ts.ImageID}})
+				Template: &nodeapi.TemplateSpec{ID: t.ID, Name: t.Name, Image: ts.ImageID, Runtime: ts.Runtime}})
 		case nodeapi.KindStart, nodeapi.KindWarm, nodeapi.KindClaim:
 			r := recs[a.SandboxID]
 			if r == nil || r.State.Final() || r.NodeID != node {
@@ -225,18 +225,20 @@ func (s *Service) records(ctx context.Context, column string, ids []string) (map
 	return out, nil
 }
 
-// handOff is r as its node runs it: the template's environment with the create's laid over it,
+// handOff is r as its node runs it: the template's environment with the create's laid over it
+// and its egressAllow, the runtime it was placed for (its nodeSelector's),
 // secret:// values resolved (INVALID_INPUT naming the variable when one cannot be: the value is
 // never in the message), its flavor's limits, its timeout and the result's output limit.
 func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec, error) {
 	tplEnv, image := map[string]string{}, ""
 	var network string
+	var egress []string
 	if t, err := compute.Load(ctx, s.db, r.TemplateID); err == nil {
 		var ts compute.SandboxTemplateSpec
 		if err := t.DecodeSpec(&ts); err != nil {
 			return nil, err
 		}
-		tplEnv, network, image = ts.Env, ts.Network, ts.ImageID
+		tplEnv, network, image, egress = ts.Env, ts.Network, ts.ImageID, ts.EgressAllow
 	} else if !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
 		return nil, err
 	}
@@ -248,7 +250,8 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 	sp := &nodeapi.SandboxSpec{
 		ID: r.RunsAs, TemplateID: r.TemplateID, Image: image, Argv: r.Spec.Command, CPUMillicores: r.Res.VCPU * 1000, MemoryMiB: r.Res.MemoryGiB * 1024,
 		DiskMiB: r.Res.DiskGiB * 1024, TimeoutSeconds: r.Spec.TimeoutSeconds, GraceSeconds: r.Spec.graceSeconds(), OutputLimitBytes: s.cfg.ResultMaxBytes,
-		Env: make([]string, 0, len(env)), Network: network,
+		Env: make([]string, 0, len(env)), Network: network, EgressAllow: egress,
+		Runtime: r.Spec.NodeSelector[nodeapi.LabelRuntime], // the runtime it was placed for
 	}
 	if r.Warm && r.ClaimedAt == 0 {
 		sp.TimeoutSeconds = 0 // idle until claimed: the claim brings the command and environment

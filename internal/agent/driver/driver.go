@@ -16,6 +16,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
@@ -124,6 +125,12 @@ type Spec struct {
 	// Network is the sandbox template's network: NetworkPrivate ("" too) or NetworkPublic.
 	// For a warm sandbox, Warm's holds (a claim's is ignored).
 	Network Network
+	// EgressAllow are the private prefixes a public sandbox may reach besides the internet
+	// (its template's egressAllow); only with NetworkPublic. For a warm sandbox, Warm's holds.
+	EgressAllow []netip.Prefix
+	// EgressDeny are addresses a public sandbox never reaches even inside EgressAllow: the
+	// control plane's (the node's own addresses are unreachable anyway).
+	EgressDeny []netip.Addr
 }
 
 // Network is a sandbox's network, as its template says.
@@ -223,6 +230,9 @@ func (s Spec) validate(warm bool) error {
 	}
 	if s.Network != "" && s.Network != NetworkPrivate && s.Network != NetworkPublic {
 		bad("network", "%q is no network: private or public", s.Network)
+	}
+	if len(s.EgressAllow) > 0 && s.Network != NetworkPublic {
+		bad("egressAllow", "is for a public sandbox only (network %q)", s.Network)
 	}
 	if s.Grace < 0 {
 		bad("grace", "must be 0 (the default, %s) or more", DefaultGrace)

@@ -42,11 +42,20 @@ func BenchmarkNetworkNamespace(b *testing.B) {
 
 // BenchmarkPublicLink measures a public sandbox's link: Setup of the veth pair into a process's
 // new network namespace (addresses, routes), the part of a public sandbox's start the warm pool
-// takes off a claim. It runs in a network namespace of its own (the calling thread's), so the
-// host's interfaces are not touched. Root only.
+// takes off a claim; "allow" with a template's egressAllow of two prefixes and a control plane
+// address (the link's rules in the host's policy replaced, then removed by Teardown, untimed).
+// It runs in a network namespace of its own (the calling thread's), so the host's interfaces
+// and nftables are not touched. Root only.
 //
 //	go test -run '^$' -bench BenchmarkPublicLink -benchtime 200x ./internal/agent/sandboxnet/
 func BenchmarkPublicLink(b *testing.B) {
+	b.Run("none", func(b *testing.B) { benchmarkLink(b, nil) })
+	b.Run("allow", func(b *testing.B) {
+		benchmarkLink(b, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("172.16.5.0/24")})
+	})
+}
+
+func benchmarkLink(b *testing.B, allow []netip.Prefix) {
 	requireRootB(b)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -60,6 +69,11 @@ func BenchmarkPublicLink(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { netns.Set(orig); ns.Close() }()
+	if allow != nil {
+		if err := EnsureHost(netip.MustParsePrefix("192.168.0.0/18"), b.TempDir(), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 	took := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
@@ -69,6 +83,9 @@ func BenchmarkPublicLink(b *testing.B) {
 			b.Fatal(err)
 		}
 		l, _ := LinkFor(netip.MustParsePrefix("192.168.0.0/18"), i)
+		if allow != nil {
+			l.Allow, l.Deny = allow, []netip.Addr{netip.MustParseAddr("10.20.0.9")}
+		}
 		b.StartTimer()
 		began := time.Now()
 		err = l.Setup(pid)

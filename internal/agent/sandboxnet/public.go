@@ -24,7 +24,9 @@ import (
 // table (TableName, Host.Ensure) lets a sandbox's packets out to the internet only: never to
 // the host itself (its addresses, the control plane's, the agent's port: nothing of the input
 // hook from a sandbox but replies), never to other sandboxes, link-local or metadata addresses
-// (169.254.0.0/16, 100.100.100.200) or private ranges (Blocked), never IPv6 (a sandbox has no
+// (169.254.0.0/16, 100.100.100.200; Never), to private ranges (Private) only inside the
+// prefixes its template allows (Link.Allow) and there never to the addresses the caller names
+// (Link.Deny: the control plane's), never IPv6 (a sandbox has no
 // IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), and nothing in from
 // outside but replies. A microVM's VMM gets the same veth pair, its sandbox end bridged with a
 // tap device for the guest's NIC in the VMM's namespace (MakeTap, Link.SetupTap): the host end,
@@ -44,26 +46,41 @@ const IfPrefix = "cfv"
 // nat table of family ip of the same name).
 const TableName = "cubefleet_sandboxes"
 
-// Blocked are the IPv4 destinations no sandbox reaches: this host's networks and loopback,
-// link-local and metadata addresses, the private, shared and reserved ranges, multicast.
-var Blocked = []netip.Prefix{
+// Never are the IPv4 destinations no public sandbox reaches, whatever its template allows: this
+// host's networks and loopback, link-local and metadata addresses (169.254.169.254 and
+// 100.100.100.200), the reserved ranges and multicast. The sandbox network itself (other
+// sandboxes) is never reachable either.
+var Never = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("10.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (100.100.100.200: a cloud's metadata)
+	netip.MustParsePrefix("100.100.100.200/32"), // a cloud's metadata, inside the shared address space
 	netip.MustParsePrefix("127.0.0.0/8"),
 	netip.MustParsePrefix("169.254.0.0/16"), // link-local (169.254.169.254: a cloud's metadata)
-	netip.MustParsePrefix("172.16.0.0/12"),
 	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.168.0.0/16"),
 	netip.MustParsePrefix("198.18.0.0/15"),
 	netip.MustParsePrefix("224.0.0.0/3"), // multicast and reserved
 }
 
-// Link is one public sandbox's veth pair and addresses.
+// Private are the private and shared IPv4 ranges a public sandbox reaches only inside its
+// template's egressAllow (Link.Allow).
+var Private = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+}
+
+// Link is one public sandbox's veth pair and addresses, and what of the private ranges it may
+// reach.
 type Link struct {
 	HostIf      string       // the host's end, IfPrefix + index
 	HostAddr    netip.Prefix // the host end's address (the sandbox's gateway), in its /30
 	SandboxAddr netip.Prefix // eth0's address in the sandbox, in the same /30
+	// Allow are the private IPv4 prefixes the sandbox may reach besides the internet (its
+	// template's egressAllow); Never, the sandbox network and the host's own addresses stay
+	// unreachable inside them. IPv6 prefixes are ignored: a sandbox has no IPv6 route.
+	Allow []netip.Prefix `json:",omitempty"`
+	// Deny are addresses the sandbox never reaches even inside Allow: the control plane's.
+	Deny []netip.Addr `json:",omitempty"`
 }
 
 // LinkFor returns the link of the index-th /30 of the sandbox network cidr (index modulo the
@@ -108,6 +125,9 @@ func (l Link) Setup(pid int) error {
 	}
 	if err != nil {
 		return fail("set up eth0 in the sandbox", err)
+	}
+	if err := l.allowRules(); err != nil {
+		return fail("the sandbox's egressAllow", err)
 	}
 	return nil
 }
@@ -217,6 +237,9 @@ func (l Link) SetupTap(pid int) error {
 	if err != nil {
 		return fail("bridge the sandbox end with the tap device", err)
 	}
+	if err := l.allowRules(); err != nil {
+		return fail("the sandbox's egressAllow", err)
+	}
 	return nil
 }
 
@@ -224,12 +247,13 @@ func (l Link) SetupTap(pid int) error {
 // command line: "<address>/<bits>,<gateway>", e.g. 192.168.0.2/30,192.168.0.1.
 func (l Link) GuestNet() string { return l.SandboxAddr.String() + "," + l.HostAddr.Addr().String() }
 
-// Teardown deletes l's veth pair (it also goes with the sandbox's namespace); a pair that is
-// gone already is no error.
+// Teardown deletes l's veth pair (it also goes with the sandbox's namespace) and its rules of
+// the host's policy (Allow); a pair that is gone already is no error.
 func (l Link) Teardown() error {
+	rulesErr := l.removeRules()
 	link, err := netlink.LinkByName(l.HostIf)
 	if err != nil {
-		return nil
+		return rulesErr
 	}
 	if err := netlink.LinkDel(link); err != nil {
 		return fmt.Errorf("delete %s: %w", l.HostIf, err)
@@ -293,7 +317,13 @@ func EnsureHost(cidr netip.Prefix, lockDir string, maxConns int) error {
 	}
 	for _, t := range tables {
 		if t.Name == TableName && t.Family == nftables.TableFamilyINet {
-			return nil
+			current, err := hasChain(c, allowChain)
+			if err != nil || current {
+				return err
+			}
+			// A policy of an agent that allowed no private prefix: replaced by this one.
+			c.DelTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet})
+			c.DelTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4})
 		}
 	}
 	if err := addPolicy(c, cidr, uint32(maxConns)); err != nil {
@@ -320,6 +350,110 @@ func RemoveHost() error {
 	return nil
 }
 
+// The policy's regular chains: allowChain holds each link's rules for its Allow and Deny (their
+// user data is the link's HostIf), egressChain what a packet to the internet (or an allowed
+// prefix) passes: the connection limit, then accept.
+const (
+	allowChain  = "egress_allow"
+	egressChain = "egress"
+)
+
+// hasChain reports whether the policy's table holds the chain name.
+func hasChain(c *nftables.Conn, name string) (bool, error) {
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("nftables: list the chains: %w", err)
+	}
+	for _, ch := range chains {
+		if ch.Table.Name == TableName && ch.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// allowRules replaces l's rules in the policy's allowChain (those of an earlier sandbox of the
+// same link included) with a drop of each of Deny and a jump to the egress chain for each IPv4
+// prefix of Allow, for packets that come in through l's host end. The policy must be installed
+// (EnsureHost).
+func (l Link) allowRules() error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	filter := &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+	chain := &nftables.Chain{Name: allowChain, Table: filter}
+	if err := l.queueRemoval(c, filter, chain); err != nil {
+		return err
+	}
+	iif := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: append([]byte(l.HostIf), 0)},
+	}
+	add := func(parts ...[]expr.Any) {
+		var exprs []expr.Any
+		for _, p := range parts {
+			exprs = append(exprs, p...)
+		}
+		c.AddRule(&nftables.Rule{Table: filter, Chain: chain, Exprs: exprs, UserData: []byte(l.HostIf)})
+	}
+	allowed := 0
+	for _, p := range l.Allow {
+		if p.Addr().Is4() {
+			allowed++
+		}
+	}
+	if allowed > 0 {
+		for _, a := range l.Deny {
+			if a.Is4() {
+				add(iif, daddrIn(netip.PrefixFrom(a, 32)), verdict(expr.VerdictDrop))
+			}
+		}
+		for _, p := range l.Allow {
+			if p.Addr().Is4() {
+				add(iif, daddrIn(p), []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: egressChain}})
+			}
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables: the rules of %s: %w", l.HostIf, err)
+	}
+	return nil
+}
+
+// removeRules deletes l's rules from the policy's allowChain; a policy that is gone is no
+// error.
+func (l Link) removeRules() error {
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	filter := &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+	if err := l.queueRemoval(c, filter, &nftables.Chain{Name: allowChain, Table: filter}); err != nil {
+		return nil // no policy, or none of this version: nothing of l's
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables: remove the rules of %s: %w", l.HostIf, err)
+	}
+	return nil
+}
+
+// queueRemoval queues on c the deletion of l's rules in chain.
+func (l Link) queueRemoval(c *nftables.Conn, filter *nftables.Table, chain *nftables.Chain) error {
+	rules, err := c.GetRules(filter, chain)
+	if err != nil {
+		return fmt.Errorf("nftables: list the rules of %s (is the policy installed?): %w", allowChain, err)
+	}
+	for _, r := range rules {
+		if string(r.UserData) == l.HostIf {
+			if err := c.DelRule(r); err != nil {
+				return fmt.Errorf("nftables: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // connSet is the policy's dynamic set of sandbox source addresses, each with its count of
 // tracked connections.
 const connSet = "sandbox_conns"
@@ -340,26 +474,37 @@ func addPolicy(c *nftables.Conn, cidr netip.Prefix, maxConns uint32) error {
 		}
 		c.AddRule(&nftables.Rule{Table: filter, Chain: ch, Exprs: exprs})
 	}
+	c.AddChain(&nftables.Chain{Name: allowChain, Table: filter})
+	egress := c.AddChain(&nftables.Chain{Name: egressChain, Table: filter})
 	in, out := ifPrefix(expr.MetaKeyIIFNAME), ifPrefix(expr.MetaKeyOIFNAME)
-	// Into the host from a sandbox: replies only.
+	// Into the host from a sandbox: replies only. (So the host's own addresses are never
+	// reached, whatever the sandbox may reach beyond it.)
 	rule(input, in, established(expr.VerdictAccept))
 	rule(input, in, verdict(expr.VerdictDrop))
-	// Out of a sandbox: no IPv6, none of Blocked nor the sandbox network, the rest accepted.
+	// Out of a sandbox: no IPv6, none of Never nor the sandbox network; then the prefixes its
+	// template allows (allowChain, a rule per link, Link.Allow); then none of Private; the rest
+	// is the internet (egressChain).
 	rule(forward, in, nfproto(unix.NFPROTO_IPV6), verdict(expr.VerdictDrop))
-	for _, p := range append(slices.Clone(Blocked), cidr.Masked()) {
+	for _, p := range append(slices.Clone(Never), cidr.Masked()) {
 		rule(forward, in, nfproto(unix.NFPROTO_IPV4), daddrIn(p), verdict(expr.VerdictDrop))
 	}
-	// A new connection past maxConns of its sandbox's address: refused.
+	rule(forward, in, nfproto(unix.NFPROTO_IPV4), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: allowChain}})
+	for _, p := range Private {
+		rule(forward, in, nfproto(unix.NFPROTO_IPV4), daddrIn(p), verdict(expr.VerdictDrop))
+	}
+	rule(forward, in, []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: egressChain}})
+	// A new connection past maxConns of its sandbox's address: refused; the rest accepted.
 	conns := &nftables.Set{Table: filter, Name: connSet, KeyType: nftables.TypeIPAddr, Dynamic: true}
 	if err := c.AddSet(conns, nil); err != nil {
 		return err
 	}
-	rule(forward, in, nfproto(unix.NFPROTO_IPV4), ctNew(), []expr.Any{
+	rule(egress, nfproto(unix.NFPROTO_IPV4), ctNew(), []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		&expr.Dynset{SrcRegKey: 1, SetName: connSet, SetID: conns.ID, Operation: unix.NFT_DYNSET_OP_ADD,
 			Exprs: []expr.Any{&expr.Connlimit{Count: maxConns, Flags: expr.NFT_CONNLIMIT_F_INV}}},
 		&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED},
 	})
+	rule(egress, verdict(expr.VerdictAccept))
 	// Into a sandbox from outside: replies only.
 	rule(forward, out, established(expr.VerdictAccept))
 	rule(forward, out, verdict(expr.VerdictDrop))

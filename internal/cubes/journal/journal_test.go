@@ -142,3 +142,29 @@ func TestLock(t *testing.T) {
 	}
 	s2.Close()
 }
+
+// TestDoneBegun: a step is done when its last entry finished; one begun again after it
+// finished (a create rolled back) is open, and Begun returns it.
+func TestDoneBegun(t *testing.T) {
+	s, err := journal.Open(filepath.Join(t.TempDir(), "j.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	j := &journal.Journal{Workflow: "roundtrip up", Run: "r1", State: journal.StateOpen}
+	if j.Done("create-server", "") || j.Begun("create-server", "") != nil {
+		t.Fatal("a step never begun is done or begun")
+	}
+	s.Begin(j, "create-server", "cube-r1-2")
+	if j.Done("create-server", "cube-r1-2") || j.Begun("create-server", "cube-r1-2") == nil || j.Begun("create-server", "cube-r1-3") != nil {
+		t.Errorf("begun: %+v", j.Steps)
+	}
+	s.Finish(j, "create-server", "request 1")
+	if !j.Done("create-server", "") || j.Begun("create-server", "") != nil {
+		t.Errorf("finished: %+v", j.Steps)
+	}
+	s.Begin(j, "create-server", "cube-r1-2")
+	if j.Done("create-server", "cube-r1-2") || j.Begun("create-server", "cube-r1-2") == nil {
+		t.Errorf("begun again: %+v", j.Steps)
+	}
+}

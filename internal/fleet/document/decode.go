@@ -246,6 +246,24 @@ func (m *mapper) strMap(v value, at *path, key string) map[string]string {
 	return out
 }
 
+// strList returns the array under key at at as a list of strings; nil when it is empty.
+func (m *mapper) strList(v value, at *path, key string) []string {
+	if v.kind != kindArray {
+		m.failBad(v.off, at.member(key), key+" must be an array, not "+v.kind.article())
+		return nil
+	}
+	var out []string
+	m.r.elements(v, func(i int, el value) {
+		if el.kind != kindString {
+			m.failBad(el.off, fmt.Sprintf("%s[%d]", at.member(key), i), key+" items must be strings, not "+el.kind.article())
+			out = append(out, "")
+			return
+		}
+		out = append(out, el.text)
+	})
+	return out
+}
+
 // quotaMap returns the object under key at at as a map of resource name to whole number; nil
 // when it is empty.
 func (m *mapper) quotaMap(v value, at *path, key string) map[string]int64 {

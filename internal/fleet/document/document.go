@@ -140,6 +140,12 @@ type SandboxTemplate struct {
 	// last report before it is lost, 1 to 86400 (fieldrules.DisconnectGrace); 0 (left out): the
 	// server's --disconnect-grace.
 	DisconnectGraceSeconds int64 `json:"disconnectGraceSeconds,omitempty"`
+	// Runtime is "process" or "microvm" (fieldrules.Runtimes): the sandbox runtime its
+	// sandboxes run on, and so the nodes they are placed on; "" (left out): the node's default.
+	Runtime string `json:"runtime,omitempty"`
+	// EgressAllow lists the private prefixes a public sandbox of it may reach besides the
+	// internet (fieldrules.CheckEgressAllow); nil (left out): none.
+	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 
 // Warm is the warm pool of a sandbox template: counts of booted, idle sandboxes with

@@ -28,15 +28,17 @@ const (
 	gapDupKey = "repeated JSON keys: the schema library's decoder keeps the last one"
 	gapWarm   = "warm.min <= warm.max compares two fields"
 	gapUTF8   = "invalid UTF-8: the schema library's decoder replaces it with U+FFFD"
+	gapEgress = "an egressAllow prefix's range (private, no metadata address, no host bits) and the network it needs are checked in code, not by a pattern"
 )
 
 // Items that are valid on their own, to build fixtures from.
 const (
-	siteOK     = `{"name":"fra","kind":"shared","region":"eu-central"}`
-	accountOK  = `{"name":"cloud","provider":"hetzner-cloud","config":{"token":"secret://hetzner","location":"fsn1"}}`
-	poolOK     = `{"name":"vps-fra","site":"fra","class":"vps-host"}`
-	flavorOK   = `{"pool":"vps-fra","name":"g1.small","vcpu":2,"memoryGiB":4,"diskGiB":40}`
-	templateOK = `{"name":"py-small","pool":"vps-fra","flavor":"g1.small","imageId":"ubuntu-24.04","network":"private"}`
+	siteOK           = `{"name":"fra","kind":"shared","region":"eu-central"}`
+	accountOK        = `{"name":"cloud","provider":"hetzner-cloud","config":{"token":"secret://hetzner","location":"fsn1"}}`
+	poolOK           = `{"name":"vps-fra","site":"fra","class":"vps-host"}`
+	flavorOK         = `{"pool":"vps-fra","name":"g1.small","vcpu":2,"memoryGiB":4,"diskGiB":40}`
+	publicTemplateOK = `{"name":"py-small","pool":"vps-fra","flavor":"g1.small","imageId":"ubuntu-24.04","network":"public"}`
+	templateOK       = `{"name":"py-small","pool":"vps-fra","flavor":"g1.small","imageId":"ubuntu-24.04","network":"private"}`
 )
 
 // doc returns a version 1 document whose list holds items.
@@ -173,6 +175,17 @@ func badFixtures() []fixture {
 		{name: "warm max too big", json: doc("sandboxTemplates", with(templateOK, `"warm":{"min":0,"max":1001}`)), path: "sandboxTemplates[0].warm.max"},
 		{name: "warm missing max", json: doc("sandboxTemplates", with(templateOK, `"warm":{"min":1}`)), path: "sandboxTemplates[0].warm.max"},
 		{name: "template repeated", json: doc("sandboxTemplates", templateOK, templateOK), path: "sandboxTemplates[1].name", gap: gapUnique},
+		{name: "template bad runtime", json: doc("sandboxTemplates", with(templateOK, `"runtime":"kvm"`)), path: "sandboxTemplates[0].runtime"},
+		{name: "template empty runtime", json: doc("sandboxTemplates", with(templateOK, `"runtime":""`)), path: "sandboxTemplates[0].runtime"},
+		{name: "template egressAllow not a list", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":"10.20.0.0/16"`)), path: "sandboxTemplates[0].egressAllow"},
+		{name: "template egressAllow number", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["10.20.0.0/16",10]`)), path: "sandboxTemplates[0].egressAllow[1]"},
+		{name: "template egressAllow not a prefix", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["10.20.0.1"]`)), path: "sandboxTemplates[0].egressAllow[0]"},
+		{name: "template egressAllow repeated", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["10.20.0.0/16","10.20.0.0/16"]`)), path: "sandboxTemplates[0].egressAllow[1]"},
+		{name: "template egressAllow metadata", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["100.64.0.0/10"]`)), path: "sandboxTemplates[0].egressAllow[0]", gap: gapEgress},
+		{name: "template egressAllow link-local", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["169.254.0.0/16"]`)), path: "sandboxTemplates[0].egressAllow[0]", gap: gapEgress},
+		{name: "template egressAllow public range", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["198.51.100.0/24"]`)), path: "sandboxTemplates[0].egressAllow[0]", gap: gapEgress},
+		{name: "template egressAllow host bits", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["10.20.0.1/16"]`)), path: "sandboxTemplates[0].egressAllow[0]", gap: gapEgress},
+		{name: "template egressAllow private network", json: doc("sandboxTemplates", with(templateOK, `"egressAllow":["10.20.0.0/16"]`)), path: "sandboxTemplates[0].egressAllow", gap: gapEgress},
 
 		// Every problem, in document order (key order, not struct order).
 		{name: "all problems in document order",
@@ -224,6 +237,9 @@ func goodFixtures(t testing.TB) []fixture {
 			with(strings.Replace(poolOK, "vps-fra", "vps-ber", 1), `"offers":[{"tenant":"acme"}]`))},
 		{name: "env values", json: doc("sandboxTemplates", with(templateOK,
 			`"env":{"PATH":"/usr/bin:/bin","_X":"","HTML":"<a href=\"x\">&amp;</a>","GREETING":"grüße \u2028 😀","API_TOKEN":"env://API_TOKEN"}`))},
+		{name: "runtime and egressAllow", json: doc("sandboxTemplates", with(publicTemplateOK,
+			`"runtime":"microvm","egressAllow":["10.20.0.0/16","172.16.5.0/24","192.168.7.1/32","100.64.0.0/16","fd12:3456::/32"]`),
+			with(strings.Replace(templateOK, "py-small", "py-process", 1), `"runtime":"process","disconnectGraceSeconds":120`))},
 		{name: "image with registry and unicode", json: doc("sandboxTemplates", strings.Replace(templateOK, "ubuntu-24.04", "registry.example.com/bild-ä:24.04@sha256:abc", 1))},
 		{name: "provider pool", json: `{"version":1,"providerAccounts":[` + accountOK + `],"pools":[{"name":"burst","site":"fra","class":"provider","providerAccount":"cloud"}]}`},
 		{name: "thousand sites", json: doc("sites", repeat(`{"name":"NAME","kind":"shared","region":"eu"}`, 1000, func(i int) string { return "s" + itoa(i) })...)},

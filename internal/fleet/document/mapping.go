@@ -46,7 +46,10 @@ var (
 		fieldSpec{name: "env"},
 		fieldSpec{"network", "set it to " + fieldrules.Networks.Rule()},
 		fieldSpec{name: "warm"},
-		fieldSpec{name: "terminationGraceSeconds"})
+		fieldSpec{name: "terminationGraceSeconds"},
+		fieldSpec{name: "disconnectGraceSeconds"},
+		fieldSpec{name: "runtime"},
+		fieldSpec{name: "egressAllow"})
 	warmSpec = spec("warm",
 		fieldSpec{"min", "give the least number of warm sandboxes, " + fieldrules.Warm.Span()},
 		fieldSpec{"max", "give the most number of warm sandboxes, " + fieldrules.Warm.Span()})
@@ -210,6 +213,10 @@ func (m *mapper) template(n value, item path) (t SandboxTemplate) {
 			t.TerminationGraceSeconds = m.integer(v, at, key)
 		case "disconnectGraceSeconds":
 			t.DisconnectGraceSeconds = m.integer(v, at, key)
+		case "runtime":
+			t.Runtime = m.optStr(v, at, key, fieldrules.Runtimes.Rule())
+		case "egressAllow":
+			t.EgressAllow = m.strList(v, at, key)
 		}
 	})
 	return t

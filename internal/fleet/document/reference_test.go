@@ -523,6 +523,21 @@ func (m *refMapper) template(n *node, path string) (t SandboxTemplate) {
 			t.TerminationGraceSeconds = m.integer(v, path, key)
 		case "disconnectGraceSeconds":
 			t.DisconnectGraceSeconds = m.integer(v, path, key)
+		case "runtime":
+			t.Runtime = m.optStr(v, path, key, fieldrules.Runtimes.Rule())
+		case "egressAllow":
+			if v.kind != kindArray {
+				m.failBad(v.off, join(path, key), key+" must be an array, not "+v.kind.article())
+				return
+			}
+			for i, el := range v.elems {
+				if el.kind != kindString {
+					m.failBad(el.off, index(join(path, key), i), key+" items must be strings, not "+el.kind.article())
+					t.EgressAllow = append(t.EgressAllow, "")
+					continue
+				}
+				t.EgressAllow = append(t.EgressAllow, el.text)
+			}
 		}
 	})
 	return t
@@ -767,6 +782,16 @@ func (c *refChecker) template(t *SandboxTemplate, p string, u *refUnique, i int)
 		c.secretValue(p, "env", k, t.Env[k], secretref.IsCredentialName(k))
 	}
 	c.enum(p, "network", t.Network, fieldrules.Networks)
+	if t.Runtime != "" && t.Runtime != "process" && t.Runtime != "microvm" {
+		c.add(join(p, "runtime"), "runtime must be process or microvm, or left out for the node's default runtime")
+	}
+	for _, e := range fieldrules.CheckEgressAllow(t.Network, t.EgressAllow) {
+		at := join(p, "egressAllow")
+		if e.Index >= 0 {
+			at = index(at, e.Index)
+		}
+		c.add(at, e.Message)
+	}
 	if t.Warm != nil {
 		wp := p + ".warm"
 		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")

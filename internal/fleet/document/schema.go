@@ -166,6 +166,10 @@ func schema() obj {
 	}
 }
 
+// egressPrefixPattern is the shape of an egressAllow entry (an address, "/", the prefix length);
+// the ranges it must lie in are checked by fieldrules.CheckEgressPrefix.
+const egressPrefixPattern = `^[0-9A-Fa-f.:]+/[0-9]{1,3}$`
+
 func defs() obj {
 	quotaValue := integer("The maximum, a count (GiB for memoryGiB and diskGiB).", fieldrules.Quota)
 	return obj{
@@ -237,6 +241,10 @@ func defs() obj {
 			})},
 			{"terminationGraceSeconds", integer("Seconds a sandbox gets between SIGTERM and SIGKILL when it is stopped (deleted, timed out, evicted by a drain's deadline, agent down).", fieldrules.TerminationGrace, kv{"default", fieldrules.DefaultTerminationGraceSeconds})},
 			{"disconnectGraceSeconds", integer("Seconds a running sandbox stays unknown after its node's last report (and runs on if the node comes back) before it is lost; left out: the server's --disconnect-grace.", fieldrules.DisconnectGrace)},
+			{"runtime", enum("The sandbox runtime its sandboxes run on, and so the nodes they are placed on: process (confined processes on the host's kernel) or microvm (a virtual machine with its own guest kernel); left out: the node's default runtime.", fieldrules.Runtimes)},
+			{"egressAllow", obj{{"description", fmt.Sprintf("The private prefixes a public sandbox may reach besides the internet, %d at most, each %s. The node's own addresses, the control plane, other sandboxes and metadata addresses stay unreachable inside them. Only for network public.", fieldrules.MaxEgressAllow, fieldrules.EgressAllowRule)},
+				{"type", "array"}, {"maxItems", fieldrules.MaxEgressAllow}, {"uniqueItems", true},
+				{"items", obj{{"description", "A prefix in CIDR form, e.g. 10.20.0.0/16."}, {"type", "string"}, {"pattern", egressPrefixPattern}}}}},
 		})},
 	}
 }

@@ -313,6 +313,16 @@ func (c *checker) template(t *SandboxTemplate, p *path, u *unique, i int) {
 	if t.DisconnectGraceSeconds != 0 {
 		c.intRange(p, "disconnectGraceSeconds", t.DisconnectGraceSeconds, fieldrules.DisconnectGrace, ", or left out for the server's --disconnect-grace")
 	}
+	if t.Runtime != "" && !fieldrules.Runtimes.Has(t.Runtime) {
+		c.add(p.member("runtime"), "runtime must be "+fieldrules.Runtimes.Rule()+", or left out for the node's default runtime")
+	}
+	for _, e := range fieldrules.CheckEgressAllow(t.Network, t.EgressAllow) {
+		if e.Index < 0 {
+			c.add(p.member("egressAllow"), e.Message)
+		} else {
+			c.add(fmt.Sprintf("%s[%d]", p.member("egressAllow"), e.Index), e.Message)
+		}
+	}
 	if t.Warm != nil {
 		wp := &path{up: p, key: "warm", i: -1}
 		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")

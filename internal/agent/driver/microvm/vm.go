@@ -149,6 +149,7 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec) (driver.Status, err
 			d.leases.Release(uid, dir)
 			return fail(err)
 		}
+		link.Allow, link.Deny = spec.EgressAllow, spec.EgressDeny
 		m.Tap, m.Cmdline = sandboxnet.TapName, cmdline(guest.NetArg+link.GuestNet())
 		v.rec.Link = &link
 	}

@@ -431,6 +431,7 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 			d.leases.release(uid, dir)
 			return driver.Status{}, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
+		link.Allow, link.Deny = spec.EgressAllow, spec.EgressDeny
 		rec.Link = &link
 	}
 	work := filepath.Join(dir, dirWork)
