@@ -266,7 +266,7 @@ func TestScaleApplyReduces(t *testing.T) {
 	long := routed.create("sh", map[string]any{"nodeSelector": map[string]string{"kubernetes.io/hostname": cubeIP(net, 1)}}, "sleep", "60")
 	testkit.WaitFor(t, 30*time.Second, "the long sandbox running", func() bool { return routed.get(long.ID).State == sandboxes.StateRunning })
 	out, errOut, code = w.apply(t, next, 1)
-	if code != 1 || !strings.Contains(errOut, "still runs 1 sandbox at the drain deadline") || !strings.Contains(errOut, "stays cordoned") {
+	if code != 1 || !strings.Contains(errOut, "still runs 1 sandbox ("+long.ID+") at the drain deadline") || !strings.Contains(errOut, "stays cordoned") {
 		t.Fatalf("a drain past its deadline: exit %d\n%s%s", code, out, errOut)
 	}
 	if got := w.servers(); !slices.Equal(got, []string{"cube-000", "cube-001"}) {
