@@ -88,13 +88,7 @@ func newRoundtripRig(t testing.TB, database string) *roundtripRig {
 	subnet := fmt.Sprintf("127.77.%d", f.net)
 	ip := func(i int) string { return fmt.Sprintf("%s.%d", subnet, 10+i) }
 
-	world := ionossim.SampleFleet(2)
-	dc := world.Datacenters[0]
-	dc.LANs[1].IPv4CIDR = subnet + ".0/24"
-	for i, s := range dc.Servers {
-		s.NICs[0].IPs = []string{ip(i)}
-		world.TargetGroups[0].Targets[i].IP = ip(i)
-	}
+	world := ionossim.SampleFleetOn(2, subnet+".0/24", ip)
 	rg.sim = ionossim.New(ionossim.Options{Authorize: ionossim.AcceptToken(rtToken), QueueDelay: -1, RunDuration: -1, OnRunning: rg.boot})
 	if err := rg.sim.Load(world); err != nil {
 		t.Fatal(err)
@@ -121,7 +115,11 @@ func newRoundtripRig(t testing.TB, database string) *roundtripRig {
 	rg.config = filepath.Join(rg.dir, "config.json")
 	writeFile(t, rg.config, string(b), 0o600)
 
-	rg.sshd = testkit.StartSSHD(t)
+	// The coordinator and GPU host, and each baseline Cube's sshd on its address (roundtrip
+	// check reaches it through the coordinator).
+	rg.sshd = testkit.StartSSHDWith(t, testkit.SSHDOptions{Forwarding: true})
+	cubeSSHD := testkit.StartSSHDWith(t, testkit.SSHDOptions{Addr: ip(0), Like: rg.sshd})
+	testkit.StartSSHDWith(t, testkit.SSHDOptions{Addr: ip(1), Port: cubeSSHD.Port, Like: rg.sshd})
 	rg.peers = rg.sshd.WireGuardStandIn(t, "wg0")
 	rg.wgConf = filepath.Join(rg.dir, "wg0.conf")
 	conf := "[Interface]\nPrivateKey = gpu-host-key\nListenPort = 51820\n"
@@ -150,7 +148,7 @@ func newRoundtripRig(t testing.TB, database string) *roundtripRig {
 	profile["ionos_token_file"] = tokenFile
 	profile["coordinator"] = host
 	profile["gpu_wireguard"] = map[string]any{"host": "127.0.0.1", "port": rg.sshd.Port, "user": rg.sshd.User, "interface": "wg0", "config_file": rg.wgConf}
-	profile["ssh"] = map[string]any{"key_file": rg.sshd.KeyFile, "known_hosts_file": rg.sshd.KnownHosts, "cube_user": "root"}
+	profile["ssh"] = map[string]any{"key_file": rg.sshd.KeyFile, "known_hosts_file": rg.sshd.KnownHosts, "cube_user": rg.sshd.User, "cube_port": cubeSSHD.Port}
 	profile["drain_deadline"] = "30s"
 	b, _ = json.Marshal(profile)
 	rg.profile = filepath.Join(rg.dir, "profile.json")

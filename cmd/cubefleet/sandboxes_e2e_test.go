@@ -98,10 +98,14 @@ func newSandboxFleet(t testing.TB, database string, n int, extra ...string) *san
 
 // applyAndJoin applies the fleet through f.c and joins n agents, waiting until every agent is
 // Ready with both templates prepared.
-func (f *sandboxFleet) applyAndJoin(n int) {
+func (f *sandboxFleet) applyAndJoin(n int) { f.t.Helper(); f.applyDocAndJoin(e2eFleetDoc, n) }
+
+// applyDocAndJoin is applyAndJoin with the fleet document fleetDoc, which must have pool
+// "lab" with two sandbox templates.
+func (f *sandboxFleet) applyDocAndJoin(fleetDoc string, n int) {
 	f.t.Helper()
 	doc := filepath.Join(f.t.TempDir(), "fleet.json")
-	writeFile(f.t, doc, e2eFleetDoc, 0o600)
+	writeFile(f.t, doc, fleetDoc, 0o600)
 	f.c.ok("fleet", "apply", doc, "--tenant", "root", "--yes")
 	for range n {
 		f.addAgent()

@@ -29,8 +29,23 @@ type ionosEnv struct {
 
 func newIonosEnv(t *testing.T, cubeCount int) ionosEnv {
 	t.Helper()
+	return newIonosEnvOn(t, cubeCount, ionossim.SampleServerIP)
+}
+
+// loopbackIP is the private IP of Cube i of a loopback fleet (newIonosEnvOn): 127.0.0.11
+// upwards, where a test runs the Cube's agent or sshd.
+func loopbackIP(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
+
+// newIonosEnvOn is newIonosEnv with Cube i's private IP ipOf(i); with loopbackIP, the private
+// LAN is 127.0.0.0/8 (the NAT gateway 127.0.0.1, the load balancer 127.0.0.5).
+func newIonosEnvOn(t *testing.T, cubeCount int, ipOf func(int) string) ionosEnv {
+	t.Helper()
 	sim := ionossim.New(ionossim.Options{Authorize: ionossim.AcceptToken(ionosTestToken)})
-	if err := sim.Load(ionossim.SampleFleet(cubeCount)); err != nil {
+	world := ionossim.SampleFleet(cubeCount)
+	if ipOf(0) != ionossim.SampleServerIP(0) {
+		world = ionossim.SampleFleetOn(cubeCount, "127.0.0.0/8", ipOf)
+	}
+	if err := sim.Load(world); err != nil {
 		t.Fatal(err)
 	}
 	l, err := ionossim.Listen(context.Background(), "127.0.0.1:0", sim)
@@ -46,7 +61,7 @@ func newIonosEnv(t *testing.T, cubeCount int) ionosEnv {
 	cfg := &cubes.Config{DatacenterID: ionossim.SampleDatacenterID, PrivateLANID: ionossim.SamplePrivateLAN, MinimumCores: 4,
 		MinimumRAMMiB: 8192, MinimumCubes: 1, WorkerSecurityGroupIDs: []string{ionossim.SampleWorkerGroupID}}
 	for i := range cubeCount + 1 {
-		s := cubes.Slot{Name: fmt.Sprintf("cube-%03d", i), PrivateIP: ionossim.SampleServerIP(i)}
+		s := cubes.Slot{Name: fmt.Sprintf("cube-%03d", i), PrivateIP: ipOf(i)}
 		if i < cubeCount {
 			s.ServerID = ionossim.SampleServerID(i)
 		}

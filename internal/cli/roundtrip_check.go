@@ -72,7 +72,8 @@ type checksOut struct {
 }
 
 // sshChecks are roundtrip check's SSH checks: the coordinator reached with its host key
-// known, and on the GPU host (its host key known too) a WireGuard peer on the profile's
+// known; each Cube of the configuration's slots reached through it as a jump host at its
+// private IP (ssh.cube_user, ssh.cube_port), its host key known too; and on the GPU host (its host key known too) a WireGuard peer on the profile's
 // interface whose allowed IPs hold each Cube's private address (/32), as `wg show INTERFACE
 // allowed-ips` lists them.
 func sshChecks(ctx context.Context, p *cubes.Profile, cfg *cubes.Config, timeout time.Duration) []cubes.Check {
@@ -84,6 +85,19 @@ func sshChecks(ctx context.Context, p *cubes.Profile, cfg *cubes.Config, timeout
 	out := []cubes.Check{{Name: "ssh coordinator " + co.Host, OK: true, Detail: fmt.Sprintf("%s@%s:%d, host key known", co.User, co.Host, co.Port)}}
 	if _, err := d.Run(ctx, co.Host, co.Port, co.User, "true"); err != nil {
 		out[0].OK, out[0].Detail = false, err.Error()
+	}
+	jump := fleetssh.Host{Host: co.Host, Port: co.Port, User: co.User}
+	for _, s := range cfg.Slots {
+		if s.ServerID == "" {
+			continue
+		}
+		c := cubes.Check{Name: "ssh cube " + s.Name, OK: true, Detail: fmt.Sprintf("%s@%s:%d through %s, host key known", p.SSH.CubeUser, s.PrivateIP, p.SSH.CubePort, co.Host)}
+		if !out[0].OK {
+			c.OK, c.Detail = false, "not tried: the coordinator (the jump host) failed its check"
+		} else if _, err := d.RunVia(ctx, jump, fleetssh.Host{Host: s.PrivateIP, Port: p.SSH.CubePort, User: p.SSH.CubeUser}, "true"); err != nil {
+			c.OK, c.Detail = false, err.Error()
+		}
+		out = append(out, c)
 	}
 	gw := p.GPUWireGuard
 	name := "wireguard " + gw.Host + " " + gw.Interface
@@ -126,8 +140,9 @@ every target group (weight above 0, health check on, not in maintenance); the NA
 the private LAN; the load balancer's target LAN and a FORWARD rule to every target group; and
 the membership: every Cube registered and Ready in the pool and uncordoned, nothing registered
 there that the fleet lacks. Then over SSH with the profile's key, every host key checked
-against its known_hosts (an unknown or changed key fails): the coordinator, and on the GPU
-host a WireGuard peer of the profile's interface allowing each Cube's private IP (/32), as
+against its known_hosts (an unknown or changed key fails): the coordinator, each Cube through
+the coordinator as a jump host (ssh.cube_user at its private IP, port ssh.cube_port), and on
+the GPU host a WireGuard peer of the profile's interface allowing each Cube's private IP (/32), as
 "wg show INTERFACE allowed-ips" lists them. One line per check; any FAIL exits 1.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -73,15 +73,18 @@ var (
 // the holder.
 func TestRoundtripUpDownRefusals(t *testing.T) {
 	eachDatabase(t, func(t *testing.T, c *cliEnv) {
-		f := newCubeFleet(t, c, 2)
-		sshd := testkit.StartSSHD(t)
+		// Cubes on loopback addresses, each with its sshd, reached through the coordinator's.
+		f := newCubeFleetOn(t, c, 2, loopbackIP)
+		sshd := testkit.StartSSHDWith(t, testkit.SSHDOptions{Forwarding: true})
+		cube0 := testkit.StartSSHDWith(t, testkit.SSHDOptions{Addr: loopbackIP(0), Like: sshd})
+		testkit.StartSSHDWith(t, testkit.SSHDOptions{Addr: loopbackIP(1), Port: cube0.Port, Like: sshd})
 		peers := sshd.WireGuardStandIn(t, "wg0")
-		if err := os.WriteFile(peers, []byte(wgPeer(1, ionossim.SampleServerIP(0))), 0o644); err != nil {
+		if err := os.WriteFile(peers, []byte(wgPeer(1, loopbackIP(0))), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		f.fields["coordinator"] = map[string]any{"host": "127.0.0.1", "port": sshd.Port, "user": sshd.User}
 		f.fields["gpu_wireguard"] = map[string]any{"host": "127.0.0.1", "port": sshd.Port, "user": sshd.User, "interface": "wg0"}
-		f.fields["ssh"] = map[string]any{"key_file": sshd.KeyFile, "known_hosts_file": sshd.KnownHosts, "cube_user": "root"}
+		f.fields["ssh"] = map[string]any{"key_file": sshd.KeyFile, "known_hosts_file": sshd.KnownHosts, "cube_user": sshd.User, "cube_port": cube0.Port}
 		f.writeProfile(t)
 		private := t.TempDir()
 		fleet := []string{"--profile", f.profile, "--config", f.ionos.config, "--api-url", f.ionos.sim.URL, "--private-dir", private}

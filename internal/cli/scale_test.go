@@ -26,13 +26,19 @@ type cubeFleet struct {
 
 func newCubeFleet(t *testing.T, c *cliEnv, cubeCount int) cubeFleet {
 	t.Helper()
-	env := newIonosEnv(t, cubeCount)
+	return newCubeFleetOn(t, c, cubeCount, ionossim.SampleServerIP)
+}
+
+// newCubeFleetOn is newCubeFleet with Cube i's private IP ipOf(i) (newIonosEnvOn).
+func newCubeFleetOn(t *testing.T, c *cliEnv, cubeCount int, ipOf func(int) string) cubeFleet {
+	t.Helper()
+	env := newIonosEnvOn(t, cubeCount, ipOf)
 	var site, pool struct{ ID string }
 	json.Unmarshal([]byte(c.admin("api", "compute.sites.create", `{"tenantId":"root","kind":"shared","region":"eu-central"}`)), &site)
 	json.Unmarshal([]byte(c.admin("api", "compute.pools.create", `{"tenantId":"root","siteId":"`+site.ID+`","class":"vps-host"}`)), &pool)
 	token := strings.TrimSpace(c.admin("nodes", "join-token", "create", "--pool", pool.ID, "--uses", "100", "--any-ip"))
 	for i := range cubeCount {
-		ip := ionossim.SampleServerIP(i)
+		ip := ipOf(i)
 		code, out := c.post(nodeapi.PathRegister, token, nodeBody(t, "register.json", ip))
 		var reg nodeapi.RegisterResponse
 		if err := json.Unmarshal(out, &reg); code != 200 || err != nil {

@@ -57,7 +57,8 @@ after a restart it is Unknown until it reports. See docs/nodes.md.
 Membership is learnt live from registration: adding or removing a Cube needs no restart. A
 deployment that loads a fixed origin list at start passes --origins FILE --cube-count N (the
 file coordinator render checks): then only registered nodes whose id is the host of one of its
-origins are schedulable. Move to a new list with a ready replacement server on the shared
+origins are schedulable, and each runs at most 3 sandboxes at once (a Cube's 3 coordinator
+slots; a fourth waits for room, or goes to another Cube). Move to a new list with a ready replacement server on the shared
 PostgreSQL, hand traffic over, and let this one finish its accepted work before stopping it.
 
 --tls-cert FILE and --tls-key FILE (PEM; both or neither) make both listeners serve HTTPS only,
@@ -143,7 +144,7 @@ docs/server.md and docs/iam.md.`,
 				if err != nil {
 					return err
 				}
-				cfg.Membership = c.Origins
+				cfg.Membership, cfg.MemberSlots = c.Origins, cubes.SlotsPerCube
 			}
 			if cfg.APIWorkers < 0 {
 				return usagef("--api-workers %d: give a positive number of calls, or 0 for one per CPU", cfg.APIWorkers)

@@ -86,6 +86,9 @@ type Config struct {
 	// Members is the set of node ids of a static membership (MembersOf); nil means every
 	// registered node is schedulable.
 	Members map[string]bool
+	// MemberSlots is how many sandboxes each node runs at once at most (the scheduler's
+	// MaxPerNode, every replica's own): a static membership's slots per Cube. 0 means no cap.
+	MemberSlots int
 	// ResultMaxBytes, TenantResultMaxBytes, ResultRetention, PendingTimeout and
 	// TenantMaxSandboxes are the sandboxes' limits; zero means the value of Defaults.
 	ResultMaxBytes, TenantResultMaxBytes int64
@@ -380,7 +383,7 @@ func (sys *System) newLane() error {
 		DB:     sys.DB,
 		Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), cubefleet.NewID("rep")),
 		Scheduler: scheduler.Options{
-			Config: cfg, ConfigFile: sys.cfg.SchedulerConfig, Now: sys.cfg.Now, Metrics: sys.SchedulerMetrics,
+			Config: cfg, ConfigFile: sys.cfg.SchedulerConfig, Now: sys.cfg.Now, Metrics: sys.SchedulerMetrics, MaxPerNode: int64(sys.cfg.MemberSlots),
 		},
 		Ready: sys.NodeStore.Current,
 		Log:   sys.cfg.Log,

@@ -18,6 +18,7 @@ type Discovered struct {
 	NATGatewayID              string
 	ApplicationLoadBalancerID string
 	TargetGroupIDs            []string // in the profile's order
+	ControlPlaneTargetGroupID string   // control_plane.target_group's; "" when the profile names none
 	WorkerSecurityGroupID     string
 	BaselineServerIDs         map[string]string // Cube name -> server id
 	RuntimeSourceServerID     string
@@ -84,6 +85,10 @@ func Discover(p *Profile, inv *ionos.Inventory) (*Discovered, error) {
 	for i, tg := range p.TargetGroups {
 		d.TargetGroupIDs = append(d.TargetGroupIDs, find(fmt.Sprintf("target_groups[%d]", i), "target group", tg, len(inv.TargetGroups),
 			func(i int) string { return inv.TargetGroups[i].Name }, func(i int) string { return inv.TargetGroups[i].ID }))
+	}
+	if name := p.ControlPlane.TargetGroup; name != "" {
+		d.ControlPlaneTargetGroupID = find("control_plane.target_group", "target group", name, len(inv.TargetGroups),
+			func(i int) string { return inv.TargetGroups[i].Name }, func(i int) string { return inv.TargetGroups[i].ID })
 	}
 	d.WorkerSecurityGroupID = find("worker_security_group", "security group", p.WorkerSecurityGroup, len(inv.SecurityGroups),
 		func(i int) string { return inv.SecurityGroups[i].Name }, func(i int) string { return inv.SecurityGroups[i].ID })

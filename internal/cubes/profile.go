@@ -53,11 +53,15 @@ type Profile struct {
 }
 
 // ProfileControlPlane is the cubefleet control plane new Cubes join: its URL (http or https),
-// the pool they join and the file holding the API key the workflows call it with.
+// the pool they join and the file holding the API key the workflows call it with. TargetGroup,
+// optional, names the load balancer's target group that routes to the control plane when it
+// loads a fixed origin list (`cubefleet server --origins`): scale apply hands it over to a
+// ready replacement.
 type ProfileControlPlane struct {
-	URL        string
-	Pool       string
-	APIKeyFile string
+	URL         string
+	Pool        string
+	APIKeyFile  string
+	TargetGroup string
 }
 
 // ProfileSSHHost is a host reached over SSH: Host (a name or address), Port (default 22) and
@@ -69,11 +73,13 @@ type ProfileSSHHost struct {
 }
 
 // ProfileSSH is the SSH identity: the private key file, the known_hosts file every host key is
-// checked against, and the user on the Cubes.
+// checked against, and the user and port (default 22) of the Cubes' sshd, reached through the
+// coordinator as a jump host at each Cube's private IP.
 type ProfileSSH struct {
 	KeyFile        string
 	KnownHostsFile string
 	CubeUser       string
+	CubePort       int
 }
 
 // ProfileWireGuard is the GPU host that holds a WireGuard peer per Cube: the host over SSH, the
@@ -149,9 +155,9 @@ func (v *validator) profile(root *node) *Profile {
 		v.bad("runtime_source_cube", "%q is not one of baseline_cubes: new Cubes bootstrap from a healthy baseline Cube", p.RuntimeSourceCube)
 	}
 	if n := f["control_plane"]; n != nil && v.isObject(n, "control_plane") {
-		cf := v.object(n, "control_plane", []string{"url", "pool", "api_key_file"}, []string{"url", "pool", "api_key_file"})
+		cf := v.object(n, "control_plane", []string{"url", "pool", "api_key_file", "target_group"}, []string{"url", "pool", "api_key_file"})
 		p.ControlPlane = ProfileControlPlane{URL: v.httpURL(cf["url"], "control_plane.url"), Pool: v.name(cf["pool"], "control_plane.pool"),
-			APIKeyFile: v.name(cf["api_key_file"], "control_plane.api_key_file")}
+			APIKeyFile: v.name(cf["api_key_file"], "control_plane.api_key_file"), TargetGroup: v.name(cf["target_group"], "control_plane.target_group")}
 	}
 	if n := f["coordinator"]; n != nil && v.isObject(n, "coordinator") {
 		p.Coordinator = v.sshHost(n, "coordinator", nil)
@@ -169,9 +175,12 @@ func (v *validator) profile(root *node) *Profile {
 		p.GPUWireGuard.Interface, p.GPUWireGuard.ConfigFile = iface, conf
 	}
 	if n := f["ssh"]; n != nil && v.isObject(n, "ssh") {
-		sf := v.object(n, "ssh", []string{"key_file", "known_hosts_file", "cube_user"}, []string{"key_file", "known_hosts_file", "cube_user"})
+		sf := v.object(n, "ssh", []string{"key_file", "known_hosts_file", "cube_user", "cube_port"}, []string{"key_file", "known_hosts_file", "cube_user"})
 		p.SSH = ProfileSSH{KeyFile: v.name(sf["key_file"], "ssh.key_file"), KnownHostsFile: v.name(sf["known_hosts_file"], "ssh.known_hosts_file"),
-			CubeUser: v.name(sf["cube_user"], "ssh.cube_user")}
+			CubeUser: v.name(sf["cube_user"], "ssh.cube_user"), CubePort: 22}
+		if pn := sf["cube_port"]; pn != nil {
+			p.SSH.CubePort = v.positive(pn, "ssh.cube_port", 65535)
+		}
 	}
 	if n := f["slots_per_cube"]; n != nil {
 		p.SlotsPerCube = v.positive(n, "slots_per_cube", maxSlotsPerCube)

@@ -36,6 +36,10 @@ type Options struct {
 	// Journal is told of every reservation made and released, so it can persist them; nil
 	// means reservations live only in memory.
 	Journal Journal
+	// MaxPerNode caps every node's microVM limit (max_mvm_num after the reserve percent): a
+	// node then runs at most this many sandboxes at once, reservations included. 0 means no
+	// cap beyond the node's own. A static membership sets it to its slots per Cube.
+	MaxPerNode int64
 }
 
 // Journal persists reservations so that another replica taking over the placement lane can
@@ -180,6 +184,7 @@ type Scheduler struct {
 	ttl     time.Duration
 	metrics *Metrics
 	journal Journal
+	perNode int64 // Options.MaxPerNode
 
 	recs  []rec
 	info  []nodeInfo
@@ -216,6 +221,7 @@ func New(opts Options) (*Scheduler, error) {
 		ttl:     opts.ReservationTTL,
 		metrics: opts.Metrics,
 		journal: opts.Journal,
+		perNode: opts.MaxPerNode,
 		byID:    map[string]int32{},
 		pools:   map[string]*pool{},
 		tplIDs:  map[string]uint32{},
@@ -444,6 +450,9 @@ func (s *Scheduler) refreshLimits(slot int32) {
 		limit = c.NodeMaxMvmNum
 	}
 	in.mvmLimit = int64(math.Ceil(float64(limit) * c.NodeMaxMvmNumReserveNumPercent))
+	if s.perNode > 0 {
+		in.mvmLimit = min(in.mvmLimit, s.perNode)
+	}
 	old := in.createLimit
 	in.createLimit = in.st.CreateConcurrentNum
 	if in.createLimit <= 0 {

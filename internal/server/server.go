@@ -154,6 +154,9 @@ type Config struct {
 	// registered under the host of one of them (their id, the agent's IP) are schedulable;
 	// nil means every registered node (membership learnt live from registration).
 	Membership []string
+	// MemberSlots is, with Membership, how many sandboxes each Cube runs at once at most
+	// (cubes.SlotsPerCube, 3): a further one is not placed there. 0 means no cap.
+	MemberSlots int
 	// BodyBudget is --api-body-budget: the most bytes of API request bodies the server holds at
 	// once, across all requests. A body that does not fit is RESOURCE_EXHAUSTED (429, with
 	// Retry-After) before it is read. Zero means DefaultBodyBudget (64 MiB).
@@ -326,7 +329,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		DB: cfg.DB, Database: cfg.Database, DataDir: cfg.DataDir, Dev: cfg.Dev, Disabled: cfg.Disabled,
 		VaultConfigured: cfg.VaultAddr != "", EnvRefs: cfg.envRefs, AllowPrivateWebhookTargets: cfg.AllowPrivateWebhookTargets,
 		NodeHeartbeatTimeout: cfg.NodeHeartbeatTimeout, NodeLostAfter: cfg.NodeLostAfter, NodeAgentAllowUnauthenticated: cfg.NodeAgentAllowUnauthenticated,
-		SchedulerConfig: cfg.SchedulerConfig, Members: members,
+		SchedulerConfig: cfg.SchedulerConfig, Members: members, MemberSlots: cfg.MemberSlots,
 		ResultMaxBytes: cfg.ResultMaxBytes, TenantResultMaxBytes: cfg.TenantResultMaxBytes, ResultRetention: cfg.ResultRetention,
 		PendingTimeout: cfg.PendingTimeout, DisconnectGrace: cfg.DisconnectGrace, TenantMaxSandboxes: cfg.TenantMaxSandboxes,
 		DriftEvery: cfg.DriftEvery, DriftIgnore: cfg.DriftIgnore, AuditRetention: cfg.AuditRetention, ConsoleSessionTTL: cfg.ConsoleSessionTTL,

@@ -1,33 +1,53 @@
 package testkit
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// SSHD is Debian's openssh-server run by a test on 127.0.0.1 with its own host key: Port is
-// its port, User the account it lets in (the test's), KeyFile the client's private key it
-// accepts, KnownHosts a known_hosts file holding its host key, Bin a directory first on the
-// PATH of its sessions (put stand-ins such as `wg` there).
+// SSHD is Debian's openssh-server run by a test on a loopback address with its own host key:
+// Addr and Port are where it listens, User the account it lets in (the test's), KeyFile the
+// client's private key it accepts, KnownHosts a known_hosts file holding its host key, Bin a
+// directory first on the PATH of its sessions (put stand-ins such as `wg` there).
 type SSHD struct {
+	Addr       string
 	Port       int
 	User       string
 	KeyFile    string
 	KnownHosts string
 	Bin        string
 	dir        string
+	hostKey    string // "ssh-ed25519 AAAA..."
 }
 
-// StartSSHD starts sshd (skipping the test when /usr/sbin/sshd is absent, except under CI,
-// where it fails) and stops it when the test ends.
-func StartSSHD(t testing.TB) *SSHD {
+// SSHDOptions are StartSSHDWith's settings; the zero value is StartSSHD's.
+type SSHDOptions struct {
+	// Addr is the loopback address to listen on; "" means 127.0.0.1.
+	Addr string
+	// Port is the port; 0 means a free one.
+	Port int
+	// Forwarding allows TCP forwarding, for a jump host (`ssh -J`).
+	Forwarding bool
+	// Like shares another server's client key and known_hosts file: the server accepts that
+	// key, and its host key is added to that file (so one identity reaches every server).
+	Like *SSHD
+}
+
+// StartSSHD starts sshd on 127.0.0.1 (skipping the test when /usr/sbin/sshd is absent, except
+// under CI, where it fails) and stops it when the test ends.
+func StartSSHD(t testing.TB) *SSHD { return StartSSHDWith(t, SSHDOptions{}) }
+
+// StartSSHDWith starts sshd as StartSSHD does, with opts.
+func StartSSHDWith(t testing.TB, opts SSHDOptions) *SSHD {
 	t.Helper()
 	const sshd = "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -41,11 +61,15 @@ func StartSSHD(t testing.TB) *SSHD {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s := &SSHD{User: u.Username, KeyFile: filepath.Join(dir, "id_ed25519"), KnownHosts: filepath.Join(dir, "known_hosts"), Bin: filepath.Join(dir, "bin"), dir: dir}
+	s := &SSHD{Addr: cmp.Or(opts.Addr, "127.0.0.1"), User: u.Username, KeyFile: filepath.Join(dir, "id_ed25519"), KnownHosts: filepath.Join(dir, "known_hosts"), Bin: filepath.Join(dir, "bin"), dir: dir}
 	if err := os.Mkdir(s.Bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{s.KeyFile, filepath.Join(dir, "host_ed25519")} {
+	keys := []string{s.KeyFile, filepath.Join(dir, "host_ed25519")}
+	if opts.Like != nil {
+		s.KeyFile, s.KnownHosts, keys = opts.Like.KeyFile, opts.Like.KnownHosts, keys[1:]
+	}
+	for _, key := range keys {
 		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
 			t.Fatalf("ssh-keygen: %v\n%s", err, out)
 		}
@@ -53,24 +77,31 @@ func StartSSHD(t testing.TB) *SSHD {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil && u.Uid == "0" {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	s.Port = opts.Port
+	if s.Port == 0 {
+		l, err := net.Listen("tcp", net.JoinHostPort(s.Addr, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
 	}
-	s.Port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	config := fmt.Sprintf(`ListenAddress 127.0.0.1:%d
+	forwarding := "no"
+	if opts.Forwarding {
+		forwarding = "local"
+	}
+	config := fmt.Sprintf(`ListenAddress %s
 HostKey %s/host_ed25519
-AuthorizedKeysFile %s/id_ed25519.pub
+AuthorizedKeysFile %s.pub
 PidFile %s/sshd.pid
 StrictModes no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
-AllowTcpForwarding no
+AllowTcpForwarding %s
 PermitRootLogin prohibit-password
 SetEnv PATH=%s:/usr/bin:/bin
-`, s.Port, dir, dir, dir, s.Bin)
+`, s.hostPort(), dir, s.KeyFile, dir, forwarding, s.Bin)
 	cfg := filepath.Join(dir, "sshd_config")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -89,12 +120,12 @@ SetEnv PATH=%s:/usr/bin:/bin
 		}
 	})
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port)); err == nil {
+		if c, err := net.Dial("tcp", s.hostPort()); err == nil {
 			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sshd did not listen on 127.0.0.1:%d:\n%s", s.Port, log.String())
+			t.Fatalf("sshd did not listen on %s:\n%s", s.hostPort(), log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -103,15 +134,46 @@ SetEnv PATH=%s:/usr/bin:/bin
 		t.Fatal(err)
 	}
 	fields := strings.Fields(string(pub))
-	s.WriteKnownHost(t, fields[0]+" "+fields[1])
+	s.hostKey = fields[0] + " " + fields[1]
+	if opts.Like != nil {
+		s.AddKnownHost(t, s.hostKey)
+	} else {
+		s.WriteKnownHost(t, s.hostKey)
+	}
 	return s
 }
 
-// WriteKnownHost makes known_hosts hold hostKey ("ssh-ed25519 AAAA...") for the server.
+func (s *SSHD) hostPort() string { return net.JoinHostPort(s.Addr, strconv.Itoa(s.Port)) }
+
+// HostKey is the server's own host key ("ssh-ed25519 AAAA...").
+func (s *SSHD) HostKey() string { return s.hostKey }
+
+// WriteKnownHost makes known_hosts hold only hostKey ("ssh-ed25519 AAAA...") for the server.
 func (s *SSHD) WriteKnownHost(t testing.TB, hostKey string) {
 	t.Helper()
-	line := fmt.Sprintf("[127.0.0.1]:%d %s\n", s.Port, hostKey)
+	line := fmt.Sprintf("[%s]:%d %s\n", s.Addr, s.Port, hostKey)
 	if err := os.WriteFile(s.KnownHosts, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AddKnownHost appends hostKey for the server to known_hosts, keeping the other lines but any
+// earlier one of this server.
+func (s *SSHD) AddKnownHost(t testing.TB, hostKey string) {
+	t.Helper()
+	old, err := os.ReadFile(s.KnownHosts)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("[%s]:%d ", s.Addr, s.Port)
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(string(old)), "\n") {
+		if l != "" && !strings.HasPrefix(l, prefix) {
+			keep = append(keep, l)
+		}
+	}
+	keep = append(keep, prefix+hostKey)
+	if err := os.WriteFile(s.KnownHosts, []byte(strings.Join(keep, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,6 +2,7 @@ package ionossim
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -65,4 +66,28 @@ func SampleFleet(n int) *State {
 		tg.Targets = append(tg.Targets, GroupTarget{IP: SampleServerIP(i), Port: 8080, Weight: 1, HealthCheckEnabled: true})
 	}
 	return &State{Datacenters: []*Datacenter{dc}, TargetGroups: []*TargetGroup{tg}}
+}
+
+// SampleFleetOn is SampleFleet with server i's private address ipOf(i) on a private LAN of
+// cidr (its NAT gateway and load balancer at the LAN's first and fifth addresses): tests that
+// run each Cube's agent or sshd on a loopback address pass "127.0.0.0/8".
+func SampleFleetOn(n int, cidr string, ipOf func(int) string) *State {
+	st := SampleFleet(n)
+	p := netip.MustParsePrefix(cidr).Masked()
+	at := func(k int) string {
+		a := p.Addr()
+		for range k {
+			a = a.Next()
+		}
+		return fmt.Sprintf("%s/%d", a, p.Bits())
+	}
+	dc := st.Datacenters[0]
+	dc.LANs[1].IPv4CIDR = p.String()
+	dc.NATGateways[0].LANs[0].GatewayIPs = []string{at(1)}
+	dc.ApplicationLBs[0].PrivateIPs = []string{at(5)}
+	for i, s := range dc.Servers {
+		s.NICs[0].IPs = []string{ipOf(i)}
+		st.TargetGroups[0].Targets[i].IP = ipOf(i)
+	}
+	return st
 }
