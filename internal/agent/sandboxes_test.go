@@ -341,7 +341,7 @@ func TestRestartFindsSandboxes(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(n.cfg.SandboxDir, "sbx_gone")); err != nil {
 		t.Fatal(err)
 	}
-	requests := len(cp.WorkRequests())
+	requests, statuses := len(cp.WorkRequests()), len(cp.CallsTo("/status"))
 	cfg := *n.cfg
 	n.cfg = &cfg
 	n.running = startAgent(t, n.cfg)
@@ -355,9 +355,16 @@ func TestRestartFindsSandboxes(t *testing.T) {
 	if lost := n.waitStates("sbx_gone", nodeapi.StateRunning, nodeapi.StateLost); !strings.Contains(lost.Message, "vanished") {
 		t.Errorf("sbx_gone: %+v", lost)
 	}
-	ids, _ := n.reported()
+	// The new agent's first status report (not the last one of the agent before it, which
+	// listed all three) lists only the sandbox that still runs.
+	testkit.WaitFor(t, 10*time.Second, "the new agent's first status report", func() bool { return len(cp.CallsTo("/status")) > statuses })
+	var ids []string
+	list, _ := cp.CallsTo("/status")[statuses].Body["sandboxes"].([]any)
+	for _, id := range list {
+		ids = append(ids, id.(string))
+	}
 	if !slices.Equal(ids, []string{"sbx_runs"}) {
-		t.Errorf("status lists %v, want sbx_runs", ids)
+		t.Errorf("the new agent's first status report lists %v, want sbx_runs", ids)
 	}
 	if end := n.waitStates("sbx_runs", nodeapi.StateRunning, nodeapi.StateExited); string(end.Stdout) != "still here\n" {
 		t.Errorf("sbx_runs: %+v", end)

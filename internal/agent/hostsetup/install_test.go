@@ -241,7 +241,7 @@ func TestInstallRunsTheCheck(t *testing.T) {
 	}
 	r.stop()
 	out.Reset()
-	cfg.CheckTimeout = time.Second // room for a few attempts, the first probing the namespaces
+	cfg.CheckTimeout = 5 * time.Second // room for a second attempt even under the race detector on a loaded host (the first probes the namespaces)
 	err := checkInstalled(context.Background(), cfg, CheckOptions{Interval: 50 * time.Millisecond, StateDir: running.StateDir}, &out)
 	if err == nil || !strings.Contains(err.Error(), "agent check failed") || !strings.Contains(out.String(), "FAIL  local agent: ") {
 		t.Errorf("the check after an install with the agent down: %v\n%s", err, out.String())
