@@ -3,6 +3,7 @@ package nodestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/cubefleet/cubefleet/internal/nodes"
@@ -79,7 +80,7 @@ func dropShadowed(ctx context.Context, tx *sql.Tx, tombs map[string]int64, regs 
 			} else {
 				var registeredAt int64
 				err := tx.QueryRowContext(ctx, `SELECT registered_at FROM nodes_registrations WHERE node_id = $1`, st.NodeID).Scan(&registeredAt)
-				if err != nil && err != sql.ErrNoRows {
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return nil, nil, fmt.Errorf("read the registration of node %s: %w", st.NodeID, err)
 				}
 				again = err == nil && registeredAt > at
