@@ -64,6 +64,7 @@ type cluster struct {
 	logs    *testkit.SyncBuffer // the server's output
 	stop    func()              // stops the server (also run at cleanup)
 	crash   func()              // SIGKILLs the server: no shutdown, no last flush
+	exit    int                 // the server's exit status, once stop returned
 }
 
 func freeAddr(t testing.TB) string {
@@ -138,7 +139,9 @@ func startServerAt(t testing.TB, addr, dataDir, database, caFile string, extra .
 	c.stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+			err := cmd.Wait()
+			c.exit = cmd.ProcessState.ExitCode()
+			if err != nil && !errors.Is(err, context.Canceled) {
 				if ee := new(exec.ExitError); !errors.As(err, &ee) || ee.ExitCode() != 0 {
 					t.Logf("server exit: %v\n%s", err, logs.String())
 				}

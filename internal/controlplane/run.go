@@ -87,7 +87,8 @@ func (sys *System) CheckDrift(ctx context.Context) (int, error) { return sys.rec
 // that loses nothing, each step done before the next begins (Stage):
 //
 //  1. front, the transport, which Run starts with the services: it serves until the context
-//     Run gives it ends, then answers the requests in flight and returns;
+//     Run gives it ends, then answers the requests in flight and returns; as that context
+//     ends, the sandboxes' long polls answer at once (sandboxes.Service.EndWaits);
 //  2. the loops: the drift reconciler, the webhook dispatcher, the audit sweeper, the
 //     scheduler's and the sandboxes', while the database is open;
 //  3. the node routes' loops;
@@ -124,6 +125,12 @@ func (sys *System) Run(ctx context.Context, front func(ctx context.Context) erro
 		wg.Go(func() { sys.Sandboxes.Run(loops) })
 	}
 
+	if sys.Sandboxes != nil {
+		// As the shutdown begins the long polls answer, so the front's graceful stop does not
+		// wait them out (their clients and agents call again).
+		endWaits := context.AfterFunc(ctx, sys.Sandboxes.EndWaits)
+		defer endWaits()
+	}
 	err := front(ctx)
 	stopped(StageFront)
 	stopLoops()

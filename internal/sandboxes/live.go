@@ -137,10 +137,10 @@ type Offsets struct {
 
 // Follow returns the output of tenant's sandbox id from offsets from: the stored result once it
 // ended, else what its agent sent so far. With wait above 0 and nothing new from from while the
-// sandbox runs, it waits up to wait (at most MaxWait) for more or for its end. Output's
-// StdoutOffset and StderrOffset say where the returned bytes start (later than asked when this
-// replica holds only a later part). Errors: NOT_FOUND, INVALID_INPUT for a negative offset, or
-// ctx's.
+// sandbox runs, it waits up to wait (at most MaxWait) for more or for its end (but not after
+// EndWaits). Output's StdoutOffset and StderrOffset say where the returned bytes start (later
+// than asked when this replica holds only a later part). Errors: NOT_FOUND, INVALID_INPUT for
+// a negative offset, or ctx's.
 func (s *Service) Follow(ctx context.Context, tenant, id string, from Offsets, wait time.Duration) (Sandbox, Output, error) {
 	if from.Stdout < 0 {
 		return Sandbox{}, Output{}, cubefleet.Invalid("stdoutOffset", "stdoutOffset is a byte offset: 0 or more")
@@ -163,6 +163,9 @@ func (s *Service) Follow(ctx context.Context, tenant, id string, from Offsets, w
 		case <-woken:
 		case <-poll.C:
 		case <-deadline.C:
+			cancel()
+			return sbx, out, nil
+		case <-s.hub.ending:
 			cancel()
 			return sbx, out, nil
 		case <-ctx.Done():

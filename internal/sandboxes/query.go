@@ -160,7 +160,7 @@ func (s *Service) Logs(ctx context.Context, tenant, id string) (Sandbox, Output,
 // Wait waits until tenant's sandbox id has ended (untilRunning: until it runs or has ended)
 // or timeout passed (at most MaxWait), and returns it as it is then; done says whether it got
 // there. It sees a change made on this replica at once and one made on another within half a
-// second. Errors: NOT_FOUND, or ctx's.
+// second; after EndWaits it answers at once, as on its timeout. Errors: NOT_FOUND, or ctx's.
 func (s *Service) Wait(ctx context.Context, tenant, id string, untilRunning bool, timeout time.Duration) (Sandbox, bool, error) {
 	timeout = min(max(timeout, 0), MaxWait)
 	deadline := time.NewTimer(timeout)
@@ -188,6 +188,9 @@ func (s *Service) Wait(ctx context.Context, tenant, id string, untilRunning bool
 		case <-woken:
 		case <-poll.C:
 		case <-deadline.C:
+			cancel()
+			return r.view(), false, nil
+		case <-s.hub.ending:
 			cancel()
 			return r.view(), false, nil
 		case <-ctx.Done():

@@ -247,18 +247,30 @@ func (s *Service) now() int64 { return s.cfg.Now().UnixMilli() }
 // hub wakes who waits: the waiters of a sandbox (sandboxes.wait, a create waiting for its
 // sandbox to run) when it changes, the work requests of a node when it has new work, and the
 // loops when room may have freed. Each channel has room for one wake-up, which is never lost.
+// ending is closed by EndWaits: every long poll answers as on its timeout.
 type hub struct {
 	mu        sync.Mutex
 	sandboxes map[string]map[chan struct{}]struct{}
 	nodes     map[string]map[chan struct{}]struct{}
 	kick      chan struct{}
+	ending    chan struct{}
+	endOnce   sync.Once
 }
 
 func (h *hub) init() {
 	h.sandboxes = map[string]map[chan struct{}]struct{}{}
 	h.nodes = map[string]map[chan struct{}]struct{}{}
 	h.kick = make(chan struct{}, 1)
+	h.ending = make(chan struct{})
 }
+
+// EndWaits answers every long poll of this replica now, and each one that begins later at
+// once, as its timeout would: sandboxes.wait (and a create's wait) with the sandbox as it is,
+// a logs follow with what there is, a work request with no assignments. The control plane
+// calls it as its shutdown begins, so the transport's graceful stop does not wait the polls
+// out: their clients and agents call again, at another replica or once this one is back.
+// Calling it again does nothing.
+func (s *Service) EndWaits() { s.hub.endOnce.Do(func() { close(s.hub.ending) }) }
 
 func watch(h *hub, m map[string]map[chan struct{}]struct{}, key string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)

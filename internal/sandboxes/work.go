@@ -82,7 +82,7 @@ func markDone(ctx context.Context, q store.Querier, node string, ids []string, n
 // it marks the assignments req lists as done, stops sandboxes the node runs that the control
 // plane does not run there (at most every 10 s per node), and answers the node's queued
 // assignments, oldest first, but those req lists as in progress, as soon as there are any, or
-// after req.WaitMS with none. Start, warm and claim assignments carry the sandbox's whole
+// after req.WaitMS with none (at once after EndWaits). Start, warm and claim assignments carry the sandbox's whole
 // environment, secret:// values resolved; a sandbox whose secret cannot be read fails instead
 // (reason secret_unavailable). On a draining node a queued start is placed again elsewhere and
 // a warm sandbox is not started.
@@ -108,6 +108,9 @@ func (s *Service) Work(ctx context.Context, node string, req *nodeapi.WorkReques
 		case <-woken:
 			cancel()
 		case <-wait.C:
+			cancel()
+			return out, nil
+		case <-s.hub.ending:
 			cancel()
 			return out, nil
 		case <-ctx.Done():

@@ -38,8 +38,10 @@ func (s *Store) Flush(ctx context.Context) error {
 		return nil
 	}
 	var spent []pendingJoin
+	var shadowed []string // nodes another replica deleted: their rows are not written back
+	taken := status
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-		spent = spent[:0]
+		spent, status, shadowed = spent[:0], taken, nil
 		for _, d := range b.deletes {
 			for _, table := range []string{"nodes_registrations", "nodes_status"} {
 				if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE node_id = $1`, d.ID); err != nil {
@@ -69,6 +71,15 @@ func (s *Store) Flush(ctx context.Context) error {
 				if _, newer := regs[id]; !newer {
 					regs[id] = j.reg
 				}
+			}
+		}
+		if len(regs) > 0 || len(status) > 0 {
+			tombs, err := s.tombstones(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if status, shadowed, err = dropShadowed(ctx, tx, tombs, regs, status); err != nil {
+				return err
 			}
 		}
 		regRows := make([][]any, 0, len(regs))
@@ -108,9 +119,12 @@ func (s *Store) Flush(ctx context.Context) error {
 	if err != nil {
 		s.m.flushes.WithLabelValues("error").Inc()
 		s.q.putBack(b)
-		s.retry = status
+		s.retry = taken
 		s.m.pending.Set(float64(s.q.pending()))
 		return err
+	}
+	if len(shadowed) > 0 {
+		s.log.Debug("not writing back nodes deleted through another replica", "nodes", len(shadowed))
 	}
 	s.m.flushes.WithLabelValues("ok").Inc()
 	s.m.flushRows.Add(float64(len(status)))

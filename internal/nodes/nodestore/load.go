@@ -9,7 +9,7 @@ import (
 	"github.com/cubefleet/cubefleet/internal/nodes"
 )
 
-// load reads every registration and its last status.
+// load reads every registration (but those a deletion shadows) and its last status.
 func (s *Store) load(ctx context.Context) ([]nodes.Record, error) {
 	rows, err := s.db.QueryContext(ctx, loadQuery)
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *Store) load(ctx context.Context) ([]nodes.Record, error) {
 
 // LoadNode reads node id (nodes.Store): nil when it is not stored.
 func (s *Store) LoadNode(ctx context.Context, id string) (*nodes.Record, error) {
-	rows, err := s.db.QueryContext(ctx, loadQuery+` WHERE r.node_id = $1`, id)
+	rows, err := s.db.QueryContext(ctx, loadQuery+` AND r.node_id = $1`, id)
 	if err != nil {
 		return nil, fmt.Errorf("load node %s: %w", id, err)
 	}
@@ -50,7 +50,7 @@ func (s *Store) LoadNode(ctx context.Context, id string) (*nodes.Record, error) 
 const loadQuery = `SELECT r.node_id, r.host_ip, r.agent, r.pool_id, r.cluster_label, r.labels, r.report, r.credential_hash,
 	r.cordon_detail, r.health_state, r.registered_at, r.updated_at, s.reported_at, s.heartbeat_at, s.ready, s.live, s.inventory,
 	r.drain_reason, r.drain_by, r.drain_requested_at, r.drained_at, r.cordon_by, r.drain_deadline
-	FROM nodes_registrations r LEFT JOIN nodes_status s ON s.node_id = r.node_id`
+	FROM nodes_registrations r LEFT JOIN nodes_status s ON s.node_id = r.node_id WHERE ` + notShadowed
 
 // scanRecord reads one row of loadQuery.
 func scanRecord(rows *sql.Rows) (nodes.Record, error) {

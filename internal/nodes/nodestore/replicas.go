@@ -113,7 +113,7 @@ func (s *Store) deletionsSince(ctx context.Context, since int64) ([]nodes.Deleti
 // registrationsSince reads the registrations the other replicas changed after since (Unix ms),
 // as they are stored now.
 func (s *Store) registrationsSince(ctx context.Context, since int64) ([]nodes.Record, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT node_id FROM nodes_registrations WHERE updated_at > $1 AND writer <> $2`, since, s.holder)
+	rows, err := s.db.QueryContext(ctx, `SELECT r.node_id FROM nodes_registrations r WHERE r.updated_at > $1 AND r.writer <> $2 AND `+notShadowed, since, s.holder)
 	if err != nil {
 		return nil, fmt.Errorf("sync registrations: %w", err)
 	}
@@ -177,8 +177,13 @@ func (s *Store) statusesSince(ctx context.Context, since int64) ([]nodes.Status,
 	return out, nil
 }
 
-// pruneTombstones forgets deletions older than tombstoneTTL.
+// pruneTombstones removes the rows deletions shadow, then forgets deletions older than
+// tombstoneTTL.
 func (s *Store) pruneTombstones(ctx context.Context) {
+	if err := s.deleteShadowed(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("removing the rows of deleted nodes failed", "err", err)
+		return
+	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM nodes_deleted WHERE at < $1`, s.now()-tombstoneTTL.Milliseconds()); err != nil && ctx.Err() == nil {
 		s.log.Warn("pruning node deletions failed", "err", err)
 	}

@@ -109,3 +109,81 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 }
+
+// TestDeletionWins: a node deleted on a while b still holds it: a report to b that changes its
+// registration, flushed before b reads the deletion, writes nothing of it back (SQLite and
+// PostgreSQL); after the next reads neither replica has it. It registers again later, through
+// b, and is back on both.
+func TestDeletionWins(t *testing.T) {
+	storetest.Each(t, nodetest.Modules, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		a := nodetest.MustEnv(t, db, func(c *nodetest.Config) { c.Store.Holder = "replica-a" })
+		b := nodetest.Start(t, db, a.Clock, func() nodetest.Config { c := a.Cfg; c.Store.Holder = "replica-b"; return c }())
+		a.Store.Announce(ctx)
+		sync := func() {
+			t.Helper()
+			for _, e := range []*nodetest.Env{a, b} {
+				e.Flush()
+			}
+			for _, e := range []*nodetest.Env{a, b} {
+				if err := e.Store.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		const id = "10.0.0.7"
+		if err := nodetest.NewCubelet(a.URL).Register(nodetest.Register()); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		if err := nodetest.NewCubelet(b.URL).Status(id, nodetest.Status()); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		a.Clock.Add(time.Second)
+		if _, err := a.Reg.Cordon(ctx, id, "retire", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Reg.Delete(ctx, id, true, "test"); err != nil {
+			t.Fatal(err)
+		}
+		a.Flush()
+		a.Clock.Add(time.Second)
+		changed := nodetest.Patch(t, nodetest.Status(), "quota.milli_cpu", 12000)
+		if err := nodetest.NewCubelet(b.URL).Status(id, changed); err != nil {
+			t.Logf("b read the deletion before the report (%v): the write-back was not exercised", err)
+		}
+		b.Flush()
+		for _, table := range []string{"nodes_registrations", "nodes_status"} {
+			if n := a.Count(`SELECT count(*) FROM `+table+` WHERE node_id = $1`, id); n != 0 {
+				t.Errorf("%d rows in %s of the node deleted on a, after b's flush", n, table)
+			}
+		}
+		sync()
+		for _, e := range []*nodetest.Env{a, b} {
+			if _, err := e.Reg.Get(ctx, id); err == nil {
+				t.Errorf("%s still has the deleted node", e.Cfg.Store.Holder)
+			}
+			if rec, err := e.Store.LoadNode(ctx, id); err != nil || rec != nil {
+				t.Errorf("%s loads the deleted node: found %v, err %v", e.Cfg.Store.Holder, rec != nil, err)
+			}
+		}
+
+		a.Clock.Add(time.Second)
+		if err := nodetest.NewCubelet(b.URL).Register(nodetest.Register()); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodetest.NewCubelet(b.URL).Status(id, nodetest.Status()); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+		for _, e := range []*nodetest.Env{a, b} {
+			if _, err := e.Reg.Get(ctx, id); err != nil {
+				t.Errorf("%s after the node registered again: %v", e.Cfg.Store.Holder, err)
+			}
+		}
+		if n := a.Count(`SELECT count(*) FROM nodes_status WHERE node_id = $1`, id); n != 1 {
+			t.Errorf("%d status rows of the node registered again, want 1", n)
+		}
+	})
+}
