@@ -85,11 +85,13 @@ type Link struct {
 
 // LinkFor returns the link of the index-th /30 of the sandbox network cidr (index modulo the
 // /30s it has), e.g. index 0 of 192.168.0.0/18: cfv0, 192.168.0.1/30 and 192.168.0.2/30.
+// Two indexes that are equal modulo Links(cidr) have the same link: the caller keeps such
+// indexes from running at once.
 func LinkFor(cidr netip.Prefix, index int) (Link, error) {
-	if !cidr.Addr().Is4() || cidr.Bits() > 28 {
+	n := Links(cidr)
+	if n == 0 {
 		return Link{}, fmt.Errorf("sandbox network %s: want an IPv4 network of at least /28", cidr)
 	}
-	n := 1 << (30 - cidr.Bits())
 	i := index % n
 	if i < 0 {
 		i += n
@@ -102,6 +104,15 @@ func LinkFor(cidr netip.Prefix, index int) (Link, error) {
 		return netip.AddrFrom4([4]byte{byte(x >> 24), byte(x >> 16), byte(x >> 8), byte(x)})
 	}
 	return Link{HostIf: IfPrefix + strconv.Itoa(i), HostAddr: netip.PrefixFrom(at(1), 30), SandboxAddr: netip.PrefixFrom(at(2), 30)}, nil
+}
+
+// Links is how many links (/30s) the sandbox network cidr has; 0 when it is not an IPv4
+// network of at least /28.
+func Links(cidr netip.Prefix) int {
+	if !cidr.IsValid() || !cidr.Addr().Is4() || cidr.Bits() > 28 {
+		return 0
+	}
+	return 1 << (30 - cidr.Bits())
 }
 
 // Setup creates l's veth pair, moves the sandbox's end into the network namespace of process
