@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		serve(os.Args[1])
 	case "probe":
 		probe(os.Args[1:])
+	case "from":
+		from(os.Args[1], os.Args[2:])
 	default:
 		os.Exit(m.Run())
 	}
@@ -76,6 +78,34 @@ func probe(targets []string) {
 	}
 	wg.Wait()
 	fmt.Println(strings.Join(lines, "\n"))
+	os.Exit(0)
+}
+
+// from waits for a line on stdin, gives eth0 the address src besides its own (as a microVM's
+// guest kernel may: it owns its NIC), then tries each target from src and prints
+// "ADDR: connected: REPLY" or "ADDR: refused: ERROR".
+func from(src string, targets []string) {
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	eth0, err := netlink.LinkByName("eth0")
+	if err == nil {
+		err = netlink.AddrAdd(eth0, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(netip.MustParseAddr(src), 32))})
+	}
+	if err != nil {
+		fmt.Println("address", src, err)
+		os.Exit(1)
+	}
+	d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	for _, tg := range targets {
+		c, err := d.Dial("tcp", tg)
+		if err != nil {
+			fmt.Printf("%s: refused: %v\n", tg, err)
+			continue
+		}
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		fmt.Printf("%s: connected: %q\n", tg, b)
+	}
 	os.Exit(0)
 }
 
@@ -296,4 +326,72 @@ func makeInternet(t *testing.T) {
 	}
 	must("the internet from the host", err)
 	c.Close()
+}
+
+// TestSpoofedSource: a sandbox whose packets carry a source address other than its own (a
+// microVM's guest kernel owns its NIC and may give it any) gets nothing out: else it would be
+// counted under addresses not its own, past its connection limit (MaxConnections is per source
+// address) and into another sandbox's, and could answer for another's connections. The host
+// routes 10.77.0.0/24 back over the sandbox's link only so that the probe sees whether its
+// packets got out; its own address still reaches the internet.
+func TestSpoofedSource(t *testing.T) {
+	if !inNetworkNamespace(t) {
+		return
+	}
+	if err := LoopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	cidr := netip.MustParsePrefix("192.168.0.0/18")
+	if err := EnsureHost(cidr, t.TempDir(), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveHost() })
+	makeInternet(t)
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{"10.77.0.5", "refused:"},                  // an address of no sandbox
+		{"192.168.0.2", `connected: "internet\n"`}, // its own
+	} {
+		l, err := LinkFor(cidr, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self, _ := os.Executable()
+		cmd := exec.Command(self, tc.src, "198.51.100.1:8080")
+		cmd.Env = []string{roleEnv + "=from"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+		stdin, _ := cmd.StdinPipe()
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Setup(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal(err)
+		}
+		host, err := netlink.LinkByName(l.HostIf)
+		if err == nil && !cidr.Contains(netip.MustParseAddr(tc.src)) {
+			err = netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("10.77.0.0/24")), Gw: net.IP(l.SandboxAddr.Addr().AsSlice())})
+		}
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal(err)
+		}
+		stdin.Write([]byte("go\n"))
+		err = cmd.Wait()
+		if terr := l.Teardown(); terr != nil {
+			t.Errorf("teardown: %v", terr)
+		}
+		t.Logf("from %s:\n%s", tc.src, out.String())
+		if err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		if got, _ := strings.CutPrefix(strings.TrimSpace(out.String()), "198.51.100.1:8080: "); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("connect from %s: %q, want %s", tc.src, got, tc.want)
+		}
+	}
 }

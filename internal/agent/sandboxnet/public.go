@@ -27,8 +27,8 @@ import (
 // (169.254.0.0/16, 100.100.100.200; Never), to private ranges (Private) only inside the
 // prefixes its template allows (Link.Allow) and there never to the addresses the caller names
 // (Link.Deny: the control plane's), never IPv6 (a sandbox has no
-// IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), and nothing in from
-// outside but replies. A microVM's VMM gets the same veth pair, its sandbox end bridged with a
+// IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), nothing from a
+// source address other than its link's SandboxAddr, and nothing in from outside but replies. A microVM's VMM gets the same veth pair, its sandbox end bridged with a
 // tap device for the guest's NIC in the VMM's namespace (MakeTap, Link.SetupTap): the host end,
 // the addresses and the rules are the same.
 
@@ -384,9 +384,9 @@ func hasChain(c *nftables.Conn, name string) (bool, error) {
 }
 
 // allowRules replaces l's rules in the policy's allowChain (those of an earlier sandbox of the
-// same link included) with a drop of each of Deny and a jump to the egress chain for each IPv4
-// prefix of Allow, for packets that come in through l's host end. The policy must be installed
-// (EnsureHost).
+// same link included) with a drop of what does not come from l's SandboxAddr, a drop of each
+// of Deny and a jump to the egress chain for each IPv4 prefix of Allow, for packets that come
+// in through l's host end. The policy must be installed (EnsureHost).
 func (l Link) allowRules() error {
 	c, err := nftables.New()
 	if err != nil {
@@ -407,6 +407,14 @@ func (l Link) allowRules() error {
 			exprs = append(exprs, p...)
 		}
 		c.AddRule(&nftables.Rule{Table: filter, Chain: chain, Exprs: exprs, UserData: []byte(l.HostIf)})
+	}
+	// Nothing but its own address as the source: a guest kernel owns its NIC, and a packet
+	// from another address would count under that address's connection limit, not its own.
+	if l.SandboxAddr.Addr().Is4() {
+		add(iif, []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: l.SandboxAddr.Addr().AsSlice()},
+		}, verdict(expr.VerdictDrop))
 	}
 	allowed := 0
 	for _, p := range l.Allow {
