@@ -132,15 +132,7 @@ func TestEgressAllow(t *testing.T) {
 	if !inNetworkNamespace(t) {
 		return
 	}
-	if err := LoopbackUp(); err != nil {
-		t.Fatal(err)
-	}
-	cidr := netip.MustParsePrefix("192.168.0.0/18")
-	if err := EnsureHost(cidr, t.TempDir(), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { RemoveHost() })
-	makeInternet(t)
+	cidr := policyHost(t)
 	// The host's own server, on every address of the host (10.20.0.50 included).
 	host, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
@@ -203,9 +195,25 @@ func contains(list []string, s string) bool {
 // targets and returns what it printed per target; l is torn down after.
 func runProbe(t *testing.T, l Link, targets []string) map[string]string {
 	t.Helper()
+	out := runRole(t, l, "probe", targets, nil)
+	t.Logf("sandbox %v:\n%s", l.Allow, out)
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			got[k] = v
+		}
+	}
+	return got
+}
+
+// runRole starts the test binary as role with args in a network namespace of its own, sets up
+// l into it, calls ready (when not nil) and lets it go (a line on its stdin), and returns what
+// it printed once it ended; l is torn down after.
+func runRole(t *testing.T, l Link, role string, args []string, ready func() error) string {
+	t.Helper()
 	self, _ := os.Executable()
-	cmd := exec.Command(self, targets...)
-	cmd.Env = []string{roleEnv + "=probe"}
+	cmd := exec.Command(self, args...)
+	cmd.Env = []string{roleEnv + "=" + role}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	stdin, _ := cmd.StdinPipe()
 	var out strings.Builder
@@ -213,27 +221,25 @@ func runProbe(t *testing.T, l Link, targets []string) map[string]string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Setup(cmd.Process.Pid); err != nil {
+	err := l.Setup(cmd.Process.Pid)
+	if err == nil && ready != nil {
+		err = ready()
+	}
+	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
+		l.Teardown()
 		t.Fatal(err)
 	}
 	stdin.Write([]byte("go\n"))
-	err := cmd.Wait()
+	err = cmd.Wait()
 	if err := l.Teardown(); err != nil {
 		t.Errorf("teardown: %v", err)
 	}
-	t.Logf("sandbox %v:\n%s", l.Allow, out.String())
 	if err != nil {
-		t.Fatalf("probe: %v", err)
+		t.Fatalf("%s: %v\n%s", role, err, out.String())
 	}
-	got := map[string]string{}
-	for _, line := range strings.Split(out.String(), "\n") {
-		if k, v, ok := strings.Cut(line, ": "); ok {
-			got[k] = v
-		}
-	}
-	return got
+	return out.String()
 }
 
 // inNetworkNamespace runs test t again in a network namespace of its own, as root, and reports
@@ -263,6 +269,23 @@ func inNetworkNamespace(t *testing.T) bool {
 		t.Skip("skipped inside")
 	}
 	return false
+}
+
+// policyHost makes the test's network namespace the host of public sandboxes: loopback up, the
+// policy for the sandbox network it returns (192.168.0.0/18, removed at the end), and the
+// test's internet (makeInternet).
+func policyHost(t *testing.T) netip.Prefix {
+	t.Helper()
+	if err := LoopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	cidr := netip.MustParsePrefix("192.168.0.0/18")
+	if err := EnsureHost(cidr, t.TempDir(), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveHost() })
+	makeInternet(t)
+	return cidr
 }
 
 // makeInternet makes the test's internet: a server in a network namespace of its own on
@@ -338,15 +361,7 @@ func TestSpoofedSource(t *testing.T) {
 	if !inNetworkNamespace(t) {
 		return
 	}
-	if err := LoopbackUp(); err != nil {
-		t.Fatal(err)
-	}
-	cidr := netip.MustParsePrefix("192.168.0.0/18")
-	if err := EnsureHost(cidr, t.TempDir(), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { RemoveHost() })
-	makeInternet(t)
+	cidr := policyHost(t)
 	for _, tc := range []struct {
 		src, want string
 	}{
@@ -357,40 +372,18 @@ func TestSpoofedSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		self, _ := os.Executable()
-		cmd := exec.Command(self, tc.src, "198.51.100.1:8080")
-		cmd.Env = []string{roleEnv + "=from"}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-		stdin, _ := cmd.StdinPipe()
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Setup(cmd.Process.Pid); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal(err)
-		}
-		host, err := netlink.LinkByName(l.HostIf)
-		if err == nil && !cidr.Contains(netip.MustParseAddr(tc.src)) {
-			err = netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("10.77.0.0/24")), Gw: net.IP(l.SandboxAddr.Addr().AsSlice())})
-		}
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal(err)
-		}
-		stdin.Write([]byte("go\n"))
-		err = cmd.Wait()
-		if terr := l.Teardown(); terr != nil {
-			t.Errorf("teardown: %v", terr)
-		}
-		t.Logf("from %s:\n%s", tc.src, out.String())
-		if err != nil {
-			t.Fatalf("probe: %v", err)
-		}
-		if got, _ := strings.CutPrefix(strings.TrimSpace(out.String()), "198.51.100.1:8080: "); !strings.HasPrefix(got, tc.want) {
+		out := runRole(t, l, "from", []string{tc.src, "198.51.100.1:8080"}, func() error {
+			if cidr.Contains(netip.MustParseAddr(tc.src)) {
+				return nil
+			}
+			host, err := netlink.LinkByName(l.HostIf)
+			if err != nil {
+				return err
+			}
+			return netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("10.77.0.0/24")), Gw: net.IP(l.SandboxAddr.Addr().AsSlice())})
+		})
+		t.Logf("from %s:\n%s", tc.src, out)
+		if got, _ := strings.CutPrefix(strings.TrimSpace(out), "198.51.100.1:8080: "); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("connect from %s: %q, want %s", tc.src, got, tc.want)
 		}
 	}
