@@ -24,14 +24,6 @@ func TestWarmTemplateChanged(t *testing.T) {
 		ctx := context.Background()
 		a := e.NewAgent("127.0.0.2", 4)
 		a.Start(50 * time.Millisecond)
-		idle := func() []sandboxes.Sandbox {
-			t.Helper()
-			items, _, err := e.Svc.List(ctx, sandboxes.ListInput{TenantID: "acme", Warm: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return items
-		}
 		// ready waits for one idle warm sandbox, ready, other than not, and returns it.
 		ready := func(not string) sandboxes.Sandbox {
 			t.Helper()
@@ -40,7 +32,7 @@ func TestWarmTemplateChanged(t *testing.T) {
 				if err := e.Svc.KeepWarm(ctx); err != nil {
 					return err.Error()
 				}
-				items := idle()
+				items := idleWarm(t, e)
 				if len(items) != 1 || items[0].ID == not || items[0].State != sandboxes.StateRunning || items[0].Reason != sandboxes.ReasonWarmReady {
 					var states []string
 					for _, s := range items {

@@ -122,6 +122,19 @@ func TestPublicConnectionLimit(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.MaxConnections = 8
+	d := publicHost(t, cfg)
+	open, env := probe(t, "open", "20", "198.51.100.1:8080")
+	st, out := run(t, d, driver.Spec{ID: "many-conns", Network: driver.NetworkPublic, Argv: open, Env: env})
+	t.Logf("sandbox: %s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "opened 8, then refused:") {
+		t.Errorf("connections: %q (exit %d), want 8 opened, then refused", out.Stdout, st.ExitCode)
+	}
+}
+
+// publicHost returns a driver on cfg for public sandboxes in the test's network namespace (the
+// host): loopback up, the policy removed at the end, and the test's internet (makeInternet).
+func publicHost(t *testing.T, cfg Config) *Driver {
+	t.Helper()
 	d := newDriver(t, cfg)
 	requireNamespaces(t, d)
 	if err := sandboxnet.LoopbackUp(); err != nil {
@@ -129,12 +142,7 @@ func TestPublicConnectionLimit(t *testing.T) {
 	}
 	t.Cleanup(func() { sandboxnet.RemoveHost() })
 	makeInternet(t)
-	open, env := probe(t, "open", "20", "198.51.100.1:8080")
-	st, out := run(t, d, driver.Spec{ID: "many-conns", Network: driver.NetworkPublic, Argv: open, Env: env})
-	t.Logf("sandbox: %s%s", out.Stdout, out.Stderr)
-	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "opened 8, then refused:") {
-		t.Errorf("connections: %q (exit %d), want 8 opened, then refused", out.Stdout, st.ExitCode)
-	}
+	return d
 }
 
 // inNetworkNamespace runs test t again in a network namespace of its own, as root, and reports
@@ -242,13 +250,7 @@ func TestPublicLinkOfAnotherSandbox(t *testing.T) {
 	cfg.NetworkCIDR = netip.MustParsePrefix("192.168.0.0/28")
 	cfg.FirstUID, cfg.UIDCount = 2100000, 8
 	cfg.UIDLeaseDir = filepath.Join(t.TempDir(), "sandbox-uids")
-	d := newDriver(t, cfg)
-	requireNamespaces(t, d)
-	if err := sandboxnet.LoopbackUp(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sandboxnet.RemoveHost() })
-	makeInternet(t)
+	d := publicHost(t, cfg)
 	start(t, d, driver.Spec{ID: "first", Network: driver.NetworkPublic, Argv: []string{"/bin/sleep", "60"}})
 	var first sandboxRecord
 	readJSON(d.dir("first")+"/"+fileSandbox, &first)
