@@ -151,6 +151,7 @@ type template struct {
 	Runtime                                            string // its runtime; "": any node's own
 	GraceSeconds                                       int64  // its terminationGraceSeconds; 0: the default
 	DisconnectGraceSeconds                             int64  // its disconnectGraceSeconds; 0: --disconnect-grace
+	UpdatedAt                                          int64  // its last change, Unix ms (madeFromCurrent)
 }
 
 // runtimeSelector is the nodeSelector of a sandbox of t created with selector: selector with
@@ -207,7 +208,7 @@ func (s *Service) templateOf(ctx context.Context, q store.Querier, o compute.Obj
 		return template{}, err
 	}
 	t := template{ID: o.ID, Name: o.Name, TenantID: o.TenantID, PoolID: ts.PoolID, FlavorID: ts.FlavorID, Image: ts.ImageID, Env: ts.Env, Warm: ts.Warm, GraceSeconds: ts.TerminationGraceSeconds,
-		DisconnectGraceSeconds: ts.DisconnectGraceSeconds, Runtime: ts.Runtime}
+		DisconnectGraceSeconds: ts.DisconnectGraceSeconds, Runtime: ts.Runtime, UpdatedAt: o.UpdatedAt}
 	flavor, err := compute.Load(ctx, q, ts.FlavorID)
 	if err != nil {
 		return template{}, fmt.Errorf("the flavor of template %s: %w", o.ID, err)
@@ -426,7 +427,7 @@ func (s *Service) release(ctx context.Context, id string) {
 // keeps its id and its place in the quotas. ok is false when none could be claimed.
 func (s *Service) claim(ctx context.Context, in CreateInput, tpl template) (Sandbox, bool, error) {
 	cands, err := query(ctx, s.db, `template_id = $1 AND warm = 1 AND claimed_at = 0 AND state = $2 AND deleted_at = 0 AND stop_requested_at = 0
-		ORDER BY running_at LIMIT 16`, tpl.ID, string(StateRunning))
+		AND created_at >= $3 ORDER BY running_at LIMIT 16`, tpl.ID, string(StateRunning), tpl.UpdatedAt) // madeFromCurrent
 	if err != nil {
 		return Sandbox{}, false, err
 	}

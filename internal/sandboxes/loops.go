@@ -480,8 +480,14 @@ func (w *warmRooms) take(ctx context.Context, s *Service, r *record, ok func(*re
 // claimForWaiting gives waiting r an idle warm sandbox of its template that runs on a node it
 // could use, if there is one (claimed true).
 func (s *Service) claimForWaiting(ctx context.Context, r *record, rooms *warmRooms) (bool, error) {
+	changed, err := s.templateChangedAt(ctx, r.TemplateID)
+	if err != nil {
+		return false, err
+	}
 	for {
-		x, err := rooms.take(ctx, s, r, func(x *record) bool { return x.TemplateID == r.TemplateID && x.State == StateRunning })
+		x, err := rooms.take(ctx, s, r, func(x *record) bool {
+			return x.TemplateID == r.TemplateID && x.State == StateRunning && madeFromCurrent(x.CreatedAt, changed)
+		})
 		if x == nil || err != nil {
 			return false, err
 		}
@@ -498,7 +504,11 @@ func (s *Service) claimForWaiting(ctx context.Context, r *record, rooms *warmRoo
 // is stopped (warm_surplus), and when its node confirms the end the room is r's (the next pass
 // places it).
 func (s *Service) makeRoom(ctx context.Context, r *record, rooms *warmRooms) error {
-	mine, err := rooms.take(ctx, s, r, func(x *record) bool { return x.TemplateID == r.TemplateID })
+	changed, err := s.templateChangedAt(ctx, r.TemplateID)
+	if err != nil {
+		return err
+	}
+	mine, err := rooms.take(ctx, s, r, func(x *record) bool { return x.TemplateID == r.TemplateID && madeFromCurrent(x.CreatedAt, changed) })
 	if mine != nil || err != nil {
 		return err
 	}

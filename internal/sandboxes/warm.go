@@ -84,6 +84,12 @@ func (s *Service) KeepWarm(ctx context.Context) error {
 				}
 				continue
 			}
+			if !madeFromCurrent(w.createdAt, o.UpdatedAt) {
+				if err := s.stopIdle(ctx, w, ReasonWarmSurplus, fmt.Sprintf("template %s changed after this idle warm sandbox was made: one of the template as it is now replaces it", o.Name)); err != nil {
+					return err
+				}
+				continue
+			}
 			ready = append(ready, w)
 		}
 		switch {
@@ -118,6 +124,26 @@ func (s *Service) KeepWarm(ctx context.Context) error {
 	return nil
 }
 
+// madeFromCurrent reports whether a warm sandbox made at createdAt (Unix ms) was made after its
+// template's last change at changedAt (one made in the same millisecond counts as after it): it
+// runs with the template's network, egressAllow, image and size as they are now. One made
+// before is never claimed, and KeepWarm replaces it, so that a change (a network taken away, a
+// narrower egressAllow) holds for every sandbox a create gets from then on.
+func madeFromCurrent(createdAt, changedAt int64) bool { return createdAt >= changedAt }
+
+// templateChangedAt returns the last change (Unix ms) of template id; 0 when it is gone (its
+// warm sandboxes are stopped by KeepWarm).
+func (s *Service) templateChangedAt(ctx context.Context, id string) (int64, error) {
+	o, err := compute.Load(ctx, s.db, id)
+	if cubefleet.IsCode(err, cubefleet.CodeNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("the template of a waiting create: %w", err)
+	}
+	return o.UpdatedAt, nil
+}
+
 // warmRefused logs a refused top-up of template, at most every warmRefusalEvery.
 func (s *Service) warmRefused(template string, err error) {
 	now := s.now()
@@ -147,8 +173,8 @@ func (s *Service) stopIdle(ctx context.Context, w idle, reason, detail string) e
 			ended, err = s.finish(ctx, tx, r, StateKilled, reason, detail, nil)
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET stop_requested_at = $2, message = $3, updated_at = $2
-			WHERE id = $1 AND claimed_at = 0 AND stop_requested_at = 0`, r.ID, now, detail)
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET stop_requested_at = $2, stop_reason = $4, message = $3, updated_at = $2
+			WHERE id = $1 AND claimed_at = 0 AND stop_requested_at = 0`, r.ID, now, detail, reason)
 		if err != nil {
 			return fmt.Errorf("stop warm sandbox %s: %w", r.ID, err)
 		}

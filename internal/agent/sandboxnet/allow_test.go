@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		serve(os.Args[1])
 	case "probe":
 		probe(os.Args[1:])
+	case "from":
+		from(os.Args[1], os.Args[2:])
 	default:
 		os.Exit(m.Run())
 	}
@@ -79,6 +81,34 @@ func probe(targets []string) {
 	os.Exit(0)
 }
 
+// from waits for a line on stdin, gives eth0 the address src besides its own (as a microVM's
+// guest kernel may: it owns its NIC), then tries each target from src and prints
+// "ADDR: connected: REPLY" or "ADDR: refused: ERROR".
+func from(src string, targets []string) {
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	eth0, err := netlink.LinkByName("eth0")
+	if err == nil {
+		err = netlink.AddrAdd(eth0, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(netip.MustParseAddr(src), 32))})
+	}
+	if err != nil {
+		fmt.Println("address", src, err)
+		os.Exit(1)
+	}
+	d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	for _, tg := range targets {
+		c, err := d.Dial("tcp", tg)
+		if err != nil {
+			fmt.Printf("%s: refused: %v\n", tg, err)
+			continue
+		}
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		fmt.Printf("%s: connected: %q\n", tg, b)
+	}
+	os.Exit(0)
+}
+
 // The test's internet: a network namespace it makes, holding 198.51.100.1 (the internet),
 // 10.20.0.1 (a private address the template allows), 10.20.0.9 (the control plane's address,
 // inside the allowed prefix), 10.30.0.1 (a private address it does not allow) and
@@ -102,15 +132,7 @@ func TestEgressAllow(t *testing.T) {
 	if !inNetworkNamespace(t) {
 		return
 	}
-	if err := LoopbackUp(); err != nil {
-		t.Fatal(err)
-	}
-	cidr := netip.MustParsePrefix("192.168.0.0/18")
-	if err := EnsureHost(cidr, t.TempDir(), 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { RemoveHost() })
-	makeInternet(t)
+	cidr := policyHost(t)
 	// The host's own server, on every address of the host (10.20.0.50 included).
 	host, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
@@ -173,9 +195,25 @@ func contains(list []string, s string) bool {
 // targets and returns what it printed per target; l is torn down after.
 func runProbe(t *testing.T, l Link, targets []string) map[string]string {
 	t.Helper()
+	out := runRole(t, l, "probe", targets, nil)
+	t.Logf("sandbox %v:\n%s", l.Allow, out)
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			got[k] = v
+		}
+	}
+	return got
+}
+
+// runRole starts the test binary as role with args in a network namespace of its own, sets up
+// l into it, calls ready (when not nil) and lets it go (a line on its stdin), and returns what
+// it printed once it ended; l is torn down after.
+func runRole(t *testing.T, l Link, role string, args []string, ready func() error) string {
+	t.Helper()
 	self, _ := os.Executable()
-	cmd := exec.Command(self, targets...)
-	cmd.Env = []string{roleEnv + "=probe"}
+	cmd := exec.Command(self, args...)
+	cmd.Env = []string{roleEnv + "=" + role}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	stdin, _ := cmd.StdinPipe()
 	var out strings.Builder
@@ -183,27 +221,25 @@ func runProbe(t *testing.T, l Link, targets []string) map[string]string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Setup(cmd.Process.Pid); err != nil {
+	err := l.Setup(cmd.Process.Pid)
+	if err == nil && ready != nil {
+		err = ready()
+	}
+	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
+		l.Teardown()
 		t.Fatal(err)
 	}
 	stdin.Write([]byte("go\n"))
-	err := cmd.Wait()
+	err = cmd.Wait()
 	if err := l.Teardown(); err != nil {
 		t.Errorf("teardown: %v", err)
 	}
-	t.Logf("sandbox %v:\n%s", l.Allow, out.String())
 	if err != nil {
-		t.Fatalf("probe: %v", err)
+		t.Fatalf("%s: %v\n%s", role, err, out.String())
 	}
-	got := map[string]string{}
-	for _, line := range strings.Split(out.String(), "\n") {
-		if k, v, ok := strings.Cut(line, ": "); ok {
-			got[k] = v
-		}
-	}
-	return got
+	return out.String()
 }
 
 // inNetworkNamespace runs test t again in a network namespace of its own, as root, and reports
@@ -233,6 +269,23 @@ func inNetworkNamespace(t *testing.T) bool {
 		t.Skip("skipped inside")
 	}
 	return false
+}
+
+// policyHost makes the test's network namespace the host of public sandboxes: loopback up, the
+// policy for the sandbox network it returns (192.168.0.0/18, removed at the end), and the
+// test's internet (makeInternet).
+func policyHost(t *testing.T) netip.Prefix {
+	t.Helper()
+	if err := LoopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	cidr := netip.MustParsePrefix("192.168.0.0/18")
+	if err := EnsureHost(cidr, t.TempDir(), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveHost() })
+	makeInternet(t)
+	return cidr
 }
 
 // makeInternet makes the test's internet: a server in a network namespace of its own on
@@ -296,4 +349,42 @@ func makeInternet(t *testing.T) {
 	}
 	must("the internet from the host", err)
 	c.Close()
+}
+
+// TestSpoofedSource: a sandbox whose packets carry a source address other than its own (a
+// microVM's guest kernel owns its NIC and may give it any) gets nothing out: else it would be
+// counted under addresses not its own, past its connection limit (MaxConnections is per source
+// address) and into another sandbox's, and could answer for another's connections. The host
+// routes 10.77.0.0/24 back over the sandbox's link only so that the probe sees whether its
+// packets got out; its own address still reaches the internet.
+func TestSpoofedSource(t *testing.T) {
+	if !inNetworkNamespace(t) {
+		return
+	}
+	cidr := policyHost(t)
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{"10.77.0.5", "refused:"},                  // an address of no sandbox
+		{"192.168.0.2", `connected: "internet\n"`}, // its own
+	} {
+		l, err := LinkFor(cidr, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := runRole(t, l, "from", []string{tc.src, "198.51.100.1:8080"}, func() error {
+			if cidr.Contains(netip.MustParseAddr(tc.src)) {
+				return nil
+			}
+			host, err := netlink.LinkByName(l.HostIf)
+			if err != nil {
+				return err
+			}
+			return netlink.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("10.77.0.0/24")), Gw: net.IP(l.SandboxAddr.Addr().AsSlice())})
+		})
+		t.Logf("from %s:\n%s", tc.src, out)
+		if got, _ := strings.CutPrefix(strings.TrimSpace(out), "198.51.100.1:8080: "); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("connect from %s: %q, want %s", tc.src, got, tc.want)
+		}
+	}
 }

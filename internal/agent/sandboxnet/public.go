@@ -27,8 +27,8 @@ import (
 // (169.254.0.0/16, 100.100.100.200; Never), to private ranges (Private) only inside the
 // prefixes its template allows (Link.Allow) and there never to the addresses the caller names
 // (Link.Deny: the control plane's), never IPv6 (a sandbox has no
-// IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), and nothing in from
-// outside but replies. A microVM's VMM gets the same veth pair, its sandbox end bridged with a
+// IPv6 address but its link's; fd00:ec2::254 and the rest are unreachable), nothing from a
+// source address other than its link's SandboxAddr, and nothing in from outside but replies. A microVM's VMM gets the same veth pair, its sandbox end bridged with a
 // tap device for the guest's NIC in the VMM's namespace (MakeTap, Link.SetupTap): the host end,
 // the addresses and the rules are the same.
 
@@ -85,11 +85,13 @@ type Link struct {
 
 // LinkFor returns the link of the index-th /30 of the sandbox network cidr (index modulo the
 // /30s it has), e.g. index 0 of 192.168.0.0/18: cfv0, 192.168.0.1/30 and 192.168.0.2/30.
+// Two indexes that are equal modulo Links(cidr) have the same link: the caller keeps such
+// indexes from running at once.
 func LinkFor(cidr netip.Prefix, index int) (Link, error) {
-	if !cidr.Addr().Is4() || cidr.Bits() > 28 {
+	n := Links(cidr)
+	if n == 0 {
 		return Link{}, fmt.Errorf("sandbox network %s: want an IPv4 network of at least /28", cidr)
 	}
-	n := 1 << (30 - cidr.Bits())
 	i := index % n
 	if i < 0 {
 		i += n
@@ -102,6 +104,15 @@ func LinkFor(cidr netip.Prefix, index int) (Link, error) {
 		return netip.AddrFrom4([4]byte{byte(x >> 24), byte(x >> 16), byte(x >> 8), byte(x)})
 	}
 	return Link{HostIf: IfPrefix + strconv.Itoa(i), HostAddr: netip.PrefixFrom(at(1), 30), SandboxAddr: netip.PrefixFrom(at(2), 30)}, nil
+}
+
+// Links is how many links (/30s) the sandbox network cidr has; 0 when it is not an IPv4
+// network of at least /28.
+func Links(cidr netip.Prefix) int {
+	if !cidr.IsValid() || !cidr.Addr().Is4() || cidr.Bits() > 28 {
+		return 0
+	}
+	return 1 << (30 - cidr.Bits())
 }
 
 // Setup creates l's veth pair, moves the sandbox's end into the network namespace of process
@@ -373,9 +384,9 @@ func hasChain(c *nftables.Conn, name string) (bool, error) {
 }
 
 // allowRules replaces l's rules in the policy's allowChain (those of an earlier sandbox of the
-// same link included) with a drop of each of Deny and a jump to the egress chain for each IPv4
-// prefix of Allow, for packets that come in through l's host end. The policy must be installed
-// (EnsureHost).
+// same link included) with a drop of what does not come from l's SandboxAddr, a drop of each
+// of Deny and a jump to the egress chain for each IPv4 prefix of Allow, for packets that come
+// in through l's host end. The policy must be installed (EnsureHost).
 func (l Link) allowRules() error {
 	c, err := nftables.New()
 	if err != nil {
@@ -396,6 +407,14 @@ func (l Link) allowRules() error {
 			exprs = append(exprs, p...)
 		}
 		c.AddRule(&nftables.Rule{Table: filter, Chain: chain, Exprs: exprs, UserData: []byte(l.HostIf)})
+	}
+	// Nothing but its own address as the source: a guest kernel owns its NIC, and a packet
+	// from another address would count under that address's connection limit, not its own.
+	if l.SandboxAddr.Addr().Is4() {
+		add(iif, []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: l.SandboxAddr.Addr().AsSlice()},
+		}, verdict(expr.VerdictDrop))
 	}
 	allowed := 0
 	for _, p := range l.Allow {

@@ -25,7 +25,7 @@ func (d *Driver) staleLink(name string) bool {
 		if v.rec.Link == nil || v.rec.Link.HostIf != name {
 			continue
 		}
-		if v.final == nil || d.leases.LentElsewhere(v.rec.UID, v.dir) {
+		if v.final == nil || d.leases.LinkLentElsewhere(v.rec.UID, sandboxnet.Links(d.cfg.NetworkCIDR), v.dir) {
 			return false
 		}
 		stale = true

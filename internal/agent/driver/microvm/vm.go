@@ -111,7 +111,11 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec) (driver.Status, err
 		os.RemoveAll(dir)
 		return driver.Status{}, err
 	}
-	uid, err := d.leases.Acquire(dir)
+	links := 0 // a public guest's uid must have a link no running sandbox has
+	if spec.Network == driver.NetworkPublic {
+		links = sandboxnet.Links(d.cfg.NetworkCIDR)
+	}
+	uid, err := d.leases.Acquire(dir, links)
 	if err != nil {
 		return fail(err)
 	}

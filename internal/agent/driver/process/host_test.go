@@ -171,7 +171,7 @@ func TestUIDLeasesStaleTakeoverOnce(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				uid, err := l.acquire(owner)
+				uid, err := l.acquire(owner, 0)
 				if err != nil { // all 3 in use: try again
 					os.Remove(owner)
 					continue
@@ -198,7 +198,7 @@ func TestUIDLeasesStaleTakeoverOnce(t *testing.T) {
 // (two sandboxes of two agents then ran as one uid, and one's end killed the other).
 func TestUIDLeaseNeedsItsDirectory(t *testing.T) {
 	l := &uidLeases{dir: t.TempDir(), first: 6100, count: 2}
-	if uid, err := l.acquire(filepath.Join(t.TempDir(), "not-yet")); err == nil {
+	if uid, err := l.acquire(filepath.Join(t.TempDir(), "not-yet"), 0); err == nil {
 		t.Errorf("acquire for a directory that does not exist = %d, want an error", uid)
 	}
 }
@@ -222,7 +222,7 @@ func TestUIDLeases(t *testing.T) {
 			}
 			owner := filepath.Join(owners, "sbx"+strconv.Itoa(i))
 			os.Mkdir(owner, 0o700)
-			uid, err := l.acquire(owner)
+			uid, err := l.acquire(owner, 0)
 			if err != nil {
 				t.Error(err)
 				return
@@ -238,7 +238,7 @@ func TestUIDLeases(t *testing.T) {
 	wg.Wait()
 	os.Mkdir(filepath.Join(owners, "one-too-many"), 0o700)
 	os.Mkdir(filepath.Join(owners, "new"), 0o700)
-	if _, err := a.acquire(filepath.Join(owners, "one-too-many")); err == nil || !strings.Contains(err.Error(), "all 50 sandbox user ids from 5000 to 5049 are in use") {
+	if _, err := a.acquire(filepath.Join(owners, "one-too-many"), 0); err == nil || !strings.Contains(err.Error(), "all 50 sandbox user ids from 5000 to 5049 are in use") {
 		t.Errorf("acquire past the range: %v", err)
 	}
 	// A released id is free again; a lease whose directory vanished is taken over.
@@ -246,7 +246,7 @@ func TestUIDLeases(t *testing.T) {
 	os.Remove(seen[5007])
 	got := map[int]bool{}
 	for range 2 {
-		uid, err := b.acquire(filepath.Join(owners, "new"))
+		uid, err := b.acquire(filepath.Join(owners, "new"), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestUIDLeases(t *testing.T) {
 	os.Chmod(ended, 0o711)
 	os.WriteFile(filepath.Join(ended, fileResult), []byte("{}"), 0o600)
 	os.Mkdir(filepath.Join(owners, "after-end"), 0o700)
-	if uid, err := b.acquire(filepath.Join(owners, "after-end")); err != nil || uid != 5010 {
+	if uid, err := b.acquire(filepath.Join(owners, "after-end"), 0); err != nil || uid != 5010 {
 		t.Errorf("acquire = %d, %v; want 5010, whose sandbox ended", uid, err)
 	}
 	if fi, err := os.Stat(ended); err != nil || fi.Mode().Perm() != 0o700 {

@@ -415,9 +415,10 @@ func runMappedProbe(uid string) int {
 
 // staleLink reports whether the public link whose host end is named name is a leftover of a
 // sandbox of directory dir that ended, and of none that runs: none of dir's, and none of another
-// directory (another agent's or driver's of the host) that holds the ended sandbox's uid now,
-// whose link has the same name.
-func staleLink(dir, name string, leases *uidLeases) bool {
+// directory (another agent's or driver's of the host) that holds the ended sandbox's uid, or
+// another uid of its link (links: the sandbox network's, sandboxnet.Links), now: its link has
+// the same name.
+func staleLink(dir, name string, leases *uidLeases, links int) bool {
 	stale := false
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -431,7 +432,7 @@ func staleLink(dir, name string, leases *uidLeases) bool {
 		if _, err := os.Stat(filepath.Join(dir, e.Name(), fileResult)); err != nil {
 			return false // one of this directory's that runs
 		}
-		if leases.lentElsewhere(rec.UID, filepath.Join(dir, e.Name())) {
+		if leases.linkLentElsewhere(rec.UID, links, filepath.Join(dir, e.Name())) {
 			return false
 		}
 		stale = true

@@ -62,8 +62,18 @@ func TestStaleLink(t *testing.T) {
 		{ended, true}, {running, false}, {lentAgain, false}, {lentEnded, true}, {reused, false},
 		{"cfv99", false}, // no sandbox of the directory names it
 	} {
-		if got := staleLink(dir, tc.name, leases); got != tc.want {
+		if got := staleLink(dir, tc.name, leases, sandboxnet.Links(DefaultNetworkCIDR)); got != tc.want {
 			t.Errorf("staleLink(%s) = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// With 64 links for the 100 uids, 1006 and 1070 have the same link: the ended 1006's link is
+	// not stale while another directory's sandbox of 1070 runs.
+	mate := sandbox("link-mate", 1006, true)
+	if !staleLink(dir, mate, leases, 64) {
+		t.Errorf("staleLink(%s) = false before its uid's link mate is lent, want true", mate)
+	}
+	lend(1070, filepath.Join(other, "mate"), false)
+	if staleLink(dir, mate, leases, 64) {
+		t.Errorf("staleLink(%s) = true while uid 1070 (the same link) runs elsewhere, want false", mate)
 	}
 }

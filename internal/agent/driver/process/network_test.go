@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,6 +122,19 @@ func TestPublicConnectionLimit(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.MaxConnections = 8
+	d := publicHost(t, cfg)
+	open, env := probe(t, "open", "20", "198.51.100.1:8080")
+	st, out := run(t, d, driver.Spec{ID: "many-conns", Network: driver.NetworkPublic, Argv: open, Env: env})
+	t.Logf("sandbox: %s%s", out.Stdout, out.Stderr)
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "opened 8, then refused:") {
+		t.Errorf("connections: %q (exit %d), want 8 opened, then refused", out.Stdout, st.ExitCode)
+	}
+}
+
+// publicHost returns a driver on cfg for public sandboxes in the test's network namespace (the
+// host): loopback up, the policy removed at the end, and the test's internet (makeInternet).
+func publicHost(t *testing.T, cfg Config) *Driver {
+	t.Helper()
 	d := newDriver(t, cfg)
 	requireNamespaces(t, d)
 	if err := sandboxnet.LoopbackUp(); err != nil {
@@ -128,12 +142,7 @@ func TestPublicConnectionLimit(t *testing.T) {
 	}
 	t.Cleanup(func() { sandboxnet.RemoveHost() })
 	makeInternet(t)
-	open, env := probe(t, "open", "20", "198.51.100.1:8080")
-	st, out := run(t, d, driver.Spec{ID: "many-conns", Network: driver.NetworkPublic, Argv: open, Env: env})
-	t.Logf("sandbox: %s%s", out.Stdout, out.Stderr)
-	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), "opened 8, then refused:") {
-		t.Errorf("connections: %q (exit %d), want 8 opened, then refused", out.Stdout, st.ExitCode)
-	}
+	return d
 }
 
 // inNetworkNamespace runs test t again in a network namespace of its own, as root, and reports
@@ -226,4 +235,53 @@ func makeInternet(t *testing.T) {
 
 func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// TestPublicLinkOfAnotherSandbox: the sandbox network has fewer /30s (4 here) than the range has
+// uids (8), and the leases go round robin; so the fifth sandbox's uid numbers the same link as
+// the first's. A public sandbox that gets such a uid while the first still runs must not take
+// that link (delete the first's veth and take its addresses): it gets a link of its own, and
+// the first keeps its link (and reaches the internet through it).
+func TestPublicLinkOfAnotherSandbox(t *testing.T) {
+	if !inNetworkNamespace(t) {
+		return
+	}
+	cfg := testConfig(t)
+	cfg.NetworkCIDR = netip.MustParsePrefix("192.168.0.0/28")
+	cfg.FirstUID, cfg.UIDCount = 2100000, 8
+	cfg.UIDLeaseDir = filepath.Join(t.TempDir(), "sandbox-uids")
+	d := publicHost(t, cfg)
+	start(t, d, driver.Spec{ID: "first", Network: driver.NetworkPublic, Argv: []string{"/bin/sleep", "60"}})
+	var first sandboxRecord
+	readJSON(d.dir("first")+"/"+fileSandbox, &first)
+	if first.Link == nil {
+		t.Fatalf("a public sandbox without a link: %+v", first)
+	}
+	before, err := netlink.LinkByName(first.Link.HostIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // the next uids, each leased and given back
+		run(t, d, driver.Spec{ID: fmt.Sprintf("private-%d", i), Argv: []string{"/bin/true"}})
+	}
+	start(t, d, driver.Spec{ID: "second", Network: driver.NetworkPublic, Argv: []string{"/bin/sleep", "60"}})
+	var second sandboxRecord
+	readJSON(d.dir("second")+"/"+fileSandbox, &second)
+	if second.Link == nil {
+		t.Fatalf("a public sandbox without a link: %+v", second)
+	}
+	t.Logf("first: uid %d, %s %s; second: uid %d, %s %s", first.UID, first.Link.HostIf, first.Link.SandboxAddr,
+		second.UID, second.Link.HostIf, second.Link.SandboxAddr)
+	if second.Link.HostIf == first.Link.HostIf || second.Link.SandboxAddr == first.Link.SandboxAddr {
+		t.Errorf("the second public sandbox got the running first's link %s (%s)", second.Link.HostIf, second.Link.SandboxAddr)
+	}
+	if after, err := netlink.LinkByName(first.Link.HostIf); err != nil || after.Attrs().Index != before.Attrs().Index {
+		t.Errorf("the first's link %s after the second started: %v (index %d before)", first.Link.HostIf, err, before.Attrs().Index)
+	}
+	connect, env := probe(t, "connect")
+	st, out := run(t, d, driver.Spec{ID: "third", Network: driver.NetworkPublic, Env: env,
+		Argv: append(connect, "198.51.100.1:8080")})
+	if st.ExitCode != 0 || !strings.HasPrefix(string(out.Stdout), `connected: "internet`) {
+		t.Errorf("a third public sandbox beside them, connect to the internet: %q %q (%+v)", out.Stdout, out.Stderr, st)
+	}
 }

@@ -255,7 +255,7 @@ func New(cfg Config) (*Driver, error) {
 		iso.Cgroups = iso.Cgroups.Prepare(cfg.CgroupParent)
 		iso.Cgroups.RemoveEmpty(cfg.CgroupParent, sandboxCgroupPrefix)
 		iso = iso.Probed(cfg.Executable, cfg.FirstUID)
-		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name, leases) }); len(gone) > 0 {
+		if gone := sandboxnet.RemoveLeftovers(func(name string) bool { return staleLink(cfg.Dir, name, leases, sandboxnet.Links(cfg.NetworkCIDR)) }); len(gone) > 0 {
 			log.Info("removed the links of ended sandboxes", "links", gone)
 		}
 		if len(iso.Namespaces) == 0 && iso.Disk { // the init mounts the disk in its namespace
@@ -400,7 +400,11 @@ func (d *Driver) create(ctx context.Context, spec driver.Spec, warm bool) (drive
 	uid, gid := -1, -1
 	if !d.iso.OwnUser {
 		var err error
-		if uid, err = d.leases.acquire(dir); err != nil {
+		links := 0 // a public sandbox's uid must have a link no running sandbox has
+		if spec.Network == driver.NetworkPublic && len(d.iso.Namespaces) > 0 {
+			links = sandboxnet.Links(d.cfg.NetworkCIDR)
+		}
+		if uid, err = d.leases.acquire(dir, links); err != nil {
 			removeAll(dir)
 			return driver.Status{}, err
 		}

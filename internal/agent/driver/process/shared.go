@@ -30,16 +30,21 @@ func NewUIDLeases(dir string, first, count int) *UIDLeases {
 	return &UIDLeases{l: &uidLeases{dir: dir, first: first, count: count}}
 }
 
-// Acquire leases a free uid to the sandbox directory owner (which must exist). Errors say the
-// range is exhausted or the lease directory cannot be written.
-func (u *UIDLeases) Acquire(owner string) (int, error) { return u.l.acquire(owner) }
+// Acquire leases a free uid to the sandbox directory owner (which must exist); links is, for a
+// public sandbox, how many links its sandbox network has (sandboxnet.Links), so that the uid's
+// link is no other leased uid's, and 0 for a sandbox without one. Errors say the range (or the
+// links) is exhausted or the lease directory cannot be written.
+func (u *UIDLeases) Acquire(owner string, links int) (int, error) { return u.l.acquire(owner, links) }
 
 // Claim records again, after an agent restart, that uid is lent to owner.
 func (u *UIDLeases) Claim(uid int, owner string) error { return u.l.claim(uid, owner) }
 
-// LentElsewhere reports whether uid is lent now to a sandbox directory other than owner, of a
-// sandbox that has not ended: a link named after uid (sandboxnet.LinkFor) is that sandbox's.
-func (u *UIDLeases) LentElsewhere(uid int, owner string) bool { return u.l.lentElsewhere(uid, owner) }
+// LinkLentElsewhere reports whether uid, or another uid of its link (links: the sandbox
+// network's, sandboxnet.Links), is lent now to a sandbox directory other than owner, of a
+// sandbox that has not ended: the link named after uid (sandboxnet.LinkFor) is that sandbox's.
+func (u *UIDLeases) LinkLentElsewhere(uid, links int, owner string) bool {
+	return u.l.linkLentElsewhere(uid, links, owner)
+}
 
 // Release ends owner's lease of uid (a lease lent to another directory is left alone).
 func (u *UIDLeases) Release(uid int, owner string) { u.l.release(uid, owner) }

@@ -60,8 +60,11 @@ func (l *uidLeases) lock() (func(), error) {
 
 // acquire leases a free uid of the range to the sandbox directory owner, which must exist
 // already. When every uid is leased, a stale lease (see stale: its sandbox ended or its
-// directory is gone) is taken over.
-func (l *uidLeases) acquire(owner string) (int, error) {
+// directory is gone) is taken over. links is, for a public sandbox, how many links its sandbox
+// network has (sandboxnet.Links): the uid's link (its offset modulo links, sandboxnet.LinkFor)
+// must then be no other leased uid's, so that it never takes a running sandbox's veth and
+// addresses; 0 for a sandbox without a link.
+func (l *uidLeases) acquire(owner string, links int) (int, error) {
 	// A lease names its directory, and a lease whose directory does not exist is stale: leasing
 	// before the directory exists would let another agent take the lease over at once.
 	if _, err := os.Stat(owner); err != nil {
@@ -74,9 +77,14 @@ func (l *uidLeases) acquire(owner string) (int, error) {
 	defer unlock()
 	// A free uid first; only when there is none, a stale lease is taken over (so that a uid
 	// rests a while after its sandbox ended).
+	linkTaken := false
 	for _, takeOver := range []bool{false, true} {
 		for i := 0; i < l.count; i++ {
 			uid := l.first + (l.next+i)%l.count
+			if l.linkHeld(uid, links) {
+				linkTaken = true
+				continue
+			}
 			path := filepath.Join(l.dir, strconv.Itoa(uid))
 			err := l.create(path, owner)
 			if errors.Is(err, fs.ErrExist) && takeOver && l.stale(path) {
@@ -92,6 +100,9 @@ func (l *uidLeases) acquire(owner string) (int, error) {
 			l.next = (l.next + i + 1) % l.count
 			return uid, nil
 		}
+	}
+	if linkTaken {
+		return -1, fmt.Errorf("every link of the sandbox network (%d) is in use by a sandbox (the uids from %d to %d share them): stop sandboxes, or widen the sandbox network (--network-cidr)", links, l.first, l.first+l.count-1)
 	}
 	return -1, fmt.Errorf("all %d sandbox user ids from %d to %d are in use: remove ended sandboxes, or widen the range", l.count, l.first, l.first+l.count-1)
 }
@@ -112,6 +123,44 @@ func (l *uidLeases) holder(path string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// linkMates returns the uids of the range other than uid whose link (offset modulo links,
+// sandboxnet.LinkFor) is uid's; none when links is 0 or every uid has a link of its own.
+func (l *uidLeases) linkMates(uid, links int) []int {
+	if links <= 0 || links >= l.count || uid < l.first || uid >= l.first+l.count {
+		return nil
+	}
+	var out []int
+	for u := l.first + (uid-l.first)%links; u < l.first+l.count; u += links {
+		if u != uid {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// linkHeld reports whether another uid of uid's link (linkMates) is leased, to a sandbox of any
+// network: its lease file exists.
+func (l *uidLeases) linkHeld(uid, links int) bool {
+	for _, u := range l.linkMates(uid, links) {
+		if _, err := os.Lstat(filepath.Join(l.dir, strconv.Itoa(u))); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// linkLentElsewhere reports whether uid, or another uid of its link (linkMates), is lent now to
+// a sandbox directory other than owner, of a sandbox that has not ended (lentElsewhere): the
+// link named after uid may be that sandbox's.
+func (l *uidLeases) linkLentElsewhere(uid, links int, owner string) bool {
+	for _, u := range append([]int{uid}, l.linkMates(uid, links)...) {
+		if l.lentElsewhere(u, owner) {
+			return true
+		}
+	}
+	return false
 }
 
 // lentElsewhere reports whether uid is lent now to a sandbox directory other than owner, of a
