@@ -157,6 +157,7 @@ func TestCheckWaits(t *testing.T) {
 	var ok bool
 	var progress testkit.SyncBuffer // one line per round that failed and is followed by another
 	lastLeft := time.Hour
+	second := make(chan struct{}) // closed at the second round that failed: the agent starts then
 	go func() {
 		results, ok = Check(context.Background(), cfg, CheckOptions{Timeout: 20 * time.Second, Interval: 50 * time.Millisecond,
 			Progress: func(r CheckRound) {
@@ -165,10 +166,19 @@ func TestCheckWaits(t *testing.T) {
 				}
 				lastLeft = r.Left
 				fmt.Fprintln(&progress, r)
+				if r.Attempt == 2 {
+					close(second)
+				}
 			}})
 		close(done)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-second:
+	case <-done:
+		t.Fatalf("Check returned before the agent started: %v", results)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no second round of the check")
+	}
 	if len(cp.CallsTo("/readyz")) == 0 {
 		t.Error("the check has not probed the control plane yet")
 	}

@@ -347,7 +347,10 @@ func runNamespaceProbe() int {
 }
 
 // probeUserNamespace starts the probe again in a new user namespace, maps uid there as an init
-// does (mapUser), and returns why that failed ("" when the mapped probe succeeded).
+// does (mapUser), and returns why that failed ("" when the mapped probe succeeded). A mapped
+// probe killed by a signal, which says nothing about the host, is tried again (at most
+// userProbeAttempts in all), so that one unlucky probe does not leave a driver without user
+// namespaces for its whole life.
 func probeUserNamespace(uid string) string {
 	id, err := strconv.Atoi(uid)
 	if err != nil {
@@ -356,15 +359,32 @@ func probeUserNamespace(uid string) string {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Sprintf("mount /proc: %v", err)
 	}
+	var msg string
+	for range userProbeAttempts {
+		var signaled bool
+		if msg, signaled = probeMapped(uid, id); !signaled {
+			break
+		}
+	}
+	return msg
+}
+
+// userProbeAttempts is how often probeUserNamespace starts a mapped probe that a signal killed.
+const userProbeAttempts = 3
+
+// probeMapped starts one mapped probe as uid (id) in a new user namespace and returns why it
+// failed ("" when it succeeded), and whether a signal ended it.
+func probeMapped(uid string, id int) (string, bool) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return err.Error()
+		return err.Error(), false
 	}
 	defer w.Close()
 	out, outW, err := os.Pipe()
 	if err != nil {
-		return err.Error()
+		return err.Error(), false
 	}
+	defer out.Close()
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{namespaceProbeArg0, probeMappedArg, uid}, &syscall.ProcAttr{
 		Dir: "/", Env: []string{"GOMAXPROCS=1"}, Files: []uintptr{r.Fd(), outW.Fd(), outW.Fd()},
 		Sys: userNamespaceAttr(),
@@ -372,7 +392,7 @@ func probeUserNamespace(uid string) string {
 	r.Close()
 	outW.Close()
 	if err != nil {
-		return fmt.Sprintf("create a user namespace: %v", err)
+		return fmt.Sprintf("create a user namespace: %v", err), false
 	}
 	merr := mapUser(pid, id, id)
 	w.Close() // the mapped probe goes on
@@ -385,11 +405,11 @@ func probeUserNamespace(uid string) string {
 	}
 	switch {
 	case merr != nil:
-		return "map a user namespace: " + merr.Error()
+		return "map a user namespace: " + merr.Error(), false
 	case !ws.Exited() || ws.ExitStatus() != 0:
-		return fmt.Sprintf("in a user namespace: %s (%s)", strings.TrimSpace(string(msg)), howEnded(ws))
+		return fmt.Sprintf("in a user namespace: %s (%s)", strings.TrimSpace(string(msg)), howEnded(ws)), ws.Signaled()
 	}
-	return ""
+	return "", false
 }
 
 // runMappedProbe is the probe's process in its user namespace: once its maps are written (its
