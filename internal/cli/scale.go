@@ -49,8 +49,7 @@ takes them; the plan changes nothing.`,
 			if err != nil {
 				return err
 			}
-			plan := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: target,
-				RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: ff.maxAge})
+			plan := st.scalePlan(target, ff.maxAge)
 			if err := render(cmd, plan, func(w io.Writer) error { return printScalePlan(w, plan) }); err != nil {
 				return err
 			}

@@ -144,11 +144,10 @@ failure (the journal says where it stands), 2 on a usage error.`,
 					if err := grow(); err != nil {
 						return err
 					}
-					return finishGrowth(cmd, r, j)
+					return finishGrowth(cmd, r, red.Handover, j)
 				}
 			} else {
-				plan := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: target,
-					RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: rf.maxAge})
+				plan := st.scalePlan(target, rf.maxAge)
 				if err := printScalePlan(stdio.Err, plan); err != nil {
 					return err
 				}
@@ -170,7 +169,7 @@ failure (the journal says where it stands), 2 on a usage error.`,
 					if j, err = r.NewGrowJournal(run, plan, st.inv); err != nil {
 						return err
 					}
-					return finishGrowth(cmd, r, j)
+					return finishGrowth(cmd, r, red.Handover, j)
 				}
 				if err := confirmApply(cmd, yes, len(plan.Steps)); err != nil {
 					return err
@@ -211,9 +210,10 @@ failure (the journal says where it stands), 2 on a usage error.`,
 	return cmd
 }
 
-// finishGrowth carries out the growth of journal j and prints it.
-func finishGrowth(cmd *cobra.Command, r *cubes.Roundtrip, j *journal.Journal) error {
-	if err := r.Grow(cmd.Context(), j); err != nil {
+// finishGrowth carries out the growth of journal j (with the coordinator's handover h, nil
+// for none) and prints it.
+func finishGrowth(cmd *cobra.Command, r *cubes.Roundtrip, h *cubes.Handover, j *journal.Journal) error {
+	if err := r.Grow(cmd.Context(), j, h); err != nil {
 		return err
 	}
 	return renderScaleRun(cmd, j, "added")
