@@ -14,11 +14,11 @@ import (
 // newScaleCmd builds `cubefleet scale`: growing or reducing an IONOS Cube fleet to a target
 // number of Cubes: scale plan and scale apply; see docs/ionos.md, "Scaling the fleet".
 func newScaleCmd() *cobra.Command {
-	cmd := groupCmd("scale", "IONOS Cube fleet scaling: plan which Cubes go or which slots get new ones, and apply it",
+	cmd := groupCmd("scale", "IONOS Cube fleet scaling: plan which Cubes go or which slots get new ones, apply it, its journals",
 		"Scaling reads the fleet as it is now (a fresh inventory through the IONOS API and the control\n"+
 			"plane's members of the profile's pool) and decides which Cubes go, the least active first,\n"+
 			"or which slots get new Cubes. See docs/ionos.md, \"Scaling the fleet\".")
-	cmd.AddCommand(newScalePlanCmd(), newScaleApplyCmd())
+	cmd.AddCommand(newScalePlanCmd(), newScaleApplyCmd(), newScaleStatusCmd())
 	return cmd
 }
 

@@ -237,20 +237,19 @@ func renderScaleRun(cmd *cobra.Command, j *journal.Journal, did string) error {
 // openScaleJournal returns the open scale journal of dir (nil: none). Errors: a journal that
 // is not private or not a journal, or two open ones (abandon one).
 func openScaleJournal(dir string) (*journal.Journal, error) {
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	all, err := readScaleJournals(dir)
+	if err != nil {
+		return nil, err
+	}
 	var open *journal.Journal
-	for _, p := range paths {
-		j, err := journal.Read(p)
-		if err != nil {
-			return nil, err
-		}
-		if j == nil || j.State != journal.StateOpen {
+	for i := range all {
+		if all[i].State != journal.StateOpen {
 			continue
 		}
 		if open != nil {
-			return nil, cubefleet.Invalid("journal", "runs %s and %s are both open in %s: finish or abandon one", open.Run, j.Run, dir)
+			return nil, cubefleet.Invalid("journal", "runs %s and %s are both open in %s: finish one, or clean up after one and scale status --run R --abandon", open.Run, all[i].Run, dir)
 		}
-		open = j
+		open = &all[i]
 	}
 	return open, nil
 }

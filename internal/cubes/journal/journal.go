@@ -273,8 +273,10 @@ func IsCubeName(name, prefix string, slot int) bool {
 		return false
 	}
 	run, ok = strings.CutSuffix(run, "-"+strconv.Itoa(slot))
-	if !ok || len(run) < 2 || run[0] != 'r' {
-		return false
-	}
-	return strings.Trim(run[1:], "0123456789abcdefghijklmnopqrstuvwxyz") == ""
+	return ok && IsRun(run)
+}
+
+// IsRun reports whether run has NewRun's form: "r" and base-36 digits (lower case).
+func IsRun(run string) bool {
+	return len(run) >= 2 && run[0] == 'r' && strings.Trim(run[1:], "0123456789abcdefghijklmnopqrstuvwxyz") == ""
 }
