@@ -3,9 +3,12 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -57,10 +60,14 @@ and after its side effect in <private-dir>/` + journal.ScaleDir + `/<run>.json. 
 
 A growth takes roundtrip up's steps (create-server, wait-running, attach-group, add-peer,
 verify-workers, add-targets) for each new Cube in slot order, one at a time; it needs
---agent-binary-url.
+--agent-binary-url. With the profile's control_plane.target_group its coordinator step comes
+first: the group is handed to --replacement, a ready server started with the grown fleet's
+origins. Each new Cube is named <cube_name_prefix><run>-<slot>; record its server id in its
+slot, and scale plan accepts that name for the slot.
 
 A drain past its deadline keeps the Cube cordoned and exits 1 saying what still runs (unless
---stop-at-deadline). An open scale journal is resumed instead of a new plan. Progress goes to
+--stop-at-deadline). An open scale journal is resumed instead of a new plan (scale status
+shows it; scale status --abandon closes it after you cleaned up). Progress goes to
 stderr; stdout gets the result (--output json: the journal). Exit 0 when done, 1 on any
 failure (the journal says where it stands), 2 on a usage error.`,
 		Args: noArgs,
@@ -92,7 +99,7 @@ failure (the journal says where it stands), 2 on a usage error.`,
 			if err != nil {
 				return err
 			}
-			run := journal.NewRun(time.Now())
+			run := newScaleRun(dir, time.Now())
 			if open != nil {
 				run = open.Run
 			}
@@ -232,6 +239,19 @@ func renderScaleRun(cmd *cobra.Command, j *journal.Journal, did string) error {
 		}
 		return nil
 	})
+}
+
+// newScaleRun is the id of a new scale run started at now: journal.NewRun's, a second later
+// for each run of dir that has it already (run ids name the Cubes a run creates: they are
+// never reused).
+func newScaleRun(dir string, now time.Time) string {
+	for {
+		run := journal.NewRun(now)
+		if _, err := os.Lstat(filepath.Join(dir, run+".json")); errors.Is(err, fs.ErrNotExist) {
+			return run
+		}
+		now = now.Add(time.Second)
+	}
 }
 
 // openScaleJournal returns the open scale journal of dir (nil: none). Errors: a journal that

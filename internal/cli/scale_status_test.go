@@ -79,3 +79,21 @@ func TestScaleStatus(t *testing.T) {
 	got = regexp.MustCompile(`"updatedAt": \d+`).ReplaceAllLiteralString(got, `"updatedAt": $NOW`) // the abandon's, by the real clock
 	testkit.Golden(t, "scale_status.golden", []byte(got))
 }
+
+// TestNewScaleRun: a run id already journaled in the directory is never given to a new run
+// (its Cubes' names would be another run's).
+func TestNewScaleRun(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	if got := newScaleRun(dir, at); got != journal.NewRun(at) {
+		t.Errorf("in an empty directory: %s, want %s", got, journal.NewRun(at))
+	}
+	for _, d := range []time.Duration{0, time.Second} {
+		if err := os.WriteFile(filepath.Join(dir, journal.NewRun(at.Add(d))+".json"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := newScaleRun(dir, at), journal.NewRun(at.Add(2*time.Second)); got != want {
+		t.Errorf("with the runs of this second and the next journaled: %s, want %s", got, want)
+	}
+}
