@@ -193,7 +193,7 @@ func (r *Reduction) accept(ctx context.Context, j *journal.Journal, cp ControlPl
 func (r *Roundtrip) handOver(ctx context.Context, j *journal.Journal, h *Handover, cubes int) (string, error) {
 	before := j.TargetLists[h.GroupID]
 	if h.Replacement == "" {
-		return "", cubefleet.Errorf(cubefleet.CodePlanBlocked, "target group %s routes to %s, a control plane with a fixed origin list: start a ready replacement (cubefleet server --origins FILE --cube-count %d with the remaining Cubes' origins, on the shared database), then rerun with --replacement URL; the only routed server is never restarted",
+		return "", cubefleet.Errorf(cubefleet.CodePlanBlocked, "target group %s routes to %s, a control plane with a fixed origin list: start a ready replacement (cubefleet server --origins FILE --cube-count %d with the origins of the Cubes the fleet holds after this run, on the shared database), then rerun with --replacement URL; the only routed server is never restarted",
 			h.GroupID, strings.Join(before, ", "), cubes)
 	}
 	target, err := originOf(h.Replacement)
