@@ -14,9 +14,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/ionos"
 )
 
-// scale apply's reduction (docs/ionos.md, "Applying a scale plan"): the Cubes a ScalePlan
-// removes go one at a time, each through the roundtrip's removal steps (Roundtrip.Down), after
-// the whole fleet's preflight, an accepted result per Cube and the coordinator's handover.
+// scale apply (docs/ionos.md, "Applying a scale plan"): the Cubes a ScalePlan removes go one
+// at a time, each through the roundtrip's removal steps (Roundtrip.RemoveCube), after the
+// whole fleet's preflight, an accepted result per Cube and the coordinator's handover; the
+// Cubes it adds come one at a time through the roundtrip's adding steps (Roundtrip.AddCube).
 
 // scale apply's workflow names in its journals: a reduction, a growth.
 const (
@@ -187,14 +188,14 @@ func (r *Reduction) accept(ctx context.Context, j *journal.Journal, cp ControlPl
 
 // handOver is the coordinator step of a control plane loading a fixed origin list: the target
 // group routing to it (h) is handed to the ready replacement, started with the origins of the
-// cubes the fleet holds after the run. Refused without a replacement, or when the replacement
+// n Cubes the fleet holds after the run. Refused without a replacement, or when the replacement
 // is the server the group routed to when the run started (that would restart the only routed
 // server); a group already routing only to the replacement (a resumed step) is left as it is.
-func (r *Roundtrip) handOver(ctx context.Context, j *journal.Journal, h *Handover, cubes int) (string, error) {
+func (r *Roundtrip) handOver(ctx context.Context, j *journal.Journal, h *Handover, n int) (string, error) {
 	before := j.TargetLists[h.GroupID]
 	if h.Replacement == "" {
 		return "", cubefleet.Errorf(cubefleet.CodePlanBlocked, "target group %s routes to %s, a control plane with a fixed origin list: start a ready replacement (cubefleet server --origins FILE --cube-count %d with the origins of the Cubes the fleet holds after this run, on the shared database), then rerun with --replacement URL; the only routed server is never restarted",
-			h.GroupID, strings.Join(before, ", "), cubes)
+			h.GroupID, strings.Join(before, ", "), n)
 	}
 	target, err := originOf(h.Replacement)
 	if err != nil {
