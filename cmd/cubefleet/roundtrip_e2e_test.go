@@ -59,6 +59,7 @@ type roundtripRig struct {
 	config     string
 	privateDir string
 	agentEnv   string
+	cubePort   int // the port of each Cube's sshd
 
 	mu     sync.Mutex
 	booted map[string]*sandboxAgent // the agents of the Cubes the simulator booted, by IP
@@ -119,6 +120,7 @@ func newRoundtripRig(t testing.TB, database string) *roundtripRig {
 	// check reaches it through the coordinator).
 	rg.sshd = testkit.StartSSHDWith(t, testkit.SSHDOptions{Forwarding: true})
 	cubeSSHD := testkit.StartSSHDWith(t, testkit.SSHDOptions{Addr: ip(0), Like: rg.sshd})
+	rg.cubePort = cubeSSHD.Port
 	testkit.StartSSHDWith(t, testkit.SSHDOptions{Addr: ip(1), Port: cubeSSHD.Port, Like: rg.sshd})
 	rg.peers = rg.sshd.WireGuardStandIn(t, "wg0")
 	rg.wgConf = filepath.Join(rg.dir, "wg0.conf")
@@ -279,7 +281,14 @@ func (rg *roundtripRig) run(crashAt, verb string, extra ...string) (string, stri
 		args = append(args, "--agent-binary-url", "http://127.0.0.1:9/cubefleet", "--agent-env", rg.agentEnv,
 			"--canary-template", "sh", "--node-wait", "60s")
 	}
-	cmd := exec.Command(rg.f.c.bin, append(args, extra...)...)
+	return rg.cli(crashAt, append(args, extra...)...)
+}
+
+// cli runs cubefleet with args as a child process (crashAt, when set, is where it kills
+// itself) and returns stdout, stderr and the exit code (-9 for SIGKILL).
+func (rg *roundtripRig) cli(crashAt string, args ...string) (string, string, int) {
+	rg.t.Helper()
+	cmd := exec.Command(rg.f.c.bin, args...)
 	cmd.Env = append(cleanEnv(), "NO_COLOR=1", "XDG_CONFIG_HOME="+rg.t.TempDir())
 	if crashAt != "" {
 		cmd.Env = append(cmd.Env, "CUBEFLEET_TEST_CRASH_AT="+crashAt)
@@ -289,7 +298,7 @@ func (rg *roundtripRig) run(crashAt, verb string, extra ...string) (string, stri
 	started := time.Now()
 	err := cmd.Run()
 	if _, bench := rg.t.(*testing.B); !bench {
-		rg.t.Logf("roundtrip %s (crash at %q): %s\n%s", verb, crashAt, time.Since(started), errOut.String())
+		rg.t.Logf("%s %s (crash at %q): %s\n%s", args[0], args[1], crashAt, time.Since(started), errOut.String())
 	}
 	code := 0
 	if ee := new(exec.ExitError); errors.As(err, &ee) {

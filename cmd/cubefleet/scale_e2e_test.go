@@ -281,9 +281,12 @@ func TestScaleApplyReduces(t *testing.T) {
 	}
 }
 
-// TestScaleApplyGrows grows the roundtrip's fleet of 2 Cubes to 3 with scale apply: the new
-// Cube goes through roundtrip up's steps (the simulator boots its agent from its user data),
-// is Ready in the pool with its peer and its target, and the journal is done.
+// TestScaleApplyGrows grows the roundtrip's fleet of 2 Cubes to 3 with scale apply. With a
+// control plane loading a fixed origin list (control_plane.target_group) and no
+// --replacement, the run stops at its coordinator step, before anything is created, saying
+// how to start a replacement for 3 Cubes; scale status --abandon closes that journal. Then the
+// new Cube goes through roundtrip up's steps (the simulator boots its agent from its user
+// data), is Ready in the pool with its peer and its target, and the journal is done.
 func TestScaleApplyGrows(t *testing.T) {
 	rg := newRoundtripRig(t, "")
 	before := rg.view()
@@ -293,6 +296,29 @@ func TestScaleApplyGrows(t *testing.T) {
 	if _, errOut, code := rg.f.c.run("", "", args...); code != 2 || !strings.Contains(errOut, "--yes") {
 		t.Fatalf("without --yes and a terminal: exit %d\n%s", code, errOut)
 	}
+
+	original, err := os.ReadFile(rg.profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var static map[string]any
+	if err := json.Unmarshal(original, &static); err != nil {
+		t.Fatal(err)
+	}
+	static["control_plane"].(map[string]any)["target_group"] = "cubes"
+	b, _ := json.Marshal(static)
+	writeFile(t, rg.profile, string(b), 0o600)
+	if out, errOut, code := rg.f.c.run("", "", append(args, "--yes")...); code != 1 || !strings.Contains(errOut, "--cube-count 3 with the origins of the Cubes the fleet holds after this run") {
+		t.Fatalf("growth of a static-membership fleet without --replacement: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := rg.creates(); n != 0 {
+		t.Errorf("%d creates by a growth stopped at its coordinator step", n)
+	}
+	writeFile(t, rg.profile, string(original), 0o600)
+	status := []string{"scale", "status", "--private-dir", rg.privateDir}
+	if out, errOut, code := rg.f.c.run("", "", append(status, "--abandon", "--note", "no replacement")...); code != 0 || !strings.Contains(out, "Abandoned the scale apply growth journal of run") {
+		t.Fatalf("scale status --abandon: exit %d\n%s%s", code, out, errOut)
+	}
 	out, errOut, code := rg.f.c.run("", "", append(args, "--yes", "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("scale apply 2 -> 3: exit %d\n%s%s", code, out, errOut)
@@ -300,6 +326,12 @@ func TestScaleApplyGrows(t *testing.T) {
 	var j journal.Journal
 	if err := json.Unmarshal([]byte(out), &j); err != nil || j.State != journal.StateDone || j.Workflow != cubes.WorkflowScaleGrowth || len(j.Cubes) != 1 {
 		t.Fatalf("the journal: %v\n%s", err, out)
+	}
+	if strings.Contains(errOut, "resuming run") {
+		t.Errorf("the growth resumed the abandoned run:\n%s", errOut)
+	}
+	if out, errOut, code := rg.f.c.run("", "", append(status, "-o", "json")...); code != 0 || strings.Count(out, `"state": "abandoned"`) != 1 || strings.Count(out, `"state": "done"`) != 1 {
+		t.Errorf("scale status: exit %d\n%s%s", code, out, errOut)
 	}
 	c := j.Cubes[0]
 	v := rg.view()

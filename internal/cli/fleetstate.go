@@ -95,3 +95,10 @@ func (ff *fleetFlags) read(cmd *cobra.Command) (*fleetState, error) {
 	}
 	return st, nil
 }
+
+// scalePlan plans the fleet st read to target Cubes (cubes.PlanScale) with the profile's
+// runtime source, drain deadline and Cube name prefix, refusing an inventory older than maxAge.
+func (st *fleetState) scalePlan(target int, maxAge time.Duration) *cubes.ScalePlan {
+	return cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: target, RuntimeSourceServerID: st.found.RuntimeSourceServerID,
+		DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: maxAge, CubeNamePrefix: st.profile.CubeNamePrefix})
+}

@@ -71,17 +71,9 @@ journal's lock: while a run holds it, it is refused, naming the run's pid and ho
 			if out.Roundtrip, err = journal.Read(path); err != nil {
 				return err
 			}
-			scales, _ := filepath.Glob(filepath.Join(privateDir, journal.ScaleDir, "*.json"))
-			slices.Sort(scales)
-			out.Scale = []journal.Journal{}
-			for _, p := range scales {
-				j, err := journal.Read(p)
-				if err != nil {
-					return err
-				}
-				if j != nil {
-					out.Scale = append(out.Scale, *j)
-				}
+			scaleDir := filepath.Join(privateDir, journal.ScaleDir)
+			if out.Scale, err = readScaleJournals(scaleDir); err != nil {
+				return err
 			}
 			return render(cmd, out, func(w io.Writer) error {
 				if out.Roundtrip == nil {
@@ -90,7 +82,7 @@ journal's lock: while a run holds it, it is refused, naming the run's pid and ho
 					printJournal(w, path, out.Roundtrip)
 				}
 				for i := range out.Scale {
-					printJournal(w, filepath.Join(privateDir, journal.ScaleDir, out.Scale[i].Run+".json"), &out.Scale[i])
+					printJournal(w, filepath.Join(scaleDir, out.Scale[i].Run+".json"), &out.Scale[i])
 				}
 				return nil
 			})
@@ -101,6 +93,24 @@ journal's lock: while a run holds it, it is refused, naming the run's pid and ho
 	f.BoolVar(&abandon, "abandon", false, "close the open roundtrip journal after you cleaned up what it left")
 	f.StringVar(&note, "note", "", "with --abandon: what you cleaned up (kept in the journal)")
 	return cmd
+}
+
+// readScaleJournals reads every scale journal of dir (<run>.json), in run order (none: an
+// empty list). Errors: a journal that is not private or not a journal.
+func readScaleJournals(dir string) ([]journal.Journal, error) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	slices.Sort(paths)
+	out := []journal.Journal{}
+	for _, p := range paths {
+		j, err := journal.Read(p)
+		if err != nil {
+			return nil, err
+		}
+		if j != nil {
+			out = append(out, *j)
+		}
+	}
+	return out, nil
 }
 
 // printJournal prints one journal for people.

@@ -34,8 +34,7 @@ exits 1; the plan changes nothing.`,
 			if err != nil {
 				return err
 			}
-			sp := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: st.config.Occupied() + 1,
-				RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: ff.maxAge})
+			sp := st.scalePlan(st.config.Occupied()+1, ff.maxAge)
 			plan := cubes.PlanRoundtrip(st.config, st.profile, st.found, sp)
 			if err := render(cmd, plan, func(w io.Writer) error { return printRoundtripPlan(w, plan) }); err != nil {
 				return err
@@ -177,7 +176,7 @@ the GPU host a WireGuard peer of the profile's interface allowing each Cube's pr
 // fleetChecks runs every check of roundtrip check on the fleet as st read it and returns them
 // with the number that failed.
 func fleetChecks(ctx context.Context, st *fleetState, ff *fleetFlags, port int) (checksOut, int) {
-	out := checksOut{Checks: cubes.CheckFleet(st.config, st.inv, st.found, st.members, port, cubes.PlanOptions{MaxInventoryAge: ff.maxAge})}
+	out := checksOut{Checks: cubes.CheckFleet(st.config, st.inv, st.found, st.members, port, cubes.PlanOptions{MaxInventoryAge: ff.maxAge, CubeNamePrefix: st.profile.CubeNamePrefix})}
 	out.Checks = append(out.Checks, sshChecks(ctx, st.profile, st.config, ff.timeout)...)
 	failed := 0
 	for _, c := range out.Checks {

@@ -98,6 +98,17 @@ func TestRoundtripUpDownRefusals(t *testing.T) {
 		if code != ExitFailure || !strings.Contains(errOut, "PLAN_BLOCKED: preflight: 1 of") || !strings.Contains(errOut, "FAIL wireguard peer cube-001") {
 			t.Errorf("up with a failing preflight: exit %d %s", code, errOut)
 		}
+		// A control plane loading a fixed origin list (control_plane.target_group): refused
+		// before anything, naming scale apply with a replacement.
+		cp := f.fields["control_plane"].(map[string]any)
+		cp["target_group"] = "cubes"
+		f.writeProfile(t)
+		code, _, errOut = f.run("", up...)
+		if code != ExitFailure || !strings.Contains(errOut, "fixed origin list") || !strings.Contains(errOut, "scale apply --target-cubes 3 --replacement URL") {
+			t.Errorf("up with a static-membership control plane: exit %d %s", code, errOut)
+		}
+		delete(cp, "target_group")
+		f.writeProfile(t)
 		if n := f.ionos.sim.Sim.Count("POST", "/cloudapi/v6/datacenters/"+ionossim.SampleDatacenterID+"/servers"); n != 0 {
 			t.Errorf("%d creates after a failed preflight", n)
 		}

@@ -191,13 +191,15 @@ roundtrip status), 2 on a usage error.`,
 			case j != nil && j.State == journal.StateOpen:
 				r.Progress("resuming run " + j.Run + " (" + j.Cubes[0].Name + ")")
 			default:
+				if err := r.LiveMembership(); err != nil {
+					return err
+				}
 				out, failed := fleetChecks(cmd.Context(), st, &rf.fleetFlags, rf.port)
 				if failed > 0 {
 					printChecks(stdioOf(cmd).Err, out.Checks)
 					return cubefleet.Errorf(cubefleet.CodePlanBlocked, "preflight: %d of %d checks failed (roundtrip check lists them); nothing was changed", failed, len(out.Checks))
 				}
-				sp := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: st.config.Occupied() + 1,
-					RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: rf.maxAge})
+				sp := st.scalePlan(st.config.Occupied()+1, rf.maxAge)
 				if j, err = r.NewUpJournal(cubes.PlanRoundtrip(st.config, st.profile, st.found, sp), st.inv); err != nil {
 					return err
 				}

@@ -14,11 +14,11 @@ import (
 // newScaleCmd builds `cubefleet scale`: growing or reducing an IONOS Cube fleet to a target
 // number of Cubes: scale plan and scale apply; see docs/ionos.md, "Scaling the fleet".
 func newScaleCmd() *cobra.Command {
-	cmd := groupCmd("scale", "IONOS Cube fleet scaling: plan which Cubes go or which slots get new ones, and apply it",
+	cmd := groupCmd("scale", "IONOS Cube fleet scaling: plan which Cubes go or which slots get new ones, apply it, its journals",
 		"Scaling reads the fleet as it is now (a fresh inventory through the IONOS API and the control\n"+
 			"plane's members of the profile's pool) and decides which Cubes go, the least active first,\n"+
 			"or which slots get new Cubes. See docs/ionos.md, \"Scaling the fleet\".")
-	cmd.AddCommand(newScalePlanCmd(), newScaleApplyCmd())
+	cmd.AddCommand(newScalePlanCmd(), newScaleApplyCmd(), newScaleStatusCmd())
 	return cmd
 }
 
@@ -49,8 +49,7 @@ takes them; the plan changes nothing.`,
 			if err != nil {
 				return err
 			}
-			plan := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: target,
-				RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: ff.maxAge})
+			plan := st.scalePlan(target, ff.maxAge)
 			if err := render(cmd, plan, func(w io.Writer) error { return printScalePlan(w, plan) }); err != nil {
 				return err
 			}

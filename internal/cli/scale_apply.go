@@ -3,9 +3,12 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -57,10 +60,14 @@ and after its side effect in <private-dir>/` + journal.ScaleDir + `/<run>.json. 
 
 A growth takes roundtrip up's steps (create-server, wait-running, attach-group, add-peer,
 verify-workers, add-targets) for each new Cube in slot order, one at a time; it needs
---agent-binary-url.
+--agent-binary-url. With the profile's control_plane.target_group its coordinator step comes
+first: the group is handed to --replacement, a ready server started with the grown fleet's
+origins. Each new Cube is named <cube_name_prefix><run>-<slot>; record its server id in its
+slot, and scale plan accepts that name for the slot.
 
 A drain past its deadline keeps the Cube cordoned and exits 1 saying what still runs (unless
---stop-at-deadline). An open scale journal is resumed instead of a new plan. Progress goes to
+--stop-at-deadline). An open scale journal is resumed instead of a new plan (scale status
+shows it; scale status --abandon closes it after you cleaned up). Progress goes to
 stderr; stdout gets the result (--output json: the journal). Exit 0 when done, 1 on any
 failure (the journal says where it stands), 2 on a usage error.`,
 		Args: noArgs,
@@ -92,7 +99,7 @@ failure (the journal says where it stands), 2 on a usage error.`,
 			if err != nil {
 				return err
 			}
-			run := journal.NewRun(time.Now())
+			run := newScaleRun(dir, time.Now())
 			if open != nil {
 				run = open.Run
 			}
@@ -144,11 +151,10 @@ failure (the journal says where it stands), 2 on a usage error.`,
 					if err := grow(); err != nil {
 						return err
 					}
-					return finishGrowth(cmd, r, j)
+					return finishGrowth(cmd, r, red.Handover, j)
 				}
 			} else {
-				plan := cubes.PlanScale(st.config, st.inv, st.members, cubes.ScaleOptions{Target: target,
-					RuntimeSourceServerID: st.found.RuntimeSourceServerID, DrainDeadline: st.profile.DrainDeadline, MaxInventoryAge: rf.maxAge})
+				plan := st.scalePlan(target, rf.maxAge)
 				if err := printScalePlan(stdio.Err, plan); err != nil {
 					return err
 				}
@@ -170,7 +176,7 @@ failure (the journal says where it stands), 2 on a usage error.`,
 					if j, err = r.NewGrowJournal(run, plan, st.inv); err != nil {
 						return err
 					}
-					return finishGrowth(cmd, r, j)
+					return finishGrowth(cmd, r, red.Handover, j)
 				}
 				if err := confirmApply(cmd, yes, len(plan.Steps)); err != nil {
 					return err
@@ -211,9 +217,10 @@ failure (the journal says where it stands), 2 on a usage error.`,
 	return cmd
 }
 
-// finishGrowth carries out the growth of journal j and prints it.
-func finishGrowth(cmd *cobra.Command, r *cubes.Roundtrip, j *journal.Journal) error {
-	if err := r.Grow(cmd.Context(), j); err != nil {
+// finishGrowth carries out the growth of journal j (with the coordinator's handover h, nil
+// for none) and prints it.
+func finishGrowth(cmd *cobra.Command, r *cubes.Roundtrip, h *cubes.Handover, j *journal.Journal) error {
+	if err := r.Grow(cmd.Context(), j, h); err != nil {
 		return err
 	}
 	return renderScaleRun(cmd, j, "added")
@@ -234,23 +241,35 @@ func renderScaleRun(cmd *cobra.Command, j *journal.Journal, did string) error {
 	})
 }
 
+// newScaleRun is the id of a new scale run started at now: journal.NewRun's, a second later
+// for each run of dir that has it already (run ids name the Cubes a run creates: they are
+// never reused).
+func newScaleRun(dir string, now time.Time) string {
+	for {
+		run := journal.NewRun(now)
+		if _, err := os.Lstat(filepath.Join(dir, run+".json")); errors.Is(err, fs.ErrNotExist) {
+			return run
+		}
+		now = now.Add(time.Second)
+	}
+}
+
 // openScaleJournal returns the open scale journal of dir (nil: none). Errors: a journal that
 // is not private or not a journal, or two open ones (abandon one).
 func openScaleJournal(dir string) (*journal.Journal, error) {
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	all, err := readScaleJournals(dir)
+	if err != nil {
+		return nil, err
+	}
 	var open *journal.Journal
-	for _, p := range paths {
-		j, err := journal.Read(p)
-		if err != nil {
-			return nil, err
-		}
-		if j == nil || j.State != journal.StateOpen {
+	for i := range all {
+		if all[i].State != journal.StateOpen {
 			continue
 		}
 		if open != nil {
-			return nil, cubefleet.Invalid("journal", "runs %s and %s are both open in %s: finish or abandon one", open.Run, j.Run, dir)
+			return nil, cubefleet.Invalid("journal", "runs %s and %s are both open in %s: finish one, or clean up after one and scale status --run R --abandon", open.Run, all[i].Run, dir)
 		}
-		open = j
+		open = &all[i]
 	}
 	return open, nil
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // The cloud steps of the fleet workflows (roundtrip up|down, scale apply): each is safe to
-// repeat after a crash, and none creates or deletes anything by name. docs/scaling.md says
-// what each does.
+// repeat after a crash, and none creates or deletes anything by name. docs/ionos.md says what
+// each does ("Roundtrip", its `roundtrip up` and `roundtrip down` tables).
 
 // Cloud is what the fleet workflows ask of the IONOS API (*ionos.Client implements it).
 // Writes return the accepted asynchronous request; reads of a missing server are NOT_FOUND

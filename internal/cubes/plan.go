@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/cubes/journal"
 	"github.com/cubefleet/cubefleet/internal/ionos"
 )
 
@@ -116,6 +117,10 @@ type PlanOptions struct {
 	Now time.Time
 	// MaxInventoryAge is the oldest inventory accepted. Zero means DefaultMaxInventoryAge.
 	MaxInventoryAge time.Duration
+	// CubeNamePrefix is the profile's cube_name_prefix: a slot's Cube may then carry the name
+	// a growth run gave it (<prefix><run>-<slot index>, journal.CubeName) instead of the
+	// slot's, when it holds the slot's private IP. "" accepts only the slot's name.
+	CubeNamePrefix string
 }
 
 // PlanSlots decides, slot by slot in order, which Cubes to retain, create or remove to reach
@@ -123,7 +128,8 @@ type PlanOptions struct {
 // first Target occupied slots (those with a server_id) are retained, lower indexes first;
 // when fewer are occupied, the lowest-index empty slots are created; the remaining occupied
 // slots are removed and the remaining empty ones stay empty. A Cube is adopted only by its
-// server id, never by its name. The planner has no activity data; choosing the least active
+// server id, never by its name; a slot's Cube carries the slot's name, or the name a growth
+// run gave it for that slot (PlanOptions.CubeNamePrefix). The planner has no activity data; choosing the least active
 // Cubes is the scaling workflow's job. cfg and inv are not modified.
 func PlanSlots(cfg *Config, inv *ionos.Inventory, opts PlanOptions) *Plan {
 	now := opts.Now
@@ -134,7 +140,7 @@ func PlanSlots(cfg *Config, inv *ionos.Inventory, opts PlanOptions) *Plan {
 	if maxAge == 0 {
 		maxAge = DefaultMaxInventoryAge
 	}
-	p := &planner{cfg: cfg, inv: inv, target: opts.Target}
+	p := &planner{cfg: cfg, inv: inv, target: opts.Target, prefix: opts.CubeNamePrefix}
 	p.index()
 	plan := &Plan{DatacenterID: cfg.DatacenterID, Target: opts.Target, Problems: []Problem{}}
 	age := now.Sub(time.UnixMilli(inv.FetchedAt))
@@ -161,6 +167,7 @@ type planner struct {
 	cfg      *Config
 	inv      *ionos.Inventory
 	target   int
+	prefix   string // PlanOptions.CubeNamePrefix
 	problems []Problem
 
 	servers   map[string]*ionos.Server
@@ -426,8 +433,12 @@ func (p *planner) checkSlots(plans []SlotPlan) {
 			p.add(RuleNotCube, i, s.ServerID, "server %s (%s) is of type %s, not CUBE", srv.ID, srv.Name, srv.Type)
 			continue
 		}
-		if srv.Name != s.Name {
-			p.add(RuleIdentityMismatch, i, s.ServerID, "server %s is named %q, not %q", srv.ID, srv.Name, s.Name)
+		if !p.slotNamed(srv, i) {
+			grown := ""
+			if p.prefix != "" {
+				grown = fmt.Sprintf(" or %q (its slot's index, 0-based, after a run id) holding %s", journal.CubeName(p.prefix, "<run>", i), s.PrivateIP)
+			}
+			p.add(RuleIdentityMismatch, i, s.ServerID, "server %s is named %q, not %q%s", srv.ID, srv.Name, s.Name, grown)
 		}
 		if !p.holdsPrivate(srv, s.PrivateIP) {
 			p.add(RuleIdentityMismatch, i, s.ServerID, "server %s (%s) does not hold %s on private LAN %d (it holds %s)",
@@ -451,6 +462,14 @@ func (p *planner) checkSlots(plans []SlotPlan) {
 	if slices.ContainsFunc(plans, func(sp SlotPlan) bool { return sp.Action == Create }) && p.smallestTemplate() == nil {
 		p.add(RuleUnderMinimum, -1, "", "a Cube must be created but no CUBE template offers %d cores and %d MiB", cfg.MinimumCores, cfg.MinimumRAMMiB)
 	}
+}
+
+// slotNamed reports whether srv carries the name of slot i: the slot's configured name, or
+// the name a growth run gave the Cube it created for that slot (<prefix><run>-<i>) when srv
+// holds the slot's private IP.
+func (p *planner) slotNamed(srv *ionos.Server, i int) bool {
+	s := p.cfg.Slots[i]
+	return srv.Name == s.Name || (p.prefix != "" && journal.IsCubeName(srv.Name, p.prefix, i) && p.holdsPrivate(srv, s.PrivateIP))
 }
 
 func (p *planner) holdsPrivate(srv *ionos.Server, ip string) bool {

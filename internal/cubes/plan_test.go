@@ -307,3 +307,40 @@ func TestPlanDetails(t *testing.T) {
 		t.Errorf("capacity %+v reported with a Cube under the minimum", plan.Capacity)
 	}
 }
+
+// TestPlanGrownCubeNames: with the profile's cube_name_prefix, a slot's Cube may carry the
+// name a growth run gave it for that slot (<prefix><run>-<slot>) when it holds the slot's
+// private IP; any other name, another slot's index, a run id not of the journal's form, an
+// address not the slot's, or no prefix is an identity mismatch.
+func TestPlanGrownCubeNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, ip, prefix string
+		ok               bool
+	}{
+		{name: "cube-2", ip: "10.7.0.13", ok: true},
+		{name: "cube-2", ip: "10.7.0.13", prefix: "cube-", ok: true},
+		{name: "cube-rtpe840-2", ip: "10.7.0.13", prefix: "cube-", ok: true},
+		{name: "cube-r0-2", ip: "10.7.0.13", prefix: "cube-", ok: true},
+		{name: "cube-rtpe840-2", ip: "10.7.0.13"},
+		{name: "cube-rtpe840-3", ip: "10.7.0.13", prefix: "cube-"},
+		{name: "cube-rtpe840-2", ip: "10.7.0.99", prefix: "cube-"},
+		{name: "cube-xtpe840-2", ip: "10.7.0.13", prefix: "cube-"},
+		{name: "cube-rTPE-2", ip: "10.7.0.13", prefix: "cube-"},
+		{name: "cube-r-2", ip: "10.7.0.13", prefix: "cube-"},
+		{name: "other-rtpe840-2", ip: "10.7.0.13", prefix: "cube-"},
+		{name: "cube-rtpe840-2x", ip: "10.7.0.13", prefix: "cube-"},
+	} {
+		cfg, inv := base()
+		inv.Servers[2].Name, inv.Servers[2].NICs[0].IPs = tc.name, []string{tc.ip}
+		plan := cubes.PlanSlots(cfg, inv, cubes.PlanOptions{Target: 3, Now: now, CubeNamePrefix: tc.prefix})
+		mismatch := slices.ContainsFunc(plan.Problems, func(p cubes.Problem) bool {
+			return p.Rule == cubes.RuleIdentityMismatch && p.SlotIndex == 2 && strings.Contains(p.Message, "is named")
+		})
+		if mismatch == tc.ok {
+			t.Errorf("%s at %s, prefix %q: name accepted %v, want %v\n%s", tc.name, tc.ip, tc.prefix, !mismatch, tc.ok, problems(plan))
+		}
+		if tc.ok && !plan.Accepted {
+			t.Errorf("%s: rejected:\n%s", tc.name, problems(plan))
+		}
+	}
+}

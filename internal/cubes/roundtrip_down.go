@@ -38,26 +38,38 @@ func (r *Roundtrip) StartDown(j *journal.Journal) (*journal.Journal, error) {
 	return j, r.Store.Save(j)
 }
 
-// Down carries out (or resumes) the `roundtrip down` of journal j, in this order: check that
-// the deletion will be possible (the server is the journaled one, AVAILABLE, not protected),
-// cordon its node, take its targets to weight 0, drain it (progress lines; bounded by the
-// profile's drain deadline counted from the drain's start, across resumes), restore the
-// baseline target lists (remove its targets), remove exactly its WireGuard peer, remove its
-// node from the registry, re-check the server's id, private IP and idleness and delete
-// exactly that id, then read the canary's result through the control plane. The journal is
-// done when Down returns nil.
+// Down carries out (or resumes) the `roundtrip down` of journal j: first a check that the
+// deletion will be possible (the server is the journaled one, AVAILABLE, not protected), then
+// RemoveCube for its Cube. The journal is done when Down returns nil.
 func (r *Roundtrip) Down(ctx context.Context, j *journal.Journal) error {
 	c := &j.Cubes[0]
-	ip, err := netip.ParseAddr(c.PrivateIP)
-	if err != nil {
-		return cubefleet.Invalid("journal", "the journal's Cube IP %q is not an address", c.PrivateIP)
-	}
 	if !j.Done(StepDeleteServer, c.Name) && j.Begun(StepDeleteServer, c.Name) == nil {
 		if err := r.deletable(ctx, c); err != nil {
 			return err
 		}
 	}
-	reason := "roundtrip down " + j.Run
+	if err := r.RemoveCube(ctx, j, c); err != nil {
+		return err
+	}
+	j.State = journal.StateDone
+	return r.Store.Save(j)
+}
+
+// RemoveCube carries out (or resumes) the steps removing Cube c of journal j (c points into
+// j.Cubes), in this order: cordon its node, take its targets to weight 0, drain it (progress
+// lines; bounded by the profile's drain deadline counted from the drain's start, across
+// resumes), remove its targets (the result compared with the journal's target lists without
+// this Cube and the journal's Cubes deleted before it), remove exactly its WireGuard peer,
+// remove its node from the registry, re-check the server's id, private IP and idleness and
+// delete exactly that id, then read the canary's result through the control plane. Steps
+// done already are skipped; the caller checks first that the deletion will be possible
+// (deletable) and sets the journal's state.
+func (r *Roundtrip) RemoveCube(ctx context.Context, j *journal.Journal, c *journal.Cube) error {
+	ip, err := netip.ParseAddr(c.PrivateIP)
+	if err != nil {
+		return cubefleet.Invalid("journal", "the journal's Cube IP %q is not an address", c.PrivateIP)
+	}
+	reason := j.Workflow + " " + j.Run
 	steps := []struct {
 		name string
 		do   func(resumed bool) (string, error)
@@ -83,7 +95,7 @@ func (r *Roundtrip) Down(ctx context.Context, j *journal.Journal) error {
 				if err != nil {
 					return "", err
 				}
-				if want, ok := j.TargetLists[id]; ok && !slices.Equal(Origins(after), want) {
+				if want, ok := expectedTargets(j, c, id); ok && !slices.Equal(Origins(after), want) {
 					r.say("target group %s: now %s; before the run it was %s (changed meanwhile by someone else: left as it is)", id, strings.Join(Origins(after), ", "), strings.Join(want, ", "))
 				}
 			}
@@ -115,8 +127,27 @@ func (r *Roundtrip) Down(ctx context.Context, j *journal.Journal) error {
 			return err
 		}
 	}
-	j.State = journal.StateDone
-	return r.Store.Save(j)
+	return nil
+}
+
+// expectedTargets is what target group id should hold once Cube c's targets are removed: the
+// journal's list from before the run without c and without the journal's Cubes deleted
+// already (false when the journal has no list for the group).
+func expectedTargets(j *journal.Journal, c *journal.Cube, id string) ([]string, bool) {
+	want, ok := j.TargetLists[id]
+	if !ok {
+		return nil, false
+	}
+	gone := []string{c.PrivateIP}
+	for _, o := range j.Cubes {
+		if j.Done(StepDeleteServer, o.Name) {
+			gone = append(gone, o.PrivateIP)
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(want), func(o string) bool {
+		host, _, _ := strings.Cut(o, ":")
+		return slices.Contains(gone, host)
+	}), true
 }
 
 // deletable checks with the cloud, before anything is cordoned, that the deletion will be

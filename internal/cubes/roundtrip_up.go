@@ -12,9 +12,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/ionos"
 )
 
-// The roundtrip's workflows (docs/scaling.md): Up adds one Cube to the baseline, Down removes
-// it again, each journaling every side effect before and after it, so that a run killed at
-// any moment is resumed by the next one.
+// The roundtrip's workflows (docs/ionos.md, "Roundtrip"): Up adds one Cube to the baseline,
+// Down removes it again, each journaling every side effect before and after it, so that a run
+// killed at any moment is resumed by the next one. Their per-Cube steps are AddCube and
+// RemoveCube, which scale apply's growth and reduction take for each of their Cubes.
 
 // Steps of the roundtrip besides those of the scale plan (StepCreateServer, ...).
 const (
@@ -126,24 +127,35 @@ func (r *Roundtrip) step(j *journal.Journal, name, cube string, do func(resumed 
 
 // NewUpJournal starts the journal of a new `roundtrip up` for the plan's slot: the run id
 // from the clock, the Cube's name <cube_name_prefix><run>-<slot> and private IP, and the
-// target groups' targets as they are (inv). It is saved before anything is created.
+// target groups' targets as they are (inv). It is saved before anything is created. Errors:
+// PLAN_BLOCKED when the plan is rejected, or LiveMembership's.
 func (r *Roundtrip) NewUpJournal(plan *RoundtripPlan, inv *ionos.Inventory) (*journal.Journal, error) {
 	if !plan.Accepted || plan.Slot < 0 {
 		return nil, cubefleet.Errorf(cubefleet.CodePlanBlocked, "the roundtrip plan is rejected: roundtrip plan says why; nothing was changed")
 	}
+	if err := r.LiveMembership(); err != nil {
+		return nil, err
+	}
 	now := r.now()
 	run := journal.NewRun(now)
 	j := &journal.Journal{Workflow: WorkflowUp, Run: run, State: journal.StateOpen, StartedAt: now.UnixMilli(),
-		Cubes:       []journal.Cube{{Name: fmt.Sprintf("%s%s-%d", r.Profile.CubeNamePrefix, run, plan.Slot), Slot: plan.Slot, PrivateIP: plan.PrivateIP}},
-		TargetLists: map[string][]string{}}
-	for _, tg := range inv.TargetGroups {
-		for _, id := range r.Found.TargetGroupIDs {
-			if tg.ID == id {
-				j.TargetLists[id] = Origins(tg.Targets)
-			}
-		}
-	}
+		Cubes:       []journal.Cube{{Name: journal.CubeName(r.Profile.CubeNamePrefix, run, plan.Slot), Slot: plan.Slot, PrivateIP: plan.PrivateIP}},
+		TargetLists: r.targetLists(inv)}
 	return j, r.Store.Save(j)
+}
+
+// LiveMembership refuses a `roundtrip up` of a fleet whose control plane loads a fixed
+// origin list (the profile names control_plane.target_group: cubefleet server --origins): it
+// would never schedule on the new Cube, and the roundtrip has no replacement server to hand
+// that group to. The error (PLAN_BLOCKED) names scale apply, which grows such a fleet.
+func (r *Roundtrip) LiveMembership() error {
+	id := r.Found.ControlPlaneTargetGroupID
+	if id == "" {
+		return nil
+	}
+	n := r.Config.Occupied() + 1
+	return cubefleet.Errorf(cubefleet.CodePlanBlocked, "control_plane.target_group %q (%s) routes to a control plane with a fixed origin list (cubefleet server --origins): roundtrip up would leave the new Cube outside its membership; nothing was changed. Grow with scale apply --target-cubes %d --replacement URL (a ready server started beside it with the %d Cubes' origins on the shared database)",
+		r.Profile.ControlPlane.TargetGroup, id, n, n)
 }
 
 // spec is the create body of the journal's Cube (the user data is filled in at the POST).
@@ -151,13 +163,23 @@ func (r *Roundtrip) spec(c *journal.Cube) ionos.CubeSpec {
 	return ionos.CubeSpec{Name: c.Name, TemplateID: r.Found.TemplateID, Image: r.Profile.Image, LANID: r.Found.PrivateLANID, PrivateIP: c.PrivateIP}
 }
 
-// Up carries out (or resumes) the `roundtrip up` of journal j: create the Cube (its name is
-// journaled before the POST, which is never repeated: after an unknown outcome the name is
-// looked up), wait until it runs, attach the worker security group, add its WireGuard peer,
-// verify the worker (the node Ready in the pool, a canary pinned to it returns) and add its
-// origin to every target group. The journal is done when Up returns nil.
+// Up carries out (or resumes) the `roundtrip up` of journal j: AddCube for its Cube. The
+// journal is done when Up returns nil.
 func (r *Roundtrip) Up(ctx context.Context, j *journal.Journal) error {
-	c := &j.Cubes[0]
+	if err := r.AddCube(ctx, j, &j.Cubes[0]); err != nil {
+		return err
+	}
+	j.State = journal.StateDone
+	return r.Store.Save(j)
+}
+
+// AddCube carries out (or resumes) the steps adding Cube c of journal j (c points into
+// j.Cubes): create it (its name is journaled before the POST, which is never repeated: after
+// an unknown outcome the name is looked up), wait until it runs, attach the worker security
+// group, add its WireGuard peer, verify the worker (the node Ready in the pool, a canary
+// pinned to it returns) and add its origin to every target group. Steps done already are
+// skipped; the journal's state is left to the caller.
+func (r *Roundtrip) AddCube(ctx context.Context, j *journal.Journal, c *journal.Cube) error {
 	ip, err := netip.ParseAddr(c.PrivateIP)
 	if err != nil {
 		return cubefleet.Invalid("journal", "the journal's Cube IP %q is not an address", c.PrivateIP)
@@ -197,8 +219,7 @@ func (r *Roundtrip) Up(ctx context.Context, j *journal.Journal) error {
 			return err
 		}
 	}
-	j.State = journal.StateDone
-	return r.Store.Save(j)
+	return nil
 }
 
 // create is the create-server step: after an interrupted attempt (resumed) the journaled

@@ -23,9 +23,10 @@ type ScaleOptions struct {
 	RuntimeSourceServerID string
 	// DrainDeadline bounds each departing Cube's drain (the profile's drain_deadline).
 	DrainDeadline time.Duration
-	// Now and MaxInventoryAge are as PlanOptions's.
+	// Now, MaxInventoryAge and CubeNamePrefix are as PlanOptions's.
 	Now             time.Time
 	MaxInventoryAge time.Duration
+	CubeNamePrefix  string
 }
 
 // ScaleSlot is one slot of a scale plan: the slot plan, and for an occupied slot whether its
@@ -88,7 +89,7 @@ type ScalePlan struct {
 // modified; the plan is O(slots log slots + servers + members).
 func PlanScale(cfg *Config, inv *ionos.Inventory, members []Member, opts ScaleOptions) *ScalePlan {
 	current := cfg.Occupied()
-	base := PlanSlots(cfg, inv, PlanOptions{Target: max(opts.Target, current), Now: opts.Now, MaxInventoryAge: opts.MaxInventoryAge})
+	base := PlanSlots(cfg, inv, PlanOptions{Target: max(opts.Target, current), Now: opts.Now, MaxInventoryAge: opts.MaxInventoryAge, CubeNamePrefix: opts.CubeNamePrefix})
 	sp := &ScalePlan{DatacenterID: base.DatacenterID, Current: current, Target: opts.Target, InventoryAge: base.InventoryAge,
 		Capacity: base.Capacity, CapacityNote: base.CapacityNote, Template: base.Template, Problems: base.Problems, Steps: []Step{}}
 	byIP := make(map[string]*Member, len(members))

@@ -14,9 +14,10 @@ import (
 	"github.com/cubefleet/cubefleet/internal/ionos"
 )
 
-// scale apply's reduction (docs/ionos.md, "Applying a scale plan"): the Cubes a ScalePlan
-// removes go one at a time, each through the roundtrip's removal steps (Roundtrip.Down), after
-// the whole fleet's preflight, an accepted result per Cube and the coordinator's handover.
+// scale apply (docs/ionos.md, "Applying a scale plan"): the Cubes a ScalePlan removes go one
+// at a time, each through the roundtrip's removal steps (Roundtrip.RemoveCube), after the
+// whole fleet's preflight, an accepted result per Cube and the coordinator's handover; the
+// Cubes it adds come one at a time through the roundtrip's adding steps (Roundtrip.AddCube).
 
 // scale apply's workflow names in its journals: a reduction, a growth.
 const (
@@ -63,7 +64,7 @@ func (r *Reduction) NewScaleJournal(run string, plan *ScalePlan, inv *ionos.Inve
 		return nil, cubefleet.Errorf(cubefleet.CodePlanBlocked, "the scale plan does not remove Cubes: scale plan says why; nothing was changed")
 	}
 	now := r.now()
-	j := &journal.Journal{Workflow: WorkflowScale, Run: run, State: journal.StateOpen, StartedAt: now.UnixMilli(), TargetLists: map[string][]string{}}
+	j := &journal.Journal{Workflow: WorkflowScale, Run: run, State: journal.StateOpen, StartedAt: now.UnixMilli()}
 	for _, st := range plan.Steps {
 		if st.Do != StepDeleteServer {
 			continue
@@ -74,15 +75,27 @@ func (r *Reduction) NewScaleJournal(run string, plan *ScalePlan, inv *ionos.Inve
 			return nil, cubefleet.Errorf(cubefleet.CodePlanBlocked, "no WireGuard peer of %s on %s allows %s/32 (Cube %s): roundtrip check lists the peers; nothing was changed",
 				r.Profile.GPUWireGuard.Interface, r.Profile.GPUWireGuard.Host, plan.Slots[st.Slot].PrivateIP, st.Cube)
 		}
-		j.Cubes = append(j.Cubes, journal.Cube{Name: st.Cube, Slot: st.Slot, PrivateIP: plan.Slots[st.Slot].PrivateIP, ServerID: st.ServerID, PeerKey: key})
+		name := st.Cube // the slot's name; a Cube a growth created carries its run's name
+		if i := slices.IndexFunc(inv.Servers, func(s ionos.Server) bool { return strings.EqualFold(s.ID, st.ServerID) }); i >= 0 {
+			name = inv.Servers[i].Name
+		}
+		j.Cubes = append(j.Cubes, journal.Cube{Name: name, Slot: st.Slot, PrivateIP: plan.Slots[st.Slot].PrivateIP, ServerID: st.ServerID, PeerKey: key})
 	}
+	j.TargetLists = r.targetLists(inv)
+	return j, r.Store.Save(j)
+}
+
+// targetLists are the targets ("ip:port") of the Cubes' target groups and of the control
+// plane's (when the profile names one) as inv has them, by group id.
+func (r *Roundtrip) targetLists(inv *ionos.Inventory) map[string][]string {
 	groups := append(slices.Clone(r.Found.TargetGroupIDs), r.Found.ControlPlaneTargetGroupID)
+	out := map[string][]string{}
 	for _, tg := range inv.TargetGroups {
 		if slices.Contains(groups, tg.ID) {
-			j.TargetLists[tg.ID] = Origins(tg.Targets)
+			out[tg.ID] = Origins(tg.Targets)
 		}
 	}
-	return j, r.Store.Save(j)
+	return out
 }
 
 // begun reports whether step for cube was ever attempted.
@@ -95,11 +108,11 @@ func begun(j *journal.Journal, step, cube string) bool {
 // its IP, no request pending, not protected); then a sandbox is accepted on each departing
 // Cube through the previous configuration and waited for until it is placed; the
 // coordinator moves to the reduced membership (Handover); then each Cube in turn, one at a
-// time (which every disruption budget allows), goes through Roundtrip.Down's steps (cordon,
+// time (which every disruption budget allows), goes through Roundtrip.RemoveCube's steps (cordon,
 // traffic back, drain within the drain deadline, targets, peer, deregister, delete exactly
 // its server id, the accepted result read), and its accepted result is read through the new
 // and the previous configuration. The journal is done when Reduce returns nil; a drain past
-// its deadline returns Down's error, the Cube cordoned and kept.
+// its deadline returns RemoveCube's error, the Cube cordoned and kept.
 func (r *Reduction) Reduce(ctx context.Context, j *journal.Journal) error {
 	for i := range j.Cubes {
 		if c := &j.Cubes[i]; !begun(j, StepCordon, c.Name) {
@@ -118,59 +131,27 @@ func (r *Reduction) Reduce(ctx context.Context, j *journal.Journal) error {
 			return err
 		}
 	}
-	if err := r.step(j, StepCoordinator, "", func(bool) (string, error) { return r.handOver(ctx, j) }); err != nil {
+	if err := r.step(j, StepCoordinator, "", func(bool) (string, error) {
+		if r.Handover == nil {
+			return "the control plane learns membership from registration: nothing to move", nil
+		}
+		return r.handOver(ctx, j, r.Handover, r.Config.Occupied()-len(j.Cubes))
+	}); err != nil {
 		return err
 	}
-	for _, name := range cubeNames(j) {
-		i := slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == name })
-		if !j.Done(StepConfirmResult, name) {
-			// Down acts on the journal's first Cube: this one, for now; it restores the Cubes'
-			// target lists to j.TargetLists: the lists without this Cube and those gone.
-			j.Cubes[0], j.Cubes[i] = j.Cubes[i], j.Cubes[0]
-			r.expectTargets(j, name)
-			if err := r.Down(ctx, j); err != nil {
+	for i := range j.Cubes {
+		c := &j.Cubes[i]
+		if !j.Done(StepConfirmResult, c.Name) {
+			if err := r.RemoveCube(ctx, j, c); err != nil {
 				return err
 			}
-			j.State = journal.StateOpen
-			i = 0
 		}
-		c := &j.Cubes[i]
 		if err := r.step(j, StepCheckResult, c.Name, func(bool) (string, error) { return r.checkResult(ctx, c) }); err != nil {
 			return err
 		}
 	}
 	j.State = journal.StateDone
 	return r.Store.Save(j)
-}
-
-// expectTargets makes j.TargetLists of the Cubes' target groups what they hold once Cube
-// name and the Cubes removed before it are gone: what Down's restore-targets step compares
-// its result with.
-func (r *Reduction) expectTargets(j *journal.Journal, name string) {
-	var gone []string
-	for _, c := range j.Cubes {
-		if c.Name == name || j.Done(StepDeleteServer, c.Name) {
-			gone = append(gone, c.PrivateIP)
-		}
-	}
-	for _, id := range r.Found.TargetGroupIDs {
-		j.TargetLists[id] = slices.DeleteFunc(slices.Clone(j.TargetLists[id]), func(o string) bool {
-			host, _, _ := strings.Cut(o, ":")
-			return slices.Contains(gone, host)
-		})
-	}
-}
-
-// cubeNames are the names of j's Cubes in the journal's first order (as the plan chose them),
-// kept by the accept-result steps, which run in that order before any Cube moves.
-func cubeNames(j *journal.Journal) []string {
-	var out []string
-	for _, st := range j.Steps {
-		if st.Name == StepAcceptResult && !slices.Contains(out, st.Cube) {
-			out = append(out, st.Cube)
-		}
-	}
-	return out
 }
 
 // accept is the accept-result step: the Canary's sandbox pinned to the Cube's node, created
@@ -205,20 +186,16 @@ func (r *Reduction) accept(ctx context.Context, j *journal.Journal, cp ControlPl
 	}
 }
 
-// handOver is the coordinator step. Without a Handover the control plane learns membership
-// live and nothing moves. Otherwise the target group routing to the control plane is handed
-// to the ready replacement: refused without one, or when the replacement is the server the
-// group routed to when the run started (that would restart the only routed server); a group
-// already routing only to the replacement (a resumed step) is left as it is.
-func (r *Reduction) handOver(ctx context.Context, j *journal.Journal) (string, error) {
-	h := r.Handover
-	if h == nil {
-		return "the control plane learns membership from registration: nothing to move", nil
-	}
+// handOver is the coordinator step of a control plane loading a fixed origin list: the target
+// group routing to it (h) is handed to the ready replacement, started with the origins of the
+// n Cubes the fleet holds after the run. Refused without a replacement, or when the replacement
+// is the server the group routed to when the run started (that would restart the only routed
+// server); a group already routing only to the replacement (a resumed step) is left as it is.
+func (r *Roundtrip) handOver(ctx context.Context, j *journal.Journal, h *Handover, n int) (string, error) {
 	before := j.TargetLists[h.GroupID]
 	if h.Replacement == "" {
-		return "", cubefleet.Errorf(cubefleet.CodePlanBlocked, "target group %s routes to %s, a control plane with a fixed origin list: start a ready replacement (cubefleet server --origins FILE --cube-count %d with the remaining Cubes' origins, on the shared database), then rerun with --replacement URL; the only routed server is never restarted",
-			h.GroupID, strings.Join(before, ", "), len(r.Config.Slots)-len(j.Cubes))
+		return "", cubefleet.Errorf(cubefleet.CodePlanBlocked, "target group %s routes to %s, a control plane with a fixed origin list: start a ready replacement (cubefleet server --origins FILE --cube-count %d with the origins of the Cubes the fleet holds after this run, on the shared database), then rerun with --replacement URL; the only routed server is never restarted",
+			h.GroupID, strings.Join(before, ", "), n)
 	}
 	target, err := originOf(h.Replacement)
 	if err != nil {
@@ -296,45 +273,38 @@ func (r *Roundtrip) NewGrowJournal(run string, plan *ScalePlan, inv *ionos.Inven
 		return nil, cubefleet.Errorf(cubefleet.CodePlanBlocked, "the scale plan does not add Cubes: scale plan says why; nothing was changed")
 	}
 	now := r.now()
-	j := &journal.Journal{Workflow: WorkflowScaleGrowth, Run: run, State: journal.StateOpen, StartedAt: now.UnixMilli(), TargetLists: map[string][]string{}}
+	j := &journal.Journal{Workflow: WorkflowScaleGrowth, Run: run, State: journal.StateOpen, StartedAt: now.UnixMilli()}
 	for _, s := range plan.Slots {
 		if s.Action == Create {
-			j.Cubes = append(j.Cubes, journal.Cube{Name: fmt.Sprintf("%s%s-%d", r.Profile.CubeNamePrefix, run, s.Index), Slot: s.Index, PrivateIP: s.PrivateIP})
+			j.Cubes = append(j.Cubes, journal.Cube{Name: journal.CubeName(r.Profile.CubeNamePrefix, run, s.Index), Slot: s.Index, PrivateIP: s.PrivateIP})
 		}
 	}
-	for _, tg := range inv.TargetGroups {
-		if slices.Contains(r.Found.TargetGroupIDs, tg.ID) {
-			j.TargetLists[tg.ID] = Origins(tg.Targets)
-		}
-	}
+	j.TargetLists = r.targetLists(inv)
 	return j, r.Store.Save(j)
 }
 
-// Grow carries out (or resumes) the growth of journal j (NewGrowJournal): each new Cube in
-// slot order, one at a time, through Roundtrip.Up's steps (create with the name journaled
-// first and never POSTed twice, wait until running, attach the worker group, add its
-// WireGuard peer, verify the worker with a canary, add its targets). The journal is done when
-// Grow returns nil.
-func (r *Roundtrip) Grow(ctx context.Context, j *journal.Journal) error {
-	var names []string
-	for _, c := range j.Cubes {
-		names = append(names, c.Name)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		return j.Cubes[slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == a })].Slot -
-			j.Cubes[slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == b })].Slot
-	})
-	for _, name := range names {
-		if j.Done(StepAddTargets, name) {
-			continue
-		}
-		// Up acts on the journal's first Cube: this one, for now.
-		i := slices.IndexFunc(j.Cubes, func(c journal.Cube) bool { return c.Name == name })
-		j.Cubes[0], j.Cubes[i] = j.Cubes[i], j.Cubes[0]
-		if err := r.Up(ctx, j); err != nil {
+// Grow carries out (or resumes) the growth of journal j (NewGrowJournal): when h is not nil
+// (a control plane loading a fixed origin list), first the coordinator step hands its target
+// group to the ready replacement started with the grown membership's origins; then each new
+// Cube in slot order, one at a time, through Roundtrip.AddCube's steps (create with the name
+// journaled first and never POSTed twice, wait until running, attach the worker group, add
+// its WireGuard peer, verify the worker with a canary, add its targets). The journal is done
+// when Grow returns nil.
+func (r *Roundtrip) Grow(ctx context.Context, j *journal.Journal, h *Handover) error {
+	if h != nil {
+		if err := r.step(j, StepCoordinator, "", func(bool) (string, error) { return r.handOver(ctx, j, h, r.Config.Occupied()+len(j.Cubes)) }); err != nil {
 			return err
 		}
-		j.State = journal.StateOpen
+	}
+	order := make([]int, len(j.Cubes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return j.Cubes[a].Slot - j.Cubes[b].Slot })
+	for _, i := range order {
+		if err := r.AddCube(ctx, j, &j.Cubes[i]); err != nil {
+			return err
+		}
 	}
 	j.State = journal.StateDone
 	return r.Store.Save(j)

@@ -257,3 +257,26 @@ func (j *Journal) Unfinished() []Step {
 // NewRun returns a run id from t: "r" and the UTC time to the second in base 36, short enough
 // to be part of a Cube's name and unique per second.
 func NewRun(t time.Time) string { return "r" + strconv.FormatInt(t.Unix(), 36) }
+
+// CubeName is the unique name a run gives the Cube it creates for slot (a 0-based index):
+// prefix (the profile's cube_name_prefix), the run id (NewRun), "-" and the slot's index,
+// such as "cube-rtpe840-2".
+func CubeName(prefix, run string, slot int) string {
+	return prefix + run + "-" + strconv.Itoa(slot)
+}
+
+// IsCubeName reports whether name is CubeName(prefix, run, slot) for some run id of NewRun's
+// form ("r" and base-36 digits).
+func IsCubeName(name, prefix string, slot int) bool {
+	run, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	run, ok = strings.CutSuffix(run, "-"+strconv.Itoa(slot))
+	return ok && IsRun(run)
+}
+
+// IsRun reports whether run has NewRun's form: "r" and base-36 digits (lower case).
+func IsRun(run string) bool {
+	return len(run) >= 2 && run[0] == 'r' && strings.Trim(run[1:], "0123456789abcdefghijklmnopqrstuvwxyz") == ""
+}
