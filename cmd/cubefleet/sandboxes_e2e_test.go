@@ -389,9 +389,10 @@ func TestSandboxesOnAgents(t *testing.T) {
 			if out != "hello\n" || errOut != "oops\n" || code != 4 {
 				t.Errorf("sandboxes create --wait: %q, %q, exit %d", out, errOut, code)
 			}
-			// A kill by its --timeout exits as a shell's would (128+15) and says why on stderr.
+			// A kill by its --timeout exits as a shell's would (128+15) and says why on stderr, the
+			// reason and the signal once each.
 			out, errOut, code = f.c.run("", "", "sandboxes", "create", "--tenant", "root", "--template", "sh", "--timeout", "1s", "--wait", "--", "/bin/sh", "-c", "exec sleep 60")
-			if code != 143 || out != "" || !regexp.MustCompile(`^sandbox sbx_\w+ killed \(timeout\): timeout after 1s`).MatchString(errOut) {
+			if code != 143 || out != "" || !regexp.MustCompile(`^sandbox sbx_\w+ killed: timeout after 1s: killed by SIGTERM\n$`).MatchString(errOut) {
 				t.Errorf("sandboxes create --wait killed by its timeout: %q, %q, exit %d", out, errOut, code)
 			}
 
