@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubefleet/cubefleet/internal/agent/driver/process"
 	"github.com/cubefleet/cubefleet/internal/controlplane"
 	"github.com/cubefleet/cubefleet/internal/server"
 	"github.com/cubefleet/cubefleet/internal/server/servertest"
@@ -17,7 +18,12 @@ import (
 	"github.com/cubefleet/cubefleet/internal/testkit"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+// TestMain runs the binary's hidden sandbox modes first: an agent a test starts re-executes this
+// test binary as its sandboxes' supervisor and as its namespace probe.
+func TestMain(m *testing.M) {
+	process.MaybeRunSupervisor()
+	storetest.Main(m)
+}
 
 // cliEnv is a running --dev control plane on 127.0.0.1:0 and an environment pointing the CLI
 // at it.

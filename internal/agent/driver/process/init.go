@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -248,6 +249,9 @@ func mapUser(pid, uid, gid int) error {
 // whether this host lets the driver make them (runNamespaceProbe).
 const namespaceProbeArg0 = "cubefleet-sandbox-namespace-probe"
 
+// namespaceProbeTimeout bounds one namespace probe (it takes milliseconds on an idle host).
+const namespaceProbeTimeout = 20 * time.Second
+
 // defaultTmpBytes sizes the /tmp and /dev/shm of a sandbox without a memory limit.
 const defaultTmpBytes = 1 << 30
 
@@ -290,12 +294,19 @@ func probeNamespaces(executable string, user bool, uid int) (note, userNote stri
 	if err != nil {
 		return fmt.Sprintf("cannot create namespaces (%v)", err), ""
 	}
+	// A probe that does not end in time is killed (its own probes die with it: Pdeathsig), so
+	// that an executable which is not cubefleet's, and so runs something else under the probe's
+	// name, cannot hang the driver's start or agent check.
+	overdue := time.AfterFunc(namespaceProbeTimeout, func() { syscall.Kill(pid, syscall.SIGKILL) })
 	msg, _ := io.ReadAll(io.LimitReader(r, 4096))
 	var ws unix.WaitStatus
 	for {
 		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
 			break
 		}
+	}
+	if !overdue.Stop() {
+		return fmt.Sprintf("the namespace probe did not end within %s (is %s the cubefleet binary?)", namespaceProbeTimeout, executable), ""
 	}
 	switch {
 	case ws.Exited() && ws.ExitStatus() == 0:
