@@ -169,7 +169,7 @@ func (b *builder) pools(doc *document.Document) error {
 		}
 		var policy *compute.Policy
 		if d.Policy != nil {
-			policy = &compute.Policy{DisruptionBudget: d.Policy.DisruptionBudget}
+			policy = &compute.Policy{DisruptionBudget: d.Policy.DisruptionBudget, EgressAllow: d.Policy.EgressAllow}
 		}
 		desired := compute.PoolSpec{SiteID: siteID, Class: d.Class, GPUModel: d.GPUModel, Policy: policy, ProviderAccountID: accountID}
 		poolID := ""
