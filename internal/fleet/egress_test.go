@@ -34,9 +34,9 @@ func tenantPrincipal(tenant string) *iam.Principal {
 	return p
 }
 
-// TestApplyEgressInsidePoolPolicy: a tenant's fleet apply of a template on a pool offered to it
-// is refused when an egressAllow entry lies outside the pool's policy.egressAllow, and accepted
-// inside it; the owner's apply that would shrink the policy under the tenant's template is
+// TestApplyEgressInsidePoolPolicy: a tenant's fleet plan and apply of a template on a pool
+// offered to it are blocked when an egressAllow entry lies outside the pool's
+// policy.egressAllow, and it applies inside it; the owner's apply that would shrink the policy under the tenant's template is
 // refused naming it, while one that narrows the policy and its own template together is
 // judged on where the transaction ends.
 func TestApplyEgressInsidePoolPolicy(t *testing.T) {
@@ -71,11 +71,20 @@ func TestApplyEgressInsidePoolPolicy(t *testing.T) {
 		tenantDoc := func(allow string) string {
 			return `{"version":1,"sandboxTemplates":[{"name":"web","pool":"` + pools[0].ID + `","flavor":"g1.small","imageId":"busybox","network":"public","egressAllow":` + allow + `}]}`
 		}
+		// The tenant's plan is blocked at the template, naming the entry, the pool and the fix,
+		// and so is its apply.
+		pl, err := planner.Plan(ctx, db, "acme", decode(t, tenantDoc(`["10.20.0.0/16","10.0.0.0/8"]`)), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "egressAllow[1]: 10.0.0.0/8 is outside what pool " + pools[0].ID + " lets its sandboxes reach: the pool allows only 10.30.0.0/16; " +
+			"allow a prefix inside those, or add it to pool " + pools[0].ID + "'s policy.egressAllow, which only the pool's owner can change"
+		if !pl.Summary.Blocked || len(pl.Changes) != 1 || !strings.Contains(pl.Changes[0].Note, want) || !strings.Contains(pl.Changes[0].Note, "egressAllow[0]: 10.20.0.0/16") {
+			t.Fatalf("a tenant's template opening the operator's private network plans %+v, want it blocked: %s", pl.Changes, want)
+		}
 		err = apply(tenant, tenantDoc(`["10.0.0.0/8"]`))
-		if !cubefleet.IsCode(err, cubefleet.CodeInvalidInput) ||
-			!strings.Contains(err.Error(), "10.0.0.0/8 is outside what pool vps-fra lets its sandboxes reach: the pool allows only 10.30.0.0/16") ||
-			!strings.Contains(err.Error(), "add it to pool vps-fra's policy.egressAllow, which only the pool's owner can change") {
-			t.Fatalf("a tenant's template opening the operator's private network: %v", err)
+		if !cubefleet.IsCode(err, cubefleet.CodePlanBlocked) || !strings.Contains(err.Error(), "10.0.0.0/8 is outside") {
+			t.Fatalf("the tenant's apply of it: %v", err)
 		}
 		if err := apply(tenant, tenantDoc(`["10.30.1.0/24"]`)); err != nil {
 			t.Fatalf("a tenant's template inside the policy: %v", err)
