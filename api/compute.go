@@ -47,10 +47,16 @@ type PoolSpec struct {
 	ProviderAccountID string `json:"providerAccountId,omitempty"`
 }
 
-// PoolPolicy is a pool's disruption policy: DisruptionBudget is the fraction (0 to 1) of the
+// PoolPolicy is a pool's operating policy: DisruptionBudget is the fraction (0 to 1) of the
 // pool's hosts that may be disrupted at once.
 type PoolPolicy struct {
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
+	// EgressAllow lists the private network prefixes (CIDR, e.g. "10.20.0.0/16"; at most 32,
+	// by the rule of a template's egressAllow) the sandboxes of the pool may reach: every entry
+	// of the egressAllow of a template on the pool lies inside one of them, and an update that
+	// would leave a template's entry outside is refused naming the template. Only the pool's
+	// owner sets it. Absent: none, so no template of the pool allows a private prefix.
+	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 
 // OwnerQuotaSpec is how much of Resource the pool's owner keeps: Max units
@@ -112,7 +118,8 @@ type SandboxTemplateSpec struct {
 	// a public sandbox of it may reach besides the internet: each inside 10.0.0.0/8,
 	// 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 or fc00::/7, holding no metadata address.
 	// Its node's own addresses, the control plane, other sandboxes and metadata addresses stay
-	// unreachable inside them. Only a public template has one. Absent: no private range.
+	// unreachable inside them. Each lies inside a prefix of its pool's policy.egressAllow.
+	// Only a public template has one. Absent: no private range.
 	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 

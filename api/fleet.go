@@ -180,6 +180,10 @@ type FleetPolicy struct {
 	// DisruptionBudget is the fraction of the pool's hosts that may be disrupted at once,
 	// from 0 to 1; nil leaves it unset.
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
+	// EgressAllow lists the private prefixes (CIDR, e.g. "10.20.0.0/16"; at most 32) the
+	// sandboxes of the pool may reach: every entry of the egressAllow of a template on the pool
+	// lies inside one of them. nil (left out): none.
+	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 
 // FleetOffer offers a pool to a tenant (docs/fleet-document.md); fleet names it
@@ -228,6 +232,18 @@ type FleetSandboxTemplate struct {
 	Network string `json:"network"`
 	// Warm keeps sandboxes booted ahead of demand; nil keeps none.
 	Warm *FleetWarm `json:"warm,omitempty"`
+	// TerminationGraceSeconds is the time its sandboxes get between SIGTERM and SIGKILL when
+	// they are stopped, 1 to 3600; 0 (left out): 10, unless a create says otherwise.
+	TerminationGraceSeconds int64 `json:"terminationGraceSeconds,omitempty"`
+	// DisconnectGraceSeconds is how long a running sandbox of it stays unknown after its node's
+	// last report before it is lost, 1 to 86400; 0 (left out): the server's --disconnect-grace.
+	DisconnectGraceSeconds int64 `json:"disconnectGraceSeconds,omitempty"`
+	// Runtime is "process" or "microvm", the sandbox runtime its sandboxes run on; "" (left
+	// out): the node's default.
+	Runtime string `json:"runtime,omitempty"`
+	// EgressAllow lists the private prefixes a public sandbox of it may reach besides the
+	// internet, each inside a prefix of its pool's policy.egressAllow; nil (left out): none.
+	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 
 // FleetWarm is the warm pool of a sandbox template: counts of booted, idle sandboxes with

@@ -222,6 +222,7 @@ func fleetPoolFrom(v document.Pool) contract.FleetPool {
 func fleetPolicyFrom(v document.Policy) contract.FleetPolicy {
 	return contract.FleetPolicy{
 		DisruptionBudget: v.DisruptionBudget,
+		EgressAllow:      v.EgressAllow,
 	}
 }
 
@@ -249,13 +250,17 @@ func fleetFlavorFrom(v document.Flavor) contract.FleetFlavor {
 // fleetSandboxTemplateFrom returns the document.SandboxTemplate as the API shows it (contract.FleetSandboxTemplate).
 func fleetSandboxTemplateFrom(v document.SandboxTemplate) contract.FleetSandboxTemplate {
 	return contract.FleetSandboxTemplate{
-		Name:    v.Name,
-		Pool:    v.Pool,
-		Flavor:  v.Flavor,
-		ImageID: v.ImageID,
-		Env:     v.Env,
-		Network: v.Network,
-		Warm:    ptrOf(v.Warm, fleetWarmFrom),
+		Name:                    v.Name,
+		Pool:                    v.Pool,
+		Flavor:                  v.Flavor,
+		ImageID:                 v.ImageID,
+		Env:                     v.Env,
+		Network:                 v.Network,
+		Warm:                    ptrOf(v.Warm, fleetWarmFrom),
+		TerminationGraceSeconds: v.TerminationGraceSeconds,
+		DisconnectGraceSeconds:  v.DisconnectGraceSeconds,
+		Runtime:                 v.Runtime,
+		EgressAllow:             v.EgressAllow,
 	}
 }
 

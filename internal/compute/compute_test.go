@@ -127,7 +127,8 @@ func (e *env) base(tenant string) base {
 	b.site = e.mustCreate(compute.KindSite, map[string]any{"tenantId": tenant, "kind": "shared", "region": "eu-central"})
 	b.account = e.mustCreate(compute.KindProviderAccount, map[string]any{"tenantId": tenant, "name": "cloud", "provider": "ionos-cloud",
 		"config": map[string]any{"location": "de/fra"}})
-	b.pool = e.mustCreate(compute.KindPool, map[string]any{"tenantId": tenant, "siteId": b.site.ID, "class": "vps-host"})
+	b.pool = e.mustCreate(compute.KindPool, map[string]any{"tenantId": tenant, "siteId": b.site.ID, "class": "vps-host",
+		"policy": map[string]any{"egressAllow": []any{"10.0.0.0/8", "fd12::/16"}}})
 	b.flavor = e.mustCreate(compute.KindFlavor, map[string]any{"tenantId": tenant, "poolId": b.pool.ID, "name": "g1.small", "vcpu": 2, "memoryGiB": 4, "diskGiB": 40})
 	return b
 }
@@ -178,6 +179,10 @@ func TestValidationRules(t *testing.T) {
 		{"pool budget above 1", compute.KindPool, []any{"policy", map[string]any{"disruptionBudget": 1.5}}, "policy.disruptionBudget"},
 		{"pool budget negative", compute.KindPool, []any{"policy", map[string]any{"disruptionBudget": -0.1}}, "policy.disruptionBudget"},
 		{"pool budget 1", compute.KindPool, []any{"policy", map[string]any{"disruptionBudget": 1}}, ""},
+		{"pool egressAllow", compute.KindPool, []any{"policy", map[string]any{"egressAllow": []any{"10.20.0.0/16", "fd12::/32"}}}, ""},
+		{"pool egressAllow public range", compute.KindPool, []any{"policy", map[string]any{"egressAllow": []any{"10.20.0.0/16", "198.51.100.0/24"}}}, "policy.egressAllow[1]"},
+		{"pool egressAllow metadata", compute.KindPool, []any{"policy", map[string]any{"egressAllow": []any{"100.64.0.0/10"}}}, "policy.egressAllow[0]"},
+		{"pool egressAllow twice", compute.KindPool, []any{"policy", map[string]any{"egressAllow": []any{"10.20.0.0/16", "10.20.0.0/16"}}}, "policy.egressAllow[1]"},
 		{"pool unknown field", compute.KindPool, []any{"colour", "red"}, "colour"},
 
 		{"owner quota valid", compute.KindOwnerQuota, nil, ""},
@@ -227,6 +232,7 @@ func TestValidationRules(t *testing.T) {
 		{"template egressAllow private", compute.KindSandboxTemplate, []any{"egressAllow", []any{"10.20.0.0/16"}}, "egressAllow"},
 		{"template egressAllow metadata", compute.KindSandboxTemplate, []any{"network", "public", "egressAllow", []any{"10.20.0.0/16", "100.64.0.0/10"}}, "egressAllow[1]"},
 		{"template egressAllow public range", compute.KindSandboxTemplate, []any{"network", "public", "egressAllow", []any{"198.51.100.0/24"}}, "egressAllow[0]"},
+		{"template egressAllow outside the pool's policy", compute.KindSandboxTemplate, []any{"network", "public", "egressAllow", []any{"10.20.0.0/16", "192.168.7.0/24"}}, "egressAllow[1]"},
 	}
 	storetest.Each(t, modules, func(t *testing.T, db *store.DB) {
 		e := newEnv(t, db)

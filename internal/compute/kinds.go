@@ -117,10 +117,13 @@ func ParseMethod(name string) (info KindInfo, verb string, ok bool) {
 	return KindInfo{}, "", false
 }
 
-// Policy is a pool's disruption policy: DisruptionBudget is the fraction (0 to 1) of the
-// pool's hosts that may be disrupted at once.
+// Policy is a pool's operating policy: DisruptionBudget is the fraction (0 to 1) of the
+// pool's hosts that may be disrupted at once; EgressAllow the private prefixes (at most 32,
+// fieldrules.CheckEgressPolicy) the egressAllow of a template of the pool may name entries
+// inside (absent: none, so its public sandboxes reach no private address).
 type Policy struct {
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
+	EgressAllow      []string `json:"egressAllow,omitempty"` // CIDR prefixes inside the private ranges
 }
 
 // Warm is a template's warm pool: between Min and Max sandboxes kept booted.
@@ -147,7 +150,8 @@ type ProviderAccountSpec struct {
 
 // PoolSpec is a pool of compute hosts owned by the object's tenant: Class "vps-host" or
 // "provider" (fieldrules.PoolClasses), GPUModel e.g. "L40S" (fieldrules.GPUModel), Policy's
-// DisruptionBudget a fraction from 0 to 1.
+// DisruptionBudget a fraction from 0 to 1 and its EgressAllow the private prefixes templates of
+// the pool may allow (their EgressAllow entries lie inside these).
 type PoolSpec struct {
 	SiteID            string  `json:"siteId"`
 	Class             string  `json:"class"` // "vps-host" or "provider"
@@ -196,7 +200,8 @@ type FlavorSpec struct {
 // node's last report before it is lost; absent: the server's --disconnect-grace), Runtime
 // "process" or "microvm" (fieldrules.Runtimes; absent: the node's default runtime, and its
 // sandboxes go to nodes of that runtime only), EgressAllow at most 32 private prefixes a public
-// sandbox of it may reach besides the internet (fieldrules.CheckEgressAllow; absent: none).
+// sandbox of it may reach besides the internet (fieldrules.CheckEgressAllow; absent: none),
+// each inside a prefix of its pool's Policy.EgressAllow (fieldrules.EgressWithin).
 type SandboxTemplateSpec struct {
 	PoolID                  string            `json:"poolId"`
 	FlavorID                string            `json:"flavorId"`
@@ -287,6 +292,9 @@ func (s PoolSpec) validate(p *problems) {
 	}
 	if s.Policy != nil && s.Policy.DisruptionBudget != nil && !fieldrules.ValidDisruptionBudget(*s.Policy.DisruptionBudget) {
 		p.add("policy.disruptionBudget", "disruptionBudget must be %s", fieldrules.DisruptionBudgetRule)
+	}
+	if s.Policy != nil {
+		egressProblems(p, "policy.egressAllow", fieldrules.CheckEgressPolicy(s.Policy.EgressAllow))
 	}
 }
 
@@ -381,13 +389,18 @@ func (s SandboxTemplateSpec) validate(p *problems) {
 	if s.Runtime != "" && !fieldrules.Runtimes.Has(s.Runtime) {
 		p.add("runtime", "runtime must be %s, or absent for the node's default runtime", fieldrules.Runtimes.Rule())
 	}
-	for _, e := range fieldrules.CheckEgressAllow(s.Network, s.EgressAllow) {
+	egressProblems(p, "egressAllow", fieldrules.CheckEgressAllow(s.Network, s.EgressAllow))
+}
+
+// egressProblems adds the problems of the prefix list at field (a template's egressAllow, a
+// pool's policy.egressAllow), each at its entry's path; the message names the entry already.
+func egressProblems(p *problems, field string, list []fieldrules.EgressProblem) {
+	for _, e := range list {
 		if e.Index < 0 {
-			p.add("egressAllow", "%s", e.Message)
+			p.add(field, "%s", e.Message)
 			continue
 		}
-		path := fmt.Sprintf("egressAllow[%d]", e.Index)
-		p.add(path, "%s: %s", path, e.Message)
+		p.add(fmt.Sprintf("%s[%d]", field, e.Index), "%s", e.Message)
 	}
 }
 

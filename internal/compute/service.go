@@ -50,6 +50,11 @@ type Service struct {
 	// CheckCounts before it commits: fleet apply, which creates up to 20,000 objects in one
 	// transaction and checks once. Without it, every Create checks its tenant.
 	DeferCounts bool
+	// DeferEgress leaves the rule that a template's egressAllow lies inside its pool's
+	// policy.egressAllow to the caller, which runs CheckEgress before it commits: fleet apply,
+	// where a pool's policy and its templates change in one transaction, in either order.
+	// Without it, every template create or update and every pool update checks it.
+	DeferEgress bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -196,7 +201,13 @@ func (s *Service) checkSpec(ctx context.Context, q store.Querier, sp spec, tenan
 	if err != nil {
 		return err
 	}
-	return sp.check(ctx, q, tenantID, refs)
+	if err := sp.check(ctx, q, tenantID, refs); err != nil {
+		return err
+	}
+	if ts, ok := sp.(*SandboxTemplateSpec); ok {
+		return s.templateEgress(ctx, q, ts, refs[ts.PoolID])
+	}
+	return nil
 }
 
 // Get returns object id of kind in tenantID, or NOT_FOUND.
@@ -368,6 +379,11 @@ func (s *Service) update(ctx context.Context, q store.Querier, o Object, sp spec
 	var err error
 	if err := s.checkSpec(ctx, q, sp, o.TenantID, callerID); err != nil {
 		return Object{}, err
+	}
+	if ps, ok := sp.(*PoolSpec); ok {
+		if err := s.poolEgress(ctx, q, o, ps); err != nil {
+			return Object{}, err
+		}
 	}
 	if o.Spec, err = json.Marshal(sp); err != nil {
 		return Object{}, err

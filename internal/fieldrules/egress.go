@@ -3,6 +3,7 @@ package fieldrules
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // MaxEgressAllow is the most prefixes one template's egressAllow lists.
@@ -49,15 +50,30 @@ func CheckEgressAllow(network string, list []string) []EgressProblem {
 	if len(list) > 0 && network != NetworkPublic {
 		out = append(out, EgressProblem{-1, "egressAllow opens private prefixes to a public sandbox; a private sandbox reaches nothing outside itself: set network to public, or leave egressAllow out"})
 	}
+	return append(out, checkEgressList("egressAllow", list)...)
+}
+
+// CheckEgressPolicy returns what is wrong with list, a pool's policy.egressAllow (the private
+// prefixes the pool's owner lets templates of the pool allow), or nil: the entries follow the
+// rule of a template's egressAllow (at most MaxEgressAllow, each EgressAllowRule, none twice).
+// Each message names the entry and says the fix.
+func CheckEgressPolicy(list []string) []EgressProblem {
+	return checkEgressList("policy.egressAllow", list)
+}
+
+// checkEgressList checks the entries of list, the field named field: at most MaxEgressAllow,
+// each EgressAllowRule, none twice.
+func checkEgressList(field string, list []string) []EgressProblem {
+	var out []EgressProblem
 	if len(list) > MaxEgressAllow {
-		out = append(out, EgressProblem{-1, TooMany("egressAllow", len(list), MaxEgressAllow, "items")})
+		out = append(out, EgressProblem{-1, TooMany(field, len(list), MaxEgressAllow, "items")})
 	}
 	seen := make(map[netip.Prefix]int, len(list))
 	for i, s := range list {
 		p, msg := CheckEgressPrefix(s)
 		if msg == "" {
 			if j, dup := seen[p]; dup {
-				msg = fmt.Sprintf("%s appears twice (also egressAllow[%d]); keep one", s, j)
+				msg = fmt.Sprintf("%s appears twice (also %s[%d]); keep one", s, field, j)
 			}
 			seen[p] = i
 		}
@@ -66,6 +82,45 @@ func CheckEgressAllow(network string, list []string) []EgressProblem {
 		}
 	}
 	return out
+}
+
+// EgressWithin reports whether entry, one prefix of a template's egressAllow, lies inside a
+// prefix of policy, its pool's policy.egressAllow. An entry or a policy prefix that does not
+// parse holds nothing: such an entry is never within.
+func EgressWithin(entry string, policy []string) bool {
+	p, err := netip.ParsePrefix(entry)
+	if err != nil {
+		return false
+	}
+	for _, s := range policy {
+		r, err := netip.ParsePrefix(s)
+		if err == nil && r.Bits() <= p.Bits() && r.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// EgressOutside returns the indexes of the entries of list (a template's egressAllow) that lie
+// inside no prefix of policy (its pool's policy.egressAllow), in order; nil when all do.
+func EgressOutside(list, policy []string) []int {
+	var out []int
+	for i, e := range list {
+		if !EgressWithin(e, policy) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// EgressOutsidePolicy is the message for entry, a template's egressAllow entry that lies
+// outside policy, the policy.egressAllow of the pool named pool: it names both and the fix.
+func EgressOutsidePolicy(entry, pool string, policy []string) string {
+	allowed := "allows no private prefixes (its policy.egressAllow is empty)"
+	if len(policy) > 0 {
+		allowed = "allows only " + strings.Join(policy, ", ")
+	}
+	return fmt.Sprintf("%s is outside what pool %s lets its sandboxes reach: the pool %s; allow a prefix inside those, or add it to pool %s's policy.egressAllow, which only the pool's owner can change", entry, pool, allowed, pool)
 }
 
 // CheckEgressPrefix parses s, one entry of a template's egressAllow, and returns it, or what is

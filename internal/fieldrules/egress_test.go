@@ -2,6 +2,7 @@ package fieldrules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -122,4 +123,97 @@ func FuzzCheckEgressPrefix(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A template's egressAllow entry lies inside its pool's policy.egressAllow when a policy prefix
+// holds all of it: equal or shorter, of the same family; an empty policy holds nothing.
+func TestEgressWithin(t *testing.T) {
+	policy := []string{"10.20.0.0/16", "192.168.7.0/24", "fd12:3456::/32"}
+	for _, tc := range []struct {
+		entry  string
+		policy []string
+		want   bool
+	}{
+		{"10.20.0.0/16", policy, true},
+		{"10.20.5.0/24", policy, true},
+		{"10.20.5.7/32", policy, true},
+		{"192.168.7.128/25", policy, true},
+		{"fd12:3456:1::/48", policy, true},
+		{"10.0.0.0/8", policy, false},   // wider than the policy's prefix
+		{"10.21.0.0/16", policy, false}, // beside it
+		{"10.20.0.0/15", policy, false},
+		{"192.168.0.0/16", policy, false},
+		{"fd12::/16", policy, false},
+		{"172.16.0.0/12", policy, false},
+		{"10.20.0.0/16", nil, false},
+		{"10.20.0.0/16", []string{}, false},
+		{"not a prefix", policy, false},
+		{"10.20.0.0/16", []string{"not a prefix"}, false},
+		{"10.20.0.0/16", []string{"10.0.0.0/8"}, true},
+	} {
+		if got := EgressWithin(tc.entry, tc.policy); got != tc.want {
+			t.Errorf("EgressWithin(%q, %q) = %v, want %v", tc.entry, tc.policy, got, tc.want)
+		}
+	}
+	if got := EgressOutside([]string{"10.20.1.0/24", "10.0.0.0/8", "192.168.7.0/24", "172.16.0.0/12"}, policy); !slices.Equal(got, []int{1, 3}) {
+		t.Errorf("EgressOutside = %v, want [1 3]", got)
+	}
+	if got := EgressOutside([]string{"10.20.1.0/24"}, policy); got != nil {
+		t.Errorf("EgressOutside of an allowed list = %v, want nil", got)
+	}
+}
+
+// The message for an entry outside the policy names the entry, the pool, what it allows and the
+// fix.
+func TestEgressOutsidePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy []string
+		want   string
+	}{
+		{nil, "allows no private prefixes (its policy.egressAllow is empty)"},
+		{[]string{"10.20.0.0/16", "fd12::/32"}, "allows only 10.20.0.0/16, fd12::/32"},
+	} {
+		got := EgressOutsidePolicy("10.0.0.0/8", "gpu-fra", tc.policy)
+		for _, part := range []string{"10.0.0.0/8", "pool gpu-fra", tc.want, "add it to pool gpu-fra's policy.egressAllow, which only the pool's owner can change"} {
+			if !strings.Contains(got, part) {
+				t.Errorf("EgressOutsidePolicy(%q) = %q, want it to hold %q", tc.policy, got, part)
+			}
+		}
+	}
+}
+
+// A pool's policy.egressAllow follows the entry rule of a template's egressAllow, under its own
+// name, and needs no network.
+func TestCheckEgressPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		list  []string
+		index int    // the first problem's index; -2 for none
+		want  string // a part of its message
+	}{
+		{"absent", nil, -2, ""},
+		{"valid", []string{"10.20.0.0/16", "fd12:3456::/32"}, -2, ""},
+		{"public range", []string{"198.51.100.0/24"}, 0, "not inside the private ranges"},
+		{"metadata", []string{"10.0.0.0/8", "100.64.0.0/10"}, 1, "metadata address 100.100.100.200"},
+		{"host bits", []string{"10.20.0.1/16"}, 0, "write the network, 10.20.0.0/16"},
+		{"twice", []string{"10.20.0.0/16", "10.20.0.0/16"}, 1, "appears twice (also policy.egressAllow[0])"},
+		{"too many", func() []string {
+			l := make([]string, MaxEgressAllow+1)
+			for i := range l {
+				l[i] = fmt.Sprintf("10.%d.0.0/16", i)
+			}
+			return l
+		}(), -1, "policy.egressAllow has 33 items; at most 32"},
+	} {
+		p := CheckEgressPolicy(tc.list)
+		if tc.index == -2 {
+			if p != nil {
+				t.Errorf("%s: %+v, want none", tc.name, p)
+			}
+			continue
+		}
+		if len(p) == 0 || p[0].Index != tc.index || !strings.Contains(p[0].Message, tc.want) {
+			t.Errorf("%s: %+v, want index %d holding %q", tc.name, p, tc.index, tc.want)
+		}
+	}
 }

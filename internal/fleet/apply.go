@@ -126,6 +126,9 @@ func (a *Applier) Apply(ctx context.Context, p *iam.Principal, in ApplyInput) (*
 		if err := compute.CheckCounts(ctx, tx, in.TenantID); err != nil {
 			return err // the creates ran with DeferCounts: the tenant's counts are checked once
 		}
+		if err := a.Planner.Compute.CheckEgress(ctx, tx, in.TenantID); err != nil {
+			return err // the calls ran with DeferEgress: templates against pool policies, as they end
+		}
 		if err := batch.Flush(ctx, tx); err != nil {
 			return err
 		}
@@ -185,6 +188,7 @@ func (a *Applier) run(ctx context.Context, tx store.Querier, batch *audit.Batch,
 	}
 	svc := *a.Planner.Compute
 	svc.DeferCounts = true // Apply checks the tenant's counts once, after the last call
+	svc.DeferEgress = true // and its templates' egressAllow against their pools' policies
 	o, err := svc.Run(ctx, tx, p.ID, *c.op)
 	if err != nil {
 		return err

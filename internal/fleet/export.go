@@ -84,7 +84,7 @@ func (p *Planner) Export(ctx context.Context, q store.Querier, tenantID string) 
 		pool := document.Pool{Name: st.nameOf(o), Site: st.fleetName(s.SiteID), Class: s.Class, GPUModel: s.GPUModel,
 			OwnerQuota: quotas[o.ID], Offers: offers[o.ID]}
 		if s.Policy != nil {
-			pool.Policy = &document.Policy{DisruptionBudget: s.Policy.DisruptionBudget}
+			pool.Policy = &document.Policy{DisruptionBudget: s.Policy.DisruptionBudget, EgressAllow: s.Policy.EgressAllow}
 		}
 		if s.ProviderAccountID != "" {
 			pool.ProviderAccount = st.ownName(s.ProviderAccountID)

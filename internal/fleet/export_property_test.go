@@ -298,8 +298,20 @@ func (w *world) fields(kind, tenant string, g gen, in map[string]any, only []str
 			if rapid.IntRange(0, 4).Draw(w.t, "emptyPolicy") == 0 {
 				return map[string]any{}
 			}
-			return map[string]any{"disruptionBudget": rapid.SampledFrom([]float64{0, math.Copysign(0, -1), 5e-324, 1e-9, 0.1, 0.5, 1,
+			policy := map[string]any{"disruptionBudget": rapid.SampledFrom([]float64{0, math.Copysign(0, -1), 5e-324, 1e-9, 0.1, 0.5, 1,
 				1.0000001, -1e-9, 2}).Draw(w.t, "disruptionBudget")}
+			if rapid.IntRange(0, 3).Draw(w.t, "egressPolicy") > 0 {
+				var list []any
+				for range rapid.IntRange(0, 3).Draw(w.t, "policy.egressAllow items") {
+					list = append(list, g.str("policy.egressAllow item", rapid.SampledFrom([]string{"10.0.0.0/8", "10.20.0.0/16", "172.16.0.0/12",
+						"192.168.0.0/16", "100.64.0.0/16", "fd12::/16"}), nil))
+				}
+				if g.bad("policy.egressAllow extra") {
+					list = append(list, rapid.SampledFrom([]string{"10.20.0.1/16", "100.64.0.0/10", "198.51.100.0/24"}).Draw(w.t, "policy.egressAllow bad"))
+				}
+				policy["egressAllow"] = list
+			}
+			return policy
 		})
 		if class == "provider" || rapid.IntRange(0, 5).Draw(w.t, "strayAccount") == 0 {
 			set("providerAccountId", func() any { return w.ref("providerAccountId", compute.KindProviderAccount, tenant) })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/fleet/document"
 )
 
@@ -169,7 +170,7 @@ func (b *builder) pools(doc *document.Document) error {
 		}
 		var policy *compute.Policy
 		if d.Policy != nil {
-			policy = &compute.Policy{DisruptionBudget: d.Policy.DisruptionBudget}
+			policy = &compute.Policy{DisruptionBudget: d.Policy.DisruptionBudget, EgressAllow: d.Policy.EgressAllow}
 		}
 		desired := compute.PoolSpec{SiteID: siteID, Class: d.Class, GPUModel: d.GPUModel, Policy: policy, ProviderAccountID: accountID}
 		poolID := ""
@@ -351,6 +352,33 @@ func (b *builder) resolveTemplatePool(name, who string) (string, bool) {
 	return "", false
 }
 
+// offeredEgress blocks template d when poolRef is a pool offered to the tenant and an entry of
+// d's egressAllow lies outside that pool's policy.egressAllow: the pool's owner decides it, so
+// no document of this tenant can fix it. Of the tenant's own pools the document is checked by
+// Validate and the stored state by apply (compute.Service.CheckEgress).
+func (b *builder) offeredEgress(poolRef string, d document.SandboxTemplate, n *notes) error {
+	if len(d.EgressAllow) == 0 {
+		return nil
+	}
+	for _, o := range b.st.related.OfferedPools {
+		if o.ID != poolRef {
+			continue
+		}
+		var ps compute.PoolSpec
+		if err := o.DecodeSpec(&ps); err != nil {
+			return err
+		}
+		var policy []string
+		if ps.Policy != nil {
+			policy = ps.Policy.EgressAllow
+		}
+		for _, i := range fieldrules.EgressOutside(d.EgressAllow, policy) {
+			n.block("egressAllow[%d]: %s", i, fieldrules.EgressOutsidePolicy(d.EgressAllow[i], poolRef, policy))
+		}
+	}
+	return nil
+}
+
 func (b *builder) resolveFlavor(poolRef, name, who string) (string, bool) {
 	if ref, ok := b.flavorRef[poolRef+"/"+name]; ok {
 		return ref, true
@@ -376,6 +404,9 @@ func (b *builder) templates(doc *document.Document) error {
 			n.block("unknown pool %s: name one of the tenant's pools, or the id of a pool offered to it", d.Pool)
 		} else if flavorRef, ok = b.resolveFlavor(poolRef, d.Flavor, who); !ok {
 			n.block("unknown flavor %s on pool %s: add it to flavors", d.Flavor, d.Pool)
+		}
+		if err := b.offeredEgress(poolRef, d, &n); err != nil {
+			return err
 		}
 		var warm *compute.Warm
 		if d.Warm != nil {

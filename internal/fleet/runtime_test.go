@@ -16,7 +16,7 @@ import (
 // template, on SQLite and PostgreSQL alike.
 func runtimeDoc(vmRuntime, allow string) string {
 	return `{"version":1,"sites":[{"name":"fra","kind":"shared","region":"eu-central"}],
-		"pools":[{"name":"vps-fra","site":"fra","class":"vps-host"}],
+		"pools":[{"name":"vps-fra","site":"fra","class":"vps-host","policy":{"egressAllow":["10.0.0.0/8","fd12::/16"]}}],
 		"flavors":[{"pool":"vps-fra","name":"g1.small","vcpu":2,"memoryGiB":4,"diskGiB":40}],
 		"sandboxTemplates":[
 			{"name":"vm","pool":"vps-fra","flavor":"g1.small","imageId":"busybox","network":"public","runtime":"` + vmRuntime + `","egressAllow":` + allow + `},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cubefleet/cubefleet"
 	"github.com/cubefleet/cubefleet/internal/compute"
+	"github.com/cubefleet/cubefleet/internal/fieldrules"
 	"github.com/cubefleet/cubefleet/internal/nodeapi"
 	"github.com/cubefleet/cubefleet/internal/secretref"
 	"github.com/cubefleet/cubefleet/internal/store"
@@ -229,7 +230,7 @@ func (s *Service) records(ctx context.Context, column string, ids []string) (map
 }
 
 // handOff is r as its node runs it: the template's environment with the create's laid over it
-// and its egressAllow, the runtime it was placed for (its nodeSelector's),
+// and its egressAllow (the entries inside its pool's policy.egressAllow now: poolEgress), the runtime it was placed for (its nodeSelector's),
 // secret:// values resolved (INVALID_INPUT naming the variable when one cannot be: the value is
 // never in the message), its flavor's limits, its timeout and the result's output limit.
 func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec, error) {
@@ -241,7 +242,10 @@ func (s *Service) handOff(ctx context.Context, r *record) (*nodeapi.SandboxSpec,
 		if err := t.DecodeSpec(&ts); err != nil {
 			return nil, err
 		}
-		tplEnv, network, image, egress = ts.Env, ts.Network, ts.ImageID, ts.EgressAllow
+		tplEnv, network, image = ts.Env, ts.Network, ts.ImageID
+		if egress, err = s.poolEgress(ctx, ts); err != nil {
+			return nil, err
+		}
 	} else if !cubefleet.IsCode(err, cubefleet.CodeNotFound) {
 		return nil, err
 	}
@@ -393,4 +397,36 @@ func (s *Service) stopsQueued(ctx context.Context, node string) (map[string]bool
 		out[id] = true
 	}
 	return out, rows.Err()
+}
+
+// poolEgress returns the entries of ts's egressAllow that lie inside its pool's
+// policy.egressAllow as stored now, in order. Compute refuses a template or pool change that
+// leaves an entry outside; this holds when a stored template predates its pool's policy or a
+// pool changed behind compute's back: a sandbox reaches only the private prefixes its pool's
+// owner allows. A pool that is gone allows none.
+func (s *Service) poolEgress(ctx context.Context, ts compute.SandboxTemplateSpec) ([]string, error) {
+	if len(ts.EgressAllow) == 0 {
+		return nil, nil
+	}
+	var policy []string
+	pool, err := compute.Load(ctx, s.db, ts.PoolID)
+	switch {
+	case err == nil:
+		var ps compute.PoolSpec
+		if err := pool.DecodeSpec(&ps); err != nil {
+			return nil, err
+		}
+		if ps.Policy != nil {
+			policy = ps.Policy.EgressAllow
+		}
+	case !cubefleet.IsCode(err, cubefleet.CodeNotFound):
+		return nil, err
+	}
+	var out []string
+	for _, e := range ts.EgressAllow {
+		if fieldrules.EgressWithin(e, policy) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }

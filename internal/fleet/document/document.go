@@ -84,6 +84,10 @@ type Policy struct {
 	// DisruptionBudget is the fraction of the pool's hosts that may be disrupted at once,
 	// from 0 to 1; nil leaves it unset.
 	DisruptionBudget *float64 `json:"disruptionBudget,omitempty"`
+	// EgressAllow lists the private prefixes the sandboxes of the pool may reach
+	// (fieldrules.CheckEgressPolicy): every entry of the egressAllow of a template on the pool
+	// lies inside one of them. nil (left out): none.
+	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 
 // Offer offers a pool to a tenant (docs/fleet-document.md); fleet names it
@@ -144,7 +148,8 @@ type SandboxTemplate struct {
 	// sandboxes run on, and so the nodes they are placed on; "" (left out): the node's default.
 	Runtime string `json:"runtime,omitempty"`
 	// EgressAllow lists the private prefixes a public sandbox of it may reach besides the
-	// internet (fieldrules.CheckEgressAllow); nil (left out): none.
+	// internet (fieldrules.CheckEgressAllow), each inside a prefix of its pool's
+	// policy.egressAllow; nil (left out): none.
 	EgressAllow []string `json:"egressAllow,omitempty"`
 }
 

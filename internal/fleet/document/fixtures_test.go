@@ -29,6 +29,7 @@ const (
 	gapWarm   = "warm.min <= warm.max compares two fields"
 	gapUTF8   = "invalid UTF-8: the schema library's decoder replaces it with U+FFFD"
 	gapEgress = "an egressAllow prefix's range (private, no metadata address, no host bits) and the network it needs are checked in code, not by a pattern"
+	gapPolicy = "a template's egressAllow inside its pool's policy.egressAllow compares two items"
 )
 
 // Items that are valid on their own, to build fixtures from.
@@ -186,6 +187,18 @@ func badFixtures() []fixture {
 		{name: "template egressAllow public range", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["198.51.100.0/24"]`)), path: "sandboxTemplates[0].egressAllow[0]", gap: gapEgress},
 		{name: "template egressAllow host bits", json: doc("sandboxTemplates", with(publicTemplateOK, `"egressAllow":["10.20.0.1/16"]`)), path: "sandboxTemplates[0].egressAllow[0]", gap: gapEgress},
 		{name: "template egressAllow private network", json: doc("sandboxTemplates", with(templateOK, `"egressAllow":["10.20.0.0/16"]`)), path: "sandboxTemplates[0].egressAllow", gap: gapEgress},
+		{name: "pool egressAllow not a list", json: doc("pools", with(poolOK, `"policy":{"egressAllow":"10.20.0.0/16"}`)), path: "pools[0].policy.egressAllow"},
+		{name: "pool egressAllow number", json: doc("pools", with(poolOK, `"policy":{"egressAllow":[10]}`)), path: "pools[0].policy.egressAllow[0]"},
+		{name: "pool egressAllow repeated", json: doc("pools", with(poolOK, `"policy":{"egressAllow":["10.20.0.0/16","10.20.0.0/16"]}`)), path: "pools[0].policy.egressAllow[1]"},
+		{name: "pool egressAllow public range", json: doc("pools", with(poolOK, `"policy":{"egressAllow":["10.20.0.0/16","198.51.100.0/24"]}`)), path: "pools[0].policy.egressAllow[1]", gap: gapEgress},
+		{name: "pool egressAllow metadata", json: doc("pools", with(poolOK, `"policy":{"egressAllow":["100.64.0.0/10"]}`)), path: "pools[0].policy.egressAllow[0]", gap: gapEgress},
+		{name: "template egressAllow outside its pool's policy",
+			json: `{"version":1,"pools":[` + with(poolOK, `"policy":{"egressAllow":["10.20.0.0/16"]}`) + `],"sandboxTemplates":[` +
+				with(publicTemplateOK, `"egressAllow":["10.20.1.0/24","10.0.0.0/8","192.168.7.0/24"]`) + `]}`,
+			paths: []string{"sandboxTemplates[0].egressAllow[1]", "sandboxTemplates[0].egressAllow[2]"}, gap: gapPolicy},
+		{name: "template egressAllow on a pool with no policy",
+			json:  `{"version":1,"pools":[` + poolOK + `],"sandboxTemplates":[` + with(publicTemplateOK, `"egressAllow":["10.20.0.0/16"]`) + `]}`,
+			paths: []string{"sandboxTemplates[0].egressAllow[0]"}, gap: gapPolicy},
 
 		// Every problem, in document order (key order, not struct order).
 		{name: "all problems in document order",
@@ -240,6 +253,9 @@ func goodFixtures(t testing.TB) []fixture {
 		{name: "runtime and egressAllow", json: doc("sandboxTemplates", with(publicTemplateOK,
 			`"runtime":"microvm","egressAllow":["10.20.0.0/16","172.16.5.0/24","192.168.7.1/32","100.64.0.0/16","fd12:3456::/32"]`),
 			with(strings.Replace(templateOK, "py-small", "py-process", 1), `"runtime":"process","disconnectGraceSeconds":120`))},
+		{name: "egressAllow inside the pool's policy", json: `{"version":1,"pools":[` +
+			with(poolOK, `"policy":{"disruptionBudget":0.1,"egressAllow":["10.20.0.0/16","fd12:3456::/32"]}`) + `],"sandboxTemplates":[` +
+			with(publicTemplateOK, `"egressAllow":["10.20.0.0/16","10.20.7.0/24","fd12:3456:1::/48"]`) + `]}`},
 		{name: "image with registry and unicode", json: doc("sandboxTemplates", strings.Replace(templateOK, "ubuntu-24.04", "registry.example.com/bild-ä:24.04@sha256:abc", 1))},
 		{name: "provider pool", json: `{"version":1,"providerAccounts":[` + accountOK + `],"pools":[{"name":"burst","site":"fra","class":"provider","providerAccount":"cloud"}]}`},
 		{name: "thousand sites", json: doc("sites", repeat(`{"name":"NAME","kind":"shared","region":"eu"}`, 1000, func(i int) string { return "s" + itoa(i) })...)},

@@ -27,7 +27,7 @@ var (
 		fieldSpec{"class", "set it to " + fieldrules.PoolClasses.Rule()},
 		fieldSpec{name: "gpuModel"}, fieldSpec{name: "policy"}, fieldSpec{name: "providerAccount"},
 		fieldSpec{name: "ownerQuota"}, fieldSpec{name: "offers"})
-	policySpec = spec("a policy", fieldSpec{name: "disruptionBudget"})
+	policySpec = spec("a policy", fieldSpec{name: "disruptionBudget"}, fieldSpec{name: "egressAllow"})
 	offerSpec  = spec("an offer",
 		fieldSpec{"tenant", "name the tenant the pool is offered to, e.g. acme"},
 		fieldSpec{name: "quota"}, fieldSpec{name: "priority"})
@@ -139,6 +139,10 @@ func (m *mapper) pool(n value, item path) (p Pool) {
 func (m *mapper) policy(n value, at *path) *Policy {
 	pol := &Policy{}
 	ok := m.object(n, at, "policy", policySpec, func(key string, v value) {
+		if key == "egressAllow" {
+			pol.EgressAllow = m.strList(v, at, key)
+			return
+		}
 		if v.kind != kindNumber {
 			m.failBad(v.off, at.member(key), key+" must be a number, not "+v.kind.article())
 			return

@@ -449,9 +449,31 @@ func (m *refMapper) pool(n *node, path string) (p Pool) {
 	return p
 }
 
+// strList is the list of strings under key at path, "" for an item that is not a string.
+func (m *refMapper) strList(v *node, path, key string) []string {
+	if v.kind != kindArray {
+		m.failBad(v.off, join(path, key), key+" must be an array, not "+v.kind.article())
+		return nil
+	}
+	var out []string
+	for i, el := range v.elems {
+		if el.kind != kindString {
+			m.failBad(el.off, index(join(path, key), i), key+" items must be strings, not "+el.kind.article())
+			out = append(out, "")
+			continue
+		}
+		out = append(out, el.text)
+	}
+	return out
+}
+
 func (m *refMapper) policy(n *node, path string) *Policy {
 	pol := &Policy{}
 	ok := m.object(n, path, "policy", policySpec, func(key string, v *node) {
+		if key == "egressAllow" {
+			pol.EgressAllow = m.strList(v, path, key)
+			return
+		}
 		if v.kind != kindNumber {
 			m.failBad(v.off, join(path, key), key+" must be a number, not "+v.kind.article())
 			return
@@ -526,18 +548,7 @@ func (m *refMapper) template(n *node, path string) (t SandboxTemplate) {
 		case "runtime":
 			t.Runtime = m.optStr(v, path, key, fieldrules.Runtimes.Rule())
 		case "egressAllow":
-			if v.kind != kindArray {
-				m.failBad(v.off, join(path, key), key+" must be an array, not "+v.kind.article())
-				return
-			}
-			for i, el := range v.elems {
-				if el.kind != kindString {
-					m.failBad(el.off, index(join(path, key), i), key+" items must be strings, not "+el.kind.article())
-					t.EgressAllow = append(t.EgressAllow, "")
-					continue
-				}
-				t.EgressAllow = append(t.EgressAllow, el.text)
-			}
+			t.EgressAllow = m.strList(v, path, key)
 		}
 	})
 	return t
@@ -596,6 +607,23 @@ func refCheck(d *Document) *refChecker {
 	u = newRefUnique("sandboxTemplates", "sandbox template names must be unique", len(d.SandboxTemplates))
 	for i := range d.SandboxTemplates {
 		c.template(&d.SandboxTemplates[i], index("sandboxTemplates", i), u, i)
+	}
+	for i, t := range d.SandboxTemplates {
+		for _, pl := range d.Pools {
+			if pl.Name != t.Pool {
+				continue
+			}
+			var policy []string
+			if pl.Policy != nil {
+				policy = pl.Policy.EgressAllow
+			}
+			for j, e := range t.EgressAllow {
+				if _, msg := fieldrules.CheckEgressPrefix(e); msg == "" && !fieldrules.EgressWithin(e, policy) {
+					c.add(index(join(index("sandboxTemplates", i), "egressAllow"), j), fieldrules.EgressOutsidePolicy(e, t.Pool, policy))
+				}
+			}
+			break
+		}
 	}
 	return c
 }
@@ -718,6 +746,15 @@ func (c *refChecker) pool(pl *Pool, p string, u *refUnique, i int) {
 	if pl.Policy != nil && pl.Policy.DisruptionBudget != nil {
 		if b := *pl.Policy.DisruptionBudget; !(b >= 0 && b <= 1) { // NaN fails too
 			c.add(join(join(p, "policy"), "disruptionBudget"), disruptionBudgetRule)
+		}
+	}
+	if pl.Policy != nil {
+		for _, e := range fieldrules.CheckEgressPolicy(pl.Policy.EgressAllow) {
+			at := join(join(p, "policy"), "egressAllow")
+			if e.Index >= 0 {
+				at = index(at, e.Index)
+			}
+			c.add(at, e.Message)
 		}
 	}
 	switch {

@@ -170,6 +170,14 @@ func schema() obj {
 // the ranges it must lie in are checked by fieldrules.CheckEgressPrefix.
 const egressPrefixPattern = `^[0-9A-Fa-f.:]+/[0-9]{1,3}$`
 
+// egressList is the schema of a list of egress prefixes (a template's egressAllow, a pool's
+// policy.egressAllow): what describes it, then the rule every entry follows.
+func egressList(what string) obj {
+	return obj{{"description", fmt.Sprintf("%s %d at most, each %s.", what, fieldrules.MaxEgressAllow, fieldrules.EgressAllowRule)},
+		{"type", "array"}, {"maxItems", fieldrules.MaxEgressAllow}, {"uniqueItems", true},
+		{"items", obj{{"description", "A prefix in CIDR form, e.g. 10.20.0.0/16."}, {"type", "string"}, {"pattern", egressPrefixPattern}}}}
+}
+
 func defs() obj {
 	quotaValue := integer("The maximum, a count (GiB for memoryGiB and diskGiB).", fieldrules.Quota)
 	return obj{
@@ -204,6 +212,7 @@ func defs() obj {
 			{"policy", record("The pool's operating policy.", nil, obj{
 				{"disruptionBudget", obj{{"description", "The fraction of the pool's hosts that may be disrupted at once, from 0 to 1, e.g. 0.1."},
 					{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+				{"egressAllow", egressList("The private prefixes the pool's sandboxes may reach: each entry of the egressAllow of a template on the pool lies inside one of them. Only the pool's owner sets it; left out: none.")},
 			})},
 			{"providerAccount", ref("name", "The provider account of a provider pool: required for class provider, forbidden for vps-host.")},
 			{"ownerQuota", ref("quota", "What the pool's owner keeps, per resource.")},
@@ -242,9 +251,7 @@ func defs() obj {
 			{"terminationGraceSeconds", integer("Seconds a sandbox gets between SIGTERM and SIGKILL when it is stopped (deleted, timed out, evicted by a drain's deadline, agent down).", fieldrules.TerminationGrace, kv{"default", fieldrules.DefaultTerminationGraceSeconds})},
 			{"disconnectGraceSeconds", integer("Seconds a running sandbox stays unknown after its node's last report (and runs on if the node comes back) before it is lost; left out: the server's --disconnect-grace.", fieldrules.DisconnectGrace)},
 			{"runtime", enum("The sandbox runtime its sandboxes run on, and so the nodes they are placed on: process (confined processes on the host's kernel) or microvm (a virtual machine with its own guest kernel); left out: the node's default runtime.", fieldrules.Runtimes)},
-			{"egressAllow", obj{{"description", fmt.Sprintf("The private prefixes a public sandbox may reach besides the internet, %d at most, each %s. The node's own addresses, the control plane, other sandboxes and metadata addresses stay unreachable inside them. Only for network public.", fieldrules.MaxEgressAllow, fieldrules.EgressAllowRule)},
-				{"type", "array"}, {"maxItems", fieldrules.MaxEgressAllow}, {"uniqueItems", true},
-				{"items", obj{{"description", "A prefix in CIDR form, e.g. 10.20.0.0/16."}, {"type", "string"}, {"pattern", egressPrefixPattern}}}}},
+			{"egressAllow", egressList("The private prefixes a public sandbox may reach besides the internet, each inside a prefix of the pool's policy.egressAllow. The node's own addresses, the control plane, other sandboxes and metadata addresses stay unreachable inside them. Only for network public.")},
 		})},
 	}
 }

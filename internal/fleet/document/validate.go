@@ -92,7 +92,55 @@ func (d *Document) check() *checker {
 	for i := range d.SandboxTemplates {
 		c.template(&d.SandboxTemplates[i], &path{key: "sandboxTemplates", i: i}, u, i)
 	}
+	c.egressPolicies(d)
 	return c
+}
+
+// egress adds the problems of the prefix list under key at p (a template's egressAllow, a
+// pool's policy.egressAllow), each at its entry's path.
+func (c *checker) egress(p *path, key string, list []fieldrules.EgressProblem) {
+	for _, e := range list {
+		if e.Index < 0 {
+			c.add(p.member(key), e.Message)
+		} else {
+			c.add(fmt.Sprintf("%s[%d]", p.member(key), e.Index), e.Message)
+		}
+	}
+}
+
+// egressPolicies checks each entry of the egressAllow of a template on a pool d describes
+// against that pool's policy.egressAllow. An entry that breaks the prefix rule is reported
+// already, and a template on a pool d does not describe is the planner's to check.
+func (c *checker) egressPolicies(d *Document) {
+	var policies map[string][]string
+	for i := range d.SandboxTemplates {
+		t := &d.SandboxTemplates[i]
+		if len(t.EgressAllow) == 0 {
+			continue
+		}
+		if policies == nil {
+			policies = make(map[string][]string, len(d.Pools))
+			for _, pl := range d.Pools {
+				var list []string
+				if pl.Policy != nil {
+					list = pl.Policy.EgressAllow
+				}
+				if _, seen := policies[pl.Name]; !seen { // a repeated name is reported already
+					policies[pl.Name] = list
+				}
+			}
+		}
+		policy, ok := policies[t.Pool]
+		if !ok {
+			continue
+		}
+		p := &path{key: "sandboxTemplates", i: i}
+		for _, j := range fieldrules.EgressOutside(t.EgressAllow, policy) {
+			if _, msg := fieldrules.CheckEgressPrefix(t.EgressAllow[j]); msg == "" {
+				c.add(fmt.Sprintf("%s[%d]", p.member("egressAllow"), j), fieldrules.EgressOutsidePolicy(t.EgressAllow[j], t.Pool, policy))
+			}
+		}
+	}
 }
 
 // checker collects problems. deps[i], when set, is another field problem i depends on: Decode
@@ -244,6 +292,9 @@ func (c *checker) pool(pl *Pool, p *path, u *unique, i int) {
 			c.add(join(p.member("policy"), "disruptionBudget"), disruptionBudgetRule)
 		}
 	}
+	if pl.Policy != nil {
+		c.egress(&path{up: p, key: "policy", i: -1}, "egressAllow", fieldrules.CheckEgressPolicy(pl.Policy.EgressAllow))
+	}
 	switch {
 	case pl.Class == fieldrules.PoolClassProvider && pl.ProviderAccount == "":
 		c.add(p.member("providerAccount"), "providerAccount is required when class is provider; name the provider account the pool buys servers from")
@@ -316,13 +367,7 @@ func (c *checker) template(t *SandboxTemplate, p *path, u *unique, i int) {
 	if t.Runtime != "" && !fieldrules.Runtimes.Has(t.Runtime) {
 		c.add(p.member("runtime"), "runtime must be "+fieldrules.Runtimes.Rule()+", or left out for the node's default runtime")
 	}
-	for _, e := range fieldrules.CheckEgressAllow(t.Network, t.EgressAllow) {
-		if e.Index < 0 {
-			c.add(p.member("egressAllow"), e.Message)
-		} else {
-			c.add(fmt.Sprintf("%s[%d]", p.member("egressAllow"), e.Index), e.Message)
-		}
-	}
+	c.egress(p, "egressAllow", fieldrules.CheckEgressAllow(t.Network, t.EgressAllow))
 	if t.Warm != nil {
 		wp := &path{up: p, key: "warm", i: -1}
 		c.intRange(wp, "min", int64(t.Warm.Min), fieldrules.Warm, "")

@@ -97,7 +97,8 @@ func New(t *testing.T, db *store.DB, o Options) *Env {
 		return obj.ID
 	}
 	site := mk(compute.KindSite, "root", map[string]any{"kind": "shared", "region": "eu-central"})
-	e.Pool = mk(compute.KindPool, "root", map[string]any{"siteId": site, "class": "vps-host"})
+	e.Pool = mk(compute.KindPool, "root", map[string]any{"siteId": site, "class": "vps-host",
+		"policy": map[string]any{"egressAllow": []string{"10.20.0.0/16"}}})
 	for res, max := range o.OwnerQuota {
 		mk(compute.KindOwnerQuota, "root", map[string]any{"poolId": e.Pool, "resource": res, "max": max})
 	}
