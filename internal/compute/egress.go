@@ -69,7 +69,7 @@ func (s *Service) poolEgress(ctx context.Context, q store.Querier, pool Object, 
 	if err != nil || out == nil {
 		return err
 	}
-	return cubefleet.Invalid("policy.egressAllow", "policy.egressAllow would leave %s outside it; keep prefixes that hold those entries, or narrow those templates' egressAllow first", listOutside(out))
+	return cubefleet.Invalid("policy.egressAllow", "policy.egressAllow would leave %s outside it; keep prefixes that hold those entries, or have those templates' egressAllow narrowed first (each by its own tenant)", listOutside(out))
 }
 
 // CheckEgress checks, inside q, that every egressAllow entry of a template of tenantID, and of
