@@ -123,8 +123,8 @@ func printRun(w io.Writer, j *journal.Journal, what string) error {
 func newRoundtripUpCmd() *cobra.Command {
 	var rf roundtripFlags
 	var canary cubes.Canary
-	var binaryURL, agentEnv, canaryCommand string
-	var nodeWait, joinTTL time.Duration
+	var canaryCommand string
+	var b cubeBoot
 	cmd := &cobra.Command{
 		Use:   "up --profile F --config F --agent-binary-url URL --canary-template T",
 		Short: "Add one Cube to the baseline: preflight, create, attach, peer, verify, route (journaled; a rerun resumes)",
@@ -154,22 +154,12 @@ the journal). Exit 0 when the Cube is up, 1 on any failure (the journal says whe
 roundtrip status), 2 on a usage error.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if canary.Template == "" || binaryURL == "" {
+			if canary.Template == "" || b.binaryURL == "" {
 				return usagef("--canary-template and --agent-binary-url are required")
 			}
-			if !strings.HasPrefix(binaryURL, "https://") && !strings.HasPrefix(binaryURL, "http://") {
-				return usagef("--agent-binary-url %q: want an http(s) URL", binaryURL)
-			}
-			if nodeWait <= 0 || joinTTL < time.Minute {
-				return usagef("--node-wait must be positive and --join-token-ttl at least 1m")
-			}
-			var extra []string
-			if agentEnv != "" {
-				lines, err := readAgentEnv(agentEnv)
-				if err != nil {
-					return err
-				}
-				extra = lines
+			boot, err := b.boot()
+			if err != nil {
+				return err
 			}
 			st, store, j, err := rf.open(cmd)
 			if err != nil {
@@ -181,8 +171,9 @@ roundtrip status), 2 on a usage error.`,
 				return err
 			}
 			canary.Command = strings.Fields(canaryCommand)
-			r.Canary, r.NodeWait, r.JoinTTL, r.NewKey = canary, nodeWait, joinTTL, fleetssh.NewWireGuardKey
-			r.Boot = cubes.CubeBoot{ControlPlane: st.profile.ControlPlane.URL, AgentBinaryURL: binaryURL, AgentEnv: extra}
+			r.Canary, r.NodeWait, r.JoinTTL, r.NewKey = canary, b.nodeWait, b.joinTTL, fleetssh.NewWireGuardKey
+			boot.ControlPlane = st.profile.ControlPlane.URL
+			r.Boot = boot
 			switch {
 			case j != nil && j.State == journal.StateOpen && j.Workflow != cubes.WorkflowUp:
 				return cubefleet.Invalid("journal", "run %s's %s did not finish: rerun it (it resumes) before a new roundtrip up", j.Run, j.Workflow)
@@ -216,11 +207,39 @@ roundtrip status), 2 on a usage error.`,
 	f.StringVar(&canary.Template, "canary-template", "", "the sandbox template of the canary run on the new Cube (required)")
 	f.StringVar(&canary.Tenant, "canary-tenant", "root", "the tenant of the canary")
 	f.StringVar(&canaryCommand, "canary-command", "echo cubefleet-canary", "the canary's command, split at spaces; it must exit 0")
-	f.StringVar(&binaryURL, "agent-binary-url", "", "where the new Cube downloads the cubefleet binary (required)")
-	f.StringVar(&agentEnv, "agent-env", "", "a file of extra KEY=VALUE agent settings for the new Cube (such as CUBE_S3_ENDPOINT); it becomes part of its user data")
-	durationVar(f, &nodeWait, "node-wait", 10*time.Minute, "longest wait for the new node to be Ready and for its canary to return")
-	durationVar(f, &joinTTL, "join-token-ttl", time.Hour, "lifetime of the new Cube's one-time join token")
+	f.StringVar(&b.binaryURL, "agent-binary-url", "", "where the new Cube downloads the cubefleet binary (required)")
+	f.StringVar(&b.agentEnv, "agent-env", "", "a file of extra KEY=VALUE agent settings for the new Cube (such as CUBE_S3_ENDPOINT); it becomes part of its user data")
+	durationVar(f, &b.nodeWait, "node-wait", 10*time.Minute, "longest wait for the new node to be Ready and for its canary to return")
+	durationVar(f, &b.joinTTL, "join-token-ttl", time.Hour, "lifetime of the new Cube's one-time join token")
 	return cmd
+}
+
+// cubeBoot holds the flags that say how a new Cube boots, shared by `roundtrip up` and `scale
+// apply`'s growth: --agent-binary-url, --agent-env, --node-wait and --join-token-ttl.
+type cubeBoot struct {
+	binaryURL, agentEnv string
+	nodeWait, joinTTL   time.Duration
+}
+
+// boot checks the flags and returns the new Cubes' boot settings (ControlPlane left for the
+// caller, from the profile). A bad flag is a usage error naming it; an unreadable --agent-env
+// file is an error naming the file.
+func (b *cubeBoot) boot() (cubes.CubeBoot, error) {
+	if !strings.HasPrefix(b.binaryURL, "https://") && !strings.HasPrefix(b.binaryURL, "http://") {
+		return cubes.CubeBoot{}, usagef("--agent-binary-url %q: want the http(s) URL new Cubes download cubefleet from", b.binaryURL)
+	}
+	if b.nodeWait <= 0 || b.joinTTL < time.Minute {
+		return cubes.CubeBoot{}, usagef("--node-wait must be positive and --join-token-ttl at least 1m")
+	}
+	var extra []string
+	if b.agentEnv != "" {
+		lines, err := readAgentEnv(b.agentEnv)
+		if err != nil {
+			return cubes.CubeBoot{}, err
+		}
+		extra = lines
+	}
+	return cubes.CubeBoot{AgentBinaryURL: b.binaryURL, AgentEnv: extra}, nil
 }
 
 // readAgentEnv reads extra agent settings: KEY=VALUE lines, blank lines and # comments

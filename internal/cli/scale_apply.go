@@ -28,8 +28,8 @@ const scaleLockName = "apply"
 func newScaleApplyCmd() *cobra.Command {
 	var rf roundtripFlags
 	var canary cubes.Canary
-	var canaryCommand, replacement, binaryURL, agentEnv string
-	var nodeWait, joinTTL time.Duration
+	var canaryCommand, replacement string
+	var b cubeBoot
 	var yes, stopAtDeadline bool
 	target := -1
 	cmd := &cobra.Command{
@@ -113,23 +113,14 @@ failure (the journal says where it stands), 2 on a usage error.`,
 				return err
 			}
 			canary.Command = strings.Fields(canaryCommand)
-			r.Canary, r.StopAtDeadline, r.NodeWait, r.JoinTTL, r.NewKey = canary, stopAtDeadline, nodeWait, joinTTL, fleetssh.NewWireGuardKey
+			r.Canary, r.StopAtDeadline, r.NodeWait, r.JoinTTL, r.NewKey = canary, stopAtDeadline, b.nodeWait, b.joinTTL, fleetssh.NewWireGuardKey
 			grow := func() error {
-				if !strings.HasPrefix(binaryURL, "https://") && !strings.HasPrefix(binaryURL, "http://") {
-					return usagef("--agent-binary-url %q: growth needs the http(s) URL new Cubes download cubefleet from", binaryURL)
+				boot, err := b.boot()
+				if err != nil {
+					return err
 				}
-				if nodeWait <= 0 || joinTTL < time.Minute {
-					return usagef("--node-wait must be positive and --join-token-ttl at least 1m")
-				}
-				var extra []string
-				if agentEnv != "" {
-					lines, err := readAgentEnv(agentEnv)
-					if err != nil {
-						return err
-					}
-					extra = lines
-				}
-				r.Boot = cubes.CubeBoot{ControlPlane: st.profile.ControlPlane.URL, AgentBinaryURL: binaryURL, AgentEnv: extra}
+				boot.ControlPlane = st.profile.ControlPlane.URL
+				r.Boot = boot
 				return nil
 			}
 			red := &cubes.Reduction{Roundtrip: r}
@@ -209,10 +200,10 @@ failure (the journal says where it stands), 2 on a usage error.`,
 	f.StringVar(&canary.Template, "canary-template", "", "the sandbox template of the sandbox accepted on each departing Cube (required)")
 	f.StringVar(&canary.Tenant, "canary-tenant", "root", "its tenant")
 	f.StringVar(&canaryCommand, "canary-command", "echo cubefleet-accepted", "its command, split at spaces; it must end within the drain")
-	f.StringVar(&binaryURL, "agent-binary-url", "", "growth: where each new Cube downloads the cubefleet binary")
-	f.StringVar(&agentEnv, "agent-env", "", "growth: a file of extra KEY=VALUE agent settings for the new Cubes")
-	durationVar(f, &nodeWait, "node-wait", 10*time.Minute, "growth: longest wait for a new node to be Ready and for its canary to return")
-	durationVar(f, &joinTTL, "join-token-ttl", time.Hour, "growth: lifetime of each new Cube's one-time join token")
+	f.StringVar(&b.binaryURL, "agent-binary-url", "", "growth: where each new Cube downloads the cubefleet binary")
+	f.StringVar(&b.agentEnv, "agent-env", "", "growth: a file of extra KEY=VALUE agent settings for the new Cubes")
+	durationVar(f, &b.nodeWait, "node-wait", 10*time.Minute, "growth: longest wait for a new node to be Ready and for its canary to return")
+	durationVar(f, &b.joinTTL, "join-token-ttl", time.Hour, "growth: lifetime of each new Cube's one-time join token")
 	f.BoolVar(&stopAtDeadline, "stop-at-deadline", false, "at the drain deadline, stop what still runs on the Cube (killed, reason node_drained) instead of exiting 1")
 	return cmd
 }
