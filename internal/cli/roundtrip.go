@@ -52,19 +52,7 @@ journal's lock: while a run holds it, it is refused, naming the run's pid and ho
 			}
 			path := filepath.Join(privateDir, journal.RoundtripPath)
 			if abandon {
-				s, err := journal.Open(path, nil)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				j, err := s.Abandon(note)
-				if err != nil {
-					return err
-				}
-				return render(cmd, j, func(w io.Writer) error {
-					_, err := linef(w, "Abandoned the %s journal of run %s (%s).\n", j.Workflow, j.Run, path)
-					return err
-				})
+				return abandonJournal(cmd, path, note)
 			}
 			var out statusOut
 			var err error
@@ -111,6 +99,24 @@ func readScaleJournals(dir string) ([]journal.Journal, error) {
 		}
 	}
 	return out, nil
+}
+
+// abandonJournal closes the open journal at path under its lock (refused while a run holds
+// it), with note saying what a person cleaned up, and prints what it closed.
+func abandonJournal(cmd *cobra.Command, path, note string) error {
+	s, err := journal.Open(path, nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	j, err := s.Abandon(note)
+	if err != nil {
+		return err
+	}
+	return render(cmd, j, func(w io.Writer) error {
+		_, err := linef(w, "Abandoned the %s journal of run %s (%s).\n", j.Workflow, j.Run, path)
+		return err
+	})
 }
 
 // printJournal prints one journal for people.

@@ -102,18 +102,5 @@ func abandonScaleRun(cmd *cobra.Command, dir, run, note string) error {
 	} else if _, err := readScaleRun(dir, run); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, run+".json")
-	s, err := journal.Open(path, nil)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	j, err := s.Abandon(note)
-	if err != nil {
-		return err
-	}
-	return render(cmd, j, func(w io.Writer) error {
-		_, err := linef(w, "Abandoned the %s journal of run %s (%s).\n", j.Workflow, j.Run, path)
-		return err
-	})
+	return abandonJournal(cmd, filepath.Join(dir, run+".json"), note)
 }
