@@ -361,7 +361,7 @@ func waitSandbox(ctx context.Context, c *replicas, tenant, id, until string) (ap
 // waitStopped turns the error that ended a wait for sandbox id into the command's error: its
 // limit is DEADLINE_EXCEEDED and an interruption says so, both naming the sandbox and where it
 // is now (read again: running on node N, pending: waiting for room ...) and the command that
-// waits on; the sandbox keeps running.
+// waits on; the sandbox goes on (running, or pending while it waits for room).
 func waitStopped(cmd *cobra.Command, c *replicas, ctx context.Context, tenant, id string, err error, limit time.Duration) error {
 	interrupted := cmd.Context().Err() != nil
 	next := fmt.Sprintf("cubefleet sandboxes wait %s --tenant %s, or cubefleet sandboxes delete %s --tenant %s", id, tenant, id, tenant)
@@ -383,7 +383,7 @@ func waitStopped(cmd *cobra.Command, c *replicas, ctx context.Context, tenant, i
 		}
 	}
 	if interrupted {
-		return fmt.Errorf("interrupted: sandbox %s keeps running (%s)", id, next)
+		return fmt.Errorf("interrupted: the wait stopped, not sandbox %s, which goes on running or waiting for room (%s)", id, next)
 	}
 	return cubefleet.Errorf(cubefleet.CodeDeadlineExceeded, "sandbox %s has not ended after %s: %s; %s (%s)", id, limit, where, keeps, next)
 }
