@@ -316,7 +316,9 @@ func TestRestartFindsSandboxes(t *testing.T) {
 	t.Parallel()
 	cp := agenttest.NewFakeCP(t, "cfj_join1")
 	n := newSandboxNode(t, cp)
-	cp.Assign(node, start("asg_1", "sbx_runs", sh("sleep 3; echo still here")...), start("asg_2", "sbx_ends", sh("sleep 0.5; echo ended")...),
+	// sbx_runs runs until the test releases it (a file in its work directory, made once the new
+	// agent reported it), however long the restart takes on a loaded host.
+	cp.Assign(node, start("asg_1", "sbx_runs", sh("until [ -e release ]; do sleep 0.05; done; echo still here")...), start("asg_2", "sbx_ends", sh("sleep 0.5; echo ended")...),
 		start("asg_3", "sbx_gone", "sleep", "30"))
 	for _, id := range []string{"sbx_runs", "sbx_ends", "sbx_gone"} {
 		n.waitStates(id, nodeapi.StateRunning)
@@ -365,6 +367,9 @@ func TestRestartFindsSandboxes(t *testing.T) {
 	}
 	if !slices.Equal(ids, []string{"sbx_runs"}) {
 		t.Errorf("the new agent's first status report lists %v, want sbx_runs", ids)
+	}
+	if err := os.WriteFile(filepath.Join(n.cfg.SandboxDir, "sbx_runs", "work", "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if end := n.waitStates("sbx_runs", nodeapi.StateRunning, nodeapi.StateExited); string(end.Stdout) != "still here\n" {
 		t.Errorf("sbx_runs: %+v", end)

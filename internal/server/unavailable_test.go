@@ -117,7 +117,7 @@ func TestDatabaseUnreachableIsUnavailable(t *testing.T) {
 			unavailable++
 			mu.Unlock()
 		default:
-			t.Errorf("%s while the database is cut or back: %d %s", method, code, out)
+			t.Errorf("%s while the database is cut or back: %d %s\nserver log:\n%s", method, code, out, e.log.String())
 		}
 		return "", false
 	}

@@ -268,7 +268,8 @@ func IsBusy(err error) bool {
 
 // IsUnreachable reports whether err says the database could not be reached, as opposed to a
 // query that failed: no connection could be made (refused, timed out, PostgreSQL starting or
-// shutting down: SQLSTATE classes 08 and 57P), or the one in use broke. Such a call may succeed
+// shutting down: SQLSTATE classes 08 and 57P), or the one in use broke (pgconn.ErrConnClosed
+// included: the driver had closed it before a BEGIN or COMMIT was sent). Such a call may succeed
 // once the database is back; the API answers it UNAVAILABLE (503, Retry-After).
 func IsUnreachable(err error) bool {
 	if err == nil {
@@ -278,7 +279,8 @@ func IsUnreachable(err error) bool {
 	var netErr net.Error
 	var coded interface{ SQLState() string }
 	switch {
-	case errors.As(err, &connect), errors.As(err, &netErr), errors.Is(err, driver.ErrBadConn), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &connect), errors.As(err, &netErr), errors.Is(err, driver.ErrBadConn), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, pgconn.ErrConnClosed):
 		return true
 	case errors.As(err, &coded):
 		state := coded.SQLState()

@@ -401,6 +401,7 @@ func TestIsUnreachable(t *testing.T) {
 		{"refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
 		{"bad conn", fmt.Errorf("query: %w", driver.ErrBadConn), true},
 		{"broken", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{"closed by the driver", fmt.Errorf("begin: %w", pgconn.ErrConnClosed), true},
 		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true},
 		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
 		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
