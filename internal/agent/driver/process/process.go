@@ -290,6 +290,9 @@ func New(cfg Config) (*Driver, error) {
 // Isolation returns what the driver enforces on this host (see Isolation.String).
 func (d *Driver) Isolation() Isolation { return d.iso }
 
+// lockWait is how long lockDir tries again for a sandbox directory's lock that is held.
+const lockWait = 2 * time.Second
+
 // searchable checks that every directory from dir up to / lets others search it (o+x).
 func searchable(dir string) error {
 	for p := dir; ; p = filepath.Dir(p) {
@@ -303,14 +306,22 @@ func searchable(dir string) error {
 	}
 }
 
-// lockDir takes the driver's exclusive lock on dir/.lock, writing this process's id in it.
+// lockDir takes the driver's exclusive lock on dir/.lock, writing this process's id in it. A
+// lock still held is tried again for up to lockWait: the driver before this one (an agent
+// restarted at once) may have closed it while a child it was starting still had the file open
+// between fork and exec.
 func lockDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, ".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox directory: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	for deadline := time.Now().Add(lockWait); errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
 		data, _ := os.ReadFile(path)
 		f.Close()
 		who := "another process"
